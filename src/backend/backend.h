@@ -1,0 +1,142 @@
+/* The backend interface.  The engine moves data only through this const
+ * table of functions; a backend knows nothing of the protocol.
+ *
+ * A queue executes its operations in order, asynchronously to the caller
+ * (host: a worker thread; CUDA: a stream).  Flags are 64-bit words in memory
+ * shared between processes; a wait finishes when (int64_t)(*flag - value)
+ * >= 0, the comparison CUDA's CU_STREAM_WAIT_VALUE_GEQ makes, so counters may
+ * wrap.  A flag write is ordered after every earlier operation of its queue
+ * and makes their data visible to the peer that sees the flag. */
+#ifndef IPCP_BACKEND_H
+#define IPCP_BACKEND_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ipcpipe.h"
+#include "common/config.h"
+#include "common/status.h"
+
+typedef struct ipcp__backend ipcp__backend_t; /* a backend instance */
+typedef struct ipcp__queue ipcp__queue_t;     /* defined by each backend */
+
+/* Completion tracking of a group of operations spread over queues.  The
+ * engine sets pending to the number of notify operations it will enqueue
+ * and cb before enqueueing any.  Operations carry the track; once status is
+ * not IPCP_OK they are skipped (a failed transfer stops moving data). */
+typedef struct ipcp__track ipcp__track_t;
+struct ipcp__track {
+    atomic_int pending;
+    atomic_int status;
+    void (*cb)(ipcp__track_t *t); /* once, when pending reaches 0 */
+    void *arg;                    /* the engine's */
+    char errmsg[IPCP_ERRMSG_MAX]; /* written by the first failure */
+};
+
+void ipcp__track_init(ipcp__track_t *t, int pending,
+                      void (*cb)(ipcp__track_t *t), void *arg);
+/* Records the first failure (later ones are ignored). */
+void ipcp__track_fail(ipcp__track_t *t, ipcp_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline int ipcp__track_ok(ipcp__track_t *t)
+{
+    return atomic_load_explicit(&t->status, memory_order_acquire) == IPCP_OK;
+}
+/* Called by a backend when a notify operation is reached (any thread). */
+void ipcp__track_notify(ipcp__track_t *t);
+
+/* What the engine learns about a pointer. */
+typedef struct ipcp__mem_attr {
+    ipcp_mem_type_t type;
+    int device;          /* CUDA ordinal; -1 for host */
+    uintptr_t base;      /* base of the allocation holding it; 0 unknown */
+    size_t size;         /* size of that allocation; 0 unknown */
+    uint64_t buffer_id;  /* unique id of the allocation (CUDA); 0 unknown */
+} ipcp__mem_attr_t;
+
+/* Exported memory, as it travels to a peer (plus at most one fd, sent
+ * beside it with SCM_RIGHTS). */
+#define IPCP_EXPORT_MAX 96
+typedef struct ipcp__export {
+    uint32_t kind;   /* backend-defined */
+    uint32_t len;    /* bytes of data used */
+    uint64_t size;   /* bytes mappable from the export's base */
+    uint8_t data[IPCP_EXPORT_MAX];
+} ipcp__export_t;
+
+typedef struct ipcp__backend_ops {
+    const char *name;
+    ipcp_mem_type_t type;
+
+    /* Opens the backend.  Returns IPCP_ERR_UNSUPPORTED (quietly, with the
+     * reason as last error) when it cannot run here. */
+    ipcp_status_t (*open)(const ipcp__config_t *cfg, ipcp__backend_t **be);
+    void (*close)(ipcp__backend_t *be);
+
+    /* 1 if ptr is this backend's memory (attr filled), else 0. */
+    int (*owns)(ipcp__backend_t *be, const void *ptr, ipcp__mem_attr_t *attr);
+
+    /* Memory peers can map.  *handle is the backend's record of it. */
+    ipcp_status_t (*mem_alloc)(ipcp__backend_t *be, size_t len, int device,
+                               void **ptr, void **handle);
+    ipcp_status_t (*mem_free)(ipcp__backend_t *be, void *handle);
+    /* Describes [ptr, ptr+len) for a peer.  handle is mem_alloc's, or NULL
+     * for memory the user allocated.  *fd is -1 or a new descriptor that
+     * the caller closes.  IPCP_ERR_UNSUPPORTED when it cannot be exported
+     * (the reason is the last error). */
+    ipcp_status_t (*mem_export)(ipcp__backend_t *be, void *handle,
+                                const void *ptr, size_t len,
+                                ipcp__export_t *exp, int *fd);
+    /* Maps a peer's export for use by queues on `device`.  fd is borrowed
+     * (-1 if none came).  *ptr is the mapped base of the export. */
+    ipcp_status_t (*mem_import)(ipcp__backend_t *be, const ipcp__export_t *exp,
+                                int fd, int device, void **ptr, void **handle);
+    ipcp_status_t (*mem_unimport)(ipcp__backend_t *be, void *handle);
+
+    /* Makes shared host memory (rings, flags) usable by this backend's
+     * queues on `device` (CUDA: host registration); host: nothing to do. */
+    ipcp_status_t (*shm_register)(ipcp__backend_t *be, void *ptr, size_t len,
+                                  int device, void **handle);
+    void (*shm_unregister)(ipcp__backend_t *be, void *handle);
+
+    /* Queues.  Enqueueing never waits for earlier operations.  destroy
+     * waits for what was enqueued, then frees. */
+    ipcp_status_t (*queue_create)(ipcp__backend_t *be, int device,
+                                  ipcp__queue_t **q);
+    void (*queue_destroy)(ipcp__queue_t *q);
+    ipcp_status_t (*copy)(ipcp__queue_t *q, void *dst, const void *src,
+                          size_t len, ipcp__track_t *t);
+    /* Copies to (write = 1) or from another process's memory at address
+     * remote (host: process_vm_writev/readv).  NULL where unsupported. */
+    ipcp_status_t (*rcopy)(ipcp__queue_t *q, pid_t pid, uint64_t remote,
+                           void *local, size_t len, int write,
+                           ipcp__track_t *t);
+    ipcp_status_t (*flag_write)(ipcp__queue_t *q, uint64_t *flag,
+                                uint64_t value, ipcp__track_t *t);
+    /* Waits for the flag.  abort (may be NULL) is checked while waiting; when
+     * it becomes non-zero the wait fails the track with the status held in
+     * *abort (e.g. IPCP_ERR_PEER_LOST).  Backends that wait on the device
+     * ignore abort: the engine releases such waits by writing the flag. */
+    ipcp_status_t (*flag_wait)(ipcp__queue_t *q, uint64_t *flag,
+                               uint64_t value, const atomic_int *abort,
+                               ipcp__track_t *t);
+    /* Calls ipcp__track_notify(t) once every earlier operation is done,
+     * even when t has failed. */
+    ipcp_status_t (*notify)(ipcp__queue_t *q, ipcp__track_t *t);
+} ipcp__backend_ops_t;
+
+extern const ipcp__backend_ops_t ipcp__host_backend_ops;
+#ifdef IPCP_HAVE_CUDA
+extern const ipcp__backend_ops_t ipcp__cuda_backend_ops;
+#endif
+
+/* Export kinds. */
+enum {
+    IPCP_EXPORT_HOST_MEMFD = 1,
+    IPCP_EXPORT_CUDA_LEGACY = 2,
+    IPCP_EXPORT_CUDA_VMM = 3,
+};
+
+#endif

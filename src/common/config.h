@@ -1,0 +1,56 @@
+/* The one table of IPCPIPE_* settings.  Read once, parsed strictly; no other
+ * file calls getenv. */
+#ifndef IPCP_COMMON_CONFIG_H
+#define IPCP_COMMON_CONFIG_H
+
+#include <stddef.h>
+#include "ipcpipe.h"
+
+#define IPCP_JOB_MAX 64
+#define IPCP_DIR_MAX 200
+
+/* IPCPIPE_CUDA */
+enum { IPCP_CUDA_AUTO = 0, IPCP_CUDA_OFF = 1 };
+/* IPCPIPE_PVM */
+enum { IPCP_PVM_AUTO = 0, IPCP_PVM_OFF = 1 };
+
+typedef struct ipcp__config {
+    int rank;                 /* IPCPIPE_RANK, -1 unset */
+    int size;                 /* IPCPIPE_SIZE, -1 unset */
+    char job[IPCP_JOB_MAX];   /* IPCPIPE_JOB, "" unset */
+    double timeout_s;         /* IPCPIPE_TIMEOUT */
+    char dir[IPCP_DIR_MAX];   /* IPCPIPE_DIR, "" = default place */
+    int path;                 /* IPCPIPE_PATH, ipcp_path_t */
+    size_t chunk;             /* IPCPIPE_CHUNK, 0 = backend default */
+    int slots;                /* IPCPIPE_SLOTS, 0 = backend default */
+    int queues;               /* IPCPIPE_QUEUES, 0 = backend default */
+    size_t eager;             /* IPCPIPE_EAGER */
+    int pvm;                  /* IPCPIPE_PVM */
+    int cuda;                 /* IPCPIPE_CUDA */
+    int log_level;            /* IPCPIPE_LOG_LEVEL */
+    unsigned log_mask;        /* IPCPIPE_LOG_SUBSYS */
+} ipcp__config_t;
+
+/* Looks a variable up; returns NULL when unset. */
+typedef const char *(*ipcp__env_get_fn)(const char *name, void *arg);
+
+/* Parses every setting through get into *cfg.  On a bad value returns
+ * IPCP_ERR_CONFIG with a message naming the variable in err. */
+ipcp_status_t ipcp__config_parse(ipcp__config_t *cfg, ipcp__env_get_fn get,
+                                 void *arg, char *err, size_t errlen);
+
+/* The process's settings, loaded from the environment on first use.  On a
+ * bad value returns IPCP_ERR_CONFIG (and the same on every later call). */
+ipcp_status_t ipcp__config_get(const ipcp__config_t **cfg);
+
+/* Variables that belong to launchers (OMPI_COMM_WORLD_RANK, SLURM_PROCID,
+ * ...) and to the system (XDG_RUNTIME_DIR, TMPDIR, CUDA_VISIBLE_DEVICES).
+ * Returns NULL when unset or not a known name. */
+const char *ipcp__env_foreign(const char *name);
+
+/* Strict parsers, exported for tests.  0 on success, -1 on a bad string. */
+int ipcp__parse_size(const char *s, size_t *out);
+int ipcp__parse_int(const char *s, long min, long max, long *out);
+int ipcp__parse_double(const char *s, double min, double max, double *out);
+
+#endif

@@ -1,0 +1,21 @@
+#ifndef IPCP_COMMON_TIME_H
+#define IPCP_COMMON_TIME_H
+
+#include <stdint.h>
+#include <time.h>
+
+/* CLOCK_MONOTONIC is one clock for every process of the machine, so time
+ * stamps taken in different ranks can be compared directly. */
+static inline uint64_t ipcp__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline double ipcp__now_s(void)
+{
+    return (double)ipcp__now_ns() * 1e-9;
+}
+
+#endif

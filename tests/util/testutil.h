@@ -1,0 +1,98 @@
+/* Test helpers: assertions that print both values, status checks that print
+ * the library's message, fresh random seeds, and a multi-process main that
+ * re-runs the test binary as its ranks. */
+#ifndef IPCP_TESTUTIL_H
+#define IPCP_TESTUTIL_H
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ipcpipe.h"
+#include "launch.h"
+#include "pattern.h"
+
+#define T_SKIP 77
+
+extern int t_rank; /* -1 outside a multi-process test */
+
+#define T_FAIL(...)                                                            \
+    do {                                                                       \
+        fprintf(stderr, "FAIL [rank %d] %s:%d: ", t_rank, __FILE__, __LINE__); \
+        fprintf(stderr, __VA_ARGS__);                                          \
+        fprintf(stderr, "\n");                                                 \
+        fflush(stderr);                                                        \
+        exit(1);                                                               \
+    } while (0)
+
+#define T_CHECK(cond)                                                          \
+    do {                                                                       \
+        if (!(cond))                                                           \
+            T_FAIL("check failed: %s", #cond);                                 \
+    } while (0)
+
+#define T_EQ_INT(a, b)                                                         \
+    do {                                                                       \
+        long long t_a_ = (long long)(a), t_b_ = (long long)(b);                \
+        if (t_a_ != t_b_)                                                      \
+            T_FAIL("%s == %s: %lld != %lld", #a, #b, t_a_, t_b_);              \
+    } while (0)
+
+#define T_EQ_U64(a, b)                                                         \
+    do {                                                                       \
+        unsigned long long t_a_ = (unsigned long long)(a),                     \
+                           t_b_ = (unsigned long long)(b);                     \
+        if (t_a_ != t_b_)                                                      \
+            T_FAIL("%s == %s: %llu != %llu", #a, #b, t_a_, t_b_);              \
+    } while (0)
+
+#define T_EQ_STR(a, b)                                                         \
+    do {                                                                       \
+        const char *t_a_ = (a), *t_b_ = (b);                                   \
+        if (strcmp(t_a_, t_b_) != 0)                                           \
+            T_FAIL("%s == %s: \"%s\" != \"%s\"", #a, #b, t_a_, t_b_);          \
+    } while (0)
+
+/* expr must return `expected`; on mismatch prints both names and the
+ * library's last message. */
+#define T_STATUS(expr, expected)                                               \
+    do {                                                                       \
+        ipcp_status_t t_s_ = (expr);                                           \
+        if (t_s_ != (expected))                                                \
+            T_FAIL("%s returned %s, expected %s (last error: %s)", #expr,      \
+                   ipcp_strerror(t_s_), ipcp_strerror(expected),               \
+                   ipcp_last_error());                                         \
+    } while (0)
+
+#define T_OK(expr) T_STATUS(expr, IPCP_OK)
+
+/* The last error message must contain substr. */
+#define T_MSG_HAS(substr)                                                      \
+    do {                                                                       \
+        const char *t_m_ = ipcp_last_error();                                  \
+        if (!strstr(t_m_, (substr)))                                           \
+            T_FAIL("last error \"%s\" lacks \"%s\"", t_m_, (substr));          \
+    } while (0)
+
+/* A seed that differs on every run (time, pid, a counter). */
+uint64_t t_fresh_seed(void);
+
+/* Fills and checks buffers with the pattern; t_verify fails the test with
+ * the first differing offset and both byte values. */
+void t_fill(void *buf, size_t len, uint64_t seed);
+void t_verify(const void *buf, size_t len, uint64_t seed, const char *what);
+
+/* Allocates len bytes (page-aligned, len 0 allowed) or fails the test. */
+void *t_malloc(size_t len);
+
+/* Parses "123", "4K", "1M+3", "4G+1" (sums of sizes) or fails the test. */
+size_t t_parse_size(const char *s);
+
+/* Multi-process main: outside a launcher, re-runs this binary as nranks
+ * ranks (timeout_s, children cleaned up) and returns their folded exit code;
+ * inside, calls rank_main(argc, argv) and returns its result. */
+int t_mp_main(int argc, char **argv, int nranks, double timeout_s,
+              int (*rank_main)(int argc, char **argv));
+
+#endif
