@@ -125,8 +125,12 @@ IPCP_API void ipcp_comm_params_init(ipcp_comm_params_t *params);
  * and starts the progress engine.  params may be NULL. */
 IPCP_API ipcp_status_t ipcp_init(const ipcp_comm_params_t *params,
                                  ipcp_comm_t **comm);
-/* Leaves the job and frees the communicator.  Pending requests fail with
- * IPCP_ERR_STATE.  A second call on the same handle returns IPCP_ERR_STATE. */
+/* Leaves the job and frees the communicator.  It tells every peer and waits
+ * (at most IPCPIPE_TIMEOUT) for each to finalize or disconnect, so that no
+ * transfer is cut short; peers' operations that still expect this rank fail
+ * with IPCP_ERR_PEER_LOST.  Requests not yet waited for are freed: do not
+ * use them afterwards.  A second call on the same handle returns
+ * IPCP_ERR_STATE. */
 IPCP_API ipcp_status_t ipcp_finalize(ipcp_comm_t *comm);
 
 IPCP_API int ipcp_comm_rank(const ipcp_comm_t *comm);

@@ -10,6 +10,7 @@
 #ifndef IPCP_BACKEND_H
 #define IPCP_BACKEND_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -32,11 +33,15 @@ struct ipcp__track {
     atomic_int status;
     void (*cb)(ipcp__track_t *t); /* once, when pending reaches 0 */
     void *arg;                    /* the engine's */
+    pthread_mutex_t lock;         /* guards errmsg */
     char errmsg[IPCP_ERRMSG_MAX]; /* written by the first failure */
 };
 
 void ipcp__track_init(ipcp__track_t *t, int pending,
                       void (*cb)(ipcp__track_t *t), void *arg);
+void ipcp__track_destroy(ipcp__track_t *t);
+/* Copies the failure message (any thread, any time). */
+void ipcp__track_errmsg(ipcp__track_t *t, char *buf, size_t len);
 /* Records the first failure (later ones are ignored). */
 void ipcp__track_fail(ipcp__track_t *t, ipcp_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -45,7 +45,8 @@ void ipcp__log_write(int level, int subsys, const char *file, int line,
                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 #define ipcp__log_enabled(level, subsys)                                       \
-    ((level) <= ipcp__log_level && ((subsys) & ipcp__log_mask))
+    ((level) <= __atomic_load_n(&ipcp__log_level, __ATOMIC_RELAXED) &&         \
+     ((subsys) & __atomic_load_n(&ipcp__log_mask, __ATOMIC_RELAXED)))
 
 #define IPCP_LOG(level, subsys, ...)                                           \
     do {                                                                       \

@@ -1,0 +1,730 @@
+/* The public API: argument checks, then dispatch to the engine. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/time.h"
+#include "engine/engine.h"
+#include "engine/mem.h"
+
+#ifndef IPCP_VERSION_STRING
+#define IPCP_VERSION_STRING "0.1.0"
+#endif
+
+unsigned ipcp_version(void)
+{
+    return IPCP_VERSION;
+}
+
+const char *ipcp_version_string(void)
+{
+    return IPCP_VERSION_STRING;
+}
+
+const char *ipcp_path_name(ipcp_path_t path)
+{
+    switch (path) {
+    case IPCP_PATH_AUTO:
+        return "auto";
+    case IPCP_PATH_DIRECT:
+        return "direct";
+    case IPCP_PATH_STAGED:
+        return "staged";
+    case IPCP_PATH_EAGER:
+        return "eager";
+    }
+    return "unknown";
+}
+
+void ipcp_comm_params_init(ipcp_comm_params_t *params)
+{
+    if (!params)
+        return;
+    memset(params, 0, sizeof(*params));
+    params->struct_size = sizeof(*params);
+    params->rank = -1;
+    params->size = -1;
+    params->path = IPCP_PATH_AUTO;
+}
+
+void ipcp_alloc_params_init(ipcp_alloc_params_t *params)
+{
+    if (!params)
+        return;
+    memset(params, 0, sizeof(*params));
+    params->struct_size = sizeof(*params);
+    params->type = IPCP_MEM_HOST;
+}
+
+/* ---- Live communicators ------------------------------------------------- */
+
+/* Handles are checked against this list before they are dereferenced, so a
+ * finalized or made-up handle is an error rather than a crash. */
+static pthread_mutex_t ipcp__live_lock = PTHREAD_MUTEX_INITIALIZER;
+static ipcp_comm_t **ipcp__live;
+static int ipcp__nlive, ipcp__caplive;
+
+static int ipcp__live_add(ipcp_comm_t *comm)
+{
+    int rc = 0;
+    pthread_mutex_lock(&ipcp__live_lock);
+    if (ipcp__nlive == ipcp__caplive) {
+        int cap = ipcp__caplive ? 2 * ipcp__caplive : 4;
+        ipcp_comm_t **n = realloc(ipcp__live, (size_t)cap * sizeof(*n));
+        if (!n)
+            rc = -1;
+        else {
+            ipcp__live = n;
+            ipcp__caplive = cap;
+        }
+    }
+    if (rc == 0)
+        ipcp__live[ipcp__nlive++] = comm;
+    pthread_mutex_unlock(&ipcp__live_lock);
+    return rc;
+}
+
+/* Removes comm if live (remove = 1) or just checks; 1 if it was live. */
+static int ipcp__live_find(const ipcp_comm_t *comm, int remove)
+{
+    int found = 0;
+    pthread_mutex_lock(&ipcp__live_lock);
+    for (int i = 0; i < ipcp__nlive; i++) {
+        if (ipcp__live[i] != comm)
+            continue;
+        found = 1;
+        if (remove)
+            ipcp__live[i] = ipcp__live[--ipcp__nlive];
+        break;
+    }
+    pthread_mutex_unlock(&ipcp__live_lock);
+    return found;
+}
+
+static int ipcp__misaligned(const void *p, size_t align)
+{
+    return ((uintptr_t)p & (align - 1)) != 0;
+}
+
+static ipcp_status_t ipcp__check_comm(const ipcp_comm_t *comm)
+{
+    if (!comm)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
+                          "communicator is NULL");
+    if (ipcp__misaligned(comm, 8))
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
+                          "communicator pointer %p is misaligned",
+                          (const void *)comm);
+    if (!ipcp__live_find(comm, 0))
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_STATE,
+                          "%p is not a live communicator (finalized?)",
+                          (const void *)comm);
+    return IPCP_OK;
+}
+
+#define IPCP_CHECK(expr)                                                       \
+    do {                                                                       \
+        ipcp_status_t ipcp_st_ = (expr);                                       \
+        if (ipcp_st_ != IPCP_OK)                                               \
+            return ipcp_st_;                                                   \
+    } while (0)
+
+static ipcp_status_t ipcp__bad_arg(const char *what)
+{
+    return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID, "%s",
+                      what);
+}
+
+/* ---- Init and finalize ---------------------------------------------------- */
+
+static ipcp_status_t ipcp__open_backends(ipcp_comm_t *comm)
+{
+    comm->host_ops = &ipcp__host_backend_ops;
+    IPCP_CHECK(comm->host_ops->open(comm->cfg, &comm->host));
+#ifdef IPCP_HAVE_CUDA
+    if (comm->cfg->cuda != IPCP_CUDA_OFF) {
+        if (ipcp__cuda_backend_ops.open(comm->cfg, &comm->cuda) == IPCP_OK)
+            comm->cuda_ops = &ipcp__cuda_backend_ops;
+        else
+            IPCP_INFO(IPCP_SUB_INIT, "CUDA backend not used: %s",
+                      ipcp__last_error());
+    }
+#endif
+    return IPCP_OK;
+}
+
+static ipcp_status_t ipcp__comm_alloc(const ipcp__boot_params_t *bp,
+                                      ipcp_comm_t **out)
+{
+    ipcp_comm_t *comm = calloc(1, sizeof(*comm));
+    if (!comm)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_INIT, IPCP_ERR_NOMEM,
+                          "no memory for a communicator");
+    comm->magic = IPCP_COMM_MAGIC;
+    comm->rank = bp->rank;
+    comm->size = bp->size;
+    snprintf(comm->job, sizeof(comm->job), "%s", bp->job);
+    comm->job_hash = ipcp__fnv1a(comm->job, strlen(comm->job), IPCP_FNV_SEED);
+    comm->timeout_s = bp->timeout_s;
+    comm->probe_word = IPCP_BOOT_MAGIC;
+    comm->wake_fd = -1;
+    pthread_mutex_init(&comm->lock, NULL);
+    pthread_cond_init(&comm->cond, NULL);
+    pthread_mutex_init(&comm->mem_lock, NULL);
+    ipcp__list_init(&comm->cmds);
+    ipcp__list_init(&comm->dones);
+    ipcp__list_init(&comm->reqs);
+    ipcp__list_init(&comm->regions);
+    ipcp__list_init(&comm->rmems);
+    comm->peers = calloc((size_t)bp->size, sizeof(*comm->peers));
+    comm->bar_seen = calloc((size_t)bp->size, sizeof(*comm->bar_seen));
+    if (!comm->peers || !comm->bar_seen) {
+        free(comm->peers);
+        free(comm->bar_seen);
+        free(comm);
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_INIT, IPCP_ERR_NOMEM,
+                          "no memory for %d peers", bp->size);
+    }
+    for (int r = 0; r < bp->size; r++) {
+        ipcp__peer_t *p = &comm->peers[r];
+        p->rank = r;
+        p->fd = -1;
+        p->pvm_to = -1;
+        p->closed = r == bp->rank;
+        ipcp__list_init(&p->txq);
+        ipcp__list_init(&p->wait_cts);
+        ipcp__list_init(&p->posted);
+        ipcp__list_init(&p->unexp);
+        ipcp__list_init(&p->gets);
+        ipcp__list_init(&p->maps);
+        ipcp__list_init(&p->active);
+        ipcp__list_init(&p->imports);
+    }
+    *out = comm;
+    return IPCP_OK;
+}
+
+static void ipcp__comm_free(ipcp_comm_t *comm)
+{
+    for (int r = 0; r < comm->size; r++)
+        if (comm->peers[r].fd >= 0)
+            close(comm->peers[r].fd);
+    if (comm->boot)
+        ipcp__boot_destroy(comm->boot);
+    if (comm->cuda)
+        comm->cuda_ops->close(comm->cuda);
+    if (comm->host)
+        comm->host_ops->close(comm->host);
+    pthread_mutex_destroy(&comm->lock);
+    pthread_cond_destroy(&comm->cond);
+    pthread_mutex_destroy(&comm->mem_lock);
+    free(comm->peers);
+    free(comm->bar_seen);
+    comm->magic = IPCP_DEAD_MAGIC;
+    free(comm);
+}
+
+static ipcp_status_t ipcp__resolve(const ipcp_comm_params_t *params,
+                                   const ipcp__config_t *cfg,
+                                   ipcp__boot_params_t *bp, ipcp_path_t *path)
+{
+    ipcp_comm_params_t p;
+    ipcp__boot_origin_t origin;
+
+    ipcp_comm_params_init(&p);
+    if (params) {
+        if (params->struct_size < offsetof(ipcp_comm_params_t, rank) ||
+            params->struct_size > sizeof(p))
+            return ipcp__bad_arg("params->struct_size is not the size of an "
+                                 "ipcp_comm_params_t (call "
+                                 "ipcp_comm_params_init)");
+        memcpy(&p, params, params->struct_size);
+    }
+    if (p.path < IPCP_PATH_AUTO || p.path > IPCP_PATH_STAGED)
+        return ipcp__bad_arg("params->path must be AUTO, DIRECT or STAGED");
+    IPCP_CHECK(ipcp__boot_resolve(cfg, p.rank, p.size, p.job_id,
+                                  p.timeout_s > 0 ? p.timeout_s
+                                                  : cfg->timeout_s,
+                                  bp, &origin));
+    snprintf(bp->dir, sizeof(bp->dir), "%s", cfg->dir);
+    *path = p.path != IPCP_PATH_AUTO ? p.path : (ipcp_path_t)cfg->path;
+    IPCP_INFO(IPCP_SUB_INIT, "rank %d (from %s) of %d (from %s), job '%s' "
+              "(from %s)", bp->rank, origin.rank_from, bp->size,
+              origin.size_from, bp->job, origin.job_from);
+    return IPCP_OK;
+}
+
+ipcp_status_t ipcp_init(const ipcp_comm_params_t *params, ipcp_comm_t **out)
+{
+    const ipcp__config_t *cfg;
+    ipcp__boot_params_t bp;
+    ipcp_comm_t *comm = NULL;
+    ipcp_path_t path = IPCP_PATH_AUTO;
+    ipcp_status_t st;
+
+    if (!out || ipcp__misaligned(out, sizeof(void *)))
+        return ipcp__bad_arg("comm output pointer is NULL or misaligned");
+    IPCP_CHECK(ipcp__config_get(&cfg));
+    memset(&bp, 0, sizeof(bp));
+    IPCP_CHECK(ipcp__resolve(params, cfg, &bp, &path));
+    IPCP_CHECK(ipcp__comm_alloc(&bp, &comm));
+    comm->cfg = cfg;
+    atomic_init(&comm->path, path);
+    comm->eager_max = cfg->eager;
+    bp.probe_addr = (uint64_t)(uintptr_t)&comm->probe_word;
+    ipcp__log_set_rank(bp.rank);
+    st = ipcp__boot_connect(&bp, &comm->boot);
+    if (st != IPCP_OK)
+        goto err_free;
+    for (int r = 0; r < comm->size; r++) {
+        ipcp__peer_t *p = &comm->peers[r];
+        p->fd = comm->boot->peers[r].fd;
+        p->pid = comm->boot->peers[r].pid;
+        p->probe_addr = comm->boot->peers[r].probe_addr;
+        comm->boot->peers[r].fd = -1; /* the engine owns the sockets now */
+    }
+    st = ipcp__open_backends(comm);
+    if (st != IPCP_OK)
+        goto err_free;
+    st = ipcp__comm_start(comm);
+    if (st != IPCP_OK)
+        goto err_free;
+    if (ipcp__live_add(comm) != 0) {
+        st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_INIT, IPCP_ERR_NOMEM,
+                        "no memory to record the communicator");
+        goto err_stop;
+    }
+    IPCP_INFO(IPCP_SUB_INIT, "rank %d of %d ready (job '%s', cuda %s)",
+              comm->rank, comm->size, comm->job, comm->cuda ? "on" : "off");
+    *out = comm;
+    return IPCP_OK;
+err_stop:
+    ipcp__comm_stop(comm);
+    ipcp__comm_teardown(comm);
+err_free:
+    ipcp__comm_free(comm);
+    return st;
+}
+
+/* Waits for a request the caller owns; returns its status. */
+static ipcp_status_t ipcp__wait_req(ipcp_request_t *req, ipcp_xfer_info_t *info)
+{
+    ipcp_comm_t *comm = req->comm;
+    pthread_mutex_lock(&comm->lock);
+    while (!req->done)
+        pthread_cond_wait(&comm->cond, &comm->lock);
+    ipcp__list_del(&req->all_link);
+    pthread_mutex_unlock(&comm->lock);
+    ipcp_status_t st = req->status;
+    if (st == IPCP_OK && info) {
+        info->nbytes = req->nbytes;
+        info->path = req->path;
+    }
+    if (st != IPCP_OK)
+        ipcp__set_last_error(req->errmsg);
+    ipcp__req_free(req);
+    return st;
+}
+
+ipcp_status_t ipcp_finalize(ipcp_comm_t *comm)
+{
+    if (!comm)
+        return ipcp__bad_arg("communicator is NULL");
+    if (ipcp__misaligned(comm, 8))
+        return ipcp__bad_arg("communicator pointer is misaligned");
+    if (!ipcp__live_find(comm, 1))
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_STATE,
+                          "communicator %p is already finalized (or was "
+                          "never initialized)", (void *)comm);
+    ipcp_status_t st = IPCP_OK;
+    ipcp_request_t *bye = ipcp__req_new(comm, IPCP_REQ_BYE);
+    if (bye) {
+        ipcp__comm_submit(comm, bye);
+        if (ipcp__wait_req(bye, NULL) != IPCP_OK)
+            IPCP_WARN(IPCP_SUB_INIT, "finalize: %s", ipcp_last_error());
+    }
+    ipcp__comm_stop(comm);
+    ipcp__comm_teardown(comm);
+    ipcp__comm_free(comm);
+    return st;
+}
+
+int ipcp_comm_rank(const ipcp_comm_t *comm)
+{
+    return ipcp__check_comm(comm) == IPCP_OK ? comm->rank : -1;
+}
+
+int ipcp_comm_size(const ipcp_comm_t *comm)
+{
+    return ipcp__check_comm(comm) == IPCP_OK ? comm->size : -1;
+}
+
+const char *ipcp_comm_job(const ipcp_comm_t *comm)
+{
+    return ipcp__check_comm(comm) == IPCP_OK ? comm->job : "";
+}
+
+ipcp_status_t ipcp_comm_set_path(ipcp_comm_t *comm, ipcp_path_t path)
+{
+    IPCP_CHECK(ipcp__check_comm(comm));
+    if (path != IPCP_PATH_AUTO && path != IPCP_PATH_DIRECT &&
+        path != IPCP_PATH_STAGED)
+        return ipcp__bad_arg("path must be IPCP_PATH_AUTO, IPCP_PATH_DIRECT "
+                             "or IPCP_PATH_STAGED");
+    atomic_store(&comm->path, path);
+    return IPCP_OK;
+}
+
+ipcp_status_t ipcp_barrier(ipcp_comm_t *comm)
+{
+    IPCP_CHECK(ipcp__check_comm(comm));
+    ipcp_request_t *req = ipcp__req_new(comm, IPCP_REQ_BARRIER);
+    if (!req)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                          "no memory for a request");
+    ipcp__comm_submit(comm, req);
+    return ipcp__wait_req(req, NULL);
+}
+
+/* ---- Two-sided -------------------------------------------------------------- */
+
+static ipcp_status_t ipcp__check_xfer(const ipcp_comm_t *comm, const void *buf,
+                                      size_t len, int peer, int tag,
+                                      ipcp_request_t **req)
+{
+    IPCP_CHECK(ipcp__check_comm(comm));
+    if (!req || ipcp__misaligned(req, sizeof(void *)))
+        return ipcp__bad_arg("request output pointer is NULL or misaligned");
+    if (!buf && len)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
+                          "buffer is NULL but length is %zu", len);
+    if (peer < 0 || peer >= comm->size)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
+                          "peer rank %d is out of range [0, %d)", peer,
+                          comm->size);
+    if (peer == comm->rank)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
+                          "peer rank %d is this rank (transfers to self are "
+                          "not supported)", peer);
+    if (tag < 0)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
+                          "tag %d is negative", tag);
+    return IPCP_OK;
+}
+
+static ipcp_status_t ipcp__post(ipcp_comm_t *comm, int type, void *buf,
+                                size_t len, int peer, int tag,
+                                ipcp_request_t **out)
+{
+    const ipcp__backend_ops_t *ops;
+    ipcp__backend_t *be;
+    ipcp_request_t *req = ipcp__req_new(comm, type);
+    if (!req)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                          "no memory for a request");
+    req->buf = buf;
+    req->len = len;
+    req->peer = peer;
+    req->tag = tag;
+    ipcp__mem_attr(comm, buf, len, &req->attr, &ops, &be);
+    ipcp__comm_submit(comm, req);
+    *out = req;
+    return IPCP_OK;
+}
+
+static ipcp_status_t ipcp__post_onesided(ipcp_comm_t *comm, int type,
+                                         void *buf, size_t len,
+                                         ipcp_rmem_t *rm, size_t offset,
+                                         ipcp_request_t **out)
+{
+    const ipcp__backend_ops_t *ops;
+    ipcp__backend_t *be;
+    ipcp_request_t *req = ipcp__req_new(comm, type);
+    if (!req)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                          "no memory for a request");
+    req->buf = buf;
+    req->len = len;
+    req->peer = rm->owner;
+    req->rmem = rm;
+    req->offset = offset;
+    /* One-sided operations follow the origin's path setting. */
+    req->path = (ipcp_path_t)atomic_load(&comm->path);
+    ipcp__mem_attr(comm, buf, len, &req->attr, &ops, &be);
+    ipcp__comm_submit(comm, req);
+    *out = req;
+    return IPCP_OK;
+}
+
+ipcp_status_t ipcp_isend(ipcp_comm_t *comm, const void *buf, size_t len,
+                         int peer, int tag, ipcp_request_t **req)
+{
+    IPCP_CHECK(ipcp__check_xfer(comm, buf, len, peer, tag, req));
+    return ipcp__post(comm, IPCP_REQ_SEND, (void *)buf, len, peer, tag, req);
+}
+
+ipcp_status_t ipcp_irecv(ipcp_comm_t *comm, void *buf, size_t len, int peer,
+                         int tag, ipcp_request_t **req)
+{
+    IPCP_CHECK(ipcp__check_xfer(comm, buf, len, peer, tag, req));
+    return ipcp__post(comm, IPCP_REQ_RECV, buf, len, peer, tag, req);
+}
+
+ipcp_status_t ipcp_send(ipcp_comm_t *comm, const void *buf, size_t len,
+                        int peer, int tag)
+{
+    ipcp_request_t *req;
+    IPCP_CHECK(ipcp_isend(comm, buf, len, peer, tag, &req));
+    return ipcp_wait(req, NULL);
+}
+
+ipcp_status_t ipcp_recv(ipcp_comm_t *comm, void *buf, size_t len, int peer,
+                        int tag, ipcp_xfer_info_t *info)
+{
+    ipcp_request_t *req;
+    IPCP_CHECK(ipcp_irecv(comm, buf, len, peer, tag, &req));
+    return ipcp_wait(req, info);
+}
+
+static ipcp_status_t ipcp__check_req(const ipcp_request_t *req)
+{
+    if (!req)
+        return ipcp__bad_arg("request is NULL");
+    if (ipcp__misaligned(req, 8))
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
+                          "request pointer %p is misaligned",
+                          (const void *)req);
+    if (req->magic != IPCP_REQ_MAGIC || !req->user)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
+                          "%p is not a live request", (const void *)req);
+    return IPCP_OK;
+}
+
+ipcp_status_t ipcp_wait(ipcp_request_t *req, ipcp_xfer_info_t *info)
+{
+    IPCP_CHECK(ipcp__check_req(req));
+    return ipcp__wait_req(req, info);
+}
+
+ipcp_status_t ipcp_test(ipcp_request_t *req, int *done, ipcp_xfer_info_t *info)
+{
+    IPCP_CHECK(ipcp__check_req(req));
+    if (!done)
+        return ipcp__bad_arg("done is NULL");
+    pthread_mutex_lock(&req->comm->lock);
+    int d = req->done;
+    pthread_mutex_unlock(&req->comm->lock);
+    *done = d;
+    if (!d)
+        return IPCP_IN_PROGRESS;
+    return ipcp__wait_req(req, info);
+}
+
+/* ---- Memory ------------------------------------------------------------------ */
+
+ipcp_status_t ipcp_mem_alloc(ipcp_comm_t *comm, size_t len,
+                             const ipcp_alloc_params_t *params, void **ptr)
+{
+    ipcp_alloc_params_t p;
+    IPCP_CHECK(ipcp__check_comm(comm));
+    if (!ptr || ipcp__misaligned(ptr, sizeof(void *)))
+        return ipcp__bad_arg("ptr output pointer is NULL or misaligned");
+    ipcp_alloc_params_init(&p);
+    if (params) {
+        if (params->struct_size < sizeof(size_t) ||
+            params->struct_size > sizeof(p))
+            return ipcp__bad_arg("params->struct_size is not the size of an "
+                                 "ipcp_alloc_params_t");
+        memcpy(&p, params, params->struct_size);
+    }
+    if (p.type != IPCP_MEM_HOST && p.type != IPCP_MEM_CUDA)
+        return ipcp__bad_arg("params->type must be IPCP_MEM_HOST or "
+                             "IPCP_MEM_CUDA");
+    return ipcp__mem_alloc(comm, len, p.type, p.device, ptr);
+}
+
+ipcp_status_t ipcp_mem_free(ipcp_comm_t *comm, void *ptr)
+{
+    IPCP_CHECK(ipcp__check_comm(comm));
+    if (!ptr)
+        return ipcp__bad_arg("ptr is NULL");
+    return ipcp__mem_free(comm, ptr);
+}
+
+ipcp_status_t ipcp_mem_register(ipcp_comm_t *comm, void *buf, size_t len,
+                                ipcp_mem_t **out)
+{
+    IPCP_CHECK(ipcp__check_comm(comm));
+    if (!out || ipcp__misaligned(out, sizeof(void *)))
+        return ipcp__bad_arg("mem output pointer is NULL or misaligned");
+    if (!buf && len)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
+                          "buffer is NULL but length is %zu", len);
+    ipcp_mem_t *mem = calloc(1, sizeof(*mem));
+    if (!mem)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                          "no memory for a registration");
+    mem->magic = IPCP_MEM_MAGIC;
+    mem->comm = comm;
+    ipcp_status_t st = ipcp__mem_register(comm, buf, len, mem);
+    if (st != IPCP_OK) {
+        ipcp__region_release(&mem->region);
+        free(mem);
+        return st;
+    }
+    *out = mem;
+    return IPCP_OK;
+}
+
+static ipcp_status_t ipcp__check_mem(const ipcp_mem_t *mem)
+{
+    if (!mem || ipcp__misaligned(mem, 8))
+        return ipcp__bad_arg("registration is NULL or misaligned");
+    if (mem->magic != IPCP_MEM_MAGIC)
+        return ipcp__bad_arg("not a live registration");
+    return ipcp__check_comm(mem->comm);
+}
+
+ipcp_status_t ipcp_mem_deregister(ipcp_mem_t *mem)
+{
+    IPCP_CHECK(ipcp__check_mem(mem));
+    ipcp_status_t st = ipcp__mem_deregister(mem->comm, mem);
+    mem->magic = IPCP_DEAD_MAGIC;
+    free(mem);
+    return st;
+}
+
+ipcp_status_t ipcp_mem_pack(const ipcp_mem_t *mem, void *desc, size_t cap,
+                            size_t *len)
+{
+    IPCP_CHECK(ipcp__check_mem(mem));
+    if (!desc || !len)
+        return ipcp__bad_arg("desc or len is NULL");
+    return ipcp__mem_pack(mem, desc, cap, len);
+}
+
+ipcp_status_t ipcp_rmem_import(ipcp_comm_t *comm, const void *desc, size_t len,
+                               ipcp_rmem_t **out)
+{
+    IPCP_CHECK(ipcp__check_comm(comm));
+    if (!desc || !out || ipcp__misaligned(out, sizeof(void *)))
+        return ipcp__bad_arg("desc or rmem output pointer is NULL or "
+                             "misaligned");
+    ipcp_rmem_t *rm = calloc(1, sizeof(*rm));
+    if (!rm)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                          "no memory for an imported region");
+    rm->magic = IPCP_RMEM_MAGIC;
+    rm->comm = comm;
+    ipcp__list_init(&rm->link);
+    ipcp_status_t st = ipcp__rmem_prepare(comm, desc, len, rm);
+    ipcp_request_t *req = NULL;
+    if (st == IPCP_OK && !(req = ipcp__req_new(comm, IPCP_REQ_IMPORT)))
+        st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                        "no memory for a request");
+    if (st == IPCP_OK) {
+        req->rmem = rm;
+        req->peer = rm->owner;
+        ipcp__comm_submit(comm, req);
+        st = ipcp__wait_req(req, NULL);
+    }
+    if (st != IPCP_OK) {
+        free(rm);
+        return st;
+    }
+    atomic_init(&rm->valid, 1);
+    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__list_push_back(&comm->rmems, &rm->link);
+    pthread_mutex_unlock(&comm->mem_lock);
+    *out = rm;
+    return IPCP_OK;
+}
+
+static ipcp_status_t ipcp__check_rmem(const ipcp_rmem_t *rm)
+{
+    if (!rm || ipcp__misaligned(rm, 8))
+        return ipcp__bad_arg("imported region is NULL or misaligned");
+    if (rm->magic != IPCP_RMEM_MAGIC)
+        return ipcp__bad_arg("not a live imported region");
+    return ipcp__check_comm(rm->comm);
+}
+
+ipcp_status_t ipcp_rmem_release(ipcp_rmem_t *rm)
+{
+    IPCP_CHECK(ipcp__check_rmem(rm));
+    ipcp_comm_t *comm = rm->comm;
+    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__list_del(&rm->link);
+    pthread_mutex_unlock(&comm->mem_lock);
+    ipcp__rmem_unmap(rm);
+    rm->magic = IPCP_DEAD_MAGIC;
+    free(rm);
+    return IPCP_OK;
+}
+
+size_t ipcp_rmem_size(const ipcp_rmem_t *rm)
+{
+    return ipcp__check_rmem(rm) == IPCP_OK ? rm->len : 0;
+}
+
+int ipcp_rmem_owner(const ipcp_rmem_t *rm)
+{
+    return ipcp__check_rmem(rm) == IPCP_OK ? rm->owner : -1;
+}
+
+static ipcp_status_t ipcp__onesided(ipcp_comm_t *comm, int type, void *buf,
+                                    size_t len, ipcp_rmem_t *rm, size_t offset,
+                                    ipcp_request_t **out)
+{
+    IPCP_CHECK(ipcp__check_comm(comm));
+    IPCP_CHECK(ipcp__check_rmem(rm));
+    if (rm->comm != comm)
+        return ipcp__bad_arg("imported region belongs to another "
+                             "communicator");
+    if (!out || ipcp__misaligned(out, sizeof(void *)))
+        return ipcp__bad_arg("request output pointer is NULL or misaligned");
+    if (!buf && len)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
+                          "buffer is NULL but length is %zu", len);
+    if (offset > rm->len || len > rm->len - offset)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_OUT_OF_RANGE,
+                          "range [%zu, +%zu) is outside the %zu-byte region "
+                          "of rank %d", offset, len, rm->len, rm->owner);
+    if (!atomic_load(&rm->valid))
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_NOT_REGISTERED,
+                          "rank %d deregistered region %llu", rm->owner,
+                          (unsigned long long)rm->reg_id);
+    IPCP_CHECK(ipcp__post_onesided(comm, type, buf, len, rm, offset, out));
+    return IPCP_OK;
+}
+
+ipcp_status_t ipcp_iput(ipcp_comm_t *comm, const void *src, size_t len,
+                        ipcp_rmem_t *dst, size_t offset, ipcp_request_t **req)
+{
+    return ipcp__onesided(comm, IPCP_REQ_PUT, (void *)src, len, dst, offset,
+                          req);
+}
+
+ipcp_status_t ipcp_iget(ipcp_comm_t *comm, void *dst, size_t len,
+                        ipcp_rmem_t *src, size_t offset, ipcp_request_t **req)
+{
+    return ipcp__onesided(comm, IPCP_REQ_GET, dst, len, src, offset, req);
+}
+
+ipcp_status_t ipcp_put(ipcp_comm_t *comm, const void *src, size_t len,
+                       ipcp_rmem_t *dst, size_t offset)
+{
+    ipcp_request_t *req;
+    IPCP_CHECK(ipcp_iput(comm, src, len, dst, offset, &req));
+    return ipcp_wait(req, NULL);
+}
+
+ipcp_status_t ipcp_get(ipcp_comm_t *comm, void *dst, size_t len,
+                       ipcp_rmem_t *src, size_t offset)
+{
+    ipcp_request_t *req;
+    IPCP_CHECK(ipcp_iget(comm, dst, len, src, offset, &req));
+    return ipcp_wait(req, NULL);
+}

@@ -1,0 +1,349 @@
+/* The table of IPCPIPE_* settings: name, default, parser, doc.  Every other
+ * file reads settings through ipcp__config_get(). */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+#include "status.h"
+#include "util.h"
+
+typedef enum {
+    IPCP_SET_INT,    /* long in [min, max]; "auto" = 0 when allowed */
+    IPCP_SET_SIZE,   /* bytes with optional K/M/G suffix; "auto" = 0 */
+    IPCP_SET_DOUBLE, /* in [min, max] */
+    IPCP_SET_STR,    /* copied, at most strcap-1 bytes */
+    IPCP_SET_ENUM,   /* one of choices; value = index */
+    IPCP_SET_SUBSYS, /* "all" or comma list of subsystem names */
+} ipcp__set_type_t;
+
+typedef struct ipcp__setting {
+    const char *name;
+    ipcp__set_type_t type;
+    const char *deflt;
+    const char *doc;
+    size_t offset;
+    double min, max;
+    int allow_auto;
+    const char *const *choices;
+} ipcp__setting_t;
+
+static const char *const ipcp__path_choices[] = {"auto", "direct", "staged",
+                                                 NULL};
+static const char *const ipcp__autooff_choices[] = {"auto", "off", NULL};
+static const char *const ipcp__level_choices[] = {
+    "none", "error", "warn", "info", "debug", "trace", NULL};
+
+#define IPCP_OFF(field) offsetof(ipcp__config_t, field)
+
+static const ipcp__setting_t ipcp__settings[] = {
+    {"IPCPIPE_RANK", IPCP_SET_INT, "", "rank of this process (else taken from "
+     "mpirun, srun or torchrun variables)", IPCP_OFF(rank), 0, 1 << 20, 0,
+     NULL},
+    {"IPCPIPE_SIZE", IPCP_SET_INT, "", "number of ranks in the job",
+     IPCP_OFF(size), 1, 1 << 20, 0, NULL},
+    {"IPCPIPE_JOB", IPCP_SET_STR, "", "job identifier shared by all ranks "
+     "(else from the launcher, else the parent pid)", IPCP_OFF(job), 0, 0, 0,
+     NULL},
+    {"IPCPIPE_TIMEOUT", IPCP_SET_DOUBLE, "60", "seconds any wait on another "
+     "rank may last (rendezvous, barrier, a peer's death)", IPCP_OFF(timeout_s),
+     0.001, 1e7, 0, NULL},
+    {"IPCPIPE_DIR", IPCP_SET_STR, "", "base directory of the rendezvous "
+     "sockets (default $XDG_RUNTIME_DIR, else $TMPDIR, else /tmp)",
+     IPCP_OFF(dir), 0, 0, 0, NULL},
+    {"IPCPIPE_PATH", IPCP_SET_ENUM, "auto", "path for transfers this rank "
+     "receives: auto, direct (into the mapped buffer) or staged (shared ring)",
+     IPCP_OFF(path), 0, 0, 0, ipcp__path_choices},
+    {"IPCPIPE_CHUNK", IPCP_SET_SIZE, "auto", "slot size of the staged ring "
+     "and chunk size of pipelined copies (auto: 1M on host, 8M with CUDA)",
+     IPCP_OFF(chunk), 4096, 1024.0 * 1024 * 1024, 1, NULL},
+    {"IPCPIPE_SLOTS", IPCP_SET_INT, "auto", "slots in the staged ring of each "
+     "pair of ranks and direction (auto: 8)", IPCP_OFF(slots), 2, 64, 1,
+     NULL},
+    {"IPCPIPE_QUEUES", IPCP_SET_INT, "auto", "copy queues (host threads or CUDA "
+     "streams) per peer and direction (auto: 2 on host, 4 with CUDA)",
+     IPCP_OFF(queues), 1, 8, 1, NULL},
+    {"IPCPIPE_EAGER", IPCP_SET_SIZE, "8K", "largest host message sent inline "
+     "with its control message (0 turns eager sends off)", IPCP_OFF(eager), 0,
+     32768, 0, NULL},
+    {"IPCPIPE_PVM", IPCP_SET_ENUM, "auto", "use process_vm_writev/readv for "
+     "direct transfers into host memory a peer cannot map (auto or off)",
+     IPCP_OFF(pvm), 0, 0, 0, ipcp__autooff_choices},
+    {"IPCPIPE_CUDA", IPCP_SET_ENUM, "auto", "CUDA backend: auto (when a driver "
+     "is found) or off", IPCP_OFF(cuda), 0, 0, 0, ipcp__autooff_choices},
+    {"IPCPIPE_LOG_LEVEL", IPCP_SET_ENUM, "warn", "log level: none, error, "
+     "warn, info, debug, trace", IPCP_OFF(log_level), 0, 0, 0,
+     ipcp__level_choices},
+    {"IPCPIPE_LOG_SUBSYS", IPCP_SET_SUBSYS, "all", "subsystems to log: all or "
+     "a comma list of init,boot,engine,host,cuda,api,env", IPCP_OFF(log_mask),
+     0, 0, 0, NULL},
+};
+
+#define IPCP_NSETTINGS ((int)ipcp__array_size(ipcp__settings))
+
+int ipcp__parse_int(const char *s, long min, long max, long *out)
+{
+    char *end;
+    errno = 0;
+    if (!s || !*s || isspace((unsigned char)*s))
+        return -1;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int ipcp__parse_double(const char *s, double min, double max, double *out)
+{
+    char *end;
+    errno = 0;
+    if (!s || !*s || isspace((unsigned char)*s))
+        return -1;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v) || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Sizes: digits with an optional binary suffix K, M, G, T (also KiB, KB,
+ * k...).  Anything else, "12abc" included, is rejected. */
+int ipcp__parse_size(const char *s, size_t *out)
+{
+    static const struct { const char *suf; unsigned shift; } sufs[] = {
+        {"", 0},    {"K", 10},   {"KB", 10},  {"KiB", 10}, {"k", 10},
+        {"M", 20},  {"MB", 20},  {"MiB", 20}, {"m", 20},   {"G", 30},
+        {"GB", 30}, {"GiB", 30}, {"g", 30},   {"T", 40},   {"TiB", 40},
+    };
+    char *end;
+    if (!s || !isdigit((unsigned char)*s))
+        return -1;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno)
+        return -1;
+    for (size_t i = 0; i < ipcp__array_size(sufs); i++) {
+        if (strcmp(end, sufs[i].suf) != 0)
+            continue;
+        if (sufs[i].shift && v > (~0ULL >> sufs[i].shift))
+            return -1;
+        *out = (size_t)(v << sufs[i].shift);
+        return 0;
+    }
+    return -1;
+}
+
+static int ipcp__parse_enum(const char *s, const char *const *choices)
+{
+    for (int i = 0; choices[i]; i++)
+        if (strcmp(s, choices[i]) == 0)
+            return i;
+    return -1;
+}
+
+static int ipcp__parse_subsys(const char *s, unsigned *mask)
+{
+    static const char *const names[] = {
+#define IPCP_SUBSYS_STR_(n, str) str,
+        IPCP_SUBSYS_MAP(IPCP_SUBSYS_STR_)
+#undef IPCP_SUBSYS_STR_
+    };
+    char buf[256];
+    unsigned m = 0;
+    if (strcmp(s, "all") == 0) {
+        *mask = IPCP_SUB_ALL;
+        return 0;
+    }
+    if (strlen(s) >= sizeof(buf) || !*s)
+        return -1;
+    strcpy(buf, s);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        size_t i;
+        for (i = 0; i < ipcp__array_size(names); i++)
+            if (strcmp(tok, names[i]) == 0)
+                break;
+        if (i == ipcp__array_size(names))
+            return -1;
+        m |= 1u << i;
+    }
+    *mask = m;
+    return 0;
+}
+
+/* Parses one value into cfg; -1 with a reason in why on error. */
+static int ipcp__setting_parse(const ipcp__setting_t *st, const char *val,
+                               ipcp__config_t *cfg, const char **why)
+{
+    char *field = (char *)cfg + st->offset;
+    long l;
+    size_t z;
+    double d;
+    int e;
+
+    if (st->allow_auto && strcmp(val, "auto") == 0) {
+        if (st->type == IPCP_SET_SIZE)
+            *(size_t *)field = 0;
+        else
+            *(int *)field = 0;
+        return 0;
+    }
+    switch (st->type) {
+    case IPCP_SET_INT:
+        *why = "is not an integer in range";
+        if (ipcp__parse_int(val, (long)st->min, (long)st->max, &l))
+            return -1;
+        *(int *)field = (int)l;
+        return 0;
+    case IPCP_SET_SIZE:
+        *why = "is not a size in range (bytes, or with K/M/G)";
+        if (ipcp__parse_size(val, &z) || (double)z < st->min ||
+            (double)z > st->max)
+            return -1;
+        *(size_t *)field = z;
+        return 0;
+    case IPCP_SET_DOUBLE:
+        *why = "is not a number in range";
+        if (ipcp__parse_double(val, st->min, st->max, &d))
+            return -1;
+        *(double *)field = d;
+        return 0;
+    case IPCP_SET_STR:
+        *why = "is too long";
+        if (strlen(val) >= (st->offset == IPCP_OFF(job) ? IPCP_JOB_MAX
+                                                        : IPCP_DIR_MAX))
+            return -1;
+        strcpy(field, val);
+        return 0;
+    case IPCP_SET_ENUM:
+        *why = "is not one of the accepted values";
+        if ((e = ipcp__parse_enum(val, st->choices)) < 0)
+            return -1;
+        *(int *)field = e;
+        return 0;
+    case IPCP_SET_SUBSYS:
+        *why = "is not 'all' or a comma list of subsystems";
+        return ipcp__parse_subsys(val, (unsigned *)field);
+    }
+    return -1;
+}
+
+static void ipcp__config_defaults(ipcp__config_t *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->rank = -1;
+    cfg->size = -1;
+}
+
+ipcp_status_t ipcp__config_parse(ipcp__config_t *cfg, ipcp__env_get_fn get,
+                                 void *arg, char *err, size_t errlen)
+{
+    ipcp__config_defaults(cfg);
+    for (int i = 0; i < IPCP_NSETTINGS; i++) {
+        const ipcp__setting_t *st = &ipcp__settings[i];
+        const char *val = get(st->name, arg);
+        const char *why = "";
+        int from_env = val != NULL;
+        if (!from_env)
+            val = st->deflt;
+        if (!*val && !from_env)
+            continue; /* unset, no default: keep the "unset" value */
+        if (ipcp__setting_parse(st, val, cfg, &why) == 0)
+            continue;
+        snprintf(err, errlen, "%s='%s' %s", st->name, val, why);
+        if (st->choices) {
+            size_t n = strlen(err);
+            for (int c = 0; st->choices[c] && n < errlen; c++)
+                n += (size_t)snprintf(err + n, errlen - n, "%s%s",
+                                      c ? "|" : " (", st->choices[c]);
+            if (n < errlen)
+                snprintf(err + n, errlen - n, ")");
+        }
+        return IPCP_ERR_CONFIG;
+    }
+    return IPCP_OK;
+}
+
+static const char *ipcp__getenv_cb(const char *name, void *arg)
+{
+    (void)arg;
+    return getenv(name);
+}
+
+static pthread_once_t ipcp__config_once = PTHREAD_ONCE_INIT;
+static ipcp__config_t ipcp__config_global;
+static ipcp_status_t ipcp__config_status;
+static char ipcp__config_err[IPCP_ERRMSG_MAX];
+
+static void ipcp__config_load(void)
+{
+    ipcp__config_status = ipcp__config_parse(
+        &ipcp__config_global, ipcp__getenv_cb, NULL, ipcp__config_err,
+        sizeof(ipcp__config_err));
+    if (ipcp__config_status == IPCP_OK) {
+        __atomic_store_n(&ipcp__log_level, ipcp__config_global.log_level,
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&ipcp__log_mask, ipcp__config_global.log_mask,
+                         __ATOMIC_RELAXED);
+    }
+}
+
+ipcp_status_t ipcp__config_get(const ipcp__config_t **cfg)
+{
+    pthread_once(&ipcp__config_once, ipcp__config_load);
+    if (ipcp__config_status != IPCP_OK)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENV, ipcp__config_status,
+                          "invalid setting: %s", ipcp__config_err);
+    *cfg = &ipcp__config_global;
+    return IPCP_OK;
+}
+
+ipcp_status_t ipcp_settings_check(void)
+{
+    const ipcp__config_t *cfg;
+    return ipcp__config_get(&cfg);
+}
+
+/* Names of other programs' variables that ipcpipe reads. */
+static const char *const ipcp__foreign_names[] = {
+    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+    "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "PMI_RANK", "PMI_SIZE",
+    "PMI_KVSNAME", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_ID",
+    "SLURM_STEP_ID", "RANK", "WORLD_SIZE", "LOCAL_RANK", "TORCHELASTIC_RUN_ID",
+    "XDG_RUNTIME_DIR", "TMPDIR", "CUDA_VISIBLE_DEVICES",
+};
+
+const char *ipcp__env_foreign(const char *name)
+{
+    for (size_t i = 0; i < ipcp__array_size(ipcp__foreign_names); i++)
+        if (strcmp(name, ipcp__foreign_names[i]) == 0)
+            return getenv(name);
+    return NULL;
+}
+
+int ipcp_settings_count(void)
+{
+    return IPCP_NSETTINGS;
+}
+
+ipcp_status_t ipcp_setting_get(int index, ipcp_setting_info_t *info)
+{
+    if (index < 0 || index >= IPCP_NSETTINGS || !info)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
+                          "setting index %d out of range [0, %d)", index,
+                          IPCP_NSETTINGS);
+    const ipcp__setting_t *st = &ipcp__settings[index];
+    const char *val = getenv(st->name);
+    info->name = st->name;
+    info->deflt = *st->deflt ? st->deflt : "(unset)";
+    info->value = val ? val : info->deflt;
+    info->doc = st->doc;
+    info->is_set = val != NULL;
+    return IPCP_OK;
+}

@@ -1,0 +1,486 @@
+/* Communicator life cycle and the progress thread: commands from user
+ * threads, finished transfers from backend threads, control messages from
+ * peers, and peer loss. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "common/time.h"
+#include "engine/engine.h"
+
+/* Messages are read into this buffer; uint64_t keeps it aligned for the
+ * structs of proto.h. */
+static _Thread_local uint64_t ipcp__rxbuf[IPCP_SOCK_MSG_MAX / 8];
+
+ipcp_request_t *ipcp__req_new(ipcp_comm_t *comm, int type)
+{
+    ipcp_request_t *req = calloc(1, sizeof(*req));
+    if (!req)
+        return NULL;
+    req->magic = IPCP_REQ_MAGIC;
+    req->comm = comm;
+    req->type = type;
+    req->user = 1;
+    req->path = IPCP_PATH_AUTO;
+    ipcp__list_init(&req->link);
+    ipcp__list_init(&req->all_link);
+    ipcp__list_init(&req->xfer.link);
+    return req;
+}
+
+void ipcp__req_free(ipcp_request_t *req)
+{
+    free(req->scratch);
+    req->magic = IPCP_DEAD_MAGIC;
+    free(req);
+}
+
+static void ipcp__comm_wake(ipcp_comm_t *comm)
+{
+    uint64_t one = 1;
+    /* An eventfd write only fails when the counter would overflow, which
+     * means the thread has plenty of wake-ups pending already. */
+    if (write(comm->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+        IPCP_WARN(IPCP_SUB_ENGINE, "eventfd write: %s", strerror(errno));
+}
+
+void ipcp__comm_submit(ipcp_comm_t *comm, ipcp_request_t *req)
+{
+    pthread_mutex_lock(&comm->lock);
+    if (req->user)
+        ipcp__list_push_back(&comm->reqs, &req->all_link);
+    ipcp__list_push_back(&comm->cmds, &req->link);
+    pthread_mutex_unlock(&comm->lock);
+    ipcp__comm_wake(comm);
+}
+
+void ipcp__req_complete(ipcp_request_t *req, ipcp_status_t st,
+                        const char *msg)
+{
+    ipcp_comm_t *comm = req->comm;
+    if (!req->user) {
+        if (st != IPCP_OK)
+            IPCP_INFO(IPCP_SUB_ENGINE, "internal operation failed: %s",
+                      msg ? msg : "");
+        ipcp__req_free(req);
+        return;
+    }
+    pthread_mutex_lock(&comm->lock);
+    req->status = st;
+    snprintf(req->errmsg, sizeof(req->errmsg), "%s",
+             st == IPCP_OK ? "" : (msg ? msg : ipcp_status_desc(st)));
+    req->done = 1;
+    pthread_cond_broadcast(&comm->cond);
+    pthread_mutex_unlock(&comm->lock);
+}
+
+void ipcp__xfer_track_done(ipcp__track_t *t)
+{
+    ipcp__xfer_t *x = t->arg;
+    ipcp_comm_t *comm = x->comm;
+    pthread_mutex_lock(&comm->lock);
+    ipcp__list_push_back(&comm->dones, &x->done_link);
+    pthread_mutex_unlock(&comm->lock);
+    ipcp__comm_wake(comm);
+}
+
+/* ---- Outgoing messages -------------------------------------------------- */
+
+static void ipcp__txmsg_free(ipcp__txmsg_t *m)
+{
+    for (int i = 0; i < m->nfds; i++)
+        close(m->fds[i]);
+    free(m);
+}
+
+static void ipcp__peer_flush(ipcp_comm_t *comm, ipcp__peer_t *peer)
+{
+    ipcp__list_t *e;
+    while (!peer->closed && (e = peer->txq.next) != &peer->txq) {
+        ipcp__txmsg_t *m = ipcp__list_entry(e, ipcp__txmsg_t, link);
+        ipcp_status_t st = ipcp__sock_send(peer->fd, m->data, m->len, m->fds,
+                                           m->nfds, 1);
+        if (st == IPCP_IN_PROGRESS)
+            return; /* socket full: poll for POLLOUT */
+        if (st != IPCP_OK) {
+            ipcp__peer_lost(comm, peer, ipcp__last_error());
+            return;
+        }
+        ipcp__list_del(e);
+        ipcp__txmsg_free(m);
+    }
+}
+
+ipcp_status_t ipcp__peer_post(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                              const void *msg, size_t len, const int *fds,
+                              int nfds)
+{
+    ipcp__txmsg_t *m;
+    if (peer->closed) {
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]);
+        return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_ENGINE, IPCP_ERR_PEER_LOST,
+                          "rank %d is gone", peer->rank);
+    }
+    m = malloc(sizeof(*m) + len);
+    if (!m) {
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]);
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_NOMEM,
+                          "no memory for a %zu-byte message", len);
+    }
+    m->len = len;
+    m->nfds = nfds;
+    for (int i = 0; i < nfds; i++)
+        m->fds[i] = fds[i];
+    memcpy(m->data, msg, len);
+    ipcp__list_push_back(&peer->txq, &m->link);
+    ipcp__peer_flush(comm, peer);
+    return IPCP_OK;
+}
+
+/* ---- Peer loss ---------------------------------------------------------- */
+
+void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why)
+{
+    char msg[IPCP_ERRMSG_MAX];
+    ipcp__list_t *e, *tmp;
+
+    if (peer->closed)
+        return;
+    peer->closed = 1;
+    atomic_store(&peer->lost, IPCP_ERR_PEER_LOST);
+    if (peer->bye)
+        snprintf(msg, sizeof(msg), "rank %d (pid %d) finalized", peer->rank,
+                 (int)peer->pid);
+    else
+        snprintf(msg, sizeof(msg), "peer rank %d (pid %d) was lost: %s",
+                 peer->rank, (int)peer->pid, why);
+    if (!peer->bye || !ipcp__list_empty(&peer->active))
+        IPCP_WARN(IPCP_SUB_ENGINE, "%s", msg);
+    while ((e = ipcp__list_pop_front(&peer->txq)))
+        ipcp__txmsg_free(ipcp__list_entry(e, ipcp__txmsg_t, link));
+    ipcp__match_fail_peer(comm, peer, IPCP_ERR_PEER_LOST, msg);
+    ipcp__list_for_each_safe(e, tmp, &peer->active) {
+        ipcp__xfer_t *x = ipcp__list_entry(e, ipcp__xfer_t, link);
+        ipcp__track_fail(&x->track, IPCP_ERR_PEER_LOST, "%s", msg);
+    }
+    ipcp__xfer_release_waits(comm, peer);
+    if (comm->bar_pending)
+        ipcp__barrier_fail(comm, msg);
+}
+
+/* ---- Incoming messages -------------------------------------------------- */
+
+static void ipcp__dispatch(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                           const unsigned char *msg, size_t len, int *fds,
+                           int nfds)
+{
+    const ipcp__msg_hdr_t *hdr = (const void *)msg;
+    size_t need = 0;
+
+    if (len < sizeof(*hdr))
+        goto bad;
+    switch (hdr->type) {
+    case IPCP_MSG_RTS:
+    case IPCP_MSG_CTS:
+    case IPCP_MSG_GET_REQ:
+        ipcp__match_msg(comm, peer, msg, len, fds, nfds);
+        return;
+    case IPCP_MSG_MAP_REQ:
+        need = sizeof(ipcp__msg_map_req_t);
+        if (len < need)
+            goto bad;
+        ipcp__mem_on_map_req(comm, peer, (const void *)msg);
+        break;
+    case IPCP_MSG_MAP_REP:
+        if (len < sizeof(ipcp__msg_map_rep_t))
+            goto bad;
+        ipcp__mem_on_map_rep(comm, peer, (const void *)msg, fds, nfds);
+        return;
+    case IPCP_MSG_REG_GONE:
+        if (len < sizeof(ipcp__msg_reg_gone_t))
+            goto bad;
+        ipcp__mem_on_reg_gone(comm, peer, (const void *)msg);
+        break;
+    case IPCP_MSG_BARRIER:
+    case IPCP_MSG_BARRIER_REL:
+        if (len < sizeof(ipcp__msg_barrier_t))
+            goto bad;
+        ipcp__barrier_msg(comm, peer, (int)hdr->type,
+                          ((const ipcp__msg_barrier_t *)(const void *)msg)
+                              ->epoch);
+        break;
+    case IPCP_MSG_BYE:
+        peer->bye = 1;
+        ipcp__match_fail_peer(comm, peer, IPCP_ERR_PEER_LOST, "peer finalized");
+        break;
+    default:
+        goto bad;
+    }
+    for (int i = 0; i < nfds; i++)
+        close(fds[i]);
+    return;
+bad:
+    for (int i = 0; i < nfds; i++)
+        close(fds[i]);
+    {
+        char why[96];
+        snprintf(why, sizeof(why), "malformed message (type %u, %zu bytes)",
+                 len >= sizeof(*hdr) ? hdr->type : 0u, len);
+        ipcp__peer_lost(comm, peer, why);
+    }
+}
+
+static void ipcp__peer_read(ipcp_comm_t *comm, ipcp__peer_t *peer)
+{
+    int fds[IPCP_SOCK_MAX_FDS];
+    int nfds;
+    size_t len;
+
+    while (!peer->closed) {
+        ipcp_status_t st =
+            ipcp__sock_recv(peer->fd, ipcp__rxbuf, sizeof(ipcp__rxbuf), &len,
+                            fds, IPCP_SOCK_MAX_FDS, &nfds, 0);
+        if (st == IPCP_IN_PROGRESS)
+            return;
+        if (st != IPCP_OK) {
+            ipcp__peer_lost(comm, peer, peer->bye ? "finalized"
+                                                  : ipcp__last_error());
+            return;
+        }
+        ipcp__dispatch(comm, peer, (const unsigned char *)ipcp__rxbuf, len,
+                       fds, nfds);
+    }
+}
+
+/* ---- Commands and completions ------------------------------------------ */
+
+static void ipcp__run_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
+{
+    switch (req->type) {
+    case IPCP_REQ_SEND:
+    case IPCP_REQ_RECV:
+    case IPCP_REQ_PUT:
+    case IPCP_REQ_GET:
+        ipcp__match_cmd(comm, req);
+        break;
+    case IPCP_REQ_BARRIER:
+        ipcp__barrier_cmd(comm, req);
+        break;
+    case IPCP_REQ_IMPORT:
+        ipcp__mem_import_cmd(comm, req);
+        break;
+    case IPCP_REQ_NOTIFY:
+        ipcp__mem_notify_cmd(comm, req);
+        break;
+    case IPCP_REQ_BYE:
+        comm->bye_req = req;
+        for (int r = 0; r < comm->size; r++) {
+            ipcp__msg_hdr_t bye = {IPCP_MSG_BYE, 0};
+            if (r != comm->rank && !comm->peers[r].closed)
+                ipcp__peer_post(comm, &comm->peers[r], &bye, sizeof(bye),
+                                NULL, 0);
+        }
+        comm->bye_deadline = ipcp__now_s() + comm->timeout_s;
+        break;
+    default:
+        ipcp__req_complete(req, IPCP_ERR_STATE, "unknown command");
+    }
+}
+
+static void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
+{
+    char msg[IPCP_ERRMSG_MAX] = "";
+    ipcp_status_t st = atomic_load(&x->track.status);
+
+    ipcp__list_del(&x->link);
+    if (st == IPCP_OK && x->err_word &&
+        __atomic_load_n(x->err_word, __ATOMIC_ACQUIRE) == x->err_val) {
+        st = (ipcp_status_t)(int64_t)__atomic_load_n(x->errst_word,
+                                                     __ATOMIC_RELAXED);
+        snprintf(msg, sizeof(msg), "rank %d could not write this transfer "
+                 "(%s on its side)", x->peer->rank, ipcp_strerror(st));
+    }
+    if (x->import)
+        ipcp__import_put(comm, x->peer, x->import);
+    x->import = NULL;
+    if (st != IPCP_OK && !msg[0])
+        ipcp__track_errmsg(&x->track, msg, sizeof(msg));
+    ipcp__track_destroy(&x->track);
+    ipcp__req_complete(x->req, st, msg);
+}
+
+static void ipcp__drain(ipcp_comm_t *comm)
+{
+    ipcp__list_t cmds, dones, *e;
+
+    ipcp__list_init(&cmds);
+    ipcp__list_init(&dones);
+    pthread_mutex_lock(&comm->lock);
+    if (!ipcp__list_empty(&comm->cmds)) {
+        cmds = comm->cmds;
+        cmds.next->prev = &cmds;
+        cmds.prev->next = &cmds;
+        ipcp__list_init(&comm->cmds);
+    }
+    if (!ipcp__list_empty(&comm->dones)) {
+        dones = comm->dones;
+        dones.next->prev = &dones;
+        dones.prev->next = &dones;
+        ipcp__list_init(&comm->dones);
+    }
+    pthread_mutex_unlock(&comm->lock);
+    /* Completions first: they free slots and mappings that new commands
+     * may want. */
+    while ((e = ipcp__list_pop_front(&dones)))
+        ipcp__run_done(comm, ipcp__list_entry(e, ipcp__xfer_t, done_link));
+    while ((e = ipcp__list_pop_front(&cmds)))
+        ipcp__run_cmd(comm, ipcp__list_entry(e, ipcp_request_t, link));
+}
+
+static void ipcp__check_bye(ipcp_comm_t *comm)
+{
+    int waiting = 0;
+    if (!comm->bye_req)
+        return;
+    for (int r = 0; r < comm->size; r++)
+        if (r != comm->rank && !comm->peers[r].closed && !comm->peers[r].bye)
+            waiting++;
+    if (waiting && ipcp__now_s() < comm->bye_deadline)
+        return;
+    ipcp__req_complete(comm->bye_req, waiting ? IPCP_ERR_TIMEOUT : IPCP_OK,
+                       waiting ? "peers did not finalize in time" : NULL);
+    comm->bye_req = NULL;
+}
+
+static void *ipcp__progress_main(void *arg)
+{
+    ipcp_comm_t *comm = arg;
+    struct pollfd *pfd = calloc((size_t)comm->size + 1, sizeof(*pfd));
+    int *idx = calloc((size_t)comm->size + 1, sizeof(*idx));
+
+    if (!pfd || !idx) {
+        IPCP_ERROR(IPCP_SUB_ENGINE, "no memory for the progress thread");
+        free(pfd);
+        free(idx);
+        return NULL;
+    }
+    ipcp__log_set_rank(comm->rank);
+    while (!atomic_load(&comm->stop)) {
+        int n = 0;
+        pfd[n].fd = comm->wake_fd;
+        pfd[n++].events = POLLIN;
+        for (int r = 0; r < comm->size; r++) {
+            ipcp__peer_t *p = &comm->peers[r];
+            if (r == comm->rank || p->closed)
+                continue;
+            pfd[n].fd = p->fd;
+            pfd[n].events = POLLIN;
+            if (!ipcp__list_empty(&p->txq))
+                pfd[n].events |= POLLOUT;
+            idx[n++] = r;
+        }
+        int timeout_ms = comm->bye_req || comm->bar_pending ? 50 : 1000;
+        if (poll(pfd, (nfds_t)n, timeout_ms) < 0 && errno != EINTR) {
+            IPCP_ERROR(IPCP_SUB_ENGINE, "poll: %s", strerror(errno));
+            break;
+        }
+        if (pfd[0].revents & POLLIN) {
+            uint64_t v;
+            if (read(comm->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+                IPCP_WARN(IPCP_SUB_ENGINE, "eventfd read: %s", strerror(errno));
+        }
+        ipcp__drain(comm);
+        for (int i = 1; i < n; i++) {
+            ipcp__peer_t *p = &comm->peers[idx[i]];
+            if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR))
+                ipcp__peer_read(comm, p);
+            if (pfd[i].revents & POLLOUT)
+                ipcp__peer_flush(comm, p);
+        }
+        ipcp__check_bye(comm);
+        ipcp__barrier_check(comm);
+    }
+    free(pfd);
+    free(idx);
+    return NULL;
+}
+
+ipcp_status_t ipcp__comm_start(ipcp_comm_t *comm)
+{
+    comm->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (comm->wake_fd < 0)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_SYSTEM,
+                          "eventfd: %s", strerror(errno));
+    int rc = pthread_create(&comm->thread, NULL, ipcp__progress_main, comm);
+    if (rc != 0) {
+        close(comm->wake_fd);
+        comm->wake_fd = -1;
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_SYSTEM,
+                          "cannot start the progress thread: %s",
+                          strerror(rc));
+    }
+    comm->thread_started = 1;
+    return IPCP_OK;
+}
+
+void ipcp__comm_stop(ipcp_comm_t *comm)
+{
+    if (comm->thread_started) {
+        atomic_store(&comm->stop, 1);
+        ipcp__comm_wake(comm);
+        pthread_join(comm->thread, NULL);
+        comm->thread_started = 0;
+    }
+}
+
+/* After the thread stopped: aborts what is left, drains the queues, and
+ * frees every request, channel and mapping.  Single-threaded from here on,
+ * except for backend threads finishing their last operations. */
+void ipcp__comm_teardown(ipcp_comm_t *comm)
+{
+    ipcp__list_t *e;
+
+    for (int r = 0; r < comm->size; r++) {
+        ipcp__peer_t *p = &comm->peers[r];
+        if (r == comm->rank)
+            continue;
+        if (!p->closed) {
+            p->bye = 1; /* leaving is not a loss */
+            ipcp__peer_lost(comm, p, "finalizing");
+        }
+    }
+    for (int r = 0; r < comm->size; r++) {
+        if (r == comm->rank)
+            continue;
+        ipcp__dir_destroy(comm, &comm->peers[r].tx);
+        ipcp__dir_destroy(comm, &comm->peers[r].rx);
+    }
+    /* The queues are drained: every finished transfer is in dones. */
+    while ((e = ipcp__list_pop_front(&comm->dones)))
+        ipcp__run_done(comm, ipcp__list_entry(e, ipcp__xfer_t, done_link));
+    while ((e = ipcp__list_pop_front(&comm->cmds))) {
+        ipcp_request_t *req = ipcp__list_entry(e, ipcp_request_t, link);
+        if (!req->user)
+            ipcp__req_free(req);
+    }
+    while ((e = ipcp__list_pop_front(&comm->reqs)))
+        ipcp__req_free(ipcp__list_entry(e, ipcp_request_t, all_link));
+    ipcp__mem_cleanup(comm);
+    for (int r = 0; r < comm->size; r++) {
+        ipcp__peer_t *p = &comm->peers[r];
+        while ((e = ipcp__list_pop_front(&p->unexp))) {
+            ipcp__unexp_t *u = ipcp__list_entry(e, ipcp__unexp_t, link);
+            free(u->eager);
+            free(u);
+        }
+    }
+    if (comm->wake_fd >= 0)
+        close(comm->wake_fd);
+    comm->wake_fd = -1;
+}

@@ -1,0 +1,370 @@
+/* The engine: matching, paths (direct, staged, eager), chunking, slots and
+ * progress.  It is shared by every backend and sees them only through
+ * backend.h.
+ *
+ * Threads.  One progress thread per communicator owns all protocol state
+ * (peer lists, channels, sequence numbers).  User threads hand it commands
+ * (requests) through comm->cmds; backends' threads hand it finished tracks
+ * through comm->dones.  Both lists are guarded by comm->lock, which also
+ * guards request completion (done flag + comm->cond).  The memory registry
+ * has its own lock because user threads read and write it directly. */
+#ifndef IPCP_ENGINE_H
+#define IPCP_ENGINE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ipcpipe.h"
+#include "backend/backend.h"
+#include "bootstrap/bootstrap.h"
+#include "common/config.h"
+#include "common/list.h"
+#include "common/status.h"
+#include "engine/proto.h"
+
+#define IPCP_COMM_MAGIC 0x636f6d6d69706370ULL /* "pcpicomm" */
+#define IPCP_REQ_MAGIC 0x7265717569706370ULL
+#define IPCP_MEM_MAGIC 0x6d656d5f69706370ULL
+#define IPCP_RMEM_MAGIC 0x6d656d7269706370ULL
+#define IPCP_DEAD_MAGIC 0xdeadbeefdeadbeefULL
+
+/* Host chunk/slot defaults.  1 MiB slots stay inside the last-level cache of
+ * the receiving core while they are copied out, which is what lets a staged
+ * copy run at more than half of memcpy on a small machine. */
+#define IPCP_HOST_CHUNK (1u << 20)
+#define IPCP_HOST_SLOTS 8
+#define IPCP_HOST_QUEUES 2
+/* CUDA defaults (FACTS.md: 8-16 MiB slots reach 52-53 GB/s; a pair's ring
+ * stays within 64 MiB). */
+#define IPCP_CUDA_CHUNK (8u << 20)
+#define IPCP_CUDA_SLOTS 8
+#define IPCP_CUDA_QUEUES 4
+/* Direct copies are split over the queues in pieces no smaller than this, so
+ * a small message costs one copy and one flag. */
+#define IPCP_DIRECT_MIN_PIECE (256u << 10)
+
+/* Queue sets: index 0 is host memory, 1 + d is CUDA device d. */
+#define IPCP_MAX_DEVICES 32
+#define IPCP_MAX_QSETS (1 + IPCP_MAX_DEVICES)
+_Static_assert(IPCP_MAX_QSETS == IPCP_MAX_QSETS_WIRE, "done flags per qset");
+
+typedef struct ipcp__peer ipcp__peer_t;
+typedef struct ipcp__region ipcp__region_t;
+
+/* A set of queues of one backend and device, for one peer and direction. */
+typedef struct ipcp__qset {
+    const ipcp__backend_ops_t *ops;
+    ipcp__backend_t *be;
+    int device;
+    int n;
+    ipcp__queue_t *q[IPCP_MAX_QUEUES];
+    void *shm_handle; /* the channel's registration for this backend */
+} ipcp__qset_t;
+
+/* One direction of data between two ranks.  The channel (shared control
+ * words and ring) is created by the receiving side. */
+typedef struct ipcp__chan {
+    void *base;
+    size_t size;
+    void *handle;       /* host backend's alloc or import handle */
+    int fd;             /* creator: the memfd, until sent; else -1 */
+    int created;        /* 1 if we created it (receiver side) */
+    int fd_sent;
+    ipcp__chan_ctl_t *ctl;
+    char *slots;
+    uint32_t nslots;
+    size_t slot_size;
+    ipcp__export_t exp;              /* creator: the memfd's export */
+    uint64_t seq;                    /* next ring chunk number */
+    uint64_t dseq[IPCP_MAX_QSETS];   /* direct transfers per sender qset */
+} ipcp__chan_t;
+
+typedef struct ipcp__dir {
+    ipcp__chan_t *chan;
+    ipcp__qset_t *qsets[IPCP_MAX_QSETS];
+} ipcp__dir_t;
+
+/* A peer's memory we mapped (two-sided direct targets), by region id. */
+typedef struct ipcp__import {
+    ipcp__list_t link;
+    uint64_t id;
+    const ipcp__backend_ops_t *ops;
+    ipcp__backend_t *be;
+    void *ptr;
+    void *handle;
+    size_t size;
+    int refs;   /* cache's own 1 + active transfers */
+    int stale;  /* owner freed it */
+} ipcp__import_t;
+
+struct ipcp__peer {
+    int rank;
+    int fd;
+    pid_t pid;
+    uint64_t probe_addr;
+    atomic_int lost;      /* 0, or the status that aborts waits */
+    int closed;           /* socket closed (lost or said bye) */
+    int bye;              /* the peer finalized */
+    int pvm_to;           /* -1 unknown, 0/1: we may write its memory */
+    ipcp__list_t txq;     /* ipcp__txmsg_t waiting for the socket */
+    uint64_t next_id;     /* ids of our operations towards this peer */
+    ipcp__list_t wait_cts; /* our sends/puts waiting for a CTS */
+    ipcp__list_t posted;   /* our receives not matched yet */
+    ipcp__list_t unexp;    /* RTS not matched yet (ipcp__unexp_t) */
+    ipcp__list_t gets;     /* our gets waiting for the owner's RTS */
+    ipcp__list_t maps;     /* our imports waiting for MAP_REP */
+    ipcp__list_t active;   /* transfers in queues (ipcp__xfer_t) */
+    ipcp__list_t imports;  /* ipcp__import_t */
+    ipcp__dir_t tx;
+    ipcp__dir_t rx;
+    unsigned logged_paths; /* path reasons already logged at info */
+};
+
+/* Outgoing message. */
+typedef struct ipcp__txmsg {
+    ipcp__list_t link;
+    size_t len;
+    int nfds;
+    int fds[IPCP_SOCK_MAX_FDS]; /* owned: closed once sent */
+    unsigned char data[];
+} ipcp__txmsg_t;
+
+/* A received RTS waiting for its receive. */
+typedef struct ipcp__unexp {
+    ipcp__list_t link;
+    ipcp__msg_rts_t rts;
+    unsigned char *eager; /* rts.len bytes when eager */
+} ipcp__unexp_t;
+
+enum {
+    IPCP_REQ_SEND = 1,
+    IPCP_REQ_RECV,
+    IPCP_REQ_PUT,
+    IPCP_REQ_GET,
+    IPCP_REQ_BARRIER,
+    IPCP_REQ_IMPORT,
+    IPCP_REQ_NOTIFY, /* internal: tell peers a region is gone */
+    IPCP_REQ_INTERNAL, /* internal: owner's side of a staged put/get */
+    IPCP_REQ_BYE,      /* finalize: tell peers, wait for theirs */
+};
+
+/* A transfer in queues (one side). */
+typedef struct ipcp__xfer {
+    ipcp__list_t link;      /* peer->active */
+    ipcp_comm_t *comm;
+    ipcp__track_t track;
+    ipcp__peer_t *peer;
+    ipcp_request_t *req;    /* user request, or NULL (internal) */
+    ipcp__import_t *import; /* mapping held while the copies run */
+    /* direct receive: the sender reports a failed set-up here */
+    uint64_t *err_word;
+    uint64_t err_val;
+    uint64_t *errst_word;
+    ipcp__list_t done_link; /* comm->dones */
+} ipcp__xfer_t;
+
+struct ipcp_request {
+    uint64_t magic;
+    ipcp_comm_t *comm;
+    ipcp__list_t link;     /* comm->cmds, then a peer list */
+    ipcp__list_t all_link; /* comm->reqs (user requests) */
+    int type;
+    int peer;
+    int tag;
+    void *buf;
+    size_t len;
+    ipcp__mem_attr_t attr; /* of buf */
+    uint64_t id;           /* protocol id towards the peer */
+    ipcp_path_t path;
+    size_t nbytes;
+    int user;              /* 1: a user waits on it; 0: internal, freed */
+    /* one-sided */
+    ipcp_rmem_t *rmem;
+    size_t offset;
+    ipcp__region_t *region; /* internal: the owner's region */
+    uint64_t region_id;
+    /* completion (guarded by comm->lock) */
+    int done;
+    ipcp_status_t status;
+    char errmsg[IPCP_ERRMSG_MAX];
+    ipcp__xfer_t xfer;
+    /* staging of eager data towards device memory and similar */
+    void *scratch;
+};
+
+/* A local region: an ipcp_mem_alloc allocation or a registration. */
+struct ipcp__region {
+    ipcp__list_t link;
+    uint64_t id;
+    int is_alloc;
+    void *ptr;
+    size_t len;
+    ipcp__mem_attr_t attr;
+    const ipcp__backend_ops_t *ops;
+    ipcp__backend_t *be;
+    void *handle;           /* backend allocation (is_alloc) */
+    int exportable;
+    ipcp__export_t exp;     /* describes ptr..ptr+len (or the alloc) */
+    int exp_fd;             /* owned, -1 if none */
+    ipcp__region_t *parent; /* registration inside an allocation */
+    size_t parent_off;
+    unsigned char *shared_with; /* [size]: peers holding a mapping */
+};
+
+struct ipcp_mem {
+    uint64_t magic;
+    ipcp_comm_t *comm;
+    ipcp__region_t region;
+};
+
+enum { IPCP_RMEM_MAPPED = 1, IPCP_RMEM_PVM, IPCP_RMEM_STAGED };
+
+struct ipcp_rmem {
+    uint64_t magic;
+    ipcp_comm_t *comm;
+    ipcp__list_t link;      /* comm->rmems */
+    int owner;
+    uint64_t reg_id;
+    size_t len;
+    uint64_t addr;          /* owner's address of the region */
+    ipcp_mem_type_t type;
+    int mode;
+    const ipcp__backend_ops_t *ops;
+    ipcp__backend_t *be;
+    void *map_ptr;
+    void *map_handle;
+    atomic_int valid;
+};
+
+struct ipcp_comm {
+    uint64_t magic;
+    int rank;
+    int size;
+    char job[IPCP_JOB_MAX];
+    uint64_t job_hash;
+    double timeout_s;
+    const ipcp__config_t *cfg;
+    atomic_int path;          /* receive path override (ipcp_path_t) */
+    size_t eager_max;
+    ipcp__boot_t *boot;
+    ipcp__peer_t *peers;      /* [size] */
+    uint64_t probe_word;      /* peers read it to test process_vm_readv */
+
+    const ipcp__backend_ops_t *host_ops;
+    ipcp__backend_t *host;
+    const ipcp__backend_ops_t *cuda_ops;
+    ipcp__backend_t *cuda;
+
+    pthread_t thread;
+    int thread_started;
+    int wake_fd;              /* eventfd */
+    atomic_int stop;
+    pthread_mutex_t lock;     /* cmds, dones, request completion */
+    pthread_cond_t cond;
+    ipcp__list_t cmds;
+    ipcp__list_t dones;
+    ipcp__list_t reqs;        /* user requests not yet waited for */
+    ipcp_request_t *bye_req;  /* progress thread: finalize in progress */
+    double bye_deadline;
+
+    pthread_mutex_t mem_lock; /* regions, rmems, next_region_id */
+    ipcp__list_t regions;
+    ipcp__list_t rmems;
+    uint64_t next_region_id;
+
+    /* barrier (progress thread) */
+    uint64_t bar_epoch;       /* epochs this rank has entered */
+    int bar_count[2];         /* rank 0: arrivals per epoch parity */
+    uint64_t *bar_seen;       /* rank 0: [size] last epoch + 1 heard */
+    ipcp_request_t *bar_pending;
+    double bar_deadline;
+};
+
+/* ---- engine/comm.c ---------------------------------------------------- */
+ipcp_status_t ipcp__comm_start(ipcp_comm_t *comm);
+void ipcp__comm_stop(ipcp_comm_t *comm);
+/* Hands a request to the progress thread. */
+void ipcp__comm_submit(ipcp_comm_t *comm, ipcp_request_t *req);
+/* Marks a request done (any thread); user requests wake their waiter,
+ * internal ones are freed. */
+void ipcp__req_complete(ipcp_request_t *req, ipcp_status_t st,
+                        const char *msg);
+/* Queues a message for a peer; fds are owned by the message afterwards. */
+ipcp_status_t ipcp__peer_post(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                              const void *msg, size_t len, const int *fds,
+                              int nfds);
+void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why);
+/* Track callback: hands the finished transfer to the progress thread. */
+void ipcp__xfer_track_done(ipcp__track_t *t);
+ipcp_request_t *ipcp__req_new(ipcp_comm_t *comm, int type);
+void ipcp__req_free(ipcp_request_t *req);
+void ipcp__comm_teardown(ipcp_comm_t *comm);
+
+/* ---- engine/match.c ---------------------------------------------------- */
+void ipcp__match_cmd(ipcp_comm_t *comm, ipcp_request_t *req);
+void ipcp__match_msg(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                     const unsigned char *msg, size_t len, int *fds,
+                     int nfds);
+/* Answers an RTS with a CTS that carries an error. */
+void ipcp__nack(ipcp_comm_t *comm, ipcp__peer_t *peer, uint64_t id,
+                ipcp_status_t st, const char *msg);
+void ipcp__match_fail_peer(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                           ipcp_status_t st, const char *msg);
+
+/* ---- engine/xfer.c ----------------------------------------------------- */
+/* Receiver side: chooses the path for a matched RTS, enqueues its half and
+ * answers with a CTS.  dst/attr describe where the data lands. */
+void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                       const ipcp__msg_rts_t *rts, ipcp_request_t *req,
+                       ipcp_path_t force);
+/* Sender side: runs its half on a CTS. */
+void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                       ipcp_request_t *req, const ipcp__msg_cts_t *cts,
+                       int *fds, int nfds);
+/* One-sided ops on a mapped or pvm-reachable region, without the owner. */
+void ipcp__xfer_onesided_direct(ipcp_comm_t *comm, ipcp_request_t *req);
+/* Returns the queue set for a direction, creating it. */
+ipcp_status_t ipcp__qset_get(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                             ipcp__dir_t *dir, const ipcp__mem_attr_t *attr,
+                             ipcp__qset_t **qs);
+int ipcp__qset_index(const ipcp__mem_attr_t *attr);
+void ipcp__dir_destroy(ipcp_comm_t *comm, ipcp__dir_t *dir);
+void ipcp__import_put(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                      ipcp__import_t *imp);
+/* Lost peer: releases device waits by writing the flags (host waits see
+ * peer->lost themselves). */
+void ipcp__xfer_release_waits(ipcp_comm_t *comm, ipcp__peer_t *peer);
+
+/* ---- engine/mem.c ------------------------------------------------------ */
+ipcp_status_t ipcp__mem_attr(ipcp_comm_t *comm, const void *ptr, size_t len,
+                             ipcp__mem_attr_t *attr,
+                             const ipcp__backend_ops_t **ops,
+                             ipcp__backend_t **be);
+/* The allocation (from ipcp_mem_alloc) that holds [ptr, ptr+len), or NULL.
+ * Call with comm->mem_lock held. */
+ipcp__region_t *ipcp__region_find_alloc(ipcp_comm_t *comm, const void *ptr,
+                                        size_t len);
+ipcp__region_t *ipcp__region_find_id(ipcp_comm_t *comm, uint64_t id);
+void ipcp__mem_on_map_req(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                          const ipcp__msg_map_req_t *m);
+void ipcp__mem_on_map_rep(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                          const ipcp__msg_map_rep_t *m, int *fds, int nfds);
+void ipcp__mem_on_reg_gone(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                           const ipcp__msg_reg_gone_t *m);
+void ipcp__mem_notify_cmd(ipcp_comm_t *comm, ipcp_request_t *req);
+void ipcp__mem_import_cmd(ipcp_comm_t *comm, ipcp_request_t *req);
+void ipcp__mem_cleanup(ipcp_comm_t *comm);
+/* pvm probe of a peer (cached in peer->pvm_to). */
+int ipcp__pvm_allowed(ipcp_comm_t *comm, ipcp__peer_t *peer);
+
+/* ---- engine/barrier.c -------------------------------------------------- */
+void ipcp__barrier_cmd(ipcp_comm_t *comm, ipcp_request_t *req);
+void ipcp__barrier_msg(ipcp_comm_t *comm, ipcp__peer_t *peer, int type,
+                       uint64_t epoch);
+void ipcp__barrier_fail(ipcp_comm_t *comm, const char *msg);
+/* Fails a barrier whose deadline passed (progress loop). */
+void ipcp__barrier_check(ipcp_comm_t *comm);
+
+#endif

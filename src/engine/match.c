@@ -1,0 +1,491 @@
+/* Two-sided matching (in order per peer and tag), eager messages, and the
+ * control flow of one-sided operations that need the owner (staged put and
+ * get).  All of it runs on the progress thread. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+
+static void ipcp__close_fds(int *fds, int nfds)
+{
+    for (int i = 0; i < nfds; i++)
+        close(fds[i]);
+}
+
+/* Tells a sender that its transfer will not happen, and why. */
+void ipcp__nack(ipcp_comm_t *comm, ipcp__peer_t *peer, uint64_t id,
+                       ipcp_status_t st, const char *msg)
+{
+    ipcp__msg_cts_t cts;
+    memset(&cts, 0, sizeof(cts));
+    cts.hdr.type = IPCP_MSG_CTS;
+    cts.status = st;
+    cts.id = id;
+    snprintf(cts.errmsg, sizeof(cts.errmsg), "%.*s",
+             (int)sizeof(cts.errmsg) - 1, msg);
+    ipcp__peer_post(comm, peer, &cts, sizeof(cts), NULL, 0);
+}
+
+static ipcp_request_t *ipcp__find_id(ipcp__list_t *list, uint64_t id)
+{
+    ipcp__list_t *e, *tmp;
+    ipcp__list_for_each_safe(e, tmp, list) {
+        ipcp_request_t *r = ipcp__list_entry(e, ipcp_request_t, link);
+        if (r->id == id) {
+            ipcp__list_del(e);
+            return r;
+        }
+    }
+    return NULL;
+}
+
+/* ---- Sending ------------------------------------------------------------ */
+
+static void ipcp__rts_fill(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                           ipcp_request_t *req, ipcp__msg_rts_t *rts)
+{
+    memset(rts, 0, offsetof(ipcp__msg_rts_t, errmsg));
+    rts->errmsg[0] = '\0';
+    rts->hdr.type = IPCP_MSG_RTS;
+    rts->tag = req->tag;
+    rts->id = req->id = ++peer->next_id;
+    rts->len = req->len;
+    rts->src_type = (int32_t)req->attr.type;
+    rts->src_device = req->attr.device;
+    rts->src_qset = (uint32_t)ipcp__qset_index(&req->attr);
+    if (req->attr.type == IPCP_MEM_HOST && ipcp__pvm_allowed(comm, peer))
+        rts->hdr.flags |= IPCP_RTS_PVM_OK;
+}
+
+/* Posts an RTS for req (a send, a staged put, or the owner's reply to a
+ * get) and parks req until the CTS. */
+static void ipcp__send_rts(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                           ipcp_request_t *req, ipcp__msg_rts_t *rts)
+{
+    ipcp__qset_t *qs;
+    ipcp_status_t st = ipcp__qset_get(comm, peer, &peer->tx, &req->attr, &qs);
+    if (st != IPCP_OK) {
+        ipcp__req_complete(req, st, ipcp__last_error());
+        return;
+    }
+    rts->src_nq = (uint32_t)qs->n;
+    st = ipcp__peer_post(comm, peer, rts, sizeof(*rts), NULL, 0);
+    if (st != IPCP_OK) {
+        ipcp__req_complete(req, st, ipcp__last_error());
+        return;
+    }
+    ipcp__list_push_back(&peer->wait_cts, &req->link);
+}
+
+static void ipcp__send_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                             ipcp_request_t *req)
+{
+    ipcp__msg_rts_t rts;
+    ipcp__rts_fill(comm, peer, req, &rts);
+
+    /* Small host messages travel inside the RTS: one message, no ring, no
+     * round trip.  A rank that forces a path does not send eagerly, so that
+     * tests and benchmarks of a path measure that path. */
+    if (req->attr.type == IPCP_MEM_HOST && req->len <= comm->eager_max &&
+        atomic_load(&comm->path) == IPCP_PATH_AUTO) {
+        size_t total = sizeof(rts) + req->len;
+        unsigned char *m = malloc(total);
+        if (!m) {
+            ipcp__req_complete(req, IPCP_ERR_NOMEM, "no memory for an eager "
+                                                    "message");
+            return;
+        }
+        rts.hdr.flags |= IPCP_RTS_EAGER;
+        memcpy(m, &rts, sizeof(rts));
+        if (req->len)
+            memcpy(m + sizeof(rts), req->buf, req->len);
+        ipcp_status_t st = ipcp__peer_post(comm, peer, m, total, NULL, 0);
+        free(m);
+        req->path = IPCP_PATH_EAGER;
+        req->nbytes = req->len;
+        ipcp__req_complete(req, st, st == IPCP_OK ? NULL : ipcp__last_error());
+        return;
+    }
+    ipcp__send_rts(comm, peer, req, &rts);
+}
+
+/* ---- Receiving ---------------------------------------------------------- */
+
+static void ipcp__deliver_eager(ipcp_request_t *req,
+                                const ipcp__msg_rts_t *rts,
+                                const unsigned char *data)
+{
+    if (rts->len && req->attr.type != IPCP_MEM_HOST) {
+        /* Device buffers receive through the staged path instead: eager
+         * sends are only made by host senders to ranks that see them as
+         * host-to-host; this is the one case where that guess was wrong. */
+        ipcp__req_complete(req, IPCP_ERR_UNSUPPORTED,
+                           "eager message into device memory");
+        return;
+    }
+    if (rts->len)
+        memcpy(req->buf, data, rts->len);
+    req->path = IPCP_PATH_EAGER;
+    req->nbytes = rts->len;
+    ipcp__req_complete(req, IPCP_OK, NULL);
+}
+
+/* A receive met its RTS. */
+static void ipcp__recv_matched(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                               ipcp_request_t *req, const ipcp__msg_rts_t *rts,
+                               const unsigned char *eager)
+{
+    char msg[IPCP_ERRMSG_MAX];
+    if (rts->len > req->len) {
+        snprintf(msg, sizeof(msg),
+                 "message from rank %d (tag %d) has %llu bytes but the "
+                 "receive buffer of rank %d has %zu",
+                 peer->rank, rts->tag, (unsigned long long)rts->len,
+                 comm->rank, req->len);
+        IPCP_INFO(IPCP_SUB_ENGINE, "%s", msg);
+        if (!(rts->hdr.flags & IPCP_RTS_EAGER))
+            ipcp__nack(comm, peer, rts->id, IPCP_ERR_TRUNCATED, msg);
+        ipcp__req_complete(req, IPCP_ERR_TRUNCATED, msg);
+        return;
+    }
+    if (rts->hdr.flags & IPCP_RTS_EAGER) {
+        ipcp__deliver_eager(req, rts, eager);
+        return;
+    }
+    if (peer->closed) {
+        ipcp__req_complete(req, IPCP_ERR_PEER_LOST,
+                           "the sender finalized before the transfer");
+        return;
+    }
+    ipcp__xfer_accept(comm, peer, rts, req, atomic_load(&comm->path));
+}
+
+static void ipcp__recv_post(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                            ipcp_request_t *req)
+{
+    ipcp__list_t *e, *tmp;
+    ipcp__list_for_each_safe(e, tmp, &peer->unexp) {
+        ipcp__unexp_t *u = ipcp__list_entry(e, ipcp__unexp_t, link);
+        if (u->rts.tag != req->tag)
+            continue;
+        ipcp__list_del(e);
+        ipcp__recv_matched(comm, peer, req, &u->rts, u->eager);
+        free(u->eager);
+        free(u);
+        return;
+    }
+    if (peer->closed || peer->bye) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "rank %d %s", peer->rank,
+                 peer->bye ? "finalized" : "is gone");
+        ipcp__req_complete(req, IPCP_ERR_PEER_LOST, msg);
+        return;
+    }
+    ipcp__list_push_back(&peer->posted, &req->link);
+}
+
+static void ipcp__on_rts_twosided(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                                  const ipcp__msg_rts_t *rts,
+                                  const unsigned char *eager)
+{
+    ipcp__list_t *e, *tmp;
+    ipcp__list_for_each_safe(e, tmp, &peer->posted) {
+        ipcp_request_t *r = ipcp__list_entry(e, ipcp_request_t, link);
+        if (r->tag != rts->tag)
+            continue;
+        ipcp__list_del(e);
+        ipcp__recv_matched(comm, peer, r, rts, eager);
+        return;
+    }
+    ipcp__unexp_t *u = calloc(1, sizeof(*u));
+    if (!u || (eager && rts->len && !(u->eager = malloc(rts->len)))) {
+        free(u);
+        ipcp__peer_lost(comm, peer, "no memory for an unexpected message");
+        return;
+    }
+    u->rts = *rts;
+    if (eager && rts->len)
+        memcpy(u->eager, eager, rts->len);
+    ipcp__list_push_back(&peer->unexp, &u->link);
+}
+
+/* ---- One-sided through the owner ---------------------------------------- */
+
+/* Looks up a region of ours that a peer named; on failure the message says
+ * why and the status is returned. */
+static ipcp_status_t ipcp__owner_region(ipcp_comm_t *comm, uint64_t id,
+                                        uint64_t offset, uint64_t len,
+                                        ipcp__region_t *out, char *msg,
+                                        size_t msglen)
+{
+    ipcp_status_t st = IPCP_OK;
+    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__region_t *r = ipcp__region_find_id(comm, id);
+    if (!r) {
+        snprintf(msg, msglen, "region %llu is not registered on rank %d",
+                 (unsigned long long)id, comm->rank);
+        st = IPCP_ERR_NOT_REGISTERED;
+    } else if (offset > r->len || len > r->len - offset) {
+        snprintf(msg, msglen,
+                 "range [%llu, +%llu) is outside region %llu of rank %d "
+                 "(%zu bytes)",
+                 (unsigned long long)offset, (unsigned long long)len,
+                 (unsigned long long)id, comm->rank, r->len);
+        st = IPCP_ERR_OUT_OF_RANGE;
+    } else {
+        *out = *r;
+    }
+    pthread_mutex_unlock(&comm->mem_lock);
+    return st;
+}
+
+static ipcp_request_t *ipcp__internal_req(ipcp_comm_t *comm, int peer,
+                                          const ipcp__region_t *r,
+                                          uint64_t offset, uint64_t len)
+{
+    ipcp_request_t *req = ipcp__req_new(comm, IPCP_REQ_INTERNAL);
+    if (!req)
+        return NULL;
+    req->user = 0;
+    req->peer = peer;
+    req->buf = (char *)r->ptr + offset;
+    req->len = len;
+    req->attr = r->attr;
+    req->region_id = r->id;
+    return req;
+}
+
+/* Owner: a peer puts into one of our regions through the ring. */
+static void ipcp__on_rts_put(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                             const ipcp__msg_rts_t *rts)
+{
+    char msg[IPCP_ERRMSG_MAX];
+    ipcp__region_t r;
+    ipcp_status_t st = ipcp__owner_region(comm, rts->reg_id, rts->offset,
+                                          rts->len, &r, msg, sizeof(msg));
+    if (st != IPCP_OK) {
+        ipcp__nack(comm, peer, rts->id, st, msg);
+        return;
+    }
+    ipcp_request_t *req =
+        ipcp__internal_req(comm, peer->rank, &r, rts->offset, rts->len);
+    if (!req) {
+        ipcp__nack(comm, peer, rts->id, IPCP_ERR_NOMEM, "owner out of memory");
+        return;
+    }
+    ipcp__xfer_accept(comm, peer, rts, req, IPCP_PATH_STAGED);
+}
+
+/* Owner: a peer wants a range of one of our regions. */
+static void ipcp__on_get_req(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                             const ipcp__msg_get_req_t *g)
+{
+    ipcp__msg_rts_t rts;
+    ipcp__region_t r;
+    ipcp_request_t *req = NULL;
+    ipcp_status_t st = ipcp__owner_region(comm, g->reg_id, g->offset, g->len,
+                                          &r, rts.errmsg, sizeof(rts.errmsg));
+    if (st == IPCP_OK) {
+        req = ipcp__internal_req(comm, peer->rank, &r, g->offset, g->len);
+        if (!req) {
+            st = IPCP_ERR_NOMEM;
+            snprintf(rts.errmsg, sizeof(rts.errmsg), "owner out of memory");
+        }
+    }
+    if (st != IPCP_OK) {
+        char reason[IPCP_ERRWIRE_MAX];
+        memcpy(reason, rts.errmsg, sizeof(reason));
+        memset(&rts, 0, sizeof(rts));
+        rts.hdr.type = IPCP_MSG_RTS;
+        rts.hdr.flags = IPCP_RTS_GET_REPLY;
+        rts.get_id = g->id;
+        rts.status = st;
+        memcpy(rts.errmsg, reason, sizeof(reason));
+        ipcp__peer_post(comm, peer, &rts, sizeof(rts), NULL, 0);
+        return;
+    }
+    ipcp__rts_fill(comm, peer, req, &rts);
+    rts.hdr.flags = IPCP_RTS_GET_REPLY;
+    rts.get_id = g->id;
+    rts.path = g->path;
+    ipcp__send_rts(comm, peer, req, &rts);
+}
+
+static void ipcp__on_rts_get_reply(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                                   const ipcp__msg_rts_t *rts)
+{
+    ipcp_request_t *req = ipcp__find_id(&peer->gets, rts->get_id);
+    if (!req) {
+        ipcp__peer_lost(comm, peer, "reply to an unknown get");
+        return;
+    }
+    if (rts->status != IPCP_OK) {
+        char msg[IPCP_ERRMSG_MAX];
+        snprintf(msg, sizeof(msg), "%.*s", IPCP_ERRWIRE_MAX - 1, rts->errmsg);
+        ipcp__req_complete(req, (ipcp_status_t)rts->status, msg);
+        return;
+    }
+    ipcp__xfer_accept(comm, peer, rts, req, IPCP_PATH_STAGED);
+}
+
+static void ipcp__put_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                            ipcp_request_t *req)
+{
+    ipcp_rmem_t *rm = req->rmem;
+    ipcp__msg_rts_t rts;
+
+    if (rm->mode != IPCP_RMEM_STAGED && req->path != IPCP_PATH_STAGED) {
+        ipcp__xfer_onesided_direct(comm, req);
+        return;
+    }
+    ipcp__rts_fill(comm, peer, req, &rts);
+    rts.hdr.flags = IPCP_RTS_PUT;
+    rts.reg_id = rm->reg_id;
+    rts.offset = req->offset;
+    rts.path = IPCP_PATH_STAGED;
+    ipcp__send_rts(comm, peer, req, &rts);
+}
+
+static void ipcp__get_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                            ipcp_request_t *req)
+{
+    ipcp_rmem_t *rm = req->rmem;
+    ipcp__msg_get_req_t g;
+
+    if (rm->mode != IPCP_RMEM_STAGED && req->path != IPCP_PATH_STAGED) {
+        ipcp__xfer_onesided_direct(comm, req);
+        return;
+    }
+    memset(&g, 0, sizeof(g));
+    g.hdr.type = IPCP_MSG_GET_REQ;
+    g.id = req->id = ++peer->next_id;
+    g.reg_id = rm->reg_id;
+    g.offset = req->offset;
+    g.len = req->len;
+    g.path = IPCP_PATH_STAGED;
+    ipcp_status_t st = ipcp__peer_post(comm, peer, &g, sizeof(g), NULL, 0);
+    if (st != IPCP_OK) {
+        ipcp__req_complete(req, st, ipcp__last_error());
+        return;
+    }
+    ipcp__list_push_back(&peer->gets, &req->link);
+}
+
+/* ---- Entry points ------------------------------------------------------- */
+
+void ipcp__match_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
+{
+    ipcp__peer_t *peer = &comm->peers[req->peer];
+
+    if (req->type == IPCP_REQ_RECV) {
+        ipcp__recv_post(comm, peer, req);
+        return;
+    }
+    if (peer->closed || peer->bye) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "rank %d %s", peer->rank,
+                 peer->bye ? "finalized" : "is gone");
+        ipcp__req_complete(req, IPCP_ERR_PEER_LOST, msg);
+        return;
+    }
+    if ((req->type == IPCP_REQ_PUT || req->type == IPCP_REQ_GET) &&
+        !atomic_load(&req->rmem->valid)) {
+        char msg[128];
+        snprintf(msg, sizeof(msg), "rank %d deregistered region %llu",
+                 peer->rank, (unsigned long long)req->rmem->reg_id);
+        ipcp__req_complete(req, IPCP_ERR_NOT_REGISTERED, msg);
+        return;
+    }
+    switch (req->type) {
+    case IPCP_REQ_SEND:
+        ipcp__send_start(comm, peer, req);
+        break;
+    case IPCP_REQ_PUT:
+        ipcp__put_start(comm, peer, req);
+        break;
+    case IPCP_REQ_GET:
+        ipcp__get_start(comm, peer, req);
+        break;
+    }
+}
+
+static void ipcp__on_rts(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                         const unsigned char *msg, size_t len)
+{
+    ipcp__msg_rts_t rts;
+    if (len < sizeof(rts)) {
+        ipcp__peer_lost(comm, peer, "short RTS");
+        return;
+    }
+    memcpy(&rts, msg, sizeof(rts));
+    int eager = (rts.hdr.flags & IPCP_RTS_EAGER) != 0;
+    if ((eager && len != sizeof(rts) + rts.len) || (!eager && len != sizeof(rts))
+        || rts.src_qset >= IPCP_MAX_QSETS || rts.src_nq > IPCP_MAX_QUEUES) {
+        ipcp__peer_lost(comm, peer, "malformed RTS");
+        return;
+    }
+    if (rts.hdr.flags & IPCP_RTS_GET_REPLY)
+        ipcp__on_rts_get_reply(comm, peer, &rts);
+    else if (rts.hdr.flags & IPCP_RTS_PUT)
+        ipcp__on_rts_put(comm, peer, &rts);
+    else
+        ipcp__on_rts_twosided(comm, peer, &rts,
+                              eager ? msg + sizeof(rts) : NULL);
+}
+
+void ipcp__match_msg(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                     const unsigned char *msg, size_t len, int *fds, int nfds)
+{
+    const ipcp__msg_hdr_t *hdr = (const void *)msg;
+    switch (hdr->type) {
+    case IPCP_MSG_RTS:
+        ipcp__close_fds(fds, nfds);
+        ipcp__on_rts(comm, peer, msg, len);
+        return;
+    case IPCP_MSG_GET_REQ:
+        ipcp__close_fds(fds, nfds);
+        if (len < sizeof(ipcp__msg_get_req_t)) {
+            ipcp__peer_lost(comm, peer, "short GET_REQ");
+            return;
+        }
+        ipcp__on_get_req(comm, peer, (const void *)msg);
+        return;
+    case IPCP_MSG_CTS: {
+        if (len < sizeof(ipcp__msg_cts_t)) {
+            ipcp__close_fds(fds, nfds);
+            ipcp__peer_lost(comm, peer, "short CTS");
+            return;
+        }
+        const ipcp__msg_cts_t *cts = (const void *)msg;
+        ipcp_request_t *req = ipcp__find_id(&peer->wait_cts, cts->id);
+        if (!req) {
+            ipcp__close_fds(fds, nfds);
+            ipcp__peer_lost(comm, peer, "CTS for an unknown transfer");
+            return;
+        }
+        ipcp__xfer_on_cts(comm, peer, req, cts, fds, nfds);
+        return;
+    }
+    }
+    ipcp__close_fds(fds, nfds);
+}
+
+static void ipcp__fail_list(ipcp__list_t *list, ipcp_status_t st,
+                            const char *msg)
+{
+    ipcp__list_t *e;
+    while ((e = ipcp__list_pop_front(list)))
+        ipcp__req_complete(ipcp__list_entry(e, ipcp_request_t, link), st, msg);
+}
+
+void ipcp__match_fail_peer(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                           ipcp_status_t st, const char *msg)
+{
+    (void)comm;
+    ipcp__fail_list(&peer->wait_cts, st, msg);
+    ipcp__fail_list(&peer->posted, st, msg);
+    ipcp__fail_list(&peer->gets, st, msg);
+    ipcp__fail_list(&peer->maps, st, msg);
+}

@@ -1,0 +1,527 @@
+/* Memory: which backend owns a pointer, the registry of allocations and
+ * registrations, descriptors, and importing a peer's region. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "engine/mem.h"
+
+ipcp_status_t ipcp__mem_attr(ipcp_comm_t *comm, const void *ptr, size_t len,
+                             ipcp__mem_attr_t *attr,
+                             const ipcp__backend_ops_t **ops,
+                             ipcp__backend_t **be)
+{
+    (void)len;
+    memset(attr, 0, sizeof(*attr));
+    if (comm->cuda && comm->cuda_ops->owns(comm->cuda, ptr, attr)) {
+        *ops = comm->cuda_ops;
+        *be = comm->cuda;
+        return IPCP_OK;
+    }
+    comm->host_ops->owns(comm->host, ptr, attr);
+    attr->type = IPCP_MEM_HOST;
+    attr->device = -1;
+    *ops = comm->host_ops;
+    *be = comm->host;
+    return IPCP_OK;
+}
+
+ipcp__region_t *ipcp__region_find_alloc(ipcp_comm_t *comm, const void *ptr,
+                                        size_t len)
+{
+    ipcp__list_t *e, *tmp;
+    uintptr_t a = (uintptr_t)ptr;
+    ipcp__list_for_each_safe(e, tmp, &comm->regions) {
+        ipcp__region_t *r = ipcp__list_entry(e, ipcp__region_t, link);
+        uintptr_t b = (uintptr_t)r->ptr;
+        if (r->is_alloc && a >= b && a - b <= r->len && len <= r->len - (a - b))
+            return r;
+    }
+    return NULL;
+}
+
+ipcp__region_t *ipcp__region_find_id(ipcp_comm_t *comm, uint64_t id)
+{
+    ipcp__list_t *e, *tmp;
+    ipcp__list_for_each_safe(e, tmp, &comm->regions) {
+        ipcp__region_t *r = ipcp__list_entry(e, ipcp__region_t, link);
+        if (r->id == id)
+            return r;
+    }
+    return NULL;
+}
+
+/* ---- Allocation and registration --------------------------------------- */
+
+static ipcp_status_t ipcp__region_add(ipcp_comm_t *comm, ipcp__region_t *r)
+{
+    r->shared_with = calloc((size_t)comm->size, 1);
+    if (!r->shared_with)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_NOMEM,
+                          "no memory for a region");
+    pthread_mutex_lock(&comm->mem_lock);
+    r->id = ++comm->next_region_id;
+    ipcp__list_push_back(&comm->regions, &r->link);
+    pthread_mutex_unlock(&comm->mem_lock);
+    return IPCP_OK;
+}
+
+/* Tells the peers that hold a mapping (or may) that a region is gone.
+ * Runs on the progress thread; the request carries a copy of shared_with
+ * in scratch. */
+void ipcp__mem_notify_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
+{
+    const unsigned char *to = req->scratch;
+    ipcp__msg_reg_gone_t m;
+    memset(&m, 0, sizeof(m));
+    m.hdr.type = IPCP_MSG_REG_GONE;
+    m.reg_id = req->region_id;
+    for (int r = 0; r < comm->size; r++)
+        if (r != comm->rank && (!to || to[r]) && !comm->peers[r].closed)
+            ipcp__peer_post(comm, &comm->peers[r], &m, sizeof(m), NULL, 0);
+    ipcp__req_complete(req, IPCP_OK, NULL);
+}
+
+/* Removes r from the registry and tells peers; all_peers also tells ranks
+ * that may have imported a descriptor (registrations). */
+ipcp_status_t ipcp__region_retire(ipcp_comm_t *comm, ipcp__region_t *r,
+                                  int all_peers)
+{
+    ipcp_request_t *req = ipcp__req_new(comm, IPCP_REQ_NOTIFY);
+    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__list_del(&r->link);
+    pthread_mutex_unlock(&comm->mem_lock);
+    if (!req)
+        return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_ENGINE, IPCP_ERR_NOMEM,
+                          "region %llu freed, but peers could not be told",
+                          (unsigned long long)r->id);
+    req->user = 0;
+    req->region_id = r->id;
+    if (!all_peers) {
+        req->scratch = r->shared_with;
+        r->shared_with = NULL;
+    }
+    ipcp__comm_submit(comm, req);
+    return IPCP_OK;
+}
+
+void ipcp__region_release(ipcp__region_t *r)
+{
+    if (r->exp_fd >= 0)
+        close(r->exp_fd);
+    r->exp_fd = -1;
+    free(r->shared_with);
+    r->shared_with = NULL;
+}
+
+ipcp_status_t ipcp__mem_alloc(ipcp_comm_t *comm, size_t len,
+                              ipcp_mem_type_t type, int device, void **ptr)
+{
+    const ipcp__backend_ops_t *ops = comm->host_ops;
+    ipcp__backend_t *be = comm->host;
+    ipcp_status_t st;
+
+    if (type == IPCP_MEM_CUDA) {
+        if (!comm->cuda)
+            return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                              "CUDA memory asked for, but the CUDA backend is "
+                              "not available in this process");
+        ops = comm->cuda_ops;
+        be = comm->cuda;
+    }
+    ipcp__region_t *r = calloc(1, sizeof(*r));
+    if (!r)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                          "no memory for an allocation record");
+    r->exp_fd = -1;
+    r->is_alloc = 1;
+    r->ops = ops;
+    r->be = be;
+    st = ops->mem_alloc(be, len, device, &r->ptr, &r->handle);
+    if (st != IPCP_OK)
+        goto err_free;
+    r->len = len;
+    ops->owns(be, r->ptr, &r->attr);
+    r->attr.type = type;
+    r->attr.device = type == IPCP_MEM_CUDA ? device : -1;
+    st = ops->mem_export(be, r->handle, r->ptr, len, &r->exp, &r->exp_fd);
+    r->exportable = st == IPCP_OK;
+    if (!r->exportable)
+        IPCP_INFO(IPCP_SUB_ENGINE, "allocation of %zu bytes cannot be shared: "
+                  "%s", len, ipcp__last_error());
+    st = ipcp__region_add(comm, r);
+    if (st != IPCP_OK)
+        goto err_mem;
+    *ptr = r->ptr;
+    return IPCP_OK;
+err_mem:
+    ipcp__region_release(r);
+    ops->mem_free(be, r->handle);
+err_free:
+    free(r);
+    return st;
+}
+
+ipcp_status_t ipcp__mem_free(ipcp_comm_t *comm, void *ptr)
+{
+    ipcp__region_t *r = NULL;
+    ipcp__list_t *e, *tmp;
+    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__list_for_each_safe(e, tmp, &comm->regions) {
+        ipcp__region_t *x = ipcp__list_entry(e, ipcp__region_t, link);
+        if (x->is_alloc && x->ptr == ptr)
+            r = x;
+    }
+    pthread_mutex_unlock(&comm->mem_lock);
+    if (!r)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
+                          "%p was not returned by ipcp_mem_alloc (or was "
+                          "freed already)", ptr);
+    ipcp_status_t st = ipcp__region_retire(comm, r, 0);
+    ipcp__region_release(r);
+    r->ops->mem_free(r->be, r->handle);
+    free(r);
+    return st;
+}
+
+ipcp_status_t ipcp__mem_register(ipcp_comm_t *comm, void *buf, size_t len,
+                                 ipcp_mem_t *mem)
+{
+    ipcp__region_t *r = &mem->region;
+    const ipcp__backend_ops_t *ops;
+    ipcp__backend_t *be;
+
+    r->exp_fd = -1;
+    ipcp__mem_attr(comm, buf, len, &r->attr, &ops, &be);
+    r->ops = ops;
+    r->be = be;
+    r->ptr = buf;
+    r->len = len;
+    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__region_t *a = ipcp__region_find_alloc(comm, buf, len);
+    if (a && a->exportable) {
+        /* Inside one of our allocations: peers map the allocation. */
+        r->exportable = 1;
+        r->exp = a->exp;
+        r->parent_off = (size_t)((char *)buf - (char *)a->ptr);
+        if (a->exp_fd >= 0)
+            r->exp_fd = dup(a->exp_fd);
+    }
+    pthread_mutex_unlock(&comm->mem_lock);
+    if (!r->exportable && ops->type != IPCP_MEM_HOST &&
+        ops->mem_export(be, NULL, buf, len, &r->exp, &r->exp_fd) == IPCP_OK) {
+        /* Device memory the user allocated (legacy IPC of its allocation). */
+        r->exportable = 1;
+        r->parent_off = 0;
+    }
+    return ipcp__region_add(comm, r);
+}
+
+ipcp_status_t ipcp__mem_deregister(ipcp_comm_t *comm, ipcp_mem_t *mem)
+{
+    ipcp_status_t st = ipcp__region_retire(comm, &mem->region, 1);
+    ipcp__region_release(&mem->region);
+    return st;
+}
+
+/* ---- Descriptors --------------------------------------------------------- */
+
+#define IPCP_DESC_MAGIC 0x6373656470637069ULL /* "ipcpdesc" */
+#define IPCP_DESC_VERSION 1
+
+typedef struct ipcp__desc {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t size;
+    uint64_t job_hash;
+    int32_t owner;
+    int32_t owner_pid;
+    uint64_t reg_id;
+    uint64_t len;
+    uint64_t addr;
+    int32_t type;
+    int32_t device;
+    uint64_t checksum; /* FNV-1a of everything above */
+} ipcp__desc_t;
+
+_Static_assert(sizeof(ipcp__desc_t) <= IPCP_DESC_MAX, "descriptor size");
+
+ipcp_status_t ipcp__mem_pack(const ipcp_mem_t *mem, void *out, size_t cap,
+                             size_t *len)
+{
+    const ipcp_comm_t *comm = mem->comm;
+    ipcp__desc_t d;
+    if (cap < sizeof(d))
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
+                          "descriptor needs %zu bytes, buffer has %zu",
+                          sizeof(d), cap);
+    memset(&d, 0, sizeof(d));
+    d.magic = IPCP_DESC_MAGIC;
+    d.version = IPCP_DESC_VERSION;
+    d.size = sizeof(d);
+    d.job_hash = comm->job_hash;
+    d.owner = comm->rank;
+    d.owner_pid = (int32_t)getpid();
+    d.reg_id = mem->region.id;
+    d.len = mem->region.len;
+    d.addr = (uint64_t)(uintptr_t)mem->region.ptr;
+    d.type = (int32_t)mem->region.attr.type;
+    d.device = mem->region.attr.device;
+    d.checksum = ipcp__fnv1a(&d, offsetof(ipcp__desc_t, checksum),
+                             IPCP_FNV_SEED);
+    memcpy(out, &d, sizeof(d));
+    *len = sizeof(d);
+    return IPCP_OK;
+}
+
+/* Checks a descriptor without trusting any of it. */
+static ipcp_status_t ipcp__desc_check(const ipcp_comm_t *comm, const void *buf,
+                                      size_t len, ipcp__desc_t *d)
+{
+    if (len != sizeof(*d))
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_BAD_DESCRIPTOR,
+                          "descriptor has %zu bytes, expected %zu "
+                          "(truncated or not a descriptor)", len, sizeof(*d));
+    memcpy(d, buf, sizeof(*d));
+    if (d->magic != IPCP_DESC_MAGIC || d->version != IPCP_DESC_VERSION ||
+        d->size != sizeof(*d))
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_BAD_DESCRIPTOR,
+                          "not an ipcpipe descriptor of version %d",
+                          IPCP_DESC_VERSION);
+    if (d->checksum != ipcp__fnv1a(d, offsetof(ipcp__desc_t, checksum),
+                                   IPCP_FNV_SEED))
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_BAD_DESCRIPTOR,
+                          "descriptor checksum mismatch (corrupted)");
+    if (d->job_hash != comm->job_hash)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_BAD_DESCRIPTOR,
+                          "descriptor comes from another job (this is job "
+                          "'%s')", comm->job);
+    if (d->owner < 0 || d->owner >= comm->size || d->owner == comm->rank)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_BAD_DESCRIPTOR,
+                          "descriptor owner rank %d is not a peer of rank %d "
+                          "(size %d)", d->owner, comm->rank, comm->size);
+    if (d->owner_pid != comm->peers[d->owner].pid)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_BAD_DESCRIPTOR,
+                          "descriptor names pid %d for rank %d, which is pid "
+                          "%d", d->owner_pid, d->owner,
+                          (int)comm->peers[d->owner].pid);
+    if (d->type != IPCP_MEM_HOST && d->type != IPCP_MEM_CUDA)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_BAD_DESCRIPTOR,
+                          "descriptor has an unknown memory type %d", d->type);
+    return IPCP_OK;
+}
+
+ipcp_status_t ipcp__rmem_prepare(ipcp_comm_t *comm, const void *desc,
+                                 size_t len, ipcp_rmem_t *rm)
+{
+    ipcp__desc_t d;
+    ipcp_status_t st = ipcp__desc_check(comm, desc, len, &d);
+    if (st != IPCP_OK)
+        return st;
+    rm->owner = d.owner;
+    rm->reg_id = d.reg_id;
+    rm->len = d.len;
+    rm->addr = d.addr;
+    rm->type = (ipcp_mem_type_t)d.type;
+    return IPCP_OK;
+}
+
+/* ---- Import (MAP_REQ / MAP_REP) ------------------------------------------ */
+
+void ipcp__mem_import_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
+{
+    ipcp__peer_t *peer = &comm->peers[req->peer];
+    ipcp__msg_map_req_t m;
+    if (peer->closed || peer->bye) {
+        ipcp__req_complete(req, IPCP_ERR_PEER_LOST, "the owner is gone");
+        return;
+    }
+    memset(&m, 0, sizeof(m));
+    m.hdr.type = IPCP_MSG_MAP_REQ;
+    m.id = req->id = ++peer->next_id;
+    m.reg_id = req->rmem->reg_id;
+    ipcp_status_t st = ipcp__peer_post(comm, peer, &m, sizeof(m), NULL, 0);
+    if (st != IPCP_OK) {
+        ipcp__req_complete(req, st, ipcp__last_error());
+        return;
+    }
+    ipcp__list_push_back(&peer->maps, &req->link);
+}
+
+void ipcp__mem_on_map_req(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                          const ipcp__msg_map_req_t *m)
+{
+    ipcp__msg_map_rep_t rep;
+    int fd = -1;
+    memset(&rep, 0, sizeof(rep));
+    rep.hdr.type = IPCP_MSG_MAP_REP;
+    rep.id = m->id;
+    rep.reg_id = m->reg_id;
+    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__region_t *r = ipcp__region_find_id(comm, m->reg_id);
+    if (!r || r->is_alloc) {
+        rep.status = IPCP_ERR_NOT_REGISTERED;
+        snprintf(rep.errmsg, sizeof(rep.errmsg),
+                 "region %llu is not registered on rank %d (deregistered?)",
+                 (unsigned long long)m->reg_id, comm->rank);
+    } else {
+        rep.status = IPCP_OK;
+        rep.len = r->len;
+        rep.mem_type = (int32_t)r->attr.type;
+        if (r->exportable) {
+            rep.hdr.flags |= IPCP_MAP_HAS_EXP;
+            rep.exp = r->exp;
+            rep.offset = r->parent_off;
+            if (r->exp_fd >= 0 && (fd = dup(r->exp_fd)) >= 0)
+                rep.hdr.flags |= IPCP_MAP_FD;
+        }
+        r->shared_with[peer->rank] = 1;
+    }
+    pthread_mutex_unlock(&comm->mem_lock);
+    ipcp__peer_post(comm, peer, &rep, sizeof(rep), &fd, fd >= 0 ? 1 : 0);
+}
+
+int ipcp__pvm_allowed(ipcp_comm_t *comm, ipcp__peer_t *peer)
+{
+    uint64_t word = 0;
+    if (comm->cfg->pvm == IPCP_PVM_OFF)
+        return 0;
+    if (peer->pvm_to >= 0)
+        return peer->pvm_to;
+    struct iovec local = {&word, sizeof(word)};
+    struct iovec remote = {(void *)(uintptr_t)peer->probe_addr, sizeof(word)};
+    ssize_t n = process_vm_readv(peer->pid, &local, 1, &remote, 1, 0);
+    peer->pvm_to = n == (ssize_t)sizeof(word) && word == IPCP_BOOT_MAGIC;
+    IPCP_INFO(IPCP_SUB_ENGINE, "process_vm_readv of rank %d (pid %d): %s",
+              peer->rank, (int)peer->pid,
+              peer->pvm_to ? "permitted" : n < 0 ? strerror(errno) : "mismatch");
+    return peer->pvm_to;
+}
+
+static void ipcp__rmem_map(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                           ipcp_rmem_t *rm, const ipcp__msg_map_rep_t *m,
+                           int fd)
+{
+    ipcp__mem_attr_t attr = {.type = (ipcp_mem_type_t)m->mem_type,
+                             .device = -1};
+    if (m->hdr.flags & IPCP_MAP_HAS_EXP) {
+        const ipcp__backend_ops_t *ops = comm->host_ops;
+        ipcp__backend_t *be = comm->host;
+        if (attr.type == IPCP_MEM_CUDA) {
+            ops = comm->cuda_ops;
+            be = comm->cuda;
+        }
+        if (be && m->offset <= m->exp.size &&
+            m->len <= m->exp.size - m->offset &&
+            ops->mem_import(be, &m->exp, fd, attr.device, &rm->map_ptr,
+                            &rm->map_handle) == IPCP_OK) {
+            rm->mode = IPCP_RMEM_MAPPED;
+            rm->ops = ops;
+            rm->be = be;
+            rm->map_ptr = (char *)rm->map_ptr + m->offset;
+            return;
+        }
+        IPCP_INFO(IPCP_SUB_ENGINE, "region %llu of rank %d cannot be mapped "
+                  "here (%s); using another path",
+                  (unsigned long long)m->reg_id, peer->rank,
+                  be ? ipcp__last_error() : "no backend for its memory");
+    }
+    if (attr.type == IPCP_MEM_HOST && ipcp__pvm_allowed(comm, peer))
+        rm->mode = IPCP_RMEM_PVM;
+    else
+        rm->mode = IPCP_RMEM_STAGED;
+}
+
+void ipcp__mem_on_map_rep(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                          const ipcp__msg_map_rep_t *m, int *fds, int nfds)
+{
+    ipcp__list_t *e, *tmp;
+    ipcp_request_t *req = NULL;
+    int fd = (m->hdr.flags & IPCP_MAP_FD) && nfds > 0 ? fds[0] : -1;
+
+    ipcp__list_for_each_safe(e, tmp, &peer->maps) {
+        ipcp_request_t *r = ipcp__list_entry(e, ipcp_request_t, link);
+        if (r->id == m->id) {
+            ipcp__list_del(e);
+            req = r;
+            break;
+        }
+    }
+    if (!req) {
+        IPCP_WARN(IPCP_SUB_ENGINE, "map reply from rank %d for nothing asked",
+                  peer->rank);
+    } else if (m->status != IPCP_OK) {
+        char msg[IPCP_ERRMSG_MAX];
+        snprintf(msg, sizeof(msg), "%.*s", IPCP_ERRWIRE_MAX - 1, m->errmsg);
+        ipcp__req_complete(req, (ipcp_status_t)m->status, msg);
+    } else if (m->len != req->rmem->len) {
+        ipcp__req_complete(req, IPCP_ERR_BAD_DESCRIPTOR,
+                           "descriptor length does not match the region");
+    } else {
+        ipcp__rmem_map(comm, peer, req->rmem, m, fd);
+        ipcp__req_complete(req, IPCP_OK, NULL);
+    }
+    for (int i = 0; i < nfds; i++)
+        close(fds[i]);
+}
+
+void ipcp__mem_on_reg_gone(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                           const ipcp__msg_reg_gone_t *m)
+{
+    ipcp__list_t *e, *tmp;
+    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__list_for_each_safe(e, tmp, &comm->rmems) {
+        ipcp_rmem_t *rm = ipcp__list_entry(e, ipcp_rmem_t, link);
+        if (rm->owner == peer->rank && rm->reg_id == m->reg_id)
+            atomic_store(&rm->valid, 0);
+    }
+    pthread_mutex_unlock(&comm->mem_lock);
+    ipcp__list_for_each_safe(e, tmp, &peer->imports) {
+        ipcp__import_t *imp = ipcp__list_entry(e, ipcp__import_t, link);
+        if (imp->id != m->reg_id)
+            continue;
+        ipcp__list_del(e);
+        imp->stale = 1;
+        ipcp__import_put(comm, peer, imp);
+    }
+}
+
+void ipcp__rmem_unmap(ipcp_rmem_t *rm)
+{
+    if (rm->mode == IPCP_RMEM_MAPPED && rm->map_handle)
+        rm->ops->mem_unimport(rm->be, rm->map_handle);
+    rm->map_handle = NULL;
+}
+
+void ipcp__mem_cleanup(ipcp_comm_t *comm)
+{
+    ipcp__list_t *e;
+    while ((e = ipcp__list_pop_front(&comm->rmems))) {
+        ipcp_rmem_t *rm = ipcp__list_entry(e, ipcp_rmem_t, link);
+        ipcp__rmem_unmap(rm);
+        rm->magic = IPCP_DEAD_MAGIC;
+        free(rm);
+    }
+    for (int p = 0; p < comm->size; p++) {
+        ipcp__peer_t *peer = &comm->peers[p];
+        while ((e = ipcp__list_pop_front(&peer->imports)))
+            ipcp__import_put(comm, peer,
+                             ipcp__list_entry(e, ipcp__import_t, link));
+    }
+    while ((e = ipcp__list_pop_front(&comm->regions))) {
+        ipcp__region_t *r = ipcp__list_entry(e, ipcp__region_t, link);
+        ipcp__region_release(r);
+        if (r->is_alloc) {
+            r->ops->mem_free(r->be, r->handle);
+            free(r);
+        } else {
+            ipcp_mem_t *mem = ipcp__container_of(r, ipcp_mem_t, region);
+            mem->magic = IPCP_DEAD_MAGIC;
+            free(mem);
+        }
+    }
+}

@@ -1,0 +1,161 @@
+/* Wire protocol between the progress threads of two ranks (messages over the
+ * bootstrap's SOCK_SEQPACKET sockets) and the layout of the shared memory of
+ * a channel.  Both ends run the same build, so structs travel as they are;
+ * the hello of the bootstrap checks the protocol version. */
+#ifndef IPCP_ENGINE_PROTO_H
+#define IPCP_ENGINE_PROTO_H
+
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "common/util.h"
+
+#define IPCP_MAX_SLOTS 64
+#define IPCP_MAX_QUEUES 8
+#define IPCP_MAX_QSETS_WIRE 33
+
+enum {
+    IPCP_MSG_RTS = 1,     /* a sender (or a get's owner) offers data */
+    IPCP_MSG_CTS,         /* the receiver says where and how */
+    IPCP_MSG_MAP_REQ,     /* importer asks for a region's export */
+    IPCP_MSG_MAP_REP,
+    IPCP_MSG_REG_GONE,    /* owner freed or deregistered a region */
+    IPCP_MSG_GET_REQ,     /* origin asks the owner to send a range */
+    IPCP_MSG_BARRIER,
+    IPCP_MSG_BARRIER_REL,
+    IPCP_MSG_BYE,         /* the peer is finalizing */
+};
+
+typedef struct ipcp__msg_hdr {
+    uint32_t type;
+    uint32_t flags;
+} ipcp__msg_hdr_t;
+
+#define IPCP_ERRWIRE_MAX 200
+
+/* RTS flags */
+#define IPCP_RTS_EAGER 0x1     /* data follows the struct */
+#define IPCP_RTS_PUT 0x2       /* one-sided put into reg_id at offset */
+#define IPCP_RTS_GET_REPLY 0x4 /* answers the origin's get get_id */
+#define IPCP_RTS_PVM_OK 0x8    /* the sender may write the receiver's memory
+                                  with process_vm_writev */
+
+typedef struct ipcp__msg_rts {
+    ipcp__msg_hdr_t hdr;
+    int32_t tag;
+    int32_t status;       /* GET_REPLY: the owner's verdict */
+    uint64_t id;          /* sender's operation id, echoed by the CTS */
+    uint64_t len;
+    uint64_t get_id;
+    uint64_t reg_id;      /* PUT */
+    uint64_t offset;      /* PUT */
+    int32_t src_type;     /* ipcp_mem_type_t of the source */
+    int32_t src_device;
+    uint32_t src_qset;    /* sender's queue set (index of its done flags) */
+    uint32_t src_nq;      /* queues in it */
+    int32_t path;         /* PUT/GET_REPLY: path the origin asks for */
+    uint32_t pad;
+    char errmsg[IPCP_ERRWIRE_MAX]; /* status < 0 */
+} ipcp__msg_rts_t;
+
+/* CTS flags */
+#define IPCP_CTS_CHAN_FD 0x1 /* the channel's memfd is attached (first fd) */
+#define IPCP_CTS_MAP_FD 0x2  /* an fd for the target export is attached
+                                (after the channel's, if both) */
+#define IPCP_CTS_HAS_EXP 0x4 /* exp describes the target allocation */
+
+enum { IPCP_DST_MAPPED = 1, IPCP_DST_PVM = 2 };
+
+typedef struct ipcp__msg_cts {
+    ipcp__msg_hdr_t hdr;
+    int32_t status;
+    int32_t path;         /* ipcp_path_t chosen by the receiver */
+    uint64_t id;          /* the RTS's id */
+    uint64_t len;
+    uint64_t chunk_base;  /* staged: first ring chunk of this transfer */
+    uint64_t dseq;        /* direct: value for the done flags */
+    uint32_t dst_mode;    /* direct: MAPPED or PVM */
+    uint32_t npieces;     /* direct: copies (and done flags) to use */
+    uint64_t dst_region;  /* direct MAPPED: receiver's allocation id */
+    uint64_t dst_offset;  /* direct MAPPED: offset of the buffer in it */
+    uint64_t dst_addr;    /* direct PVM: receiver's address */
+    ipcp__export_t chan_exp; /* with CHAN_FD: the channel's memfd export */
+    ipcp__export_t exp;   /* with HAS_EXP: the target allocation */
+    char errmsg[IPCP_ERRWIRE_MAX];
+} ipcp__msg_cts_t;
+
+typedef struct ipcp__msg_map_req {
+    ipcp__msg_hdr_t hdr;
+    uint64_t id;
+    uint64_t reg_id;
+} ipcp__msg_map_req_t;
+
+#define IPCP_MAP_HAS_EXP 0x1
+#define IPCP_MAP_FD 0x2
+
+typedef struct ipcp__msg_map_rep {
+    ipcp__msg_hdr_t hdr;
+    int32_t status;
+    int32_t mem_type;
+    uint64_t id;
+    uint64_t reg_id;
+    uint64_t len;
+    uint64_t offset;      /* of the region in the export */
+    ipcp__export_t exp;
+    char errmsg[IPCP_ERRWIRE_MAX];
+} ipcp__msg_map_rep_t;
+
+typedef struct ipcp__msg_reg_gone {
+    ipcp__msg_hdr_t hdr;
+    uint64_t reg_id;
+} ipcp__msg_reg_gone_t;
+
+typedef struct ipcp__msg_get_req {
+    ipcp__msg_hdr_t hdr;
+    uint64_t id;
+    uint64_t reg_id;
+    uint64_t offset;
+    uint64_t len;
+    int32_t path;
+    uint32_t pad;
+} ipcp__msg_get_req_t;
+
+typedef struct ipcp__msg_barrier {
+    ipcp__msg_hdr_t hdr;
+    uint64_t epoch;
+} ipcp__msg_barrier_t;
+
+/* ---- Shared memory of a channel --------------------------------------- */
+
+#define IPCP_CHAN_MAGIC 0x6e61686370637069ULL /* "ipcpchan" */
+#define IPCP_CHAN_VERSION 1
+
+/* Each flag owns a cache line: the sender writes `full`, the receiver
+ * `freed`, and sharing a line would bounce it between cores (or between the
+ * CPU and a GPU polling it) on every chunk. */
+typedef struct ipcp__flag {
+    _Alignas(IPCP_CACHE_LINE) uint64_t v;
+} ipcp__flag_t;
+
+typedef struct ipcp__chan_ctl {
+    uint64_t magic;
+    uint64_t version;
+    uint64_t size;         /* of the whole mapping */
+    uint64_t nslots;
+    uint64_t slot_size;
+    uint64_t slots_offset; /* from the start of the mapping */
+    ipcp__flag_t full[IPCP_MAX_SLOTS];  /* chunk c in slot c % S: c / S + 1 */
+    ipcp__flag_t freed[IPCP_MAX_SLOTS]; /* written after c is copied out */
+    ipcp__flag_t done[IPCP_MAX_QSETS_WIRE][IPCP_MAX_QUEUES]; /* direct */
+    /* A sender that cannot write a direct transfer (its set-up failed)
+     * stores the transfer's done value in err and the status in errst
+     * before it raises the done flags, so the receiver fails it too. */
+    ipcp__flag_t err[IPCP_MAX_QSETS_WIRE];
+    ipcp__flag_t errst[IPCP_MAX_QSETS_WIRE];
+} ipcp__chan_ctl_t;
+
+/* Slots start on a 64 KiB boundary (a multiple of every page size that
+ * matters and of the GPUs' copy alignment). */
+#define IPCP_CHAN_SLOTS_ALIGN (64u << 10)
+
+#endif

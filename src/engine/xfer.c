@@ -1,0 +1,763 @@
+/* Paths: the receiver chooses direct or staged, and each side enqueues its
+ * half of the transfer on its queues.  Chunks are ordered only by the
+ * queues and the flags in the channel's shared memory; no CPU waits per
+ * chunk.
+ *
+ * Staged ring: chunk c (numbered per channel, the same on both sides) uses
+ * slot c % S.  The sender waits until freed[s] reaches c / S (the chunk that
+ * used the slot before is out), copies in, and sets full[s] to c / S + 1; the
+ * receiver waits for that, copies out, and sets freed[s] to c / S + 1.
+ * Every wait is for an earlier chunk, so any assignment of chunks to queues
+ * that keeps each queue in chunk order cannot deadlock. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+
+int ipcp__qset_index(const ipcp__mem_attr_t *attr)
+{
+    if (attr->type == IPCP_MEM_CUDA && attr->device >= 0 &&
+        attr->device < IPCP_MAX_DEVICES)
+        return 1 + attr->device;
+    return 0;
+}
+
+static void ipcp__backend_of(ipcp_comm_t *comm, const ipcp__mem_attr_t *attr,
+                             const ipcp__backend_ops_t **ops,
+                             ipcp__backend_t **be)
+{
+    if (attr->type == IPCP_MEM_CUDA && comm->cuda) {
+        *ops = comm->cuda_ops;
+        *be = comm->cuda;
+    } else {
+        *ops = comm->host_ops;
+        *be = comm->host;
+    }
+}
+
+/* Makes the channel's memory usable by the queue set's backend. */
+static ipcp_status_t ipcp__qset_bind(ipcp__qset_t *qs, ipcp__chan_t *chan)
+{
+    if (!chan || qs->shm_handle || qs->ops->type == IPCP_MEM_HOST)
+        return IPCP_OK;
+    return qs->ops->shm_register(qs->be, chan->base, chan->size, qs->device,
+                                 &qs->shm_handle);
+}
+
+static void ipcp__qset_destroy(ipcp__qset_t *qs, ipcp__chan_t *chan)
+{
+    for (int i = 0; i < qs->n; i++)
+        if (qs->q[i])
+            qs->ops->queue_destroy(qs->q[i]);
+    if (qs->shm_handle)
+        qs->ops->shm_unregister(qs->be, qs->shm_handle);
+    (void)chan;
+    free(qs);
+}
+
+ipcp_status_t ipcp__qset_get(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                             ipcp__dir_t *dir, const ipcp__mem_attr_t *attr,
+                             ipcp__qset_t **out)
+{
+    int idx = ipcp__qset_index(attr);
+    ipcp__qset_t *qs = dir->qsets[idx];
+    ipcp_status_t st;
+
+    (void)peer;
+    if (qs) {
+        *out = qs;
+        return IPCP_OK;
+    }
+    qs = calloc(1, sizeof(*qs));
+    if (!qs)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_NOMEM,
+                          "no memory for a queue set");
+    ipcp__backend_of(comm, attr, &qs->ops, &qs->be);
+    qs->device = attr->type == IPCP_MEM_CUDA ? attr->device : -1;
+    qs->n = comm->cfg->queues;
+    if (!qs->n)
+        qs->n = qs->ops->type == IPCP_MEM_HOST ? IPCP_HOST_QUEUES
+                                               : IPCP_CUDA_QUEUES;
+    for (int i = 0; i < qs->n; i++) {
+        st = qs->ops->queue_create(qs->be, qs->device, &qs->q[i]);
+        if (st != IPCP_OK) {
+            qs->n = i;
+            goto err_destroy;
+        }
+    }
+    st = ipcp__qset_bind(qs, dir->chan);
+    if (st != IPCP_OK)
+        goto err_destroy;
+    dir->qsets[idx] = qs;
+    *out = qs;
+    return IPCP_OK;
+err_destroy:
+    ipcp__qset_destroy(qs, dir->chan);
+    return st;
+}
+
+/* ---- Channels ------------------------------------------------------------ */
+
+static size_t ipcp__ctl_size(void)
+{
+    return ipcp__align_up(sizeof(ipcp__chan_ctl_t), IPCP_CHAN_SLOTS_ALIGN);
+}
+
+static ipcp_status_t ipcp__chan_bind_all(ipcp__dir_t *dir)
+{
+    for (int i = 0; i < IPCP_MAX_QSETS; i++) {
+        if (!dir->qsets[i])
+            continue;
+        ipcp_status_t st = ipcp__qset_bind(dir->qsets[i], dir->chan);
+        if (st != IPCP_OK)
+            return st;
+    }
+    return IPCP_OK;
+}
+
+/* Receiver: creates the channel of data coming from peer. */
+static ipcp_status_t ipcp__chan_create(ipcp_comm_t *comm, ipcp__dir_t *dir)
+{
+    const ipcp__config_t *cfg = comm->cfg;
+    ipcp__chan_t *ch;
+    ipcp__export_t exp;
+    ipcp_status_t st;
+
+    if (dir->chan)
+        return IPCP_OK;
+    ch = calloc(1, sizeof(*ch));
+    if (!ch)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_NOMEM,
+                          "no memory for a channel");
+    ch->slot_size = cfg->chunk ? cfg->chunk
+                               : (comm->cuda ? IPCP_CUDA_CHUNK : IPCP_HOST_CHUNK);
+    ch->nslots = (uint32_t)(cfg->slots ? cfg->slots
+                                       : (comm->cuda ? IPCP_CUDA_SLOTS
+                                                     : IPCP_HOST_SLOTS));
+    ch->size = ipcp__ctl_size() + (size_t)ch->nslots * ch->slot_size;
+    ch->created = 1;
+    st = comm->host_ops->mem_alloc(comm->host, ch->size, -1, &ch->base,
+                                   &ch->handle);
+    if (st != IPCP_OK)
+        goto err_free;
+    st = comm->host_ops->mem_export(comm->host, ch->handle, ch->base, ch->size,
+                                    &exp, &ch->fd);
+    if (st != IPCP_OK)
+        goto err_mem;
+    ch->ctl = ch->base;
+    ch->ctl->size = ch->size;
+    ch->ctl->nslots = ch->nslots;
+    ch->ctl->slot_size = ch->slot_size;
+    ch->ctl->slots_offset = ipcp__ctl_size();
+    ch->ctl->version = IPCP_CHAN_VERSION;
+    ch->ctl->magic = IPCP_CHAN_MAGIC;
+    ch->slots = (char *)ch->base + ipcp__ctl_size();
+    ch->exp = exp;
+    dir->chan = ch;
+    return ipcp__chan_bind_all(dir);
+err_mem:
+    comm->host_ops->mem_free(comm->host, ch->handle);
+err_free:
+    free(ch);
+    return st;
+}
+
+/* Sender: maps the channel the receiver created and checks its header. */
+static ipcp_status_t ipcp__chan_import(ipcp_comm_t *comm, ipcp__dir_t *dir,
+                                       const ipcp__export_t *exp, int fd)
+{
+    ipcp__chan_t *ch = calloc(1, sizeof(*ch));
+    ipcp_status_t st;
+
+    if (!ch)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_NOMEM,
+                          "no memory for a channel");
+    st = comm->host_ops->mem_import(comm->host, exp, fd, -1, &ch->base,
+                                    &ch->handle);
+    if (st != IPCP_OK) {
+        free(ch);
+        return st;
+    }
+    ch->ctl = ch->base;
+    ch->size = exp->size;
+    ch->fd = -1;
+    const ipcp__chan_ctl_t *c = ch->ctl;
+    if (exp->size < ipcp__ctl_size() || c->magic != IPCP_CHAN_MAGIC ||
+        c->version != IPCP_CHAN_VERSION || c->size != exp->size ||
+        c->nslots < 1 || c->nslots > IPCP_MAX_SLOTS || c->slot_size == 0 ||
+        c->slots_offset != ipcp__ctl_size() ||
+        c->slot_size > (c->size - c->slots_offset) / c->nslots) {
+        comm->host_ops->mem_unimport(comm->host, ch->handle);
+        free(ch);
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_STATE,
+                          "the peer's channel header is not valid");
+    }
+    ch->nslots = (uint32_t)c->nslots;
+    ch->slot_size = c->slot_size;
+    ch->slots = (char *)ch->base + c->slots_offset;
+    dir->chan = ch;
+    return ipcp__chan_bind_all(dir);
+}
+
+void ipcp__dir_destroy(ipcp_comm_t *comm, ipcp__dir_t *dir)
+{
+    for (int i = 0; i < IPCP_MAX_QSETS; i++) {
+        if (dir->qsets[i])
+            ipcp__qset_destroy(dir->qsets[i], dir->chan);
+        dir->qsets[i] = NULL;
+    }
+    ipcp__chan_t *ch = dir->chan;
+    if (!ch)
+        return;
+    if (ch->fd >= 0)
+        close(ch->fd);
+    if (ch->created)
+        comm->host_ops->mem_free(comm->host, ch->handle);
+    else
+        comm->host_ops->mem_unimport(comm->host, ch->handle);
+    free(ch);
+    dir->chan = NULL;
+}
+
+/* A dead peer writes no more flags: move every flag far ahead so that waits
+ * executed by a device (which cannot see peer->lost) finish.  Host waits
+ * abort by themselves; their tracks have failed, so nothing is copied. */
+void ipcp__xfer_release_waits(ipcp_comm_t *comm, ipcp__peer_t *peer)
+{
+    ipcp__chan_t *chans[2] = {peer->tx.chan, peer->rx.chan};
+    (void)comm;
+    for (int i = 0; i < 2; i++) {
+        ipcp__chan_ctl_t *c = chans[i] ? chans[i]->ctl : NULL;
+        if (!c)
+            continue;
+        for (int s = 0; s < IPCP_MAX_SLOTS; s++) {
+            __atomic_fetch_add(&c->full[s].v, 1ull << 62, __ATOMIC_RELEASE);
+            __atomic_fetch_add(&c->freed[s].v, 1ull << 62, __ATOMIC_RELEASE);
+        }
+        for (int q = 0; q < IPCP_MAX_QSETS; q++)
+            for (int j = 0; j < IPCP_MAX_QUEUES; j++)
+                __atomic_fetch_add(&c->done[q][j].v, 1ull << 62,
+                                   __ATOMIC_RELEASE);
+    }
+}
+
+/* ---- Imported targets (two-sided direct) -------------------------------- */
+
+void ipcp__import_put(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                      ipcp__import_t *imp)
+{
+    (void)comm;
+    (void)peer;
+    if (--imp->refs > 0)
+        return;
+    imp->ops->mem_unimport(imp->be, imp->handle);
+    free(imp);
+}
+
+static ipcp_status_t ipcp__import_get(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                                      const ipcp__msg_cts_t *cts, int fd,
+                                      const ipcp__mem_attr_t *attr,
+                                      ipcp__import_t **out)
+{
+    ipcp__list_t *e, *tmp;
+    ipcp__import_t *imp;
+    ipcp_status_t st;
+
+    ipcp__list_for_each_safe(e, tmp, &peer->imports) {
+        imp = ipcp__list_entry(e, ipcp__import_t, link);
+        if (imp->id == cts->dst_region) {
+            imp->refs++;
+            *out = imp;
+            return IPCP_OK;
+        }
+    }
+    if (!(cts->hdr.flags & IPCP_CTS_HAS_EXP))
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_STATE,
+                          "rank %d named region %llu, which was never sent",
+                          peer->rank, (unsigned long long)cts->dst_region);
+    imp = calloc(1, sizeof(*imp));
+    if (!imp)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_NOMEM,
+                          "no memory for an import");
+    ipcp__backend_of(comm, attr, &imp->ops, &imp->be);
+    st = imp->ops->mem_import(imp->be, &cts->exp, fd,
+                              attr->type == IPCP_MEM_CUDA ? attr->device : -1,
+                              &imp->ptr, &imp->handle);
+    if (st != IPCP_OK) {
+        free(imp);
+        return st;
+    }
+    imp->id = cts->dst_region;
+    imp->size = cts->exp.size;
+    imp->refs = 2; /* the cache's and this transfer's */
+    ipcp__list_push_back(&peer->imports, &imp->link);
+    *out = imp;
+    return IPCP_OK;
+}
+
+/* ---- Enqueueing ----------------------------------------------------------- */
+
+static unsigned ipcp__npieces(uint64_t len, unsigned nq)
+{
+    uint64_t n = len / IPCP_DIRECT_MIN_PIECE;
+    if (n < 1)
+        n = 1;
+    return (unsigned)(n < nq ? n : nq);
+}
+
+/* Piece i of n of len bytes: 4 KiB-aligned boundaries keep page-sized
+ * copies whole. */
+static void ipcp__piece(uint64_t len, unsigned n, unsigned i, uint64_t *off,
+                        uint64_t *plen)
+{
+    uint64_t per = ipcp__align_up(ipcp__div_up(len, n), 4096);
+    uint64_t a = ipcp__min((uint64_t)i * per, len);
+    uint64_t b = ipcp__min(a + per, len);
+    *off = a;
+    *plen = b - a;
+}
+
+/* Starts tracking; one guard reference keeps the track open while ops are
+ * being enqueued, dropped by ipcp__xfer_go. */
+static void ipcp__xfer_begin(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                             ipcp_request_t *req, int nnotify)
+{
+    ipcp__xfer_t *x = &req->xfer;
+    x->comm = comm;
+    x->peer = peer;
+    x->req = req;
+    x->import = NULL;
+    ipcp__track_init(&x->track, nnotify + 1, ipcp__xfer_track_done, x);
+    ipcp__list_push_back(&peer->active, &x->link);
+}
+
+static void ipcp__xfer_go(ipcp__xfer_t *x)
+{
+    ipcp__track_notify(&x->track);
+}
+
+/* Enqueue helpers: an enqueue failure fails the track (later ops skip). */
+static void ipcp__enq_check(ipcp__track_t *t, ipcp_status_t st)
+{
+    if (st != IPCP_OK)
+        ipcp__track_fail(t, st, "cannot enqueue: %s", ipcp__last_error());
+}
+
+static void ipcp__enq_notify(ipcp__qset_t *qs, int q, ipcp__track_t *t)
+{
+    if (qs->ops->notify(qs->q[q], t) != IPCP_OK) {
+        ipcp__track_fail(t, IPCP_ERR_NOMEM, "cannot enqueue: %s",
+                         ipcp__last_error());
+        ipcp__track_notify(t);
+    }
+}
+
+static void ipcp__staged_recv_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
+                                  ipcp__qset_t *qs, ipcp__track_t *t,
+                                  char *dst, uint64_t len, uint64_t base)
+{
+    uint64_t nchunks = ipcp__div_up(len, ch->slot_size);
+    for (uint64_t c = 0; c < nchunks; c++) {
+        uint64_t g = (base + c) / ch->nslots, s = (base + c) % ch->nslots;
+        uint64_t off = c * ch->slot_size;
+        uint64_t n = ipcp__min((uint64_t)ch->slot_size, len - off);
+        ipcp__queue_t *q = qs->q[c % (uint64_t)qs->n];
+        ipcp__enq_check(t, qs->ops->flag_wait(q, &ch->ctl->full[s].v, g + 1,
+                                              &peer->lost, t));
+        ipcp__enq_check(t, qs->ops->copy(q, dst + off,
+                                         ch->slots + s * ch->slot_size, n, t));
+        ipcp__enq_check(t, qs->ops->flag_write(q, &ch->ctl->freed[s].v, g + 1,
+                                               t));
+    }
+}
+
+static void ipcp__staged_send_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
+                                  ipcp__qset_t *qs, ipcp__track_t *t,
+                                  const char *src, uint64_t len, uint64_t base,
+                                  int remote_done)
+{
+    uint64_t nchunks = ipcp__div_up(len, ch->slot_size);
+    for (uint64_t c = 0; c < nchunks; c++) {
+        uint64_t g = (base + c) / ch->nslots, s = (base + c) % ch->nslots;
+        uint64_t off = c * ch->slot_size;
+        uint64_t n = ipcp__min((uint64_t)ch->slot_size, len - off);
+        ipcp__queue_t *q = qs->q[c % (uint64_t)qs->n];
+        ipcp__enq_check(t, qs->ops->flag_wait(q, &ch->ctl->freed[s].v, g,
+                                              &peer->lost, t));
+        ipcp__enq_check(t, qs->ops->copy(q, ch->slots + s * ch->slot_size,
+                                         src + off, n, t));
+        ipcp__enq_check(t, qs->ops->flag_write(q, &ch->ctl->full[s].v, g + 1,
+                                               t));
+    }
+    if (!remote_done)
+        return;
+    /* A put is complete when its data is in the target.  Copy-out of every
+     * chunk but the last S is implied by our own later sends reusing their
+     * slots; the last ones are waited for explicitly. */
+    uint64_t first = nchunks > ch->nslots ? nchunks - ch->nslots : 0;
+    for (uint64_t c = first; c < nchunks; c++) {
+        uint64_t g = (base + c) / ch->nslots, s = (base + c) % ch->nslots;
+        ipcp__enq_check(t, qs->ops->flag_wait(qs->q[0], &ch->ctl->freed[s].v,
+                                              g + 1, &peer->lost, t));
+    }
+}
+
+static int ipcp__nqueues_used(uint64_t nchunks, int n)
+{
+    return (int)ipcp__min(nchunks, (uint64_t)n);
+}
+
+/* ---- Receiver side ------------------------------------------------------- */
+
+typedef struct ipcp__choice {
+    ipcp_path_t path;
+    int mode;               /* IPCP_DST_MAPPED or IPCP_DST_PVM */
+    ipcp__region_t region;  /* MAPPED: copy of the allocation */
+    char why[160];
+} ipcp__choice_t;
+
+static void ipcp__choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                         const ipcp__msg_rts_t *rts, ipcp_request_t *req,
+                         ipcp__choice_t *ch)
+{
+    ipcp__region_t *r;
+    ch->mode = 0;
+    pthread_mutex_lock(&comm->mem_lock);
+    r = ipcp__region_find_alloc(comm, req->buf, req->len);
+    if (r && r->exportable)
+        ch->region = *r;
+    pthread_mutex_unlock(&comm->mem_lock);
+    if (rts->src_type != (int32_t)req->attr.type) {
+        snprintf(ch->why, sizeof(ch->why), "source and destination are "
+                 "different kinds of memory (%s to %s)",
+                 rts->src_type == IPCP_MEM_CUDA ? "cuda" : "host",
+                 req->attr.type == IPCP_MEM_CUDA ? "cuda" : "host");
+    } else if (r && r->exportable) {
+        ch->mode = IPCP_DST_MAPPED;
+        snprintf(ch->why, sizeof(ch->why), "receive buffer lies in shareable "
+                 "allocation %llu", (unsigned long long)r->id);
+    } else if (req->attr.type == IPCP_MEM_HOST &&
+               (rts->hdr.flags & IPCP_RTS_PVM_OK) &&
+               comm->cfg->pvm != IPCP_PVM_OFF) {
+        ch->mode = IPCP_DST_PVM;
+        snprintf(ch->why, sizeof(ch->why), "rank %d may write this process's "
+                 "memory with process_vm_writev", peer->rank);
+    } else {
+        snprintf(ch->why, sizeof(ch->why), "receive buffer is not shareable "
+                 "(not from ipcp_mem_alloc%s)",
+                 req->attr.type != IPCP_MEM_HOST ? ""
+                 : comm->cfg->pvm == IPCP_PVM_OFF
+                     ? "; IPCPIPE_PVM=off"
+                     : "; process_vm_writev not permitted to the sender");
+    }
+    ch->path = ch->mode ? IPCP_PATH_DIRECT : IPCP_PATH_STAGED;
+}
+
+static void ipcp__log_choice(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                             const ipcp_request_t *req, const ipcp__choice_t *c,
+                             ipcp_path_t force)
+{
+    unsigned bit = 1u << (c->path * 3 + (unsigned)c->mode);
+    int lvl = (peer->logged_paths & bit) ? IPCP_LOG_DEBUG : IPCP_LOG_INFO;
+    peer->logged_paths |= bit;
+    IPCP_LOG(lvl, IPCP_SUB_ENGINE, "%zu bytes from rank %d: %s path%s (%s)",
+             req->len, peer->rank, ipcp_path_name(c->path),
+             force != IPCP_PATH_AUTO ? " (forced)" : "", c->why);
+    (void)comm;
+}
+
+static void ipcp__accept_fail(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                              const ipcp__msg_rts_t *rts, ipcp_request_t *req,
+                              ipcp_status_t st, const char *msg)
+{
+    ipcp__nack(comm, peer, rts->id, st, msg);
+    ipcp__req_complete(req, st, msg);
+}
+
+static void ipcp__accept_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                               const ipcp__msg_rts_t *rts, ipcp_request_t *req,
+                               ipcp__choice_t *c, ipcp__qset_t *qs,
+                               ipcp__msg_cts_t *cts, int *fds, int *nfds)
+{
+    ipcp__chan_t *ch = peer->rx.chan;
+    unsigned np = ipcp__npieces(rts->len, rts->src_nq ? rts->src_nq : 1);
+    uint64_t dseq = ++ch->dseq[rts->src_qset];
+
+    cts->dseq = dseq;
+    cts->npieces = np;
+    cts->dst_mode = (uint32_t)c->mode;
+    if (c->mode == IPCP_DST_MAPPED) {
+        cts->dst_region = c->region.id;
+        cts->dst_offset = (uint64_t)((char *)req->buf - (char *)c->region.ptr);
+        pthread_mutex_lock(&comm->mem_lock);
+        ipcp__region_t *r = ipcp__region_find_id(comm, c->region.id);
+        if (r && !r->shared_with[peer->rank]) {
+            cts->hdr.flags |= IPCP_CTS_HAS_EXP;
+            cts->exp = r->exp;
+            if (r->exp_fd >= 0) {
+                int fd = dup(r->exp_fd);
+                if (fd >= 0) {
+                    fds[(*nfds)++] = fd;
+                    cts->hdr.flags |= IPCP_CTS_MAP_FD;
+                }
+            }
+            r->shared_with[peer->rank] = 1;
+        }
+        pthread_mutex_unlock(&comm->mem_lock);
+    } else {
+        cts->dst_addr = (uint64_t)(uintptr_t)req->buf;
+    }
+    ipcp__xfer_begin(comm, peer, req, 1);
+    req->xfer.err_word = &ch->ctl->err[rts->src_qset].v;
+    req->xfer.errst_word = &ch->ctl->errst[rts->src_qset].v;
+    req->xfer.err_val = dseq;
+    ipcp__queue_t *q = qs->q[dseq % (uint64_t)qs->n];
+    for (unsigned i = 0; i < np; i++)
+        ipcp__enq_check(&req->xfer.track,
+                        qs->ops->flag_wait(q, &ch->ctl->done[rts->src_qset][i].v,
+                                           dseq, &peer->lost,
+                                           &req->xfer.track));
+    ipcp__enq_notify(qs, (int)(dseq % (uint64_t)qs->n), &req->xfer.track);
+}
+
+static void ipcp__accept_staged(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                                const ipcp__msg_rts_t *rts, ipcp_request_t *req,
+                                ipcp__qset_t *qs, ipcp__msg_cts_t *cts)
+{
+    ipcp__chan_t *ch = peer->rx.chan;
+    uint64_t nchunks = ipcp__div_up(rts->len, ch->slot_size);
+    int used = ipcp__nqueues_used(nchunks, qs->n);
+
+    cts->chunk_base = ch->seq;
+    ch->seq += nchunks;
+    ipcp__xfer_begin(comm, peer, req, used);
+    ipcp__staged_recv_ops(peer, ch, qs, &req->xfer.track, req->buf, rts->len,
+                          cts->chunk_base);
+    for (int i = 0; i < used; i++)
+        ipcp__enq_notify(qs, i, &req->xfer.track);
+}
+
+void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                       const ipcp__msg_rts_t *rts, ipcp_request_t *req,
+                       ipcp_path_t force)
+{
+    ipcp__msg_cts_t cts;
+    ipcp__choice_t c;
+    ipcp__qset_t *qs;
+    int fds[2], nfds = 0;
+    ipcp_status_t st;
+
+    ipcp__choose(comm, peer, rts, req, &c);
+    if (force == IPCP_PATH_DIRECT && c.path != IPCP_PATH_DIRECT) {
+        char msg[IPCP_ERRMSG_MAX];
+        snprintf(msg, sizeof(msg), "the direct path was forced but cannot "
+                 "serve this transfer: %s", c.why);
+        ipcp__accept_fail(comm, peer, rts, req, IPCP_ERR_UNSUPPORTED, msg);
+        return;
+    }
+    if (force == IPCP_PATH_STAGED && c.path != IPCP_PATH_STAGED) {
+        c.path = IPCP_PATH_STAGED;
+        c.mode = 0;
+        snprintf(c.why, sizeof(c.why), "staged path forced");
+    }
+    ipcp__log_choice(comm, peer, req, &c, force);
+    st = ipcp__chan_create(comm, &peer->rx);
+    if (st == IPCP_OK)
+        st = ipcp__qset_get(comm, peer, &peer->rx, &req->attr, &qs);
+    if (st != IPCP_OK) {
+        ipcp__accept_fail(comm, peer, rts, req, st, ipcp__last_error());
+        return;
+    }
+    memset(&cts, 0, sizeof(cts));
+    cts.hdr.type = IPCP_MSG_CTS;
+    cts.status = IPCP_OK;
+    cts.path = c.path;
+    cts.id = rts->id;
+    cts.len = rts->len;
+    if (!peer->rx.chan->fd_sent) {
+        cts.hdr.flags |= IPCP_CTS_CHAN_FD;
+        cts.chan_exp = peer->rx.chan->exp;
+        fds[nfds++] = peer->rx.chan->fd;
+        peer->rx.chan->fd = -1; /* the message owns it now */
+        peer->rx.chan->fd_sent = 1;
+    }
+    req->path = c.path;
+    req->nbytes = rts->len;
+    if (c.path == IPCP_PATH_DIRECT)
+        ipcp__accept_direct(comm, peer, rts, req, &c, qs, &cts, fds, &nfds);
+    else
+        ipcp__accept_staged(comm, peer, rts, req, qs, &cts);
+    ipcp__peer_post(comm, peer, &cts, sizeof(cts), fds, nfds);
+    ipcp__xfer_go(&req->xfer);
+}
+
+/* ---- Sender side ----------------------------------------------------------- */
+
+/* Returns 1 when the transfer was started, 0 when req was completed. */
+static int ipcp__send_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                             ipcp_request_t *req, const ipcp__msg_cts_t *cts,
+                             ipcp__qset_t *qs, int map_fd)
+{
+    ipcp__track_t *t = &req->xfer.track;
+    ipcp__chan_t *ch = peer->tx.chan;
+    unsigned np = cts->npieces;
+    int myq = ipcp__qset_index(&req->attr);
+    char *dst = NULL;
+
+    if (np < 1 || np > (unsigned)qs->n) {
+        ipcp__req_complete(req, IPCP_ERR_STATE, "CTS asks for more pieces "
+                                                "than the sender has queues");
+        return 0;
+    }
+    ipcp__xfer_begin(comm, peer, req, (int)np);
+    if (cts->dst_mode == IPCP_DST_MAPPED) {
+        ipcp__import_t *imp = NULL;
+        ipcp_status_t st = ipcp__import_get(comm, peer, cts, map_fd,
+                                            &req->attr, &imp);
+        if (st == IPCP_OK) {
+            req->xfer.import = imp;
+            if (cts->dst_offset > imp->size ||
+                req->len > imp->size - cts->dst_offset)
+                ipcp__track_fail(t, IPCP_ERR_STATE, "target range is outside "
+                                 "the peer's allocation");
+            dst = (char *)imp->ptr + cts->dst_offset;
+        } else {
+            ipcp__track_fail(t, st, "%s", ipcp__last_error());
+        }
+    }
+    if (!ipcp__track_ok(t)) {
+        /* Tell the receiver before the done flags release its waits. */
+        __atomic_store_n(&ch->ctl->errst[myq].v,
+                         (uint64_t)(int64_t)atomic_load(&t->status),
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&ch->ctl->err[myq].v, cts->dseq, __ATOMIC_RELEASE);
+    }
+    for (unsigned i = 0; i < np; i++) {
+        uint64_t off, n;
+        ipcp__queue_t *q = qs->q[i];
+        ipcp__piece(req->len, np, i, &off, &n);
+        if (n && cts->dst_mode == IPCP_DST_MAPPED && dst)
+            ipcp__enq_check(t, qs->ops->copy(q, dst + off,
+                                             (char *)req->buf + off, n, t));
+        else if (n && cts->dst_mode == IPCP_DST_PVM && qs->ops->rcopy)
+            ipcp__enq_check(t, qs->ops->rcopy(q, peer->pid, cts->dst_addr + off,
+                                              (char *)req->buf + off, n, 1, t));
+        /* The done flag is written even after a failure so that the
+         * receiver does not wait forever; the track carries the error. */
+        ipcp__enq_check(t, qs->ops->flag_write(q, &ch->ctl->done[myq][i].v,
+                                               cts->dseq, NULL));
+        ipcp__enq_notify(qs, (int)i, t);
+    }
+    return 1;
+}
+
+static int ipcp__send_staged(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                              ipcp_request_t *req, const ipcp__msg_cts_t *cts,
+                              ipcp__qset_t *qs)
+{
+    ipcp__chan_t *ch = peer->tx.chan;
+    uint64_t nchunks = ipcp__div_up(req->len, ch->slot_size);
+    int used = ipcp__nqueues_used(nchunks, qs->n);
+    int remote_done = req->type == IPCP_REQ_PUT;
+
+    if (cts->chunk_base != ch->seq) {
+        ipcp__req_complete(req, IPCP_ERR_STATE, "ring sequence mismatch");
+        ipcp__peer_lost(comm, peer, "ring sequence mismatch");
+        return 0;
+    }
+    ch->seq += nchunks;
+    ipcp__xfer_begin(comm, peer, req, used);
+    ipcp__staged_send_ops(peer, ch, qs, &req->xfer.track, req->buf, req->len,
+                          cts->chunk_base, remote_done);
+    for (int i = 0; i < used; i++)
+        ipcp__enq_notify(qs, i, &req->xfer.track);
+    return 1;
+}
+
+void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                       ipcp_request_t *req, const ipcp__msg_cts_t *cts,
+                       int *fds, int nfds)
+{
+    int fi = 0, chan_fd = -1, map_fd = -1;
+    ipcp__qset_t *qs;
+    ipcp_status_t st = IPCP_OK;
+
+    if ((cts->hdr.flags & IPCP_CTS_CHAN_FD) && fi < nfds)
+        chan_fd = fds[fi++];
+    if ((cts->hdr.flags & IPCP_CTS_MAP_FD) && fi < nfds)
+        map_fd = fds[fi++];
+    if (cts->status != IPCP_OK) {
+        char msg[IPCP_ERRMSG_MAX];
+        snprintf(msg, sizeof(msg), "%.*s", IPCP_ERRWIRE_MAX - 1, cts->errmsg);
+        ipcp__req_complete(req, (ipcp_status_t)cts->status, msg);
+        goto out;
+    }
+    if (cts->hdr.flags & IPCP_CTS_CHAN_FD) {
+        if (peer->tx.chan || chan_fd < 0)
+            st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_STATE,
+                            "unexpected channel from rank %d", peer->rank);
+        else
+            st = ipcp__chan_import(comm, &peer->tx, &cts->chan_exp, chan_fd);
+    } else if (!peer->tx.chan) {
+        st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_STATE,
+                        "rank %d sent a CTS before its channel", peer->rank);
+    }
+    if (st == IPCP_OK)
+        st = ipcp__qset_get(comm, peer, &peer->tx, &req->attr, &qs);
+    if (st != IPCP_OK) {
+        ipcp__req_complete(req, st, ipcp__last_error());
+        ipcp__peer_lost(comm, peer, "channel set-up failed");
+        goto out;
+    }
+    req->path = (ipcp_path_t)cts->path;
+    req->nbytes = req->len;
+    if (cts->path == IPCP_PATH_DIRECT
+            ? ipcp__send_direct(comm, peer, req, cts, qs, map_fd)
+            : ipcp__send_staged(comm, peer, req, cts, qs))
+        ipcp__xfer_go(&req->xfer);
+out:
+    for (int i = 0; i < nfds; i++)
+        close(fds[i]);
+}
+
+/* ---- One-sided without the owner --------------------------------------- */
+
+void ipcp__xfer_onesided_direct(ipcp_comm_t *comm, ipcp_request_t *req)
+{
+    ipcp__peer_t *peer = &comm->peers[req->peer];
+    ipcp_rmem_t *rm = req->rmem;
+    int put = req->type == IPCP_REQ_PUT;
+    ipcp__qset_t *qs;
+    ipcp_status_t st = ipcp__qset_get(comm, peer, put ? &peer->tx : &peer->rx,
+                                      &req->attr, &qs);
+    if (st != IPCP_OK) {
+        ipcp__req_complete(req, st, ipcp__last_error());
+        return;
+    }
+    unsigned np = ipcp__npieces(req->len, (unsigned)qs->n);
+    ipcp__track_t *t = &req->xfer.track;
+    req->path = IPCP_PATH_DIRECT;
+    req->nbytes = req->len;
+    ipcp__xfer_begin(comm, peer, req, (int)np);
+    for (unsigned i = 0; i < np; i++) {
+        uint64_t off, n;
+        ipcp__piece(req->len, np, i, &off, &n);
+        char *local = (char *)req->buf + off;
+        if (n && rm->mode == IPCP_RMEM_MAPPED) {
+            char *remote = (char *)rm->map_ptr + req->offset + off;
+            ipcp__enq_check(t, qs->ops->copy(qs->q[i], put ? remote : local,
+                                             put ? local : remote, n, t));
+        } else if (n) {
+            ipcp__enq_check(t, qs->ops->rcopy
+                                   ? qs->ops->rcopy(qs->q[i], peer->pid,
+                                                    rm->addr + req->offset + off,
+                                                    local, n, put, t)
+                                   : IPCP_ERR_UNSUPPORTED);
+        }
+        ipcp__enq_notify(qs, (int)i, t);
+    }
+    ipcp__xfer_go(&req->xfer);
+}
