@@ -87,15 +87,21 @@ typedef struct ipcp__backend_ops {
     ipcp_status_t (*mem_alloc)(ipcp__backend_t *be, size_t len, int device,
                                void **ptr, void **handle);
     ipcp_status_t (*mem_free)(ipcp__backend_t *be, void *handle);
-    /* Describes [ptr, ptr+len) for a peer.  handle is mem_alloc's, or NULL
-     * for memory the user allocated.  *fd is -1 or a new descriptor that
-     * the caller closes.  IPCP_ERR_UNSUPPORTED when it cannot be exported
-     * (the reason is the last error). */
+    /* Describes [ptr, ptr+len) for a peer; the export's base is ptr (a
+     * backend that maps whole allocations keeps ptr's offset in data and
+     * applies it on import), and exp->size is the bytes mappable from ptr.
+     * handle is mem_alloc's, or NULL for memory the user allocated.  *fd is
+     * -1 or a new descriptor that the caller closes.  IPCP_ERR_UNSUPPORTED
+     * when it cannot be exported (the reason is the last error). */
     ipcp_status_t (*mem_export)(ipcp__backend_t *be, void *handle,
                                 const void *ptr, size_t len,
                                 ipcp__export_t *exp, int *fd);
-    /* Maps a peer's export for use by queues on `device`.  fd is borrowed
-     * (-1 if none came).  *ptr is the mapped base of the export. */
+    /* Maps a peer's export for use by queues on `device` (CUDA: in that
+     * device's context, since a copy issued on a stream of one device into a
+     * mapping owned by another device's context is a cross-context copy that
+     * serializes).  fd is borrowed (-1 if none came).  *ptr is where the
+     * export's base (the exporter's ptr) is mapped.  A bad export is
+     * rejected, never trusted. */
     ipcp_status_t (*mem_import)(ipcp__backend_t *be, const ipcp__export_t *exp,
                                 int fd, int device, void **ptr, void **handle);
     ipcp_status_t (*mem_unimport)(ipcp__backend_t *be, void *handle);
@@ -118,6 +124,8 @@ typedef struct ipcp__backend_ops {
     ipcp_status_t (*rcopy)(ipcp__queue_t *q, pid_t pid, uint64_t remote,
                            void *local, size_t len, int write,
                            ipcp__track_t *t);
+    /* t may be NULL: the write then happens even after a failure (the
+     * engine uses that to release a peer that waits for the flag). */
     ipcp_status_t (*flag_write)(ipcp__queue_t *q, uint64_t *flag,
                                 uint64_t value, ipcp__track_t *t);
     /* Waits for the flag.  abort (may be NULL) is checked while waiting; when
