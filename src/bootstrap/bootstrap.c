@@ -1,0 +1,1011 @@
+/* Rendezvous: the ranks of a job meet through AF_UNIX SOCK_SEQPACKET
+ * sockets in a private directory <base>/ipcpipe-<uid>/<job>, one socket
+ * file per rank.  Rank i connects to every j < i and accepts every j > i;
+ * each connection is checked with SO_PEERCRED and a hello both ways. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "bootstrap/bootstrap.h"
+#include "common/status.h"
+#include "common/time.h"
+#include "common/util.h"
+
+#define BOOT_SIZE_MAX (1 << 20)
+/* Accepted connections whose hello has not come yet; more wait in the
+ * listen backlog. */
+#define BOOT_PENDING_MAX 16
+/* Delay before connecting again when the peer has not bound or listened
+ * yet, and after a peer refused our hello. */
+#define BOOT_RETRY_S         0.005
+#define BOOT_REFUSED_RETRY_S 0.05
+
+static const char boot_job_chars[] = "abcdefghijklmnopqrstuvwxyz"
+                                     "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                     "0123456789._-";
+
+/* The hello.  All ranks run on one machine, so host byte order is used;
+ * magic and version come first so that a different layout is recognised
+ * as another version rather than as garbage. */
+typedef struct boot_hello {
+    uint64_t magic;   /* IPCP_BOOT_MAGIC */
+    uint32_t version; /* IPCP_BOOT_PROTO_VERSION */
+    uint32_t size;
+    uint32_t rank;
+    int32_t pid;
+    uint64_t probe_addr;
+    char job[IPCP_JOB_MAX];
+} boot_hello_t;
+_Static_assert(sizeof(boot_hello_t) == 32 + IPCP_JOB_MAX,
+               "the hello's layout is part of the protocol: no padding");
+
+/* Barrier token. */
+typedef struct boot_token {
+    uint64_t magic;
+    uint32_t kind;
+    int32_t rank;
+} boot_token_t;
+#define BOOT_TOKEN_BARRIER 1u
+
+typedef struct boot_pending {
+    int fd;    /* accepted, waiting for its hello; -1: slot free */
+    pid_t pid; /* SO_PEERCRED of the connecting process */
+} boot_pending_t;
+
+typedef struct boot_ctx {
+    const ipcp__boot_params_t *params;
+    ipcp__boot_t *boot;
+    char base[IPCP_DIR_MAX];
+    int basefd;  /* base directory */
+    int udirfd;  /* <base>/ipcpipe-<uid> */
+    int dirfd;   /* the job directory */
+    int lfd;     /* our listening socket */
+    int bound;   /* our socket file exists */
+    int missing; /* connections still to make */
+    double deadline;
+    int *out_fd;         /* [rank]: connected to a lower rank, hello pending */
+    pid_t *out_pid;      /* [rank]: SO_PEERCRED of that connection */
+    double *retry_at;    /* [rank]: when to connect to that rank again */
+    struct pollfd *pfds; /* [1 + BOOT_PENDING_MAX + rank] */
+    boot_pending_t pending[BOOT_PENDING_MAX];
+    boot_hello_t hello; /* ours */
+    char last_refusal[200];
+} boot_ctx_t;
+
+static ipcp_status_t boot_errno_fail(ipcp_status_t st, int err,
+                                     const char *what, const char *path)
+{
+    if (err == EACCES || err == EPERM)
+        st = IPCP_ERR_PERMISSION;
+    return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_BOOT, st, "%s %s: %s", what, path,
+                      strerror(err));
+}
+
+/* Milliseconds for poll until `until`, rounded up, at least 0. */
+static int boot_ms_until(double until, double now)
+{
+    double left = until - now;
+    if (left <= 0)
+        return 0;
+    if (left >= INT_MAX / 1000)
+        return INT_MAX;
+    return (int)(left * 1e3) + 1;
+}
+
+/* Writes the ranks other than ours that are not connected (arrived NULL)
+ * or have not arrived, comma-separated and cut short with "..." when they
+ * do not fit; returns how many there are. */
+static int boot_rank_list(const ipcp__boot_t *boot, const char *arrived,
+                          char *buf, size_t len)
+{
+    size_t off = 0;
+    int count = 0;
+    buf[0] = '\0';
+    for (int r = 0; r < boot->size; r++) {
+        if (r == boot->rank || (arrived ? arrived[r] : boot->peers[r].fd >= 0))
+            continue;
+        char item[24];
+        int n = snprintf(item, sizeof(item), "%s%d", count++ ? ", " : "", r);
+        if (off + (size_t)n + 4 < len) {
+            memcpy(buf + off, item, (size_t)n + 1);
+            off += (size_t)n;
+        } else if (off + 4 <= len) {
+            memcpy(buf + off, "...", 4);
+            off = len;
+        }
+    }
+    return count;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The rendezvous directory                                                  */
+
+static int boot_dir_usable(const char *path)
+{
+    struct stat st;
+    return path != NULL && path[0] == '/' && stat(path, &st) == 0 &&
+           S_ISDIR(st.st_mode) && access(path, W_OK | X_OK) == 0;
+}
+
+/* Picks the base directory and builds the job directory's path.  Every
+ * rank of a job must pick the same base, so the choice depends only on
+ * settings and the environment, which launchers pass on unchanged. */
+static ipcp_status_t boot_build_path(boot_ctx_t *ctx)
+{
+    const ipcp__boot_params_t *params = ctx->params;
+    const char *base = "/tmp", *from = "default";
+    const char *xdg = ipcp__env_foreign("XDG_RUNTIME_DIR");
+    const char *tmp = ipcp__env_foreign("TMPDIR");
+
+    if (params->dir[0] != '\0') {
+        base = params->dir;
+        from = "IPCPIPE_DIR";
+    } else if (boot_dir_usable(xdg)) {
+        base = xdg;
+        from = "XDG_RUNTIME_DIR";
+    } else if (boot_dir_usable(tmp)) {
+        base = tmp;
+        from = "TMPDIR";
+    }
+    size_t bl = strnlen(base, sizeof(ctx->base) - 1);
+    while (bl > 1 && base[bl - 1] == '/')
+        bl--;
+    memcpy(ctx->base, base, bl);
+    ctx->base[bl] = '\0';
+    int n =
+        snprintf(ctx->boot->path, sizeof(ctx->boot->path), "%s%sipcpipe-%u/%s",
+                 ctx->base, strcmp(ctx->base, "/") ? "/" : "",
+                 (unsigned)getuid(), params->job);
+    if (n < 0 || (size_t)n >= sizeof(ctx->boot->path) ||
+        strlen(base) >= sizeof(ctx->base))
+        return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_BOOT, IPCP_ERR_CONFIG,
+                          "rendezvous directory under '%s' (from %s) has a "
+                          "path too long; choose a shorter IPCPIPE_DIR",
+                          base, from);
+    IPCP_DEBUG(IPCP_SUB_BOOT, "rendezvous directory %s (base from %s)",
+               ctx->boot->path, from);
+    return IPCP_OK;
+}
+
+/* A directory we use must be ours alone: another user who could write
+ * there could put a socket of theirs in place of a rank's and receive its
+ * messages and file descriptors. */
+static ipcp_status_t boot_check_private(const struct stat *st, const char *path)
+{
+    unsigned mode = (unsigned)st->st_mode & 07777, me = (unsigned)getuid();
+    unsigned owner = (unsigned)st->st_uid;
+    if (S_ISLNK(st->st_mode))
+        return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_BOOT, IPCP_ERR_PERMISSION,
+                          "rendezvous directory %s is a symbolic link (owner "
+                          "uid %u, mode %04o); refusing to follow it",
+                          path, owner, mode);
+    if (!S_ISDIR(st->st_mode))
+        return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_BOOT, IPCP_ERR_PERMISSION,
+                          "rendezvous directory %s is not a directory (owner "
+                          "uid %u, mode %04o)",
+                          path, owner, mode);
+    if (owner != me)
+        return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_BOOT, IPCP_ERR_PERMISSION,
+                          "rendezvous directory %s belongs to uid %u (mode "
+                          "%04o), not to us (uid %u); refusing to use it",
+                          path, owner, mode, me);
+    if (mode & 077)
+        return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_BOOT, IPCP_ERR_PERMISSION,
+                          "rendezvous directory %s (owner uid %u) has mode "
+                          "%04o: group or others can enter it; expected 0700 "
+                          "(chmod 700 or remove it)",
+                          path, owner, mode);
+    return IPCP_OK;
+}
+
+/* Creates name under pfd with mode 0700, or accepts the one there if it is
+ * private to us, and opens it.  Several ranks do this at once, so EEXIST
+ * is normal. */
+static ipcp_status_t boot_private_dir(int pfd, const char *name,
+                                      const char *path, int *out)
+{
+    struct stat st;
+    ipcp_status_t status;
+    for (int attempt = 0;; attempt++) {
+        if (mkdirat(pfd, name, 0700) == 0) {
+            /* The umask may have removed owner bits from the new mode. */
+            if (fchmodat(pfd, name, 0700, 0) != 0)
+                return boot_errno_fail(IPCP_ERR_SYSTEM, errno,
+                                       "cannot set mode 0700 on", path);
+            IPCP_DEBUG(IPCP_SUB_BOOT, "created %s", path);
+        } else if (errno != EEXIST) {
+            return boot_errno_fail(IPCP_ERR_SYSTEM, errno,
+                                   "cannot create rendezvous directory", path);
+        }
+        if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+            break;
+        /* An earlier run of the same job may have removed the directory
+         * between our mkdir and here: make it again. */
+        if (errno != ENOENT || attempt >= 3)
+            return boot_errno_fail(IPCP_ERR_SYSTEM, errno, "cannot stat", path);
+    }
+    status = boot_check_private(&st, path);
+    if (status != IPCP_OK)
+        return status;
+    /* O_NOFOLLOW and a second check on what was opened close the window
+     * in which the entry could be replaced after fstatat. */
+    int fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return boot_errno_fail(IPCP_ERR_SYSTEM, errno,
+                               "cannot open rendezvous directory", path);
+    if (fstat(fd, &st) != 0) {
+        status = boot_errno_fail(IPCP_ERR_SYSTEM, errno, "cannot stat", path);
+        goto close_fd;
+    }
+    status = boot_check_private(&st, path);
+    if (status != IPCP_OK)
+        goto close_fd;
+    *out = fd;
+    return IPCP_OK;
+close_fd:
+    close(fd);
+    return status;
+}
+
+static ipcp_status_t boot_make_dirs(boot_ctx_t *ctx)
+{
+    char upath[IPCP_DIR_MAX + 32], uname[32];
+    ipcp_status_t st;
+
+    /* Only a base that the settings name may be missing; it is created
+     * (one level) with the same private mode. */
+    if (ctx->params->dir[0] != '\0' && mkdir(ctx->base, 0700) == 0)
+        IPCP_DEBUG(IPCP_SUB_BOOT, "created %s", ctx->base);
+    ctx->basefd = open(ctx->base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (ctx->basefd < 0)
+        return boot_errno_fail(IPCP_ERR_SYSTEM, errno,
+                               "cannot open rendezvous base directory",
+                               ctx->base);
+    snprintf(uname, sizeof(uname), "ipcpipe-%u", (unsigned)getuid());
+    snprintf(upath, sizeof(upath), "%s%s%s", ctx->base,
+             strcmp(ctx->base, "/") ? "/" : "", uname);
+    st = boot_private_dir(ctx->basefd, uname, upath, &ctx->udirfd);
+    if (st != IPCP_OK)
+        return st;
+    return boot_private_dir(ctx->udirfd, ctx->boot->job, ctx->boot->path,
+                            &ctx->dirfd);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Sockets                                                                   */
+
+static void boot_sock_name(int rank, char *buf, size_t len)
+{
+    snprintf(buf, len, "r%d.sock", rank);
+}
+
+static socklen_t boot_sock_addr(const boot_ctx_t *ctx, int rank,
+                                struct sockaddr_un *sa)
+{
+    memset(sa, 0, sizeof(*sa));
+    sa->sun_family = AF_UNIX;
+    int n = snprintf(sa->sun_path, sizeof(sa->sun_path), "%s/r%d.sock",
+                     ctx->boot->path, rank);
+    if (n < 0 || (size_t)n >= sizeof(sa->sun_path))
+        /* sun_path holds 108 bytes.  A longer path is reached through our
+         * descriptor of the directory: /proc/self/fd/N resolves to the
+         * directory itself, for bind and connect alike. */
+        n = snprintf(sa->sun_path, sizeof(sa->sun_path),
+                     "/proc/self/fd/%d/r%d.sock", ctx->dirfd, rank);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)n + 1);
+}
+
+static int boot_peer_cred(int fd, struct ucred *cr)
+{
+    socklen_t len = sizeof(*cr);
+    return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cr, &len);
+}
+
+/* 1 when a process accepts connections on the socket of `rank`. */
+static int boot_sock_live(const boot_ctx_t *ctx, int rank)
+{
+    struct sockaddr_un sa;
+    socklen_t len = boot_sock_addr(ctx, rank, &sa);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return 0;
+    int live = connect(fd, (struct sockaddr *)&sa, len) == 0 || errno == EAGAIN;
+    close(fd);
+    return live;
+}
+
+static ipcp_status_t boot_listen(boot_ctx_t *ctx)
+{
+    const ipcp__boot_t *boot = ctx->boot;
+    struct sockaddr_un sa;
+    struct stat st;
+    char name[32];
+
+    boot_sock_name(boot->rank, name, sizeof(name));
+    if (fstatat(ctx->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (!S_ISSOCK(st.st_mode))
+            return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_BOOT, IPCP_ERR_BOOTSTRAP,
+                              "%s/%s is not a socket; remove it", boot->path,
+                              name);
+        if (boot_sock_live(ctx, boot->rank))
+            return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_BOOT, IPCP_ERR_BOOTSTRAP,
+                              "another process is already rank %d of job "
+                              "'%s' (%s/%s accepts connections)",
+                              boot->rank, boot->job, boot->path, name);
+        /* The kernel leaves a socket's file behind when the socket closes,
+         * so a crashed run of the same job leaves stale ones: replace. */
+        if (unlinkat(ctx->dirfd, name, 0) != 0 && errno != ENOENT)
+            return boot_errno_fail(IPCP_ERR_SYSTEM, errno,
+                                   "cannot remove stale socket in", boot->path);
+        IPCP_DEBUG(IPCP_SUB_BOOT, "removed stale %s/%s", boot->path, name);
+    }
+    /* Non-blocking so that accept never waits past the deadline; accepted
+     * sockets do not inherit O_NONBLOCK on Linux. */
+    ctx->lfd =
+        socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (ctx->lfd < 0)
+        return boot_errno_fail(IPCP_ERR_SYSTEM, errno, "socket() for",
+                               boot->path);
+    socklen_t len = boot_sock_addr(ctx, boot->rank, &sa);
+    if (bind(ctx->lfd, (struct sockaddr *)&sa, len) != 0)
+        return boot_errno_fail(IPCP_ERR_SYSTEM, errno, "cannot bind socket in",
+                               boot->path);
+    ctx->bound = 1;
+    if (listen(ctx->lfd, ipcp__min(boot->size, SOMAXCONN)) != 0)
+        return boot_errno_fail(IPCP_ERR_SYSTEM, errno, "cannot listen in",
+                               boot->path);
+    return IPCP_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Hellos                                                                    */
+
+static void boot_refuse(boot_ctx_t *ctx, int fd, int level, const char *fmt,
+                        ...) __attribute__((format(printf, 4, 5)));
+
+/* Records and logs why a connection was refused, and closes it; the
+ * reason is repeated in the timeout error if the right peer never comes. */
+static void boot_refuse(boot_ctx_t *ctx, int fd, int level, const char *fmt,
+                        ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->last_refusal, sizeof(ctx->last_refusal), fmt, ap);
+    va_end(ap);
+    IPCP_LOG(level, IPCP_SUB_BOOT, "rendezvous %s: refused a connection: %s",
+             ctx->boot->path, ctx->last_refusal);
+    if (fd >= 0)
+        close(fd);
+}
+
+/* A fresh socket's send buffer is empty, so a hello never finds it full;
+ * MSG_NOSIGNAL turns a peer gone meanwhile into EPIPE, not SIGPIPE. */
+static int boot_send_hello(const boot_ctx_t *ctx, int fd)
+{
+    ssize_t n;
+    do {
+        n = send(fd, &ctx->hello, sizeof(ctx->hello),
+                 MSG_NOSIGNAL | MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
+    return n == (ssize_t)sizeof(ctx->hello) ? 0 : -1;
+}
+
+/* Reads one message without waiting: its length, 0 at end of stream, or
+ * -1 with errno.  Descriptors sent along are discarded by the kernel, as
+ * no control buffer is given. */
+static ssize_t boot_recv_msg(int fd, void *buf, size_t cap)
+{
+    ssize_t n;
+    do {
+        n = recv(fd, buf, cap, MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
+    return n;
+}
+
+static int boot_why(char *why, size_t wlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Writes why a hello was refused; returns -1 for boot_hello_check. */
+static int boot_why(char *why, size_t wlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, wlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* Checks a received hello.  want >= 0: it must come from that rank (we
+ * connected to it); want < 0: from a higher rank not yet connected (it
+ * connected to us).  Returns 0, or -1 with the reason in why. */
+static int boot_hello_check(const boot_ctx_t *ctx, const void *buf, ssize_t n,
+                            pid_t pid, int want, boot_hello_t *h, char *why,
+                            size_t wlen)
+{
+    const ipcp__boot_t *boot = ctx->boot;
+    uint64_t magic;
+    uint32_t version;
+    if (n < (ssize_t)(sizeof(magic) + sizeof(version)))
+        return boot_why(why, wlen, "a %zd-byte message is no hello", n);
+    memcpy(&magic, buf, sizeof(magic));
+    memcpy(&version, (const char *)buf + sizeof(magic), sizeof(version));
+    if (magic != IPCP_BOOT_MAGIC)
+        return boot_why(why, wlen, "bad magic 0x%016" PRIx64, magic);
+    if (version != IPCP_BOOT_PROTO_VERSION)
+        return boot_why(why, wlen,
+                        "protocol version %" PRIu32 ", ours is %d "
+                        "(two ipcpipe versions in one job?)",
+                        version, IPCP_BOOT_PROTO_VERSION);
+    if (n != (ssize_t)sizeof(*h))
+        return boot_why(why, wlen, "hello of %zd bytes, expected %zu", n,
+                        sizeof(*h));
+    memcpy(h, buf, sizeof(*h));
+    if (memchr(h->job, '\0', sizeof(h->job)) == NULL ||
+        strspn(h->job, boot_job_chars) != strlen(h->job))
+        return boot_why(why, wlen, "a malformed job name, ours is '%s'",
+                        boot->job);
+    if (strcmp(h->job, boot->job) != 0)
+        return boot_why(why, wlen, "job '%s', ours is '%s'", h->job, boot->job);
+    if (h->size != (uint32_t)boot->size)
+        return boot_why(why, wlen, "job size %" PRIu32 ", ours is %d", h->size,
+                        boot->size);
+    if (want >= 0 && h->rank != (uint32_t)want)
+        return boot_why(why, wlen,
+                        "rank %" PRIu32 " answered on rank %d's socket",
+                        h->rank, want);
+    if (want < 0 && (h->rank <= (uint32_t)boot->rank || h->rank >= h->size))
+        return boot_why(why, wlen, "rank %" PRIu32 " is not in [%d, %d)",
+                        h->rank, boot->rank + 1, boot->size);
+    if (want < 0 && boot->peers[h->rank].fd >= 0)
+        return boot_why(why, wlen, "rank %" PRIu32 " is already connected",
+                        h->rank);
+    if (h->pid != (int32_t)pid)
+        return boot_why(why, wlen,
+                        "hello says pid %" PRId32 ", the kernel says pid %d",
+                        h->pid, (int)pid);
+    return 0;
+}
+
+static void boot_peer_set(boot_ctx_t *ctx, int rank, int fd, pid_t pid,
+                          uint64_t probe_addr)
+{
+    ipcp__boot_peer_t *p = &ctx->boot->peers[rank];
+    p->fd = fd;
+    p->pid = pid;
+    p->probe_addr = probe_addr;
+    ctx->missing--;
+    IPCP_DEBUG(IPCP_SUB_BOOT, "connected to rank %d (pid %d), %d to go", rank,
+               (int)pid, ctx->missing);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Connecting                                                                */
+
+/* Connects to lower rank j and sends our hello; j answers once it has
+ * checked it.  A peer not there yet is retried later. */
+static ipcp_status_t boot_try_connect(boot_ctx_t *ctx, int j, double now)
+{
+    struct sockaddr_un sa;
+    struct ucred cr;
+    socklen_t len = boot_sock_addr(ctx, j, &sa);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return boot_errno_fail(IPCP_ERR_SYSTEM, errno, "socket() for",
+                               ctx->boot->path);
+    ctx->retry_at[j] = now + BOOT_RETRY_S;
+    if (connect(fd, (struct sockaddr *)&sa, len) != 0) {
+        int err = errno;
+        close(fd);
+        /* ENOENT: j has not bound yet.  ECONNREFUSED: the file is stale or
+         * j has not called listen yet.  EAGAIN: j's backlog is full. */
+        if (err == ENOENT || err == ECONNREFUSED || err == EAGAIN)
+            return IPCP_OK;
+        return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_BOOT, IPCP_ERR_SYSTEM,
+                          "cannot connect to rank %d at %s/r%d.sock: %s", j,
+                          ctx->boot->path, j, strerror(err));
+    }
+    ctx->retry_at[j] = now + BOOT_REFUSED_RETRY_S;
+    if (boot_peer_cred(fd, &cr) != 0) {
+        boot_refuse(ctx, fd, IPCP_LOG_WARN,
+                    "SO_PEERCRED on rank %d's "
+                    "socket: %s",
+                    j, strerror(errno));
+        return IPCP_OK;
+    }
+    if (cr.uid != getuid()) {
+        boot_refuse(ctx, fd, IPCP_LOG_WARN,
+                    "rank %d's socket is served by "
+                    "pid %d of uid %u, not by our uid %u",
+                    j, (int)cr.pid, (unsigned)cr.uid, (unsigned)getuid());
+        return IPCP_OK;
+    }
+    /* Peer sockets are handed out blocking; only this bootstrap polls. */
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 ||
+        boot_send_hello(ctx, fd) != 0) {
+        boot_refuse(ctx, fd, IPCP_LOG_INFO,
+                    "sending our hello to rank %d: "
+                    "%s",
+                    j, strerror(errno));
+        return IPCP_OK;
+    }
+    ctx->out_fd[j] = fd;
+    ctx->out_pid[j] = cr.pid;
+    return IPCP_OK;
+}
+
+/* Lower rank j answered our hello (or closed the connection). */
+static void boot_on_answer(boot_ctx_t *ctx, int j)
+{
+    union {
+        boot_hello_t h;
+        char raw[sizeof(boot_hello_t) + 64];
+    } buf;
+    boot_hello_t h;
+    char why[160];
+    int fd = ctx->out_fd[j];
+    ssize_t n = boot_recv_msg(fd, &buf, sizeof(buf));
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return;
+    ctx->out_fd[j] = -1;
+    if (n <= 0) {
+        boot_refuse(ctx, fd, IPCP_LOG_INFO,
+                    "rank %d closed our connection "
+                    "(it refused our hello; its log says why)",
+                    j);
+        return;
+    }
+    if (boot_hello_check(ctx, &buf, n, ctx->out_pid[j], j, &h, why,
+                         sizeof(why)) != 0) {
+        boot_refuse(ctx, fd, IPCP_LOG_WARN,
+                    "answer on rank %d's socket "
+                    "(pid %d): %s",
+                    j, (int)ctx->out_pid[j], why);
+        return;
+    }
+    boot_peer_set(ctx, j, fd, ctx->out_pid[j], h.probe_addr);
+}
+
+/* Accepts what the backlog holds, as far as pending slots allow. */
+static ipcp_status_t boot_accept(boot_ctx_t *ctx)
+{
+    struct ucred cr;
+    for (;;) {
+        boot_pending_t *slot = NULL;
+        for (int i = 0; i < BOOT_PENDING_MAX && slot == NULL; i++)
+            if (ctx->pending[i].fd < 0)
+                slot = &ctx->pending[i];
+        if (slot == NULL)
+            return IPCP_OK;
+        int fd = accept4(ctx->lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return IPCP_OK;
+        if (fd < 0 && errno != EINTR && errno != ECONNABORTED)
+            return boot_errno_fail(IPCP_ERR_SYSTEM, errno, "accept in",
+                                   ctx->boot->path);
+        if (fd < 0)
+            continue;
+        if (boot_peer_cred(fd, &cr) != 0) {
+            boot_refuse(ctx, fd, IPCP_LOG_WARN, "SO_PEERCRED: %s",
+                        strerror(errno));
+        } else if (cr.uid != getuid()) {
+            boot_refuse(ctx, fd, IPCP_LOG_WARN,
+                        "pid %d runs as uid %u, we "
+                        "as uid %u",
+                        (int)cr.pid, (unsigned)cr.uid, (unsigned)getuid());
+        } else {
+            slot->fd = fd;
+            slot->pid = cr.pid;
+        }
+    }
+}
+
+/* An accepted connection sent its hello (or closed). */
+static void boot_on_hello(boot_ctx_t *ctx, boot_pending_t *pc)
+{
+    union {
+        boot_hello_t h;
+        char raw[sizeof(boot_hello_t) + 64];
+    } buf;
+    boot_hello_t h;
+    char why[160];
+    int fd = pc->fd;
+    ssize_t n = boot_recv_msg(fd, &buf, sizeof(buf));
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return;
+    pc->fd = -1;
+    if (n <= 0) {
+        boot_refuse(ctx, fd, IPCP_LOG_INFO,
+                    "pid %d closed the connection "
+                    "before its hello",
+                    (int)pc->pid);
+        return;
+    }
+    if (boot_hello_check(ctx, &buf, n, pc->pid, -1, &h, why, sizeof(why))) {
+        boot_refuse(ctx, fd, IPCP_LOG_WARN, "hello from pid %d: %s",
+                    (int)pc->pid, why);
+        return;
+    }
+    if (boot_send_hello(ctx, fd) != 0) {
+        boot_refuse(ctx, fd, IPCP_LOG_INFO,
+                    "rank %" PRIu32 " (pid %d) left "
+                    "before our answer: %s",
+                    h.rank, (int)pc->pid, strerror(errno));
+        return;
+    }
+    boot_peer_set(ctx, (int)h.rank, fd, pc->pid, h.probe_addr);
+}
+
+static ipcp_status_t boot_timeout_error(const boot_ctx_t *ctx)
+{
+    const ipcp__boot_t *boot = ctx->boot;
+    char list[96];
+    int count = boot_rank_list(boot, NULL, list, sizeof(list));
+    return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_BOOT, IPCP_ERR_TIMEOUT,
+                      "%s %s of %d never joined job '%s' within %.1f s "
+                      "(rendezvous %s)%s%s",
+                      count == 1 ? "rank" : "ranks", list, boot->size,
+                      boot->job, boot->timeout_s, boot->path,
+                      ctx->last_refusal[0] ? "; last refused: " : "",
+                      ctx->last_refusal);
+}
+
+/* One poll over the listening socket, accepted connections waiting for a
+ * hello and our connections waiting for an answer; fixed slots so that an
+ * index tells what it is (poll skips negative fds). */
+static ipcp_status_t boot_poll_once(boot_ctx_t *ctx, double now, double wake)
+{
+    const int me = ctx->boot->rank;
+    const int np = 1 + BOOT_PENDING_MAX + me;
+    int free_slot = 0;
+    for (int i = 0; i < BOOT_PENDING_MAX; i++) {
+        ctx->pfds[1 + i].fd = ctx->pending[i].fd;
+        free_slot |= ctx->pending[i].fd < 0;
+    }
+    ctx->pfds[0].fd = free_slot ? ctx->lfd : -1;
+    for (int j = 0; j < me; j++)
+        ctx->pfds[1 + BOOT_PENDING_MAX + j].fd = ctx->out_fd[j];
+    for (int i = 0; i < np; i++) {
+        ctx->pfds[i].events = POLLIN;
+        ctx->pfds[i].revents = 0;
+    }
+    if (poll(ctx->pfds, (nfds_t)np, boot_ms_until(wake, now)) < 0) {
+        if (errno == EINTR)
+            return IPCP_OK;
+        return boot_errno_fail(IPCP_ERR_SYSTEM, errno, "poll in",
+                               ctx->boot->path);
+    }
+    for (int j = 0; j < me; j++)
+        if (ctx->pfds[1 + BOOT_PENDING_MAX + j].revents)
+            boot_on_answer(ctx, j);
+    for (int i = 0; i < BOOT_PENDING_MAX; i++)
+        if (ctx->pfds[1 + i].revents)
+            boot_on_hello(ctx, &ctx->pending[i]);
+    if (ctx->pfds[0].revents)
+        return boot_accept(ctx);
+    return IPCP_OK;
+}
+
+static ipcp_status_t boot_meet(boot_ctx_t *ctx)
+{
+    const int me = ctx->boot->rank;
+    ipcp_status_t st;
+    while (ctx->missing > 0) {
+        double now = ipcp__now_s();
+        if (now >= ctx->deadline)
+            return boot_timeout_error(ctx);
+        double wake = ctx->deadline;
+        for (int j = 0; j < me; j++) {
+            if (ctx->boot->peers[j].fd >= 0 || ctx->out_fd[j] >= 0)
+                continue;
+            if (ctx->retry_at[j] <= now) {
+                st = boot_try_connect(ctx, j, now);
+                if (st != IPCP_OK)
+                    return st;
+            }
+            if (ctx->out_fd[j] < 0)
+                wake = ipcp__min(wake, ctx->retry_at[j]);
+        }
+        st = boot_poll_once(ctx, now, wake);
+        if (st != IPCP_OK)
+            return st;
+    }
+    return IPCP_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Set-up and tear-down                                                      */
+
+/* Closes what the rendezvous used and removes our socket file and, when it
+ * is empty, the job directory.  No rank gets here on success before every
+ * rank has bound its socket (each one waits to be connected with all
+ * others, and binds before it connects), and a rank's socket file stays
+ * until every rank that connects to it has done so; so the directory
+ * empties only when the last rank leaves, and ENOTEMPTY just means that
+ * others are still at work. */
+static void boot_ctx_cleanup(boot_ctx_t *ctx)
+{
+    char name[32];
+    for (int i = 0; i < BOOT_PENDING_MAX; i++)
+        if (ctx->pending[i].fd >= 0)
+            close(ctx->pending[i].fd);
+    for (int j = 0; ctx->out_fd != NULL && j < ctx->boot->rank; j++)
+        if (ctx->out_fd[j] >= 0)
+            close(ctx->out_fd[j]);
+    if (ctx->lfd >= 0)
+        close(ctx->lfd);
+    if (ctx->bound) {
+        boot_sock_name(ctx->boot->rank, name, sizeof(name));
+        if (unlinkat(ctx->dirfd, name, 0) != 0)
+            IPCP_DEBUG(IPCP_SUB_BOOT, "unlink %s/%s: %s", ctx->boot->path, name,
+                       strerror(errno));
+    }
+    if (ctx->dirfd >= 0)
+        close(ctx->dirfd);
+    if (ctx->udirfd >= 0) {
+        if (unlinkat(ctx->udirfd, ctx->boot->job, AT_REMOVEDIR) == 0)
+            IPCP_DEBUG(IPCP_SUB_BOOT, "removed %s", ctx->boot->path);
+        else if (errno != ENOTEMPTY && errno != EEXIST && errno != ENOENT)
+            IPCP_DEBUG(IPCP_SUB_BOOT, "rmdir %s: %s", ctx->boot->path,
+                       strerror(errno));
+        close(ctx->udirfd);
+    }
+    if (ctx->basefd >= 0)
+        close(ctx->basefd);
+    free(ctx->out_fd);
+    free(ctx->out_pid);
+    free(ctx->retry_at);
+    free(ctx->pfds);
+}
+
+static ipcp_status_t boot_rendezvous(boot_ctx_t *ctx)
+{
+    const ipcp__boot_t *boot = ctx->boot;
+    ipcp_status_t st;
+    size_t lower = (size_t)boot->rank + 1;
+    double t0 = ipcp__now_s();
+
+    ctx->deadline = t0 + boot->timeout_s;
+    ctx->missing = boot->size - 1;
+    ctx->out_fd = malloc(lower * sizeof(int));
+    ctx->out_pid = calloc(lower, sizeof(pid_t));
+    ctx->retry_at = calloc(lower, sizeof(double));
+    ctx->pfds = calloc(1 + BOOT_PENDING_MAX + lower, sizeof(struct pollfd));
+    if (!ctx->out_fd || !ctx->out_pid || !ctx->retry_at || !ctx->pfds)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_BOOT, IPCP_ERR_NOMEM,
+                          "no memory for the rendezvous of %d ranks",
+                          boot->size);
+    for (size_t j = 0; j < lower; j++)
+        ctx->out_fd[j] = -1;
+
+    ctx->hello.magic = IPCP_BOOT_MAGIC;
+    ctx->hello.version = IPCP_BOOT_PROTO_VERSION;
+    ctx->hello.size = (uint32_t)boot->size;
+    ctx->hello.rank = (uint32_t)boot->rank;
+    ctx->hello.pid = (int32_t)getpid();
+    ctx->hello.probe_addr = ctx->params->probe_addr;
+    memcpy(ctx->hello.job, boot->job, sizeof(ctx->hello.job));
+
+    st = boot_make_dirs(ctx);
+    if (st == IPCP_OK)
+        st = boot_listen(ctx);
+    if (st == IPCP_OK)
+        st = boot_meet(ctx);
+    if (st == IPCP_OK)
+        IPCP_DEBUG(IPCP_SUB_BOOT, "rank %d met %d peers in %.3f s (%s)",
+                   boot->rank, boot->size - 1, ipcp__now_s() - t0, boot->path);
+    return st;
+}
+
+static ipcp_status_t boot_check_params(const ipcp__boot_params_t *p)
+{
+    size_t jl = strnlen(p->job, sizeof(p->job));
+    if (p->size < 1 || p->size > BOOT_SIZE_MAX || p->rank < 0 ||
+        p->rank >= p->size)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_BOOT, IPCP_ERR_INVALID,
+                          "bootstrap: rank %d, size %d: need 0 <= rank < "
+                          "size <= %d",
+                          p->rank, p->size, BOOT_SIZE_MAX);
+    if (jl == 0 || jl == sizeof(p->job) || p->job[0] == '.' ||
+        strspn(p->job, boot_job_chars) != jl)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_BOOT, IPCP_ERR_INVALID,
+                          "bootstrap: job name '%.*s' must be 1..%d characters "
+                          "of [A-Za-z0-9._-], not starting with '.'",
+                          (int)jl, p->job, IPCP_JOB_MAX - 1);
+    if (!(p->timeout_s > 0) || p->timeout_s > 1e9)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_BOOT, IPCP_ERR_INVALID,
+                          "bootstrap: timeout %g s must be positive",
+                          p->timeout_s);
+    return IPCP_OK;
+}
+
+ipcp_status_t ipcp__boot_connect(const ipcp__boot_params_t *params,
+                                 ipcp__boot_t **bootp)
+{
+    boot_ctx_t ctx;
+    ipcp__boot_t *boot;
+    ipcp_status_t st = boot_check_params(params);
+    if (st != IPCP_OK)
+        return st;
+
+    boot = calloc(1, sizeof(*boot));
+    if (boot == NULL || (boot->peers = calloc((size_t)params->size,
+                                              sizeof(*boot->peers))) == NULL) {
+        free(boot);
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_BOOT, IPCP_ERR_NOMEM,
+                          "no memory for %d bootstrap peers", params->size);
+    }
+    boot->rank = params->rank;
+    boot->size = params->size;
+    boot->timeout_s = params->timeout_s;
+    memcpy(boot->job, params->job, sizeof(boot->job));
+    for (int r = 0; r < boot->size; r++)
+        boot->peers[r].fd = -1;
+    boot->peers[boot->rank].pid = getpid();
+    boot->peers[boot->rank].probe_addr = params->probe_addr;
+
+    memset(&ctx, 0, sizeof(ctx));
+    ctx.params = params;
+    ctx.boot = boot;
+    ctx.basefd = ctx.udirfd = ctx.dirfd = ctx.lfd = -1;
+    for (int i = 0; i < BOOT_PENDING_MAX; i++)
+        ctx.pending[i].fd = -1;
+    st = boot_build_path(&ctx);
+    /* One rank alone has nobody to meet and touches no file. */
+    if (st == IPCP_OK && boot->size > 1) {
+        st = boot_rendezvous(&ctx);
+        boot_ctx_cleanup(&ctx);
+    }
+    if (st != IPCP_OK) {
+        ipcp__boot_destroy(boot);
+        return st;
+    }
+    *bootp = boot;
+    return IPCP_OK;
+}
+
+void ipcp__boot_destroy(ipcp__boot_t *boot)
+{
+    if (boot == NULL)
+        return;
+    for (int r = 0; boot->peers != NULL && r < boot->size; r++)
+        if (boot->peers[r].fd >= 0)
+            close(boot->peers[r].fd);
+    free(boot->peers);
+    free(boot);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Barrier                                                                   */
+
+/* Sends our token to rank r, waiting for room no later than deadline. */
+static ipcp_status_t boot_barrier_send(ipcp__boot_t *boot, int r,
+                                       double deadline)
+{
+    boot_token_t tok = {IPCP_BOOT_MAGIC, BOOT_TOKEN_BARRIER, boot->rank};
+    int fd = boot->peers[r].fd;
+    for (;;) {
+        ssize_t n = send(fd, &tok, sizeof(tok), MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n == (ssize_t)sizeof(tok))
+            return IPCP_OK;
+        if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
+            return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_BOOT, IPCP_ERR_PEER_LOST,
+                              "barrier of job '%s': rank %d is gone (%s)",
+                              boot->job, r, strerror(errno));
+        if (n >= 0 || (errno != EAGAIN && errno != EINTR))
+            return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_BOOT, IPCP_ERR_SYSTEM,
+                              "barrier of job '%s': send to rank %d: %s",
+                              boot->job, r,
+                              n >= 0 ? "short send" : strerror(errno));
+        double now = ipcp__now_s();
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        if (now >= deadline ||
+            (poll(&p, 1, boot_ms_until(deadline, now)) == 0 &&
+             ipcp__now_s() >= deadline))
+            return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_BOOT, IPCP_ERR_TIMEOUT,
+                              "barrier of job '%s': rank %d took no message "
+                              "within %.1f s",
+                              boot->job, r, boot->timeout_s);
+    }
+}
+
+/* Takes rank r's token off its socket. */
+static ipcp_status_t boot_barrier_take(ipcp__boot_t *boot, int r, char *arrived)
+{
+    boot_token_t tok;
+    char raw[sizeof(tok) + 16];
+    ssize_t n = boot_recv_msg(boot->peers[r].fd, raw, sizeof(raw));
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return IPCP_OK;
+    if (n == 0 || (n < 0 && errno == ECONNRESET))
+        return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_BOOT, IPCP_ERR_PEER_LOST,
+                          "barrier of job '%s': rank %d left (its connection "
+                          "closed)",
+                          boot->job, r);
+    if (n < 0)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_BOOT, IPCP_ERR_SYSTEM,
+                          "barrier of job '%s': receive from rank %d: %s",
+                          boot->job, r, strerror(errno));
+    memcpy(&tok, raw, ipcp__min((size_t)n, sizeof(tok)));
+    if (n != (ssize_t)sizeof(tok) || tok.magic != IPCP_BOOT_MAGIC ||
+        tok.kind != BOOT_TOKEN_BARRIER || tok.rank != r)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_BOOT, IPCP_ERR_BOOTSTRAP,
+                          "barrier of job '%s': unexpected %zd-byte message "
+                          "from rank %d",
+                          boot->job, n, r);
+    arrived[r] = 1;
+    return IPCP_OK;
+}
+
+static ipcp_status_t boot_barrier_wait(ipcp__boot_t *boot, char *arrived,
+                                       struct pollfd *pfds, double deadline)
+{
+    ipcp_status_t st = IPCP_OK;
+    int left = boot->size - 1;
+    while (st == IPCP_OK && left > 0) {
+        double now = ipcp__now_s();
+        if (now >= deadline) {
+            char list[96];
+            int count = boot_rank_list(boot, arrived, list, sizeof(list));
+            return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_BOOT, IPCP_ERR_TIMEOUT,
+                              "barrier of job '%s': %s %s of %d did not "
+                              "arrive within %.1f s",
+                              boot->job, count == 1 ? "rank" : "ranks", list,
+                              boot->size, boot->timeout_s);
+        }
+        for (int r = 0; r < boot->size; r++) {
+            pfds[r].fd = arrived[r] ? -1 : boot->peers[r].fd;
+            pfds[r].events = POLLIN;
+            pfds[r].revents = 0;
+        }
+        if (poll(pfds, (nfds_t)boot->size, boot_ms_until(deadline, now)) < 0 &&
+            errno != EINTR)
+            return boot_errno_fail(IPCP_ERR_SYSTEM, errno,
+                                   "poll for barrier of", boot->job);
+        for (int r = 0; st == IPCP_OK && r < boot->size; r++) {
+            if (pfds[r].fd < 0 || !pfds[r].revents)
+                continue;
+            st = boot_barrier_take(boot, r, arrived);
+            left -= arrived[r];
+        }
+    }
+    return st;
+}
+
+/* Every rank sends a token to every other and waits for one from each:
+ * O(size^2) small messages, fine for the bootstrap's few barriers, and the
+ * socket keeps tokens of a later barrier queued behind the current one. */
+ipcp_status_t ipcp__boot_barrier(ipcp__boot_t *boot)
+{
+    double deadline = ipcp__now_s() + boot->timeout_s;
+    ipcp_status_t st = IPCP_OK;
+    if (boot->size == 1)
+        return IPCP_OK;
+    char *arrived = calloc((size_t)boot->size, 1);
+    struct pollfd *pfds = calloc((size_t)boot->size, sizeof(*pfds));
+    if (arrived == NULL || pfds == NULL) {
+        st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_BOOT, IPCP_ERR_NOMEM,
+                        "no memory for a barrier of %d ranks", boot->size);
+        goto free_arrays;
+    }
+    arrived[boot->rank] = 1;
+    for (int r = 0; st == IPCP_OK && r < boot->size; r++)
+        if (r != boot->rank)
+            st = boot_barrier_send(boot, r, deadline);
+    if (st == IPCP_OK)
+        st = boot_barrier_wait(boot, arrived, pfds, deadline);
+free_arrays:
+    free(pfds);
+    free(arrived);
+    return st;
+}
