@@ -138,8 +138,12 @@ IPCP_API int ipcp_comm_size(const ipcp_comm_t *comm);
 /* Job identifier in use (constant for the communicator's life). */
 IPCP_API const char *ipcp_comm_job(const ipcp_comm_t *comm);
 
-/* Path used for transfers this rank receives (the receiver chooses).  A
- * forced path that cannot serve a transfer fails it with a clear error. */
+/* Path used for transfers this rank receives (the receiver chooses), and
+ * for one-sided operations this rank starts.  A forced path that cannot
+ * serve a transfer fails it with a clear error.  Peers learn of a change by
+ * a message: a send they start after a later synchronization (a barrier, a
+ * message from this rank) sees it; small messages are sent eagerly only to
+ * ranks that leave the path to auto. */
 IPCP_API ipcp_status_t ipcp_comm_set_path(ipcp_comm_t *comm, ipcp_path_t path);
 
 /* Returns once every rank has entered the barrier. */

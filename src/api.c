@@ -192,6 +192,7 @@ static ipcp_status_t ipcp__comm_alloc(const ipcp__boot_params_t *bp,
         p->rank = r;
         p->fd = -1;
         p->pvm_to = -1;
+        p->remote_path = -1;
         p->closed = r == bp->rank;
         ipcp__list_init(&p->txq);
         ipcp__list_init(&p->wait_cts);
@@ -374,7 +375,14 @@ ipcp_status_t ipcp_comm_set_path(ipcp_comm_t *comm, ipcp_path_t path)
         return ipcp__bad_arg("path must be IPCP_PATH_AUTO, IPCP_PATH_DIRECT "
                              "or IPCP_PATH_STAGED");
     atomic_store(&comm->path, path);
-    return IPCP_OK;
+    /* Peers learn it before anything this thread sends them later, since
+     * the announcement is queued ahead on the same ordered sockets. */
+    ipcp_request_t *req = ipcp__req_new(comm, IPCP_REQ_PATH);
+    if (!req)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                          "no memory for a request");
+    ipcp__comm_submit(comm, req);
+    return ipcp__wait_req(req, NULL);
 }
 
 ipcp_status_t ipcp_barrier(ipcp_comm_t *comm)

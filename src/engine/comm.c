@@ -215,6 +215,11 @@ static void ipcp__dispatch(ipcp_comm_t *comm, ipcp__peer_t *peer,
                           ((const ipcp__msg_barrier_t *)(const void *)msg)
                               ->epoch);
         break;
+    case IPCP_MSG_PATH:
+        if (len < sizeof(ipcp__msg_path_t))
+            goto bad;
+        peer->remote_path = ((const ipcp__msg_path_t *)(const void *)msg)->path;
+        break;
     case IPCP_MSG_BYE:
         peer->bye = 1;
         ipcp__match_fail_peer(comm, peer, IPCP_ERR_PEER_LOST, "peer finalized");
@@ -277,6 +282,10 @@ static void ipcp__run_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
         break;
     case IPCP_REQ_NOTIFY:
         ipcp__mem_notify_cmd(comm, req);
+        break;
+    case IPCP_REQ_PATH:
+        ipcp__comm_announce_path(comm);
+        ipcp__req_complete(req, IPCP_OK, NULL);
         break;
     case IPCP_REQ_BYE:
         comm->bye_req = req;
@@ -358,6 +367,17 @@ static void ipcp__check_bye(ipcp_comm_t *comm)
     comm->bye_req = NULL;
 }
 
+void ipcp__comm_announce_path(ipcp_comm_t *comm)
+{
+    ipcp__msg_path_t m;
+    memset(&m, 0, sizeof(m));
+    m.hdr.type = IPCP_MSG_PATH;
+    m.path = atomic_load(&comm->path);
+    for (int r = 0; r < comm->size; r++)
+        if (r != comm->rank && !comm->peers[r].closed)
+            ipcp__peer_post(comm, &comm->peers[r], &m, sizeof(m), NULL, 0);
+}
+
 static void *ipcp__progress_main(void *arg)
 {
     ipcp_comm_t *comm = arg;
@@ -371,6 +391,7 @@ static void *ipcp__progress_main(void *arg)
         return NULL;
     }
     ipcp__log_set_rank(comm->rank);
+    ipcp__comm_announce_path(comm);
     while (!atomic_load(&comm->stop)) {
         int n = 0;
         pfd[n].fd = comm->wake_fd;

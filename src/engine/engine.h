@@ -108,6 +108,8 @@ struct ipcp__peer {
     int closed;           /* socket closed (lost or said bye) */
     int bye;              /* the peer finalized */
     int pvm_to;           /* -1 unknown, 0/1: we may write its memory */
+    int remote_path;      /* path the peer forces on receives; -1 unknown
+                             (no eager sends until it is known) */
     ipcp__list_t txq;     /* ipcp__txmsg_t waiting for the socket */
     uint64_t next_id;     /* ids of our operations towards this peer */
     ipcp__list_t wait_cts; /* our sends/puts waiting for a CTS */
@@ -148,6 +150,7 @@ enum {
     IPCP_REQ_NOTIFY, /* internal: tell peers a region is gone */
     IPCP_REQ_INTERNAL, /* internal: owner's side of a staged put/get */
     IPCP_REQ_BYE,      /* finalize: tell peers, wait for theirs */
+    IPCP_REQ_PATH,     /* internal: tell peers our receive path */
 };
 
 /* A transfer in queues (one side). */
@@ -301,6 +304,8 @@ void ipcp__xfer_track_done(ipcp__track_t *t);
 ipcp_request_t *ipcp__req_new(ipcp_comm_t *comm, int type);
 void ipcp__req_free(ipcp_request_t *req);
 void ipcp__comm_teardown(ipcp_comm_t *comm);
+/* Tells every peer the path this rank forces on what it receives. */
+void ipcp__comm_announce_path(ipcp_comm_t *comm);
 
 /* ---- engine/match.c ---------------------------------------------------- */
 void ipcp__match_cmd(ipcp_comm_t *comm, ipcp_request_t *req);

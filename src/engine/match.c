@@ -86,10 +86,10 @@ static void ipcp__send_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp__rts_fill(comm, peer, req, &rts);
 
     /* Small host messages travel inside the RTS: one message, no ring, no
-     * round trip.  A rank that forces a path does not send eagerly, so that
-     * tests and benchmarks of a path measure that path. */
+     * round trip.  Only to a receiver known to leave the path to us: one
+     * that forces a path gets that path, even for one byte. */
     if (req->attr.type == IPCP_MEM_HOST && req->len <= comm->eager_max &&
-        atomic_load(&comm->path) == IPCP_PATH_AUTO) {
+        peer->remote_path == IPCP_PATH_AUTO) {
         size_t total = sizeof(rts) + req->len;
         unsigned char *m = malloc(total);
         if (!m) {

@@ -24,6 +24,7 @@ enum {
     IPCP_MSG_BARRIER,
     IPCP_MSG_BARRIER_REL,
     IPCP_MSG_BYE,         /* the peer is finalizing */
+    IPCP_MSG_PATH,        /* the path the peer forces on what it receives */
 };
 
 typedef struct ipcp__msg_hdr {
@@ -119,6 +120,12 @@ typedef struct ipcp__msg_get_req {
     int32_t path;
     uint32_t pad;
 } ipcp__msg_get_req_t;
+
+typedef struct ipcp__msg_path {
+    ipcp__msg_hdr_t hdr;
+    int32_t path;
+    uint32_t pad;
+} ipcp__msg_path_t;
 
 typedef struct ipcp__msg_barrier {
     ipcp__msg_hdr_t hdr;

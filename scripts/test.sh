@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Builds ipcpipe and runs its test suite: every test of the normal build,
+# then the multi-process tests (label mp, without the > 256 MiB ones) under
+# AddressSanitizer+UBSan and under ThreadSanitizer.  GPU tests skip (77)
+# where there is no GPU and are counted as skipped, never as passed.
+#
+#   scripts/test.sh              everything
+#   IPCPIPE_TEST_SANITIZERS=0    only the normal build
+#   IPCPIPE_BUILD_ROOT=dir       where the build trees go (default ./build)
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${IPCPIPE_BUILD_ROOT:-$root/build}
+jobs=$(nproc 2>/dev/null || echo 2)
+sanitizers=${IPCPIPE_TEST_SANITIZERS:-1}
+
+build() { # dir, cmake args...
+    local dir=$1
+    shift
+    cmake -S "$root" -B "$dir" -DIPCPIPE_WERROR=ON "$@" >"$dir.configure.log" 2>&1 ||
+        { cat "$dir.configure.log"; return 1; }
+    cmake --build "$dir" -j"$jobs"
+}
+
+mkdir -p "$out"
+echo "== normal build: all tests"
+build "$out/normal" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+(cd "$out/normal" && ctest --output-on-failure --timeout 900)
+
+if [ "$sanitizers" = 1 ]; then
+    echo "== ASan+UBSan: multi-process tests up to 256 MiB"
+    build "$out/asan" -DCMAKE_BUILD_TYPE=Debug -DIPCPIPE_SANITIZE=address
+    (cd "$out/asan" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+        UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        ctest --output-on-failure -L mp -LE large --timeout 900)
+
+    echo "== TSan: multi-process tests up to 256 MiB"
+    build "$out/tsan" -DCMAKE_BUILD_TYPE=Debug -DIPCPIPE_SANITIZE=thread
+    (cd "$out/tsan" && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+        ctest --output-on-failure -L mp -LE large --timeout 900)
+fi
+echo "== all test runs passed"

@@ -1,0 +1,237 @@
+/* Host queues: one worker thread per queue runs the operations in the
+ * order they were enqueued.  Operations are small structs kept by value in
+ * a growable ring, so enqueueing (once per chunk) takes a mutex and copies
+ * 48 bytes: no allocation, and a condition-variable signal only when the
+ * worker is asleep. */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/host/host.h"
+#include "common/status.h"
+
+/* Enough for a pipeline's chunks in flight; the ring doubles when full. */
+#define HOST_RING_INIT 64
+
+struct ipcp__queue {
+    pthread_mutex_t lock; /* guards everything below but thread */
+    pthread_cond_t wake;  /* the worker waits here for operations */
+    ipcp__host_op_t *ring;
+    size_t cap;        /* a power of two */
+    size_t head, tail; /* operations [head, tail) are pending */
+    int idle;          /* the worker is waiting on wake */
+    int stop;          /* destroy asked the worker to finish */
+    pthread_t thread;
+};
+
+/* Takes the next operation; returns 0 when stopped and drained. */
+static int host_queue_next(ipcp__queue_t *q, ipcp__host_op_t *op)
+{
+    pthread_mutex_lock(&q->lock);
+    while (q->head == q->tail && !q->stop) {
+        q->idle = 1;
+        pthread_cond_wait(&q->wake, &q->lock);
+    }
+    q->idle = 0;
+    int have = q->head != q->tail;
+    if (have) {
+        *op = q->ring[q->head & (q->cap - 1)];
+        q->head++;
+    }
+    pthread_mutex_unlock(&q->lock);
+    return have;
+}
+
+static void *host_queue_main(void *arg)
+{
+    ipcp__queue_t *q = arg;
+    ipcp__host_op_t op;
+    while (host_queue_next(q, &op))
+        ipcp__host_op_run(&op);
+    return NULL;
+}
+
+/* Doubles the ring, keeping order.  Called with q->lock held; the worker
+ * copies operations out under the lock, so none points into the ring. */
+static int host_ring_grow(ipcp__queue_t *q)
+{
+    size_t n = q->tail - q->head;
+    ipcp__host_op_t *r = malloc(2 * q->cap * sizeof(*r));
+    if (!r)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        r[i] = q->ring[(q->head + i) & (q->cap - 1)];
+    free(q->ring);
+    q->ring = r;
+    q->cap *= 2;
+    q->head = 0;
+    q->tail = n;
+    return 0;
+}
+
+static ipcp_status_t host_enqueue(ipcp__queue_t *q, const ipcp__host_op_t *op)
+{
+    pthread_mutex_lock(&q->lock);
+    if (q->tail - q->head == q->cap && host_ring_grow(q) != 0) {
+        size_t cap = q->cap;
+        pthread_mutex_unlock(&q->lock);
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_HOST, IPCP_ERR_NOMEM,
+                          "cannot grow a host queue beyond %zu operations",
+                          cap);
+    }
+    q->ring[q->tail & (q->cap - 1)] = *op;
+    q->tail++;
+    /* Only a sleeping worker needs the signal; clearing idle here spares
+     * the rest of a burst the futex call. */
+    int wake = q->idle;
+    q->idle = 0;
+    pthread_mutex_unlock(&q->lock);
+    if (wake)
+        pthread_cond_signal(&q->wake);
+    return IPCP_OK;
+}
+
+/* The worker runs with every signal blocked, so the application's
+ * handlers run on its own threads and never interrupt a copy here. */
+static int host_thread_start(ipcp__queue_t *q)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&q->thread, NULL, host_queue_main, q);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0)
+        pthread_setname_np(q->thread, "ipcp-host-q");
+    return rc;
+}
+
+ipcp_status_t ipcp__host_queue_create(ipcp__backend_t *be, int device,
+                                      ipcp__queue_t **out)
+{
+    ipcp_status_t st;
+    ipcp__queue_t *q = calloc(1, sizeof(*q));
+    if (!q)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_HOST, IPCP_ERR_NOMEM,
+                          "cannot allocate a host queue");
+    q->cap = HOST_RING_INIT;
+    q->ring = malloc(q->cap * sizeof(*q->ring));
+    if (!q->ring) {
+        st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_HOST, IPCP_ERR_NOMEM,
+                        "cannot allocate a host queue ring");
+        goto free_queue;
+    }
+    pthread_mutex_init(&q->lock, NULL);
+    pthread_cond_init(&q->wake, NULL);
+    int rc = host_thread_start(q);
+    if (rc != 0) {
+        st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_HOST, IPCP_ERR_SYSTEM,
+                        "cannot start a host queue thread: %s", strerror(rc));
+        goto destroy_sync;
+    }
+    IPCP_DEBUG(IPCP_SUB_HOST, "queue %p created", (void *)q);
+    *out = q;
+    return IPCP_OK;
+
+destroy_sync:
+    pthread_cond_destroy(&q->wake);
+    pthread_mutex_destroy(&q->lock);
+    free(q->ring);
+free_queue:
+    free(q);
+    return st;
+}
+
+void ipcp__host_queue_destroy(ipcp__queue_t *q)
+{
+    if (!q)
+        return;
+    pthread_mutex_lock(&q->lock);
+    q->stop = 1;
+    pthread_mutex_unlock(&q->lock);
+    pthread_cond_signal(&q->wake);
+    /* The worker leaves only once the ring is empty. */
+    pthread_join(q->thread, NULL);
+    IPCP_DEBUG(IPCP_SUB_HOST, "queue %p destroyed after %zu operations",
+               (void *)q, q->tail);
+    pthread_cond_destroy(&q->wake);
+    pthread_mutex_destroy(&q->lock);
+    free(q->ring);
+    free(q);
+}
+
+ipcp_status_t ipcp__host_copy(ipcp__queue_t *q, void *dst, const void *src,
+                              size_t len, ipcp__track_t *t)
+{
+    /* Nothing to order: an empty copy has no effect a later op could see. */
+    if (len == 0)
+        return IPCP_OK;
+    ipcp__host_op_t op = {.kind = IPCP_HOST_OP_COPY, .t = t};
+    op.u.copy.dst = dst;
+    op.u.copy.src = src;
+    op.u.copy.len = len;
+    return host_enqueue(q, &op);
+}
+
+ipcp_status_t ipcp__host_rcopy(ipcp__queue_t *q, pid_t pid, uint64_t remote,
+                               void *local, size_t len, int write,
+                               ipcp__track_t *t)
+{
+    if (len == 0)
+        return IPCP_OK;
+    if (pid <= 0)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_HOST, IPCP_ERR_INVALID,
+                          "remote copy to invalid pid %d", (int)pid);
+    ipcp__host_op_t op = {.kind = IPCP_HOST_OP_RCOPY, .t = t};
+    op.u.rcopy.local = local;
+    op.u.rcopy.remote = remote;
+    op.u.rcopy.len = len;
+    op.u.rcopy.pid = pid;
+    op.u.rcopy.write = write;
+    return host_enqueue(q, &op);
+}
+
+/* Futexes need 4-byte alignment and a 64-bit atomic needs 8; a misaligned
+ * flag is the engine's bug, reported here rather than as EINVAL later. */
+static ipcp_status_t host_flag_check(const uint64_t *flag)
+{
+    if (!flag || ((uintptr_t)flag & 7))
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_HOST, IPCP_ERR_INVALID,
+                          "flag %p is not an 8-byte-aligned word",
+                          (const void *)flag);
+    return IPCP_OK;
+}
+
+ipcp_status_t ipcp__host_flag_write(ipcp__queue_t *q, uint64_t *flag,
+                                    uint64_t value, ipcp__track_t *t)
+{
+    ipcp_status_t st = host_flag_check(flag);
+    if (st != IPCP_OK)
+        return st;
+    ipcp__host_op_t op = {.kind = IPCP_HOST_OP_FLAG_WRITE, .t = t};
+    op.u.flag.flag = flag;
+    op.u.flag.value = value;
+    return host_enqueue(q, &op);
+}
+
+ipcp_status_t ipcp__host_flag_wait(ipcp__queue_t *q, uint64_t *flag,
+                                   uint64_t value, const atomic_int *abort,
+                                   ipcp__track_t *t)
+{
+    ipcp_status_t st = host_flag_check(flag);
+    if (st != IPCP_OK)
+        return st;
+    ipcp__host_op_t op = {.kind = IPCP_HOST_OP_FLAG_WAIT, .t = t};
+    op.u.flag.flag = flag;
+    op.u.flag.value = value;
+    op.u.flag.abort = abort;
+    return host_enqueue(q, &op);
+}
+
+ipcp_status_t ipcp__host_notify(ipcp__queue_t *q, ipcp__track_t *t)
+{
+    if (!t)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_HOST, IPCP_ERR_INVALID,
+                          "notify without a track");
+    ipcp__host_op_t op = {.kind = IPCP_HOST_OP_NOTIFY, .t = t};
+    return host_enqueue(q, &op);
+}

@@ -1,0 +1,155 @@
+/* Test helpers (see testutil.h). */
+#include "testutil.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdatomic.h>
+#include <time.h>
+#include <unistd.h>
+
+int t_rank = -1;
+
+/* splitmix64's finalizer: spreads every input bit over the whole word, so
+ * seeds taken close together in time still differ everywhere. */
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+uint64_t t_fresh_seed(void)
+{
+    static atomic_ullong counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t t = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    uint64_t n = atomic_fetch_add(&counter, 1) + 1;
+    return mix64(t ^ ((uint64_t)getpid() << 32) ^ (n * 0x9e3779b97f4a7c15ULL));
+}
+
+void t_fill(void *buf, size_t len, uint64_t seed)
+{
+    ipcp_pattern_fill(buf, len, seed, 0);
+}
+
+void t_verify(const void *buf, size_t len, uint64_t seed, const char *what)
+{
+    size_t bad = ipcp_pattern_check(buf, len, seed, 0);
+    if (bad == len)
+        return;
+    const unsigned char *p = (const unsigned char *)buf;
+    /* Count the damage too: one flipped byte and a missing chunk are
+     * different bugs. */
+    size_t nbad = 0;
+    for (size_t i = bad; i < len; i++)
+        nbad += p[i] != ipcp_pattern_byte(seed, i);
+    T_FAIL("%s: %zu of %zu bytes differ; first at offset %zu: expected 0x%02x, "
+           "got 0x%02x (seed 0x%016" PRIx64 ")",
+           what ? what : "buffer", nbad, len, bad, ipcp_pattern_byte(seed, bad),
+           p[bad], seed);
+}
+
+void *t_malloc(size_t len)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    void *p = NULL;
+    /* posix_memalign(0) may return NULL; one byte keeps the pointer unique
+     * and freeable. */
+    int rc = posix_memalign(&p, page > 0 ? (size_t)page : 4096, len ? len : 1);
+    if (rc != 0)
+        T_FAIL("t_malloc(%zu): %s", len, strerror(rc));
+    return p;
+}
+
+/* One term of a size: digits and an optional binary suffix (K, M, G, T,
+ * optionally followed by "B" or "iB").  Returns 0 and advances *s, or -1. */
+static int parse_term(const char **s, size_t *out)
+{
+    const char *p = *s;
+    if (!isdigit((unsigned char)*p))
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (errno)
+        return -1;
+    unsigned shift = 0;
+    switch (toupper((unsigned char)*end)) {
+    case 'K':
+        shift = 10;
+        break;
+    case 'M':
+        shift = 20;
+        break;
+    case 'G':
+        shift = 30;
+        break;
+    case 'T':
+        shift = 40;
+        break;
+    default:
+        break;
+    }
+    if (shift) {
+        end++;
+        if (*end == 'i' && end[1] == 'B')
+            end += 2;
+        else if (*end == 'B')
+            end++;
+    }
+    if (shift && v > (SIZE_MAX >> shift))
+        return -1;
+    *out = (size_t)(v << shift);
+    *s = end;
+    return 0;
+}
+
+size_t t_parse_size(const char *s)
+{
+    const char *p = s;
+    size_t total = 0;
+    if (!s || !*s)
+        T_FAIL("bad size \"%s\"", s ? s : "(null)");
+    for (;;) {
+        size_t v;
+        if (parse_term(&p, &v) < 0 || total > SIZE_MAX - v)
+            T_FAIL("bad size \"%s\" (expected e.g. 123, 4K, 1M+3, 4G+1)", s);
+        total += v;
+        if (*p == '\0')
+            return total;
+        if (*p != '+')
+            T_FAIL("bad size \"%s\" (expected e.g. 123, 4K, 1M+3, 4G+1)", s);
+        p++;
+    }
+}
+
+int t_mp_main(int argc, char **argv, int nranks, double timeout_s,
+              int (*rank_main)(int argc, char **argv))
+{
+    if (ipcp_launch_is_rank()) {
+        static const char *const vars[] = {"IPCPIPE_RANK",
+                                           "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                                           "SLURM_PROCID", "RANK"};
+        for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+            const char *r = getenv(vars[i]);
+            if (r && *r) {
+                t_rank = atoi(r);
+                break;
+            }
+        }
+        return rank_main(argc, argv);
+    }
+    ipcp_launch_opts_t opts = {
+        .nranks = nranks,
+        .timeout_s = timeout_s,
+        .argv_self = argv,
+    };
+    ipcp_launch_result_t res;
+    if (ipcp_launch(&opts, &res) != 0) {
+        fprintf(stderr, "FAIL: cannot start %d ranks of %s: %s\n", nranks,
+                argv[0], strerror(errno));
+        return 1;
+    }
+    return ipcp_launch_exit_code(&res);
+}

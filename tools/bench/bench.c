@@ -1,0 +1,474 @@
+/* ipcpipe-bench: bandwidth and latency of ipcpipe's paths between two ranks,
+ * each figure next to the memcpy ceiling measured in the same run.
+ *
+ * Without a launcher it re-runs itself as --ranks ranks (ipcp_launch); under
+ * mpirun, srun or torchrun it takes rank and size from ipcp_init.  Rank 0
+ * receives, times and prints; rank 1 sends; other ranks only keep pace. */
+#include "bench.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "launch.h"
+
+const bench_path_t bench_paths[] = {
+    {"direct", IPCP_PATH_DIRECT},
+    {"staged", IPCP_PATH_STAGED},
+    {"auto", IPCP_PATH_AUTO},
+};
+const int bench_npaths = (int)(sizeof(bench_paths) / sizeof(bench_paths[0]));
+
+#define GIB ((size_t)1 << 30)
+
+static const char usage_text[] =
+    "usage: ipcpipe-bench [options]\n"
+    "Bandwidth (median of repeats) and small-message latency of each\n"
+    "path between two ranks, next to the memcpy ceiling of every size,\n"
+    "with every byte checked.  Spawns its own ranks unless a launcher\n"
+    "(mpirun, srun, torchrun) started it.\n"
+    "\n"
+    "  --sizes LIST    comma-separated sizes (8,4K,1M,1G+1); default:\n"
+    "                  powers of 2 from --min to --max\n"
+    "  --min SIZE      smallest size of the sweep (default 8)\n"
+    "  --max SIZE      largest size of the sweep (default 1G)\n"
+    "  --case NAME     run only matching cases; repeatable.  NAME is a\n"
+    "                  path (direct, staged, auto = the library's\n"
+    "                  choice, eager for small messages) or its prefix,\n"
+    "                  PATH:SIZE (direct:256M), or a glob (\"*:4K\").\n"
+    "                  Default: every path at every size\n"
+    "  --list          print the selected case names and exit\n"
+    "  --iters N       timed repetitions per case (default: 2 GiB /\n"
+    "                  size, between 10 and 1000)\n"
+    "  --warmup N      untimed transfers before timing (default 2)\n"
+    "  --lat-max SIZE  ping-pong latency up to this size (default 64K;\n"
+    "                  0: never)\n"
+    "  --no-verify     do not check the data (default: fresh random\n"
+    "                  data every run; every byte of the first warm-up\n"
+    "                  and of the last timed transfer checked)\n"
+    "  --ranks N       ranks to spawn without a launcher (default 2)\n"
+    "  --timeout S     kill spawned ranks after S seconds (default none)\n"
+    "  --json          a JSON array, one object per case, not the table\n"
+    "  --help          this text\n"
+    "\n"
+    "GB/s is 1e9 bytes/s, timed by the receiver (rank 0) from the\n"
+    "barrier that starts a transfer to the completion of its receive.\n"
+    "Exit status: 0 when every case verified or was waived, 1 when one\n"
+    "failed, 2 on bad options.\n";
+
+static void usage(FILE *f)
+{
+    fputs(usage_text, f);
+}
+
+/* One term of a size: digits with an optional binary suffix (K, M, G, T,
+ * optionally followed by B or iB). */
+static int parse_size_term(const char **s, size_t *out)
+{
+    const char *p = *s;
+    if (!isdigit((unsigned char)*p))
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (errno)
+        return -1;
+    unsigned shift = 0;
+    switch (toupper((unsigned char)*end)) {
+    case 'K':
+        shift = 10;
+        break;
+    case 'M':
+        shift = 20;
+        break;
+    case 'G':
+        shift = 30;
+        break;
+    case 'T':
+        shift = 40;
+        break;
+    default:
+        break;
+    }
+    if (shift) {
+        end++;
+        if (end[0] == 'i' && end[1] == 'B')
+            end += 2;
+        else if (end[0] == 'B')
+            end++;
+        if (v > (SIZE_MAX >> shift))
+            return -1;
+    }
+    *out = (size_t)(v << shift);
+    *s = end;
+    return 0;
+}
+
+/* "123", "4K", "1M+3": a sum of terms ending at stop (or at '\0'). */
+static int parse_size(const char *s, size_t *out, const char **endp)
+{
+    size_t total = 0;
+    for (;;) {
+        size_t v;
+        if (parse_size_term(&s, &v) < 0 || total > SIZE_MAX - v)
+            return -1;
+        total += v;
+        if (*s != '+')
+            break;
+        s++;
+    }
+    if (endp)
+        *endp = s;
+    else if (*s)
+        return -1;
+    *out = total;
+    return 0;
+}
+
+void bench_format_size(size_t size, char *buf, size_t len)
+{
+    static const char units[] = "KMGT";
+    int u = -1;
+    size_t v = size;
+    while (v >= 1024 && v % 1024 == 0 && u < 3) {
+        v /= 1024;
+        u++;
+    }
+    if (u < 0)
+        snprintf(buf, len, "%zu", size);
+    else
+        snprintf(buf, len, "%zu%c", v, units[u]);
+}
+
+int bench_iters(const bench_opts_t *o, size_t size)
+{
+    if (o->iters > 0)
+        return o->iters;
+    /* About 2 GiB per case: enough repeats for a stable median at large
+     * sizes, and at most 1000 barriers per case at small ones. */
+    size_t n = 2 * GIB / (size ? size : 1);
+    return n < 10 ? 10 : n > 1000 ? 1000 : (int)n;
+}
+
+static int parse_sizes_list(bench_opts_t *o, const char *list)
+{
+    const char *p = list;
+    o->nsizes = 0;
+    while (*p) {
+        size_t v;
+        const char *end;
+        if (o->nsizes == BENCH_MAX_SIZES)
+            return -1;
+        if (parse_size(p, &v, &end) < 0 || v == 0 || (*end && *end != ','))
+            return -1;
+        o->sizes[o->nsizes++] = v;
+        p = *end ? end + 1 : end;
+    }
+    return o->nsizes > 0 ? 0 : -1;
+}
+
+static int sweep_sizes(bench_opts_t *o, size_t min, size_t max)
+{
+    o->nsizes = 0;
+    for (size_t s = min; s <= max; s *= 2) {
+        if (o->nsizes == BENCH_MAX_SIZES)
+            return -1;
+        o->sizes[o->nsizes++] = s;
+        if (s > SIZE_MAX / 2)
+            break;
+    }
+    return o->nsizes > 0 ? 0 : -1;
+}
+
+static int parse_int_arg(const char *s, int min, int max, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+enum {
+    OPT_SIZES = 256,
+    OPT_MIN,
+    OPT_MAX,
+    OPT_CASE,
+    OPT_LIST,
+    OPT_ITERS,
+    OPT_WARMUP,
+    OPT_RANKS,
+    OPT_JSON,
+    OPT_NO_VERIFY,
+    OPT_LAT_MAX,
+    OPT_TIMEOUT,
+    OPT_HELP,
+};
+
+static const struct option long_opts[] = {
+    {"sizes", required_argument, NULL, OPT_SIZES},
+    {"min", required_argument, NULL, OPT_MIN},
+    {"max", required_argument, NULL, OPT_MAX},
+    {"case", required_argument, NULL, OPT_CASE},
+    {"list", no_argument, NULL, OPT_LIST},
+    {"iters", required_argument, NULL, OPT_ITERS},
+    {"warmup", required_argument, NULL, OPT_WARMUP},
+    {"ranks", required_argument, NULL, OPT_RANKS},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"no-verify", no_argument, NULL, OPT_NO_VERIFY},
+    {"lat-max", required_argument, NULL, OPT_LAT_MAX},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+/* Sizes as given on the command line, turned into o->sizes at the end. */
+typedef struct size_args {
+    const char *list;
+    size_t min, max;
+} size_args_t;
+
+/* Applies one option; returns 0, or -1 when its value is bad. */
+static int apply_opt(bench_opts_t *o, size_args_t *sa, int c, const char *arg)
+{
+    char *end;
+    switch (c) {
+    case OPT_SIZES:
+        sa->list = arg;
+        return 0;
+    case OPT_MIN:
+        return parse_size(arg, &sa->min, NULL) < 0 || !sa->min ? -1 : 0;
+    case OPT_MAX:
+        return parse_size(arg, &sa->max, NULL) < 0 || !sa->max ? -1 : 0;
+    case OPT_CASE:
+        if (o->npatterns == BENCH_MAX_PATTERNS)
+            return -1;
+        o->patterns[o->npatterns++] = arg;
+        return 0;
+    case OPT_ITERS:
+        return parse_int_arg(arg, 1, 1000000, &o->iters);
+    case OPT_WARMUP:
+        return parse_int_arg(arg, 0, 1000000, &o->warmup);
+    case OPT_RANKS:
+        return parse_int_arg(arg, 2, IPCP_LAUNCH_MAX_RANKS, &o->nranks);
+    case OPT_LAT_MAX:
+        return parse_size(arg, &o->lat_max, NULL);
+    case OPT_TIMEOUT:
+        o->timeout_s = strtod(arg, &end);
+        return end == arg || *end || !(o->timeout_s >= 0) ? -1 : 0;
+    case OPT_LIST:
+        o->list = 1;
+        return 0;
+    case OPT_JSON:
+        o->json = 1;
+        return 0;
+    case OPT_NO_VERIFY:
+        o->verify = 0;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+/* Returns 0, 1 after --help, or 2 on a bad option (message printed). */
+static int parse_args(int argc, char **argv, bench_opts_t *o)
+{
+    size_args_t sa = {NULL, 8, GIB};
+    *o = (bench_opts_t){
+        .warmup = 2, .nranks = 2, .verify = 1, .lat_max = 64 * 1024};
+    opterr = 0;
+    int c, li = 0;
+    while ((c = getopt_long(argc, argv, "", long_opts, &li)) != -1) {
+        if (c == OPT_HELP) {
+            usage(stdout);
+            return 1;
+        }
+        if (c == '?' || c == ':') {
+            fprintf(stderr, "ipcpipe-bench: bad option %s (see --help)\n",
+                    argv[optind - 1]);
+            return 2;
+        }
+        if (apply_opt(o, &sa, c, optarg) < 0) {
+            fprintf(stderr, "ipcpipe-bench: bad value \"%s\" for --%s\n",
+                    optarg, long_opts[li].name);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "ipcpipe-bench: unexpected argument %s\n",
+                argv[optind]);
+        return 2;
+    }
+    if (sa.list ? parse_sizes_list(o, sa.list)
+                : sweep_sizes(o, sa.min, sa.max)) {
+        fprintf(stderr,
+                "ipcpipe-bench: bad sizes (each > 0, --min <= --max, at most "
+                "%d)\n",
+                BENCH_MAX_SIZES);
+        return 2;
+    }
+    return 0;
+}
+
+static int pattern_matches(const char *pat, const bench_case_t *c)
+{
+    if (strpbrk(pat, "*?["))
+        return fnmatch(pat, c->name, 0) == 0 ||
+               fnmatch(pat, c->path->name, 0) == 0;
+    const char *colon = strchr(pat, ':');
+    size_t plen = colon ? (size_t)(colon - pat) : strlen(pat);
+    if (plen == 0 || strncmp(c->path->name, pat, plen) != 0)
+        return 0;
+    if (!colon)
+        return 1;
+    size_t want;
+    return parse_size(colon + 1, &want, NULL) == 0 && want == c->size;
+}
+
+/* Builds the selected cases, size-major so that the table groups the paths
+ * of one size.  Returns the count, or -1 when a --case matched nothing. */
+static int build_cases(const bench_opts_t *o, bench_case_t **out)
+{
+    bench_case_t *cs =
+        calloc((size_t)o->nsizes * (size_t)bench_npaths, sizeof(*cs));
+    int used[BENCH_MAX_PATTERNS] = {0}, n = 0;
+    if (!cs)
+        return -1;
+    for (int s = 0; s < o->nsizes; s++) {
+        for (int p = 0; p < bench_npaths; p++) {
+            bench_case_t *c = &cs[n];
+            char sz[24];
+            c->path = &bench_paths[p];
+            c->size = o->sizes[s];
+            bench_format_size(c->size, sz, sizeof(sz));
+            snprintf(c->name, sizeof(c->name), "%s:%s", c->path->name, sz);
+            int sel = o->npatterns == 0;
+            for (int i = 0; i < o->npatterns; i++)
+                if (pattern_matches(o->patterns[i], c))
+                    sel = used[i] = 1;
+            n += sel;
+        }
+    }
+    for (int i = 0; i < o->npatterns; i++) {
+        if (!used[i]) {
+            fprintf(stderr,
+                    "ipcpipe-bench: no case matches \"%s\" (see --list)\n",
+                    o->patterns[i]);
+            free(cs);
+            return -1;
+        }
+    }
+    *out = cs;
+    return n;
+}
+
+static int spawn_ranks(const bench_opts_t *o, char **argv)
+{
+    ipcp_launch_opts_t lo = {
+        .nranks = o->nranks,
+        .timeout_s = o->timeout_s,
+        .argv_self = argv,
+    };
+    ipcp_launch_result_t res;
+    if (ipcp_launch(&lo, &res) != 0) {
+        fprintf(stderr, "ipcpipe-bench: cannot start %d ranks: %s\n", o->nranks,
+                strerror(errno));
+        return 1;
+    }
+    return ipcp_launch_exit_code(&res);
+}
+
+/* Runs every case on this rank; returns the number of failed cases on rank
+ * 0 (0 elsewhere), or -1 when the ranks lost step with each other. */
+static int run_cases(ipcp_comm_t *comm, const bench_opts_t *o,
+                     const bench_case_t *cs, int n)
+{
+    bench_ctx_t *ctx = bench_ctx_create(comm, o, cs, n);
+    if (!ctx)
+        return -1;
+    int rank = ipcp_comm_rank(comm), nfailed = 0;
+    if (rank == 0)
+        bench_report_begin(o, comm, ctx, n);
+    double ceiling = 0;
+    for (int i = 0; i < n; i++) {
+        bench_result_t res;
+        if (rank == 0) {
+            bench_report_progress(o, i, n, cs[i].name);
+            if (i == 0 || cs[i].size != cs[i - 1].size)
+                ceiling =
+                    bench_ceiling(ctx, cs[i].size, bench_iters(o, cs[i].size));
+        }
+        if (bench_run_case(ctx, &cs[i], i, &res) < 0) {
+            nfailed = -1;
+            break;
+        }
+        if (rank != 0)
+            continue;
+        res.ceiling_gbps = ceiling;
+        bench_report_case(o, &res);
+        nfailed += res.outcome == BENCH_ERROR || res.verified == 0;
+    }
+    if (rank == 0)
+        bench_report_end(o, nfailed);
+    bench_ctx_destroy(ctx);
+    return nfailed;
+}
+
+static int rank_main(const bench_opts_t *o, const bench_case_t *cs, int n)
+{
+    ipcp_comm_t *comm;
+    ipcp_status_t st = ipcp_init(NULL, &comm);
+    if (st != IPCP_OK) {
+        fprintf(stderr, "ipcpipe-bench: ipcp_init: %s: %s\n", ipcp_strerror(st),
+                ipcp_last_error());
+        return 1;
+    }
+    int rc = 0;
+    if (ipcp_comm_size(comm) < 2) {
+        if (ipcp_comm_rank(comm) == 0)
+            fprintf(stderr, "ipcpipe-bench: needs at least 2 ranks (have %d)\n",
+                    ipcp_comm_size(comm));
+        rc = 2;
+    } else {
+        int nfailed = run_cases(comm, o, cs, n);
+        rc = nfailed != 0 ? 1 : 0;
+    }
+    st = ipcp_finalize(comm);
+    if (st != IPCP_OK) {
+        fprintf(stderr, "ipcpipe-bench: ipcp_finalize: %s: %s\n",
+                ipcp_strerror(st), ipcp_last_error());
+        rc = rc ? rc : 1;
+    }
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    bench_opts_t o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc)
+        return rc == 1 ? 0 : rc;
+    bench_case_t *cs = NULL;
+    int n = build_cases(&o, &cs);
+    if (n < 0)
+        return 2;
+    if (o.list) {
+        for (int i = 0; i < n; i++)
+            printf("%s\n", cs[i].name);
+        free(cs);
+        return 0;
+    }
+    if (n == 0) {
+        fprintf(stderr, "ipcpipe-bench: no case selected\n");
+        free(cs);
+        return 2;
+    }
+    rc = ipcp_launch_is_rank() ? rank_main(&o, cs, n) : spawn_ranks(&o, argv);
+    free(cs);
+    return rc;
+}

@@ -1,0 +1,195 @@
+/* ipcpipe-bench: the table, the JSON and the progress line (rank 0). */
+#include "bench.h"
+
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+static struct {
+    int progress;   /* a progress line may be on stderr */
+    int first_json; /* no JSON object printed yet */
+    int measured, waived, failed;
+} rep;
+
+void bench_report_begin(const bench_opts_t *o, ipcp_comm_t *comm,
+                        const bench_ctx_t *ctx, int ncases)
+{
+    /* A progress line only helps someone watching; in a pipe or a log it
+     * would be noise. */
+    rep.progress = !o->json && isatty(STDERR_FILENO);
+    rep.first_json = 1;
+    if (o->json) {
+        printf("[");
+        fflush(stdout);
+        return;
+    }
+    char cap[24];
+    bench_format_size(bench_ctx_cap(ctx), cap, sizeof(cap));
+    printf("# ipcpipe-bench %s: %d ranks (rank 0 receives, rank 1 sends), "
+           "job %s\n",
+           ipcp_version_string(), ipcp_comm_size(comm), ipcp_comm_job(comm));
+    printf("# %d cases, verify %s (seed 0x%016llx), warm-up %d, buffers up "
+           "to %s\n",
+           ncases, o->verify ? "on" : "off",
+           (unsigned long long)bench_ctx_seed(ctx), o->warmup, cap);
+    printf("# GB/s = 1e9 bytes/s, median of the timed repetitions, timed by "
+           "the receiver from a barrier to its receive's completion;\n"
+           "# ceiling = memcpy of the same size in the receiver; latency = "
+           "half a ping-pong round trip, median\n");
+    printf("%10s  %-14s  %10s  %12s  %7s  %10s  %8s\n", "size", "path", "GB/s",
+           "ceiling GB/s", "ratio %", "latency us", "verified");
+    fflush(stdout);
+}
+
+void bench_report_progress(const bench_opts_t *o, int done, int total,
+                           const char *name)
+{
+    if (!rep.progress)
+        return;
+    fprintf(stderr, "\r\033[K[%d/%d] %s ...", done + 1, total, name);
+    fflush(stderr);
+}
+
+/* Enough digits for 8-byte figures without hiding a 400 GB/s one. */
+static void fmt_gbps(char *buf, size_t len, double v)
+{
+    if (!(v > 0) || !isfinite(v))
+        snprintf(buf, len, "-");
+    else if (v >= 100)
+        snprintf(buf, len, "%.1f", v);
+    else if (v >= 1)
+        snprintf(buf, len, "%.2f", v);
+    else if (v >= 0.01)
+        snprintf(buf, len, "%.3f", v);
+    else
+        snprintf(buf, len, "%.5f", v);
+}
+
+static void path_label(const bench_result_t *r, char *buf, size_t len)
+{
+    /* Show what moved the data when the library chose, and when it used
+     * another path than the one forced (which it should not). */
+    if (r->outcome == BENCH_OK && (r->c->path->path == IPCP_PATH_AUTO ||
+                                   r->path_used != r->c->path->path))
+        snprintf(buf, len, "%s (%s)", r->c->path->name,
+                 ipcp_path_name(r->path_used));
+    else
+        snprintf(buf, len, "%s", r->c->path->name);
+}
+
+static void table_row(const bench_result_t *r)
+{
+    char size[24], path[32], gbps[24], ceil[24], ratio[24], lat[24];
+    bench_format_size(r->c->size, size, sizeof(size));
+    path_label(r, path, sizeof(path));
+    if (r->outcome != BENCH_OK) {
+        printf("%10s  %-14s  %s: %s\n", size, path,
+               r->outcome == BENCH_WAIVED ? "waived" : "FAILED", r->reason);
+        return;
+    }
+    fmt_gbps(gbps, sizeof(gbps), r->gbps);
+    fmt_gbps(ceil, sizeof(ceil), r->ceiling_gbps);
+    if (r->gbps > 0 && r->ceiling_gbps > 0)
+        snprintf(ratio, sizeof(ratio), "%.1f",
+                 100.0 * r->gbps / r->ceiling_gbps);
+    else
+        snprintf(ratio, sizeof(ratio), "-");
+    if (r->latency_us >= 0 && isfinite(r->latency_us))
+        snprintf(lat, sizeof(lat), "%.2f", r->latency_us);
+    else
+        snprintf(lat, sizeof(lat), "-");
+    printf("%10s  %-14s  %10s  %12s  %7s  %10s  %8s\n", size, path, gbps, ceil,
+           ratio, lat,
+           r->verified < 0 ? "off"
+           : r->verified   ? "yes"
+                           : "NO");
+    if (r->verified == 0)
+        printf("%10s  ^ %s\n", "", r->reason);
+}
+
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            printf("\\%c", ch);
+        else if (ch < 0x20)
+            printf("\\u%04x", ch);
+        else
+            putchar(ch);
+    }
+    putchar('"');
+}
+
+static void json_num(const char *key, double v, int valid)
+{
+    printf(", \"%s\": ", key);
+    if (valid && isfinite(v))
+        printf("%.6g", v);
+    else
+        printf("null");
+}
+
+static void json_obj(const bench_result_t *r)
+{
+    static const char *const outcome[] = {"ok", "waived", "failed"};
+    int ok = r->outcome == BENCH_OK;
+    printf("%s\n  {\"case\": ", rep.first_json ? "" : ",");
+    rep.first_json = 0;
+    json_str(r->c->name);
+    printf(", \"size\": %zu, \"path\": ", r->c->size);
+    json_str(r->c->path->name);
+    printf(", \"path_used\": ");
+    if (ok)
+        json_str(ipcp_path_name(r->path_used));
+    else
+        printf("null");
+    json_num("gbps", r->gbps, ok && r->gbps > 0);
+    json_num("ceiling_gbps", r->ceiling_gbps, r->ceiling_gbps > 0);
+    json_num("ratio", r->gbps / r->ceiling_gbps,
+             ok && r->gbps > 0 && r->ceiling_gbps > 0);
+    json_num("latency_us", r->latency_us, ok && r->latency_us >= 0);
+    printf(
+        ", \"verified\": %s, \"iters\": %d, \"status\": \"%s\", \"reason\": ",
+        !ok || r->verified < 0 ? "null"
+        : r->verified          ? "true"
+                               : "false",
+        r->iters, outcome[r->outcome]);
+    if (r->reason[0])
+        json_str(r->reason);
+    else
+        printf("null");
+    printf("}");
+}
+
+void bench_report_case(const bench_opts_t *o, const bench_result_t *r)
+{
+    if (rep.progress)
+        fprintf(stderr, "\r\033[K");
+    if (r->outcome == BENCH_WAIVED)
+        rep.waived++;
+    else if (r->outcome == BENCH_ERROR || r->verified == 0)
+        rep.failed++;
+    else
+        rep.measured++;
+    if (o->json)
+        json_obj(r);
+    else
+        table_row(r);
+    fflush(stdout);
+}
+
+void bench_report_end(const bench_opts_t *o, int nfailed)
+{
+    if (rep.progress)
+        fprintf(stderr, "\r\033[K");
+    if (o->json) {
+        printf("\n]\n");
+    } else {
+        printf("# %d measured, %d waived, %d failed%s\n", rep.measured,
+               rep.waived, rep.failed,
+               nfailed < 0 ? " (stopped: the ranks lost step)" : "");
+    }
+    fflush(stdout);
+}
