@@ -140,6 +140,11 @@ ipcp_status_t ipcp__peer_post(ipcp_comm_t *comm, ipcp__peer_t *peer,
     memcpy(m->data, msg, len);
     ipcp__list_push_back(&peer->txq, &m->link);
     ipcp__peer_flush(comm, peer);
+    /* The send may have found the peer dead: callers must not park a
+     * request on a peer whose lists were already failed. */
+    if (peer->closed)
+        return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_ENGINE, IPCP_ERR_PEER_LOST,
+                          "rank %d is gone", peer->rank);
     return IPCP_OK;
 }
 

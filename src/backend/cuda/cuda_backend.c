@@ -1,0 +1,365 @@
+/* The CUDA backend: device memory shared through CUDA IPC (VMM file
+ * descriptors for our allocations, legacy IPC handles for the user's), and
+ * queues that are CUDA streams ordered by stream memory operations.  This
+ * file holds the instance, contexts, the pointer query and the table. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_backend.h"
+#include "common/status.h"
+#include "common/util.h"
+
+/* Instances (open ones and generations), so that the last close can clear
+ * the process-wide caches and thread caches can tell instances apart. */
+static pthread_mutex_t cuda_open_lock = PTHREAD_MUTEX_INITIALIZER;
+static int cuda_open_count;
+static unsigned cuda_next_gen;
+
+/* The context this thread made current through ipcp__cuda_bind, and for
+ * which instance; NULL when unknown. */
+static _Thread_local CUcontext cuda_tls_ctx;
+static _Thread_local unsigned cuda_tls_gen;
+
+/* ---- Contexts ------------------------------------------------------------ */
+
+ipcp_status_t ipcp__cuda_ctx(ipcp__backend_t *be, int device, int level,
+                             CUcontext *ctx)
+{
+    if (device < 0 || device >= be->ndev)
+        return ipcp__fail(level, IPCP_SUB_CUDA, IPCP_ERR_INVALID,
+                          "CUDA device %d does not exist in this process "
+                          "(%d visible)",
+                          device, be->ndev);
+    ipcp__cuda_dev_t *d = &be->dev[device];
+    CUcontext c = __atomic_load_n(&d->ctx, __ATOMIC_ACQUIRE);
+    ipcp_status_t st = IPCP_OK;
+    if (ipcp__likely(c != NULL)) {
+        *ctx = c;
+        return IPCP_OK;
+    }
+    /* The first use of a device creates its context (about 0.2 s and some
+     * GPU memory, FACTS.md), so it happens only for devices in use. */
+    pthread_mutex_lock(&be->lock);
+    c = d->ctx;
+    if (!c) {
+        st =
+            ipcp__cu_check(IPCP_CU(cuDevicePrimaryCtxRetain)(&c, d->dev), level,
+                           "cuDevicePrimaryCtxRetain(device %d)", device);
+        if (st == IPCP_OK) {
+            __atomic_store_n(&d->ctx, c, __ATOMIC_RELEASE);
+            IPCP_DEBUG(IPCP_SUB_CUDA,
+                       "retained the primary context of "
+                       "device %d",
+                       device);
+        }
+    }
+    pthread_mutex_unlock(&be->lock);
+    if (st == IPCP_OK)
+        *ctx = c;
+    return st;
+}
+
+ipcp_status_t ipcp__cuda_enter(ipcp__backend_t *be, int device, int level,
+                               ipcp__cuda_scope_t *s)
+{
+    CUcontext ctx, cur = NULL;
+    ipcp_status_t st = ipcp__cuda_ctx(be, device, level, &ctx);
+    s->pushed = 0;
+    if (st != IPCP_OK)
+        return st;
+    if (IPCP_CU(cuCtxGetCurrent)(&cur) == CUDA_SUCCESS && cur == ctx)
+        return IPCP_OK;
+    st = ipcp__cu_check(IPCP_CU(cuCtxPushCurrent)(ctx), level,
+                        "cuCtxPushCurrent(device %d)", device);
+    if (st != IPCP_OK)
+        return st;
+    s->pushed = 1;
+    cuda_tls_ctx = NULL; /* the bind cache no longer says what is current */
+    return IPCP_OK;
+}
+
+void ipcp__cuda_leave(ipcp__cuda_scope_t *s)
+{
+    CUcontext popped;
+    if (!s->pushed)
+        return;
+    ipcp__cu_check(IPCP_CU(cuCtxPopCurrent)(&popped), IPCP_LOG_WARN,
+                   "cuCtxPopCurrent");
+    s->pushed = 0;
+    cuda_tls_ctx = NULL;
+}
+
+ipcp_status_t ipcp__cuda_bind(ipcp__backend_t *be, CUcontext ctx)
+{
+    if (ipcp__likely(cuda_tls_ctx == ctx && cuda_tls_gen == be->gen))
+        return IPCP_OK;
+    ipcp_status_t st = ipcp__cu_check(IPCP_CU(cuCtxSetCurrent)(ctx),
+                                      IPCP_LOG_ERROR, "cuCtxSetCurrent");
+    if (st == IPCP_OK) {
+        cuda_tls_ctx = ctx;
+        cuda_tls_gen = be->gen;
+    }
+    return st;
+}
+
+/* ---- Pointers ------------------------------------------------------------ */
+
+/* A context to ask the driver through when the thread has none: one we
+ * hold, else a primary context something else in the process made active.
+ * With none active no CUDA allocation can exist, and none is created just
+ * to ask (that would cost a context on every process that moves host
+ * memory only). */
+static CUcontext cuda_any_ctx(ipcp__backend_t *be)
+{
+    CUcontext c;
+    for (int d = 0; d < be->ndev; d++)
+        if ((c = __atomic_load_n(&be->dev[d].ctx, __ATOMIC_ACQUIRE)))
+            return c;
+    for (int d = 0; d < be->ndev; d++) {
+        unsigned flags = 0;
+        int active = 0;
+        if (IPCP_CU(cuDevicePrimaryCtxGetState)(be->dev[d].dev, &flags,
+                                                &active) == CUDA_SUCCESS &&
+            active && ipcp__cuda_ctx(be, d, IPCP_LOG_DEBUG, &c) == IPCP_OK)
+            return c;
+    }
+    return NULL;
+}
+
+static CUresult cuda_ptr_attrs(const void *ptr, ipcp__cuda_ptr_t *out)
+{
+    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                   CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                   CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+                                   CU_POINTER_ATTRIBUTE_BUFFER_ID,
+                                   CU_POINTER_ATTRIBUTE_IS_MANAGED};
+    /* The driver writes a boolean of unstated width for IS_MANAGED; a
+     * zeroed 64-bit word reads right whatever it writes. */
+    uint64_t managed = 0;
+    void *data[] = {&out->memtype, &out->device,    &out->base,
+                    &out->size,    &out->buffer_id, &managed};
+    memset(out, 0, sizeof(*out));
+    out->device = -1;
+    CUresult r = IPCP_CU(cuPointerGetAttributes)(
+        (unsigned)ipcp__array_size(attrs), attrs, data,
+        (CUdeviceptr)(uintptr_t)ptr);
+    out->managed = managed != 0;
+    return r;
+}
+
+int ipcp__cuda_query(ipcp__backend_t *be, const void *ptr,
+                     ipcp__cuda_ptr_t *out)
+{
+    char err[160];
+    CUresult r;
+
+    if (!ptr)
+        return 0;
+    r = cuda_ptr_attrs(ptr, out);
+    if (r == CUDA_ERROR_INVALID_CONTEXT) {
+        CUcontext ctx = cuda_any_ctx(be), popped;
+        if (!ctx || IPCP_CU(cuCtxPushCurrent)(ctx) != CUDA_SUCCESS)
+            return 0;
+        r = cuda_ptr_attrs(ptr, out);
+        IPCP_CU(cuCtxPopCurrent)(&popped);
+        cuda_tls_ctx = NULL;
+    }
+    if (r != CUDA_SUCCESS) {
+        IPCP_DEBUG(IPCP_SUB_CUDA,
+                   "cuPointerGetAttributes(%p): %s; taken as "
+                   "host memory",
+                   ptr, ipcp__cu_strerror(r, err, sizeof(err)));
+        return 0;
+    }
+    if (out->memtype != CU_MEMORYTYPE_DEVICE || out->managed)
+        return 0;
+    if (out->device < 0 || out->device >= be->ndev) {
+        IPCP_DEBUG(IPCP_SUB_CUDA,
+                   "%p is memory of device %d, which this "
+                   "backend does not use; taken as host memory",
+                   ptr, out->device);
+        return 0;
+    }
+    return 1;
+}
+
+/* Host, pinned, registered, managed and unknown pointers are the host
+ * backend's: its queues (CPU threads) can read and write all of them. */
+static int cuda_owns(ipcp__backend_t *be, const void *ptr,
+                     ipcp__mem_attr_t *attr)
+{
+    ipcp__cuda_ptr_t pi;
+    if (!ipcp__cuda_query(be, ptr, &pi))
+        return 0;
+    memset(attr, 0, sizeof(*attr));
+    attr->type = IPCP_MEM_CUDA;
+    attr->device = pi.device;
+    attr->base = (uintptr_t)pi.base;
+    attr->size = pi.size;
+    attr->buffer_id = pi.buffer_id;
+    return 1;
+}
+
+/* ---- Open and close ------------------------------------------------------ */
+
+static int cuda_attr(CUdevice dev, CUdevice_attribute a)
+{
+    int v = 0;
+    if (IPCP_CU(cuDeviceGetAttribute)(&v, a, dev) != CUDA_SUCCESS)
+        return 0;
+    return v;
+}
+
+/* Unified addressing is required: the engine passes plain pointers, and
+ * only UVA lets one cuMemcpyAsync serve device, peer and host memory. */
+static ipcp_status_t cuda_open_device(ipcp__backend_t *be, int i)
+{
+    ipcp__cuda_dev_t *d = &be->dev[i];
+    ipcp_status_t st =
+        ipcp__cu_result(IPCP_CU(cuDeviceGet)(&d->dev, i), IPCP_LOG_DEBUG,
+                        IPCP_ERR_UNSUPPORTED, "cuDeviceGet(%d)", i);
+    if (st != IPCP_OK)
+        return st;
+    if (!cuda_attr(d->dev, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING))
+        return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
+                          "CUDA device %d lacks unified addressing", i);
+    d->vmm =
+        cuda_attr(d->dev,
+                  CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) &&
+        cuda_attr(
+            d->dev,
+            CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED);
+    d->memops =
+        cuda_attr(d->dev, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS);
+    if (!d->memops)
+        IPCP_INFO(IPCP_SUB_CUDA,
+                  "CUDA device %d cannot run 64-bit stream "
+                  "memory operations; transfers of its memory will fail",
+                  i);
+    if (!d->vmm)
+        IPCP_INFO(IPCP_SUB_CUDA,
+                  "CUDA device %d cannot make VMM allocations "
+                  "shareable by file descriptor; ipcp_mem_alloc of its "
+                  "memory will fail",
+                  i);
+    return IPCP_OK;
+}
+
+static ipcp_status_t cuda_open_devices(ipcp__backend_t *be)
+{
+    int n = 0;
+    ipcp_status_t st;
+    CUresult r = IPCP_CU(cuInit)(0);
+    if (r == CUDA_ERROR_NO_DEVICE)
+        return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
+                          "no CUDA device visible (cuInit: "
+                          "CUDA_ERROR_NO_DEVICE)");
+    st = ipcp__cu_result(r, IPCP_LOG_DEBUG, IPCP_ERR_UNSUPPORTED, "cuInit(0)");
+    if (st != IPCP_OK)
+        return st;
+    IPCP_CU(cuDriverGetVersion)(&be->driver_version);
+    st = ipcp__cu_result(IPCP_CU(cuDeviceGetCount)(&n), IPCP_LOG_DEBUG,
+                         IPCP_ERR_UNSUPPORTED, "cuDeviceGetCount");
+    if (st != IPCP_OK)
+        return st;
+    if (n <= 0)
+        return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
+                          "no CUDA device visible");
+    if (n > IPCP_CU_MAX_DEVICES)
+        IPCP_WARN(IPCP_SUB_CUDA, "%d CUDA devices visible; using the first %d",
+                  n, IPCP_CU_MAX_DEVICES);
+    be->ndev = ipcp__min(n, IPCP_CU_MAX_DEVICES);
+    for (int i = 0; i < be->ndev; i++)
+        if ((st = cuda_open_device(be, i)) != IPCP_OK)
+            return st;
+    for (int a = 0; a < be->ndev; a++) {
+        for (int b = 0; b < be->ndev; b++) {
+            int can = a == b;
+            if (a != b &&
+                IPCP_CU(cuDeviceCanAccessPeer)(&can, be->dev[a].dev,
+                                               be->dev[b].dev) != CUDA_SUCCESS)
+                can = 0;
+            be->peer[a][b] = (unsigned char)(can != 0);
+        }
+    }
+    return IPCP_OK;
+}
+
+static ipcp_status_t cuda_open(const ipcp__config_t *cfg, ipcp__backend_t **out)
+{
+    ipcp_status_t st = ipcp__cu_load();
+    if (st != IPCP_OK)
+        return st;
+    ipcp__backend_t *be = calloc(1, sizeof(*be));
+    if (!be)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_NOMEM,
+                          "cannot allocate the CUDA backend");
+    if (cfg)
+        be->cfg = *cfg;
+    pthread_mutex_init(&be->lock, NULL);
+    ipcp__list_init(&be->allocs);
+    st = cuda_open_devices(be);
+    if (st != IPCP_OK) {
+        pthread_mutex_destroy(&be->lock);
+        free(be);
+        return st;
+    }
+    pthread_mutex_lock(&cuda_open_lock);
+    cuda_open_count++;
+    be->gen = ++cuda_next_gen;
+    pthread_mutex_unlock(&cuda_open_lock);
+    IPCP_INFO(IPCP_SUB_CUDA, "CUDA backend open: driver %d.%d, %d device%s",
+              be->driver_version / 1000, be->driver_version % 1000 / 10,
+              be->ndev, be->ndev == 1 ? "" : "s");
+    *out = be;
+    return IPCP_OK;
+}
+
+static void cuda_close(ipcp__backend_t *be)
+{
+    if (!be)
+        return;
+    ipcp__cuda_mem_release_all(be);
+    pthread_mutex_lock(&cuda_open_lock);
+    int last = --cuda_open_count == 0;
+    if (last) {
+        /* Mappings and registrations are process-wide; with no instance
+         * left, whatever is still held would outlive its contexts. */
+        ipcp__cuda_import_drop_all(be);
+        ipcp__cuda_shm_drop_all(be);
+    }
+    pthread_mutex_unlock(&cuda_open_lock);
+    for (int d = 0; d < be->ndev; d++)
+        if (be->dev[d].ctx)
+            ipcp__cu_check(IPCP_CU(cuDevicePrimaryCtxRelease)(be->dev[d].dev),
+                           IPCP_LOG_WARN,
+                           "cuDevicePrimaryCtxRelease(device %d)", d);
+    if (cuda_tls_gen == be->gen)
+        cuda_tls_ctx = NULL;
+    pthread_mutex_destroy(&be->lock);
+    free(be);
+}
+
+const ipcp__backend_ops_t ipcp__cuda_backend_ops = {
+    .name = "cuda",
+    .type = IPCP_MEM_CUDA,
+    .open = cuda_open,
+    .close = cuda_close,
+    .owns = cuda_owns,
+    .mem_alloc = ipcp__cuda_mem_alloc,
+    .mem_free = ipcp__cuda_mem_free,
+    .mem_export = ipcp__cuda_mem_export,
+    .mem_import = ipcp__cuda_mem_import,
+    .mem_unimport = ipcp__cuda_mem_unimport,
+    .shm_register = ipcp__cuda_shm_register,
+    .shm_unregister = ipcp__cuda_shm_unregister,
+    .queue_create = ipcp__cuda_queue_create,
+    .queue_destroy = ipcp__cuda_queue_destroy,
+    .copy = ipcp__cuda_copy,
+    .rcopy = NULL,
+    .flag_write = ipcp__cuda_flag_write,
+    .flag_wait = ipcp__cuda_flag_wait,
+    .notify = ipcp__cuda_notify,
+};

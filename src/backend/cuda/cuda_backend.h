@@ -1,0 +1,171 @@
+/* Private to the CUDA backend (and its tests): the instance, contexts, the
+ * layout of CUDA exports, and the functions each file provides.
+ *
+ * Contexts.  Every device is used through its primary context (the one the
+ * CUDA runtime uses too), retained on first use and released at close.  Calls
+ * made for the user's threads (owns, alloc, export, close) push the context
+ * they need and pop it afterwards, so the caller's current context is left
+ * as it was.  Queue operations run on the engine's progress thread, which
+ * only the library uses: there the context is switched with cuCtxSetCurrent
+ * and remembered in a thread-local cache, so consecutive operations on one
+ * device cost no driver call for it. */
+#ifndef IPCP_BACKEND_CUDA_BACKEND_H
+#define IPCP_BACKEND_CUDA_BACKEND_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_driver.h"
+#include "common/list.h"
+
+typedef struct ipcp__cuda_dev {
+    CUdevice dev;
+    CUcontext ctx; /* primary context once retained, else NULL (atomic) */
+    int vmm;       /* shareable VMM allocations (POSIX fd handles) */
+    int memops;    /* 64-bit stream memory operations */
+    size_t gran;   /* VMM allocation granularity; 0 until asked (atomic) */
+} ipcp__cuda_dev_t;
+
+struct ipcp__backend {
+    ipcp__config_t cfg; /* zeroed when opened without one */
+    unsigned gen;       /* tells this instance apart in thread caches */
+    int driver_version;
+    int ndev;
+    ipcp__cuda_dev_t dev[IPCP_CU_MAX_DEVICES];
+    /* peer[a][b]: device a can access device b's memory (1 when a == b). */
+    unsigned char peer[IPCP_CU_MAX_DEVICES][IPCP_CU_MAX_DEVICES];
+    pthread_mutex_t lock; /* retaining contexts; allocs */
+    ipcp__list_t allocs;  /* ipcp__cuda_alloc_t */
+};
+
+/* ---- Contexts (cuda_backend.c) ------------------------------------------- */
+
+/* device's primary context, retained on first use.  Fails (logged at level)
+ * for a device that does not exist here. */
+ipcp_status_t ipcp__cuda_ctx(ipcp__backend_t *be, int device, int level,
+                             CUcontext *ctx);
+
+/* Makes device's context current for a few calls on a user's thread;
+ * ipcp__cuda_leave restores what was current.  Leave only after a
+ * successful enter. */
+typedef struct ipcp__cuda_scope {
+    int pushed;
+} ipcp__cuda_scope_t;
+ipcp_status_t ipcp__cuda_enter(ipcp__backend_t *be, int device, int level,
+                               ipcp__cuda_scope_t *s);
+void ipcp__cuda_leave(ipcp__cuda_scope_t *s);
+
+/* Makes ctx current on the progress thread and leaves it there (see the
+ * top of this file). */
+ipcp_status_t ipcp__cuda_bind(ipcp__backend_t *be, CUcontext ctx);
+
+/* What the driver says about a pointer. */
+typedef struct ipcp__cuda_ptr {
+    unsigned memtype; /* CUmemorytype, 0 when unknown to CUDA */
+    int device;       /* ordinal of the device it belongs to */
+    CUdeviceptr base; /* start of its allocation (address range) */
+    size_t size;
+    unsigned long long buffer_id;
+    int managed;
+} ipcp__cuda_ptr_t;
+
+/* 1 when ptr is device memory this backend moves (CU_MEMORYTYPE_DEVICE, not
+ * managed, on a device it sees), with *out filled; 0 otherwise, quietly. */
+int ipcp__cuda_query(ipcp__backend_t *be, const void *ptr,
+                     ipcp__cuda_ptr_t *out);
+
+/* ---- Exports ------------------------------------------------------------- */
+
+/* ipcp__export_t.data of IPCP_EXPORT_CUDA_VMM: the allocation is mapped
+ * whole from the fd that travels beside it. */
+typedef struct ipcp__cuda_vmm_data {
+    uint64_t magic;      /* IPCP_CUDA_VMM_MAGIC */
+    uint64_t alloc_size; /* bytes of the allocation, whole granules */
+    uint64_t offset;     /* of the exported pointer in it */
+    int32_t device;      /* exporter's ordinal (for messages only) */
+    uint32_t pad;
+    uint64_t check; /* ipcp__cuda_export_check() */
+} ipcp__cuda_vmm_data_t;
+
+#define IPCP_CUDA_VMM_MAGIC 0x6d6d766170637069ULL /* "ipcpavmm" */
+
+/* ipcp__export_t.data of IPCP_EXPORT_CUDA_LEGACY: cuIpcGetMemHandle of the
+ * allocation's base, which is what cuIpcOpenMemHandle maps. */
+typedef struct ipcp__cuda_legacy_data {
+    unsigned char handle[CU_IPC_HANDLE_SIZE];
+    uint64_t offset;    /* of the exported pointer from the base */
+    uint64_t base_size; /* bytes of the allocation */
+    uint64_t buffer_id; /* CU_POINTER_ATTRIBUTE_BUFFER_ID in the exporter */
+    uint64_t check;     /* ipcp__cuda_export_check() */
+} ipcp__cuda_legacy_data_t;
+
+_Static_assert(sizeof(ipcp__cuda_vmm_data_t) <= IPCP_EXPORT_MAX,
+               "VMM export data");
+_Static_assert(sizeof(ipcp__cuda_legacy_data_t) <= IPCP_EXPORT_MAX,
+               "legacy export data");
+
+/* Checksum over kind, size and the first data_len - 8 bytes of data (the
+ * check word is last in both layouts). */
+uint64_t ipcp__cuda_export_check(const ipcp__export_t *exp, const void *data,
+                                 size_t data_len);
+
+/* ---- Memory (cuda_mem.c) ------------------------------------------------- */
+
+typedef struct ipcp__cuda_alloc {
+    ipcp__list_t link;
+    uint64_t magic;
+    int device;
+    CUmemGenericAllocationHandle h;
+    CUdeviceptr va;
+    size_t size; /* whole granules, mapped at va */
+} ipcp__cuda_alloc_t;
+
+#define IPCP_CUDA_ALLOC_MAGIC 0x636f6c6c61647563ULL
+
+ipcp_status_t ipcp__cuda_mem_alloc(ipcp__backend_t *be, size_t len, int device,
+                                   void **ptr, void **handle);
+ipcp_status_t ipcp__cuda_mem_free(ipcp__backend_t *be, void *handle);
+ipcp_status_t ipcp__cuda_mem_export(ipcp__backend_t *be, void *handle,
+                                    const void *ptr, size_t len,
+                                    ipcp__export_t *exp, int *fd);
+void ipcp__cuda_mem_release_all(ipcp__backend_t *be);
+/* Grants device read-write access to [va, va+size) (required), then each
+ * device with others[d] set (best effort, refusals logged at debug). */
+ipcp_status_t ipcp__cuda_grant(ipcp__backend_t *be, CUdeviceptr va, size_t size,
+                               int device, const unsigned char *others);
+
+/* ---- Imports (cuda_import.c) --------------------------------------------- */
+
+ipcp_status_t ipcp__cuda_mem_import(ipcp__backend_t *be,
+                                    const ipcp__export_t *exp, int fd,
+                                    int device, void **ptr, void **handle);
+ipcp_status_t ipcp__cuda_mem_unimport(ipcp__backend_t *be, void *handle);
+/* Closes legacy mappings nobody released (the last backend is closing). */
+void ipcp__cuda_import_drop_all(ipcp__backend_t *be);
+
+/* ---- Host registration (cuda_shm.c) -------------------------------------- */
+
+ipcp_status_t ipcp__cuda_shm_register(ipcp__backend_t *be, void *ptr,
+                                      size_t len, int device, void **handle);
+void ipcp__cuda_shm_unregister(ipcp__backend_t *be, void *handle);
+/* The device address of p for stream memory operations: p itself, unless
+ * it lies in a registration whose device address differs. */
+CUdeviceptr ipcp__cuda_dev_addr(const void *p);
+void ipcp__cuda_shm_drop_all(ipcp__backend_t *be);
+
+/* ---- Queues (cuda_queue.c) ----------------------------------------------- */
+
+ipcp_status_t ipcp__cuda_queue_create(ipcp__backend_t *be, int device,
+                                      ipcp__queue_t **q);
+void ipcp__cuda_queue_destroy(ipcp__queue_t *q);
+ipcp_status_t ipcp__cuda_copy(ipcp__queue_t *q, void *dst, const void *src,
+                              size_t len, ipcp__track_t *t);
+ipcp_status_t ipcp__cuda_flag_write(ipcp__queue_t *q, uint64_t *flag,
+                                    uint64_t value, ipcp__track_t *t);
+ipcp_status_t ipcp__cuda_flag_wait(ipcp__queue_t *q, uint64_t *flag,
+                                   uint64_t value, const atomic_int *abort,
+                                   ipcp__track_t *t);
+ipcp_status_t ipcp__cuda_notify(ipcp__queue_t *q, ipcp__track_t *t);
+
+#endif

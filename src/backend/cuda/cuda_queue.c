@@ -1,0 +1,209 @@
+/* Queues are CUDA streams.  Chunks are ordered between processes by 64-bit
+ * stream memory operations on flags in registered shared host memory, with
+ * no CPU in the loop: a staged pipeline so driven moved 46.5-53 GB/s
+ * (FACTS.md).
+ *
+ * Tracks.  An operation whose track has already failed when it is
+ * enqueued is not enqueued; one that fails later cannot be skipped, since
+ * the device runs what it was given.  A copy enqueued before a failure
+ * therefore still runs (into memory that stays mapped until the engine's
+ * notify has fired), and a flag write enqueued before it still lands. */
+#include <stdlib.h>
+#include <time.h>
+
+#include "backend/cuda/cuda_backend.h"
+#include "common/status.h"
+#include "common/util.h"
+
+struct ipcp__queue {
+    ipcp__backend_t *be;
+    int device;
+    CUcontext ctx;
+    CUstream stream;
+};
+
+/* A destroy that waits longer than this says why, once, and goes on
+ * waiting: a stream that never drains waits on a flag nobody will write. */
+#define CUDA_DRAIN_WARN_S  10
+#define CUDA_DRAIN_POLL_NS (100 * 1000)
+
+static inline int cuda_skip(ipcp__track_t *t)
+{
+    return t && !ipcp__track_ok(t);
+}
+
+ipcp_status_t ipcp__cuda_queue_create(ipcp__backend_t *be, int device,
+                                      ipcp__queue_t **out)
+{
+    ipcp__cuda_scope_t sc;
+    ipcp_status_t st;
+
+    if (device < 0 || device >= be->ndev)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_INVALID,
+                          "no CUDA queue for device %d (%d visible)", device,
+                          be->ndev);
+    if (!be->dev[device].memops)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
+                          "CUDA device %d cannot run 64-bit stream memory "
+                          "operations (CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_"
+                          "STREAM_MEM_OPS is 0), which CUDA queues need to "
+                          "order chunks",
+                          device);
+    ipcp__queue_t *q = calloc(1, sizeof(*q));
+    if (!q)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_NOMEM,
+                          "cannot allocate a CUDA queue");
+    q->be = be;
+    q->device = device;
+    if ((st = ipcp__cuda_ctx(be, device, IPCP_LOG_ERROR, &q->ctx)) != IPCP_OK)
+        goto free_queue;
+    if ((st = ipcp__cuda_enter(be, device, IPCP_LOG_ERROR, &sc)) != IPCP_OK)
+        goto free_queue;
+    /* Non-blocking: the legacy default stream, which a user's code may be
+     * using, must not serialize with our copies. */
+    st = ipcp__cu_check(
+        IPCP_CU(cuStreamCreate)(&q->stream, CU_STREAM_NON_BLOCKING),
+        IPCP_LOG_ERROR, "cuStreamCreate(device %d)", device);
+    ipcp__cuda_leave(&sc);
+    if (st != IPCP_OK)
+        goto free_queue;
+    *out = q;
+    return IPCP_OK;
+free_queue:
+    free(q);
+    return st;
+}
+
+/* Waits for the stream by polling, so that a stream stuck on a flag is
+ * reported instead of hanging in silence. */
+static void cuda_queue_drain(ipcp__queue_t *q)
+{
+    struct timespec ts = {0, CUDA_DRAIN_POLL_NS};
+    double waited = 0;
+    int warned = 0;
+    CUresult r;
+    while ((r = IPCP_CU(cuStreamQuery)(q->stream)) == CUDA_ERROR_NOT_READY) {
+        nanosleep(&ts, NULL);
+        waited += CUDA_DRAIN_POLL_NS * 1e-9;
+        if (!warned && waited > CUDA_DRAIN_WARN_S) {
+            IPCP_WARN(IPCP_SUB_CUDA,
+                      "a stream of device %d still has work "
+                      "after %d s; it is waiting for a flag (a peer that "
+                      "stopped without being noticed?)",
+                      q->device, CUDA_DRAIN_WARN_S);
+            warned = 1;
+        }
+    }
+    ipcp__cu_check(r, IPCP_LOG_WARN,
+                   "cuStreamQuery(stream of device %d) "
+                   "while destroying it",
+                   q->device);
+}
+
+void ipcp__cuda_queue_destroy(ipcp__queue_t *q)
+{
+    ipcp__cuda_scope_t sc;
+    if (!q)
+        return;
+    if (ipcp__cuda_enter(q->be, q->device, IPCP_LOG_WARN, &sc) == IPCP_OK) {
+        cuda_queue_drain(q);
+        ipcp__cu_check(IPCP_CU(cuStreamDestroy)(q->stream), IPCP_LOG_WARN,
+                       "cuStreamDestroy(stream of device %d)", q->device);
+        ipcp__cuda_leave(&sc);
+    }
+    free(q);
+}
+
+/* With unified addressing one call serves device to device (peer
+ * included), device to registered host and host to device. */
+ipcp_status_t ipcp__cuda_copy(ipcp__queue_t *q, void *dst, const void *src,
+                              size_t len, ipcp__track_t *t)
+{
+    if (len == 0 || cuda_skip(t))
+        return IPCP_OK;
+    ipcp_status_t st = ipcp__cuda_bind(q->be, q->ctx);
+    if (st != IPCP_OK)
+        return st;
+    return ipcp__cu_check(IPCP_CU(cuMemcpyAsync)((CUdeviceptr)(uintptr_t)dst,
+                                                 (CUdeviceptr)(uintptr_t)src,
+                                                 len, q->stream),
+                          IPCP_LOG_ERROR,
+                          "cuMemcpyAsync(dst %p, src %p, %zu bytes, stream of "
+                          "device %d)",
+                          dst, src, len, q->device);
+}
+
+/* The default flags put a memory fence before the write (like
+ * __threadfence_system, scoped to the stream), so the data of earlier
+ * copies is visible to whoever sees the flag. */
+ipcp_status_t ipcp__cuda_flag_write(ipcp__queue_t *q, uint64_t *flag,
+                                    uint64_t value, ipcp__track_t *t)
+{
+    if (cuda_skip(t))
+        return IPCP_OK;
+    ipcp_status_t st = ipcp__cuda_bind(q->be, q->ctx);
+    if (st != IPCP_OK)
+        return st;
+    return ipcp__cu_check(
+        IPCP_CU(cuStreamWriteValue64)(q->stream, ipcp__cuda_dev_addr(flag),
+                                      value, CU_STREAM_WRITE_VALUE_DEFAULT),
+        IPCP_LOG_ERROR,
+        "cuStreamWriteValue64(flag %p, %llu, stream of "
+        "device %d)",
+        (void *)flag, (unsigned long long)value, q->device);
+}
+
+/* GEQ is the cyclic comparison of backend.h.  abort is not looked at: a
+ * device cannot see it, and the engine releases such waits by moving the
+ * flags ahead. */
+ipcp_status_t ipcp__cuda_flag_wait(ipcp__queue_t *q, uint64_t *flag,
+                                   uint64_t value, const atomic_int *abort,
+                                   ipcp__track_t *t)
+{
+    (void)abort;
+    if (cuda_skip(t))
+        return IPCP_OK;
+    ipcp_status_t st = ipcp__cuda_bind(q->be, q->ctx);
+    if (st != IPCP_OK)
+        return st;
+    return ipcp__cu_check(
+        IPCP_CU(cuStreamWaitValue64)(q->stream, ipcp__cuda_dev_addr(flag),
+                                     value, CU_STREAM_WAIT_VALUE_GEQ),
+        IPCP_LOG_ERROR,
+        "cuStreamWaitValue64(flag %p >= %llu, stream of "
+        "device %d)",
+        (void *)flag, (unsigned long long)value, q->device);
+}
+
+/* Runs on a driver thread and must not call CUDA.  A failed stream passes
+ * its error here, which fails the track before it completes. */
+static void CUDA_CB cuda_notify_cb(CUstream stream, CUresult status, void *arg)
+{
+    ipcp__track_t *t = arg;
+    (void)stream;
+    if (status != CUDA_SUCCESS) {
+        const char *name = ipcp__cu_errname_nocall(status);
+        ipcp__track_fail(t, IPCP_ERR_CUDA,
+                         "an operation on a CUDA stream failed: %s (CUresult "
+                         "%d); the device's context cannot be used again in "
+                         "this process",
+                         name ? name : "unknown error", (int)status);
+    }
+    ipcp__track_notify(t);
+}
+
+/* cuStreamAddCallback rather than cuLaunchHostFunc: a host function is not
+ * called at all once the context has failed, which would leave the
+ * engine's request waiting forever; a callback is called with the error. */
+ipcp_status_t ipcp__cuda_notify(ipcp__queue_t *q, ipcp__track_t *t)
+{
+    ipcp_status_t st = ipcp__cuda_bind(q->be, q->ctx);
+    if (st != IPCP_OK)
+        return st;
+    return ipcp__cu_check(
+        IPCP_CU(cuStreamAddCallback)(q->stream, cuda_notify_cb, t, 0),
+        IPCP_LOG_ERROR,
+        "cuStreamAddCallback(stream of "
+        "device %d)",
+        q->device);
+}

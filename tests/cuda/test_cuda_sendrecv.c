@@ -1,0 +1,371 @@
+/* Two-sided transfers involving device memory, between two processes,
+ * through the public API; every byte verified, and the bytes around the
+ * buffers too.
+ *
+ *   test_cuda_sendrecv --size S --path direct|staged|auto --send KIND
+ *       --recv KIND [--devices same|split] [--soff N] [--roff N]
+ *       [--iters N]
+ *
+ * KIND: dev (cuMemAlloc: the user's memory, exported by legacy IPC), vmm
+ * (ipcp_mem_alloc of CUDA memory), host (malloc), hostmem (ipcp_mem_alloc
+ * of host memory).  Rank 0 sends, rank 1 receives, and only the receiver
+ * forces the path (it decides).  devices same: both ranks on device 0 (one
+ * GPU shared by two processes); split: rank r on device r.
+ *
+ * A forced direct path can serve only a receive buffer from ipcp_mem_alloc
+ * of the same kind of memory as the send buffer; otherwise both sides must
+ * fail with IPCP_ERR_UNSUPPORTED and say why.
+ *
+ * --iters N repeats the transfer N times and has the receiver print the
+ * bandwidth of all but the first (which makes the mappings, streams and
+ * registrations); a sanity figure, not a benchmark.
+ *
+ * Exits 77 (in the launching process, before any rank starts) when the
+ * CUDA backend cannot open here, or split asks for a second device. */
+#include <time.h>
+#include <unistd.h>
+
+#include "backend/cuda/cuda_backend.h"
+#include "testutil.h"
+
+#define GUARD 64
+
+enum { TAG_SEED = 1, TAG_DATA = 7 };
+
+typedef enum { K_DEV, K_VMM, K_HOST, K_HOSTMEM } kind_t;
+
+typedef struct cfg {
+    size_t size, soff, roff;
+    ipcp_path_t path;
+    kind_t send, recv;
+    int split;
+    long iters;
+} cfg_t;
+
+#define CU_OK(call)                                                            \
+    do {                                                                       \
+        CUresult cu_r_ = (call);                                               \
+        if (cu_r_ != CUDA_SUCCESS) {                                           \
+            char cu_b_[200];                                                   \
+            T_FAIL("%s: %s", #call,                                            \
+                   ipcp__cu_strerror(cu_r_, cu_b_, sizeof cu_b_));             \
+        }                                                                      \
+    } while (0)
+
+/* ---- Arguments ----------------------------------------------------------- */
+
+static const char *opt(int argc, char **argv, const char *key, const char *dflt)
+{
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], key) == 0)
+            return argv[i + 1];
+    return dflt;
+}
+
+static kind_t parse_kind(const char *s)
+{
+    static const char *const names[] = {"dev", "vmm", "host", "hostmem"};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(s, names[i]) == 0)
+            return (kind_t)i;
+    T_FAIL("unknown buffer kind \"%s\" (dev, vmm, host, hostmem)", s);
+}
+
+static int is_device(kind_t k)
+{
+    return k == K_DEV || k == K_VMM;
+}
+
+static cfg_t parse(int argc, char **argv)
+{
+    cfg_t c;
+    const char *p = opt(argc, argv, "--path", "auto");
+    const char *d = opt(argc, argv, "--devices", "same");
+    c.size = t_parse_size(opt(argc, argv, "--size", "4095"));
+    c.soff = t_parse_size(opt(argc, argv, "--soff", "0"));
+    c.roff = t_parse_size(opt(argc, argv, "--roff", "0"));
+    c.send = parse_kind(opt(argc, argv, "--send", "vmm"));
+    c.recv = parse_kind(opt(argc, argv, "--recv", "vmm"));
+    c.iters = atol(opt(argc, argv, "--iters", "1"));
+    if (c.iters < 1)
+        T_FAIL("--iters must be at least 1");
+    if (strcmp(p, "direct") == 0)
+        c.path = IPCP_PATH_DIRECT;
+    else if (strcmp(p, "staged") == 0)
+        c.path = IPCP_PATH_STAGED;
+    else if (strcmp(p, "auto") == 0)
+        c.path = IPCP_PATH_AUTO;
+    else
+        T_FAIL("unknown path \"%s\" (direct, staged, auto)", p);
+    if (strcmp(d, "same") != 0 && strcmp(d, "split") != 0)
+        T_FAIL("unknown --devices \"%s\" (same, split)", d);
+    c.split = strcmp(d, "split") == 0;
+    if (!is_device(c.send) && !is_device(c.recv))
+        T_FAIL("host to host is tested in tests/api");
+    return c;
+}
+
+/* ---- Buffers ------------------------------------------------------------- */
+
+typedef struct buf {
+    kind_t kind;
+    unsigned char *base; /* off + len + GUARD bytes */
+    size_t total, off, len;
+} buf_t;
+
+static void buf_write(const buf_t *b, size_t at, const void *h, size_t n)
+{
+    if (!n)
+        return;
+    if (is_device(b->kind)) {
+        CU_OK(IPCP_CU(cuMemcpyHtoD)((CUdeviceptr)(uintptr_t)(b->base + at), h,
+                                    n));
+        /* A pageable HtoD may return before its DMA lands, and the
+         * library's streams do not wait for the legacy stream. */
+        CU_OK(IPCP_CU(cuCtxSynchronize)());
+    } else {
+        memcpy(b->base + at, h, n);
+    }
+}
+
+static void buf_read(const buf_t *b, size_t at, void *h, size_t n)
+{
+    if (!n)
+        return;
+    if (is_device(b->kind))
+        CU_OK(IPCP_CU(cuMemcpyDtoH)(h, (CUdeviceptr)(uintptr_t)(b->base + at),
+                                    n));
+    else
+        memcpy(h, b->base + at, n);
+}
+
+/* Allocates, fills everything with the guard pattern, then [off, off+len)
+ * with the data pattern when data_seed is not 0. */
+static void *buf_alloc(ipcp_comm_t *comm, buf_t *b, kind_t kind, size_t len,
+                       size_t off, int device, uint64_t guard_seed,
+                       uint64_t data_seed)
+{
+    ipcp_alloc_params_t p;
+    void *ptr = NULL;
+    b->kind = kind;
+    b->off = off;
+    b->len = len;
+    b->total = off + len + GUARD;
+    ipcp_alloc_params_init(&p);
+    if (kind == K_DEV) {
+        CUdeviceptr d;
+        CU_OK(IPCP_CU(cuMemAlloc)(&d, b->total));
+        ptr = (void *)(uintptr_t)d;
+    } else if (kind == K_HOST) {
+        ptr = t_malloc(b->total);
+    } else {
+        p.type = kind == K_VMM ? IPCP_MEM_CUDA : IPCP_MEM_HOST;
+        p.device = device;
+        T_OK(ipcp_mem_alloc(comm, b->total, &p, &ptr));
+    }
+    b->base = ptr;
+    unsigned char *h = t_malloc(b->total);
+    ipcp_pattern_fill(h, b->total, guard_seed, 0);
+    if (data_seed)
+        ipcp_pattern_fill(h + off, len, data_seed, 0);
+    buf_write(b, 0, h, b->total);
+    free(h);
+    return b->base + off;
+}
+
+static void buf_free(ipcp_comm_t *comm, buf_t *b)
+{
+    if (b->kind == K_DEV)
+        CU_OK(IPCP_CU(cuMemFree)((CUdeviceptr)(uintptr_t)b->base));
+    else if (b->kind == K_HOST)
+        free(b->base);
+    else
+        T_OK(ipcp_mem_free(comm, b->base));
+}
+
+static void check_range(const unsigned char *h, size_t len, uint64_t seed,
+                        uint64_t off, const char *what)
+{
+    size_t bad = ipcp_pattern_check(h, len, seed, off);
+    if (bad != len)
+        T_FAIL("%s: byte %zu of %zu differs: expected 0x%02x, got 0x%02x", what,
+               bad, len, ipcp_pattern_byte(seed, off + bad), h[bad]);
+}
+
+/* The data, and the guard bytes on both sides of it. */
+static void buf_verify(const buf_t *b, uint64_t guard_seed, uint64_t seed,
+                       const char *what)
+{
+    char name[128];
+    unsigned char *h = t_malloc(b->total);
+    buf_read(b, 0, h, b->total);
+    snprintf(name, sizeof name, "%s (bytes before it)", what);
+    check_range(h, b->off, guard_seed, 0, name);
+    check_range(h + b->off, b->len, seed, 0, what);
+    snprintf(name, sizeof name, "%s (bytes after it)", what);
+    check_range(h + b->off + b->len, GUARD, guard_seed, b->off + b->len, name);
+    free(h);
+}
+
+static void buf_verify_untouched(const buf_t *b, uint64_t guard_seed,
+                                 const char *what)
+{
+    unsigned char *h = t_malloc(b->total);
+    buf_read(b, 0, h, b->total);
+    check_range(h, b->total, guard_seed, 0, what);
+    free(h);
+}
+
+/* ---- Ranks --------------------------------------------------------------- */
+
+static void use_device(int device)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    T_OK(ipcp__cu_load());
+    CU_OK(IPCP_CU(cuInit)(0));
+    CU_OK(IPCP_CU(cuDeviceGet)(&dev, device));
+    CU_OK(IPCP_CU(cuDevicePrimaryCtxRetain)(&ctx, dev));
+    CU_OK(IPCP_CU(cuCtxSetCurrent)(ctx));
+}
+
+static void drop_device(int device)
+{
+    CUdevice dev;
+    CU_OK(IPCP_CU(cuDeviceGet)(&dev, device));
+    CU_OK(IPCP_CU(cuDevicePrimaryCtxRelease)(dev));
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Whether the receiver's forced path can serve the transfer. */
+static int expect_ok(const cfg_t *c)
+{
+    if (c->path != IPCP_PATH_DIRECT)
+        return 1;
+    return c->recv == K_VMM && is_device(c->send);
+}
+
+static void run_sender(ipcp_comm_t *comm, const cfg_t *c, int device,
+                       uint64_t seed)
+{
+    buf_t b;
+    uint64_t gseed = t_fresh_seed();
+    void *p =
+        buf_alloc(comm, &b, c->send, c->size, c->soff, device, gseed, seed);
+    ipcp_status_t st = IPCP_OK;
+    for (long i = 0; i < c->iters && st == IPCP_OK; i++) {
+        T_OK(ipcp_barrier(comm));
+        st = ipcp_send(comm, p, c->size, 1, TAG_DATA);
+    }
+    if (expect_ok(c))
+        T_STATUS(st, IPCP_OK);
+    else
+        T_STATUS(st, IPCP_ERR_UNSUPPORTED);
+    buf_verify(&b, gseed, seed, "send buffer after the send");
+    T_OK(ipcp_barrier(comm));
+    buf_free(comm, &b);
+}
+
+static void run_receiver(ipcp_comm_t *comm, const cfg_t *c, int device,
+                         uint64_t seed)
+{
+    buf_t b;
+    uint64_t gseed = t_fresh_seed();
+    ipcp_xfer_info_t info = {(size_t)-1, IPCP_PATH_AUTO};
+    void *p = buf_alloc(comm, &b, c->recv, c->size, c->roff, device, gseed, 0);
+    ipcp_status_t st = IPCP_OK;
+    double t0 = 0;
+    for (long i = 0; i < c->iters && st == IPCP_OK; i++) {
+        T_OK(ipcp_barrier(comm));
+        if (i == 1)
+            t0 = now_s();
+        st = ipcp_recv(comm, p, c->size, 0, TAG_DATA, &info);
+    }
+    if (c->iters > 1 && st == IPCP_OK)
+        printf("%zu bytes x %ld by the %s path: %.1f GB/s\n", c->size,
+               c->iters - 1, ipcp_path_name(info.path),
+               (double)c->size * (double)(c->iters - 1) / (now_s() - t0) / 1e9);
+    if (!expect_ok(c)) {
+        T_STATUS(st, IPCP_ERR_UNSUPPORTED);
+        T_MSG_HAS("direct path was forced");
+        buf_verify_untouched(&b, gseed,
+                             "receive buffer of a refused "
+                             "transfer");
+    } else {
+        T_STATUS(st, IPCP_OK);
+        T_EQ_U64(info.nbytes, c->size);
+        if (c->path != IPCP_PATH_AUTO)
+            T_EQ_INT(info.path, c->path);
+        else
+            T_CHECK(info.path != IPCP_PATH_AUTO);
+        buf_verify(&b, gseed, seed, "received data");
+    }
+    T_OK(ipcp_barrier(comm));
+    buf_free(comm, &b);
+}
+
+static int rank_main(int argc, char **argv)
+{
+    cfg_t c = parse(argc, argv);
+    ipcp_comm_t *comm = NULL;
+    uint64_t seed = 0;
+    T_OK(ipcp_init(NULL, &comm));
+    t_rank = ipcp_comm_rank(comm);
+    int device = c.split ? t_rank : 0;
+    use_device(device);
+    /* The seed goes first, on the default path; then the receiver forces
+     * its path (peers learn it before our later messages). */
+    if (t_rank == 0) {
+        seed = t_fresh_seed();
+        T_OK(ipcp_send(comm, &seed, sizeof seed, 1, TAG_SEED));
+    } else {
+        T_OK(ipcp_recv(comm, &seed, sizeof seed, 0, TAG_SEED, NULL));
+        T_OK(ipcp_comm_set_path(comm, c.path));
+    }
+    T_OK(ipcp_barrier(comm));
+    if (t_rank == 0)
+        run_sender(comm, &c, device, seed);
+    else
+        run_receiver(comm, &c, device, seed);
+    T_OK(ipcp_finalize(comm));
+    drop_device(device);
+    return 0;
+}
+
+/* Decides skipping in the launching process, so that both ranks agree: a
+ * rank that exits 77 alone would be taken for a failure. */
+static int check_machine(int argc, char **argv)
+{
+    cfg_t c = parse(argc, argv);
+    ipcp__backend_t *be = NULL;
+    ipcp_status_t st = ipcp__cuda_backend_ops.open(NULL, &be);
+    if (st == IPCP_ERR_UNSUPPORTED) {
+        printf("SKIP: CUDA backend unavailable: %s\n", ipcp_last_error());
+        return T_SKIP;
+    }
+    T_OK(st);
+    int ndev = be->ndev;
+    ipcp__cuda_backend_ops.close(be);
+    if (c.split && ndev < 2) {
+        printf("SKIP: --devices split needs 2 CUDA devices, %d visible\n",
+               ndev);
+        return T_SKIP;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (!ipcp_launch_is_rank()) {
+        int rc = check_machine(argc, argv);
+        if (rc)
+            return rc;
+    }
+    return t_mp_main(argc, argv, 2, 240, rank_main);
+}
