@@ -158,7 +158,12 @@ typedef struct ipcp_xfer_info {
 } ipcp_xfer_info_t;
 
 /* Non-blocking.  buf may be host or device memory; the library tells which.
- * tag >= 0.  On success *req is a new request for ipcp_wait/ipcp_test. */
+ * tag >= 0.  On success *req is a new request for ipcp_wait/ipcp_test.
+ * A receive smaller than the matching message fails with
+ * IPCP_ERR_TRUNCATED and writes nothing into the receive buffer; the send
+ * fails the same way, except an eager one (host memory, at most
+ * IPCPIPE_EAGER bytes, receiver on path auto), which completed when it
+ * left. */
 IPCP_API ipcp_status_t ipcp_isend(ipcp_comm_t *comm, const void *buf,
                                   size_t len, int peer, int tag,
                                   ipcp_request_t **req);

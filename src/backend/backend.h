@@ -112,6 +112,13 @@ typedef struct ipcp__backend_ops {
                                   int device, void **handle);
     void (*shm_unregister)(ipcp__backend_t *be, void *handle);
 
+    /* Identities of `device` and of every device whose memory it can
+     * access directly (itself first), as 64-bit hashes of PCI bus ids that
+     * mean the same in every process whatever CUDA_VISIBLE_DEVICES says.
+     * Returns how many were written (at most max).  NULL for host. */
+    int (*device_reach)(ipcp__backend_t *be, int device, uint64_t *ids,
+                        int max);
+
     /* Queues.  Enqueueing never waits for earlier operations.  destroy
      * waits for what was enqueued, then frees. */
     ipcp_status_t (*queue_create)(ipcp__backend_t *be, int device,

@@ -95,6 +95,7 @@ typedef struct ipcp__import {
     void *ptr;
     void *handle;
     size_t size;
+    int device; /* local device it is mapped for (-1: host) */
     int refs;   /* cache's own 1 + active transfers */
     int stale;  /* owner freed it */
 } ipcp__import_t;
@@ -202,6 +203,8 @@ struct ipcp__region {
     ipcp__list_t link;
     uint64_t id;
     int is_alloc;
+    int is_auto;            /* device memory the user allocated, exported by
+                               the library when first received into */
     void *ptr;
     size_t len;
     ipcp__mem_attr_t attr;
@@ -328,6 +331,10 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
 void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
                        ipcp_request_t *req, const ipcp__msg_cts_t *cts,
                        int *fds, int nfds);
+/* Receiver: copies eager bytes into a device buffer on its queue. */
+void ipcp__xfer_eager_to_device(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                                ipcp_request_t *req, const void *data,
+                                size_t len);
 /* One-sided ops on a mapped or pvm-reachable region, without the owner. */
 void ipcp__xfer_onesided_direct(ipcp_comm_t *comm, ipcp_request_t *req);
 /* Returns the queue set for a direction, creating it. */
@@ -352,6 +359,12 @@ ipcp_status_t ipcp__mem_attr(ipcp_comm_t *comm, const void *ptr, size_t len,
 ipcp__region_t *ipcp__region_find_alloc(ipcp_comm_t *comm, const void *ptr,
                                         size_t len);
 ipcp__region_t *ipcp__region_find_id(ipcp_comm_t *comm, uint64_t id);
+/* The exported record of the device allocation holding attr's pointer
+ * (attr->base/size/buffer_id), made on first use; NULL when it cannot be
+ * exported (reason logged).  A record for an older allocation at the same
+ * address (other buffer id) is retired first.  Takes comm->mem_lock. */
+ipcp__region_t *ipcp__region_auto(ipcp_comm_t *comm,
+                                  const ipcp__mem_attr_t *attr);
 void ipcp__mem_on_map_req(ipcp_comm_t *comm, ipcp__peer_t *peer,
                           const ipcp__msg_map_req_t *m);
 void ipcp__mem_on_map_rep(ipcp_comm_t *comm, ipcp__peer_t *peer,

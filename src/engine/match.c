@@ -47,6 +47,7 @@ static void ipcp__rts_fill(ipcp_comm_t *comm, ipcp__peer_t *peer,
                            ipcp_request_t *req, ipcp__msg_rts_t *rts)
 {
     memset(rts, 0, offsetof(ipcp__msg_rts_t, errmsg));
+    /* errmsg travels only with failures; its first byte keeps it a string. */
     rts->errmsg[0] = '\0';
     rts->hdr.type = IPCP_MSG_RTS;
     rts->tag = req->tag;
@@ -57,6 +58,10 @@ static void ipcp__rts_fill(ipcp_comm_t *comm, ipcp__peer_t *peer,
     rts->src_qset = (uint32_t)ipcp__qset_index(&req->attr);
     if (req->attr.type == IPCP_MEM_HOST && ipcp__pvm_allowed(comm, peer))
         rts->hdr.flags |= IPCP_RTS_PVM_OK;
+    if (req->attr.type == IPCP_MEM_CUDA && comm->cuda &&
+        comm->cuda_ops->device_reach)
+        rts->nreach = (uint32_t)comm->cuda_ops->device_reach(
+            comm->cuda, req->attr.device, rts->reach, IPCP_MAX_REACH);
 }
 
 /* Posts an RTS for req (a send, a staged put, or the owner's reply to a
@@ -113,16 +118,15 @@ static void ipcp__send_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
 
 /* ---- Receiving ---------------------------------------------------------- */
 
-static void ipcp__deliver_eager(ipcp_request_t *req,
+static void ipcp__deliver_eager(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                                ipcp_request_t *req,
                                 const ipcp__msg_rts_t *rts,
                                 const unsigned char *data)
 {
     if (rts->len && req->attr.type != IPCP_MEM_HOST) {
-        /* Device buffers receive through the staged path instead: eager
-         * sends are only made by host senders to ranks that see them as
-         * host-to-host; this is the one case where that guess was wrong. */
-        ipcp__req_complete(req, IPCP_ERR_UNSUPPORTED,
-                           "eager message into device memory");
+        /* A host sender cannot know the receive buffer is device memory:
+         * the bytes go in with one copy on the receiver's queue. */
+        ipcp__xfer_eager_to_device(comm, peer, req, data, rts->len);
         return;
     }
     if (rts->len)
@@ -151,7 +155,7 @@ static void ipcp__recv_matched(ipcp_comm_t *comm, ipcp__peer_t *peer,
         return;
     }
     if (rts->hdr.flags & IPCP_RTS_EAGER) {
-        ipcp__deliver_eager(req, rts, eager);
+        ipcp__deliver_eager(comm, peer, req, rts, eager);
         return;
     }
     if (peer->closed) {

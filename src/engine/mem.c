@@ -173,7 +173,7 @@ ipcp_status_t ipcp__mem_free(ipcp_comm_t *comm, void *ptr)
     pthread_mutex_lock(&comm->mem_lock);
     ipcp__list_for_each_safe(e, tmp, &comm->regions) {
         ipcp__region_t *x = ipcp__list_entry(e, ipcp__region_t, link);
-        if (x->is_alloc && x->ptr == ptr)
+        if (x->is_alloc && !x->is_auto && x->ptr == ptr)
             r = x;
     }
     pthread_mutex_unlock(&comm->mem_lock);
@@ -186,6 +186,57 @@ ipcp_status_t ipcp__mem_free(ipcp_comm_t *comm, void *ptr)
     r->ops->mem_free(r->be, r->handle);
     free(r);
     return st;
+}
+
+ipcp__region_t *ipcp__region_auto(ipcp_comm_t *comm,
+                                  const ipcp__mem_attr_t *attr)
+{
+    ipcp__region_t *r, *old = NULL;
+    ipcp__list_t *e, *tmp;
+    const ipcp__backend_ops_t *ops = comm->cuda_ops;
+
+    if (!comm->cuda || !attr->base || !attr->size)
+        return NULL;
+    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__list_for_each_safe(e, tmp, &comm->regions) {
+        r = ipcp__list_entry(e, ipcp__region_t, link);
+        if (!r->is_auto || (uintptr_t)r->ptr != attr->base)
+            continue;
+        if (r->attr.buffer_id == attr->buffer_id && r->len == attr->size) {
+            pthread_mutex_unlock(&comm->mem_lock);
+            return r;
+        }
+        old = r; /* freed and reallocated at the same address */
+    }
+    pthread_mutex_unlock(&comm->mem_lock);
+    if (old) {
+        ipcp__region_retire(comm, old, 0);
+        ipcp__region_release(old);
+        free(old);
+    }
+    if (!(r = calloc(1, sizeof(*r))))
+        return NULL;
+    r->exp_fd = -1;
+    r->is_alloc = r->is_auto = 1;
+    r->ptr = (void *)attr->base;
+    r->len = attr->size;
+    r->attr = *attr;
+    r->ops = ops;
+    r->be = comm->cuda;
+    if (ops->mem_export(comm->cuda, NULL, r->ptr, r->len, &r->exp,
+                        &r->exp_fd) != IPCP_OK) {
+        IPCP_INFO(IPCP_SUB_ENGINE, "device buffer cannot be shared, using the "
+                  "staged path: %s", ipcp__last_error());
+        free(r);
+        return NULL;
+    }
+    r->exportable = 1;
+    if (ipcp__region_add(comm, r) != IPCP_OK) {
+        ipcp__region_release(r);
+        free(r);
+        return NULL;
+    }
+    return r;
 }
 
 ipcp_status_t ipcp__mem_register(ipcp_comm_t *comm, void *buf, size_t len,
@@ -516,7 +567,8 @@ void ipcp__mem_cleanup(ipcp_comm_t *comm)
         ipcp__region_t *r = ipcp__list_entry(e, ipcp__region_t, link);
         ipcp__region_release(r);
         if (r->is_alloc) {
-            r->ops->mem_free(r->be, r->handle);
+            if (!r->is_auto)
+                r->ops->mem_free(r->be, r->handle);
             free(r);
         } else {
             ipcp_mem_t *mem = ipcp__container_of(r, ipcp_mem_t, region);

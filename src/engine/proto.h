@@ -13,6 +13,7 @@
 #define IPCP_MAX_SLOTS 64
 #define IPCP_MAX_QUEUES 8
 #define IPCP_MAX_QSETS_WIRE 33
+#define IPCP_MAX_REACH 16
 
 enum {
     IPCP_MSG_RTS = 1,     /* a sender (or a get's owner) offers data */
@@ -55,7 +56,11 @@ typedef struct ipcp__msg_rts {
     uint32_t src_qset;    /* sender's queue set (index of its done flags) */
     uint32_t src_nq;      /* queues in it */
     int32_t path;         /* PUT/GET_REPLY: path the origin asks for */
-    uint32_t pad;
+    uint32_t nreach;      /* device sources: entries of reach */
+    /* Device sources: the source device and every device it can write
+     * directly (backend device_reach); the receiver picks the direct path
+     * only when its buffer's device is among them. */
+    uint64_t reach[IPCP_MAX_REACH];
     char errmsg[IPCP_ERRWIRE_MAX]; /* status < 0 */
 } ipcp__msg_rts_t;
 

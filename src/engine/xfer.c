@@ -119,7 +119,8 @@ static ipcp_status_t ipcp__chan_bind_all(ipcp__dir_t *dir)
 }
 
 /* Receiver: creates the channel of data coming from peer. */
-static ipcp_status_t ipcp__chan_create(ipcp_comm_t *comm, ipcp__dir_t *dir)
+static ipcp_status_t ipcp__chan_create(ipcp_comm_t *comm, ipcp__dir_t *dir,
+                                       int device_mem)
 {
     const ipcp__config_t *cfg = comm->cfg;
     ipcp__chan_t *ch;
@@ -132,10 +133,13 @@ static ipcp_status_t ipcp__chan_create(ipcp_comm_t *comm, ipcp__dir_t *dir)
     if (!ch)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_NOMEM,
                           "no memory for a channel");
+    /* The first transfer decides: device memory wants large slots (copy
+     * engines reach full speed only on MiB-sized copies), host memory wants
+     * slots that stay in cache while they are copied out. */
     ch->slot_size = cfg->chunk ? cfg->chunk
-                               : (comm->cuda ? IPCP_CUDA_CHUNK : IPCP_HOST_CHUNK);
+                               : (device_mem ? IPCP_CUDA_CHUNK : IPCP_HOST_CHUNK);
     ch->nslots = (uint32_t)(cfg->slots ? cfg->slots
-                                       : (comm->cuda ? IPCP_CUDA_SLOTS
+                                       : (device_mem ? IPCP_CUDA_SLOTS
                                                      : IPCP_HOST_SLOTS));
     ch->size = ipcp__ctl_size() + (size_t)ch->nslots * ch->slot_size;
     ch->created = 1;
@@ -266,9 +270,13 @@ static ipcp_status_t ipcp__import_get(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp__import_t *imp;
     ipcp_status_t st;
 
+    int device = attr->type == IPCP_MEM_CUDA ? attr->device : -1;
+    /* Keyed by the local device too: a mapping belongs to the context of
+     * the device that opened it, and copies issued by another device's
+     * streams through it would be cross-context copies. */
     ipcp__list_for_each_safe(e, tmp, &peer->imports) {
         imp = ipcp__list_entry(e, ipcp__import_t, link);
-        if (imp->id == cts->dst_region) {
+        if (imp->id == cts->dst_region && imp->device == device) {
             imp->refs++;
             *out = imp;
             return IPCP_OK;
@@ -276,21 +284,22 @@ static ipcp_status_t ipcp__import_get(ipcp_comm_t *comm, ipcp__peer_t *peer,
     }
     if (!(cts->hdr.flags & IPCP_CTS_HAS_EXP))
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_STATE,
-                          "rank %d named region %llu, which was never sent",
-                          peer->rank, (unsigned long long)cts->dst_region);
+                          "rank %d named region %llu, which was never sent "
+                          "for device %d", peer->rank,
+                          (unsigned long long)cts->dst_region, device);
     imp = calloc(1, sizeof(*imp));
     if (!imp)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_NOMEM,
                           "no memory for an import");
     ipcp__backend_of(comm, attr, &imp->ops, &imp->be);
-    st = imp->ops->mem_import(imp->be, &cts->exp, fd,
-                              attr->type == IPCP_MEM_CUDA ? attr->device : -1,
-                              &imp->ptr, &imp->handle);
+    st = imp->ops->mem_import(imp->be, &cts->exp, fd, device, &imp->ptr,
+                              &imp->handle);
     if (st != IPCP_OK) {
         free(imp);
         return st;
     }
     imp->id = cts->dst_region;
+    imp->device = device;
     imp->size = cts->exp.size;
     imp->refs = 2; /* the cache's and this transfer's */
     ipcp__list_push_back(&peer->imports, &imp->link);
@@ -419,6 +428,21 @@ typedef struct ipcp__choice {
     char why[160];
 } ipcp__choice_t;
 
+/* Device to device: may the sender's device write this buffer's device? */
+static int ipcp__reachable(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
+                           const ipcp_request_t *req)
+{
+    uint64_t mine;
+    if (!comm->cuda || !comm->cuda_ops->device_reach ||
+        comm->cuda_ops->device_reach(comm->cuda, req->attr.device, &mine,
+                                     1) != 1)
+        return 0;
+    for (uint32_t i = 0; i < rts->nreach && i < IPCP_MAX_REACH; i++)
+        if (rts->reach[i] == mine)
+            return 1;
+    return 0;
+}
+
 static void ipcp__choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
                          const ipcp__msg_rts_t *rts, ipcp_request_t *req,
                          ipcp__choice_t *ch)
@@ -430,11 +454,23 @@ static void ipcp__choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (r && r->exportable)
         ch->region = *r;
     pthread_mutex_unlock(&comm->mem_lock);
+    if (!r && req->attr.type == IPCP_MEM_CUDA &&
+        rts->src_type == IPCP_MEM_CUDA && ipcp__reachable(comm, rts, req)) {
+        /* cudaMalloc'd memory: exported (legacy IPC) once per allocation. */
+        r = ipcp__region_auto(comm, &req->attr);
+        if (r)
+            ch->region = *r;
+    }
     if (rts->src_type != (int32_t)req->attr.type) {
         snprintf(ch->why, sizeof(ch->why), "source and destination are "
                  "different kinds of memory (%s to %s)",
                  rts->src_type == IPCP_MEM_CUDA ? "cuda" : "host",
                  req->attr.type == IPCP_MEM_CUDA ? "cuda" : "host");
+    } else if (req->attr.type == IPCP_MEM_CUDA &&
+               !ipcp__reachable(comm, rts, req)) {
+        snprintf(ch->why, sizeof(ch->why), "rank %d's GPU cannot access this "
+                 "GPU directly (no peer access, or not visible to it)",
+                 peer->rank);
     } else if (r && r->exportable) {
         ch->mode = IPCP_DST_MAPPED;
         snprintf(ch->why, sizeof(ch->why), "receive buffer lies in shareable "
@@ -564,7 +600,9 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
         snprintf(c.why, sizeof(c.why), "staged path forced");
     }
     ipcp__log_choice(comm, peer, req, &c, force);
-    st = ipcp__chan_create(comm, &peer->rx);
+    st = ipcp__chan_create(comm, &peer->rx,
+                           rts->src_type == IPCP_MEM_CUDA ||
+                               req->attr.type == IPCP_MEM_CUDA);
     if (st == IPCP_OK)
         st = ipcp__qset_get(comm, peer, &peer->rx, &req->attr, &qs);
     if (st != IPCP_OK) {
@@ -721,6 +759,31 @@ void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
 out:
     for (int i = 0; i < nfds; i++)
         close(fds[i]);
+}
+
+void ipcp__xfer_eager_to_device(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                                ipcp_request_t *req, const void *data,
+                                size_t len)
+{
+    ipcp__qset_t *qs;
+    ipcp_status_t st = ipcp__qset_get(comm, peer, &peer->rx, &req->attr, &qs);
+    if (st == IPCP_OK && !(req->scratch = malloc(len)))
+        st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_NOMEM,
+                        "no memory for %zu eager bytes", len);
+    if (st != IPCP_OK) {
+        ipcp__req_complete(req, st, ipcp__last_error());
+        return;
+    }
+    /* The message buffer is reused as soon as we return: copy it first. */
+    memcpy(req->scratch, data, len);
+    req->path = IPCP_PATH_EAGER;
+    req->nbytes = len;
+    ipcp__xfer_begin(comm, peer, req, 1);
+    ipcp__enq_check(&req->xfer.track, qs->ops->copy(qs->q[0], req->buf,
+                                                    req->scratch, len,
+                                                    &req->xfer.track));
+    ipcp__enq_notify(qs, 0, &req->xfer.track);
+    ipcp__xfer_go(&req->xfer);
 }
 
 /* ---- One-sided without the owner --------------------------------------- */

@@ -3,14 +3,21 @@
  * buffers too.
  *
  *   test_cuda_sendrecv --size S --path direct|staged|auto --send KIND
- *       --recv KIND [--devices same|split] [--soff N] [--roff N]
- *       [--iters N]
+ *       --recv KIND [--devices same|split|isolated] [--soff N] [--roff N]
+ *       [--iters N] [--kill sender|receiver]
  *
  * KIND: dev (cuMemAlloc: the user's memory, exported by legacy IPC), vmm
  * (ipcp_mem_alloc of CUDA memory), host (malloc), hostmem (ipcp_mem_alloc
  * of host memory).  Rank 0 sends, rank 1 receives, and only the receiver
  * forces the path (it decides).  devices same: both ranks on device 0 (one
- * GPU shared by two processes); split: rank r on device r.
+ * GPU shared by two processes); split: rank r on device r; isolated: rank
+ * r sees only GPU r (CUDA_VISIBLE_DEVICES=r), so no direct path exists and
+ * auto must pick staged.
+ *
+ * --kill sender|receiver: that rank posts its side and kills itself with
+ * SIGKILL a moment later (mid-transfer); the survivor's blocking call must
+ * return IPCP_ERR_PEER_LOST and its finalize must not hang on device waits
+ * the dead peer would have released.
  *
  * A forced direct path can serve only a receive buffer from ipcp_mem_alloc
  * of the same kind of memory as the send buffer; otherwise both sides must
@@ -22,6 +29,8 @@
  *
  * Exits 77 (in the launching process, before any rank starts) when the
  * CUDA backend cannot open here, or split asks for a second device. */
+#include <signal.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,6 +48,8 @@ typedef struct cfg {
     ipcp_path_t path;
     kind_t send, recv;
     int split;
+    int isolated;
+    int kill; /* 0, or 1 + the rank that dies (0 sender, 1 receiver) */
     long iters;
 } cfg_t;
 
@@ -97,9 +108,18 @@ static cfg_t parse(int argc, char **argv)
         c.path = IPCP_PATH_AUTO;
     else
         T_FAIL("unknown path \"%s\" (direct, staged, auto)", p);
-    if (strcmp(d, "same") != 0 && strcmp(d, "split") != 0)
-        T_FAIL("unknown --devices \"%s\" (same, split)", d);
+    if (strcmp(d, "same") != 0 && strcmp(d, "split") != 0 &&
+        strcmp(d, "isolated") != 0)
+        T_FAIL("unknown --devices \"%s\" (same, split, isolated)", d);
     c.split = strcmp(d, "split") == 0;
+    c.isolated = strcmp(d, "isolated") == 0;
+    const char *k = opt(argc, argv, "--kill", "none");
+    c.kill = strcmp(k, "sender") == 0     ? 1
+             : strcmp(k, "receiver") == 0 ? 2
+             : strcmp(k, "none") == 0     ? 0
+                                          : -1;
+    if (c.kill < 0)
+        T_FAIL("unknown --kill \"%s\" (sender, receiver)", k);
     if (!is_device(c.send) && !is_device(c.recv))
         T_FAIL("host to host is tested in tests/api");
     return c;
@@ -243,12 +263,48 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Whether the receiver's forced path can serve the transfer. */
+/* Whether the receiver's forced path can serve the transfer: direct needs
+ * device memory on both sides (ours by VMM, the user's by legacy IPC) and a
+ * sender that can reach the receiver's GPU. */
 static int expect_ok(const cfg_t *c)
 {
     if (c->path != IPCP_PATH_DIRECT)
         return 1;
-    return c->recv == K_VMM && is_device(c->send);
+    return is_device(c->recv) && is_device(c->send) && !c->isolated;
+}
+
+/* The victim of --kill: posts its side, lets the transfer start, dies. */
+static void die_mid_transfer(ipcp_comm_t *comm, const cfg_t *c, void *p)
+{
+    ipcp_request_t *req;
+    if (t_rank == 0)
+        T_OK(ipcp_isend(comm, p, c->size, 1, TAG_DATA, &req));
+    else
+        T_OK(ipcp_irecv(comm, p, c->size, 0, TAG_DATA, &req));
+    usleep(1000);
+    kill(getpid(), SIGKILL);
+    T_FAIL("still alive after SIGKILL");
+}
+
+/* The survivor of --kill: its call fails with PEER_LOST within the
+ * timeout, and finalize (which drains the device queues) returns. */
+static void survive(ipcp_comm_t *comm, const cfg_t *c, void *p)
+{
+    double t0 = now_s();
+    ipcp_status_t st =
+        t_rank == 0 ? ipcp_send(comm, p, c->size, 1, TAG_DATA)
+                    : ipcp_recv(comm, p, c->size, 0, TAG_DATA, NULL);
+    double dt = now_s() - t0;
+    T_STATUS(st, IPCP_ERR_PEER_LOST);
+    T_MSG_HAS("lost");
+    if (dt > 10.0)
+        T_FAIL("PEER_LOST came after %.1f s", dt);
+    printf("rank %d: %s after %.3f s: %s\n", t_rank, ipcp_strerror(st), dt,
+           ipcp_last_error());
+    t0 = now_s();
+    T_OK(ipcp_finalize(comm));
+    if (now_s() - t0 > 15.0)
+        T_FAIL("finalize after a lost peer took %.1f s", now_s() - t0);
 }
 
 static void run_sender(ipcp_comm_t *comm, const cfg_t *c, int device,
@@ -259,6 +315,13 @@ static void run_sender(ipcp_comm_t *comm, const cfg_t *c, int device,
     void *p =
         buf_alloc(comm, &b, c->send, c->size, c->soff, device, gseed, seed);
     ipcp_status_t st = IPCP_OK;
+    if (c->kill) {
+        T_OK(ipcp_barrier(comm));
+        if (c->kill == 1)
+            die_mid_transfer(comm, c, p);
+        survive(comm, c, p);
+        return;
+    }
     for (long i = 0; i < c->iters && st == IPCP_OK; i++) {
         T_OK(ipcp_barrier(comm));
         st = ipcp_send(comm, p, c->size, 1, TAG_DATA);
@@ -281,6 +344,13 @@ static void run_receiver(ipcp_comm_t *comm, const cfg_t *c, int device,
     void *p = buf_alloc(comm, &b, c->recv, c->size, c->roff, device, gseed, 0);
     ipcp_status_t st = IPCP_OK;
     double t0 = 0;
+    if (c->kill) {
+        T_OK(ipcp_barrier(comm));
+        if (c->kill == 2)
+            die_mid_transfer(comm, c, p);
+        survive(comm, c, p);
+        return;
+    }
     for (long i = 0; i < c->iters && st == IPCP_OK; i++) {
         T_OK(ipcp_barrier(comm));
         if (i == 1)
@@ -302,6 +372,8 @@ static void run_receiver(ipcp_comm_t *comm, const cfg_t *c, int device,
         T_EQ_U64(info.nbytes, c->size);
         if (c->path != IPCP_PATH_AUTO)
             T_EQ_INT(info.path, c->path);
+        else if (c->isolated && c->size > 8192)
+            T_EQ_INT(info.path, IPCP_PATH_STAGED);
         else
             T_CHECK(info.path != IPCP_PATH_AUTO);
         buf_verify(&b, gseed, seed, "received data");
@@ -333,7 +405,8 @@ static int rank_main(int argc, char **argv)
         run_sender(comm, &c, device, seed);
     else
         run_receiver(comm, &c, device, seed);
-    T_OK(ipcp_finalize(comm));
+    if (!c.kill)
+        T_OK(ipcp_finalize(comm));
     drop_device(device);
     return 0;
 }
@@ -352,11 +425,50 @@ static int check_machine(int argc, char **argv)
     T_OK(st);
     int ndev = be->ndev;
     ipcp__cuda_backend_ops.close(be);
-    if (c.split && ndev < 2) {
+    if ((c.split || c.isolated) && ndev < 2) {
         printf("SKIP: --devices split needs 2 CUDA devices, %d visible\n",
                ndev);
         return T_SKIP;
     }
+    return 0;
+}
+
+static void isolate(int rank, void *arg)
+{
+    char v[16];
+    (void)arg;
+    snprintf(v, sizeof v, "%d", rank);
+    setenv("CUDA_VISIBLE_DEVICES", v, 1);
+}
+
+/* Launches the two ranks itself when a rank is meant to die or each must
+ * see only its own GPU: keep going past the victim, then check that it was
+ * killed and that the survivor passed. */
+static int launch_special(int argc, char **argv, const cfg_t *c)
+{
+    ipcp_launch_opts_t o;
+    ipcp_launch_result_t res;
+    char *env[] = {"IPCPIPE_TIMEOUT=10", NULL};
+    memset(&o, 0, sizeof o);
+    o.nranks = 2;
+    o.timeout_s = 240;
+    o.argv_self = argv;
+    o.extra_env = env;
+    o.keep_going = c->kill != 0;
+    if (c->isolated)
+        o.child_env = isolate;
+    (void)argc;
+    if (ipcp_launch(&o, &res) != 0)
+        T_FAIL("launch failed");
+    if (!c->kill)
+        return ipcp_launch_exit_code(&res);
+    int victim = c->kill - 1, survivor = 1 - victim;
+    int vs = res.wait_status[victim], ss = res.wait_status[survivor];
+    if (!WIFSIGNALED(vs) || WTERMSIG(vs) != SIGKILL)
+        T_FAIL("rank %d should have died by SIGKILL (wait status 0x%x)", victim,
+               vs);
+    if (!WIFEXITED(ss) || WEXITSTATUS(ss) != 0)
+        T_FAIL("surviving rank %d failed (wait status 0x%x)", survivor, ss);
     return 0;
 }
 
@@ -366,6 +478,9 @@ int main(int argc, char **argv)
         int rc = check_machine(argc, argv);
         if (rc)
             return rc;
+        cfg_t c = parse(argc, argv);
+        if (c.kill || c.isolated)
+            return launch_special(argc, argv, &c);
     }
     return t_mp_main(argc, argv, 2, 240, rank_main);
 }

@@ -3,6 +3,7 @@
  * queues that are CUDA streams ordered by stream memory operations.  This
  * file holds the instance, contexts, the pointer query and the table. */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -222,6 +223,11 @@ static ipcp_status_t cuda_open_device(ipcp__backend_t *be, int i)
                         IPCP_ERR_UNSUPPORTED, "cuDeviceGet(%d)", i);
     if (st != IPCP_OK)
         return st;
+    char bus[32] = "";
+    if (IPCP_CU(cuDeviceGetPCIBusId)(bus, (int)sizeof(bus), d->dev) !=
+        CUDA_SUCCESS)
+        snprintf(bus, sizeof(bus), "ordinal-%d", i);
+    d->id = ipcp__fnv1a(bus, strlen(bus), IPCP_FNV_SEED);
     if (!cuda_attr(d->dev, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING))
         return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
                           "CUDA device %d lacks unified addressing", i);
@@ -342,6 +348,19 @@ static void cuda_close(ipcp__backend_t *be)
     free(be);
 }
 
+static int cuda_device_reach(ipcp__backend_t *be, int device, uint64_t *ids,
+                             int max)
+{
+    int n = 0;
+    if (device < 0 || device >= be->ndev || max < 1)
+        return 0;
+    ids[n++] = be->dev[device].id;
+    for (int b = 0; b < be->ndev && n < max; b++)
+        if (b != device && be->peer[device][b])
+            ids[n++] = be->dev[b].id;
+    return n;
+}
+
 const ipcp__backend_ops_t ipcp__cuda_backend_ops = {
     .name = "cuda",
     .type = IPCP_MEM_CUDA,
@@ -355,6 +374,7 @@ const ipcp__backend_ops_t ipcp__cuda_backend_ops = {
     .mem_unimport = ipcp__cuda_mem_unimport,
     .shm_register = ipcp__cuda_shm_register,
     .shm_unregister = ipcp__cuda_shm_unregister,
+    .device_reach = cuda_device_reach,
     .queue_create = ipcp__cuda_queue_create,
     .queue_destroy = ipcp__cuda_queue_destroy,
     .copy = ipcp__cuda_copy,

@@ -25,6 +25,7 @@ typedef struct ipcp__cuda_dev {
     int vmm;       /* shareable VMM allocations (POSIX fd handles) */
     int memops;    /* 64-bit stream memory operations */
     size_t gran;   /* VMM allocation granularity; 0 until asked (atomic) */
+    uint64_t id;   /* hash of the PCI bus id: the same in every process */
 } ipcp__cuda_dev_t;
 
 struct ipcp__backend {

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# One command on a GPU machine: builds ipcpipe, runs the GPU tests without
+# and under compute-sanitizer memcheck, runs the GPU benchmark (with the
+# ceilings it measures beside every figure), and writes every log under the
+# directory it is given.  Exit status: 0 when every step passed.
+#
+#   scripts/gpu-check.sh OUTDIR [--quick]
+#
+# --quick skips memcheck and the tuning sweep.
+set -uo pipefail
+
+out=${1:?usage: scripts/gpu-check.sh OUTDIR [--quick]}
+quick=${2:-}
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${IPCPIPE_BUILD_ROOT:-$root/build}/gpu
+jobs=$(nproc 2>/dev/null || echo 8)
+mkdir -p "$out"
+summary=$out/summary.txt
+: >"$summary"
+export NCCL_NVLS_ENABLE=0 # keep NVLink multicast off on shared machines
+fail=0
+
+note() { echo "$*" | tee -a "$summary"; }
+step() { # name, command...
+    local name=$1 t0 rc
+    shift
+    t0=$(date +%s)
+    "$@"
+    rc=$?
+    note "$(printf '%-10s rc=%-3d %4ds' "$name" "$rc" $(($(date +%s) - t0)))"
+    [ "$rc" -eq 0 ] || fail=1
+    return "$rc"
+}
+
+{
+    date -u
+    nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,memory.total --format=csv
+    nvidia-smi topo -m
+    echo "cpus: $jobs"
+} >"$out/machine.txt" 2>&1
+
+step build bash -c "cmake -S '$root' -B '$build' -DCMAKE_BUILD_TYPE=Release \
+    -DIPCPIPE_WERROR=ON >'$out/build.log' 2>&1 && \
+    cmake --build '$build' -j$jobs >>'$out/build.log' 2>&1" || { cat "$summary"; exit 1; }
+
+step tests bash -c "cd '$build' && ctest -L gpu --output-on-failure -j4 \
+    --timeout 600 >'$out/tests.log' 2>&1"
+tail -n 15 "$out/tests.log" >>"$summary"
+
+if [ "$quick" != --quick ]; then
+    step memcheck python3 "$root/scripts/memcheck.py" "$build" \
+        --out "$out/memcheck.log"
+fi
+
+bench=$build/tools/ipcpipe-bench
+step bench bash -c "'$bench' --mem cuda --sizes 8,4K,2M,8M,32M,128M,256M,1G \
+    >'$out/bench.txt' 2>&1 && '$bench' --mem cuda --sizes 2M,8M,32M,256M,1G \
+    --json >'$out/bench.json' 2>>'$out/bench.txt'"
+cat "$out/bench.txt" >>"$summary"
+
+if [ "$quick" != --quick ]; then
+    # Staged-path tuning: slot size and queue count (FACTS: 16 MiB slots
+    # reached 53.2 GB/s with a GPU-driven two-sided ring).
+    {
+        for q in 1 2 4; do
+            for c in 4M 8M 16M; do
+                echo "## IPCPIPE_QUEUES=$q IPCPIPE_CHUNK=$c IPCPIPE_SLOTS=$((64 / ${c%M}))"
+                IPCPIPE_QUEUES=$q IPCPIPE_CHUNK=$c IPCPIPE_SLOTS=$((64 / ${c%M})) \
+                    "$bench" --mem cuda --case staged --sizes 256M,1G --lat-max 0 2>&1 |
+                    grep -E '^ +[0-9]'
+            done
+        done
+    } >"$out/sweep.txt" 2>&1
+    note "sweep     (see sweep.txt)"
+    cat "$out/sweep.txt" >>"$summary"
+fi
+
+note "gpu-check: $([ $fail -eq 0 ] && echo PASSED || echo FAILED)"
+exit $fail

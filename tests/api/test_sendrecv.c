@@ -1,0 +1,440 @@
+/* Two-sided transfers through the public API, every byte verified.
+ *
+ *   test_api_sendrecv --ranks N --pattern P --size S [--path direct|staged|
+ *       auto] [--how set|param|env] [--alloc malloc|mem|null] [--soff N]
+ *       [--roff N] [--count N] [--pvm off] [--force all|receiver]
+ *
+ * Patterns: oneway (rank 0 -> 1, blocking send/recv), ring (rank r sends to
+ * r+1 while receiving from r-1, isend+irecv, wait both; with 2 ranks this is
+ * both directions at once), alltoall (every pair, both ways, all posted at
+ * once), many (--count messages of 1..4096 bytes over 3 tags interleaved,
+ * windows of outstanding requests, received in posting order per tag),
+ * poll (isend/irecv completed by polling ipcp_test).
+ *
+ * --force receiver: only rank 1 (the receiver of oneway) forces the path;
+ * the receiver decides, so the reported path must still be the forced one.
+ *
+ * Data comes from a fresh seed that the sender sends first.  The receiver
+ * checks info.nbytes, info.path (the forced path, or a concrete one under
+ * auto) and the bytes around its buffer. */
+#include "apitest.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+enum { TAG_SEED = 1, TAG_DATA = 7, TAG_MANY0 = 20, MANY_TAGS = 3 };
+
+typedef struct cfg {
+    int nranks;
+    const char *pattern;
+    size_t size;
+    ipcp_path_t path;
+    const char *how;
+    api_alloc_t alloc;
+    size_t soff, roff;
+    long count;
+    int pvm_off;
+    int recv_only; /* only the receiving rank (1) forces the path */
+} cfg_t;
+
+static cfg_t parse(int argc, char **argv)
+{
+    cfg_t c;
+    c.nranks = (int)api_opt_long(argc, argv, "--ranks", 2);
+    c.pattern = api_opt(argc, argv, "--pattern", "oneway");
+    c.size = api_opt_size(argc, argv, "--size", "4095");
+    c.path = api_parse_path(api_opt(argc, argv, "--path", "auto"));
+    c.how = api_opt(argc, argv, "--how", "set");
+    c.alloc = api_parse_alloc(api_opt(argc, argv, "--alloc", "malloc"));
+    c.soff = api_opt_size(argc, argv, "--soff", "0");
+    c.roff = api_opt_size(argc, argv, "--roff", "0");
+    c.count = api_opt_long(argc, argv, "--count", 10000);
+    c.pvm_off = strcmp(api_opt(argc, argv, "--pvm", "auto"), "off") == 0;
+    c.recv_only =
+        strcmp(api_opt(argc, argv, "--force", "all"), "receiver") == 0;
+    if (c.recv_only && strcmp(c.pattern, "oneway") != 0)
+        T_FAIL("--force receiver goes with --pattern oneway");
+    if (c.nranks < 2 || c.nranks > IPCP_LAUNCH_MAX_RANKS)
+        T_FAIL("--ranks %d: need 2..%d", c.nranks, IPCP_LAUNCH_MAX_RANKS);
+    return c;
+}
+
+/* Expected path of a receive: the forced one; under auto with process_vm
+ * switched off, a malloc'd buffer cannot be written directly. */
+static void check_path(const cfg_t *c, ipcp_path_t got, const char *what)
+{
+    api_expect_path(got, c->path, what);
+    if (c->path == IPCP_PATH_AUTO && c->pvm_off &&
+        c->alloc == API_ALLOC_MALLOC && got == IPCP_PATH_DIRECT)
+        T_FAIL("%s: path direct into malloc memory with IPCPIPE_PVM=off", what);
+}
+
+/* rank 0 -> rank 1 with the blocking calls. */
+static void run_oneway(ipcp_comm_t *comm, const cfg_t *c)
+{
+    int rank = ipcp_comm_rank(comm);
+    api_buf_t b;
+    memset(&b, 0, sizeof b);
+    if (rank == 0) {
+        uint64_t seed = t_fresh_seed();
+        api_ctl_send(comm, 1, TAG_SEED, &seed, sizeof seed);
+        void *p = api_buf_alloc(comm, c->alloc, c->size, c->soff, &b);
+        if (c->size)
+            t_fill(p, c->size, seed);
+        T_OK(ipcp_send(comm, p, c->size, 1, TAG_DATA));
+        if (c->size)
+            t_verify(p, c->size, seed, "send buffer after the send");
+        api_buf_check_guards(&b, "send buffer");
+    } else if (rank == 1) {
+        uint64_t seed;
+        api_ctl_recv(comm, 0, TAG_SEED, &seed, sizeof seed);
+        void *p = api_buf_alloc(comm, c->alloc, c->size, c->roff, &b);
+        ipcp_xfer_info_t info = {(size_t)-1, IPCP_PATH_AUTO};
+        T_OK(ipcp_recv(comm, p, c->size, 0, TAG_DATA, &info));
+        T_EQ_U64(info.nbytes, c->size);
+        check_path(c, info.path, "ipcp_recv");
+        if (c->size)
+            t_verify(p, c->size, seed, "received data");
+        api_buf_check_guards(&b, "receive buffer");
+    }
+    T_OK(ipcp_barrier(comm));
+    api_buf_free(comm, &b);
+}
+
+/* Each rank sends to r+1 and receives from r-1, both posted at once. */
+static void run_ring(ipcp_comm_t *comm, const cfg_t *c)
+{
+    int rank = ipcp_comm_rank(comm), n = ipcp_comm_size(comm);
+    int dst = (rank + 1) % n, src = (rank + n - 1) % n;
+    uint64_t seed = t_fresh_seed(), peer_seed;
+    ipcp_request_t *sreq = api_ctl_isend(comm, dst, TAG_SEED, &seed, 8);
+    api_ctl_recv(comm, src, TAG_SEED, &peer_seed, 8);
+    api_wait_ok(sreq, 8, "seed isend");
+
+    api_buf_t sb, rb;
+    void *sp = api_buf_alloc(comm, c->alloc, c->size, c->soff, &sb);
+    void *rp = api_buf_alloc(comm, c->alloc, c->size, c->roff, &rb);
+    if (c->size)
+        t_fill(sp, c->size, seed);
+    ipcp_request_t *rreq = NULL;
+    T_OK(ipcp_irecv(comm, rp, c->size, src, TAG_DATA, &rreq));
+    T_OK(ipcp_isend(comm, sp, c->size, dst, TAG_DATA, &sreq));
+    ipcp_xfer_info_t info = {(size_t)-1, IPCP_PATH_AUTO};
+    T_OK(ipcp_wait(rreq, &info));
+    T_EQ_U64(info.nbytes, c->size);
+    check_path(c, info.path, "irecv");
+    info.nbytes = (size_t)-1;
+    T_OK(ipcp_wait(sreq, &info));
+    T_EQ_U64(info.nbytes, c->size);
+    if (c->size)
+        t_verify(rp, c->size, peer_seed, "received data");
+    api_buf_check_guards(&rb, "receive buffer");
+    api_buf_check_guards(&sb, "send buffer");
+    T_OK(ipcp_barrier(comm));
+    api_buf_free(comm, &sb);
+    api_buf_free(comm, &rb);
+}
+
+/* Every ordered pair at once; data from rank a to b has seed mix(seed_a, b). */
+static void run_alltoall(ipcp_comm_t *comm, const cfg_t *c)
+{
+    int rank = ipcp_comm_rank(comm), n = ipcp_comm_size(comm);
+    uint64_t seed = t_fresh_seed();
+    uint64_t *peer_seed = calloc((size_t)n, sizeof *peer_seed);
+    ipcp_request_t **sreq = calloc((size_t)n, sizeof *sreq);
+    ipcp_request_t **rreq = calloc((size_t)n, sizeof *rreq);
+    api_buf_t *sb = calloc((size_t)n, sizeof *sb);
+    api_buf_t *rb = calloc((size_t)n, sizeof *rb);
+    T_CHECK(peer_seed && sreq && rreq && sb && rb);
+    for (int p = 0; p < n; p++)
+        if (p != rank)
+            sreq[p] = api_ctl_isend(comm, p, TAG_SEED, &seed, 8);
+    for (int p = 0; p < n; p++)
+        if (p != rank)
+            api_ctl_recv(comm, p, TAG_SEED, &peer_seed[p], 8);
+    for (int p = 0; p < n; p++)
+        if (p != rank)
+            api_wait_ok(sreq[p], 8, "seed isend");
+
+    for (int p = 0; p < n; p++) {
+        if (p == rank)
+            continue;
+        void *rp = api_buf_alloc(comm, c->alloc, c->size, c->roff, &rb[p]);
+        T_OK(ipcp_irecv(comm, rp, c->size, p, TAG_DATA, &rreq[p]));
+    }
+    for (int i = 1; i < n; i++) {
+        int p = (rank + i) % n; /* spread the first sends over peers */
+        void *sp = api_buf_alloc(comm, c->alloc, c->size, c->soff, &sb[p]);
+        if (c->size)
+            t_fill(sp, c->size, api_mix(seed, (uint64_t)p));
+        T_OK(ipcp_isend(comm, sp, c->size, p, TAG_DATA, &sreq[p]));
+    }
+    for (int p = 0; p < n; p++) {
+        if (p == rank)
+            continue;
+        char what[64];
+        ipcp_xfer_info_t info = {(size_t)-1, IPCP_PATH_AUTO};
+        snprintf(what, sizeof what, "data from rank %d", p);
+        T_OK(ipcp_wait(rreq[p], &info));
+        T_EQ_U64(info.nbytes, c->size);
+        check_path(c, info.path, what);
+        if (c->size)
+            t_verify(rb[p].ptr, c->size, api_mix(peer_seed[p], (uint64_t)rank),
+                     what);
+        api_buf_check_guards(&rb[p], what);
+    }
+    for (int p = 0; p < n; p++)
+        if (p != rank)
+            api_wait_ok(sreq[p], c->size, "data isend");
+    T_OK(ipcp_barrier(comm));
+    for (int p = 0; p < n; p++) {
+        if (p == rank)
+            continue;
+        api_buf_free(comm, &sb[p]);
+        api_buf_free(comm, &rb[p]);
+    }
+    free(peer_seed);
+    free(sreq);
+    free(rreq);
+    free(sb);
+    free(rb);
+}
+
+/* Message i of the many-messages stream: tag, size and data seed. */
+static int many_tag(uint64_t seed, long i)
+{
+    return (int)(api_mix(seed, (uint64_t)i) % MANY_TAGS);
+}
+static size_t many_size(uint64_t seed, long i)
+{
+    return 1 + (size_t)(api_mix(seed ^ 1, (uint64_t)i) % 4096);
+}
+static uint64_t many_seed(uint64_t seed, long i)
+{
+    return api_mix(seed ^ 2, (uint64_t)i);
+}
+
+enum { MANY_SWIN = 48, MANY_RWIN = 16, MANY_SLOT = 4096 };
+
+static void many_send(ipcp_comm_t *comm, const cfg_t *c, uint64_t seed)
+{
+    api_buf_t b;
+    size_t stride = MANY_SLOT + c->soff;
+    unsigned char *pool =
+        api_buf_alloc(comm, c->alloc, stride * MANY_SWIN, 0, &b);
+    ipcp_request_t *req[MANY_SWIN] = {0};
+    size_t len[MANY_SWIN] = {0};
+    for (long i = 0; i < c->count + MANY_SWIN; i++) {
+        int slot = (int)(i % MANY_SWIN);
+        if (req[slot]) {
+            api_wait_ok(req[slot], len[slot], "many: isend");
+            req[slot] = NULL;
+        }
+        if (i >= c->count)
+            continue;
+        unsigned char *p = pool + (size_t)slot * stride + c->soff;
+        len[slot] = many_size(seed, i);
+        t_fill(p, len[slot], many_seed(seed, i));
+        T_OK(ipcp_isend(comm, p, len[slot], 1, TAG_MANY0 + many_tag(seed, i),
+                        &req[slot]));
+    }
+    api_buf_free(comm, &b);
+}
+
+typedef struct many_rslot {
+    ipcp_request_t *req;
+    long index;
+    unsigned char *p;
+} many_rslot_t;
+
+static long many_next(uint64_t seed, long from, long count, int tag)
+{
+    while (from < count && many_tag(seed, from) != tag)
+        from++;
+    return from;
+}
+
+/* Per tag, a window of receives posted in order with 4096-byte buffers
+ * (larger than any message: info.nbytes gives the size).  The oldest of each
+ * tag is tested; tags are posted in an order unrelated to the sender's. */
+static void many_recv(ipcp_comm_t *comm, const cfg_t *c, uint64_t seed)
+{
+    api_buf_t b;
+    size_t stride = MANY_SLOT + c->roff + 16;
+    unsigned char *pool =
+        api_buf_alloc(comm, c->alloc, stride * MANY_TAGS * MANY_RWIN, 0, &b);
+    many_rslot_t slot[MANY_TAGS][MANY_RWIN];
+    long next[MANY_TAGS]; /* next index to post, per tag */
+    int head[MANY_TAGS] = {0}, used[MANY_TAGS] = {0};
+    long received = 0;
+    uint64_t canary = t_fresh_seed();
+    for (int t = 0; t < MANY_TAGS; t++) {
+        next[t] = many_next(seed, 0, c->count, t);
+        for (int k = 0; k < MANY_RWIN; k++)
+            slot[t][k].p =
+                pool + ((size_t)t * MANY_RWIN + (size_t)k) * stride + c->roff;
+    }
+    double deadline = api_now() + 120;
+    while (received < c->count) {
+        long before = received;
+        for (int t = MANY_TAGS - 1; t >= 0; t--) {
+            while (used[t] < MANY_RWIN && next[t] < c->count) {
+                many_rslot_t *s = &slot[t][(head[t] + used[t]) % MANY_RWIN];
+                s->index = next[t];
+                ipcp_pattern_fill(s->p, MANY_SLOT, canary, 0);
+                T_OK(ipcp_irecv(comm, s->p, MANY_SLOT, 0, TAG_MANY0 + t,
+                                &s->req));
+                used[t]++;
+                next[t] = many_next(seed, next[t] + 1, c->count, t);
+            }
+            if (!used[t])
+                continue;
+            many_rslot_t *s = &slot[t][head[t]];
+            int done = -1;
+            ipcp_xfer_info_t info = {(size_t)-1, IPCP_PATH_AUTO};
+            ipcp_status_t st = ipcp_test(s->req, &done, &info);
+            if (done == 0) {
+                T_STATUS(st, IPCP_IN_PROGRESS);
+                continue;
+            }
+            T_EQ_INT(done, 1);
+            if (st != IPCP_OK)
+                T_FAIL("many: message %ld (tag %d): %s (last error: %s)",
+                       s->index, TAG_MANY0 + t, ipcp_strerror(st),
+                       ipcp_last_error());
+            size_t want = many_size(seed, s->index);
+            char what[96];
+            snprintf(what, sizeof what, "many: message %ld (tag %d, %zu bytes)",
+                     s->index, TAG_MANY0 + t, want);
+            if (info.nbytes != want)
+                T_FAIL("%s: info.nbytes %zu (a message matched out of order?)",
+                       what, info.nbytes);
+            check_path(c, info.path, what);
+            api_verify_at(s->p, want, many_seed(seed, s->index), 0, what);
+            api_verify_at(s->p + want, MANY_SLOT - want, canary, want,
+                          "bytes past the message in the receive buffer");
+            head[t] = (head[t] + 1) % MANY_RWIN;
+            used[t]--;
+            received++;
+        }
+        if (received == before)
+            sched_yield(); /* leave the cores to the progress threads */
+        if (api_now() > deadline)
+            T_FAIL("many: only %ld of %ld messages in 120 s", received,
+                   c->count);
+    }
+    api_buf_check_guards(&b, "receive pool");
+    api_buf_free(comm, &b);
+    printf("rank 1: %ld messages received and verified\n", received);
+}
+
+static void run_many(ipcp_comm_t *comm, const cfg_t *c)
+{
+    int rank = ipcp_comm_rank(comm);
+    uint64_t seed;
+    if (rank == 0) {
+        seed = t_fresh_seed();
+        api_ctl_send(comm, 1, TAG_SEED, &seed, 8);
+        many_send(comm, c, seed);
+    } else if (rank == 1) {
+        api_ctl_recv(comm, 0, TAG_SEED, &seed, 8);
+        many_recv(comm, c, seed);
+    }
+    T_OK(ipcp_barrier(comm));
+}
+
+/* Completes req by polling ipcp_test; returns the number of in-progress
+ * answers seen. */
+static long poll_done(ipcp_request_t *req, ipcp_xfer_info_t *info)
+{
+    long spins = 0;
+    double deadline = api_now() + 60;
+    for (;;) {
+        int done = -1;
+        ipcp_status_t st = ipcp_test(req, &done, info);
+        if (done == 1) {
+            T_OK(st);
+            return spins;
+        }
+        T_EQ_INT(done, 0);
+        T_STATUS(st, IPCP_IN_PROGRESS);
+        spins++;
+        sched_yield();
+        if (api_now() > deadline)
+            T_FAIL("ipcp_test still in progress after 60 s (%ld polls)", spins);
+    }
+}
+
+static void run_poll(ipcp_comm_t *comm, const cfg_t *c)
+{
+    int rank = ipcp_comm_rank(comm);
+    api_buf_t b;
+    memset(&b, 0, sizeof b);
+    ipcp_request_t *req = NULL;
+    ipcp_xfer_info_t info = {(size_t)-1, IPCP_PATH_AUTO};
+    uint64_t seed = 0;
+    if (rank == 0) {
+        seed = t_fresh_seed();
+        api_ctl_send(comm, 1, TAG_SEED, &seed, 8);
+        void *p = api_buf_alloc(comm, c->alloc, c->size, c->soff, &b);
+        t_fill(p, c->size, seed);
+        T_OK(ipcp_isend(comm, p, c->size, 1, TAG_DATA, &req));
+        long spins = poll_done(req, &info);
+        T_EQ_U64(info.nbytes, c->size);
+        printf("rank 0: send done after %ld polls\n", spins);
+    } else if (rank == 1) {
+        api_ctl_recv(comm, 0, TAG_SEED, &seed, 8);
+        void *p = api_buf_alloc(comm, c->alloc, c->size, c->roff, &b);
+        T_OK(ipcp_irecv(comm, p, c->size, 0, TAG_DATA, &req));
+        long spins = poll_done(req, &info);
+        T_EQ_U64(info.nbytes, c->size);
+        check_path(c, info.path, "polled irecv");
+        t_verify(p, c->size, seed, "received data");
+        api_buf_check_guards(&b, "receive buffer");
+        printf("rank 1: receive done after %ld polls\n", spins);
+    }
+    T_OK(ipcp_barrier(comm));
+    api_buf_free(comm, &b);
+}
+
+static int rank_main(int argc, char **argv)
+{
+    cfg_t c = parse(argc, argv);
+    /* Direct into malloc memory needs process_vm_writev between ranks. */
+    if (c.path == IPCP_PATH_DIRECT && c.alloc == API_ALLOC_MALLOC &&
+        (c.pvm_off || !api_pvm_permitted())) {
+        fprintf(stderr, "skip: process_vm_writev between processes is not "
+                        "permitted here, direct into malloc memory cannot "
+                        "work\n");
+        return T_SKIP;
+    }
+    /* t_rank comes from the launcher's environment. */
+    ipcp_comm_t *comm =
+        api_init(c.recv_only && t_rank != 1 ? IPCP_PATH_AUTO : c.path, c.how);
+    T_EQ_INT(ipcp_comm_size(comm), c.nranks);
+    if (strcmp(c.pattern, "oneway") == 0)
+        run_oneway(comm, &c);
+    else if (strcmp(c.pattern, "ring") == 0)
+        run_ring(comm, &c);
+    else if (strcmp(c.pattern, "alltoall") == 0)
+        run_alltoall(comm, &c);
+    else if (strcmp(c.pattern, "many") == 0)
+        run_many(comm, &c);
+    else if (strcmp(c.pattern, "poll") == 0)
+        run_poll(comm, &c);
+    else
+        T_FAIL("unknown --pattern \"%s\"", c.pattern);
+    api_finalize(comm);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    cfg_t c = parse(argc, argv);
+    if (strcmp(c.how, "env") == 0)
+        setenv("IPCPIPE_PATH", api_opt(argc, argv, "--path", "auto"), 1);
+    if (c.pvm_off)
+        setenv("IPCPIPE_PVM", "off", 1);
+    double timeout = c.size > ((size_t)1 << 30) ? 300 : 120;
+    return t_mp_main(argc, argv, c.nranks, timeout, rank_main);
+}
