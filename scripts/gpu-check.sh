@@ -4,13 +4,16 @@
 # ceilings it measures beside every figure), and writes every log under the
 # directory it is given.  Exit status: 0 when every step passed.
 #
-#   scripts/gpu-check.sh OUTDIR [--quick]
+#   scripts/gpu-check.sh OUTDIR [STEPS]
 #
-# --quick skips memcheck and the tuning sweep.
+# STEPS is a comma list of build,tests,memcheck,bench,sweep (default: all of
+# them), so that a time-limited session can run them in several calls; the
+# build tree is reused when it is there.
 set -uo pipefail
 
-out=${1:?usage: scripts/gpu-check.sh OUTDIR [--quick]}
-quick=${2:-}
+out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,sweep]}
+steps=,${2:-build,tests,memcheck,bench,sweep},
+want() { [[ $steps == *,$1,* ]]; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${IPCPIPE_BUILD_ROOT:-$root/build}/gpu
 jobs=$(nproc 2>/dev/null || echo 8)
@@ -39,26 +42,31 @@ step() { # name, command...
     echo "cpus: $jobs"
 } >"$out/machine.txt" 2>&1
 
-step build bash -c "cmake -S '$root' -B '$build' -DCMAKE_BUILD_TYPE=Release \
-    -DIPCPIPE_WERROR=ON >'$out/build.log' 2>&1 && \
-    cmake --build '$build' -j$jobs >>'$out/build.log' 2>&1" || { cat "$summary"; exit 1; }
+if want build; then
+    step build bash -c "cmake -S '$root' -B '$build' -DCMAKE_BUILD_TYPE=Release \
+        -DIPCPIPE_WERROR=ON >'$out/build.log' 2>&1 && \
+        cmake --build '$build' -j$jobs >>'$out/build.log' 2>&1"
+    [ $fail -eq 0 ] || { cat "$summary"; exit 1; }
+fi
 
-step tests bash -c "cd '$build' && ctest -L gpu --output-on-failure -j4 \
-    --timeout 600 >'$out/tests.log' 2>&1"
-tail -n 15 "$out/tests.log" >>"$summary"
+if want tests; then
+    step tests bash -c "cd '$build' && ctest -L gpu --output-on-failure -j6 \
+        --timeout 600 >'$out/tests.log' 2>&1"
+    grep -E 'tests passed|Failed|Not Run|\*\*\*' "$out/tests.log" | tail -n 40 >>"$summary"
+fi
 
-if [ "$quick" != --quick ]; then
-    step memcheck python3 "$root/scripts/memcheck.py" "$build" \
+if want memcheck; then
+    step memcheck python3 "$root/scripts/memcheck.py" "$build" --jobs 8 \
         --out "$out/memcheck.log"
 fi
 
 bench=$build/tools/ipcpipe-bench
-step bench bash -c "'$bench' --mem cuda --sizes 8,4K,2M,8M,32M,128M,256M,1G \
+want bench && step bench bash -c "'$bench' --mem cuda --sizes 8,4K,2M,8M,32M,128M,256M,1G \
     >'$out/bench.txt' 2>&1 && '$bench' --mem cuda --sizes 2M,8M,32M,256M,1G \
     --json >'$out/bench.json' 2>>'$out/bench.txt'"
-cat "$out/bench.txt" >>"$summary"
+want bench && cat "$out/bench.txt" >>"$summary"
 
-if [ "$quick" != --quick ]; then
+if want sweep; then
     # Staged-path tuning: slot size and queue count (FACTS: 16 MiB slots
     # reached 53.2 GB/s with a GPU-driven two-sided ring).
     {

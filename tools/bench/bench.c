@@ -1,5 +1,6 @@
 /* ipcpipe-bench: bandwidth and latency of ipcpipe's paths between two ranks,
- * each figure next to the memcpy ceiling measured in the same run.
+ * on host or GPU memory, each figure next to a ceiling measured in the same
+ * run (memcpy on host memory; single-process CUDA copies on GPU memory).
  *
  * Without a launcher it re-runs itself as --ranks ranks (ipcp_launch); under
  * mpirun, srun or torchrun it takes rank and size from ipcp_init.  Rank 0
@@ -16,9 +17,10 @@
 #include "launch.h"
 
 const bench_path_t bench_paths[] = {
-    {"direct", IPCP_PATH_DIRECT},
-    {"staged", IPCP_PATH_STAGED},
-    {"auto", IPCP_PATH_AUTO},
+    {"direct", IPCP_PATH_DIRECT, 0},
+    {"staged", IPCP_PATH_STAGED, 0},
+    {"auto", IPCP_PATH_AUTO, 0},
+    {"bidir", IPCP_PATH_AUTO, 1},
 };
 const int bench_npaths = (int)(sizeof(bench_paths) / sizeof(bench_paths[0]));
 
@@ -26,36 +28,56 @@ const int bench_npaths = (int)(sizeof(bench_paths) / sizeof(bench_paths[0]));
 
 static const char usage_text[] =
     "usage: ipcpipe-bench [options]\n"
-    "Bandwidth (median of repeats) and small-message latency of each\n"
-    "path between two ranks, next to the memcpy ceiling of every size,\n"
-    "with every byte checked.  Spawns its own ranks unless a launcher\n"
-    "(mpirun, srun, torchrun) started it.\n"
+    "Windowed bandwidth (median of repeats) and small-message latency of\n"
+    "each path between two ranks, on host or GPU memory, next to a\n"
+    "ceiling measured in the same run, with the data checked.  Spawns its\n"
+    "own ranks unless a launcher (mpirun, srun, torchrun) started it.\n"
     "\n"
+    "  --mem KIND      host, cuda or auto (default: cuda when the\n"
+    "                  library's CUDA backend can run and a GPU is\n"
+    "                  visible, else host)\n"
+    "  --devices MAP   GPU of each rank: split (rank r on device\n"
+    "                  r % ndev when 2 or more are visible, else 0;\n"
+    "                  the default), same (all on device 0), or a list\n"
+    "                  A,B,... (rank r on the (r % n)-th); ordinals as\n"
+    "                  each process sees them\n"
+    "  --alloc KIND    buffers from ipcp (ipcp_mem_alloc: shared memory,\n"
+    "                  VMM on GPUs; the default) or plain (posix_memalign,\n"
+    "                  cuMemAlloc on GPUs: the library's legacy IPC path)\n"
+    "  --window N      transfers posted back to back per repetition\n"
+    "                  (default: 64 MiB / size, between 1 and 64)\n"
     "  --sizes LIST    comma-separated sizes (8,4K,1M,1G+1); default:\n"
     "                  powers of 2 from --min to --max\n"
     "  --min SIZE      smallest size of the sweep (default 8)\n"
     "  --max SIZE      largest size of the sweep (default 1G)\n"
     "  --case NAME     run only matching cases; repeatable.  NAME is a\n"
     "                  path (direct, staged, auto = the library's\n"
-    "                  choice, eager for small messages) or its prefix,\n"
+    "                  choice, eager for small messages; bidir = auto\n"
+    "                  in both directions at once) or its prefix,\n"
     "                  PATH:SIZE (direct:256M), or a glob (\"*:4K\").\n"
     "                  Default: every path at every size\n"
     "  --list          print the selected case names and exit\n"
-    "  --iters N       timed repetitions per case (default: 2 GiB /\n"
-    "                  size, between 10 and 1000)\n"
+    "  --iters N       timed repetitions per case, and ping-pong rounds\n"
+    "                  (default: 2 GiB / (window * size) repetitions and\n"
+    "                  2 GiB / size rounds, each between 10 and 1000)\n"
     "  --warmup N      untimed transfers before timing (default 2)\n"
     "  --lat-max SIZE  ping-pong latency up to this size (default 64K;\n"
     "                  0: never)\n"
     "  --no-verify     do not check the data (default: fresh random\n"
-    "                  data every run; every byte of the first warm-up\n"
-    "                  and of the last timed transfer checked)\n"
+    "                  data every run; the receiving buffer poisoned\n"
+    "                  first, then every byte of the first warm-up and of\n"
+    "                  the last timed transfer checked, on GPU memory\n"
+    "                  after a copy back to the host)\n"
     "  --ranks N       ranks to spawn without a launcher (default 2)\n"
     "  --timeout S     kill spawned ranks after S seconds (default none)\n"
     "  --json          a JSON array, one object per case, not the table\n"
     "  --help          this text\n"
     "\n"
-    "GB/s is 1e9 bytes/s, timed by the receiver (rank 0) from the\n"
-    "barrier that starts a transfer to the completion of its receive.\n"
+    "GB/s is 1e9 bytes/s: window * size bytes (twice that for bidir),\n"
+    "timed by the receiver (rank 0) from the barrier that starts a\n"
+    "repetition to the completion of its last receive.  Ceilings: memcpy\n"
+    "(host), d2d, min(d2h,h2d) and d2d-bidir (CUDA), in the receiving\n"
+    "process; the header says what each is.\n"
     "Exit status: 0 when every case verified or was waived, 1 when one\n"
     "failed, 2 on bad options.\n";
 
@@ -143,14 +165,33 @@ void bench_format_size(size_t size, char *buf, size_t len)
         snprintf(buf, len, "%zu%c", v, units[u]);
 }
 
-int bench_iters(const bench_opts_t *o, size_t size)
+int bench_window(const bench_opts_t *o, size_t size)
+{
+    if (o->window > 0)
+        return o->window;
+    size_t w = BENCH_WINDOW_BYTES / (size ? size : 1);
+    return w < 1 ? 1 : w > BENCH_WINDOW_MAX ? BENCH_WINDOW_MAX : (int)w;
+}
+
+/* About 2 GiB per case: enough repeats for a stable median at large sizes,
+ * and at most 1000 barriers per case at small ones. */
+static int clamp_reps(size_t bytes_per_rep)
+{
+    size_t n = 2 * GIB / (bytes_per_rep ? bytes_per_rep : 1);
+    return n < 10 ? 10 : n > 1000 ? 1000 : (int)n;
+}
+
+int bench_reps(const bench_opts_t *o, size_t size)
 {
     if (o->iters > 0)
         return o->iters;
-    /* About 2 GiB per case: enough repeats for a stable median at large
-     * sizes, and at most 1000 barriers per case at small ones. */
-    size_t n = 2 * GIB / (size ? size : 1);
-    return n < 10 ? 10 : n > 1000 ? 1000 : (int)n;
+    size_t w = (size_t)bench_window(o, size);
+    return clamp_reps(size > SIZE_MAX / w ? SIZE_MAX : w * size);
+}
+
+int bench_lat_rounds(const bench_opts_t *o, size_t size)
+{
+    return o->iters > 0 ? o->iters : clamp_reps(size);
 }
 
 static int parse_sizes_list(bench_opts_t *o, const char *list)
@@ -207,6 +248,10 @@ enum {
     OPT_NO_VERIFY,
     OPT_LAT_MAX,
     OPT_TIMEOUT,
+    OPT_MEM,
+    OPT_DEVICES,
+    OPT_ALLOC,
+    OPT_WINDOW,
     OPT_HELP,
 };
 
@@ -223,6 +268,10 @@ static const struct option long_opts[] = {
     {"no-verify", no_argument, NULL, OPT_NO_VERIFY},
     {"lat-max", required_argument, NULL, OPT_LAT_MAX},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"mem", required_argument, NULL, OPT_MEM},
+    {"devices", required_argument, NULL, OPT_DEVICES},
+    {"alloc", required_argument, NULL, OPT_ALLOC},
+    {"window", required_argument, NULL, OPT_WINDOW},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -233,11 +282,68 @@ typedef struct size_args {
     size_t min, max;
 } size_args_t;
 
+/* "same", "split" or "A,B,...". */
+static int parse_devices(bench_opts_t *o, const char *arg)
+{
+    if (strcmp(arg, "same") == 0) {
+        o->devmode = BENCH_DEV_SAME;
+        return 0;
+    }
+    if (strcmp(arg, "split") == 0) {
+        o->devmode = BENCH_DEV_SPLIT;
+        return 0;
+    }
+    o->devmode = BENCH_DEV_LIST;
+    o->ndevlist = 0;
+    for (const char *p = arg;;) {
+        char *end;
+        if (!isdigit((unsigned char)*p) || o->ndevlist == BENCH_MAX_DEVLIST)
+            return -1;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (errno || v < 0 || v > 1023 || (*end && *end != ','))
+            return -1;
+        o->devlist[o->ndevlist++] = (int)v;
+        if (!*end)
+            return 0;
+        p = end + 1;
+    }
+}
+
+static int parse_choice(const char *arg, const char *const *names, int n,
+                        int *out)
+{
+    for (int i = 0; i < n; i++) {
+        if (strcmp(arg, names[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
 /* Applies one option; returns 0, or -1 when its value is bad. */
 static int apply_opt(bench_opts_t *o, size_args_t *sa, int c, const char *arg)
 {
+    static const char *const mems[] = {"auto", "host", "cuda"};
+    static const char *const allocs[] = {"ipcp", "plain"};
     char *end;
+    int v;
     switch (c) {
+    case OPT_MEM:
+        if (parse_choice(arg, mems, 3, &v) < 0)
+            return -1;
+        o->mem = (bench_mem_t)v;
+        return 0;
+    case OPT_ALLOC:
+        if (parse_choice(arg, allocs, 2, &v) < 0)
+            return -1;
+        o->alloc = (bench_alloc_t)v;
+        return 0;
+    case OPT_DEVICES:
+        return parse_devices(o, arg);
+    case OPT_WINDOW:
+        return parse_int_arg(arg, 1, BENCH_MAX_WINDOW, &o->window);
     case OPT_SIZES:
         sa->list = arg;
         return 0;
@@ -394,14 +500,12 @@ static int run_cases(ipcp_comm_t *comm, const bench_opts_t *o,
     int rank = ipcp_comm_rank(comm), nfailed = 0;
     if (rank == 0)
         bench_report_begin(o, comm, ctx, n);
-    double ceiling = 0;
     for (int i = 0; i < n; i++) {
         bench_result_t res;
         if (rank == 0) {
             bench_report_progress(o, i, n, cs[i].name);
             if (i == 0 || cs[i].size != cs[i - 1].size)
-                ceiling =
-                    bench_ceiling(ctx, cs[i].size, bench_iters(o, cs[i].size));
+                bench_ceilings_measure(ctx, cs, n, i);
         }
         if (bench_run_case(ctx, &cs[i], i, &res) < 0) {
             nfailed = -1;
@@ -409,8 +513,7 @@ static int run_cases(ipcp_comm_t *comm, const bench_opts_t *o,
         }
         if (rank != 0)
             continue;
-        res.ceiling_gbps = ceiling;
-        bench_report_case(o, &res);
+        bench_report_case(o, ctx, &res);
         nfailed += res.outcome == BENCH_ERROR || res.verified == 0;
     }
     if (rank == 0)

@@ -1,5 +1,5 @@
-/* ipcpipe-bench: shared types of the option parser, the transfer runner and
- * the report writer. */
+/* ipcpipe-bench: shared types of the option parser, the transfer runner,
+ * the memory layer, the ceilings and the report writer. */
 #ifndef IPCP_BENCH_H
 #define IPCP_BENCH_H
 
@@ -11,31 +11,63 @@
 
 #define BENCH_MAX_SIZES    64
 #define BENCH_MAX_PATTERNS 32
+#define BENCH_MAX_DEVLIST  64
 #define BENCH_REASON_MAX   256
+#define BENCH_BUS_MAX      32
+#define BENCH_MAX_WINDOW   4096
+/* Window of the default: as many transfers as make about this many bytes,
+ * between 1 and 64 (like osu_bw's and nccl-tests' windows). */
+#define BENCH_WINDOW_BYTES ((size_t)64 << 20)
+#define BENCH_WINDOW_MAX   64
 
 /* Paths a case can force on the receiver.  "auto" lets the library pick
- * (eager for small host messages); eager itself cannot be forced. */
+ * (eager for small host messages); eager itself cannot be forced.  bidir
+ * runs the auto path in both directions at once. */
 typedef struct bench_path {
     const char *name;
     ipcp_path_t path;
+    int bidir;
 } bench_path_t;
 
 extern const bench_path_t bench_paths[];
 extern const int bench_npaths;
+
+typedef enum {
+    BENCH_MEM_AUTO = 0,
+    BENCH_MEM_HOST = 1,
+    BENCH_MEM_CUDA = 2,
+} bench_mem_t;
+
+typedef enum {
+    BENCH_DEV_SPLIT = 0, /* rank r on device r % ndev (ndev >= 2), else 0 */
+    BENCH_DEV_SAME = 1,  /* every rank on device 0 */
+    BENCH_DEV_LIST = 2,  /* rank r on devlist[r % ndevlist] */
+} bench_devmode_t;
+
+typedef enum {
+    BENCH_ALLOC_IPCP = 0,  /* ipcp_mem_alloc (VMM on CUDA) */
+    BENCH_ALLOC_PLAIN = 1, /* cuMemAlloc (legacy IPC in the library) */
+} bench_alloc_t;
 
 typedef struct bench_opts {
     size_t sizes[BENCH_MAX_SIZES];
     int nsizes;
     const char *patterns[BENCH_MAX_PATTERNS]; /* --case, in order given */
     int npatterns;
-    int iters; /* 0: chosen per size (bench_iters) */
+    int iters; /* 0: chosen per size (bench_reps, bench_lat_rounds) */
     int warmup;
     int nranks;
     int json;
     int list;
     int verify;
+    int window;       /* 0: chosen per size (bench_window) */
     size_t lat_max;   /* ping-pong latency for sizes <= this; 0: none */
     double timeout_s; /* launcher's, when it spawns the ranks */
+    bench_mem_t mem;
+    bench_devmode_t devmode;
+    int devlist[BENCH_MAX_DEVLIST];
+    int ndevlist;
+    bench_alloc_t alloc;
 } bench_opts_t;
 
 typedef struct bench_case {
@@ -50,20 +82,38 @@ typedef enum {
     BENCH_ERROR = 2,  /* a transfer failed */
 } bench_outcome_t;
 
+/* What a figure is compared with. */
+typedef enum {
+    BENCH_CEIL_NONE = 0,
+    BENCH_CEIL_MEMCPY,       /* host: one thread's memcpy in the receiver */
+    BENCH_CEIL_MEMCPY_BIDIR, /* host: two threads copying at once */
+    BENCH_CEIL_D2D,          /* cuda: cuMemcpyAsync sender dev -> recv dev */
+    BENCH_CEIL_STAGED,       /* cuda: min(pinned D2H, pinned H2D) */
+    BENCH_CEIL_D2D_BIDIR,    /* cuda: both directions at once, 2 streams */
+    BENCH_CEIL_STAGED_BIDIR, /* cuda: 2 * min(D2H, H2D) (staged bidir) */
+    BENCH_CEIL_COUNT
+} bench_ceil_kind_t;
+
+const char *bench_ceil_name(bench_ceil_kind_t k);
+
 typedef struct bench_result {
     const bench_case_t *c;
     bench_outcome_t outcome;
     char reason[BENCH_REASON_MAX];
-    double gbps;         /* median over the timed repetitions */
-    double ceiling_gbps; /* memcpy of the same size in the receiver */
-    double latency_us;   /* half round trip, median; < 0: not measured */
-    int verified;        /* 1 all checked bytes right, 0 wrong, -1 off */
-    int iters;
+    double gbps; /* median over the timed repetitions */
+    double ceiling_gbps;
+    bench_ceil_kind_t ceiling_kind;
+    double latency_us;     /* half round trip, median; < 0: not measured */
+    int verified;          /* 1 all checked bytes right, 0 wrong, -1 off */
+    int iters;             /* timed repetitions */
+    int window;            /* transfers per repetition */
     ipcp_path_t path_used; /* what the library reported for the last one */
 } bench_result_t;
 
 /* Options and case list (bench.c). */
-int bench_iters(const bench_opts_t *o, size_t size);
+int bench_window(const bench_opts_t *o, size_t size);
+int bench_reps(const bench_opts_t *o, size_t size);
+int bench_lat_rounds(const bench_opts_t *o, size_t size);
 void bench_format_size(size_t size, char *buf, size_t len);
 
 /* Transfers (bench_run.c).  The receiver is rank 0, the sender rank 1; the
@@ -76,21 +126,130 @@ void bench_ctx_destroy(bench_ctx_t *ctx);
 size_t bench_ctx_cap(const bench_ctx_t *ctx);
 /* Seed of this run's data (printed, so a failure can be reproduced). */
 uint64_t bench_ctx_seed(const bench_ctx_t *ctx);
-/* Runs one case on every rank; rank 0 fills *res. ceiling_gbps must be set
- * by the caller (bench_ceiling). Returns 0, or -1 if this rank must stop. */
+
+/* What the run moves data in, for the header and the JSON (rank 0). */
+typedef struct bench_setup_info {
+    bench_mem_t mem; /* HOST or CUDA (auto resolved) */
+    bench_alloc_t alloc;
+    const char *mem_note; /* why auto chose host; "" otherwise */
+    int dev[2];           /* ordinals of ranks 0 and 1, each its own */
+    char bus[2][BENCH_BUS_MAX];
+    char dev_name[2][96];
+    int ceil_dev[2];       /* ceilings: [0] sender's, [1] receiver's device,
+                              ordinals in rank 0; -1 when not CUDA */
+    const char *ceil_note; /* e.g. sender's device not visible */
+    const char *waive_all; /* non-NULL: every case waived for this */
+} bench_setup_info_t;
+const bench_setup_info_t *bench_ctx_info(const bench_ctx_t *ctx);
+
+/* Runs one case on every rank; rank 0 fills *res, ceiling included.
+ * Returns 0, or -1 if this rank must stop. */
 int bench_run_case(bench_ctx_t *ctx, const bench_case_t *c, int index,
                    bench_result_t *res);
-/* memcpy bandwidth of size bytes in rank 0's buffers, median of reps. */
-double bench_ceiling(bench_ctx_t *ctx, size_t size, int reps);
+/* Measures, on rank 0, the ceilings the selected cases of this size need
+ * (called before the first case of each size). */
+void bench_ceilings_measure(bench_ctx_t *ctx, const bench_case_t *cs, int n,
+                            int first);
 
 /* Output (bench_report.c), on rank 0. */
 void bench_report_begin(const bench_opts_t *o, ipcp_comm_t *comm,
                         const bench_ctx_t *ctx, int ncases);
 void bench_report_progress(const bench_opts_t *o, int done, int total,
                            const char *name);
-void bench_report_case(const bench_opts_t *o, const bench_result_t *r);
+void bench_report_case(const bench_opts_t *o, const bench_ctx_t *ctx,
+                       const bench_result_t *r);
 void bench_report_end(const bench_opts_t *o, int nfailed);
 
 double bench_median(double *v, int n);
+double bench_now_s(void);
+/* snprintf for messages, where cutting a long one short is fine. */
+void bench_fmt(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- Memory (bench_mem.c): host or device buffers of one rank ---------- */
+
+typedef struct bench_buf {
+    void *ptr;
+    size_t len;
+    int device; /* -1: host memory */
+    int plain;  /* 1: cuMemAlloc, freed with cuMemFree */
+} bench_buf_t;
+
+/* 1 when this build has CUDA and the library's CUDA backend could run
+ * (driver, a device, IPCPIPE_CUDA not off); else 0 with why. */
+int bench_cuda_usable(char *why, size_t len);
+/* Devices visible to this process (0 without CUDA). */
+int bench_cuda_ndev(void);
+/* Makes device's primary context current on this thread (retained until
+ * bench_cuda_unbind). */
+int bench_cuda_bind(int device, char *err, size_t len);
+void bench_cuda_unbind(void);
+int bench_cuda_bus_id(int device, char *bus, size_t len, char *name,
+                      size_t nlen);
+/* Ordinal of the device with this PCI bus id here, or -1. */
+int bench_cuda_find_bus(const char *bus);
+/* 1 when a can access b's memory directly. */
+int bench_cuda_peer(int a, int b);
+
+/* Buffers: host (ipcp_mem_alloc, touched), or device (ipcp_mem_alloc with
+ * IPCP_MEM_CUDA, or cuMemAlloc when plain).  Errors: -1, message in err,
+ * *nomem set when it was lack of memory. */
+int bench_buf_alloc(ipcp_comm_t *comm, size_t len, int device, int plain,
+                    bench_buf_t *b, int *nomem, char *err, size_t elen);
+void bench_buf_free(ipcp_comm_t *comm, bench_buf_t *b);
+/* Data: staging is host memory of at least len bytes, used for device
+ * buffers.  Each returns 0, or -1 with a message. */
+int bench_buf_fill(bench_buf_t *b, size_t off, size_t len, uint64_t seed,
+                   unsigned char *staging, char *err, size_t elen);
+int bench_buf_poison(bench_buf_t *b, size_t off, size_t len, char *err,
+                     size_t elen);
+/* Returns len when all match, else the first bad index (with *got set),
+ * or (size_t)-1 when the copy back failed (message in err). */
+size_t bench_buf_check(bench_buf_t *b, size_t off, size_t len, uint64_t seed,
+                       unsigned char *staging, unsigned char *got, char *err,
+                       size_t elen);
+
+/* ---- Ceilings (bench_ceiling.c, bench_cuda.c) ------------------------- */
+
+typedef struct bench_ceil bench_ceil_t;
+/* Rank 0's ceiling state.  host: src/dst are rank 0's buffers and the
+ * scratch is allocated here; cuda: buffers of len bytes on the sender's
+ * device a and the receiver's device b (ordinals here), pinned host memory
+ * of pinned_len bytes.  NULL with a message on failure (*nomem set when it
+ * was lack of memory). */
+bench_ceil_t *bench_ceil_create_host(const bench_buf_t *src,
+                                     const bench_buf_t *dst, size_t scratch,
+                                     int *nomem, char *err, size_t elen);
+bench_ceil_t *bench_ceil_create_cuda(ipcp_comm_t *comm, int a, int b, int plain,
+                                     size_t len, size_t pinned_len, int *nomem,
+                                     char *err, size_t elen);
+void bench_ceil_destroy(ipcp_comm_t *comm, bench_ceil_t *cl);
+/* GB/s of kind for window x size, median of reps; <= 0 with a message in
+ * err when it could not be measured. */
+double bench_ceil_measure(bench_ceil_t *cl, bench_ceil_kind_t kind, size_t size,
+                          int window, int slots, int reps, char *err,
+                          size_t elen);
+
+/* Device memory and CUDA ceilings (bench_cuda.c; without CUDA at build
+ * time they fail, saying so). */
+int bench_cuda_buf_alloc(ipcp_comm_t *comm, size_t len, int device, int plain,
+                         bench_buf_t *b, int *nomem, char *err, size_t elen);
+void bench_cuda_buf_free(ipcp_comm_t *comm, bench_buf_t *b);
+/* On the bound device, synchronized with the device before returning. */
+int bench_cuda_h2d(void *dst, const void *src, size_t n, char *err,
+                   size_t elen);
+int bench_cuda_d2h(void *dst, const void *src, size_t n, char *err,
+                   size_t elen);
+int bench_cuda_memset(void *dst, unsigned char v, size_t n, char *err,
+                      size_t elen);
+typedef struct bench_cuda_ceil bench_cuda_ceil_t;
+bench_cuda_ceil_t *bench_cuda_ceil_create(ipcp_comm_t *comm, int a, int b,
+                                          int plain, size_t len,
+                                          size_t pinned_len, int *nomem,
+                                          char *err, size_t elen);
+void bench_cuda_ceil_destroy(ipcp_comm_t *comm, bench_cuda_ceil_t *cc);
+double bench_cuda_ceil_measure(bench_cuda_ceil_t *cc, bench_ceil_kind_t kind,
+                               size_t size, int window, int slots, int reps,
+                               char *err, size_t elen);
 
 #endif

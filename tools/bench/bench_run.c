@@ -1,10 +1,14 @@
-/* ipcpipe-bench: the transfers.  Rank 0 receives and times, rank 1 sends,
- * the other ranks take part in the barriers only.  Every rank follows the
- * same schedule of barriers; the one decision that changes it (whether a
- * case runs after its warm-up) is sent by rank 0 to every rank. */
+/* ipcpipe-bench: the transfers.  Rank 0 receives and times, rank 1 sends
+ * (and receives too in the bidir case), the other ranks take part in the
+ * barriers only.  Every rank follows the same schedule of barriers; the one
+ * decision that changes it (whether a case runs after its warm-up) is sent
+ * by rank 0 to every rank.
+ *
+ * A repetition posts a window of W transfers back to back; the k-th lands
+ * in slot k % slots of the receiving buffer, so that the last transfer's
+ * bytes can be told from the others' and checked alone. */
 #include "bench.h"
 
-#include <errno.h>
 #include <math.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -15,38 +19,86 @@
 
 #include "pattern.h"
 
-#define RECV   0
-#define SEND   1
-#define POISON 0xa5
-#define MIB    ((size_t)1 << 20)
+#define RECV 0
+#define SEND 1
+#define MIB  ((size_t)1 << 20)
+#define GIB  ((size_t)1 << 30)
 /* Left free for the library's rings, the page tables and everyone else. */
 #define MEM_SLACK (256 * MIB)
 
 enum { TAG_SETUP = 1, TAG_ALLOC = 2, TAG_ALLOC_OK = 3, TAG_CASE0 = 16 };
 /* Tags of case i: TAG_CASE0 + 8 * i + one of these, so that a transfer
- * abandoned in one case can never match a receive of another. */
-enum { T_DATA = 0, T_VERDICT = 1, T_PING = 2, T_PONG = 3 };
+ * abandoned in one case can never match a receive of another.  T_DATA goes
+ * from rank 1 to rank 0, T_REV the other way (bidir). */
+enum {
+    T_DATA = 0,
+    T_VERDICT = 1,
+    T_PING = 2,
+    T_PONG = 3,
+    T_REV = 4,
+    T_PEER_WARM = 5,
+    T_PEER_REPORT = 6,
+    T_PEER_TIMES = 7,
+};
 
 struct bench_ctx {
     ipcp_comm_t *comm;
     const bench_opts_t *o;
+    const bench_case_t *cs;
+    int ncases;
     int rank, size;
+    int any_bidir;
     uint64_t seed;
-    size_t cap;
+    size_t cap;        /* largest size with buffers; 0: none */
+    size_t dst_len;    /* the window's slots at cap */
     uint64_t usable;   /* rank 0: memory it judged free for buffers */
     size_t failed_cap; /* rank 0: smallest cap whose allocation failed */
-    unsigned char *src, *dst;
-    size_t src_len, dst_len;
-    double *times;
-    int ntimes;
+    bench_mem_t mem;   /* HOST or CUDA once resolved */
+    int device;        /* this rank's CUDA device, -1: none yet */
+    bench_buf_t src, dst;
+    unsigned char *staging; /* cap bytes, for device buffers */
+    bench_ceil_t *ceil;     /* rank 0 */
+    ipcp_request_t **reqs;  /* 2 * BENCH_MAX_WINDOW */
+    bench_setup_info_t info;
+    char mem_note[BENCH_REASON_MAX];
+    char ceil_note[BENCH_REASON_MAX];
+    char waive[2 * BENCH_REASON_MAX];
+    size_t ceil_size; /* size the values below are for */
+    double ceil_val[BENCH_CEIL_COUNT];
 };
 
 typedef struct setup_msg {
     uint64_t seed;
     uint64_t cap;
+    uint64_t dst_len;
+    int32_t mem;
+    int32_t pad;
 } setup_msg_t;
 
-static double now_s(void)
+/* Rank 1's answer to a proposed cap. */
+typedef struct alloc_msg {
+    int32_t ok;
+    int32_t nomem;
+    int32_t device;
+    int32_t pad;
+    char bus[BENCH_BUS_MAX];
+    char name[96];
+    char reason[BENCH_REASON_MAX];
+} alloc_msg_t;
+
+typedef struct agree_msg {
+    int32_t all;  /* every rank has its buffers */
+    int32_t stop; /* give up (not for lack of memory): every case waived */
+} agree_msg_t;
+
+/* What rank 1 tells rank 0 about its side of a bidir case. */
+typedef struct peer_msg {
+    int32_t ok;       /* no transfer failed */
+    int32_t verified; /* 1, 0 or -1 (off) */
+    char reason[BENCH_REASON_MAX];
+} peer_msg_t;
+
+double bench_now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -68,11 +120,13 @@ static uint64_t fresh_seed(void)
            mix64((uint64_t)getpid());
 }
 
-/* Seed of transfer k of case i: every checked transfer gets its own data,
- * so bytes left over from an earlier one cannot pass for new ones. */
+/* Seed of checked transfer k of case i (0/1: first/last from rank 1, 2:
+ * ping, 3/4: first/last from rank 0 in bidir): every checked transfer gets
+ * its own data, so bytes left over from an earlier one cannot pass for new
+ * ones. */
 static uint64_t case_seed(const bench_ctx_t *ctx, int i, int k)
 {
-    return mix64(ctx->seed ^ ((uint64_t)(i * 4 + k) * 0x9e3779b97f4a7c15ULL));
+    return mix64(ctx->seed ^ ((uint64_t)(i * 8 + k) * 0x9e3779b97f4a7c15ULL));
 }
 
 static int case_tag(int i, int kind)
@@ -92,6 +146,30 @@ double bench_median(double *v, int n)
         v[j + 1] = x;
     }
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Distinct slots of a window: all W when they fit in the window's bytes
+ * (always with the default W), else as many as fit, reused in turn. */
+static int case_slots(const bench_opts_t *o, size_t size)
+{
+    int w = bench_window(o, size);
+    size_t fit = BENCH_WINDOW_BYTES / size;
+    fit = fit < 1 ? 1 : fit;
+    return (size_t)w < fit ? w : (int)fit;
+}
+
+/* Bytes of the slots of the largest window among the sizes up to cap. */
+static size_t window_len(const bench_opts_t *o, const bench_case_t *cs, int n,
+                         size_t cap)
+{
+    size_t len = 0;
+    for (int i = 0; i < n; i++) {
+        size_t s = cs[i].size;
+        size_t l = s * (size_t)case_slots(o, s);
+        if (s <= cap && l > len)
+            len = l;
+    }
+    return len;
 }
 
 /* ---- memory ----------------------------------------------------------- */
@@ -135,70 +213,197 @@ static uint64_t mem_available(void)
     return avail;
 }
 
-/* Largest size of the run below `below` whose buffers (two on the
- * receiver, one on the sender) fit with room to spare; 0 if none does.
- * Only the sizes that will run are candidates, so that no memory is taken
- * for sizes nobody asked for. */
-static size_t mem_cap(const bench_case_t *cs, int n, size_t below,
-                      uint64_t *usable_out)
+/* Host bytes both ranks take for buffers of size s.  Host memory: each
+ * rank's source and slots (rank 1's slots only for bidir, else its
+ * ping-pong buffer), and a second pair for the bidir memcpy ceiling.  GPU
+ * memory: a staging buffer per rank and rank 0's pinned buffer (device
+ * memory is found out by allocating it). */
+static uint64_t host_need(const bench_ctx_t *ctx, size_t s)
+{
+    const bench_opts_t *o = ctx->o;
+    uint64_t wl = window_len(o, ctx->cs, ctx->ncases, s);
+    uint64_t lat = o->lat_max < s ? o->lat_max : s;
+    if (ctx->mem == BENCH_MEM_CUDA)
+        return 3 * (uint64_t)s;
+    uint64_t need = 2 * (uint64_t)s + wl + (ctx->any_bidir ? wl : lat);
+    return need + (ctx->any_bidir ? s + wl : 0);
+}
+
+/* Largest size of the run below `below` whose buffers fit with room to
+ * spare; 0 if none does.  Only the sizes that will run are candidates, so
+ * that no memory is taken for sizes nobody asked for. */
+static size_t mem_cap(bench_ctx_t *ctx, size_t below)
 {
     uint64_t avail = mem_available();
     uint64_t usable = avail / 10 * 8;
     usable = usable > MEM_SLACK ? usable - MEM_SLACK : 0;
     size_t cap = 0;
-    for (int i = 0; i < n; i++) {
-        size_t s = cs[i].size;
-        int fits = avail == UINT64_MAX || (uint64_t)s * 3 <= usable;
+    for (int i = 0; i < ctx->ncases; i++) {
+        size_t s = ctx->cs[i].size;
+        int fits = avail == UINT64_MAX || host_need(ctx, s) <= usable;
         if (s < below && s > cap && fits)
             cap = s;
     }
-    *usable_out = usable;
+    ctx->usable = usable;
     return cap;
 }
 
 static void free_buffers(bench_ctx_t *ctx)
 {
-    if (ctx->src)
-        ipcp_mem_free(ctx->comm, ctx->src);
-    if (ctx->dst)
-        ipcp_mem_free(ctx->comm, ctx->dst);
-    ctx->src = ctx->dst = NULL;
+    bench_ceil_destroy(ctx->comm, ctx->ceil);
+    ctx->ceil = NULL;
+    bench_buf_free(ctx->comm, &ctx->src);
+    bench_buf_free(ctx->comm, &ctx->dst);
+    free(ctx->staging);
+    ctx->staging = NULL;
 }
 
-/* Allocates this rank's buffers for sizes up to cap and touches every page,
- * so no timed transfer pays for first-touch faults. */
-static int alloc_buffers(bench_ctx_t *ctx)
+static int pick_device(const bench_ctx_t *ctx, int *dev, char *err, size_t elen)
 {
-    if (ctx->rank > SEND || ctx->cap == 0)
-        return 0;
-    size_t lat = ctx->o->lat_max < ctx->cap ? ctx->o->lat_max : ctx->cap;
-    ctx->src_len = ctx->cap;
-    ctx->dst_len = ctx->rank == RECV ? ctx->cap : (lat ? lat : 1);
-    void *s = NULL, *d = NULL;
-    ipcp_status_t st = ipcp_mem_alloc(ctx->comm, ctx->src_len, NULL, &s);
-    if (st == IPCP_OK) {
-        ctx->src = s;
-        st = ipcp_mem_alloc(ctx->comm, ctx->dst_len, NULL, &d);
-    }
-    if (st != IPCP_OK) {
-        /* Said here: rank 0 only learns that this rank failed. */
-        fprintf(stderr, "ipcpipe-bench [rank %d]: ipcp_mem_alloc: %s: %s\n",
-                ctx->rank, ipcp_strerror(st), ipcp_last_error());
-        free_buffers(ctx);
+    const bench_opts_t *o = ctx->o;
+    int ndev = bench_cuda_ndev(), d = 0;
+    if (o->devmode == BENCH_DEV_SPLIT)
+        d = ndev >= 2 ? ctx->rank % ndev : 0;
+    else if (o->devmode == BENCH_DEV_LIST)
+        d = o->devlist[ctx->rank % o->ndevlist];
+    if (d >= ndev) {
+        bench_fmt(err, elen,
+                  "CUDA device %d (--devices) is not visible to rank %d "
+                  "(%d visible)",
+                  d, ctx->rank, ndev);
         return -1;
     }
-    ctx->dst = d;
-    memset(ctx->src, 0, ctx->src_len);
-    memset(ctx->dst, POISON, ctx->dst_len);
+    *dev = d;
     return 0;
 }
 
-/* One round of agreeing on a cap: rank 0 proposes, ranks 0 and 1 try to
- * allocate, rank 0 tells everyone whether both succeeded. */
-static int setup_round(bench_ctx_t *ctx, int *agreed)
+/* Binds this rank to its device (once). */
+static int bind_device(bench_ctx_t *ctx, char *err, size_t elen)
 {
-    setup_msg_t m = {ctx->seed, ctx->cap};
-    int32_t mine, theirs = 0, all;
+    char why[BENCH_REASON_MAX];
+    if (ctx->device >= 0)
+        return 0;
+    if (!bench_cuda_usable(why, sizeof(why))) {
+        bench_fmt(err, elen, "no CUDA in rank %d: %s", ctx->rank, why);
+        return -1;
+    }
+    int d;
+    if (pick_device(ctx, &d, err, elen) < 0 ||
+        bench_cuda_bind(d, err, elen) < 0)
+        return -1;
+    ctx->device = d;
+    return 0;
+}
+
+/* Allocates this rank's buffers for sizes up to cap; device buffers get
+ * written once (source zeroed, slots poisoned) so no timed transfer pays
+ * for first use.  Returns 0 or -1 (*nomem: for lack of memory). */
+static int alloc_buffers(bench_ctx_t *ctx, int *nomem, char *err, size_t elen)
+{
+    *nomem = 0;
+    if (ctx->rank > SEND || ctx->cap == 0)
+        return 0;
+    int cuda = ctx->mem == BENCH_MEM_CUDA;
+    if (cuda && bind_device(ctx, err, elen) < 0)
+        return -1;
+    size_t lat = ctx->o->lat_max < ctx->cap ? ctx->o->lat_max : ctx->cap;
+    size_t dlen = ctx->rank == RECV || ctx->any_bidir ? ctx->dst_len : lat;
+    int dev = cuda ? ctx->device : -1,
+        plain = ctx->o->alloc == BENCH_ALLOC_PLAIN;
+    if (bench_buf_alloc(ctx->comm, ctx->cap, dev, plain, &ctx->src, nomem, err,
+                        elen) < 0 ||
+        bench_buf_alloc(ctx->comm, dlen ? dlen : 1, dev, plain, &ctx->dst,
+                        nomem, err, elen) < 0)
+        goto fail;
+    if (cuda) {
+        ctx->staging = malloc(ctx->cap);
+        if (!ctx->staging) {
+            *nomem = 1;
+            bench_fmt(err, elen, "cannot allocate %zu bytes of staging memory",
+                      ctx->cap);
+            goto fail;
+        }
+        memset(ctx->staging, 0, ctx->cap);
+        if (bench_cuda_memset(ctx->src.ptr, 0, ctx->src.len, err, elen) < 0)
+            goto fail;
+    }
+    if (bench_buf_poison(&ctx->dst, 0, ctx->dst.len, err, elen) < 0)
+        goto fail;
+    return 0;
+fail:
+    free_buffers(ctx);
+    return -1;
+}
+
+/* Rank 0's ceilings; a is the sender's device as rank 0 numbers it. */
+static int alloc_ceilings(bench_ctx_t *ctx, const alloc_msg_t *peer, int *nomem,
+                          char *err, size_t elen)
+{
+    bench_setup_info_t *in = &ctx->info;
+    *nomem = 0;
+    if (ctx->cap == 0)
+        return 0;
+    if (ctx->mem == BENCH_MEM_HOST) {
+        size_t scratch = ctx->any_bidir ? ctx->cap + ctx->dst_len : 0;
+        ctx->ceil = bench_ceil_create_host(&ctx->src, &ctx->dst, scratch, nomem,
+                                           err, elen);
+        return ctx->ceil ? 0 : -1;
+    }
+    int b = ctx->device, a = bench_cuda_find_bus(peer->bus);
+    ctx->ceil_note[0] = '\0';
+    if (a < 0) {
+        bench_fmt(ctx->ceil_note, sizeof(ctx->ceil_note),
+                  "the sender's device (%s) is not visible to the receiver: "
+                  "its ceilings use device %d alone",
+                  peer->bus, b);
+        a = b;
+    } else if (a == b) {
+        bench_fmt(ctx->ceil_note, sizeof(ctx->ceil_note),
+                  "both ranks on one device: d2d is a copy within device %d",
+                  b);
+    } else if (!bench_cuda_peer(a, b)) {
+        bench_fmt(ctx->ceil_note, sizeof(ctx->ceil_note),
+                  "devices %d and %d cannot access each other: d2d goes "
+                  "through the host",
+                  a, b);
+    }
+    in->ceil_dev[0] = a;
+    in->ceil_dev[1] = b;
+    ctx->ceil = bench_ceil_create_cuda(
+        ctx->comm, a, b, ctx->o->alloc == BENCH_ALLOC_PLAIN, ctx->dst_len,
+        ctx->cap, nomem, err, elen);
+    return ctx->ceil ? 0 : -1;
+}
+
+static void fill_info(bench_ctx_t *ctx, const alloc_msg_t *peer)
+{
+    bench_setup_info_t *in = &ctx->info;
+    in->mem = ctx->mem;
+    in->alloc = ctx->o->alloc;
+    in->mem_note = ctx->mem_note;
+    in->ceil_note = ctx->ceil_note;
+    in->dev[0] = ctx->device;
+    in->dev[1] = peer ? peer->device : -1;
+    if (ctx->device >= 0)
+        bench_cuda_bus_id(ctx->device, in->bus[0], sizeof(in->bus[0]),
+                          in->dev_name[0], sizeof(in->dev_name[0]));
+    if (peer) {
+        bench_fmt(in->bus[1], sizeof(in->bus[1]), "%s", peer->bus);
+        bench_fmt(in->dev_name[1], sizeof(in->dev_name[1]), "%s", peer->name);
+    }
+}
+
+static void setup_fail(const bench_ctx_t *ctx, const char *what,
+                       ipcp_status_t st)
+{
+    fprintf(stderr, "ipcpipe-bench [rank %d]: set-up (%s): %s: %s\n", ctx->rank,
+            what, ipcp_strerror(st), ipcp_last_error());
+}
+
+/* Rank 0 proposes (seed, cap, memory); others learn it. */
+static int setup_propose(bench_ctx_t *ctx)
+{
+    setup_msg_t m = {ctx->seed, ctx->cap, ctx->dst_len, (int32_t)ctx->mem, 0};
     ipcp_status_t st = IPCP_OK;
     if (ctx->rank == RECV) {
         for (int r = 1; r < ctx->size && st == IPCP_OK; r++)
@@ -207,27 +412,116 @@ static int setup_round(bench_ctx_t *ctx, int *agreed)
         st = ipcp_recv(ctx->comm, &m, sizeof(m), RECV, TAG_SETUP, NULL);
         ctx->seed = m.seed;
         ctx->cap = (size_t)m.cap;
+        ctx->dst_len = (size_t)m.dst_len;
+        ctx->mem = (bench_mem_t)m.mem;
     }
-    mine = st == IPCP_OK ? alloc_buffers(ctx) == 0 : 0;
-    if (st == IPCP_OK && ctx->rank == SEND)
+    if (st != IPCP_OK)
+        setup_fail(ctx, "proposal", st);
+    return st == IPCP_OK ? 0 : -1;
+}
+
+/* One round of agreeing on a cap: rank 0 proposes, ranks 0 and 1 try to
+ * allocate, rank 0 tells everyone whether both succeeded and whether to
+ * give up (a failure that a smaller size would not cure). */
+static int setup_round(bench_ctx_t *ctx, agree_msg_t *ag)
+{
+    alloc_msg_t mine = {0}, theirs = {0};
+    int nomem = 0;
+    ipcp_status_t st;
+    if (setup_propose(ctx) < 0)
+        return -1;
+    mine.ok = alloc_buffers(ctx, &nomem, mine.reason, sizeof(mine.reason)) == 0;
+    mine.nomem = nomem;
+    mine.device = ctx->device;
+    if (ctx->device >= 0)
+        bench_cuda_bus_id(ctx->device, mine.bus, sizeof(mine.bus), mine.name,
+                          sizeof(mine.name));
+    if (ctx->rank == SEND) {
         st = ipcp_send(ctx->comm, &mine, sizeof(mine), RECV, TAG_ALLOC);
-    if (st == IPCP_OK && ctx->rank == RECV)
+        if (st == IPCP_OK)
+            st =
+                ipcp_recv(ctx->comm, ag, sizeof(*ag), RECV, TAG_ALLOC_OK, NULL);
+    } else if (ctx->rank > SEND) {
+        st = ipcp_recv(ctx->comm, ag, sizeof(*ag), RECV, TAG_ALLOC_OK, NULL);
+    } else {
         st = ipcp_recv(ctx->comm, &theirs, sizeof(theirs), SEND, TAG_ALLOC,
                        NULL);
-    all = mine && theirs;
-    if (ctx->rank == RECV) {
+        if (st != IPCP_OK) {
+            setup_fail(ctx, "allocation answer", st);
+            return -1;
+        }
+        fill_info(ctx, &theirs);
+        const char *who = "rank 0", *why = mine.reason;
+        int ok = mine.ok && theirs.ok, short_mem = !mine.ok ? nomem : 0;
+        if (!theirs.ok && mine.ok) {
+            who = "rank 1";
+            why = theirs.reason;
+            short_mem = theirs.nomem;
+        }
+        if (ok && alloc_ceilings(ctx, &theirs, &nomem, mine.reason,
+                                 sizeof(mine.reason)) < 0) {
+            ok = 0;
+            short_mem = nomem;
+        }
+        if (!ok && !short_mem)
+            bench_fmt(ctx->waive, sizeof(ctx->waive), "%s: %s", who, why);
+        else if (!ok)
+            fprintf(stderr,
+                    "ipcpipe-bench: buffers for sizes up to %zu "
+                    "bytes: %s: %s\n",
+                    ctx->cap, who, why);
+        *ag = (agree_msg_t){ok, !ok && !short_mem};
         for (int r = 1; r < ctx->size && st == IPCP_OK; r++)
-            st = ipcp_send(ctx->comm, &all, sizeof(all), r, TAG_ALLOC_OK);
-    } else if (st == IPCP_OK) {
-        st = ipcp_recv(ctx->comm, &all, sizeof(all), RECV, TAG_ALLOC_OK, NULL);
+            st = ipcp_send(ctx->comm, ag, sizeof(*ag), r, TAG_ALLOC_OK);
     }
     if (st != IPCP_OK) {
-        fprintf(stderr, "ipcpipe-bench [rank %d]: set-up: %s: %s\n", ctx->rank,
-                ipcp_strerror(st), ipcp_last_error());
+        setup_fail(ctx, "agreement", st);
         return -1;
     }
-    *agreed = all;
     return 0;
+}
+
+/* Rank 0: host or CUDA memory, and why. */
+static void resolve_mem(bench_ctx_t *ctx)
+{
+    char why[BENCH_REASON_MAX];
+    bench_mem_t want = ctx->o->mem;
+    if (want == BENCH_MEM_HOST) {
+        ctx->mem = BENCH_MEM_HOST;
+    } else if (bench_cuda_usable(why, sizeof(why))) {
+        ctx->mem = BENCH_MEM_CUDA;
+    } else if (want == BENCH_MEM_CUDA) {
+        ctx->mem = BENCH_MEM_CUDA;
+        bench_fmt(ctx->waive, sizeof(ctx->waive), "--mem cuda: %s", why);
+    } else {
+        ctx->mem = BENCH_MEM_HOST;
+        bench_fmt(ctx->mem_note, sizeof(ctx->mem_note),
+                  "auto chose host memory: %s", why);
+    }
+}
+
+static int agree_buffers(bench_ctx_t *ctx)
+{
+    for (;;) {
+        agree_msg_t ag;
+        if (setup_round(ctx, &ag) < 0)
+            return -1;
+        if (ag.all || ctx->cap == 0)
+            return 0;
+        free_buffers(ctx);
+        if (ag.stop) {
+            ctx->cap = 0; /* every case waived (rank 0 has the reason) */
+            return 0;
+        }
+        /* The estimate was too hopeful (limits, other jobs, GPU memory):
+         * try the next smaller size (rank 0 decides; the others hear it
+         * next round). */
+        if (ctx->rank == RECV) {
+            ctx->failed_cap = ctx->cap;
+            ctx->cap = mem_cap(ctx, ctx->cap);
+            ctx->dst_len = window_len(ctx->o, ctx->cs, ctx->ncases, ctx->cap);
+        }
+    }
 }
 
 bench_ctx_t *bench_ctx_create(ipcp_comm_t *comm, const bench_opts_t *o,
@@ -236,29 +530,39 @@ bench_ctx_t *bench_ctx_create(ipcp_comm_t *comm, const bench_opts_t *o,
     bench_ctx_t *ctx = calloc(1, sizeof(*ctx));
     if (!ctx)
         return NULL;
+    ctx->reqs = calloc(2 * BENCH_MAX_WINDOW, sizeof(*ctx->reqs));
+    if (!ctx->reqs) {
+        free(ctx);
+        return NULL;
+    }
     ctx->comm = comm;
     ctx->o = o;
+    ctx->cs = cs;
+    ctx->ncases = n;
     ctx->rank = ipcp_comm_rank(comm);
     ctx->size = ipcp_comm_size(comm);
+    ctx->device = -1;
+    ctx->info.ceil_dev[0] = ctx->info.ceil_dev[1] = -1;
+    for (int i = 0; i < n; i++)
+        ctx->any_bidir |= cs[i].path->bidir;
     if (ctx->rank == RECV) {
         ctx->seed = fresh_seed();
-        ctx->cap = mem_cap(cs, n, SIZE_MAX, &ctx->usable);
+        resolve_mem(ctx);
+        char err[BENCH_REASON_MAX];
+        if (!ctx->waive[0] && ctx->mem == BENCH_MEM_CUDA &&
+            bind_device(ctx, err, sizeof(err)) < 0)
+            bench_fmt(ctx->waive, sizeof(ctx->waive), "rank 0: %s", err);
+        ctx->cap = ctx->waive[0] ? 0 : mem_cap(ctx, SIZE_MAX);
+        ctx->dst_len = window_len(o, cs, n, ctx->cap);
     }
-    for (;;) {
-        int agreed;
-        if (setup_round(ctx, &agreed) < 0) {
-            bench_ctx_destroy(ctx);
-            return NULL;
-        }
-        if (agreed || ctx->cap == 0)
-            break;
-        /* The estimate was too hopeful (limits, other jobs): try the next
-         * smaller size (rank 0 decides; the others hear it next round). */
-        free_buffers(ctx);
-        if (ctx->rank == RECV) {
-            ctx->failed_cap = ctx->cap;
-            ctx->cap = mem_cap(cs, n, ctx->cap, &ctx->usable);
-        }
+    if (agree_buffers(ctx) < 0) {
+        bench_ctx_destroy(ctx);
+        return NULL;
+    }
+    if (ctx->rank == RECV) {
+        if (ctx->info.mem == 0) /* no answer was read (cap 0) */
+            fill_info(ctx, NULL);
+        ctx->info.waive_all = ctx->waive[0] ? ctx->waive : NULL;
     }
     return ctx;
 }
@@ -268,7 +572,8 @@ void bench_ctx_destroy(bench_ctx_t *ctx)
     if (!ctx)
         return;
     free_buffers(ctx);
-    free(ctx->times);
+    bench_cuda_unbind();
+    free(ctx->reqs);
     free(ctx);
 }
 
@@ -282,47 +587,84 @@ uint64_t bench_ctx_seed(const bench_ctx_t *ctx)
     return ctx->seed;
 }
 
-static double *times_buf(bench_ctx_t *ctx, int n)
+const bench_setup_info_t *bench_ctx_info(const bench_ctx_t *ctx)
 {
-    if (n > ctx->ntimes) {
-        double *t = realloc(ctx->times, (size_t)n * sizeof(*t));
-        if (!t)
-            return NULL;
-        ctx->times = t;
-        ctx->ntimes = n;
-    }
-    return ctx->times;
+    return &ctx->info;
 }
 
-/* ---- ceiling ---------------------------------------------------------- */
+/* ---- ceilings ---------------------------------------------------------- */
 
-/* Through a volatile pointer so the compiler cannot fold repeated copies of
- * the same bytes into one. */
-static void *(*volatile copy_fn)(void *, const void *, size_t) = memcpy;
-
-double bench_ceiling(bench_ctx_t *ctx, size_t size, int reps)
+static void ceil_needs(const bench_ctx_t *ctx, const bench_case_t *c, int *need)
 {
-    if (ctx->rank != RECV || size > ctx->cap || size == 0)
-        return 0;
-    double *t = times_buf(ctx, reps);
-    if (!t)
-        return 0;
-    /* Small copies are batched: one clock read costs more than the copy. */
-    size_t batch = size >= MIB ? 1 : MIB / size;
-    batch = batch > 65536 ? 65536 : batch;
-    for (size_t b = 0; b < batch; b++)
-        copy_fn(ctx->dst, ctx->src, size);
-    for (int r = 0; r < reps; r++) {
-        double t0 = now_s();
-        for (size_t b = 0; b < batch; b++)
-            copy_fn(ctx->dst, ctx->src, size);
-        t[r] = (now_s() - t0) / (double)batch;
+    if (ctx->mem == BENCH_MEM_HOST) {
+        need[c->path->bidir ? BENCH_CEIL_MEMCPY_BIDIR : BENCH_CEIL_MEMCPY] = 1;
+        return;
     }
-    double med = bench_median(t, reps);
-    return med > 0 ? (double)size / med / 1e9 : 0;
+    if (c->path->bidir) {
+        need[BENCH_CEIL_D2D_BIDIR] = need[BENCH_CEIL_STAGED] = 1;
+        return;
+    }
+    if (c->path->path != IPCP_PATH_STAGED)
+        need[BENCH_CEIL_D2D] = 1;
+    if (c->path->path != IPCP_PATH_DIRECT)
+        need[BENCH_CEIL_STAGED] = 1;
 }
 
-/* ---- one case ----------------------------------------------------------- */
+void bench_ceilings_measure(bench_ctx_t *ctx, const bench_case_t *cs, int n,
+                            int first)
+{
+    size_t size = cs[first].size;
+    int need[BENCH_CEIL_COUNT] = {0};
+    ctx->ceil_size = size;
+    memset(ctx->ceil_val, 0, sizeof(ctx->ceil_val));
+    if (ctx->rank != RECV || !ctx->ceil || size > ctx->cap)
+        return;
+    for (int i = first; i < n && cs[i].size == size; i++)
+        ceil_needs(ctx, &cs[i], need);
+    int w = bench_window(ctx->o, size), slots = case_slots(ctx->o, size);
+    int reps = bench_reps(ctx->o, size);
+    for (int k = 0; k < BENCH_CEIL_COUNT; k++) {
+        char err[BENCH_REASON_MAX] = "";
+        if (!need[k])
+            continue;
+        ctx->ceil_val[k] =
+            bench_ceil_measure(ctx->ceil, (bench_ceil_kind_t)k, size, w, slots,
+                               reps, err, sizeof(err));
+        if (ctx->ceil_val[k] <= 0)
+            fprintf(stderr,
+                    "ipcpipe-bench: ceiling %s at %zu bytes not "
+                    "measured: %s\n",
+                    bench_ceil_name((bench_ceil_kind_t)k), size, err);
+    }
+}
+
+/* The ceiling of the path that moved the data (on GPU memory the direct
+ * and staged paths have different limits). */
+static void pick_ceiling(const bench_ctx_t *ctx, const bench_case_t *c,
+                         bench_result_t *res)
+{
+    bench_ceil_kind_t k = BENCH_CEIL_NONE;
+    int bidir = c->path->bidir;
+    if (ctx->mem == BENCH_MEM_HOST) {
+        k = bidir ? BENCH_CEIL_MEMCPY_BIDIR : BENCH_CEIL_MEMCPY;
+    } else {
+        ipcp_path_t p =
+            res->outcome == BENCH_OK ? res->path_used : c->path->path;
+        if (p == IPCP_PATH_DIRECT)
+            k = bidir ? BENCH_CEIL_D2D_BIDIR : BENCH_CEIL_D2D;
+        else if (p == IPCP_PATH_STAGED)
+            k = bidir ? BENCH_CEIL_STAGED_BIDIR : BENCH_CEIL_STAGED;
+    }
+    res->ceiling_kind = k;
+    res->ceiling_gbps = 0;
+    if (ctx->ceil_size != c->size || k == BENCH_CEIL_NONE)
+        return;
+    res->ceiling_gbps = k == BENCH_CEIL_STAGED_BIDIR
+                            ? 2 * ctx->ceil_val[BENCH_CEIL_STAGED]
+                            : ctx->ceil_val[k];
+}
+
+/* ---- pieces of a case ---------------------------------------------------- */
 
 static void set_reason(bench_result_t *res, bench_outcome_t outcome,
                        const char *what, ipcp_status_t st)
@@ -330,8 +672,16 @@ static void set_reason(bench_result_t *res, bench_outcome_t outcome,
     if (res->outcome != BENCH_OK)
         return; /* keep the first cause */
     res->outcome = outcome;
-    snprintf(res->reason, sizeof(res->reason), "%s: %s: %s", what,
-             ipcp_strerror(st), ipcp_last_error());
+    bench_fmt(res->reason, sizeof(res->reason), "%s: %s: %s", what,
+              ipcp_strerror(st), ipcp_last_error());
+}
+
+static void set_error(bench_result_t *res, const char *what, const char *msg)
+{
+    if (res->outcome != BENCH_OK)
+        return;
+    res->outcome = BENCH_ERROR;
+    bench_fmt(res->reason, sizeof(res->reason), "%s: %s", what, msg);
 }
 
 /* A forced path the machine cannot serve is waived; so is any case that
@@ -346,60 +696,96 @@ static bench_outcome_t classify(const bench_case_t *c, ipcp_status_t st)
     return BENCH_ERROR;
 }
 
-static void check_data(bench_result_t *res, const unsigned char *buf,
+static int poison(bench_ctx_t *ctx, size_t len, bench_result_t *res)
+{
+    char err[BENCH_REASON_MAX];
+    if (bench_buf_poison(&ctx->dst, 0, len, err, sizeof(err)) == 0)
+        return 0;
+    set_error(res, "poisoning the receive buffer", err);
+    return -1;
+}
+
+static int fill_src(bench_ctx_t *ctx, size_t len, uint64_t seed,
+                    bench_result_t *res)
+{
+    char err[BENCH_REASON_MAX];
+    if (bench_buf_fill(&ctx->src, 0, len, seed, ctx->staging, err,
+                       sizeof(err)) == 0)
+        return 0;
+    if (res)
+        set_error(res, "filling the send buffer", err);
+    else
+        fprintf(stderr,
+                "ipcpipe-bench [rank %d]: filling the send buffer: "
+                "%s\n",
+                ctx->rank, err);
+    return -1;
+}
+
+static void check_data(bench_ctx_t *ctx, bench_result_t *res, size_t off,
                        size_t len, uint64_t seed, const char *what)
 {
-    size_t bad = ipcp_pattern_check(buf, len, seed, 0);
+    char err[BENCH_REASON_MAX];
+    unsigned char got = 0;
+    size_t bad = bench_buf_check(&ctx->dst, off, len, seed, ctx->staging, &got,
+                                 err, sizeof(err));
     if (bad == len)
         return;
     res->verified = 0;
+    if (bad == (size_t)-1) {
+        set_error(res, what, err);
+        return;
+    }
     if (res->reason[0] == '\0')
-        snprintf(res->reason, sizeof(res->reason),
-                 "%s: byte %zu of %zu is 0x%02x, expected 0x%02x", what, bad,
-                 len, buf[bad], ipcp_pattern_byte(seed, bad));
+        bench_fmt(res->reason, sizeof(res->reason),
+                  "%s: byte %zu of %zu is 0x%02x, expected 0x%02x", what, bad,
+                  len, got, ipcp_pattern_byte(seed, bad));
 }
 
-static ipcp_status_t recv_one(bench_ctx_t *ctx, const bench_case_t *c, int tag,
-                              bench_result_t *res)
+/* Posts nrecv receives (the k-th into slot k % slots) and nsend sends of
+ * size bytes to or from the other one of ranks 0 and 1, then waits for all
+ * of them.  Returns the first failure, with *what naming it. */
+static ipcp_status_t xfer_window(bench_ctx_t *ctx, size_t size, int nrecv,
+                                 int nsend, int slots, int rtag, int stag,
+                                 bench_result_t *res, const char **what)
 {
-    ipcp_xfer_info_t info = {0};
-    ipcp_status_t st =
-        ipcp_recv(ctx->comm, ctx->dst, c->size, SEND, tag, &info);
-    if (st == IPCP_OK) {
-        res->path_used = info.path;
-        if (info.nbytes != c->size) {
-            res->verified = ctx->o->verify ? 0 : res->verified;
-            res->outcome = BENCH_ERROR;
-            snprintf(res->reason, sizeof(res->reason),
-                     "received %zu bytes, expected %zu", info.nbytes, c->size);
+    int peer = ctx->rank == RECV ? SEND : RECV, n = 0, nr;
+    unsigned char *dst = ctx->dst.ptr;
+    ipcp_status_t first = IPCP_OK, st;
+    for (int k = 0; k < nrecv && first == IPCP_OK; k++) {
+        st = ipcp_irecv(ctx->comm, dst + (size_t)(k % slots) * size, size, peer,
+                        rtag, &ctx->reqs[n]);
+        if (st == IPCP_OK)
+            n++;
+        else
+            first = st, *what = "ipcp_irecv";
+    }
+    nr = n;
+    for (int k = 0; k < nsend && first == IPCP_OK; k++) {
+        st = ipcp_isend(ctx->comm, ctx->src.ptr, size, peer, stag,
+                        &ctx->reqs[n]);
+        if (st == IPCP_OK)
+            n++;
+        else
+            first = st, *what = "ipcp_isend";
+    }
+    for (int j = 0; j < n; j++) {
+        ipcp_xfer_info_t info = {0};
+        st = ipcp_wait(ctx->reqs[j], &info);
+        if (st != IPCP_OK && first == IPCP_OK) {
+            first = st;
+            *what = j < nr ? "receive" : "send";
+        } else if (st == IPCP_OK && j < nr && res) {
+            res->path_used = info.path;
+            if (info.nbytes != size && res->outcome == BENCH_OK) {
+                res->outcome = BENCH_ERROR;
+                bench_fmt(res->reason, sizeof(res->reason),
+                          "received %zu bytes, expected %zu", info.nbytes,
+                          size);
+            }
         }
     }
-    return st;
-}
-
-/* Receiver's warm-up; the first transfer is checked (it is the one that
- * sets up mappings and rings, where mistakes show first). */
-static int recv_warmup(bench_ctx_t *ctx, const bench_case_t *c, int i,
-                       bench_result_t *res)
-{
-    ipcp_status_t st = ipcp_comm_set_path(ctx->comm, c->path->path);
-    if (st != IPCP_OK) {
-        set_reason(res, classify(c, st), "ipcp_comm_set_path", st);
-        return 0;
-    }
-    for (int w = 0; w < ctx->o->warmup; w++) {
-        int check = w == 0 && ctx->o->verify;
-        if (check)
-            memset(ctx->dst, POISON, c->size);
-        st = recv_one(ctx, c, case_tag(i, T_DATA), res);
-        if (st != IPCP_OK) {
-            set_reason(res, classify(c, st), "warm-up receive", st);
-            return 0;
-        }
-        if (check)
-            check_data(res, ctx->dst, c->size, case_seed(ctx, i, 0), "warm-up");
-    }
-    return res->outcome == BENCH_OK;
+    return first;
 }
 
 static int bcast_verdict(bench_ctx_t *ctx, int i, int32_t ok)
@@ -425,22 +811,55 @@ static int barrier(bench_ctx_t *ctx)
     return st == IPCP_OK ? 0 : -1;
 }
 
+static int lat_case(const bench_ctx_t *ctx, const bench_case_t *c)
+{
+    return !c->path->bidir && c->size <= ctx->o->lat_max && c->size <= ctx->cap;
+}
+
+/* ---- rank 0, one direction -------------------------------------------- */
+
+/* Receiver's warm-up, one transfer at a time; the first is checked (it is
+ * the one that sets up mappings and rings, where mistakes show first). */
+static int recv_warmup(bench_ctx_t *ctx, const bench_case_t *c, int i,
+                       bench_result_t *res)
+{
+    for (int w = 0; w < ctx->o->warmup; w++) {
+        int check = w == 0 && ctx->o->verify;
+        const char *what = "warm-up";
+        if (check && poison(ctx, c->size, res) < 0)
+            return 0;
+        ipcp_status_t st = xfer_window(ctx, c->size, 1, 0, 1,
+                                       case_tag(i, T_DATA), 0, res, &what);
+        if (st != IPCP_OK) {
+            set_reason(res, classify(c, st), "warm-up receive", st);
+            return 0;
+        }
+        if (check)
+            check_data(ctx, res, 0, c->size, case_seed(ctx, i, 0), "warm-up");
+    }
+    return res->outcome == BENCH_OK;
+}
+
 /* Timed repetitions: each starts at a barrier; the receiver's clock runs
- * from leaving it to the completion of its receive. */
+ * from leaving it to the completion of the window's last receive. */
 static int recv_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
                       bench_result_t *res)
 {
-    double *t = times_buf(ctx, res->iters);
-    int n = 0;
+    int w = res->window, slots = case_slots(ctx->o, c->size), n = 0;
+    double *t = calloc((size_t)res->iters, sizeof(*t));
     for (int r = 0; r < res->iters; r++) {
         int check = r == res->iters - 1 && ctx->o->verify;
+        const char *what = "timed";
         if (check)
-            memset(ctx->dst, POISON, c->size);
-        if (barrier(ctx) < 0)
+            poison(ctx, (size_t)slots * c->size, res);
+        if (barrier(ctx) < 0) {
+            free(t);
             return -1;
-        double t0 = now_s();
-        ipcp_status_t st = recv_one(ctx, c, case_tag(i, T_DATA), res);
-        double t1 = now_s();
+        }
+        double t0 = bench_now_s();
+        ipcp_status_t st = xfer_window(ctx, c->size, w, 0, slots,
+                                       case_tag(i, T_DATA), 0, res, &what);
+        double t1 = bench_now_s();
         if (st != IPCP_OK) {
             set_reason(res, classify(c, st), "timed receive", st);
             continue; /* keep receiving: the sender sends them all */
@@ -448,10 +867,12 @@ static int recv_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
         if (t)
             t[n++] = t1 - t0;
         if (check)
-            check_data(res, ctx->dst, c->size, case_seed(ctx, i, 1), "last");
+            check_data(ctx, res, (size_t)((w - 1) % slots) * c->size, c->size,
+                       case_seed(ctx, i, 1), "last");
     }
     double med = t ? bench_median(t, n) : NAN;
-    res->gbps = med > 0 ? (double)c->size / med / 1e9 : NAN;
+    res->gbps = med > 0 ? (double)w * (double)c->size / med / 1e9 : NAN;
+    free(t);
     return 0;
 }
 
@@ -460,37 +881,154 @@ static void recv_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i,
                           bench_result_t *res)
 {
     uint64_t seed = case_seed(ctx, i, 2);
-    int warm = ctx->o->warmup, rounds = res->iters;
-    double *t = times_buf(ctx, rounds);
+    int warm = ctx->o->warmup, rounds = bench_lat_rounds(ctx->o, c->size);
+    double *t = calloc((size_t)rounds, sizeof(*t));
     int n = 0;
-    ipcp_pattern_fill(ctx->src, c->size, seed, 0);
+    fill_src(ctx, c->size, seed, res);
     for (int k = 0; k < warm + rounds; k++) {
         int check = k == warm + rounds - 1 && ctx->o->verify;
         if (check)
-            memset(ctx->dst, POISON, c->size);
-        double t0 = now_s();
-        ipcp_status_t st =
-            ipcp_send(ctx->comm, ctx->src, c->size, SEND, case_tag(i, T_PING));
+            poison(ctx, c->size, res);
+        double t0 = bench_now_s();
+        ipcp_status_t st = ipcp_send(ctx->comm, ctx->src.ptr, c->size, SEND,
+                                     case_tag(i, T_PING));
         if (st == IPCP_OK)
-            st = ipcp_recv(ctx->comm, ctx->dst, c->size, SEND,
+            st = ipcp_recv(ctx->comm, ctx->dst.ptr, c->size, SEND,
                            case_tag(i, T_PONG), NULL);
-        double t1 = now_s();
+        double t1 = bench_now_s();
         if (st != IPCP_OK) {
             set_reason(res, BENCH_ERROR, "ping-pong", st);
+            free(t);
             return;
         }
         if (k >= warm && t)
             t[n++] = 0.5 * (t1 - t0);
         if (check)
-            check_data(res, ctx->dst, c->size, seed, "ping-pong");
+            check_data(ctx, res, 0, c->size, seed, "ping-pong");
     }
     double med = t ? bench_median(t, n) : NAN;
     res->latency_us = med * 1e6;
+    free(t);
 }
 
-static int lat_case(const bench_ctx_t *ctx, const bench_case_t *c)
+/* ---- rank 0, both directions (bidir) ------------------------------------ */
+
+static int recv_peer_msg(bench_ctx_t *ctx, int tag, peer_msg_t *m,
+                         bench_result_t *res)
 {
-    return c->size <= ctx->o->lat_max && c->size <= ctx->cap;
+    ipcp_status_t st = ipcp_recv(ctx->comm, m, sizeof(*m), SEND, tag, NULL);
+    if (st != IPCP_OK) {
+        set_reason(res, BENCH_ERROR, "rank 1's report", st);
+        return -1;
+    }
+    m->reason[sizeof(m->reason) - 1] = '\0';
+    if (!m->ok)
+        set_error(res, "rank 1", m->reason);
+    else if (m->verified == 0 && res->verified != 0) {
+        res->verified = 0;
+        if (!res->reason[0])
+            bench_fmt(res->reason, sizeof(res->reason), "rank 1: %s",
+                      m->reason);
+    }
+    return 0;
+}
+
+static int bidir0_warmup(bench_ctx_t *ctx, const bench_case_t *c, int i,
+                         bench_result_t *res)
+{
+    if (fill_src(ctx, c->size, case_seed(ctx, i, 3), res) < 0)
+        return 0;
+    for (int w = 0; w < ctx->o->warmup; w++) {
+        int check = w == 0 && ctx->o->verify;
+        const char *what = "warm-up";
+        if (check && poison(ctx, c->size, res) < 0)
+            return 0;
+        ipcp_status_t st =
+            xfer_window(ctx, c->size, 1, 1, 1, case_tag(i, T_DATA),
+                        case_tag(i, T_REV), res, &what);
+        if (st != IPCP_OK) {
+            char w2[64];
+            bench_fmt(w2, sizeof(w2), "warm-up %s", what);
+            set_reason(res, classify(c, st), w2, st);
+            return 0;
+        }
+        if (check)
+            check_data(ctx, res, 0, c->size, case_seed(ctx, i, 0), "warm-up");
+    }
+    if (res->outcome != BENCH_OK)
+        return 0;
+    peer_msg_t m;
+    if (recv_peer_msg(ctx, case_tag(i, T_PEER_WARM), &m, res) < 0)
+        return 0;
+    return res->outcome == BENCH_OK;
+}
+
+/* Aggregate: 2 * W * size bytes from rank 0 leaving the barrier to the
+ * last completion on either rank (CLOCK_MONOTONIC is one clock for every
+ * process of the machine). */
+static int bidir0_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
+                        bench_result_t *res)
+{
+    int w = res->window, slots = case_slots(ctx->o, c->size),
+        iters = res->iters;
+    double *t0 = calloc((size_t)iters, sizeof(double));
+    double *t1 = calloc((size_t)iters, sizeof(double));
+    double *peer = calloc((size_t)iters, sizeof(double));
+    int rc = 0, n = 0;
+    for (int r = 0; r < iters; r++) {
+        int check = r == iters - 1 && ctx->o->verify;
+        const char *what = "timed";
+        if (check) {
+            poison(ctx, (size_t)slots * c->size, res);
+            fill_src(ctx, c->size, case_seed(ctx, i, 4), res);
+        }
+        if (barrier(ctx) < 0) {
+            rc = -1;
+            goto out;
+        }
+        double a = bench_now_s();
+        ipcp_status_t st =
+            xfer_window(ctx, c->size, w, w, slots, case_tag(i, T_DATA),
+                        case_tag(i, T_REV), res, &what);
+        double b = bench_now_s();
+        if (t0 && t1) {
+            t0[r] = a;
+            t1[r] = st == IPCP_OK ? b : NAN;
+        }
+        if (st != IPCP_OK) {
+            char w2[64];
+            bench_fmt(w2, sizeof(w2), "timed %s", what);
+            set_reason(res, classify(c, st), w2, st);
+            continue;
+        }
+        if (check)
+            check_data(ctx, res, (size_t)((w - 1) % slots) * c->size, c->size,
+                       case_seed(ctx, i, 1), "last");
+    }
+    peer_msg_t m;
+    if (recv_peer_msg(ctx, case_tag(i, T_PEER_REPORT), &m, res) < 0)
+        goto out;
+    double dummy;
+    ipcp_status_t st =
+        ipcp_recv(ctx->comm, peer ? (void *)peer : (void *)&dummy,
+                  peer ? (size_t)iters * sizeof(double) : sizeof(dummy), SEND,
+                  case_tag(i, T_PEER_TIMES), NULL);
+    if (st != IPCP_OK) {
+        set_reason(res, BENCH_ERROR, "rank 1's times", st);
+        goto out;
+    }
+    for (int r = 0; t0 && t1 && peer && r < iters; r++) {
+        double end = t1[r] > peer[r] ? t1[r] : peer[r];
+        if (isfinite(t1[r]) && isfinite(peer[r]))
+            t1[n++] = end - t0[r];
+    }
+    double med = n ? bench_median(t1, n) : NAN;
+    res->gbps = med > 0 ? 2.0 * w * (double)c->size / med / 1e9 : NAN;
+out:
+    free(t0);
+    free(t1);
+    free(peer);
+    return rc;
 }
 
 static int run_receiver(bench_ctx_t *ctx, const bench_case_t *c, int i,
@@ -498,28 +1036,39 @@ static int run_receiver(bench_ctx_t *ctx, const bench_case_t *c, int i,
 {
     char sz[24], cap[24];
     int ok = 0;
+    /* Set before the barrier, so that the sender's first transfer already
+     * sees the forced path (peers learn of it at a synchronization). */
+    ipcp_status_t pst = ipcp_comm_set_path(ctx->comm, c->path->path);
     if (barrier(ctx) < 0)
         return -1;
     if (c->size > ctx->cap) {
         bench_format_size(c->size, sz, sizeof(sz));
         bench_format_size(ctx->cap, cap, sizeof(cap));
         res->outcome = BENCH_WAIVED;
-        if (ctx->failed_cap && c->size >= ctx->failed_cap)
-            snprintf(res->reason, sizeof(res->reason),
-                     "not enough memory (allocating buffers of %s failed; "
-                     "largest size that fits: %s)",
-                     sz, cap);
+        if (ctx->waive[0])
+            bench_fmt(res->reason, sizeof(res->reason), "%s", ctx->waive);
+        else if (ctx->failed_cap && c->size >= ctx->failed_cap)
+            bench_fmt(res->reason, sizeof(res->reason),
+                      "not enough memory (allocating buffers of %s failed; "
+                      "largest size that fits: %s)",
+                      sz, cap);
         else
-            snprintf(res->reason, sizeof(res->reason),
-                     "not enough memory (3 buffers of %s, %.1f GiB usable; "
-                     "largest size that fits: %s)",
-                     sz, (double)ctx->usable / (double)(1u << 30), cap);
+            bench_fmt(res->reason, sizeof(res->reason),
+                      "not enough memory (buffers of %s need %.1f GiB of "
+                      "host memory, %.1f GiB usable; largest size that fits: "
+                      "%s)",
+                      sz, (double)host_need(ctx, c->size) / (double)GIB,
+                      (double)ctx->usable / (double)GIB, cap);
+    } else if (pst != IPCP_OK) {
+        set_reason(res, classify(c, pst), "ipcp_comm_set_path", pst);
     } else {
-        ok = recv_warmup(ctx, c, i, res);
+        ok = c->path->bidir ? bidir0_warmup(ctx, c, i, res)
+                            : recv_warmup(ctx, c, i, res);
     }
     if (bcast_verdict(ctx, i, ok) < 0)
         return -1;
-    if (ok && recv_timed(ctx, c, i, res) < 0)
+    if (ok && (c->path->bidir ? bidir0_timed(ctx, c, i, res)
+                              : recv_timed(ctx, c, i, res)) < 0)
         return -1;
     if (ok && lat_case(ctx, c)) {
         if (barrier(ctx) < 0)
@@ -529,26 +1078,29 @@ static int run_receiver(bench_ctx_t *ctx, const bench_case_t *c, int i,
     ipcp_comm_set_path(ctx->comm, IPCP_PATH_AUTO);
     if (res->outcome != BENCH_OK)
         res->gbps = res->latency_us = NAN;
+    pick_ceiling(ctx, c, res);
     return 0;
 }
 
-/* Waits for a warm-up send while watching for rank 0's verdict: when the
- * receiver gave up on the case, this send may never be matched, and the
- * request is left behind (its tag belongs to this case only).  Returns 1 when
- * the send completed, 0 when it failed or was abandoned. */
-static int send_await(ipcp_request_t *sreq, ipcp_request_t **vreq,
-                      int32_t *verdict)
+/* ---- rank 1 (and the others) ------------------------------------------- */
+
+/* Waits for req while watching for rank 0's verdict: when the receiver
+ * gave up on the case, req may never be matched and is left behind (its
+ * tag belongs to this case only).  Returns 1 when req completed (status in
+ * *st), 0 when it was abandoned. */
+static int await_req(ipcp_request_t *req, ipcp_request_t **vreq,
+                     int32_t *verdict, ipcp_status_t *st)
 {
     for (long spins = 0;; spins++) {
         int done = 0;
-        ipcp_status_t st = ipcp_test(sreq, &done, NULL);
+        *st = ipcp_test(req, &done, NULL);
         if (done)
-            return st == IPCP_OK;
+            return 1;
         if (*vreq) {
-            st = ipcp_test(*vreq, &done, NULL);
+            ipcp_status_t vs = ipcp_test(*vreq, &done, NULL);
             if (done) {
                 *vreq = NULL;
-                if (st != IPCP_OK || !*verdict)
+                if (vs != IPCP_OK || !*verdict)
                     return 0;
             }
         }
@@ -566,14 +1118,17 @@ static int send_await(ipcp_request_t *sreq, ipcp_request_t **vreq,
 static int send_warmup(bench_ctx_t *ctx, const bench_case_t *c, int i,
                        ipcp_request_t **vreq, int32_t *verdict)
 {
+    /* A failed fill is reported and the sends still go out: the
+     * receiver waits for them, and its check will fail. */
     if (ctx->o->verify)
-        ipcp_pattern_fill(ctx->src, c->size, case_seed(ctx, i, 0), 0);
+        fill_src(ctx, c->size, case_seed(ctx, i, 0), NULL);
     for (int w = 0; w < ctx->o->warmup; w++) {
         ipcp_request_t *sreq;
-        if (ipcp_isend(ctx->comm, ctx->src, c->size, RECV, case_tag(i, T_DATA),
-                       &sreq) != IPCP_OK)
+        ipcp_status_t st;
+        if (ipcp_isend(ctx->comm, ctx->src.ptr, c->size, RECV,
+                       case_tag(i, T_DATA), &sreq) != IPCP_OK)
             return 0;
-        if (!send_await(sreq, vreq, verdict))
+        if (!await_req(sreq, vreq, verdict, &st) || st != IPCP_OK)
             return 0;
     }
     return 1;
@@ -591,14 +1146,15 @@ static void send_report(const bench_case_t *c, const char *what,
 
 static int send_timed(bench_ctx_t *ctx, const bench_case_t *c, int i, int iters)
 {
-    int reported = 0;
+    int reported = 0, w = bench_window(ctx->o, c->size);
     for (int r = 0; r < iters; r++) {
+        const char *what = "send";
         if (r == iters - 1 && ctx->o->verify)
-            ipcp_pattern_fill(ctx->src, c->size, case_seed(ctx, i, 1), 0);
+            fill_src(ctx, c->size, case_seed(ctx, i, 1), NULL);
         if (barrier(ctx) < 0)
             return -1;
-        ipcp_status_t st =
-            ipcp_send(ctx->comm, ctx->src, c->size, RECV, case_tag(i, T_DATA));
+        ipcp_status_t st = xfer_window(ctx, c->size, 0, w, 1, 0,
+                                       case_tag(i, T_DATA), NULL, &what);
         if (st != IPCP_OK)
             send_report(c, "timed send", st, &reported);
     }
@@ -606,25 +1162,119 @@ static int send_timed(bench_ctx_t *ctx, const bench_case_t *c, int i, int iters)
 }
 
 /* Echoes every ping; receives on the case's path like rank 0 does. */
-static int send_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i,
-                         int iters)
+static int send_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i)
 {
-    int reported = 0;
+    int reported = 0, rounds = bench_lat_rounds(ctx->o, c->size);
     ipcp_status_t st = ipcp_comm_set_path(ctx->comm, c->path->path);
     if (st != IPCP_OK)
         send_report(c, "ipcp_comm_set_path", st, &reported);
     if (barrier(ctx) < 0)
         return -1;
-    for (int k = 0; k < ctx->o->warmup + iters && st == IPCP_OK; k++) {
-        st = ipcp_recv(ctx->comm, ctx->dst, c->size, RECV, case_tag(i, T_PING),
-                       NULL);
+    for (int k = 0; k < ctx->o->warmup + rounds && st == IPCP_OK; k++) {
+        st = ipcp_recv(ctx->comm, ctx->dst.ptr, c->size, RECV,
+                       case_tag(i, T_PING), NULL);
         if (st == IPCP_OK)
-            st = ipcp_send(ctx->comm, ctx->dst, c->size, RECV,
+            st = ipcp_send(ctx->comm, ctx->dst.ptr, c->size, RECV,
                            case_tag(i, T_PONG));
         if (st != IPCP_OK)
             send_report(c, "ping-pong", st, &reported);
     }
     ipcp_comm_set_path(ctx->comm, IPCP_PATH_AUTO);
+    return 0;
+}
+
+static int send_peer_msg(bench_ctx_t *ctx, int tag, const bench_result_t *lr)
+{
+    peer_msg_t m = {lr->outcome == BENCH_OK, lr->verified, ""};
+    bench_fmt(m.reason, sizeof(m.reason), "%s", lr->reason);
+    ipcp_status_t st = ipcp_send(ctx->comm, &m, sizeof(m), RECV, tag);
+    if (st != IPCP_OK)
+        fprintf(stderr, "ipcpipe-bench [rank 1]: report to rank 0: %s: %s\n",
+                ipcp_strerror(st), ipcp_last_error());
+    return st == IPCP_OK ? 0 : -1;
+}
+
+/* Rank 1's half of a bidir warm-up: every transfer is waited for while
+ * watching the verdict; a failed one is noted and the rest still run, so
+ * rank 0's matching ones complete.  Its outcome goes to rank 0. */
+static void bidir1_warmup(bench_ctx_t *ctx, const bench_case_t *c, int i,
+                          ipcp_request_t **vreq, int32_t *verdict)
+{
+    bench_result_t lr = {.outcome = BENCH_OK,
+                         .verified = ctx->o->verify ? 1 : -1};
+    fill_src(ctx, c->size, case_seed(ctx, i, 0), &lr);
+    for (int w = 0; w < ctx->o->warmup; w++) {
+        int check = w == 0 && ctx->o->verify;
+        ipcp_request_t *rq[2];
+        ipcp_status_t st[2];
+        if (check)
+            poison(ctx, c->size, &lr);
+        st[0] = ipcp_irecv(ctx->comm, ctx->dst.ptr, c->size, RECV,
+                           case_tag(i, T_REV), &rq[0]);
+        st[1] = ipcp_isend(ctx->comm, ctx->src.ptr, c->size, RECV,
+                           case_tag(i, T_DATA), &rq[1]);
+        for (int k = 0; k < 2; k++) {
+            if (st[k] == IPCP_OK && !await_req(rq[k], vreq, verdict, &st[k]))
+                return; /* rank 0 gave up the case */
+            if (st[k] != IPCP_OK)
+                set_reason(&lr, BENCH_ERROR,
+                           k ? "warm-up send" : "warm-up receive", st[k]);
+        }
+        if (check && st[0] == IPCP_OK)
+            check_data(ctx, &lr, 0, c->size, case_seed(ctx, i, 3), "warm-up");
+    }
+    send_peer_msg(ctx, case_tag(i, T_PEER_WARM), &lr);
+}
+
+static int bidir1_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
+                        int iters)
+{
+    bench_result_t lr = {.outcome = BENCH_OK,
+                         .verified = ctx->o->verify ? 1 : -1};
+    int w = bench_window(ctx->o, c->size), slots = case_slots(ctx->o, c->size);
+    double *end = calloc((size_t)iters, sizeof(double));
+    if (!end)
+        set_error(&lr, "rank 1", "out of memory");
+    for (int r = 0; r < iters; r++) {
+        int check = r == iters - 1 && ctx->o->verify;
+        const char *what = "timed";
+        if (check) {
+            poison(ctx, (size_t)slots * c->size, &lr);
+            fill_src(ctx, c->size, case_seed(ctx, i, 1), &lr);
+        }
+        if (barrier(ctx) < 0) {
+            free(end);
+            return -1;
+        }
+        ipcp_status_t st =
+            xfer_window(ctx, c->size, w, w, slots, case_tag(i, T_REV),
+                        case_tag(i, T_DATA), &lr, &what);
+        if (end)
+            end[r] = st == IPCP_OK ? bench_now_s() : NAN;
+        if (st != IPCP_OK) {
+            char w2[64];
+            bench_fmt(w2, sizeof(w2), "timed %s", what);
+            set_reason(&lr, BENCH_ERROR, w2, st);
+            continue;
+        }
+        if (check)
+            check_data(ctx, &lr, (size_t)((w - 1) % slots) * c->size, c->size,
+                       case_seed(ctx, i, 4), "last");
+    }
+    int rc = send_peer_msg(ctx, case_tag(i, T_PEER_REPORT), &lr);
+    if (rc == 0) {
+        double dummy = NAN;
+        ipcp_status_t st =
+            ipcp_send(ctx->comm, end ? (void *)end : (void *)&dummy,
+                      end ? (size_t)iters * sizeof(double) : sizeof(dummy),
+                      RECV, case_tag(i, T_PEER_TIMES));
+        if (st != IPCP_OK)
+            fprintf(stderr,
+                    "ipcpipe-bench [rank 1]: times to rank 0: %s: "
+                    "%s\n",
+                    ipcp_strerror(st), ipcp_last_error());
+    }
+    free(end);
     return 0;
 }
 
@@ -637,8 +1287,12 @@ static int run_sender(bench_ctx_t *ctx, const bench_case_t *c, int i)
         return -1;
     ipcp_status_t st = ipcp_irecv(ctx->comm, &verdict, sizeof(verdict), RECV,
                                   case_tag(i, T_VERDICT), &vreq);
-    if (st == IPCP_OK && ctx->rank == SEND && c->size <= ctx->cap)
-        send_warmup(ctx, c, i, &vreq, &verdict);
+    if (st == IPCP_OK && ctx->rank == SEND && c->size <= ctx->cap) {
+        if (c->path->bidir)
+            bidir1_warmup(ctx, c, i, &vreq, &verdict);
+        else
+            send_warmup(ctx, c, i, &vreq, &verdict);
+    }
     if (st == IPCP_OK && vreq)
         st = ipcp_wait(vreq, NULL);
     if (st != IPCP_OK) {
@@ -648,12 +1302,14 @@ static int run_sender(bench_ctx_t *ctx, const bench_case_t *c, int i)
     }
     if (!verdict)
         return 0;
-    int iters = bench_iters(ctx->o, c->size);
+    int iters = bench_reps(ctx->o, c->size);
     if (ctx->rank == SEND) {
+        if (c->path->bidir)
+            return bidir1_timed(ctx, c, i, iters);
         if (send_timed(ctx, c, i, iters) < 0)
             return -1;
         if (lat_case(ctx, c))
-            return send_pingpong(ctx, c, i, iters);
+            return send_pingpong(ctx, c, i);
         return 0;
     }
     for (int r = 0; r < iters + lat_case(ctx, c); r++)
@@ -673,7 +1329,8 @@ int bench_run_case(bench_ctx_t *ctx, const bench_case_t *c, int i,
         .gbps = NAN,
         .latency_us = -1,
         .verified = ctx->o->verify ? 1 : -1,
-        .iters = bench_iters(ctx->o, c->size),
+        .iters = bench_reps(ctx->o, c->size),
+        .window = bench_window(ctx->o, c->size),
         .path_used = c->path->path,
     };
     return run_receiver(ctx, c, i, res);

@@ -1,0 +1,240 @@
+/* ipcpipe-bench: ceilings, measured by rank 0 alone in the same run and
+ * with the same window as the transfers they are compared with.  Host
+ * memory: memcpy by one thread of the receiving process (two threads at
+ * once for bidir).  GPU memory: single-process CUDA copies (bench_cuda.c). */
+#include "bench.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MIB ((size_t)1 << 20)
+
+const char *bench_ceil_name(bench_ceil_kind_t k)
+{
+    static const char *const names[BENCH_CEIL_COUNT] = {
+        [BENCH_CEIL_NONE] = "-",
+        [BENCH_CEIL_MEMCPY] = "memcpy",
+        [BENCH_CEIL_MEMCPY_BIDIR] = "memcpy-bidir",
+        [BENCH_CEIL_D2D] = "d2d",
+        [BENCH_CEIL_STAGED] = "min(d2h,h2d)",
+        [BENCH_CEIL_D2D_BIDIR] = "d2d-bidir",
+        [BENCH_CEIL_STAGED_BIDIR] = "2*min(d2h,h2d)",
+    };
+    return (unsigned)k < BENCH_CEIL_COUNT ? names[k] : "?";
+}
+
+struct bench_ceil {
+    /* host */
+    unsigned char *src, *dst; /* rank 0's buffers (not owned) */
+    size_t src_len, dst_len;
+    unsigned char *scratch; /* second pair for the bidir one: src, slots */
+    size_t scratch_len;
+    /* cuda */
+    bench_cuda_ceil_t *cuda;
+};
+
+bench_ceil_t *bench_ceil_create_host(const bench_buf_t *src,
+                                     const bench_buf_t *dst, size_t scratch,
+                                     int *nomem, char *err, size_t elen)
+{
+    bench_ceil_t *cl = calloc(1, sizeof(*cl));
+    *nomem = 0;
+    if (cl && scratch) {
+        cl->scratch = malloc(scratch);
+        if (cl->scratch) {
+            memset(cl->scratch, 0, scratch); /* no first touch while timed */
+            cl->scratch_len = scratch;
+        }
+    }
+    if (!cl || (scratch && !cl->scratch)) {
+        *nomem = 1;
+        bench_fmt(err, elen, "cannot allocate %zu bytes for the ceilings",
+                  scratch);
+        free(cl);
+        return NULL;
+    }
+    cl->src = src->ptr;
+    cl->src_len = src->len;
+    cl->dst = dst->ptr;
+    cl->dst_len = dst->len;
+    return cl;
+}
+
+bench_ceil_t *bench_ceil_create_cuda(ipcp_comm_t *comm, int a, int b, int plain,
+                                     size_t len, size_t pinned_len, int *nomem,
+                                     char *err, size_t elen)
+{
+    bench_ceil_t *cl = calloc(1, sizeof(*cl));
+    if (!cl) {
+        *nomem = 1;
+        bench_fmt(err, elen, "out of memory");
+        return NULL;
+    }
+    cl->cuda = bench_cuda_ceil_create(comm, a, b, plain, len, pinned_len, nomem,
+                                      err, elen);
+    if (!cl->cuda) {
+        free(cl);
+        return NULL;
+    }
+    return cl;
+}
+
+void bench_ceil_destroy(ipcp_comm_t *comm, bench_ceil_t *cl)
+{
+    if (!cl)
+        return;
+    bench_cuda_ceil_destroy(comm, cl->cuda);
+    free(cl->scratch);
+    free(cl);
+}
+
+/* ---- host -----------------------------------------------------------------
+ */
+
+/* Through a volatile pointer so the compiler cannot fold repeated copies of
+ * the same bytes into one. */
+static void *(*volatile copy_fn)(void *, const void *, size_t) = memcpy;
+
+typedef struct copy_plan {
+    unsigned char *dst;
+    const unsigned char *src;
+    size_t size;
+    int window, slots;
+    size_t batch; /* windows per timed sample */
+} copy_plan_t;
+
+static void copy_windows(const copy_plan_t *p)
+{
+    for (size_t b = 0; b < p->batch; b++)
+        for (int k = 0; k < p->window; k++)
+            copy_fn(p->dst + (size_t)(k % p->slots) * p->size, p->src, p->size);
+}
+
+/* Small windows are batched so that a sample lasts well beyond a clock
+ * read (or, for two threads, the barrier that starts them). */
+static size_t batch_for(size_t size, int window, size_t target)
+{
+    size_t bytes = size * (size_t)window;
+    size_t batch = bytes >= target ? 1 : target / bytes;
+    return batch > 65536 ? 65536 : batch;
+}
+
+/* At most about 2 GiB copied per ceiling, at least 5 samples. */
+static int cap_reps(int reps, size_t size, int window, size_t batch)
+{
+    double per = (double)size * window * (double)batch;
+    double most = (double)((size_t)2 << 30) / per;
+    if (most < 5)
+        most = 5;
+    return reps < most ? reps : (int)most;
+}
+
+static double host_memcpy(bench_ceil_t *cl, size_t size, int window, int slots,
+                          double *t, int reps)
+{
+    copy_plan_t p = {cl->dst, cl->src, size,
+                     window,  slots,   batch_for(size, window, MIB)};
+    reps = cap_reps(reps, size, window, p.batch);
+    copy_windows(&p);
+    for (int r = 0; r < reps; r++) {
+        double t0 = bench_now_s();
+        copy_windows(&p);
+        t[r] = (bench_now_s() - t0) / (double)p.batch;
+    }
+    double med = bench_median(t, reps);
+    return med > 0 ? (double)window * (double)size / med / 1e9 : 0;
+}
+
+typedef struct bidir_arg {
+    copy_plan_t plan;
+    pthread_barrier_t *bar;
+    int reps;
+} bidir_arg_t;
+
+static void *bidir_peer(void *argp)
+{
+    bidir_arg_t *a = argp;
+    for (int r = 0; r <= a->reps; r++) {
+        pthread_barrier_wait(a->bar);
+        copy_windows(&a->plan);
+        pthread_barrier_wait(a->bar);
+    }
+    return NULL;
+}
+
+/* Two threads, each copying its own window at once; a repetition lasts
+ * from the barrier that starts both to the one both reach when done. */
+static double host_memcpy_bidir(bench_ceil_t *cl, size_t size, int window,
+                                int slots, double *t, int reps, char *err,
+                                size_t elen)
+{
+    size_t wl = (size_t)slots * size;
+    if (!cl->scratch || cl->scratch_len < wl + size) {
+        bench_fmt(err, elen, "no scratch memory for the bidir ceiling");
+        return 0;
+    }
+    pthread_barrier_t bar;
+    pthread_t th;
+    size_t batch = batch_for(size, window, 16 * MIB);
+    reps = cap_reps(reps, size, window, batch);
+    copy_plan_t mine = {cl->dst, cl->src, size, window, slots, batch};
+    bidir_arg_t peer = {
+        {cl->scratch, cl->scratch + wl, size, window, slots, batch},
+        &bar,
+        reps};
+    if (pthread_barrier_init(&bar, NULL, 2) != 0) {
+        bench_fmt(err, elen, "pthread_barrier_init failed");
+        return 0;
+    }
+    if (pthread_create(&th, NULL, bidir_peer, &peer) != 0) {
+        pthread_barrier_destroy(&bar);
+        bench_fmt(err, elen, "pthread_create failed");
+        return 0;
+    }
+    for (int r = 0; r <= reps; r++) { /* round 0 is a warm-up */
+        pthread_barrier_wait(&bar);
+        double t0 = bench_now_s();
+        copy_windows(&mine);
+        pthread_barrier_wait(&bar);
+        if (r > 0)
+            t[r - 1] = (bench_now_s() - t0) / (double)batch;
+    }
+    pthread_join(th, NULL);
+    pthread_barrier_destroy(&bar);
+    double med = bench_median(t, reps);
+    return med > 0 ? 2.0 * (double)window * (double)size / med / 1e9 : 0;
+}
+
+double bench_ceil_measure(bench_ceil_t *cl, bench_ceil_kind_t kind, size_t size,
+                          int window, int slots, int reps, char *err,
+                          size_t elen)
+{
+    if (!cl || size == 0 || reps <= 0) {
+        bench_fmt(err, elen, "no ceiling state");
+        return 0;
+    }
+    if (cl->cuda)
+        return bench_cuda_ceil_measure(cl->cuda, kind, size, window, slots,
+                                       reps, err, elen);
+    if ((size_t)slots * size > cl->dst_len || size > cl->src_len) {
+        bench_fmt(err, elen, "ceiling buffers too small for %d x %zu bytes",
+                  slots, size);
+        return 0;
+    }
+    double *t = calloc((size_t)reps, sizeof(*t)), v = 0;
+    if (!t) {
+        bench_fmt(err, elen, "out of memory");
+        return 0;
+    }
+    if (kind == BENCH_CEIL_MEMCPY)
+        v = host_memcpy(cl, size, window, slots, t, reps);
+    else if (kind == BENCH_CEIL_MEMCPY_BIDIR)
+        v = host_memcpy_bidir(cl, size, window, slots, t, reps, err, elen);
+    else
+        bench_fmt(err, elen, "no host ceiling of kind %s",
+                  bench_ceil_name(kind));
+    free(t);
+    return isfinite(v) ? v : 0;
+}

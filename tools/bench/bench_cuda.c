@@ -1,0 +1,777 @@
+/* ipcpipe-bench: everything that calls CUDA.  The driver is the library's
+ * run-time-loaded table (cuda_driver.h); the few entry points the bench
+ * needs beyond it (events, pinned allocation, peer access) are fetched the
+ * same way, through cuGetProcAddress of the libcuda.so.1 the library
+ * opened.  Without CUDA at build time every function here says so and the
+ * bench runs on host memory only. */
+#include "bench.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#ifdef IPCP_HAVE_CUDA
+
+#include <cudaTypedefs.h>
+#include <dlfcn.h>
+#include <pthread.h>
+
+#include "backend/cuda/cuda_driver.h"
+
+/* ---- Entry points beyond the library's table ---------------------------- */
+
+/* X(name, ABI version, older ABI version or 0), chosen as in
+ * cuda_driver.h: the newest PFN_ typedef whose type is cuda.h's prototype.
+ * cuda.h maps cuEventElapsedTime to cuEventElapsedTime_v2 (CUDA 12.8); a
+ * 12.0-12.7 driver lacks it, and there the original (same prototype, all
+ * that timing two events of one stream needs) is taken instead. */
+#define BENCH_CU_EXTRA(X)                                                      \
+    X(cuEventCreate, 2000, 0)                                                  \
+    X(cuEventRecord, 2000, 0)                                                  \
+    X(cuEventSynchronize, 2000, 0)                                             \
+    X(cuEventElapsedTime, 12080, 2000)                                         \
+    X(cuEventDestroy, 4000, 0)                                                 \
+    X(cuCtxEnablePeerAccess, 4000, 0)                                          \
+    X(cuMemHostAlloc, 2020, 0)                                                 \
+    X(cuMemFreeHost, 2000, 0)
+
+#define BENCH_CU_ABI_CHECK_(name, abi, old)                                    \
+    _Static_assert(                                                            \
+        __builtin_types_compatible_p(__typeof__(&name), PFN_##name##_v##abi),  \
+        #name " does not have the ABI of CUDA version " #abi);
+BENCH_CU_EXTRA(BENCH_CU_ABI_CHECK_)
+#undef BENCH_CU_ABI_CHECK_
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuEventElapsedTime),
+                                            PFN_cuEventElapsedTime_v2000),
+               "cuEventElapsedTime's original ABI differs");
+
+static struct {
+#define BENCH_CU_FIELD_(name, abi, old) __typeof__(&name) pfn_##name;
+    BENCH_CU_EXTRA(BENCH_CU_FIELD_)
+#undef BENCH_CU_FIELD_
+} xcu;
+
+#define XCU(name) (xcu.pfn_##name)
+
+static pthread_once_t xcu_once = PTHREAD_ONCE_INIT;
+static char xcu_error[256];
+
+static void xcu_load_once(void)
+{
+    if (ipcp__cu_load() != IPCP_OK) {
+        bench_fmt(xcu_error, sizeof(xcu_error), "%s", ipcp_last_error());
+        return;
+    }
+    /* Already loaded by the library: this only finds it. */
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    __typeof__(&cuGetProcAddress) get_proc =
+        lib ? (__typeof__(&cuGetProcAddress))dlsym(lib, "cuGetProcAddress_v2")
+            : NULL;
+    if (!get_proc) {
+        bench_fmt(xcu_error, sizeof(xcu_error),
+                  "cannot find cuGetProcAddress_v2 in libcuda.so.1");
+        return;
+    }
+#define BENCH_CU_FETCH_(name, abi, old)                                        \
+    do {                                                                       \
+        CUdriverProcAddressQueryResult qr = CU_GET_PROC_ADDRESS_SUCCESS;       \
+        void *fn = NULL;                                                       \
+        CUresult r =                                                           \
+            get_proc(#name, &fn, abi, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &qr); \
+        if ((r != CUDA_SUCCESS || !fn) && old) {                               \
+            fn = NULL;                                                         \
+            r = get_proc(#name, &fn, old, CU_GET_PROC_ADDRESS_LEGACY_STREAM,   \
+                         &qr);                                                 \
+        }                                                                      \
+        if (r != CUDA_SUCCESS || !fn) {                                        \
+            bench_fmt(xcu_error, sizeof(xcu_error),                            \
+                      "the GPU driver lacks %s of CUDA %d.%d "                 \
+                      "(cuGetProcAddress: CUresult %d, query result %d)",      \
+                      #name, abi / 1000, abi % 1000 / 10, (int)r, (int)qr);    \
+            return;                                                            \
+        }                                                                      \
+        xcu.pfn_##name = (__typeof__(xcu.pfn_##name))fn;                       \
+    } while (0);
+    BENCH_CU_EXTRA(BENCH_CU_FETCH_)
+#undef BENCH_CU_FETCH_
+}
+
+static int xcu_load(char *err, size_t elen)
+{
+    pthread_once(&xcu_once, xcu_load_once);
+    if (xcu_error[0]) {
+        bench_fmt(err, elen, "%s", xcu_error);
+        return -1;
+    }
+    return 0;
+}
+
+/* Formats "<what>: CUDA_ERROR_X: description" into err when r failed.
+ * Returns 0 on success, -1 on failure. */
+static int cu_ok(CUresult r, char *err, size_t elen, const char *what)
+{
+    char msg[160];
+    if (r == CUDA_SUCCESS)
+        return 0;
+    if (err && elen)
+        bench_fmt(err, elen, "%s: %s", what,
+                  ipcp__cu_strerror(r, msg, sizeof(msg)));
+    return -1;
+}
+
+/* ---- Devices ------------------------------------------------------------- */
+
+static ipcp__cu_probe_t probe;
+static int probe_done, probe_ok;
+static char probe_why[256];
+static CUcontext bound_ctx;
+static int bound_dev = -1;
+
+static int setting_is_off(const char *name)
+{
+    for (int i = 0; i < ipcp_settings_count(); i++) {
+        ipcp_setting_info_t si;
+        if (ipcp_setting_get(i, &si) == IPCP_OK && strcmp(si.name, name) == 0)
+            return strcmp(si.value, "off") == 0;
+    }
+    return 0;
+}
+
+int bench_cuda_usable(char *why, size_t len)
+{
+    if (!probe_done) {
+        probe_done = 1;
+        if (setting_is_off("IPCPIPE_CUDA")) {
+            bench_fmt(probe_why, sizeof(probe_why),
+                      "IPCPIPE_CUDA=off turns the library's CUDA backend off");
+        } else if (ipcp__cu_probe(&probe) != IPCP_OK) {
+            bench_fmt(probe_why, sizeof(probe_why), "%s", ipcp_last_error());
+            probe.ndev = 0;
+        } else {
+            probe_ok = 1;
+        }
+    }
+    if (!probe_ok)
+        bench_fmt(why, len, "%s", probe_why);
+    return probe_ok;
+}
+
+int bench_cuda_ndev(void)
+{
+    char why[8];
+    return bench_cuda_usable(why, sizeof(why)) ? probe.ndev : 0;
+}
+
+int bench_cuda_bus_id(int device, char *bus, size_t len, char *name,
+                      size_t nlen)
+{
+    if (device < 0 || device >= bench_cuda_ndev())
+        return -1;
+    bench_fmt(bus, len, "%s", probe.dev[device].pci_bus_id);
+    bench_fmt(name, nlen, "%s", probe.dev[device].name);
+    return 0;
+}
+
+int bench_cuda_find_bus(const char *bus)
+{
+    for (int d = 0; d < bench_cuda_ndev(); d++)
+        if (strcasecmp(probe.dev[d].pci_bus_id, bus) == 0)
+            return d;
+    return -1;
+}
+
+int bench_cuda_peer(int a, int b)
+{
+    int n = bench_cuda_ndev();
+    return a >= 0 && b >= 0 && a < n && b < n && probe.peer[a][b];
+}
+
+static int retain_ctx(int device, CUcontext *ctx, char *err, size_t elen)
+{
+    char what[64];
+    CUdevice dev;
+    bench_fmt(what, sizeof(what), "cuDeviceGet(%d)", device);
+    if (cu_ok(IPCP_CU(cuDeviceGet)(&dev, device), err, elen, what) < 0)
+        return -1;
+    bench_fmt(what, sizeof(what), "cuDevicePrimaryCtxRetain(device %d)",
+              device);
+    return cu_ok(IPCP_CU(cuDevicePrimaryCtxRetain)(ctx, dev), err, elen, what);
+}
+
+static void release_ctx(int device)
+{
+    CUdevice dev;
+    if (IPCP_CU(cuDeviceGet)(&dev, device) == CUDA_SUCCESS)
+        IPCP_CU(cuDevicePrimaryCtxRelease)(dev);
+}
+
+int bench_cuda_bind(int device, char *err, size_t elen)
+{
+    char why[256];
+    if (!bench_cuda_usable(why, sizeof(why))) {
+        bench_fmt(err, elen, "%s", why);
+        return -1;
+    }
+    if (device < 0 || device >= probe.ndev) {
+        bench_fmt(err, elen, "CUDA device %d is not visible (%d visible)",
+                  device, probe.ndev);
+        return -1;
+    }
+    if (bound_dev == device)
+        return 0;
+    bench_cuda_unbind();
+    CUcontext ctx;
+    if (retain_ctx(device, &ctx, err, elen) < 0)
+        return -1;
+    if (cu_ok(IPCP_CU(cuCtxSetCurrent)(ctx), err, elen, "cuCtxSetCurrent") <
+        0) {
+        release_ctx(device);
+        return -1;
+    }
+    bound_ctx = ctx;
+    bound_dev = device;
+    return 0;
+}
+
+void bench_cuda_unbind(void)
+{
+    if (bound_dev < 0)
+        return;
+    IPCP_CU(cuCtxSetCurrent)(NULL);
+    release_ctx(bound_dev);
+    bound_dev = -1;
+    bound_ctx = NULL;
+}
+
+/* Plain allocations are made in device's context; the thread's current
+ * context is restored afterwards. */
+static int with_ctx(CUcontext ctx, CUcontext *saved, char *err, size_t elen)
+{
+    if (cu_ok(IPCP_CU(cuCtxGetCurrent)(saved), err, elen, "cuCtxGetCurrent") <
+        0)
+        return -1;
+    if (*saved == ctx)
+        return 0;
+    return cu_ok(IPCP_CU(cuCtxSetCurrent)(ctx), err, elen, "cuCtxSetCurrent");
+}
+
+static void restore_ctx(CUcontext saved)
+{
+    CUcontext cur = NULL;
+    if (IPCP_CU(cuCtxGetCurrent)(&cur) == CUDA_SUCCESS && cur != saved)
+        IPCP_CU(cuCtxSetCurrent)(saved);
+}
+
+static int plain_alloc(CUcontext ctx, int device, size_t len, CUdeviceptr *p,
+                       int *nomem, char *err, size_t elen)
+{
+    CUcontext saved;
+    char what[96];
+    if (with_ctx(ctx, &saved, err, elen) < 0)
+        return -1;
+    CUresult r = IPCP_CU(cuMemAlloc)(p, len ? len : 1);
+    restore_ctx(saved);
+    *nomem = r == CUDA_ERROR_OUT_OF_MEMORY;
+    bench_fmt(what, sizeof(what), "cuMemAlloc(%zu bytes on device %d)", len,
+              device);
+    return cu_ok(r, err, elen, what);
+}
+
+/* Device part of bench_buf_alloc (bench_mem.c handles host memory).  A
+ * plain allocation keeps its device's primary context retained until it is
+ * freed: the last release would destroy the context and the memory. */
+int bench_cuda_buf_alloc(ipcp_comm_t *comm, size_t len, int device, int plain,
+                         bench_buf_t *b, int *nomem, char *err, size_t elen)
+{
+    *nomem = 0;
+    memset(b, 0, sizeof(*b));
+    if (plain) {
+        CUcontext ctx;
+        CUdeviceptr p;
+        if (retain_ctx(device, &ctx, err, elen) < 0)
+            return -1;
+        if (plain_alloc(ctx, device, len, &p, nomem, err, elen) < 0) {
+            release_ctx(device);
+            return -1;
+        }
+        b->ptr = (void *)(uintptr_t)p;
+    } else {
+        ipcp_alloc_params_t ap;
+        ipcp_alloc_params_init(&ap);
+        ap.type = IPCP_MEM_CUDA;
+        ap.device = device;
+        ipcp_status_t st = ipcp_mem_alloc(comm, len, &ap, &b->ptr);
+        if (st != IPCP_OK) {
+            *nomem = st == IPCP_ERR_NOMEM;
+            bench_fmt(err, elen,
+                      "ipcp_mem_alloc(%zu bytes on CUDA device %d): %s: %s",
+                      len, device, ipcp_strerror(st), ipcp_last_error());
+            return -1;
+        }
+    }
+    b->len = len;
+    b->device = device;
+    b->plain = plain;
+    return 0;
+}
+
+void bench_cuda_buf_free(ipcp_comm_t *comm, bench_buf_t *b)
+{
+    char err[256];
+    if (b->plain) {
+        /* cuMemFree needs no particular current context under UVA. */
+        if (cu_ok(IPCP_CU(cuMemFree)((CUdeviceptr)(uintptr_t)b->ptr), err,
+                  sizeof(err), "cuMemFree") < 0)
+            fprintf(stderr, "ipcpipe-bench: %s\n", err);
+        release_ctx(b->device);
+    } else {
+        ipcp_status_t st = ipcp_mem_free(comm, b->ptr);
+        if (st != IPCP_OK)
+            fprintf(stderr, "ipcpipe-bench: ipcp_mem_free: %s: %s\n",
+                    ipcp_strerror(st), ipcp_last_error());
+    }
+}
+
+/* Synchronous copies and fills on the bound device.  cuMemcpyHtoD from
+ * pageable memory and cuMemsetD8 may return before the device has the
+ * data, and the library's streams do not wait for the legacy stream, so
+ * each is followed by cuCtxSynchronize. */
+int bench_cuda_h2d(void *dst, const void *src, size_t n, char *err, size_t elen)
+{
+    char what[96];
+    bench_fmt(what, sizeof(what), "cuMemcpyHtoD(%p, %zu bytes)", dst, n);
+    if (cu_ok(IPCP_CU(cuMemcpyHtoD)((CUdeviceptr)(uintptr_t)dst, src, n), err,
+              elen, what) < 0)
+        return -1;
+    return cu_ok(IPCP_CU(cuCtxSynchronize)(), err, elen,
+                 "cuCtxSynchronize after cuMemcpyHtoD");
+}
+
+int bench_cuda_d2h(void *dst, const void *src, size_t n, char *err, size_t elen)
+{
+    char what[96];
+    bench_fmt(what, sizeof(what), "cuMemcpyDtoH(%p, %zu bytes)", src, n);
+    if (cu_ok(IPCP_CU(cuCtxSynchronize)(), err, elen,
+              "cuCtxSynchronize before cuMemcpyDtoH") < 0)
+        return -1;
+    return cu_ok(IPCP_CU(cuMemcpyDtoH)(dst, (CUdeviceptr)(uintptr_t)src, n),
+                 err, elen, what);
+}
+
+int bench_cuda_memset(void *dst, unsigned char v, size_t n, char *err,
+                      size_t elen)
+{
+    char what[96];
+    bench_fmt(what, sizeof(what), "cuMemsetD8(%p, 0x%02x, %zu bytes)", dst, v,
+              n);
+    if (cu_ok(IPCP_CU(cuMemsetD8)((CUdeviceptr)(uintptr_t)dst, v, n), err, elen,
+              what) < 0)
+        return -1;
+    return cu_ok(IPCP_CU(cuCtxSynchronize)(), err, elen,
+                 "cuCtxSynchronize after cuMemsetD8");
+}
+
+/* ---- Ceilings ------------------------------------------------------------ */
+
+/* Side 0 is the sender's device (a), side 1 the receiver's (b); a == b
+ * when both ranks share a device or the sender's is not visible here.
+ * Each side's buffer holds the window's slots in [0, half) and the source
+ * of the copies that leave it at [half, half + size). */
+struct bench_cuda_ceil {
+    int dev[2];
+    int plain;
+    int gated; /* streams start together on a flag (64-bit memops) */
+    CUcontext ctx[2];
+    int retained[2];
+    CUstream st[2];
+    CUevent ev[2][2]; /* [side][start, stop] */
+    bench_buf_t buf[2];
+    size_t half;
+    void *pinned;
+    size_t pinned_len;
+    volatile uint64_t *gate;
+    CUdeviceptr gate_dev[2];
+    uint64_t gate_val;
+};
+
+/* One stream's share of a measurement: window copies of size bytes, the
+ * k-th from src + (k % slots) * src_step to dst + (k % slots) * dst_step. */
+typedef struct cjob {
+    int side;
+    CUdeviceptr dst, src;
+    size_t dst_step, src_step;
+} cjob_t;
+
+static int side_enqueue(bench_cuda_ceil_t *cc, const cjob_t *j, size_t size,
+                        int window, int slots, int gated, char *err,
+                        size_t elen)
+{
+    CUstream s = cc->st[j->side];
+    char what[128];
+    if (cu_ok(IPCP_CU(cuCtxSetCurrent)(cc->ctx[j->side]), err, elen,
+              "cuCtxSetCurrent") < 0)
+        return -1;
+    if (gated && cu_ok(IPCP_CU(cuStreamWaitValue64)(s, cc->gate_dev[j->side],
+                                                    cc->gate_val,
+                                                    CU_STREAM_WAIT_VALUE_GEQ),
+                       err, elen, "cuStreamWaitValue64(gate)") < 0)
+        return -1;
+    if (cu_ok(XCU(cuEventRecord)(cc->ev[j->side][0], s), err, elen,
+              "cuEventRecord(start)") < 0)
+        return -1;
+    for (int k = 0; k < window; k++) {
+        size_t slot = (size_t)(k % slots);
+        CUresult r = IPCP_CU(cuMemcpyAsync)(
+            j->dst + slot * j->dst_step, j->src + slot * j->src_step, size, s);
+        if (r != CUDA_SUCCESS) {
+            bench_fmt(what, sizeof(what),
+                      "cuMemcpyAsync(%zu bytes, device %d stream)", size,
+                      cc->dev[j->side]);
+            return cu_ok(r, err, elen, what);
+        }
+    }
+    return cu_ok(XCU(cuEventRecord)(cc->ev[j->side][1], s), err, elen,
+                 "cuEventRecord(stop)");
+}
+
+/* Runs the jobs (at most one per side) at once; ms[j] is each one's time
+ * from its stream's start to its last copy.  The streams wait for a flag
+ * the host writes once everything is enqueued, so that both start together
+ * and none drains while the host is still enqueuing; not for windows longer
+ * than the default's, where enqueuing behind a waiting stream might fill
+ * its queue and block. */
+static int run_jobs(bench_cuda_ceil_t *cc, const cjob_t *jobs, int njobs,
+                    size_t size, int window, int slots, float *ms, char *err,
+                    size_t elen)
+{
+    int rc = 0, gated = cc->gated && window <= BENCH_WINDOW_MAX;
+    cc->gate_val++;
+    for (int j = 0; j < njobs && rc == 0; j++)
+        rc = side_enqueue(cc, &jobs[j], size, window, slots, gated, err, elen);
+    /* Released whatever happened: a stream left waiting would hang. */
+    if (gated)
+        __atomic_store_n(cc->gate, cc->gate_val, __ATOMIC_SEQ_CST);
+    for (int j = 0; j < njobs; j++) {
+        int s = jobs[j].side;
+        char e2[256];
+        CUresult r = IPCP_CU(cuStreamSynchronize)(cc->st[s]);
+        if (cu_ok(r, e2, sizeof(e2), "cuStreamSynchronize") < 0 && rc == 0) {
+            bench_fmt(err, elen, "%s", e2);
+            rc = -1;
+        }
+        if (rc == 0)
+            rc = cu_ok(
+                XCU(cuEventElapsedTime)(&ms[j], cc->ev[s][0], cc->ev[s][1]),
+                err, elen, "cuEventElapsedTime");
+    }
+    return rc;
+}
+
+static void ceil_free_side(ipcp_comm_t *comm, bench_cuda_ceil_t *cc, int s)
+{
+    if (cc->ctx[s])
+        IPCP_CU(cuCtxSetCurrent)(cc->ctx[s]);
+    for (int e = 0; e < 2; e++)
+        if (cc->ev[s][e])
+            XCU(cuEventDestroy)(cc->ev[s][e]);
+    if (cc->st[s])
+        IPCP_CU(cuStreamDestroy)(cc->st[s]);
+    if (cc->buf[s].ptr)
+        bench_cuda_buf_free(comm, &cc->buf[s]);
+    if (cc->retained[s])
+        release_ctx(cc->dev[s]);
+}
+
+void bench_cuda_ceil_destroy(ipcp_comm_t *comm, bench_cuda_ceil_t *cc)
+{
+    if (!cc)
+        return;
+    for (int s = 0; s < 2; s++)
+        ceil_free_side(comm, cc, s);
+    if (cc->pinned)
+        XCU(cuMemFreeHost)(cc->pinned);
+    if (cc->gate)
+        XCU(cuMemFreeHost)((void *)cc->gate);
+    if (bound_ctx)
+        IPCP_CU(cuCtxSetCurrent)(bound_ctx);
+    free(cc);
+}
+
+static int ceil_open_side(ipcp_comm_t *comm, bench_cuda_ceil_t *cc, int s,
+                          size_t len, int *nomem, char *err, size_t elen)
+{
+    if (retain_ctx(cc->dev[s], &cc->ctx[s], err, elen) < 0)
+        return -1;
+    cc->retained[s] = 1;
+    if (cu_ok(IPCP_CU(cuCtxSetCurrent)(cc->ctx[s]), err, elen,
+              "cuCtxSetCurrent") < 0 ||
+        cu_ok(IPCP_CU(cuStreamCreate)(&cc->st[s], CU_STREAM_NON_BLOCKING), err,
+              elen, "cuStreamCreate") < 0 ||
+        cu_ok(XCU(cuEventCreate)(&cc->ev[s][0], CU_EVENT_DEFAULT), err, elen,
+              "cuEventCreate") < 0 ||
+        cu_ok(XCU(cuEventCreate)(&cc->ev[s][1], CU_EVENT_DEFAULT), err, elen,
+              "cuEventCreate") < 0)
+        return -1;
+    if (bench_cuda_buf_alloc(comm, len, cc->dev[s], cc->plain, &cc->buf[s],
+                             nomem, err, elen) < 0)
+        return -1;
+    if (cc->gated && cu_ok(IPCP_CU(cuMemHostGetDevicePointer)(
+                               &cc->gate_dev[s], (void *)cc->gate, 0),
+                           err, elen, "cuMemHostGetDevicePointer(gate)") < 0)
+        return -1;
+    return 0;
+}
+
+/* Plain allocations need peer access enabled in each context for the
+ * copy engine to move data between the devices directly (VMM allocations
+ * from ipcp_mem_alloc are already mapped for every peer device). */
+static int ceil_enable_peers(bench_cuda_ceil_t *cc, char *err, size_t elen)
+{
+    if (!cc->plain || cc->dev[0] == cc->dev[1])
+        return 0;
+    for (int s = 0; s < 2; s++) {
+        if (!bench_cuda_peer(cc->dev[s], cc->dev[1 - s]))
+            continue;
+        if (cu_ok(IPCP_CU(cuCtxSetCurrent)(cc->ctx[s]), err, elen,
+                  "cuCtxSetCurrent") < 0)
+            return -1;
+        CUresult r = XCU(cuCtxEnablePeerAccess)(cc->ctx[1 - s], 0);
+        if (r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED &&
+            cu_ok(r, err, elen, "cuCtxEnablePeerAccess") < 0)
+            return -1;
+    }
+    return 0;
+}
+
+bench_cuda_ceil_t *bench_cuda_ceil_create(ipcp_comm_t *comm, int a, int b,
+                                          int plain, size_t len,
+                                          size_t pinned_len, int *nomem,
+                                          char *err, size_t elen)
+{
+    *nomem = 0;
+    if (xcu_load(err, elen) < 0)
+        return NULL;
+    bench_cuda_ceil_t *cc = calloc(1, sizeof(*cc));
+    if (!cc) {
+        *nomem = 1;
+        bench_fmt(err, elen, "out of memory");
+        return NULL;
+    }
+    cc->dev[0] = a;
+    cc->dev[1] = b;
+    cc->plain = plain;
+    cc->half = len;
+    cc->pinned_len = pinned_len ? pinned_len : 1;
+    cc->gated = probe.dev[a].memops64 && probe.dev[b].memops64;
+    CUresult r = XCU(cuMemHostAlloc)(&cc->pinned, cc->pinned_len,
+                                     CU_MEMHOSTALLOC_PORTABLE);
+    if (r != CUDA_SUCCESS) {
+        cc->pinned = NULL;
+        *nomem = r == CUDA_ERROR_OUT_OF_MEMORY;
+        cu_ok(r, err, elen, "cuMemHostAlloc(pinned staging)");
+        goto fail;
+    }
+    memset(cc->pinned, 0, cc->pinned_len);
+    if (cc->gated) {
+        void *g = NULL;
+        r = XCU(cuMemHostAlloc)(
+            &g, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+        if (cu_ok(r, err, elen, "cuMemHostAlloc(gate)") < 0)
+            goto fail;
+        cc->gate = g;
+        *cc->gate = 0;
+    }
+    for (int s = 0; s < 2; s++)
+        if (ceil_open_side(comm, cc, s, 2 * len, nomem, err, elen) < 0)
+            goto fail;
+    if (ceil_enable_peers(cc, err, elen) < 0)
+        goto fail;
+    if (bound_ctx)
+        IPCP_CU(cuCtxSetCurrent)(bound_ctx);
+    return cc;
+fail:
+    bench_cuda_ceil_destroy(comm, cc);
+    return NULL;
+}
+
+static CUdeviceptr dptr(const bench_buf_t *b, size_t off)
+{
+    return (CUdeviceptr)(uintptr_t)b->ptr + off;
+}
+
+/* The jobs of one kind; returns how many (0: unknown kind). */
+static int ceil_jobs(bench_cuda_ceil_t *cc, bench_ceil_kind_t kind, int dir,
+                     size_t size, cjob_t *j)
+{
+    CUdeviceptr host = (CUdeviceptr)(uintptr_t)cc->pinned;
+    const bench_buf_t *a = &cc->buf[0], *b = &cc->buf[1];
+    size_t h = cc->half;
+    switch (kind) {
+    case BENCH_CEIL_D2D:
+        /* Pushed by the sender's device, as the direct path does. */
+        j[0] = (cjob_t){0, dptr(b, 0), dptr(a, h), size, 0};
+        return 1;
+    case BENCH_CEIL_D2D_BIDIR:
+        j[0] = (cjob_t){0, dptr(b, 0), dptr(a, h), size, 0};
+        j[1] = (cjob_t){1, dptr(a, 0), dptr(b, h), size, 0};
+        return 2;
+    case BENCH_CEIL_STAGED:
+        if (dir == 0) /* D2H on the sender's device */
+            j[0] = (cjob_t){0, host, dptr(a, h), 0, 0};
+        else /* H2D on the receiver's device */
+            j[0] = (cjob_t){1, dptr(b, 0), host, size, 0};
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+double bench_cuda_ceil_measure(bench_cuda_ceil_t *cc, bench_ceil_kind_t kind,
+                               size_t size, int window, int slots, int reps,
+                               char *err, size_t elen)
+{
+    if (!cc) {
+        bench_fmt(err, elen, "no CUDA ceiling state");
+        return 0;
+    }
+    if ((size_t)slots * size > cc->half || size > cc->pinned_len) {
+        bench_fmt(err, elen, "ceiling buffers too small for %zu x %zu bytes",
+                  (size_t)slots, size);
+        return 0;
+    }
+    int ndir = kind == BENCH_CEIL_STAGED ? 2 : 1;
+    double best = 0, *t = calloc((size_t)reps, sizeof(*t));
+    if (!t) {
+        bench_fmt(err, elen, "out of memory");
+        return 0;
+    }
+    for (int dir = 0; dir < ndir; dir++) {
+        cjob_t jobs[2];
+        float ms[2] = {0, 0};
+        int nj = ceil_jobs(cc, kind, dir, size, jobs), n = 0;
+        if (nj == 0) {
+            bench_fmt(err, elen, "no CUDA ceiling of kind %d", (int)kind);
+            best = 0;
+            break;
+        }
+        /* One untimed round: first-use costs (peer mappings, TLBs). */
+        int rc = run_jobs(cc, jobs, nj, size, window, slots, ms, err, elen);
+        for (int r = 0; r < reps && rc == 0; r++) {
+            rc = run_jobs(cc, jobs, nj, size, window, slots, ms, err, elen);
+            float m = nj == 2 && ms[1] > ms[0] ? ms[1] : ms[0];
+            if (rc == 0 && m > 0)
+                t[n++] = (double)m * 1e-3;
+        }
+        double med = rc == 0 ? bench_median(t, n) : 0;
+        double bytes = (double)window * (double)size * nj;
+        double gbps = med > 0 ? bytes / med / 1e9 : 0;
+        if (gbps <= 0) {
+            if (rc == 0)
+                bench_fmt(err, elen, "CUDA events measured no time");
+            best = 0;
+            break;
+        }
+        best = dir == 0 || gbps < best ? gbps : best; /* staged: the min */
+    }
+    free(t);
+    if (bound_ctx)
+        IPCP_CU(cuCtxSetCurrent)(bound_ctx);
+    return best;
+}
+
+#else /* !IPCP_HAVE_CUDA */
+
+static const char no_cuda[] =
+    "this ipcpipe-bench was built without CUDA (IPCPIPE_HAVE_CUDA off)";
+
+int bench_cuda_usable(char *why, size_t len)
+{
+    bench_fmt(why, len, "%s", no_cuda);
+    return 0;
+}
+
+int bench_cuda_ndev(void)
+{
+    return 0;
+}
+
+int bench_cuda_bind(int device, char *err, size_t elen)
+{
+    bench_fmt(err, elen, "%s", no_cuda);
+    return -1;
+}
+
+void bench_cuda_unbind(void)
+{
+}
+
+int bench_cuda_bus_id(int device, char *bus, size_t len, char *name,
+                      size_t nlen)
+{
+    return -1;
+}
+
+int bench_cuda_find_bus(const char *bus)
+{
+    return -1;
+}
+
+int bench_cuda_peer(int a, int b)
+{
+    return 0;
+}
+
+int bench_cuda_buf_alloc(ipcp_comm_t *comm, size_t len, int device, int plain,
+                         bench_buf_t *b, int *nomem, char *err, size_t elen)
+{
+    *nomem = 0;
+    bench_fmt(err, elen, "%s", no_cuda);
+    return -1;
+}
+
+void bench_cuda_buf_free(ipcp_comm_t *comm, bench_buf_t *b)
+{
+}
+
+int bench_cuda_h2d(void *dst, const void *src, size_t n, char *err, size_t elen)
+{
+    bench_fmt(err, elen, "%s", no_cuda);
+    return -1;
+}
+
+int bench_cuda_d2h(void *dst, const void *src, size_t n, char *err, size_t elen)
+{
+    bench_fmt(err, elen, "%s", no_cuda);
+    return -1;
+}
+
+int bench_cuda_memset(void *dst, unsigned char v, size_t n, char *err,
+                      size_t elen)
+{
+    bench_fmt(err, elen, "%s", no_cuda);
+    return -1;
+}
+
+bench_cuda_ceil_t *bench_cuda_ceil_create(ipcp_comm_t *comm, int a, int b,
+                                          int plain, size_t len,
+                                          size_t pinned_len, int *nomem,
+                                          char *err, size_t elen)
+{
+    *nomem = 0;
+    bench_fmt(err, elen, "%s", no_cuda);
+    return NULL;
+}
+
+void bench_cuda_ceil_destroy(ipcp_comm_t *comm, bench_cuda_ceil_t *cc)
+{
+}
+
+double bench_cuda_ceil_measure(bench_cuda_ceil_t *cc, bench_ceil_kind_t kind,
+                               size_t size, int window, int slots, int reps,
+                               char *err, size_t elen)
+{
+    bench_fmt(err, elen, "%s", no_cuda);
+    return 0;
+}
+
+#endif
