@@ -43,9 +43,13 @@ step() { # name, command...
 } >"$out/machine.txt" 2>&1
 
 if want build; then
+    # Warnings are errors in CI (gcc 12); another compiler here may warn
+    # about more, which is reported but does not stop the GPU checks.
     step build bash -c "cmake -S '$root' -B '$build' -DCMAKE_BUILD_TYPE=Release \
-        -DIPCPIPE_WERROR=ON >'$out/build.log' 2>&1 && \
+        -DIPCPIPE_WERROR=OFF >'$out/build.log' 2>&1 && \
         cmake --build '$build' -j$jobs >>'$out/build.log' 2>&1"
+    note "build warnings: $(grep -c 'warning:' "$out/build.log")"
+    grep 'warning:' "$out/build.log" | sort -u | head -n 20 >>"$summary"
     [ $fail -eq 0 ] || { cat "$summary"; exit 1; }
 fi
 

@@ -64,7 +64,7 @@ ipcp_status_t ipcp__cuda_ctx(ipcp__backend_t *be, int device, int level,
 ipcp_status_t ipcp__cuda_enter(ipcp__backend_t *be, int device, int level,
                                ipcp__cuda_scope_t *s)
 {
-    CUcontext ctx, cur = NULL;
+    CUcontext ctx = NULL, cur = NULL;
     ipcp_status_t st = ipcp__cuda_ctx(be, device, level, &ctx);
     s->pushed = 0;
     if (st != IPCP_OK)
