@@ -36,6 +36,7 @@ typedef struct ipcp__setting {
 static const char *const ipcp__path_choices[] = {"auto", "direct", "staged",
                                                  NULL};
 static const char *const ipcp__autooff_choices[] = {"auto", "off", NULL};
+static const char *const ipcp__notify_choices[] = {"event", "callback", NULL};
 static const char *const ipcp__level_choices[] = {
     "none", "error", "warn", "info", "debug", "trace", NULL};
 
@@ -76,6 +77,13 @@ static const ipcp__setting_t ipcp__settings[] = {
      IPCP_OFF(pvm), 0, 0, 0, ipcp__autooff_choices},
     {"IPCPIPE_CUDA", IPCP_SET_ENUM, "auto", "CUDA backend: auto (when a driver "
      "is found) or off", IPCP_OFF(cuda), 0, 0, 0, ipcp__autooff_choices},
+    {"IPCPIPE_CUDA_NOTIFY", IPCP_SET_ENUM, "event", "how the CPU learns that "
+     "device work finished: event (a thread polls CUDA events while "
+     "transfers run) or callback (stream callbacks, which stall the stream)",
+     IPCP_OFF(cuda_notify), 0, 0, 0, ipcp__notify_choices},
+    {"IPCPIPE_SPIN_US", IPCP_SET_INT, "50", "microseconds the progress thread "
+     "and waiting callers poll before they sleep (0: sleep at once)",
+     IPCP_OFF(spin_us), 0, 100000, 0, NULL},
     {"IPCPIPE_LOG_LEVEL", IPCP_SET_ENUM, "warn", "log level: none, error, "
      "warn, info, debug, trace", IPCP_OFF(log_level), 0, 0, 0,
      ipcp__level_choices},

@@ -11,6 +11,8 @@
 
 /* IPCPIPE_CUDA */
 enum { IPCP_CUDA_AUTO = 0, IPCP_CUDA_OFF = 1 };
+/* IPCPIPE_CUDA_NOTIFY */
+enum { IPCP_NOTIFY_EVENT = 0, IPCP_NOTIFY_CALLBACK = 1 };
 /* IPCPIPE_PVM */
 enum { IPCP_PVM_AUTO = 0, IPCP_PVM_OFF = 1 };
 
@@ -27,6 +29,8 @@ typedef struct ipcp__config {
     size_t eager;             /* IPCPIPE_EAGER */
     int pvm;                  /* IPCPIPE_PVM */
     int cuda;                 /* IPCPIPE_CUDA */
+    int cuda_notify;          /* IPCPIPE_CUDA_NOTIFY */
+    int spin_us;              /* IPCPIPE_SPIN_US */
     int log_level;            /* IPCPIPE_LOG_LEVEL */
     unsigned log_mask;        /* IPCPIPE_LOG_SUBSYS */
 } ipcp__config_t;

@@ -3,6 +3,7 @@
  * peers, and peer loss. */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +74,7 @@ void ipcp__req_complete(ipcp_request_t *req, ipcp_status_t st,
     req->status = st;
     snprintf(req->errmsg, sizeof(req->errmsg), "%s",
              st == IPCP_OK ? "" : (msg ? msg : ipcp_status_desc(st)));
-    req->done = 1;
+    atomic_store_explicit(&req->done, 1, memory_order_release);
     pthread_cond_broadcast(&comm->cond);
     pthread_mutex_unlock(&comm->lock);
 }
@@ -246,10 +247,11 @@ bad:
     }
 }
 
-static void ipcp__peer_read(ipcp_comm_t *comm, ipcp__peer_t *peer)
+/* Returns how many messages it handled. */
+static int ipcp__peer_read(ipcp_comm_t *comm, ipcp__peer_t *peer)
 {
     int fds[IPCP_SOCK_MAX_FDS];
-    int nfds;
+    int nfds, n = 0;
     size_t len;
 
     while (!peer->closed) {
@@ -257,15 +259,17 @@ static void ipcp__peer_read(ipcp_comm_t *comm, ipcp__peer_t *peer)
             ipcp__sock_recv(peer->fd, ipcp__rxbuf, sizeof(ipcp__rxbuf), &len,
                             fds, IPCP_SOCK_MAX_FDS, &nfds, 0);
         if (st == IPCP_IN_PROGRESS)
-            return;
+            return n;
         if (st != IPCP_OK) {
             ipcp__peer_lost(comm, peer, peer->bye ? "finalized"
                                                   : ipcp__last_error());
-            return;
+            return n + 1;
         }
         ipcp__dispatch(comm, peer, (const unsigned char *)ipcp__rxbuf, len,
                        fds, nfds);
+        n++;
     }
+    return n;
 }
 
 /* ---- Commands and completions ------------------------------------------ */
@@ -329,9 +333,11 @@ static void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
     ipcp__req_complete(x->req, st, msg);
 }
 
-static void ipcp__drain(ipcp_comm_t *comm)
+/* Returns how many commands and completions it ran. */
+static int ipcp__drain(ipcp_comm_t *comm)
 {
     ipcp__list_t cmds, dones, *e;
+    int n = 0;
 
     ipcp__list_init(&cmds);
     ipcp__list_init(&dones);
@@ -351,10 +357,11 @@ static void ipcp__drain(ipcp_comm_t *comm)
     pthread_mutex_unlock(&comm->lock);
     /* Completions first: they free slots and mappings that new commands
      * may want. */
-    while ((e = ipcp__list_pop_front(&dones)))
+    while ((e = ipcp__list_pop_front(&dones)) && ++n)
         ipcp__run_done(comm, ipcp__list_entry(e, ipcp__xfer_t, done_link));
-    while ((e = ipcp__list_pop_front(&cmds)))
+    while ((e = ipcp__list_pop_front(&cmds)) && ++n)
         ipcp__run_cmd(comm, ipcp__list_entry(e, ipcp_request_t, link));
+    return n;
 }
 
 static void ipcp__check_bye(ipcp_comm_t *comm)
@@ -397,6 +404,10 @@ static void *ipcp__progress_main(void *arg)
     }
     ipcp__log_set_rank(comm->rank);
     ipcp__comm_announce_path(comm);
+    /* After any activity the thread polls without sleeping for spin_us:
+     * the next message of a transfer usually follows within microseconds,
+     * and a sleep and wake-up costs several of them per hop. */
+    uint64_t spin_ns = (uint64_t)comm->cfg->spin_us * 1000, last_busy = 0;
     while (!atomic_load(&comm->stop)) {
         int n = 0;
         pfd[n].fd = comm->wake_fd;
@@ -412,7 +423,11 @@ static void *ipcp__progress_main(void *arg)
             idx[n++] = r;
         }
         int timeout_ms = comm->bye_req || comm->bar_pending ? 50 : 1000;
-        if (poll(pfd, (nfds_t)n, timeout_ms) < 0 && errno != EINTR) {
+        int spinning = ipcp__now_ns() - last_busy < spin_ns;
+        if (spinning)
+            timeout_ms = 0;
+        int ready = poll(pfd, (nfds_t)n, timeout_ms);
+        if (ready < 0 && errno != EINTR) {
             IPCP_ERROR(IPCP_SUB_ENGINE, "poll: %s", strerror(errno));
             break;
         }
@@ -421,14 +436,18 @@ static void *ipcp__progress_main(void *arg)
             if (read(comm->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
                 IPCP_WARN(IPCP_SUB_ENGINE, "eventfd read: %s", strerror(errno));
         }
-        ipcp__drain(comm);
-        for (int i = 1; i < n; i++) {
+        int busy = ipcp__drain(comm);
+        for (int i = 1; i < n && ready > 0; i++) {
             ipcp__peer_t *p = &comm->peers[idx[i]];
             if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR))
-                ipcp__peer_read(comm, p);
+                busy += ipcp__peer_read(comm, p);
             if (pfd[i].revents & POLLOUT)
                 ipcp__peer_flush(comm, p);
         }
+        if (busy)
+            last_busy = ipcp__now_ns();
+        else if (spinning)
+            sched_yield();
         ipcp__check_bye(comm);
         ipcp__barrier_check(comm);
     }

@@ -189,8 +189,9 @@ struct ipcp_request {
     size_t offset;
     ipcp__region_t *region; /* internal: the owner's region */
     uint64_t region_id;
-    /* completion (guarded by comm->lock) */
-    int done;
+    /* completion (written under comm->lock; done is also read without it
+     * by callers that spin before they sleep) */
+    atomic_int done;
     ipcp_status_t status;
     char errmsg[IPCP_ERRMSG_MAX];
     ipcp__xfer_t xfer;

@@ -312,6 +312,12 @@ static ipcp_status_t cuda_open(const ipcp__config_t *cfg, ipcp__backend_t **out)
         free(be);
         return st;
     }
+    if (be->cfg.cuda_notify == IPCP_NOTIFY_EVENT &&
+        (st = ipcp__cuda_poller_start(be)) != IPCP_OK) {
+        pthread_mutex_destroy(&be->lock);
+        free(be);
+        return st;
+    }
     pthread_mutex_lock(&cuda_open_lock);
     cuda_open_count++;
     be->gen = ++cuda_next_gen;
@@ -327,6 +333,9 @@ static void cuda_close(ipcp__backend_t *be)
 {
     if (!be)
         return;
+    /* The engine destroyed every queue first, so no event is outstanding
+     * for long. */
+    ipcp__cuda_poller_stop(be);
     ipcp__cuda_mem_release_all(be);
     pthread_mutex_lock(&cuda_open_lock);
     int last = --cuda_open_count == 0;

@@ -28,8 +28,11 @@ typedef struct ipcp__cuda_dev {
     uint64_t id;   /* hash of the PCI bus id: the same in every process */
 } ipcp__cuda_dev_t;
 
+typedef struct ipcp__cuda_poller ipcp__cuda_poller_t;
+
 struct ipcp__backend {
     ipcp__config_t cfg; /* zeroed when opened without one */
+    ipcp__cuda_poller_t *poller; /* IPCPIPE_CUDA_NOTIFY=event */
     unsigned gen;       /* tells this instance apart in thread caches */
     int driver_version;
     int ndev;
@@ -168,5 +171,15 @@ ipcp_status_t ipcp__cuda_flag_wait(ipcp__queue_t *q, uint64_t *flag,
                                    uint64_t value, const atomic_int *abort,
                                    ipcp__track_t *t);
 ipcp_status_t ipcp__cuda_notify(ipcp__queue_t *q, ipcp__track_t *t);
+
+/* ---- Event poller (cuda_poll.c) ------------------------------------------ */
+
+ipcp_status_t ipcp__cuda_poller_start(ipcp__backend_t *be);
+void ipcp__cuda_poller_stop(ipcp__backend_t *be);
+/* Records an event in stream and notifies t once it completes; *count
+ * (the queue's) is raised now and lowered after the notification. */
+ipcp_status_t ipcp__cuda_poll_notify(ipcp__backend_t *be, CUcontext ctx,
+                                     int device, CUstream stream,
+                                     atomic_int *count, ipcp__track_t *t);
 
 #endif

@@ -74,6 +74,10 @@
     X(cuStreamQuery, 2000)                                                     \
     X(cuStreamSynchronize, 2000)                                               \
     X(cuStreamAddCallback, 5000)                                               \
+    X(cuEventCreate, 2000)                                                     \
+    X(cuEventRecord, 2000)                                                     \
+    X(cuEventQuery, 2000)                                                      \
+    X(cuEventDestroy, 4000)                                                    \
     X(cuMemcpyAsync, 4000)                                                     \
     X(cuStreamWriteValue64, 11070)                                             \
     X(cuStreamWaitValue64, 11070)                                              \

@@ -20,6 +20,7 @@ struct ipcp__queue {
     int device;
     CUcontext ctx;
     CUstream stream;
+    atomic_int polled; /* events the poller has not finished */
 };
 
 /* A destroy that waits longer than this says why, once, and goes on
@@ -107,6 +108,12 @@ void ipcp__cuda_queue_destroy(ipcp__queue_t *q)
         return;
     if (ipcp__cuda_enter(q->be, q->device, IPCP_LOG_WARN, &sc) == IPCP_OK) {
         cuda_queue_drain(q);
+        /* The stream is idle, so every event in it has completed; wait for
+         * the poller to have delivered them (the engine counts on every
+         * notification having happened once destroy returns). */
+        struct timespec ts = {0, 20 * 1000};
+        while (atomic_load_explicit(&q->polled, memory_order_acquire) > 0)
+            nanosleep(&ts, NULL);
         ipcp__cu_check(IPCP_CU(cuStreamDestroy)(q->stream), IPCP_LOG_WARN,
                        "cuStreamDestroy(stream of device %d)", q->device);
         ipcp__cuda_leave(&sc);
@@ -200,6 +207,9 @@ ipcp_status_t ipcp__cuda_notify(ipcp__queue_t *q, ipcp__track_t *t)
     ipcp_status_t st = ipcp__cuda_bind(q->be, q->ctx);
     if (st != IPCP_OK)
         return st;
+    if (q->be->poller)
+        return ipcp__cuda_poll_notify(q->be, q->ctx, q->device, q->stream,
+                                      &q->polled, t);
     return ipcp__cu_check(
         IPCP_CU(cuStreamAddCallback)(q->stream, cuda_notify_cb, t, 0),
         IPCP_LOG_ERROR,

@@ -1,0 +1,210 @@
+/* Completion of device work by polling events.  A stream callback (the
+ * other way, IPCPIPE_CUDA_NOTIFY=callback) holds its stream until the
+ * driver's callback thread has run it, so every transfer's end would stall
+ * the copies queued behind it; an event recorded in the stream costs the
+ * stream nothing, and one thread per backend polls the recorded events
+ * while any are outstanding and sleeps when none are. */
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "backend/cuda/cuda_backend.h"
+#include "common/status.h"
+#include "common/time.h"
+
+typedef struct cuda_pending {
+    struct cuda_pending *next;
+    CUevent ev;
+    CUcontext ctx;
+    int device;
+    ipcp__track_t *t;
+    atomic_int *count; /* the queue's events not yet finished */
+} cuda_pending_t;
+
+struct ipcp__cuda_poller {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    cuda_pending_t *head, **tail; /* newly recorded, in order */
+    cuda_pending_t *free;         /* spare records, events still created */
+    int stop;
+};
+
+static void cuda_poll_finish(ipcp__cuda_poller_t *p, cuda_pending_t *e,
+                             CUresult r)
+{
+    if (r != CUDA_SUCCESS) {
+        const char *name = ipcp__cu_errname_nocall(r);
+        ipcp__track_fail(e->t, IPCP_ERR_CUDA,
+                         "an operation on a CUDA stream of device %d failed: "
+                         "%s (CUresult %d)",
+                         e->device, name ? name : "unknown error", (int)r);
+        IPCP_CU(cuEventDestroy)(e->ev);
+        e->ev = NULL;
+    }
+    ipcp__track_notify(e->t);
+    /* Last: the queue may be destroyed as soon as this reaches 0. */
+    atomic_fetch_sub_explicit(e->count, 1, memory_order_release);
+    pthread_mutex_lock(&p->lock);
+    e->next = p->free;
+    p->free = e;
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* One pass over the outstanding events, in order; returns what is left. */
+static cuda_pending_t *cuda_poll_pass(ipcp__cuda_poller_t *p,
+                                      ipcp__backend_t *be,
+                                      cuda_pending_t *list)
+{
+    cuda_pending_t *keep = NULL, **kt = &keep;
+    while (list) {
+        cuda_pending_t *e = list;
+        list = e->next;
+        ipcp__cuda_bind(be, e->ctx);
+        CUresult r = IPCP_CU(cuEventQuery)(e->ev);
+        if (r == CUDA_ERROR_NOT_READY) {
+            e->next = NULL;
+            *kt = e;
+            kt = &e->next;
+            continue;
+        }
+        cuda_poll_finish(p, e, r);
+    }
+    return keep;
+}
+
+static void *cuda_poll_main(void *arg)
+{
+    ipcp__backend_t *be = arg;
+    ipcp__cuda_poller_t *p = be->poller;
+    cuda_pending_t *out = NULL, **ot = &out;
+
+    pthread_mutex_lock(&p->lock);
+    for (;;) {
+        while (!p->head && !out && !p->stop)
+            pthread_cond_wait(&p->cond, &p->lock);
+        if (p->head) { /* take the new ones, keeping recording order */
+            *ot = p->head;
+            p->head = NULL;
+            p->tail = &p->head;
+        }
+        if (!out && p->stop)
+            break;
+        pthread_mutex_unlock(&p->lock);
+        out = cuda_poll_pass(p, be, out);
+        for (ot = &out; *ot; ot = &(*ot)->next)
+            ;
+        if (out)
+            sched_yield();
+        pthread_mutex_lock(&p->lock);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+ipcp_status_t ipcp__cuda_poller_start(ipcp__backend_t *be)
+{
+    ipcp__cuda_poller_t *p = calloc(1, sizeof(*p));
+    if (!p)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_NOMEM,
+                          "cannot allocate the CUDA event poller");
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->cond, NULL);
+    p->tail = &p->head;
+    be->poller = p;
+    int rc = pthread_create(&p->thread, NULL, cuda_poll_main, be);
+    if (rc != 0) {
+        be->poller = NULL;
+        pthread_cond_destroy(&p->cond);
+        pthread_mutex_destroy(&p->lock);
+        free(p);
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_SYSTEM,
+                          "cannot start the CUDA event poller: error %d", rc);
+    }
+    return IPCP_OK;
+}
+
+/* After every queue is destroyed: the outstanding events have all
+ * completed, so the thread drains them and ends. */
+void ipcp__cuda_poller_stop(ipcp__backend_t *be)
+{
+    ipcp__cuda_poller_t *p = be->poller;
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->stop = 1;
+    pthread_cond_signal(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    pthread_join(p->thread, NULL);
+    while (p->free) {
+        cuda_pending_t *e = p->free;
+        p->free = e->next;
+        if (e->ev) {
+            ipcp__cuda_bind(be, e->ctx);
+            IPCP_CU(cuEventDestroy)(e->ev);
+        }
+        free(e);
+    }
+    pthread_cond_destroy(&p->cond);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+    be->poller = NULL;
+}
+
+/* A spare record whose event belongs to ctx, or a new one. */
+static cuda_pending_t *cuda_poll_get(ipcp__cuda_poller_t *p, CUcontext ctx,
+                                     int device)
+{
+    cuda_pending_t *e, **pp;
+    pthread_mutex_lock(&p->lock);
+    for (pp = &p->free; (e = *pp); pp = &e->next)
+        if (e->ctx == ctx && e->ev)
+            break;
+    if (e)
+        *pp = e->next;
+    pthread_mutex_unlock(&p->lock);
+    if (e)
+        return e;
+    e = calloc(1, sizeof(*e));
+    if (!e)
+        return NULL;
+    /* Timing off: such events are cheaper to record and to query. */
+    if (IPCP_CU(cuEventCreate)(&e->ev, CU_EVENT_DISABLE_TIMING) !=
+        CUDA_SUCCESS) {
+        free(e);
+        return NULL;
+    }
+    e->ctx = ctx;
+    e->device = device;
+    return e;
+}
+
+ipcp_status_t ipcp__cuda_poll_notify(ipcp__backend_t *be, CUcontext ctx,
+                                     int device, CUstream stream,
+                                     atomic_int *count, ipcp__track_t *t)
+{
+    ipcp__cuda_poller_t *p = be->poller;
+    cuda_pending_t *e = cuda_poll_get(p, ctx, device);
+    if (!e)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_CUDA,
+                          "cannot create a CUDA event for device %d", device);
+    ipcp_status_t st = ipcp__cu_check(IPCP_CU(cuEventRecord)(e->ev, stream),
+                                      IPCP_LOG_ERROR,
+                                      "cuEventRecord(stream of device %d)",
+                                      device);
+    if (st != IPCP_OK) {
+        IPCP_CU(cuEventDestroy)(e->ev);
+        free(e);
+        return st;
+    }
+    e->t = t;
+    e->count = count;
+    atomic_fetch_add_explicit(count, 1, memory_order_relaxed);
+    e->next = NULL;
+    pthread_mutex_lock(&p->lock);
+    *p->tail = e;
+    p->tail = &e->next;
+    pthread_cond_signal(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    return IPCP_OK;
+}
