@@ -17,11 +17,22 @@ import sys
 import time
 
 
+# Left out, with the reason: memcheck reports every CUDA API error, and
+# cuda.backend.shm provokes one on purpose (a second registration of a
+# range must fail); cuda.backend.queue orders two streams of one process by
+# a flag, and memcheck's serialization of their work leaves the waiting
+# stream in front forever.  Two-process cases, where the waits depend on the
+# other process, are not affected.
+EXCLUDED = {"cuda.backend.shm", "cuda.backend.queue"}
+
+
 def gpu_tests(build):
     out = subprocess.run(["ctest", "--show-only=json-v1", "-L", "gpu"],
                          cwd=build, check=True, capture_output=True, text=True)
     for t in json.loads(out.stdout)["tests"]:
         name = t["name"]
+        if name in EXCLUDED:
+            continue
         if name.startswith("cuda.backend.") or ".1M+3." in name:
             yield name, t["command"]
 

@@ -61,10 +61,11 @@ static const ipcp__setting_t ipcp__settings[] = {
      "receives: auto, direct (into the mapped buffer) or staged (shared ring)",
      IPCP_OFF(path), 0, 0, 0, ipcp__path_choices},
     {"IPCPIPE_CHUNK", IPCP_SET_SIZE, "auto", "slot size of the staged ring "
-     "and chunk size of pipelined copies (auto: 1M on host, 8M with CUDA)",
+     "(auto: 1M for host memory, 16M when device memory is involved)",
      IPCP_OFF(chunk), 4096, 1024.0 * 1024 * 1024, 1, NULL},
     {"IPCPIPE_SLOTS", IPCP_SET_INT, "auto", "slots in the staged ring of each "
-     "pair of ranks and direction (auto: 8)", IPCP_OFF(slots), 2, 64, 1,
+     "pair of ranks and direction (auto: 8 for host memory, 4 with device "
+     "memory); a staged transfer uses one queue per 4 slots", IPCP_OFF(slots), 2, 64, 1,
      NULL},
     {"IPCPIPE_QUEUES", IPCP_SET_INT, "auto", "copy queues (host threads or CUDA "
      "streams) per peer and direction (auto: 2 on host, 4 with CUDA)",

@@ -364,16 +364,24 @@ static void ipcp__enq_notify(ipcp__qset_t *qs, int q, ipcp__track_t *t)
     }
 }
 
+/* Queues a staged transfer spreads its chunks over on this side. */
+static int ipcp__staged_queues(const ipcp__chan_t *ch, const ipcp__qset_t *qs)
+{
+    int n = (int)ch->nslots / IPCP_SLOTS_PER_QUEUE;
+    return ipcp__max(1, ipcp__min(n, qs->n));
+}
+
 static void ipcp__staged_recv_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
                                   ipcp__qset_t *qs, ipcp__track_t *t,
                                   char *dst, uint64_t len, uint64_t base)
 {
     uint64_t nchunks = ipcp__div_up(len, ch->slot_size);
+    uint64_t nq = (uint64_t)ipcp__staged_queues(ch, qs);
     for (uint64_t c = 0; c < nchunks; c++) {
         uint64_t g = (base + c) / ch->nslots, s = (base + c) % ch->nslots;
         uint64_t off = c * ch->slot_size;
         uint64_t n = ipcp__min((uint64_t)ch->slot_size, len - off);
-        ipcp__queue_t *q = qs->q[c % (uint64_t)qs->n];
+        ipcp__queue_t *q = qs->q[c % nq];
         ipcp__enq_check(t, qs->ops->flag_wait(q, &ch->ctl->full[s].v, g + 1,
                                               &peer->lost, t));
         ipcp__enq_check(t, qs->ops->copy(q, dst + off,
@@ -389,11 +397,12 @@ static void ipcp__staged_send_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
                                   int remote_done)
 {
     uint64_t nchunks = ipcp__div_up(len, ch->slot_size);
+    uint64_t nq = (uint64_t)ipcp__staged_queues(ch, qs);
     for (uint64_t c = 0; c < nchunks; c++) {
         uint64_t g = (base + c) / ch->nslots, s = (base + c) % ch->nslots;
         uint64_t off = c * ch->slot_size;
         uint64_t n = ipcp__min((uint64_t)ch->slot_size, len - off);
-        ipcp__queue_t *q = qs->q[c % (uint64_t)qs->n];
+        ipcp__queue_t *q = qs->q[c % nq];
         ipcp__enq_check(t, qs->ops->flag_wait(q, &ch->ctl->freed[s].v, g,
                                               &peer->lost, t));
         ipcp__enq_check(t, qs->ops->copy(q, ch->slots + s * ch->slot_size,
@@ -414,9 +423,10 @@ static void ipcp__staged_send_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
     }
 }
 
-static int ipcp__nqueues_used(uint64_t nchunks, int n)
+static int ipcp__nqueues_used(const ipcp__chan_t *ch, const ipcp__qset_t *qs,
+                              uint64_t nchunks)
 {
-    return (int)ipcp__min(nchunks, (uint64_t)n);
+    return (int)ipcp__min(nchunks, (uint64_t)ipcp__staged_queues(ch, qs));
 }
 
 /* ---- Receiver side ------------------------------------------------------- */
@@ -565,7 +575,7 @@ static void ipcp__accept_staged(ipcp_comm_t *comm, ipcp__peer_t *peer,
 {
     ipcp__chan_t *ch = peer->rx.chan;
     uint64_t nchunks = ipcp__div_up(rts->len, ch->slot_size);
-    int used = ipcp__nqueues_used(nchunks, qs->n);
+    int used = ipcp__nqueues_used(ch, qs, nchunks);
 
     cts->chunk_base = ch->seq;
     ch->seq += nchunks;
@@ -698,7 +708,7 @@ static int ipcp__send_staged(ipcp_comm_t *comm, ipcp__peer_t *peer,
 {
     ipcp__chan_t *ch = peer->tx.chan;
     uint64_t nchunks = ipcp__div_up(req->len, ch->slot_size);
-    int used = ipcp__nqueues_used(nchunks, qs->n);
+    int used = ipcp__nqueues_used(ch, qs, nchunks);
     int remote_done = req->type == IPCP_REQ_PUT;
 
     if (cts->chunk_base != ch->seq) {

@@ -105,9 +105,19 @@ static int survivor(ipcp_comm_t *comm, const cfg_t *c)
     printf("rank 0: %s wait returned %s after %.3f s: %s\n",
            c->survivor_sends ? "send" : "receive", ipcp_strerror(st), el,
            ipcp_last_error());
-    T_STATUS(st, IPCP_ERR_PEER_LOST);
+    if (st == IPCP_OK && c->survivor_sends && c->path == IPCP_PATH_DIRECT) {
+        /* The copies into the dead receiver's shared memory may all have
+         * finished before its death was seen: the send is then complete
+         * (the buffer is free again), which is correct.  The loss must
+         * still show, at the latest when the peer misses a barrier. */
+        printf("rank 0: the direct send completed before the loss was "
+               "seen\n");
+        T_STATUS(ipcp_barrier(comm), IPCP_ERR_PEER_LOST);
+    } else {
+        T_STATUS(st, IPCP_ERR_PEER_LOST);
+        T_EQ_U64(info.nbytes, 777);
+    }
     T_MSG_HAS("rank 1");
-    T_EQ_U64(info.nbytes, 777);
     if (el >= PEERLOSS_TIMEOUT_S)
         T_FAIL("peer loss reported after %.3f s, IPCPIPE_TIMEOUT is %.0f s", el,
                PEERLOSS_TIMEOUT_S);
