@@ -371,52 +371,36 @@ static int ipcp__staged_queues(const ipcp__chan_t *ch, const ipcp__qset_t *qs)
     return ipcp__max(1, ipcp__min(n, qs->n));
 }
 
-static void ipcp__staged_recv_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
-                                  ipcp__qset_t *qs, ipcp__track_t *t,
-                                  char *dst, uint64_t len, uint64_t base)
+/* Enqueues one side's half of a staged transfer of len bytes at buf, ring
+ * chunks base.. on.  The sender waits for a slot to be freed (generation
+ * c / S), copies in and marks it full; the receiver waits for full, copies
+ * out and marks it freed.  A put's sender also waits, at the end, until the
+ * target has copied out its last chunks (a put completes at the target):
+ * copy-out of every earlier chunk is implied by our own later sends that
+ * reused its slot. */
+static void ipcp__staged_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
+                             ipcp__qset_t *qs, ipcp__track_t *t, char *buf,
+                             uint64_t len, uint64_t base, int send,
+                             int remote_done)
 {
+    ipcp__flag_t *wait = send ? ch->ctl->freed : ch->ctl->full;
+    ipcp__flag_t *mark = send ? ch->ctl->full : ch->ctl->freed;
     uint64_t nchunks = ipcp__div_up(len, ch->slot_size);
     uint64_t nq = (uint64_t)ipcp__staged_queues(ch, qs);
     for (uint64_t c = 0; c < nchunks; c++) {
         uint64_t g = (base + c) / ch->nslots, s = (base + c) % ch->nslots;
         uint64_t off = c * ch->slot_size;
         uint64_t n = ipcp__min((uint64_t)ch->slot_size, len - off);
+        char *slot = ch->slots + s * ch->slot_size;
         ipcp__queue_t *q = qs->q[c % nq];
-        ipcp__enq_check(t, qs->ops->flag_wait(q, &ch->ctl->full[s].v, g + 1,
+        ipcp__enq_check(t, qs->ops->flag_wait(q, &wait[s].v, send ? g : g + 1,
                                               &peer->lost, t));
-        ipcp__enq_check(t, qs->ops->copy(q, dst + off,
-                                         ch->slots + s * ch->slot_size, n, t));
-        ipcp__enq_check(t, qs->ops->flag_write(q, &ch->ctl->freed[s].v, g + 1,
-                                               t));
+        ipcp__enq_check(t, qs->ops->copy(q, send ? slot : buf + off,
+                                         send ? buf + off : slot, n, t));
+        ipcp__enq_check(t, qs->ops->flag_write(q, &mark[s].v, g + 1, t));
     }
-}
-
-static void ipcp__staged_send_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
-                                  ipcp__qset_t *qs, ipcp__track_t *t,
-                                  const char *src, uint64_t len, uint64_t base,
-                                  int remote_done)
-{
-    uint64_t nchunks = ipcp__div_up(len, ch->slot_size);
-    uint64_t nq = (uint64_t)ipcp__staged_queues(ch, qs);
-    for (uint64_t c = 0; c < nchunks; c++) {
-        uint64_t g = (base + c) / ch->nslots, s = (base + c) % ch->nslots;
-        uint64_t off = c * ch->slot_size;
-        uint64_t n = ipcp__min((uint64_t)ch->slot_size, len - off);
-        ipcp__queue_t *q = qs->q[c % nq];
-        ipcp__enq_check(t, qs->ops->flag_wait(q, &ch->ctl->freed[s].v, g,
-                                              &peer->lost, t));
-        ipcp__enq_check(t, qs->ops->copy(q, ch->slots + s * ch->slot_size,
-                                         src + off, n, t));
-        ipcp__enq_check(t, qs->ops->flag_write(q, &ch->ctl->full[s].v, g + 1,
-                                               t));
-    }
-    if (!remote_done)
-        return;
-    /* A put is complete when its data is in the target.  Copy-out of every
-     * chunk but the last S is implied by our own later sends reusing their
-     * slots; the last ones are waited for explicitly. */
     uint64_t first = nchunks > ch->nslots ? nchunks - ch->nslots : 0;
-    for (uint64_t c = first; c < nchunks; c++) {
+    for (uint64_t c = first; remote_done && c < nchunks; c++) {
         uint64_t g = (base + c) / ch->nslots, s = (base + c) % ch->nslots;
         ipcp__enq_check(t, qs->ops->flag_wait(qs->q[0], &ch->ctl->freed[s].v,
                                               g + 1, &peer->lost, t));
@@ -580,8 +564,8 @@ static void ipcp__accept_staged(ipcp_comm_t *comm, ipcp__peer_t *peer,
     cts->chunk_base = ch->seq;
     ch->seq += nchunks;
     ipcp__xfer_begin(comm, peer, req, used);
-    ipcp__staged_recv_ops(peer, ch, qs, &req->xfer.track, req->buf, rts->len,
-                          cts->chunk_base);
+    ipcp__staged_ops(peer, ch, qs, &req->xfer.track, req->buf, rts->len,
+                     cts->chunk_base, 0, 0);
     for (int i = 0; i < used; i++)
         ipcp__enq_notify(qs, i, &req->xfer.track);
 }
@@ -718,8 +702,8 @@ static int ipcp__send_staged(ipcp_comm_t *comm, ipcp__peer_t *peer,
     }
     ch->seq += nchunks;
     ipcp__xfer_begin(comm, peer, req, used);
-    ipcp__staged_send_ops(peer, ch, qs, &req->xfer.track, req->buf, req->len,
-                          cts->chunk_base, remote_done);
+    ipcp__staged_ops(peer, ch, qs, &req->xfer.track, req->buf, req->len,
+                     cts->chunk_base, 1, remote_done);
     for (int i = 0; i < used; i++)
         ipcp__enq_notify(qs, i, &req->xfer.track);
     return 1;

@@ -1,5 +1,6 @@
 /* Test helpers (see testutil.h). */
 #include "testutil.h"
+#include "sizes.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -62,66 +63,13 @@ void *t_malloc(size_t len)
     return p;
 }
 
-/* One term of a size: digits and an optional binary suffix (K, M, G, T,
- * optionally followed by "B" or "iB").  Returns 0 and advances *s, or -1. */
-static int parse_term(const char **s, size_t *out)
-{
-    const char *p = *s;
-    if (!isdigit((unsigned char)*p))
-        return -1;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(p, &end, 10);
-    if (errno)
-        return -1;
-    unsigned shift = 0;
-    switch (toupper((unsigned char)*end)) {
-    case 'K':
-        shift = 10;
-        break;
-    case 'M':
-        shift = 20;
-        break;
-    case 'G':
-        shift = 30;
-        break;
-    case 'T':
-        shift = 40;
-        break;
-    default:
-        break;
-    }
-    if (shift) {
-        end++;
-        if (*end == 'i' && end[1] == 'B')
-            end += 2;
-        else if (*end == 'B')
-            end++;
-    }
-    if (shift && v > (SIZE_MAX >> shift))
-        return -1;
-    *out = (size_t)(v << shift);
-    *s = end;
-    return 0;
-}
-
 size_t t_parse_size(const char *s)
 {
-    const char *p = s;
-    size_t total = 0;
-    if (!s || !*s)
-        T_FAIL("bad size \"%s\"", s ? s : "(null)");
-    for (;;) {
-        size_t v;
-        if (parse_term(&p, &v) < 0 || total > SIZE_MAX - v)
-            T_FAIL("bad size \"%s\" (expected e.g. 123, 4K, 1M+3, 4G+1)", s);
-        total += v;
-        if (*p == '\0')
-            return total;
-        if (*p != '+')
-            T_FAIL("bad size \"%s\" (expected e.g. 123, 4K, 1M+3, 4G+1)", s);
-        p++;
-    }
+    size_t v;
+    if (!s || ipcp_tool_parse_size(s, NULL, &v, NULL) < 0)
+        T_FAIL("bad size \"%s\" (expected e.g. 123, 4K, 1M+3, 4G+1)",
+               s ? s : "(null)");
+    return v;
 }
 
 int t_mp_main(int argc, char **argv, int nranks, double timeout_s,

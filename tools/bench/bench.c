@@ -6,6 +6,7 @@
  * mpirun, srun or torchrun it takes rank and size from ipcp_init.  Rank 0
  * receives, times and prints; rank 1 sends; other ranks only keep pace. */
 #include "bench.h"
+#include "sizes.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -86,68 +87,11 @@ static void usage(FILE *f)
     fputs(usage_text, f);
 }
 
-/* One term of a size: digits with an optional binary suffix (K, M, G, T,
- * optionally followed by B or iB). */
-static int parse_size_term(const char **s, size_t *out)
-{
-    const char *p = *s;
-    if (!isdigit((unsigned char)*p))
-        return -1;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(p, &end, 10);
-    if (errno)
-        return -1;
-    unsigned shift = 0;
-    switch (toupper((unsigned char)*end)) {
-    case 'K':
-        shift = 10;
-        break;
-    case 'M':
-        shift = 20;
-        break;
-    case 'G':
-        shift = 30;
-        break;
-    case 'T':
-        shift = 40;
-        break;
-    default:
-        break;
-    }
-    if (shift) {
-        end++;
-        if (end[0] == 'i' && end[1] == 'B')
-            end += 2;
-        else if (end[0] == 'B')
-            end++;
-        if (v > (SIZE_MAX >> shift))
-            return -1;
-    }
-    *out = (size_t)(v << shift);
-    *s = end;
-    return 0;
-}
-
-/* "123", "4K", "1M+3": a sum of terms ending at stop (or at '\0'). */
+/* "123", "4K", "1M+3": a sum of terms ending at '\0', or at ',' when endp
+ * is given (lists). */
 static int parse_size(const char *s, size_t *out, const char **endp)
 {
-    size_t total = 0;
-    for (;;) {
-        size_t v;
-        if (parse_size_term(&s, &v) < 0 || total > SIZE_MAX - v)
-            return -1;
-        total += v;
-        if (*s != '+')
-            break;
-        s++;
-    }
-    if (endp)
-        *endp = s;
-    else if (*s)
-        return -1;
-    *out = total;
-    return 0;
+    return ipcp_tool_parse_size(s, endp ? "," : NULL, out, endp);
 }
 
 void bench_format_size(size_t size, char *buf, size_t len)

@@ -1,4 +1,5 @@
 /* ipcpipe-bench: the table, the JSON and the progress line (rank 0). */
+#include "json.h"
 #include "bench.h"
 
 #include <math.h>
@@ -184,17 +185,7 @@ static void table_row(const bench_result_t *r)
 
 static void json_str(const char *s)
 {
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            printf("\\%c", ch);
-        else if (ch < 0x20)
-            printf("\\u%04x", ch);
-        else
-            putchar(ch);
-    }
-    putchar('"');
+    ipcp_json_str(stdout, s);
 }
 
 static void json_num(const char *key, double v, int valid)

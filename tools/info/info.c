@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "ipcpipe.h"
 
 extern char **environ;
@@ -284,17 +285,7 @@ static void print_text(const host_facts_t *h)
 
 static void json_str(const char *s)
 {
-    putchar('"');
-    for (; s && *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            printf("\\%c", ch);
-        else if (ch < 0x20)
-            printf("\\u%04x", ch);
-        else
-            putchar(ch);
-    }
-    putchar('"');
+    ipcp_json_str(stdout, s);
 }
 
 static void json_rlim(rlim_t v)
