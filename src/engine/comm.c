@@ -120,6 +120,14 @@ ipcp_status_t ipcp__peer_post(ipcp_comm_t *comm, ipcp__peer_t *peer,
                               const void *msg, size_t len, const int *fds,
                               int nfds)
 {
+    return ipcp__peer_postv(comm, peer, msg, len, NULL, 0, fds, nfds);
+}
+
+ipcp_status_t ipcp__peer_postv(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                               const void *msg, size_t len,
+                               const void *tail, size_t tail_len,
+                               const int *fds, int nfds)
+{
     ipcp__txmsg_t *m;
     if (peer->closed) {
         for (int i = 0; i < nfds; i++)
@@ -127,18 +135,20 @@ ipcp_status_t ipcp__peer_post(ipcp_comm_t *comm, ipcp__peer_t *peer,
         return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_ENGINE, IPCP_ERR_PEER_LOST,
                           "rank %d is gone", peer->rank);
     }
-    m = malloc(sizeof(*m) + len);
+    m = malloc(sizeof(*m) + len + tail_len);
     if (!m) {
         for (int i = 0; i < nfds; i++)
             close(fds[i]);
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_NOMEM,
-                          "no memory for a %zu-byte message", len);
+                          "no memory for a %zu-byte message", len + tail_len);
     }
-    m->len = len;
+    m->len = len + tail_len;
     m->nfds = nfds;
     for (int i = 0; i < nfds; i++)
         m->fds[i] = fds[i];
     memcpy(m->data, msg, len);
+    if (tail_len)
+        memcpy(m->data + len, tail, tail_len);
     ipcp__list_push_back(&peer->txq, &m->link);
     ipcp__peer_flush(comm, peer);
     /* The send may have found the peer dead: callers must not park a

@@ -308,6 +308,11 @@ void ipcp__req_complete(ipcp_request_t *req, ipcp_status_t st,
 ipcp_status_t ipcp__peer_post(ipcp_comm_t *comm, ipcp__peer_t *peer,
                               const void *msg, size_t len, const int *fds,
                               int nfds);
+/* The same for a message in two parts (a header and a payload). */
+ipcp_status_t ipcp__peer_postv(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                               const void *msg, size_t len,
+                               const void *tail, size_t tail_len,
+                               const int *fds, int nfds);
 void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why);
 /* Track callback: hands the finished transfer to the progress thread. */
 void ipcp__xfer_track_done(ipcp__track_t *t);

@@ -95,19 +95,9 @@ static void ipcp__send_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
      * that forces a path gets that path, even for one byte. */
     if (req->attr.type == IPCP_MEM_HOST && req->len <= comm->eager_max &&
         peer->remote_path == IPCP_PATH_AUTO) {
-        size_t total = sizeof(rts) + req->len;
-        unsigned char *m = malloc(total);
-        if (!m) {
-            ipcp__req_complete(req, IPCP_ERR_NOMEM, "no memory for an eager "
-                                                    "message");
-            return;
-        }
         rts.hdr.flags |= IPCP_RTS_EAGER;
-        memcpy(m, &rts, sizeof(rts));
-        if (req->len)
-            memcpy(m + sizeof(rts), req->buf, req->len);
-        ipcp_status_t st = ipcp__peer_post(comm, peer, m, total, NULL, 0);
-        free(m);
+        ipcp_status_t st = ipcp__peer_postv(comm, peer, &rts, sizeof(rts),
+                                            req->buf, req->len, NULL, 0);
         req->path = IPCP_PATH_EAGER;
         req->nbytes = req->len;
         ipcp__req_complete(req, st, st == IPCP_OK ? NULL : ipcp__last_error());
