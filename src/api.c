@@ -9,6 +9,7 @@
 #include "common/time.h"
 #include "engine/engine.h"
 #include "engine/mem.h"
+#include "ipcpipe_cuda.h"
 
 #ifndef IPCP_VERSION_STRING
 #define IPCP_VERSION_STRING "0.1.0"
@@ -174,6 +175,7 @@ static ipcp_status_t ipcp__comm_alloc(const ipcp__boot_params_t *bp,
     pthread_mutex_init(&comm->lock, NULL);
     pthread_cond_init(&comm->cond, NULL);
     pthread_mutex_init(&comm->mem_lock, NULL);
+    pthread_mutex_init(&comm->sync_lock, NULL);
     ipcp__list_init(&comm->cmds);
     ipcp__list_init(&comm->dones);
     ipcp__list_init(&comm->reqs);
@@ -222,6 +224,7 @@ static void ipcp__comm_free(ipcp_comm_t *comm)
     pthread_mutex_destroy(&comm->lock);
     pthread_cond_destroy(&comm->cond);
     pthread_mutex_destroy(&comm->mem_lock);
+    pthread_mutex_destroy(&comm->sync_lock);
     free(comm->peers);
     free(comm->bar_seen);
     comm->magic = IPCP_DEAD_MAGIC;
@@ -740,4 +743,169 @@ ipcp_status_t ipcp_get(ipcp_comm_t *comm, void *dst, size_t len,
     ipcp_request_t *req;
     IPCP_CHECK(ipcp_iget(comm, dst, len, src, offset, &req));
     return ipcp_wait(req, NULL);
+}
+
+/* ---- Stream-ordered (ipcpipe_cuda.h) ---------------------------------------- */
+
+/* Enqueues the user's half of the ordering on `stream`: mark the start,
+ * then wait for done.  On failure nothing is left waiting on a flag. */
+static ipcp_status_t ipcp__order_on_stream(ipcp_comm_t *comm, int device,
+                                           ipcp_stream_t stream,
+                                           ipcp__sync_t *e)
+{
+    const ipcp__backend_ops_t *ops = comm->cuda_ops;
+    ipcp__queue_t *uq;
+    ipcp_status_t st = ops->queue_wrap(comm->cuda, device, (void *)stream,
+                                       &uq);
+    if (st != IPCP_OK)
+        return st;
+    st = ops->flag_write(uq, ipcp__sync_start(e), ipcp__sync_gen(e), NULL);
+    if (st == IPCP_OK &&
+        (st = ops->flag_wait(uq, ipcp__sync_done(e), ipcp__sync_gen(e), NULL,
+                             NULL)) != IPCP_OK) {
+        /* The start is enqueued but the wait is not: release our side and
+         * keep the entry out of the pool (its start may land any time). */
+        __atomic_store_n(ipcp__sync_done(e), ipcp__sync_gen(e),
+                         __ATOMIC_RELEASE);
+        ops->queue_destroy(uq);
+        return st;
+    }
+    ops->queue_destroy(uq);
+    if (st != IPCP_OK)
+        ipcp__sync_put(e);
+    return st;
+}
+
+static ipcp_status_t ipcp__post_on_stream(ipcp_comm_t *comm,
+                                          ipcp_request_t *req,
+                                          ipcp_stream_t stream,
+                                          ipcp_request_t **out)
+{
+    const ipcp__backend_ops_t *ops;
+    ipcp__backend_t *be;
+    ipcp__sync_t *e;
+    ipcp_status_t st;
+
+    ipcp__mem_attr(comm, req->buf, req->len, &req->attr, &ops, &be);
+    if (req->attr.type != IPCP_MEM_CUDA)
+        st = ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                        "stream-ordered transfers need device memory; %p is "
+                        "not (use ipcp_isend/ipcp_irecv for host memory)",
+                        req->buf);
+    else if (!comm->cuda_ops->queue_wrap)
+        st = ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                        "this CUDA backend cannot order on user streams");
+    else
+        st = ipcp__sync_acquire(comm, req->attr.device, &e);
+    if (st == IPCP_OK)
+        st = ipcp__order_on_stream(comm, req->attr.device, stream, e);
+    if (st != IPCP_OK) {
+        ipcp__req_free(req);
+        return st;
+    }
+    req->sync = e;
+    req->user = out != NULL;
+    ipcp__comm_submit(comm, req);
+    if (out)
+        *out = req;
+    return IPCP_OK;
+}
+
+static ipcp_status_t ipcp__check_cuda(const ipcp_comm_t *comm)
+{
+    IPCP_CHECK(ipcp__check_comm(comm));
+    if (!comm->cuda)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                          "stream-ordered transfers need the CUDA backend, "
+                          "which is not available (no GPU driver or device, "
+                          "or IPCPIPE_CUDA=off)");
+    return IPCP_OK;
+}
+
+static ipcp_status_t ipcp__twosided_on_stream(ipcp_comm_t *comm, int type,
+                                              void *buf, size_t len, int peer,
+                                              int tag, ipcp_stream_t stream,
+                                              ipcp_request_t **out)
+{
+    ipcp_request_t *dummy;
+    IPCP_CHECK(ipcp__check_cuda(comm));
+    IPCP_CHECK(ipcp__check_xfer(comm, buf, len, peer, tag, out ? out : &dummy));
+    ipcp_request_t *req = ipcp__req_new(comm, type);
+    if (!req)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                          "no memory for a request");
+    req->buf = buf;
+    req->len = len;
+    req->peer = peer;
+    req->tag = tag;
+    return ipcp__post_on_stream(comm, req, stream, out);
+}
+
+ipcp_status_t ipcp_isend_on_stream(ipcp_comm_t *comm, const void *buf,
+                                   size_t len, int peer, int tag,
+                                   ipcp_stream_t stream, ipcp_request_t **req)
+{
+    return ipcp__twosided_on_stream(comm, IPCP_REQ_SEND, (void *)buf, len,
+                                    peer, tag, stream, req);
+}
+
+ipcp_status_t ipcp_irecv_on_stream(ipcp_comm_t *comm, void *buf, size_t len,
+                                   int peer, int tag, ipcp_stream_t stream,
+                                   ipcp_request_t **req)
+{
+    return ipcp__twosided_on_stream(comm, IPCP_REQ_RECV, buf, len, peer, tag,
+                                    stream, req);
+}
+
+static ipcp_status_t ipcp__onesided_on_stream(ipcp_comm_t *comm, int type,
+                                              void *buf, size_t len,
+                                              ipcp_rmem_t *rm, size_t offset,
+                                              ipcp_stream_t stream,
+                                              ipcp_request_t **out)
+{
+    IPCP_CHECK(ipcp__check_cuda(comm));
+    IPCP_CHECK(ipcp__check_rmem(rm));
+    if (rm->comm != comm)
+        return ipcp__bad_arg("imported region belongs to another "
+                             "communicator");
+    if (out && ipcp__misaligned(out, sizeof(void *)))
+        return ipcp__bad_arg("request output pointer is misaligned");
+    if (!buf && len)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
+                          "buffer is NULL but length is %zu", len);
+    if (offset > rm->len || len > rm->len - offset)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_OUT_OF_RANGE,
+                          "range [%zu, +%zu) is outside the %zu-byte region "
+                          "of rank %d", offset, len, rm->len, rm->owner);
+    if (!atomic_load(&rm->valid))
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_NOT_REGISTERED,
+                          "rank %d deregistered region %llu", rm->owner,
+                          (unsigned long long)rm->reg_id);
+    ipcp_request_t *req = ipcp__req_new(comm, type);
+    if (!req)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                          "no memory for a request");
+    req->buf = buf;
+    req->len = len;
+    req->peer = rm->owner;
+    req->rmem = rm;
+    req->offset = offset;
+    req->path = (ipcp_path_t)atomic_load(&comm->path);
+    return ipcp__post_on_stream(comm, req, stream, out);
+}
+
+ipcp_status_t ipcp_iput_on_stream(ipcp_comm_t *comm, const void *src,
+                                  size_t len, ipcp_rmem_t *dst, size_t offset,
+                                  ipcp_stream_t stream, ipcp_request_t **req)
+{
+    return ipcp__onesided_on_stream(comm, IPCP_REQ_PUT, (void *)src, len, dst,
+                                    offset, stream, req);
+}
+
+ipcp_status_t ipcp_iget_on_stream(ipcp_comm_t *comm, void *dst, size_t len,
+                                  ipcp_rmem_t *src, size_t offset,
+                                  ipcp_stream_t stream, ipcp_request_t **req)
+{
+    return ipcp__onesided_on_stream(comm, IPCP_REQ_GET, dst, len, src, offset,
+                                    stream, req);
 }

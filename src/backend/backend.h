@@ -142,6 +142,15 @@ typedef struct ipcp__backend_ops {
     ipcp_status_t (*flag_wait)(ipcp__queue_t *q, uint64_t *flag,
                                uint64_t value, const atomic_int *abort,
                                ipcp__track_t *t);
+    /* A queue over a stream the user owns (CUDA: a cudaStream_t of
+     * `device`'s context; NULL, cudaStreamLegacy and cudaStreamPerThread
+     * included), for flag operations made on the user's thread; destroy
+     * frees the wrapper only.  NULL where unsupported. */
+    ipcp_status_t (*queue_wrap)(ipcp__backend_t *be, int device, void *native,
+                                ipcp__queue_t **q);
+    /* Makes dst wait for everything enqueued in src so far (queues of one
+     * device).  NULL where unsupported. */
+    ipcp_status_t (*join)(ipcp__queue_t *dst, ipcp__queue_t *src);
     /* Calls ipcp__track_notify(t) once every earlier operation is done,
      * even when t has failed. */
     ipcp_status_t (*notify)(ipcp__queue_t *q, ipcp__track_t *t);

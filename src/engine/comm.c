@@ -63,10 +63,24 @@ void ipcp__req_complete(ipcp_request_t *req, ipcp_status_t st,
                         const char *msg)
 {
     ipcp_comm_t *comm = req->comm;
+    if (req->sync) {
+        /* Armed: our queues consumed the start and wrote done before the
+         * last notification.  Otherwise the sync queue does both first. */
+        if (req->sync_armed)
+            ipcp__sync_put(req->sync);
+        else
+            ipcp__sync_abandon(comm, req->sync);
+        req->sync = NULL;
+    }
     if (!req->user) {
         if (st != IPCP_OK)
-            IPCP_INFO(IPCP_SUB_ENGINE, "internal operation failed: %s",
-                      msg ? msg : "");
+            IPCP_LOG(req->type == IPCP_REQ_INTERNAL ? IPCP_LOG_INFO
+                                                    : IPCP_LOG_WARN,
+                     IPCP_SUB_ENGINE, "%s failed: %s",
+                     req->type == IPCP_REQ_INTERNAL
+                         ? "internal operation"
+                         : "stream-ordered operation without a request",
+                     msg ? msg : "");
         ipcp__req_free(req);
         return;
     }
@@ -516,11 +530,17 @@ void ipcp__comm_teardown(ipcp_comm_t *comm)
         ipcp__dir_destroy(comm, &comm->peers[r].tx);
         ipcp__dir_destroy(comm, &comm->peers[r].rx);
     }
+    if (comm->cuda)
+        ipcp__sync_cleanup(comm);
     /* The queues are drained: every finished transfer is in dones. */
     while ((e = ipcp__list_pop_front(&comm->dones)))
         ipcp__run_done(comm, ipcp__list_entry(e, ipcp__xfer_t, done_link));
     while ((e = ipcp__list_pop_front(&comm->cmds))) {
         ipcp_request_t *req = ipcp__list_entry(e, ipcp_request_t, link);
+        /* Never started: release the user's stream from the CPU. */
+        if (req->sync)
+            __atomic_store_n(ipcp__sync_done(req->sync),
+                             ipcp__sync_gen(req->sync), __ATOMIC_RELEASE);
         if (!req->user)
             ipcp__req_free(req);
     }

@@ -58,6 +58,7 @@ _Static_assert(IPCP_MAX_QSETS == IPCP_MAX_QSETS_WIRE, "done flags per qset");
 
 typedef struct ipcp__peer ipcp__peer_t;
 typedef struct ipcp__region ipcp__region_t;
+typedef struct ipcp__sync ipcp__sync_t;
 
 /* A set of queues of one backend and device, for one peer and direction. */
 typedef struct ipcp__qset {
@@ -203,6 +204,10 @@ struct ipcp_request {
     ipcp__xfer_t xfer;
     /* staging of eager data towards device memory and similar */
     void *scratch;
+    /* stream-ordered (ipcpipe_cuda.h): the flags shared with the user's
+     * stream; armed once a queue of ours waits for its start */
+    ipcp__sync_t *sync;
+    int sync_armed;
 };
 
 /* A local region: an ipcp_mem_alloc allocation or a registration. */
@@ -286,6 +291,16 @@ struct ipcp_comm {
     ipcp__list_t regions;
     ipcp__list_t rmems;
     uint64_t next_region_id;
+
+    /* stream-ordered operations (engine/sync.c) */
+    pthread_mutex_t sync_lock;
+    void *sync_mem;
+    void *sync_handle;
+    size_t sync_size;
+    ipcp__sync_t *sync_entries;
+    ipcp__sync_t *sync_free;
+    void *sync_reg[IPCP_MAX_DEVICES];
+    ipcp__queue_t *sync_q[IPCP_MAX_DEVICES];
 
     /* barrier (progress thread) */
     uint64_t bar_epoch;       /* epochs this rank has entered */
@@ -388,6 +403,17 @@ void ipcp__mem_import_cmd(ipcp_comm_t *comm, ipcp_request_t *req);
 void ipcp__mem_cleanup(ipcp_comm_t *comm);
 /* pvm probe of a peer (cached in peer->pvm_to). */
 int ipcp__pvm_allowed(ipcp_comm_t *comm, ipcp__peer_t *peer);
+
+/* ---- engine/sync.c ----------------------------------------------------- */
+ipcp_status_t ipcp__sync_acquire(ipcp_comm_t *comm, int device,
+                                 ipcp__sync_t **e);
+void ipcp__sync_put(ipcp__sync_t *e);
+uint64_t *ipcp__sync_start(ipcp__sync_t *e);
+uint64_t *ipcp__sync_done(ipcp__sync_t *e);
+uint64_t ipcp__sync_gen(const ipcp__sync_t *e);
+/* The operation failed before any work of it was enqueued. */
+void ipcp__sync_abandon(ipcp_comm_t *comm, ipcp__sync_t *e);
+void ipcp__sync_cleanup(ipcp_comm_t *comm);
 
 /* ---- engine/barrier.c -------------------------------------------------- */
 void ipcp__barrier_cmd(ipcp_comm_t *comm, ipcp_request_t *req);

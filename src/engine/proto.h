@@ -69,6 +69,7 @@ typedef struct ipcp__msg_rts {
 #define IPCP_CTS_MAP_FD 0x2  /* an fd for the target export is attached
                                 (after the channel's, if both) */
 #define IPCP_CTS_HAS_EXP 0x4 /* exp describes the target allocation */
+#define IPCP_CTS_RSTART 0x8  /* direct: wait for rstart >= dseq first */
 
 enum { IPCP_DST_MAPPED = 1, IPCP_DST_PVM = 2 };
 
@@ -164,6 +165,11 @@ typedef struct ipcp__chan_ctl {
      * before it raises the done flags, so the receiver fails it too. */
     ipcp__flag_t err[IPCP_MAX_QSETS_WIRE];
     ipcp__flag_t errst[IPCP_MAX_QSETS_WIRE];
+    /* A stream-ordered receive on the direct path: the receiver's queue
+     * writes the transfer's done value here once the receiver's stream
+     * reached the receive; the sender waits for it before writing into the
+     * buffer, which earlier work of that stream may still be using. */
+    ipcp__flag_t rstart[IPCP_MAX_QSETS_WIRE];
 } ipcp__chan_ctl_t;
 
 /* Slots start on a 64 KiB boundary (a multiple of every page size that

@@ -241,10 +241,12 @@ void ipcp__xfer_release_waits(ipcp_comm_t *comm, ipcp__peer_t *peer)
             __atomic_fetch_add(&c->full[s].v, 1ull << 62, __ATOMIC_RELEASE);
             __atomic_fetch_add(&c->freed[s].v, 1ull << 62, __ATOMIC_RELEASE);
         }
-        for (int q = 0; q < IPCP_MAX_QSETS; q++)
+        for (int q = 0; q < IPCP_MAX_QSETS; q++) {
             for (int j = 0; j < IPCP_MAX_QUEUES; j++)
                 __atomic_fetch_add(&c->done[q][j].v, 1ull << 62,
                                    __ATOMIC_RELEASE);
+            __atomic_fetch_add(&c->rstart[q].v, 1ull << 62, __ATOMIC_RELEASE);
+        }
     }
 }
 
@@ -362,6 +364,41 @@ static void ipcp__enq_notify(ipcp__qset_t *qs, int q, ipcp__track_t *t)
                          ipcp__last_error());
         ipcp__track_notify(t);
     }
+}
+
+/* Stream-ordered operations (engine/sync.c): queues first..first+n-1 of qs
+ * start once the user's stream has reached the operation.  The wait has no
+ * track, so it is enqueued even for a failed transfer: the entry may go back
+ * to the pool only after its start was consumed. */
+static void ipcp__ord_begin(ipcp_request_t *req, ipcp__qset_t *qs, int first,
+                            int n)
+{
+    if (!req->sync)
+        return;
+    req->sync_armed = 1;
+    for (int i = first; i < first + n; i++)
+        ipcp__enq_check(&req->xfer.track,
+                        qs->ops->flag_wait(qs->q[i],
+                                           ipcp__sync_start(req->sync),
+                                           ipcp__sync_gen(req->sync), NULL,
+                                           NULL));
+}
+
+/* ... and the user's stream goes on once all of them are done: the first
+ * queue joins the others, then writes `done` (also after a failure, so that
+ * the user's stream is not held forever). */
+static void ipcp__ord_end(ipcp_request_t *req, ipcp__qset_t *qs, int first,
+                          int n)
+{
+    if (!req->sync)
+        return;
+    for (int i = first + 1; i < first + n; i++)
+        ipcp__enq_check(&req->xfer.track,
+                        qs->ops->join ? qs->ops->join(qs->q[first], qs->q[i])
+                                      : IPCP_ERR_UNSUPPORTED);
+    ipcp__enq_check(&req->xfer.track,
+                    qs->ops->flag_write(qs->q[first], ipcp__sync_done(req->sync),
+                                        ipcp__sync_gen(req->sync), NULL));
 }
 
 /* Queues a staged transfer spreads its chunks over on this side. */
@@ -544,13 +581,24 @@ static void ipcp__accept_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
     req->xfer.err_word = &ch->ctl->err[rts->src_qset].v;
     req->xfer.errst_word = &ch->ctl->errst[rts->src_qset].v;
     req->xfer.err_val = dseq;
-    ipcp__queue_t *q = qs->q[dseq % (uint64_t)qs->n];
+    int qi = (int)(dseq % (uint64_t)qs->n);
+    ipcp__queue_t *q = qs->q[qi];
+    ipcp__ord_begin(req, qs, qi, 1);
+    if (req->sync) {
+        /* The sender writes into our buffer only once our stream got here. */
+        ipcp__enq_check(&req->xfer.track,
+                        qs->ops->flag_write(q,
+                                            &ch->ctl->rstart[rts->src_qset].v,
+                                            dseq, NULL));
+        cts->hdr.flags |= IPCP_CTS_RSTART;
+    }
     for (unsigned i = 0; i < np; i++)
         ipcp__enq_check(&req->xfer.track,
                         qs->ops->flag_wait(q, &ch->ctl->done[rts->src_qset][i].v,
                                            dseq, &peer->lost,
                                            &req->xfer.track));
-    ipcp__enq_notify(qs, (int)(dseq % (uint64_t)qs->n), &req->xfer.track);
+    ipcp__ord_end(req, qs, qi, 1);
+    ipcp__enq_notify(qs, qi, &req->xfer.track);
 }
 
 static void ipcp__accept_staged(ipcp_comm_t *comm, ipcp__peer_t *peer,
@@ -561,11 +609,15 @@ static void ipcp__accept_staged(ipcp_comm_t *comm, ipcp__peer_t *peer,
     uint64_t nchunks = ipcp__div_up(rts->len, ch->slot_size);
     int used = ipcp__nqueues_used(ch, qs, nchunks);
 
+    if (req->sync && used == 0)
+        used = 1; /* an empty ordered transfer still joins its stream */
     cts->chunk_base = ch->seq;
     ch->seq += nchunks;
     ipcp__xfer_begin(comm, peer, req, used);
+    ipcp__ord_begin(req, qs, 0, used);
     ipcp__staged_ops(peer, ch, qs, &req->xfer.track, req->buf, rts->len,
                      cts->chunk_base, 0, 0);
+    ipcp__ord_end(req, qs, 0, used);
     for (int i = 0; i < used; i++)
         ipcp__enq_notify(qs, i, &req->xfer.track);
 }
@@ -667,10 +719,14 @@ static int ipcp__send_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
                          __ATOMIC_RELAXED);
         __atomic_store_n(&ch->ctl->err[myq].v, cts->dseq, __ATOMIC_RELEASE);
     }
+    ipcp__ord_begin(req, qs, 0, (int)np);
     for (unsigned i = 0; i < np; i++) {
         uint64_t off, n;
         ipcp__queue_t *q = qs->q[i];
         ipcp__piece(req->len, np, i, &off, &n);
+        if (cts->hdr.flags & IPCP_CTS_RSTART)
+            ipcp__enq_check(t, qs->ops->flag_wait(q, &ch->ctl->rstart[myq].v,
+                                                  cts->dseq, &peer->lost, t));
         if (n && cts->dst_mode == IPCP_DST_MAPPED && dst)
             ipcp__enq_check(t, qs->ops->copy(q, dst + off,
                                              (char *)req->buf + off, n, t));
@@ -681,8 +737,10 @@ static int ipcp__send_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
          * receiver does not wait forever; the track carries the error. */
         ipcp__enq_check(t, qs->ops->flag_write(q, &ch->ctl->done[myq][i].v,
                                                cts->dseq, NULL));
-        ipcp__enq_notify(qs, (int)i, t);
     }
+    ipcp__ord_end(req, qs, 0, (int)np);
+    for (unsigned i = 0; i < np; i++)
+        ipcp__enq_notify(qs, (int)i, t);
     return 1;
 }
 
@@ -701,9 +759,13 @@ static int ipcp__send_staged(ipcp_comm_t *comm, ipcp__peer_t *peer,
         return 0;
     }
     ch->seq += nchunks;
+    if (req->sync && used == 0)
+        used = 1; /* an empty ordered transfer still joins its stream */
     ipcp__xfer_begin(comm, peer, req, used);
+    ipcp__ord_begin(req, qs, 0, used);
     ipcp__staged_ops(peer, ch, qs, &req->xfer.track, req->buf, req->len,
                      cts->chunk_base, 1, remote_done);
+    ipcp__ord_end(req, qs, 0, used);
     for (int i = 0; i < used; i++)
         ipcp__enq_notify(qs, i, &req->xfer.track);
     return 1;
@@ -773,9 +835,11 @@ void ipcp__xfer_eager_to_device(ipcp_comm_t *comm, ipcp__peer_t *peer,
     req->path = IPCP_PATH_EAGER;
     req->nbytes = len;
     ipcp__xfer_begin(comm, peer, req, 1);
+    ipcp__ord_begin(req, qs, 0, 1);
     ipcp__enq_check(&req->xfer.track, qs->ops->copy(qs->q[0], req->buf,
                                                     req->scratch, len,
                                                     &req->xfer.track));
+    ipcp__ord_end(req, qs, 0, 1);
     ipcp__enq_notify(qs, 0, &req->xfer.track);
     ipcp__xfer_go(&req->xfer);
 }
@@ -799,6 +863,7 @@ void ipcp__xfer_onesided_direct(ipcp_comm_t *comm, ipcp_request_t *req)
     req->path = IPCP_PATH_DIRECT;
     req->nbytes = req->len;
     ipcp__xfer_begin(comm, peer, req, (int)np);
+    ipcp__ord_begin(req, qs, 0, (int)np);
     for (unsigned i = 0; i < np; i++) {
         uint64_t off, n;
         ipcp__piece(req->len, np, i, &off, &n);
@@ -814,7 +879,9 @@ void ipcp__xfer_onesided_direct(ipcp_comm_t *comm, ipcp_request_t *req)
                                                     local, n, put, t)
                                    : IPCP_ERR_UNSUPPORTED);
         }
-        ipcp__enq_notify(qs, (int)i, t);
     }
+    ipcp__ord_end(req, qs, 0, (int)np);
+    for (unsigned i = 0; i < np; i++)
+        ipcp__enq_notify(qs, (int)i, t);
     ipcp__xfer_go(&req->xfer);
 }

@@ -391,4 +391,6 @@ const ipcp__backend_ops_t ipcp__cuda_backend_ops = {
     .flag_write = ipcp__cuda_flag_write,
     .flag_wait = ipcp__cuda_flag_wait,
     .notify = ipcp__cuda_notify,
+    .queue_wrap = ipcp__cuda_queue_wrap,
+    .join = ipcp__cuda_join,
 };

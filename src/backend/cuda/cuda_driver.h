@@ -78,6 +78,7 @@
     X(cuEventRecord, 2000)                                                     \
     X(cuEventQuery, 2000)                                                      \
     X(cuEventDestroy, 4000)                                                    \
+    X(cuStreamWaitEvent, 3020)                                                 \
     X(cuMemcpyAsync, 4000)                                                     \
     X(cuStreamWriteValue64, 11070)                                             \
     X(cuStreamWaitValue64, 11070)                                              \
@@ -86,7 +87,10 @@
     X(cuMemFree, 3020)                                                         \
     X(cuMemcpyHtoD, 3020)                                                      \
     X(cuMemcpyDtoH, 3020)                                                      \
-    X(cuMemsetD8, 3020)
+    X(cuMemsetD8, 3020)                                                        \
+    X(cuMemcpyHtoDAsync, 3020)                                                 \
+    X(cuMemcpyDtoHAsync, 3020)                                                 \
+    X(cuMemsetD8Async, 3020)
 
 /* The table.  A field is named pfn_ plus the base name: token pasting does
  * not expand cuda.h's version macros, while __typeof__(&name) does. */

@@ -21,6 +21,7 @@ struct ipcp__queue {
     CUcontext ctx;
     CUstream stream;
     atomic_int polled; /* events the poller has not finished */
+    int wrapped;       /* the user's stream: never drained or destroyed */
 };
 
 /* A destroy that waits longer than this says why, once, and goes on
@@ -101,11 +102,66 @@ static void cuda_queue_drain(ipcp__queue_t *q)
                    q->device);
 }
 
+ipcp_status_t ipcp__cuda_queue_wrap(ipcp__backend_t *be, int device,
+                                    void *native, ipcp__queue_t **out)
+{
+    ipcp_status_t st;
+    if (device < 0 || device >= be->ndev)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_CUDA, IPCP_ERR_INVALID,
+                          "no CUDA device %d (%d visible)", device, be->ndev);
+    ipcp__queue_t *q = calloc(1, sizeof(*q));
+    if (!q)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_NOMEM,
+                          "cannot allocate a CUDA queue");
+    if ((st = ipcp__cuda_ctx(be, device, IPCP_LOG_ERROR, &q->ctx)) !=
+        IPCP_OK) {
+        free(q);
+        return st;
+    }
+    q->be = be;
+    q->device = device;
+    q->stream = (CUstream)native;
+    q->wrapped = 1;
+    *out = q;
+    return IPCP_OK;
+}
+
+/* An event recorded in src and waited for by dst: dst goes on once src's
+ * work so far is done, and neither waits on the CPU.  Destroying the event
+ * at once is allowed; the driver frees it when the wait no longer needs
+ * it. */
+ipcp_status_t ipcp__cuda_join(ipcp__queue_t *dst, ipcp__queue_t *src)
+{
+    CUevent ev;
+    ipcp_status_t st = ipcp__cuda_bind(src->be, src->ctx);
+    if (st != IPCP_OK)
+        return st;
+    st = ipcp__cu_check(IPCP_CU(cuEventCreate)(&ev, CU_EVENT_DISABLE_TIMING),
+                        IPCP_LOG_ERROR, "cuEventCreate(device %d)",
+                        src->device);
+    if (st != IPCP_OK)
+        return st;
+    st = ipcp__cu_check(IPCP_CU(cuEventRecord)(ev, src->stream),
+                        IPCP_LOG_ERROR, "cuEventRecord(stream of device %d)",
+                        src->device);
+    if (st == IPCP_OK)
+        st = ipcp__cu_check(IPCP_CU(cuStreamWaitEvent)(dst->stream, ev, 0),
+                            IPCP_LOG_ERROR,
+                            "cuStreamWaitEvent(stream of device %d)",
+                            dst->device);
+    IPCP_CU(cuEventDestroy)(ev);
+    return st;
+}
+
 void ipcp__cuda_queue_destroy(ipcp__queue_t *q)
 {
     ipcp__cuda_scope_t sc;
     if (!q)
         return;
+    if (q->wrapped) {
+        free(q);
+        return;
+    }
     if (ipcp__cuda_enter(q->be, q->device, IPCP_LOG_WARN, &sc) == IPCP_OK) {
         cuda_queue_drain(q);
         /* The stream is idle, so every event in it has completed; wait for
@@ -143,21 +199,34 @@ ipcp_status_t ipcp__cuda_copy(ipcp__queue_t *q, void *dst, const void *src,
 /* The default flags put a memory fence before the write (like
  * __threadfence_system, scoped to the stream), so the data of earlier
  * copies is visible to whoever sees the flag. */
+/* Flag operations on a user's stream run on the user's thread: its
+ * current context is pushed and popped around them, never replaced. */
+static ipcp_status_t cuda_enter_q(ipcp__queue_t *q, ipcp__cuda_scope_t *sc)
+{
+    sc->pushed = 0;
+    if (q->wrapped)
+        return ipcp__cuda_enter(q->be, q->device, IPCP_LOG_ERROR, sc);
+    return ipcp__cuda_bind(q->be, q->ctx);
+}
+
 ipcp_status_t ipcp__cuda_flag_write(ipcp__queue_t *q, uint64_t *flag,
                                     uint64_t value, ipcp__track_t *t)
 {
+    ipcp__cuda_scope_t sc;
     if (cuda_skip(t))
         return IPCP_OK;
-    ipcp_status_t st = ipcp__cuda_bind(q->be, q->ctx);
+    ipcp_status_t st = cuda_enter_q(q, &sc);
     if (st != IPCP_OK)
         return st;
-    return ipcp__cu_check(
+    st = ipcp__cu_check(
         IPCP_CU(cuStreamWriteValue64)(q->stream, ipcp__cuda_dev_addr(flag),
                                       value, CU_STREAM_WRITE_VALUE_DEFAULT),
         IPCP_LOG_ERROR,
         "cuStreamWriteValue64(flag %p, %llu, stream of "
         "device %d)",
         (void *)flag, (unsigned long long)value, q->device);
+    ipcp__cuda_leave(&sc);
+    return st;
 }
 
 /* GEQ is the cyclic comparison of backend.h.  abort is not looked at: a
@@ -167,19 +236,22 @@ ipcp_status_t ipcp__cuda_flag_wait(ipcp__queue_t *q, uint64_t *flag,
                                    uint64_t value, const atomic_int *abort,
                                    ipcp__track_t *t)
 {
+    ipcp__cuda_scope_t sc;
     (void)abort;
     if (cuda_skip(t))
         return IPCP_OK;
-    ipcp_status_t st = ipcp__cuda_bind(q->be, q->ctx);
+    ipcp_status_t st = cuda_enter_q(q, &sc);
     if (st != IPCP_OK)
         return st;
-    return ipcp__cu_check(
+    st = ipcp__cu_check(
         IPCP_CU(cuStreamWaitValue64)(q->stream, ipcp__cuda_dev_addr(flag),
                                      value, CU_STREAM_WAIT_VALUE_GEQ),
         IPCP_LOG_ERROR,
         "cuStreamWaitValue64(flag %p >= %llu, stream of "
         "device %d)",
         (void *)flag, (unsigned long long)value, q->device);
+    ipcp__cuda_leave(&sc);
+    return st;
 }
 
 /* Runs on a driver thread and must not call CUDA.  A failed stream passes
