@@ -76,10 +76,20 @@ if want sweep; then
     {
         for q in 1 2 4; do
             for c in 4M 8M 16M; do
-                echo "## IPCPIPE_QUEUES=$q IPCPIPE_CHUNK=$c IPCPIPE_SLOTS=$((64 / ${c%M}))"
+                echo "## staged: IPCPIPE_QUEUES=$q IPCPIPE_CHUNK=$c IPCPIPE_SLOTS=$((64 / ${c%M}))"
                 IPCPIPE_QUEUES=$q IPCPIPE_CHUNK=$c IPCPIPE_SLOTS=$((64 / ${c%M})) \
                     "$bench" --mem cuda --case staged --sizes 256M,1G --lat-max 0 2>&1 |
                     grep -E '^ +[0-9]'
+            done
+        done
+        # Direct-path tuning: how finely a transfer is split over streams
+        # (one large copy may keep the copy engine busier than four).
+        for q in 1 4; do
+            for piece in 256K 8M 64M; do
+                echo "## direct: IPCPIPE_QUEUES=$q IPCPIPE_PIECE=$piece"
+                IPCPIPE_QUEUES=$q IPCPIPE_PIECE=$piece \
+                    "$bench" --mem cuda --case direct --sizes 2M,8M,256M,1G \
+                    --lat-max 0 2>&1 | grep -E '^ +[0-9]'
             done
         done
     } >"$out/sweep.txt" 2>&1

@@ -26,6 +26,7 @@ typedef struct ipcp__config {
     size_t chunk;             /* IPCPIPE_CHUNK, 0 = backend default */
     int slots;                /* IPCPIPE_SLOTS, 0 = backend default */
     int queues;               /* IPCPIPE_QUEUES, 0 = backend default */
+    size_t piece;             /* IPCPIPE_PIECE */
     size_t eager;             /* IPCPIPE_EAGER */
     int pvm;                  /* IPCPIPE_PVM */
     int cuda;                 /* IPCPIPE_CUDA */

@@ -47,9 +47,6 @@
 /* Staged chunks go round-robin over at most nslots / this many queues, so
  * that every queue has a slot filling while another drains. */
 #define IPCP_SLOTS_PER_QUEUE 4
-/* Direct copies are split over the queues in pieces no smaller than this, so
- * a small message costs one copy and one flag. */
-#define IPCP_DIRECT_MIN_PIECE (256u << 10)
 
 /* Queue sets: index 0 is host memory, 1 + d is CUDA device d. */
 #define IPCP_MAX_DEVICES 32

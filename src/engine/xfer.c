@@ -311,9 +311,10 @@ static ipcp_status_t ipcp__import_get(ipcp_comm_t *comm, ipcp__peer_t *peer,
 
 /* ---- Enqueueing ----------------------------------------------------------- */
 
-static unsigned ipcp__npieces(uint64_t len, unsigned nq)
+static unsigned ipcp__npieces(const ipcp_comm_t *comm, uint64_t len,
+                              unsigned nq)
 {
-    uint64_t n = len / IPCP_DIRECT_MIN_PIECE;
+    uint64_t n = len / comm->cfg->piece;
     if (n < 1)
         n = 1;
     return (unsigned)(n < nq ? n : nq);
@@ -550,7 +551,8 @@ static void ipcp__accept_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                ipcp__msg_cts_t *cts, int *fds, int *nfds)
 {
     ipcp__chan_t *ch = peer->rx.chan;
-    unsigned np = ipcp__npieces(rts->len, rts->src_nq ? rts->src_nq : 1);
+    unsigned np =
+        ipcp__npieces(comm, rts->len, rts->src_nq ? rts->src_nq : 1);
     uint64_t dseq = ++ch->dseq[rts->src_qset];
 
     cts->dseq = dseq;
@@ -858,7 +860,7 @@ void ipcp__xfer_onesided_direct(ipcp_comm_t *comm, ipcp_request_t *req)
         ipcp__req_complete(req, st, ipcp__last_error());
         return;
     }
-    unsigned np = ipcp__npieces(req->len, (unsigned)qs->n);
+    unsigned np = ipcp__npieces(comm, req->len, (unsigned)qs->n);
     ipcp__track_t *t = &req->xfer.track;
     req->path = IPCP_PATH_DIRECT;
     req->nbytes = req->len;
