@@ -278,6 +278,7 @@ ipcp_status_t ipcp_init(const ipcp_comm_params_t *params, ipcp_comm_t **out)
     comm->cfg = cfg;
     atomic_init(&comm->path, path);
     comm->eager_max = cfg->eager;
+    ipcp__trace_open(comm);
     bp.probe_addr = (uint64_t)(uintptr_t)&comm->probe_word;
     ipcp__log_set_rank(bp.rank);
     st = ipcp__boot_connect(&bp, &comm->boot);

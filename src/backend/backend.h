@@ -151,6 +151,10 @@ typedef struct ipcp__backend_ops {
     /* Makes dst wait for everything enqueued in src so far (queues of one
      * device).  NULL where unsupported. */
     ipcp_status_t (*join)(ipcp__queue_t *dst, ipcp__queue_t *src);
+    /* Writes to *ns the CLOCK_MONOTONIC time (ns) at which every earlier
+     * operation of the queue was done, before a later notify of the queue
+     * completes (tracing).  NULL where unsupported. */
+    ipcp_status_t (*stamp)(ipcp__queue_t *q, uint64_t *ns);
     /* Calls ipcp__track_notify(t) once every earlier operation is done,
      * even when t has failed. */
     ipcp_status_t (*notify)(ipcp__queue_t *q, ipcp__track_t *t);

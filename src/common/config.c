@@ -88,6 +88,9 @@ static const ipcp__setting_t ipcp__settings[] = {
     {"IPCPIPE_SPIN_US", IPCP_SET_INT, "50", "microseconds the progress thread "
      "and waiting callers poll before they sleep (0: sleep at once)",
      IPCP_OFF(spin_us), 0, 100000, 0, NULL},
+    {"IPCPIPE_TRACE", IPCP_SET_STR, "", "write a Chrome/Perfetto timeline of "
+     "every transfer to this file (rank 0 merges the ranks' parts at "
+     "finalize)", IPCP_OFF(trace), 0, 0, 0, NULL},
     {"IPCPIPE_LOG_LEVEL", IPCP_SET_ENUM, "warn", "log level: none, error, "
      "warn, info, debug, trace", IPCP_OFF(log_level), 0, 0, 0,
      ipcp__level_choices},
@@ -229,7 +232,7 @@ static int ipcp__setting_parse(const ipcp__setting_t *st, const char *val,
     case IPCP_SET_STR:
         *why = "is too long";
         if (strlen(val) >= (st->offset == IPCP_OFF(job) ? IPCP_JOB_MAX
-                                                        : IPCP_DIR_MAX))
+                                                        : IPCP_DIR_MAX - 32))
             return -1;
         strcpy(field, val);
         return 0;

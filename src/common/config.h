@@ -32,6 +32,7 @@ typedef struct ipcp__config {
     int cuda;                 /* IPCPIPE_CUDA */
     int cuda_notify;          /* IPCPIPE_CUDA_NOTIFY */
     int spin_us;              /* IPCPIPE_SPIN_US */
+    char trace[IPCP_DIR_MAX]; /* IPCPIPE_TRACE, "" = off */
     int log_level;            /* IPCPIPE_LOG_LEVEL */
     unsigned log_mask;        /* IPCPIPE_LOG_SUBSYS */
 } ipcp__config_t;

@@ -321,6 +321,9 @@ static void ipcp__run_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
         ipcp__req_complete(req, IPCP_OK, NULL);
         break;
     case IPCP_REQ_BYE:
+        /* The trace part goes out before goodbye: rank 0 merges the parts
+         * once every peer has said it. */
+        ipcp__trace_flush(comm);
         comm->bye_req = req;
         for (int r = 0; r < comm->size; r++) {
             ipcp__msg_hdr_t bye = {IPCP_MSG_BYE, 0};
@@ -351,6 +354,9 @@ static void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
     if (x->import)
         ipcp__import_put(comm, x->peer, x->import);
     x->import = NULL;
+    if (comm->trace_on)
+        ipcp__trace_xfer(comm, x, x->rx, ipcp__qset_index(&x->req->attr),
+                         x->req->path);
     if (st != IPCP_OK && !msg[0])
         ipcp__track_errmsg(&x->track, msg, sizeof(msg));
     ipcp__track_destroy(&x->track);
@@ -398,6 +404,7 @@ static void ipcp__check_bye(ipcp_comm_t *comm)
             waiting++;
     if (waiting && ipcp__now_s() < comm->bye_deadline)
         return;
+    ipcp__trace_merge(comm);
     ipcp__req_complete(comm->bye_req, waiting ? IPCP_ERR_TIMEOUT : IPCP_OK,
                        waiting ? "peers did not finalize in time" : NULL);
     comm->bye_req = NULL;
@@ -555,6 +562,7 @@ void ipcp__comm_teardown(ipcp_comm_t *comm)
             free(u);
         }
     }
+    ipcp__trace_close(comm);
     if (comm->wake_fd >= 0)
         close(comm->wake_fd);
     comm->wake_fd = -1;

@@ -56,6 +56,14 @@ _Static_assert(IPCP_MAX_QSETS == IPCP_MAX_QSETS_WIRE, "done flags per qset");
 typedef struct ipcp__peer ipcp__peer_t;
 typedef struct ipcp__region ipcp__region_t;
 typedef struct ipcp__sync ipcp__sync_t;
+typedef struct ipcp__trace_ev ipcp__trace_ev_t;
+
+/* Tracing: the times a piece's copy started and ended on queue q. */
+typedef struct ipcp__stamp {
+    uint64_t a, b;
+    uint64_t bytes;
+    uint16_t q;
+} ipcp__stamp_t;
 
 /* A set of queues of one backend and device, for one peer and direction. */
 typedef struct ipcp__qset {
@@ -166,6 +174,11 @@ typedef struct ipcp__xfer {
     ipcp__peer_t *peer;
     ipcp_request_t *req;    /* user request, or NULL (internal) */
     ipcp__import_t *import; /* mapping held while the copies run */
+    /* tracing (engine/trace.c) */
+    ipcp__stamp_t *stamps;
+    size_t nstamps;
+    uint64_t t_post;
+    int rx;                 /* 1: this side receives the data */
     /* direct receive: the sender reports a failed set-up here */
     uint64_t *err_word;
     uint64_t err_val;
@@ -299,6 +312,11 @@ struct ipcp_comm {
     void *sync_reg[IPCP_MAX_DEVICES];
     ipcp__queue_t *sync_q[IPCP_MAX_DEVICES];
 
+    /* tracing (progress thread) */
+    int trace_on;
+    ipcp__trace_ev_t *trace_ev;
+    size_t trace_n, trace_cap, trace_dropped;
+
     /* barrier (progress thread) */
     uint64_t bar_epoch;       /* epochs this rank has entered */
     int bar_count[2];         /* rank 0: arrivals per epoch parity */
@@ -411,6 +429,17 @@ uint64_t ipcp__sync_gen(const ipcp__sync_t *e);
 /* The operation failed before any work of it was enqueued. */
 void ipcp__sync_abandon(ipcp_comm_t *comm, ipcp__sync_t *e);
 void ipcp__sync_cleanup(ipcp_comm_t *comm);
+
+/* ---- engine/trace.c ---------------------------------------------------- */
+void ipcp__trace_open(ipcp_comm_t *comm);
+void ipcp__trace_prepare(ipcp_comm_t *comm, ipcp__xfer_t *x, size_t n);
+void ipcp__trace_piece(ipcp__xfer_t *x, size_t i, ipcp__qset_t *qs, int qi,
+                       uint64_t bytes, int before);
+void ipcp__trace_xfer(ipcp_comm_t *comm, ipcp__xfer_t *x, int rx, int qset,
+                      int path);
+void ipcp__trace_flush(ipcp_comm_t *comm);
+void ipcp__trace_merge(ipcp_comm_t *comm);
+void ipcp__trace_close(ipcp_comm_t *comm);
 
 /* ---- engine/barrier.c -------------------------------------------------- */
 void ipcp__barrier_cmd(ipcp_comm_t *comm, ipcp_request_t *req);

@@ -335,13 +335,16 @@ static void ipcp__piece(uint64_t len, unsigned n, unsigned i, uint64_t *off,
 /* Starts tracking; one guard reference keeps the track open while ops are
  * being enqueued, dropped by ipcp__xfer_go. */
 static void ipcp__xfer_begin(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                             ipcp_request_t *req, int nnotify)
+                             ipcp_request_t *req, int nnotify, int rx,
+                             size_t npieces)
 {
     ipcp__xfer_t *x = &req->xfer;
     x->comm = comm;
     x->peer = peer;
     x->req = req;
     x->import = NULL;
+    x->rx = rx;
+    ipcp__trace_prepare(comm, x, npieces);
     ipcp__track_init(&x->track, nnotify + 1, ipcp__xfer_track_done, x);
     ipcp__list_push_back(&peer->active, &x->link);
 }
@@ -417,10 +420,11 @@ static int ipcp__staged_queues(const ipcp__chan_t *ch, const ipcp__qset_t *qs)
  * copy-out of every earlier chunk is implied by our own later sends that
  * reused its slot. */
 static void ipcp__staged_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
-                             ipcp__qset_t *qs, ipcp__track_t *t, char *buf,
+                             ipcp__qset_t *qs, ipcp__xfer_t *x, char *buf,
                              uint64_t len, uint64_t base, int send,
                              int remote_done)
 {
+    ipcp__track_t *t = &x->track;
     ipcp__flag_t *wait = send ? ch->ctl->freed : ch->ctl->full;
     ipcp__flag_t *mark = send ? ch->ctl->full : ch->ctl->freed;
     uint64_t nchunks = ipcp__div_up(len, ch->slot_size);
@@ -433,8 +437,10 @@ static void ipcp__staged_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
         ipcp__queue_t *q = qs->q[c % nq];
         ipcp__enq_check(t, qs->ops->flag_wait(q, &wait[s].v, send ? g : g + 1,
                                               &peer->lost, t));
+        ipcp__trace_piece(x, c, qs, (int)(c % nq), n, 1);
         ipcp__enq_check(t, qs->ops->copy(q, send ? slot : buf + off,
                                          send ? buf + off : slot, n, t));
+        ipcp__trace_piece(x, c, qs, (int)(c % nq), n, 0);
         ipcp__enq_check(t, qs->ops->flag_write(q, &mark[s].v, g + 1, t));
     }
     uint64_t first = nchunks > ch->nslots ? nchunks - ch->nslots : 0;
@@ -579,7 +585,7 @@ static void ipcp__accept_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
     } else {
         cts->dst_addr = (uint64_t)(uintptr_t)req->buf;
     }
-    ipcp__xfer_begin(comm, peer, req, 1);
+    ipcp__xfer_begin(comm, peer, req, 1, 1, 0);
     req->xfer.err_word = &ch->ctl->err[rts->src_qset].v;
     req->xfer.errst_word = &ch->ctl->errst[rts->src_qset].v;
     req->xfer.err_val = dseq;
@@ -615,9 +621,9 @@ static void ipcp__accept_staged(ipcp_comm_t *comm, ipcp__peer_t *peer,
         used = 1; /* an empty ordered transfer still joins its stream */
     cts->chunk_base = ch->seq;
     ch->seq += nchunks;
-    ipcp__xfer_begin(comm, peer, req, used);
+    ipcp__xfer_begin(comm, peer, req, used, 1, nchunks);
     ipcp__ord_begin(req, qs, 0, used);
-    ipcp__staged_ops(peer, ch, qs, &req->xfer.track, req->buf, rts->len,
+    ipcp__staged_ops(peer, ch, qs, &req->xfer, req->buf, rts->len,
                      cts->chunk_base, 0, 0);
     ipcp__ord_end(req, qs, 0, used);
     for (int i = 0; i < used; i++)
@@ -698,7 +704,7 @@ static int ipcp__send_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                                 "than the sender has queues");
         return 0;
     }
-    ipcp__xfer_begin(comm, peer, req, (int)np);
+    ipcp__xfer_begin(comm, peer, req, (int)np, 0, np);
     if (cts->dst_mode == IPCP_DST_MAPPED) {
         ipcp__import_t *imp = NULL;
         ipcp_status_t st = ipcp__import_get(comm, peer, cts, map_fd,
@@ -729,12 +735,14 @@ static int ipcp__send_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
         if (cts->hdr.flags & IPCP_CTS_RSTART)
             ipcp__enq_check(t, qs->ops->flag_wait(q, &ch->ctl->rstart[myq].v,
                                                   cts->dseq, &peer->lost, t));
+        ipcp__trace_piece(&req->xfer, i, qs, (int)i, n, 1);
         if (n && cts->dst_mode == IPCP_DST_MAPPED && dst)
             ipcp__enq_check(t, qs->ops->copy(q, dst + off,
                                              (char *)req->buf + off, n, t));
         else if (n && cts->dst_mode == IPCP_DST_PVM && qs->ops->rcopy)
             ipcp__enq_check(t, qs->ops->rcopy(q, peer->pid, cts->dst_addr + off,
                                               (char *)req->buf + off, n, 1, t));
+        ipcp__trace_piece(&req->xfer, i, qs, (int)i, n, 0);
         /* The done flag is written even after a failure so that the
          * receiver does not wait forever; the track carries the error. */
         ipcp__enq_check(t, qs->ops->flag_write(q, &ch->ctl->done[myq][i].v,
@@ -763,9 +771,9 @@ static int ipcp__send_staged(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ch->seq += nchunks;
     if (req->sync && used == 0)
         used = 1; /* an empty ordered transfer still joins its stream */
-    ipcp__xfer_begin(comm, peer, req, used);
+    ipcp__xfer_begin(comm, peer, req, used, 0, nchunks);
     ipcp__ord_begin(req, qs, 0, used);
-    ipcp__staged_ops(peer, ch, qs, &req->xfer.track, req->buf, req->len,
+    ipcp__staged_ops(peer, ch, qs, &req->xfer, req->buf, req->len,
                      cts->chunk_base, 1, remote_done);
     ipcp__ord_end(req, qs, 0, used);
     for (int i = 0; i < used; i++)
@@ -836,11 +844,13 @@ void ipcp__xfer_eager_to_device(ipcp_comm_t *comm, ipcp__peer_t *peer,
     memcpy(req->scratch, data, len);
     req->path = IPCP_PATH_EAGER;
     req->nbytes = len;
-    ipcp__xfer_begin(comm, peer, req, 1);
+    ipcp__xfer_begin(comm, peer, req, 1, 1, 1);
     ipcp__ord_begin(req, qs, 0, 1);
+    ipcp__trace_piece(&req->xfer, 0, qs, 0, len, 1);
     ipcp__enq_check(&req->xfer.track, qs->ops->copy(qs->q[0], req->buf,
                                                     req->scratch, len,
                                                     &req->xfer.track));
+    ipcp__trace_piece(&req->xfer, 0, qs, 0, len, 0);
     ipcp__ord_end(req, qs, 0, 1);
     ipcp__enq_notify(qs, 0, &req->xfer.track);
     ipcp__xfer_go(&req->xfer);
@@ -864,12 +874,13 @@ void ipcp__xfer_onesided_direct(ipcp_comm_t *comm, ipcp_request_t *req)
     ipcp__track_t *t = &req->xfer.track;
     req->path = IPCP_PATH_DIRECT;
     req->nbytes = req->len;
-    ipcp__xfer_begin(comm, peer, req, (int)np);
+    ipcp__xfer_begin(comm, peer, req, (int)np, !put, np);
     ipcp__ord_begin(req, qs, 0, (int)np);
     for (unsigned i = 0; i < np; i++) {
         uint64_t off, n;
         ipcp__piece(req->len, np, i, &off, &n);
         char *local = (char *)req->buf + off;
+        ipcp__trace_piece(&req->xfer, i, qs, (int)i, n, 1);
         if (n && rm->mode == IPCP_RMEM_MAPPED) {
             char *remote = (char *)rm->map_ptr + req->offset + off;
             ipcp__enq_check(t, qs->ops->copy(qs->q[i], put ? remote : local,
@@ -881,6 +892,7 @@ void ipcp__xfer_onesided_direct(ipcp_comm_t *comm, ipcp_request_t *req)
                                                     local, n, put, t)
                                    : IPCP_ERR_UNSUPPORTED);
         }
+        ipcp__trace_piece(&req->xfer, i, qs, (int)i, n, 0);
     }
     ipcp__ord_end(req, qs, 0, (int)np);
     for (unsigned i = 0; i < np; i++)

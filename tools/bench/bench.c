@@ -72,6 +72,8 @@ static const char usage_text[] =
     "  --ranks N       ranks to spawn without a launcher (default 2)\n"
     "  --timeout S     kill spawned ranks after S seconds (default none)\n"
     "  --json          a JSON array, one object per case, not the table\n"
+    "  --trace FILE    write a Chrome/Perfetto timeline of one case to\n"
+    "                  FILE (IPCPIPE_TRACE; select the case with --case)\n"
     "  --help          this text\n"
     "\n"
     "GB/s is 1e9 bytes/s: window * size bytes (twice that for bidir),\n"
@@ -189,6 +191,7 @@ enum {
     OPT_WARMUP,
     OPT_RANKS,
     OPT_JSON,
+    OPT_TRACE,
     OPT_NO_VERIFY,
     OPT_LAT_MAX,
     OPT_TIMEOUT,
@@ -209,6 +212,7 @@ static const struct option long_opts[] = {
     {"warmup", required_argument, NULL, OPT_WARMUP},
     {"ranks", required_argument, NULL, OPT_RANKS},
     {"json", no_argument, NULL, OPT_JSON},
+    {"trace", required_argument, NULL, OPT_TRACE},
     {"no-verify", no_argument, NULL, OPT_NO_VERIFY},
     {"lat-max", required_argument, NULL, OPT_LAT_MAX},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -316,6 +320,9 @@ static int apply_opt(bench_opts_t *o, size_args_t *sa, int c, const char *arg)
         return 0;
     case OPT_JSON:
         o->json = 1;
+        return 0;
+    case OPT_TRACE:
+        o->trace = arg;
         return 0;
     case OPT_NO_VERIFY:
         o->verify = 0;
@@ -512,6 +519,24 @@ int main(int argc, char **argv)
     }
     if (n == 0) {
         fprintf(stderr, "ipcpipe-bench: no case selected\n");
+        free(cs);
+        return 2;
+    }
+    if (o.trace && !ipcp_launch_is_rank()) {
+        /* The ranks read IPCPIPE_TRACE when they start; one case keeps the
+         * timeline (and its overlap ratio) about one thing. */
+        if (n != 1) {
+            fprintf(stderr, "ipcpipe-bench: --trace needs exactly one case "
+                            "(e.g. --case staged:256M); %d selected\n", n);
+            free(cs);
+            return 2;
+        }
+        setenv("IPCPIPE_TRACE", o.trace, 1);
+    } else if (o.trace && (!getenv("IPCPIPE_TRACE") ||
+                           strcmp(getenv("IPCPIPE_TRACE"), o.trace) != 0)) {
+        /* Ranks this program spawned find it set already. */
+        fprintf(stderr, "ipcpipe-bench: under a launcher, set IPCPIPE_TRACE "
+                        "for the ranks instead of --trace\n");
         free(cs);
         return 2;
     }

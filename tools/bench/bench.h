@@ -68,6 +68,7 @@ typedef struct bench_opts {
     int devlist[BENCH_MAX_DEVLIST];
     int ndevlist;
     bench_alloc_t alloc;
+    const char *trace; /* --trace FILE */
 } bench_opts_t;
 
 typedef struct bench_case {

@@ -346,6 +346,14 @@ static void cuda_close(ipcp__backend_t *be)
         ipcp__cuda_shm_drop_all(be);
     }
     pthread_mutex_unlock(&cuda_open_lock);
+    for (int d = 0; d < be->ndev; d++) {
+        ipcp__cuda_scope_t sc;
+        if (be->dev[d].anchor &&
+            ipcp__cuda_enter(be, d, IPCP_LOG_WARN, &sc) == IPCP_OK) {
+            IPCP_CU(cuEventDestroy)(be->dev[d].anchor);
+            ipcp__cuda_leave(&sc);
+        }
+    }
     for (int d = 0; d < be->ndev; d++)
         if (be->dev[d].ctx)
             ipcp__cu_check(IPCP_CU(cuDevicePrimaryCtxRelease)(be->dev[d].dev),
@@ -392,5 +400,6 @@ const ipcp__backend_ops_t ipcp__cuda_backend_ops = {
     .flag_wait = ipcp__cuda_flag_wait,
     .notify = ipcp__cuda_notify,
     .queue_wrap = ipcp__cuda_queue_wrap,
+    .stamp = ipcp__cuda_stamp,
     .join = ipcp__cuda_join,
 };

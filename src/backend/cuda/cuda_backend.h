@@ -26,6 +26,10 @@ typedef struct ipcp__cuda_dev {
     int memops;    /* 64-bit stream memory operations */
     size_t gran;   /* VMM allocation granularity; 0 until asked (atomic) */
     uint64_t id;   /* hash of the PCI bus id: the same in every process */
+    /* Tracing: an event and the CLOCK_MONOTONIC time it completed, to turn
+     * event times into host times (progress thread only). */
+    CUevent anchor;
+    uint64_t anchor_ns;
 } ipcp__cuda_dev_t;
 
 typedef struct ipcp__cuda_poller ipcp__cuda_poller_t;
@@ -184,5 +188,10 @@ void ipcp__cuda_poller_stop(ipcp__backend_t *be);
 ipcp_status_t ipcp__cuda_poll_notify(ipcp__backend_t *be, CUcontext ctx,
                                      int device, CUstream stream,
                                      atomic_int *count, ipcp__track_t *t);
+/* Records a timing event and, once it completes, stores its host time. */
+ipcp_status_t ipcp__cuda_poll_stamp(ipcp__backend_t *be, CUcontext ctx,
+                                    int device, CUstream stream,
+                                    atomic_int *count, uint64_t *ns);
+ipcp_status_t ipcp__cuda_stamp(ipcp__queue_t *q, uint64_t *ns);
 
 #endif

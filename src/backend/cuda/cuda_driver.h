@@ -79,6 +79,8 @@
     X(cuEventQuery, 2000)                                                      \
     X(cuEventDestroy, 4000)                                                    \
     X(cuStreamWaitEvent, 3020)                                                 \
+    X(cuEventSynchronize, 2000)                                                \
+    X(cuEventElapsedTime, 2000)                                                \
     X(cuMemcpyAsync, 4000)                                                     \
     X(cuStreamWriteValue64, 11070)                                             \
     X(cuStreamWaitValue64, 11070)                                              \

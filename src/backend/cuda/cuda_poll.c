@@ -17,7 +17,8 @@ typedef struct cuda_pending {
     CUevent ev;
     CUcontext ctx;
     int device;
-    ipcp__track_t *t;
+    ipcp__track_t *t;   /* notify: the track; stamp: NULL */
+    uint64_t *stamp;    /* stamp: where the host time goes */
     atomic_int *count; /* the queue's events not yet finished */
 } cuda_pending_t;
 
@@ -29,6 +30,23 @@ struct ipcp__cuda_poller {
     cuda_pending_t *free;         /* spare records, events still created */
     int stop;
 };
+
+/* A stamp's event against its device's anchor (both recorded in one
+ * context, as cuEventElapsedTime wants). */
+static void cuda_poll_stamp_done(ipcp__backend_t *be, cuda_pending_t *e,
+                                 CUresult r)
+{
+    float ms = 0;
+    ipcp__cuda_dev_t *d = &be->dev[e->device];
+    if (r == CUDA_SUCCESS &&
+        IPCP_CU(cuEventElapsedTime)(&ms, d->anchor, e->ev) == CUDA_SUCCESS)
+        *e->stamp = d->anchor_ns + (uint64_t)((double)ms * 1e6);
+    else
+        *e->stamp = 0;
+    IPCP_CU(cuEventDestroy)(e->ev);
+    atomic_fetch_sub_explicit(e->count, 1, memory_order_release);
+    free(e);
+}
 
 static void cuda_poll_finish(ipcp__cuda_poller_t *p, cuda_pending_t *e,
                              CUresult r)
@@ -68,7 +86,10 @@ static cuda_pending_t *cuda_poll_pass(ipcp__cuda_poller_t *p,
             kt = &e->next;
             continue;
         }
-        cuda_poll_finish(p, e, r);
+        if (e->stamp)
+            cuda_poll_stamp_done(be, e, r);
+        else
+            cuda_poll_finish(p, e, r);
     }
     return keep;
 }
@@ -198,9 +219,75 @@ ipcp_status_t ipcp__cuda_poll_notify(ipcp__backend_t *be, CUcontext ctx,
         return st;
     }
     e->t = t;
+    e->stamp = NULL;
     e->count = count;
     atomic_fetch_add_explicit(count, 1, memory_order_relaxed);
     e->next = NULL;
+    pthread_mutex_lock(&p->lock);
+    *p->tail = e;
+    p->tail = &e->next;
+    pthread_cond_signal(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    return IPCP_OK;
+}
+
+/* The anchor of a device: an event on its legacy stream, waited for once,
+ * and the host time right after (a few microseconds late at most). */
+static ipcp_status_t cuda_anchor(ipcp__backend_t *be, int device)
+{
+    ipcp__cuda_dev_t *d = &be->dev[device];
+    if (d->anchor)
+        return IPCP_OK;
+    CUevent ev;
+    ipcp_status_t st = ipcp__cu_check(IPCP_CU(cuEventCreate)(&ev, 0),
+                                      IPCP_LOG_WARN, "cuEventCreate(timing)");
+    if (st != IPCP_OK)
+        return st;
+    st = ipcp__cu_check(IPCP_CU(cuEventRecord)(ev, NULL), IPCP_LOG_WARN,
+                        "cuEventRecord(anchor)");
+    if (st == IPCP_OK)
+        st = ipcp__cu_check(IPCP_CU(cuEventSynchronize)(ev), IPCP_LOG_WARN,
+                            "cuEventSynchronize(anchor)");
+    if (st != IPCP_OK) {
+        IPCP_CU(cuEventDestroy)(ev);
+        return st;
+    }
+    d->anchor_ns = ipcp__now_ns();
+    d->anchor = ev;
+    return IPCP_OK;
+}
+
+ipcp_status_t ipcp__cuda_poll_stamp(ipcp__backend_t *be, CUcontext ctx,
+                                    int device, CUstream stream,
+                                    atomic_int *count, uint64_t *ns)
+{
+    ipcp__cuda_poller_t *p = be->poller;
+    ipcp_status_t st;
+    if (!p)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
+                          "stamps need IPCPIPE_CUDA_NOTIFY=event");
+    if ((st = cuda_anchor(be, device)) != IPCP_OK)
+        return st;
+    cuda_pending_t *e = calloc(1, sizeof(*e));
+    if (!e)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_NOMEM,
+                          "no memory for a stamp");
+    st = ipcp__cu_check(IPCP_CU(cuEventCreate)(&e->ev, 0), IPCP_LOG_ERROR,
+                        "cuEventCreate(timing)");
+    if (st == IPCP_OK)
+        st = ipcp__cu_check(IPCP_CU(cuEventRecord)(e->ev, stream),
+                            IPCP_LOG_ERROR, "cuEventRecord(stamp)");
+    if (st != IPCP_OK) {
+        if (e->ev)
+            IPCP_CU(cuEventDestroy)(e->ev);
+        free(e);
+        return st;
+    }
+    e->ctx = ctx;
+    e->device = device;
+    e->stamp = ns;
+    e->count = count;
+    atomic_fetch_add_explicit(count, 1, memory_order_relaxed);
     pthread_mutex_lock(&p->lock);
     *p->tail = e;
     p->tail = &e->next;

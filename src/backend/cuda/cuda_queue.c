@@ -102,6 +102,15 @@ static void cuda_queue_drain(ipcp__queue_t *q)
                    q->device);
 }
 
+ipcp_status_t ipcp__cuda_stamp(ipcp__queue_t *q, uint64_t *ns)
+{
+    ipcp_status_t st = ipcp__cuda_bind(q->be, q->ctx);
+    if (st != IPCP_OK)
+        return st;
+    return ipcp__cuda_poll_stamp(q->be, q->ctx, q->device, q->stream,
+                                 &q->polled, ns);
+}
+
 ipcp_status_t ipcp__cuda_queue_wrap(ipcp__backend_t *be, int device,
                                     void *native, ipcp__queue_t **out)
 {

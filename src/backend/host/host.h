@@ -63,6 +63,7 @@ enum {
     IPCP_HOST_OP_FLAG_WRITE,
     IPCP_HOST_OP_FLAG_WAIT,
     IPCP_HOST_OP_NOTIFY,
+    IPCP_HOST_OP_STAMP,
 };
 
 typedef struct ipcp__host_op {
@@ -86,6 +87,7 @@ typedef struct ipcp__host_op {
             uint64_t value;
             const atomic_int *abort;
         } flag;
+        uint64_t *stamp;
     } u;
 } ipcp__host_op_t;
 
@@ -114,5 +116,6 @@ ipcp_status_t ipcp__host_flag_wait(ipcp__queue_t *q, uint64_t *flag,
                                    uint64_t value, const atomic_int *abort,
                                    ipcp__track_t *t);
 ipcp_status_t ipcp__host_notify(ipcp__queue_t *q, ipcp__track_t *t);
+ipcp_status_t ipcp__host_stamp(ipcp__queue_t *q, uint64_t *ns);
 
 #endif

@@ -95,4 +95,5 @@ const ipcp__backend_ops_t ipcp__host_backend_ops = {
     .flag_write = ipcp__host_flag_write,
     .flag_wait = ipcp__host_flag_wait,
     .notify = ipcp__host_notify,
+    .stamp = ipcp__host_stamp,
 };

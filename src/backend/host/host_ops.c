@@ -236,5 +236,8 @@ void ipcp__host_op_run(const ipcp__host_op_t *op)
     case IPCP_HOST_OP_NOTIFY:
         ipcp__track_notify(op->t);
         break;
+    case IPCP_HOST_OP_STAMP:
+        *op->u.stamp = ipcp__now_ns();
+        break;
     }
 }

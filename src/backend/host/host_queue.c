@@ -227,6 +227,12 @@ ipcp_status_t ipcp__host_flag_wait(ipcp__queue_t *q, uint64_t *flag,
     return host_enqueue(q, &op);
 }
 
+ipcp_status_t ipcp__host_stamp(ipcp__queue_t *q, uint64_t *ns)
+{
+    ipcp__host_op_t op = {.kind = IPCP_HOST_OP_STAMP, .u.stamp = ns};
+    return host_enqueue(q, &op);
+}
+
 ipcp_status_t ipcp__host_notify(ipcp__queue_t *q, ipcp__track_t *t)
 {
     if (!t)
