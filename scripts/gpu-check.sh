@@ -49,6 +49,7 @@ if want build; then
         -DIPCPIPE_WERROR=OFF >'$out/build.log' 2>&1 && \
         cmake --build '$build' -j$jobs >>'$out/build.log' 2>&1"
     note "build warnings: $(grep -c 'warning:' "$out/build.log")"
+    "$build/tools/ipcpipe-info" >>"$out/machine.txt" 2>&1
     grep 'warning:' "$out/build.log" | sort -u | head -n 20 >>"$summary"
     [ $fail -eq 0 ] || { cat "$summary"; exit 1; }
 fi

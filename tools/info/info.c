@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "info_gpu.h"
 #include "json.h"
 #include "ipcpipe.h"
 
@@ -281,6 +282,7 @@ static void print_text(const host_facts_t *h)
     printf("\n  CUDA_VISIBLE_DEVICES: %s\n",
            h->cuda_visible ? h->cuda_visible : "(unset)");
     printf("  CUDA: %s\n", cuda_text(h, a, sizeof(a)));
+    info_gpu_text(h->cuda_visible);
 }
 
 static void json_str(const char *s)
@@ -360,7 +362,9 @@ static void print_json(const host_facts_t *h)
         printf("null");
     printf(", \"text\": ");
     json_str(cuda_text(h, buf, sizeof(buf)));
-    printf("}\n}\n");
+    printf("},\n  \"gpus\": ");
+    info_gpu_json();
+    printf("\n}\n");
 }
 
 static void usage(FILE *f)

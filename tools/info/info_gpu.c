@@ -1,0 +1,207 @@
+/* The GPU part of ipcpipe-info (the doctor): devices, the peer-access
+ * matrix, which sharing mechanisms work, and for every pair of GPUs the
+ * path ipcpipe would pick, with a reason code and one line on why. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "info_gpu.h"
+#include "json.h"
+
+#ifdef IPCP_HAVE_CUDA
+#include "backend/cuda/cuda_driver.h"
+
+typedef struct gpu_facts {
+    ipcp_status_t st;
+    char why[320];
+    ipcp__cu_probe_t p;
+    int pool_fd[IPCP_CU_MAX_DEVICES]; /* memory pools shareable by fd */
+} gpu_facts_t;
+
+/* Reason codes, each with the path it leads to and what it means. */
+typedef struct gpu_verdict {
+    const char *path;   /* "direct", "staged", "none" */
+    const char *code;
+    char text[200];
+} gpu_verdict_t;
+
+static void gpu_gather(gpu_facts_t *g)
+{
+    memset(g, 0, sizeof(*g));
+    g->st = ipcp__cu_probe(&g->p);
+    if (g->st != IPCP_OK) {
+        snprintf(g->why, sizeof(g->why), "%s", ipcp_last_error());
+        return;
+    }
+    for (int d = 0; d < g->p.ndev; d++) {
+        CUdevice dev;
+        int types = 0;
+        if (IPCP_CU(cuDeviceGet)(&dev, d) == CUDA_SUCCESS &&
+            IPCP_CU(cuDeviceGetAttribute)(
+                &types, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,
+                dev) == CUDA_SUCCESS)
+            g->pool_fd[d] =
+                (types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0;
+    }
+}
+
+/* What a transfer from a process on GPU a to one on GPU b would do. */
+static void gpu_verdict(const gpu_facts_t *g, int a, int b, gpu_verdict_t *v)
+{
+    const ipcp__cu_dev_info_t *da = &g->p.dev[a], *db = &g->p.dev[b];
+    if (!da->memops64 || !db->memops64) {
+        v->path = "none";
+        v->code = "NO_STREAM_MEMOPS";
+        snprintf(v->text, sizeof(v->text),
+                 "GPU %d cannot run 64-bit stream memory operations, which "
+                 "order every chunk", da->memops64 ? b : a);
+    } else if (a == b) {
+        v->path = "direct";
+        v->code = "SAME_DEVICE";
+        snprintf(v->text, sizeof(v->text),
+                 "two processes on one GPU: copies within its memory");
+    } else if (g->p.peer[a][b]) {
+        v->path = "direct";
+        v->code = "PEER_ACCESS";
+        snprintf(v->text, sizeof(v->text),
+                 "GPU %d can write GPU %d's memory (cuDeviceCanAccessPeer = "
+                 "1): one copy over NVLink or PCIe", a, b);
+    } else {
+        v->path = "staged";
+        v->code = "NO_PEER_ACCESS";
+        snprintf(v->text, sizeof(v->text),
+                 "cuDeviceCanAccessPeer(%d, %d) = 0 (no NVLink or PCIe peer "
+                 "path, common in VMs and containers): through the pinned "
+                 "host ring", a, b);
+    }
+}
+
+static void gpu_text(const gpu_facts_t *g, const char *visible)
+{
+    printf("\nGPUs:\n");
+    if (g->st != IPCP_OK) {
+        printf("  none usable: %s\n", g->why);
+        return;
+    }
+    printf("  driver: CUDA %d.%d, %d device%s visible\n",
+           g->p.driver_version / 1000, g->p.driver_version % 1000 / 10,
+           g->p.ndev, g->p.ndev == 1 ? "" : "s");
+    for (int d = 0; d < g->p.ndev; d++) {
+        const ipcp__cu_dev_info_t *x = &g->p.dev[d];
+        printf("  GPU %d: %s, PCI %s\n", d, x->name, x->pci_bus_id);
+        printf("         legacy IPC %s, VMM fd %s, pools by fd %s, 64-bit "
+               "stream memops %s\n",
+               x->uva ? "yes" : "no (no unified addressing)",
+               x->vmm_fd ? "yes" : "no (ipcp_mem_alloc of its memory fails)",
+               g->pool_fd[d] ? "yes" : "no (pool memory moves staged)",
+               x->memops64 ? "yes" : "NO");
+    }
+    printf("  peer access (row can write column):\n       ");
+    for (int b = 0; b < g->p.ndev; b++)
+        printf(" %3d", b);
+    printf("\n");
+    for (int a = 0; a < g->p.ndev; a++) {
+        printf("  %4d ", a);
+        for (int b = 0; b < g->p.ndev; b++)
+            printf(" %3s", a == b ? "-" : g->p.peer[a][b] ? "yes" : "no");
+        printf("\n");
+    }
+    printf("  paths between processes (sender GPU -> receiver GPU):\n");
+    for (int a = 0; a < g->p.ndev; a++) {
+        for (int b = 0; b < g->p.ndev; b++) {
+            gpu_verdict_t v;
+            gpu_verdict(g, a, b, &v);
+            printf("    %d -> %d: %-6s %-16s %s\n", a, b, v.path, v.code,
+                   v.text);
+        }
+    }
+    if (visible && *visible)
+        printf("  note: CUDA_VISIBLE_DEVICES is set; ranks that each see a "
+               "different GPU cannot map each other's memory (reason "
+               "ISOLATED): their transfers go staged\n");
+}
+
+static void gpu_json(const gpu_facts_t *g)
+{
+    printf("{\"usable\": %s", g->st == IPCP_OK ? "true" : "false");
+    if (g->st != IPCP_OK) {
+        printf(", \"reason\": ");
+        ipcp_json_str(stdout, g->why);
+        printf("}");
+        return;
+    }
+    printf(", \"driver_version\": %d, \"devices\": [", g->p.driver_version);
+    for (int d = 0; d < g->p.ndev; d++) {
+        const ipcp__cu_dev_info_t *x = &g->p.dev[d];
+        printf("%s{\"index\": %d, \"name\": ", d ? ", " : "", d);
+        ipcp_json_str(stdout, x->name);
+        printf(", \"pci_bus_id\": ");
+        ipcp_json_str(stdout, x->pci_bus_id);
+        printf(", \"legacy_ipc\": %s, \"vmm_fd\": %s, \"pool_fd\": %s, "
+               "\"memops64\": %s}",
+               x->uva ? "true" : "false", x->vmm_fd ? "true" : "false",
+               g->pool_fd[d] ? "true" : "false",
+               x->memops64 ? "true" : "false");
+    }
+    printf("], \"peer\": [");
+    for (int a = 0; a < g->p.ndev; a++) {
+        printf("%s[", a ? ", " : "");
+        for (int b = 0; b < g->p.ndev; b++)
+            printf("%s%s", b ? ", " : "", g->p.peer[a][b] ? "true" : "false");
+        printf("]");
+    }
+    printf("], \"pairs\": [");
+    int first = 1;
+    for (int a = 0; a < g->p.ndev; a++) {
+        for (int b = 0; b < g->p.ndev; b++) {
+            gpu_verdict_t v;
+            gpu_verdict(g, a, b, &v);
+            printf("%s{\"from\": %d, \"to\": %d, \"path\": \"%s\", "
+                   "\"reason\": \"%s\", \"text\": ",
+                   first ? "" : ", ", a, b, v.path, v.code);
+            ipcp_json_str(stdout, v.text);
+            printf("}");
+            first = 0;
+        }
+    }
+    printf("]}");
+}
+
+void info_gpu_text(const char *visible)
+{
+    gpu_facts_t *g = calloc(1, sizeof(*g));
+    if (!g)
+        return;
+    gpu_gather(g);
+    gpu_text(g, visible);
+    free(g);
+}
+
+void info_gpu_json(void)
+{
+    gpu_facts_t *g = calloc(1, sizeof(*g));
+    if (!g) {
+        printf("null");
+        return;
+    }
+    gpu_gather(g);
+    gpu_json(g);
+    free(g);
+}
+
+#else /* !IPCP_HAVE_CUDA */
+
+void info_gpu_text(const char *visible)
+{
+    (void)visible;
+    printf("\nGPUs:\n  none usable: ipcpipe was built without the CUDA "
+           "backend (no CUDA toolkit at build time)\n");
+}
+
+void info_gpu_json(void)
+{
+    printf("{\"usable\": false, \"reason\": \"built without the CUDA "
+           "backend\"}");
+}
+
+#endif
