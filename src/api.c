@@ -181,6 +181,7 @@ static ipcp_status_t ipcp__comm_alloc(const ipcp__boot_params_t *bp,
     ipcp__list_init(&comm->reqs);
     ipcp__list_init(&comm->regions);
     ipcp__list_init(&comm->rmems);
+    ipcp__list_init(&comm->deferred);
     comm->peers = calloc((size_t)bp->size, sizeof(*comm->peers));
     comm->bar_seen = calloc((size_t)bp->size, sizeof(*comm->bar_seen));
     if (!comm->peers || !comm->bar_seen) {
@@ -205,6 +206,7 @@ static ipcp_status_t ipcp__comm_alloc(const ipcp__boot_params_t *bp,
         ipcp__list_init(&p->maps);
         ipcp__list_init(&p->active);
         ipcp__list_init(&p->imports);
+        ipcp__list_init(&p->rexports);
     }
     *out = comm;
     return IPCP_OK;
@@ -352,14 +354,21 @@ ipcp_status_t ipcp_finalize(ipcp_comm_t *comm)
                           "never initialized)", (void *)comm);
     ipcp_status_t st = IPCP_OK;
     ipcp_request_t *bye = ipcp__req_new(comm, IPCP_REQ_BYE);
+    char msg[IPCP_ERRMSG_MAX] = "";
     if (bye) {
         ipcp__comm_submit(comm, bye);
-        if (ipcp__wait_req(bye, NULL) != IPCP_OK)
-            IPCP_WARN(IPCP_SUB_INIT, "finalize: %s", ipcp_last_error());
+        /* Freed regardless; the caller learns that some peer did not say
+         * goodbye in time. */
+        if ((st = ipcp__wait_req(bye, NULL)) != IPCP_OK) {
+            snprintf(msg, sizeof(msg), "%s", ipcp_last_error());
+            IPCP_WARN(IPCP_SUB_INIT, "finalize: %s", msg);
+        }
     }
     ipcp__comm_stop(comm);
     ipcp__comm_teardown(comm);
     ipcp__comm_free(comm);
+    if (st != IPCP_OK)
+        ipcp__set_last_error(msg);
     return st;
 }
 
@@ -433,6 +442,23 @@ static ipcp_status_t ipcp__check_xfer(const ipcp_comm_t *comm, const void *buf,
     return IPCP_OK;
 }
 
+/* A device buffer must lie inside its allocation: a copy past its end
+ * would fail on a queue, after the peer has been told to expect data. */
+static ipcp_status_t ipcp__check_extent(const ipcp_request_t *req)
+{
+    const ipcp__mem_attr_t *a = &req->attr;
+    uintptr_t p = (uintptr_t)req->buf;
+    if (a->type != IPCP_MEM_CUDA || !a->base || !a->size)
+        return IPCP_OK;
+    if (p < a->base || p - a->base > a->size ||
+        req->len > a->size - (p - a->base))
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
+                          "%zu bytes at %p run past the end of their device "
+                          "allocation (%zu bytes at %p)", req->len, req->buf,
+                          a->size, (void *)a->base);
+    return IPCP_OK;
+}
+
 static ipcp_status_t ipcp__post(ipcp_comm_t *comm, int type, void *buf,
                                 size_t len, int peer, int tag,
                                 ipcp_request_t **out)
@@ -448,6 +474,11 @@ static ipcp_status_t ipcp__post(ipcp_comm_t *comm, int type, void *buf,
     req->peer = peer;
     req->tag = tag;
     ipcp__mem_attr(comm, buf, len, &req->attr, &ops, &be);
+    ipcp_status_t st = ipcp__check_extent(req);
+    if (st != IPCP_OK) {
+        ipcp__req_free(req);
+        return st;
+    }
     ipcp__comm_submit(comm, req);
     *out = req;
     return IPCP_OK;
@@ -472,6 +503,11 @@ static ipcp_status_t ipcp__post_onesided(ipcp_comm_t *comm, int type,
     /* One-sided operations follow the origin's path setting. */
     req->path = (ipcp_path_t)atomic_load(&comm->path);
     ipcp__mem_attr(comm, buf, len, &req->attr, &ops, &be);
+    ipcp_status_t st = ipcp__check_extent(req);
+    if (st != IPCP_OK) {
+        ipcp__req_free(req);
+        return st;
+    }
     ipcp__comm_submit(comm, req);
     *out = req;
     return IPCP_OK;
@@ -635,6 +671,7 @@ ipcp_status_t ipcp_rmem_import(ipcp_comm_t *comm, const void *desc, size_t len,
                           "no memory for an imported region");
     rm->magic = IPCP_RMEM_MAGIC;
     rm->comm = comm;
+    rm->fd = -1;
     ipcp__list_init(&rm->link);
     ipcp_status_t st = ipcp__rmem_prepare(comm, desc, len, rm);
     ipcp_request_t *req = NULL;
@@ -758,8 +795,10 @@ static ipcp_status_t ipcp__order_on_stream(ipcp_comm_t *comm, int device,
     ipcp__queue_t *uq;
     ipcp_status_t st = ops->queue_wrap(comm->cuda, device, (void *)stream,
                                        &uq);
-    if (st != IPCP_OK)
+    if (st != IPCP_OK) {
+        ipcp__sync_put(e);
         return st;
+    }
     st = ops->flag_write(uq, ipcp__sync_start(e), ipcp__sync_gen(e), NULL);
     if (st == IPCP_OK &&
         (st = ops->flag_wait(uq, ipcp__sync_done(e), ipcp__sync_gen(e), NULL,
@@ -788,7 +827,9 @@ static ipcp_status_t ipcp__post_on_stream(ipcp_comm_t *comm,
     ipcp_status_t st;
 
     ipcp__mem_attr(comm, req->buf, req->len, &req->attr, &ops, &be);
-    if (req->attr.type != IPCP_MEM_CUDA)
+    if ((st = ipcp__check_extent(req)) != IPCP_OK)
+        ;
+    else if (req->attr.type != IPCP_MEM_CUDA)
         st = ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
                         "stream-ordered transfers need device memory; %p is "
                         "not (use ipcp_isend/ipcp_irecv for host memory)",

@@ -41,6 +41,13 @@ static void ipcp__barrier_try_release(ipcp_comm_t *comm)
 
 void ipcp__barrier_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
 {
+    if (comm->bar_broken) {
+        ipcp__req_complete(req, IPCP_ERR_STATE, "an earlier barrier timed "
+                                                "out; barriers can no longer "
+                                                "be matched up on this "
+                                                "communicator");
+        return;
+    }
     if (comm->bar_pending) {
         ipcp__req_complete(req, IPCP_ERR_STATE, "a barrier is already in "
                                                 "progress on this communicator");
@@ -104,5 +111,8 @@ void ipcp__barrier_check(ipcp_comm_t *comm)
             if (comm->bar_seen[r] != comm->bar_epoch)
                 n += (size_t)snprintf(msg + n, sizeof(msg) - n, " %d", r);
     }
+    /* Ranks now disagree on the epoch; later barriers would pair up
+     * wrongly, so they fail instead. */
+    comm->bar_broken = 1;
     ipcp__barrier_done(comm, IPCP_ERR_TIMEOUT, msg);
 }

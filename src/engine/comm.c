@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/time.h"
@@ -64,12 +65,7 @@ void ipcp__req_complete(ipcp_request_t *req, ipcp_status_t st,
 {
     ipcp_comm_t *comm = req->comm;
     if (req->sync) {
-        /* Armed: our queues consumed the start and wrote done before the
-         * last notification.  Otherwise the sync queue does both first. */
-        if (req->sync_armed)
-            ipcp__sync_put(req->sync);
-        else
-            ipcp__sync_abandon(comm, req->sync);
+        ipcp__sync_end(comm, req->sync);
         req->sync = NULL;
     }
     if (!req->user) {
@@ -184,6 +180,9 @@ void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why)
         return;
     peer->closed = 1;
     atomic_store(&peer->lost, IPCP_ERR_PEER_LOST);
+    /* When the loss is declared here (a protocol error) the peer is alive:
+     * end the connection so that it sees the loss too. */
+    shutdown(peer->fd, SHUT_RDWR);
     if (peer->bye)
         snprintf(msg, sizeof(msg), "rank %d (pid %d) finalized", peer->rank,
                  (int)peer->pid);
@@ -305,7 +304,12 @@ static void ipcp__run_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
     case IPCP_REQ_RECV:
     case IPCP_REQ_PUT:
     case IPCP_REQ_GET:
-        ipcp__match_cmd(comm, req);
+        /* Stream-ordered: started by ipcp__sync_poll once its stream got
+         * there. */
+        if (req->sync && !ipcp__sync_started(req->sync))
+            ipcp__list_push_back(&comm->deferred, &req->link);
+        else
+            ipcp__match_cmd(comm, req);
         break;
     case IPCP_REQ_BARRIER:
         ipcp__barrier_cmd(comm, req);
@@ -344,10 +348,10 @@ static void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
     ipcp_status_t st = atomic_load(&x->track.status);
 
     ipcp__list_del(&x->link);
-    if (st == IPCP_OK && x->err_word &&
-        __atomic_load_n(x->err_word, __ATOMIC_ACQUIRE) == x->err_val) {
-        st = (ipcp_status_t)(int64_t)__atomic_load_n(x->errst_word,
-                                                     __ATOMIC_RELAXED);
+    if (st == IPCP_OK && x->err_slot &&
+        __atomic_load_n(&x->err_slot->seq, __ATOMIC_ACQUIRE) == x->err_seq) {
+        st = (ipcp_status_t)__atomic_load_n(&x->err_slot->status,
+                                            __ATOMIC_RELAXED);
         snprintf(msg, sizeof(msg), "rank %d could not write this transfer "
                  "(%s on its side)", x->peer->rank, ipcp_strerror(st));
     }
@@ -454,6 +458,10 @@ static void *ipcp__progress_main(void *arg)
             idx[n++] = r;
         }
         int timeout_ms = comm->bye_req || comm->bar_pending ? 50 : 1000;
+        /* Starts of stream-ordered operations land in host memory without
+         * waking us: look often while any is awaited. */
+        if (ipcp__sync_pending(comm))
+            timeout_ms = 1;
         int spinning = ipcp__now_ns() - last_busy < spin_ns;
         if (spinning)
             timeout_ms = 0;
@@ -468,6 +476,7 @@ static void *ipcp__progress_main(void *arg)
                 IPCP_WARN(IPCP_SUB_ENGINE, "eventfd read: %s", strerror(errno));
         }
         int busy = ipcp__drain(comm);
+        busy += ipcp__sync_poll(comm);
         for (int i = 1; i < n && ready > 0; i++) {
             ipcp__peer_t *p = &comm->peers[idx[i]];
             if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR))
@@ -537,23 +546,22 @@ void ipcp__comm_teardown(ipcp_comm_t *comm)
         ipcp__dir_destroy(comm, &comm->peers[r].tx);
         ipcp__dir_destroy(comm, &comm->peers[r].rx);
     }
-    if (comm->cuda)
-        ipcp__sync_cleanup(comm);
     /* The queues are drained: every finished transfer is in dones. */
     while ((e = ipcp__list_pop_front(&comm->dones)))
         ipcp__run_done(comm, ipcp__list_entry(e, ipcp__xfer_t, done_link));
-    while ((e = ipcp__list_pop_front(&comm->cmds))) {
-        ipcp_request_t *req = ipcp__list_entry(e, ipcp_request_t, link);
-        /* Never started: release the user's stream from the CPU. */
-        if (req->sync)
-            __atomic_store_n(ipcp__sync_done(req->sync),
-                             ipcp__sync_gen(req->sync), __ATOMIC_RELEASE);
-        if (!req->user)
-            ipcp__req_free(req);
-    }
+    /* Never started: complete them, which releases their streams. */
+    while ((e = ipcp__list_pop_front(&comm->deferred)))
+        ipcp__req_complete(ipcp__list_entry(e, ipcp_request_t, link),
+                           IPCP_ERR_STATE, "finalized before its stream "
+                                           "reached it");
+    while ((e = ipcp__list_pop_front(&comm->cmds)))
+        ipcp__req_complete(ipcp__list_entry(e, ipcp_request_t, link),
+                           IPCP_ERR_STATE, "finalized before it started");
     while ((e = ipcp__list_pop_front(&comm->reqs)))
         ipcp__req_free(ipcp__list_entry(e, ipcp_request_t, all_link));
     ipcp__mem_cleanup(comm);
+    if (comm->cuda)
+        ipcp__sync_cleanup(comm);
     for (int r = 0; r < comm->size; r++) {
         ipcp__peer_t *p = &comm->peers[r];
         while ((e = ipcp__list_pop_front(&p->unexp))) {

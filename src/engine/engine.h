@@ -91,6 +91,7 @@ typedef struct ipcp__chan {
     ipcp__export_t exp;              /* creator: the memfd's export */
     uint64_t seq;                    /* next ring chunk number */
     uint64_t dseq[IPCP_MAX_QSETS];   /* direct transfers per sender qset */
+    uint64_t sseq;                   /* staged transfers */
 } ipcp__chan_t;
 
 typedef struct ipcp__dir {
@@ -112,6 +113,14 @@ typedef struct ipcp__import {
     int stale;  /* owner freed it */
 } ipcp__import_t;
 
+/* A peer's export of one of its regions (two-sided direct targets). */
+typedef struct ipcp__rexport {
+    ipcp__list_t link;
+    uint64_t id;
+    ipcp__export_t exp;
+    int fd; /* owned duplicate, -1 if none came */
+} ipcp__rexport_t;
+
 struct ipcp__peer {
     int rank;
     int fd;
@@ -132,6 +141,7 @@ struct ipcp__peer {
     ipcp__list_t maps;     /* our imports waiting for MAP_REP */
     ipcp__list_t active;   /* transfers in queues (ipcp__xfer_t) */
     ipcp__list_t imports;  /* ipcp__import_t */
+    ipcp__list_t rexports; /* ipcp__rexport_t */
     ipcp__dir_t tx;
     ipcp__dir_t rx;
     unsigned logged_paths; /* path reasons already logged at info */
@@ -179,10 +189,9 @@ typedef struct ipcp__xfer {
     size_t nstamps;
     uint64_t t_post;
     int rx;                 /* 1: this side receives the data */
-    /* direct receive: the sender reports a failed set-up here */
-    uint64_t *err_word;
-    uint64_t err_val;
-    uint64_t *errst_word;
+    /* receiving side: the slot where the sender reports a failure */
+    ipcp__errslot_t *err_slot;
+    uint64_t err_seq;
     ipcp__list_t done_link; /* comm->dones */
 } ipcp__xfer_t;
 
@@ -215,7 +224,7 @@ struct ipcp_request {
     /* staging of eager data towards device memory and similar */
     void *scratch;
     /* stream-ordered (ipcpipe_cuda.h): the flags shared with the user's
-     * stream; armed once a queue of ours waits for its start */
+     * stream; armed once the user's stream reached the operation */
     ipcp__sync_t *sync;
     int sync_armed;
 };
@@ -259,10 +268,15 @@ struct ipcp_rmem {
     uint64_t addr;          /* owner's address of the region */
     ipcp_mem_type_t type;
     int mode;
-    const ipcp__backend_ops_t *ops;
-    ipcp__backend_t *be;
-    void *map_ptr;
-    void *map_handle;
+    /* MAPPED: the owner's export, mapped lazily for each local queue set
+     * (index 0 host, 1 + d device d) on the progress thread, since device
+     * memory must be mapped in the context of the device that copies. */
+    ipcp__export_t exp;
+    int fd;                 /* owned duplicate, -1 if none came */
+    size_t map_off;         /* of the region in the export */
+    void *maps[IPCP_MAX_QSETS];
+    void *handles[IPCP_MAX_QSETS];
+    unsigned char map_failed[IPCP_MAX_QSETS];
     atomic_int valid;
 };
 
@@ -309,8 +323,9 @@ struct ipcp_comm {
     size_t sync_size;
     ipcp__sync_t *sync_entries;
     ipcp__sync_t *sync_free;
+    ipcp__sync_t *sync_draining; /* ended before their start landed */
     void *sync_reg[IPCP_MAX_DEVICES];
-    ipcp__queue_t *sync_q[IPCP_MAX_DEVICES];
+    ipcp__list_t deferred;       /* progress thread: waiting for a start */
 
     /* tracing (progress thread) */
     int trace_on;
@@ -323,6 +338,7 @@ struct ipcp_comm {
     uint64_t *bar_seen;       /* rank 0: [size] last epoch + 1 heard */
     ipcp_request_t *bar_pending;
     double bar_deadline;
+    int bar_broken;           /* a barrier timed out */
 };
 
 /* ---- engine/comm.c ---------------------------------------------------- */
@@ -373,6 +389,8 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
 void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
                        ipcp_request_t *req, const ipcp__msg_cts_t *cts,
                        int *fds, int nfds);
+/* Fills a transfer's error slot in the channel for the receiver. */
+void ipcp__err_report(ipcp__errslot_t *slot, uint64_t seq, ipcp__track_t *t);
 /* Receiver: copies eager bytes into a device buffer on its queue. */
 void ipcp__xfer_eager_to_device(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                 ipcp_request_t *req, const void *data,
@@ -387,6 +405,8 @@ int ipcp__qset_index(const ipcp__mem_attr_t *attr);
 void ipcp__dir_destroy(ipcp_comm_t *comm, ipcp__dir_t *dir);
 void ipcp__import_put(ipcp_comm_t *comm, ipcp__peer_t *peer,
                       ipcp__import_t *imp);
+/* Forgets the peer's export of region id (0: all of them). */
+void ipcp__rexport_drop(ipcp__peer_t *peer, uint64_t id);
 /* Lost peer: releases device waits by writing the flags (host waits see
  * peer->lost themselves). */
 void ipcp__xfer_release_waits(ipcp_comm_t *comm, ipcp__peer_t *peer);
@@ -418,6 +438,10 @@ void ipcp__mem_import_cmd(ipcp_comm_t *comm, ipcp_request_t *req);
 void ipcp__mem_cleanup(ipcp_comm_t *comm);
 /* pvm probe of a peer (cached in peer->pvm_to). */
 int ipcp__pvm_allowed(ipcp_comm_t *comm, ipcp__peer_t *peer);
+/* The region mapped for copies by the queues of attr's kind and device
+ * (made on first use); NULL when it cannot be (reason logged once). */
+void *ipcp__rmem_mapping(ipcp_comm_t *comm, ipcp_rmem_t *rm,
+                         const ipcp__mem_attr_t *attr);
 
 /* ---- engine/sync.c ----------------------------------------------------- */
 ipcp_status_t ipcp__sync_acquire(ipcp_comm_t *comm, int device,
@@ -426,8 +450,13 @@ void ipcp__sync_put(ipcp__sync_t *e);
 uint64_t *ipcp__sync_start(ipcp__sync_t *e);
 uint64_t *ipcp__sync_done(ipcp__sync_t *e);
 uint64_t ipcp__sync_gen(const ipcp__sync_t *e);
-/* The operation failed before any work of it was enqueued. */
-void ipcp__sync_abandon(ipcp_comm_t *comm, ipcp__sync_t *e);
+int ipcp__sync_started(const ipcp__sync_t *e);
+/* The operation ended (any thread): releases the user's stream and the
+ * entry (at once, or once its start lands). */
+void ipcp__sync_end(ipcp_comm_t *comm, ipcp__sync_t *e);
+/* Progress thread: starts deferred operations whose stream got there. */
+int ipcp__sync_poll(ipcp_comm_t *comm);
+int ipcp__sync_pending(ipcp_comm_t *comm);
 void ipcp__sync_cleanup(ipcp_comm_t *comm);
 
 /* ---- engine/trace.c ---------------------------------------------------- */

@@ -324,13 +324,26 @@ static void ipcp__on_rts_get_reply(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp__xfer_accept(comm, peer, rts, req, IPCP_PATH_STAGED);
 }
 
+/* One-sided operations go direct when this side can reach the region on
+ * its own: mapped for the local buffer's kind and device, or written with
+ * process_vm_writev between host buffers; else through the owner. */
+static int ipcp__onesided_direct_ok(ipcp_comm_t *comm, ipcp_request_t *req)
+{
+    ipcp_rmem_t *rm = req->rmem;
+    if (req->path == IPCP_PATH_STAGED)
+        return 0;
+    if (rm->mode == IPCP_RMEM_PVM)
+        return req->attr.type == IPCP_MEM_HOST;
+    return ipcp__rmem_mapping(comm, rm, &req->attr) != NULL;
+}
+
 static void ipcp__put_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
                             ipcp_request_t *req)
 {
     ipcp_rmem_t *rm = req->rmem;
     ipcp__msg_rts_t rts;
 
-    if (rm->mode != IPCP_RMEM_STAGED && req->path != IPCP_PATH_STAGED) {
+    if (ipcp__onesided_direct_ok(comm, req)) {
         ipcp__xfer_onesided_direct(comm, req);
         return;
     }
@@ -348,7 +361,7 @@ static void ipcp__get_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp_rmem_t *rm = req->rmem;
     ipcp__msg_get_req_t g;
 
-    if (rm->mode != IPCP_RMEM_STAGED && req->path != IPCP_PATH_STAGED) {
+    if (ipcp__onesided_direct_ok(comm, req)) {
         ipcp__xfer_onesided_direct(comm, req);
         return;
     }

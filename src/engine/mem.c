@@ -457,34 +457,48 @@ static void ipcp__rmem_map(ipcp_comm_t *comm, ipcp__peer_t *peer,
                            ipcp_rmem_t *rm, const ipcp__msg_map_rep_t *m,
                            int fd)
 {
-    ipcp__mem_attr_t attr = {.type = (ipcp_mem_type_t)m->mem_type,
-                             .device = -1};
-    if (m->hdr.flags & IPCP_MAP_HAS_EXP) {
-        const ipcp__backend_ops_t *ops = comm->host_ops;
-        ipcp__backend_t *be = comm->host;
-        if (attr.type == IPCP_MEM_CUDA) {
-            ops = comm->cuda_ops;
-            be = comm->cuda;
-        }
-        if (be && m->offset <= m->exp.size &&
-            m->len <= m->exp.size - m->offset &&
-            ops->mem_import(be, &m->exp, fd, attr.device, &rm->map_ptr,
-                            &rm->map_handle) == IPCP_OK) {
-            rm->mode = IPCP_RMEM_MAPPED;
-            rm->ops = ops;
-            rm->be = be;
-            rm->map_ptr = (char *)rm->map_ptr + m->offset;
-            return;
-        }
-        IPCP_INFO(IPCP_SUB_ENGINE, "region %llu of rank %d cannot be mapped "
-                  "here (%s); using another path",
-                  (unsigned long long)m->reg_id, peer->rank,
-                  be ? ipcp__last_error() : "no backend for its memory");
+    ipcp__mem_attr_t host = {.type = IPCP_MEM_HOST, .device = -1};
+    rm->fd = -1;
+    rm->mode = IPCP_RMEM_STAGED;
+    if ((m->hdr.flags & IPCP_MAP_HAS_EXP) && m->offset <= m->exp.size &&
+        m->len <= m->exp.size - m->offset) {
+        rm->exp = m->exp;
+        rm->map_off = m->offset;
+        rm->fd = fd >= 0 ? dup(fd) : -1;
+        rm->mode = IPCP_RMEM_MAPPED;
+        /* Host regions are mapped now, so that a bad export shows at once;
+         * device regions wait for the device that will copy. */
+        if (rm->type == IPCP_MEM_HOST && !ipcp__rmem_mapping(comm, rm, &host))
+            rm->mode = IPCP_RMEM_STAGED;
     }
-    if (attr.type == IPCP_MEM_HOST && ipcp__pvm_allowed(comm, peer))
+    if (rm->mode == IPCP_RMEM_STAGED && rm->type == IPCP_MEM_HOST &&
+        ipcp__pvm_allowed(comm, peer))
         rm->mode = IPCP_RMEM_PVM;
-    else
-        rm->mode = IPCP_RMEM_STAGED;
+}
+
+void *ipcp__rmem_mapping(ipcp_comm_t *comm, ipcp_rmem_t *rm,
+                         const ipcp__mem_attr_t *attr)
+{
+    int i = ipcp__qset_index(attr);
+    const ipcp__backend_ops_t *ops = i ? comm->cuda_ops : comm->host_ops;
+    ipcp__backend_t *be = i ? comm->cuda : comm->host;
+    void *base;
+    if (rm->mode != IPCP_RMEM_MAPPED || attr->type != rm->type)
+        return NULL;
+    if (rm->maps[i] || rm->map_failed[i])
+        return rm->maps[i];
+    if (!be || ops->mem_import(be, &rm->exp, rm->fd, i ? attr->device : -1,
+                               &base, &rm->handles[i]) != IPCP_OK) {
+        rm->map_failed[i] = 1;
+        IPCP_INFO(IPCP_SUB_ENGINE, "region %llu of rank %d cannot be mapped "
+                  "for %s %d (%s); one-sided operations on it go through "
+                  "the owner", (unsigned long long)rm->reg_id, rm->owner,
+                  i ? "device" : "host", i ? attr->device : 0,
+                  be ? ipcp__last_error() : "no backend for its memory");
+        return NULL;
+    }
+    rm->maps[i] = (char *)base + rm->map_off;
+    return rm->maps[i];
 }
 
 void ipcp__mem_on_map_rep(ipcp_comm_t *comm, ipcp__peer_t *peer,
@@ -539,13 +553,22 @@ void ipcp__mem_on_reg_gone(ipcp_comm_t *comm, ipcp__peer_t *peer,
         imp->stale = 1;
         ipcp__import_put(comm, peer, imp);
     }
+    ipcp__rexport_drop(peer, m->reg_id);
 }
 
 void ipcp__rmem_unmap(ipcp_rmem_t *rm)
 {
-    if (rm->mode == IPCP_RMEM_MAPPED && rm->map_handle)
-        rm->ops->mem_unimport(rm->be, rm->map_handle);
-    rm->map_handle = NULL;
+    ipcp_comm_t *comm = rm->comm;
+    for (int i = 0; i < IPCP_MAX_QSETS; i++) {
+        if (rm->handles[i])
+            (i ? comm->cuda_ops : comm->host_ops)
+                ->mem_unimport(i ? comm->cuda : comm->host, rm->handles[i]);
+        rm->handles[i] = NULL;
+        rm->maps[i] = NULL;
+    }
+    if (rm->fd >= 0)
+        close(rm->fd);
+    rm->fd = -1;
 }
 
 void ipcp__mem_cleanup(ipcp_comm_t *comm)
@@ -562,6 +585,7 @@ void ipcp__mem_cleanup(ipcp_comm_t *comm)
         while ((e = ipcp__list_pop_front(&peer->imports)))
             ipcp__import_put(comm, peer,
                              ipcp__list_entry(e, ipcp__import_t, link));
+        ipcp__rexport_drop(peer, 0);
     }
     while ((e = ipcp__list_pop_front(&comm->regions))) {
         ipcp__region_t *r = ipcp__list_entry(e, ipcp__region_t, link);

@@ -69,7 +69,6 @@ typedef struct ipcp__msg_rts {
 #define IPCP_CTS_MAP_FD 0x2  /* an fd for the target export is attached
                                 (after the channel's, if both) */
 #define IPCP_CTS_HAS_EXP 0x4 /* exp describes the target allocation */
-#define IPCP_CTS_RSTART 0x8  /* direct: wait for rstart >= dseq first */
 
 enum { IPCP_DST_MAPPED = 1, IPCP_DST_PVM = 2 };
 
@@ -81,6 +80,7 @@ typedef struct ipcp__msg_cts {
     uint64_t len;
     uint64_t chunk_base;  /* staged: first ring chunk of this transfer */
     uint64_t dseq;        /* direct: value for the done flags */
+    uint64_t sseq;        /* staged: the transfer's number (error slot) */
     uint32_t dst_mode;    /* direct: MAPPED or PVM */
     uint32_t npieces;     /* direct: copies (and done flags) to use */
     uint64_t dst_region;  /* direct MAPPED: receiver's allocation id */
@@ -150,6 +150,13 @@ typedef struct ipcp__flag {
     _Alignas(IPCP_CACHE_LINE) uint64_t v;
 } ipcp__flag_t;
 
+#define IPCP_ERR_SLOTS 64
+
+typedef struct ipcp__errslot {
+    uint64_t seq; /* the failed transfer's number (0: none yet) */
+    int64_t status;
+} ipcp__errslot_t;
+
 typedef struct ipcp__chan_ctl {
     uint64_t magic;
     uint64_t version;
@@ -160,16 +167,14 @@ typedef struct ipcp__chan_ctl {
     ipcp__flag_t full[IPCP_MAX_SLOTS];  /* chunk c in slot c % S: c / S + 1 */
     ipcp__flag_t freed[IPCP_MAX_SLOTS]; /* written after c is copied out */
     ipcp__flag_t done[IPCP_MAX_QSETS_WIRE][IPCP_MAX_QUEUES]; /* direct */
-    /* A sender that cannot write a direct transfer (its set-up failed)
-     * stores the transfer's done value in err and the status in errst
-     * before it raises the done flags, so the receiver fails it too. */
-    ipcp__flag_t err[IPCP_MAX_QSETS_WIRE];
-    ipcp__flag_t errst[IPCP_MAX_QSETS_WIRE];
-    /* A stream-ordered receive on the direct path: the receiver's queue
-     * writes the transfer's done value here once the receiver's stream
-     * reached the receive; the sender waits for it before writing into the
-     * buffer, which earlier work of that stream may still be using. */
-    ipcp__flag_t rstart[IPCP_MAX_QSETS_WIRE];
+    /* A sender whose transfer failed before its data went out (a set-up or
+     * enqueue failure) fills the transfer's error slot before it raises the
+     * flags that release the receiver, so that the receiver fails it too.
+     * Direct transfers are numbered per sender queue set (dseq), staged
+     * ones per channel (sseq); a slot is reused IPCP_ERR_SLOTS transfers
+     * later. */
+    ipcp__errslot_t derr[IPCP_MAX_QSETS_WIRE][IPCP_ERR_SLOTS];
+    ipcp__errslot_t serr[IPCP_ERR_SLOTS];
 } ipcp__chan_ctl_t;
 
 /* Slots start on a 64 KiB boundary (a multiple of every page size that

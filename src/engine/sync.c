@@ -1,16 +1,17 @@
 /* Stream-ordered operations (ipcpipe_cuda.h): each one borrows a pair of
- * flags in pinned host memory.  The user's stream writes `start` = gen
- * when its earlier work is done and waits for `done` >= gen; the
- * transfer's queues wait for `start` before their work and write `done`
- * after it.
+ * flags in pinned host memory.  At the call the user's stream gets "write
+ * start = gen" and "wait until done >= gen".  The progress thread starts
+ * the operation only once it sees start reach gen (so our in-order queues
+ * never wait on a user's stream, and operations start in the order their
+ * streams reach them); the transfer's last queue writes done.
  *
  * Values only grow (each use of an entry takes the next generation), so a
  * user's stream still waiting for an older use is released by a newer one.
- * An entry goes back to the pool only once its `start` has been consumed by
- * a queue of ours: otherwise a late `start` write of an old use could land
- * after a newer one and move the flag back.  An operation that fails before
- * any of its work was enqueued therefore sends its entry through the
- * device's sync queue (wait for start, write done) on the way back. */
+ * An entry goes back to the pool only once its start has landed: otherwise
+ * a late start write of an old use could land after a newer one and move
+ * the flag back.  An operation that ends before its start was seen (a
+ * failure, finalize) releases the user's stream from the CPU and leaves its
+ * entry draining until the start lands. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,13 +20,12 @@
 #define IPCP_SYNC_ENTRIES 1024
 
 struct ipcp__sync {
-    ipcp__sync_t *next_free;
+    ipcp__sync_t *next_free; /* the pool, or the draining list */
     ipcp__flag_t *start;
     ipcp__flag_t *done;
     uint64_t gen;
     int device;
     ipcp_comm_t *comm;
-    ipcp__track_t track; /* failure path through the sync queue */
 };
 
 static ipcp_status_t ipcp__sync_pool(ipcp_comm_t *comm)
@@ -120,45 +120,67 @@ uint64_t ipcp__sync_gen(const ipcp__sync_t *e)
     return e->gen;
 }
 
-static void ipcp__sync_drained(ipcp__track_t *t)
+/* Whether the user's stream has reached the operation (cyclic compare, as
+ * the stream memory operations make). */
+int ipcp__sync_started(const ipcp__sync_t *e)
 {
-    ipcp__sync_t *e = t->arg;
-    ipcp__track_destroy(t);
-    ipcp__sync_put(e);
+    uint64_t v = __atomic_load_n(&e->start->v, __ATOMIC_ACQUIRE);
+    return (int64_t)(v - e->gen) >= 0;
 }
 
-/* Progress thread: the operation failed before any of its work was
- * enqueued.  The device's sync queue waits for the user's `start`, writes
- * `done` (releasing the user's stream) and then returns the entry. */
-void ipcp__sync_abandon(ipcp_comm_t *comm, ipcp__sync_t *e)
+/* The operation ended.  done is written from the CPU too: harmless when
+ * our queue wrote it already, and it releases the user's stream when the
+ * operation failed before any work of it was enqueued. */
+void ipcp__sync_end(ipcp_comm_t *comm, ipcp__sync_t *e)
 {
-    int d = e->device;
-    ipcp_status_t st = IPCP_OK;
-    if (!comm->sync_q[d])
-        st = comm->cuda_ops->queue_create(comm->cuda, d, &comm->sync_q[d]);
-    if (st != IPCP_OK) {
-        /* Without a queue the entry cannot come back safely: release the
-         * user's stream from the CPU and leave the entry out of the pool. */
-        __atomic_store_n(&e->done->v, e->gen, __ATOMIC_RELEASE);
+    __atomic_store_n(&e->done->v, e->gen, __ATOMIC_RELEASE);
+    if (ipcp__sync_started(e)) {
+        ipcp__sync_put(e);
         return;
     }
-    ipcp__queue_t *q = comm->sync_q[d];
-    ipcp__track_init(&e->track, 1, ipcp__sync_drained, e);
-    comm->cuda_ops->flag_wait(q, &e->start->v, e->gen, NULL, NULL);
-    comm->cuda_ops->flag_write(q, &e->done->v, e->gen, NULL);
-    if (comm->cuda_ops->notify(q, &e->track) != IPCP_OK) {
-        __atomic_store_n(&e->done->v, e->gen, __ATOMIC_RELEASE);
-        ipcp__track_destroy(&e->track);
+    pthread_mutex_lock(&comm->sync_lock);
+    e->next_free = comm->sync_draining;
+    comm->sync_draining = e;
+    pthread_mutex_unlock(&comm->sync_lock);
+}
+
+/* Progress thread: operations whose stream got there start; entries whose
+ * start landed go back to the pool.  Returns how many things moved. */
+int ipcp__sync_poll(ipcp_comm_t *comm)
+{
+    ipcp__list_t *l, *tmp;
+    int n = 0;
+    ipcp__list_for_each_safe(l, tmp, &comm->deferred) {
+        ipcp_request_t *req = ipcp__list_entry(l, ipcp_request_t, link);
+        if (!ipcp__sync_started(req->sync))
+            continue;
+        ipcp__list_del(l);
+        req->sync_armed = 1;
+        ipcp__match_cmd(comm, req);
+        n++;
     }
+    pthread_mutex_lock(&comm->sync_lock);
+    for (ipcp__sync_t **pp = &comm->sync_draining, *e; (e = *pp);) {
+        if (!ipcp__sync_started(e)) {
+            pp = &e->next_free;
+            continue;
+        }
+        *pp = e->next_free;
+        e->next_free = comm->sync_free;
+        comm->sync_free = e;
+        n++;
+    }
+    pthread_mutex_unlock(&comm->sync_lock);
+    return n;
+}
+
+int ipcp__sync_pending(ipcp_comm_t *comm)
+{
+    return !ipcp__list_empty(&comm->deferred) || comm->sync_draining;
 }
 
 void ipcp__sync_cleanup(ipcp_comm_t *comm)
 {
-    for (int d = 0; d < IPCP_MAX_DEVICES; d++) {
-        if (comm->sync_q[d])
-            comm->cuda_ops->queue_destroy(comm->sync_q[d]);
-        comm->sync_q[d] = NULL;
-    }
     for (int d = 0; d < IPCP_MAX_DEVICES; d++) {
         if (comm->sync_reg[d])
             comm->cuda_ops->shm_unregister(comm->cuda, comm->sync_reg[d]);
@@ -170,4 +192,5 @@ void ipcp__sync_cleanup(ipcp_comm_t *comm)
     free(comm->sync_entries);
     comm->sync_entries = NULL;
     comm->sync_free = NULL;
+    comm->sync_draining = NULL;
 }

@@ -226,28 +226,27 @@ void ipcp__dir_destroy(ipcp_comm_t *comm, ipcp__dir_t *dir)
     dir->chan = NULL;
 }
 
-/* A dead peer writes no more flags: move every flag far ahead so that waits
- * executed by a device (which cannot see peer->lost) finish.  Host waits
- * abort by themselves; their tracks have failed, so nothing is copied. */
+/* A lost peer writes no more flags: move the ones this side waits on far
+ * ahead so that waits executed by a device (which cannot see peer->lost)
+ * finish; their tracks have failed, so nothing is copied.  Only ours: when
+ * the loss is declared here (a protocol error) the peer may still be
+ * running, and must not see its own waits released (it learns of the loss
+ * from the socket).  We wait on `full` and `done` of the channel we receive
+ * on, and on `freed` of the one we send on. */
 void ipcp__xfer_release_waits(ipcp_comm_t *comm, ipcp__peer_t *peer)
 {
-    ipcp__chan_t *chans[2] = {peer->tx.chan, peer->rx.chan};
+    ipcp__chan_ctl_t *rx = peer->rx.chan ? peer->rx.chan->ctl : NULL;
+    ipcp__chan_ctl_t *tx = peer->tx.chan ? peer->tx.chan->ctl : NULL;
     (void)comm;
-    for (int i = 0; i < 2; i++) {
-        ipcp__chan_ctl_t *c = chans[i] ? chans[i]->ctl : NULL;
-        if (!c)
-            continue;
-        for (int s = 0; s < IPCP_MAX_SLOTS; s++) {
-            __atomic_fetch_add(&c->full[s].v, 1ull << 62, __ATOMIC_RELEASE);
-            __atomic_fetch_add(&c->freed[s].v, 1ull << 62, __ATOMIC_RELEASE);
-        }
-        for (int q = 0; q < IPCP_MAX_QSETS; q++) {
-            for (int j = 0; j < IPCP_MAX_QUEUES; j++)
-                __atomic_fetch_add(&c->done[q][j].v, 1ull << 62,
-                                   __ATOMIC_RELEASE);
-            __atomic_fetch_add(&c->rstart[q].v, 1ull << 62, __ATOMIC_RELEASE);
-        }
+    for (int s = 0; s < IPCP_MAX_SLOTS; s++) {
+        if (rx)
+            __atomic_fetch_add(&rx->full[s].v, 1ull << 62, __ATOMIC_RELEASE);
+        if (tx)
+            __atomic_fetch_add(&tx->freed[s].v, 1ull << 62, __ATOMIC_RELEASE);
     }
+    for (int q = 0; rx && q < IPCP_MAX_QSETS; q++)
+        for (int j = 0; j < IPCP_MAX_QUEUES; j++)
+            __atomic_fetch_add(&rx->done[q][j].v, 1ull << 62, __ATOMIC_RELEASE);
 }
 
 /* ---- Imported targets (two-sided direct) -------------------------------- */
@@ -263,6 +262,49 @@ void ipcp__import_put(ipcp_comm_t *comm, ipcp__peer_t *peer,
     free(imp);
 }
 
+/* The peer's export of a region, kept as it came (with a duplicate of its
+ * fd) so that a mapping can be made for another local device later: the
+ * peer sends it once. */
+static ipcp__rexport_t *ipcp__rexport_get(ipcp__peer_t *peer,
+                                          const ipcp__msg_cts_t *cts, int fd)
+{
+    ipcp__list_t *e, *tmp;
+    ipcp__rexport_t *rx = NULL;
+    ipcp__list_for_each_safe(e, tmp, &peer->rexports) {
+        ipcp__rexport_t *x = ipcp__list_entry(e, ipcp__rexport_t, link);
+        if (x->id == cts->dst_region)
+            rx = x;
+    }
+    if (!(cts->hdr.flags & IPCP_CTS_HAS_EXP))
+        return rx;
+    if (!rx) {
+        if (!(rx = calloc(1, sizeof(*rx))))
+            return NULL;
+        rx->fd = -1;
+        rx->id = cts->dst_region;
+        ipcp__list_push_back(&peer->rexports, &rx->link);
+    }
+    if (rx->fd >= 0)
+        close(rx->fd);
+    rx->exp = cts->exp;
+    rx->fd = fd >= 0 ? dup(fd) : -1;
+    return rx;
+}
+
+void ipcp__rexport_drop(ipcp__peer_t *peer, uint64_t id)
+{
+    ipcp__list_t *e, *tmp;
+    ipcp__list_for_each_safe(e, tmp, &peer->rexports) {
+        ipcp__rexport_t *x = ipcp__list_entry(e, ipcp__rexport_t, link);
+        if (id && x->id != id)
+            continue;
+        ipcp__list_del(e);
+        if (x->fd >= 0)
+            close(x->fd);
+        free(x);
+    }
+}
+
 static ipcp_status_t ipcp__import_get(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                       const ipcp__msg_cts_t *cts, int fd,
                                       const ipcp__mem_attr_t *attr,
@@ -273,6 +315,7 @@ static ipcp_status_t ipcp__import_get(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp_status_t st;
 
     int device = attr->type == IPCP_MEM_CUDA ? attr->device : -1;
+    ipcp__rexport_t *rx = ipcp__rexport_get(peer, cts, fd);
     /* Keyed by the local device too: a mapping belongs to the context of
      * the device that opened it, and copies issued by another device's
      * streams through it would be cross-context copies. */
@@ -284,17 +327,17 @@ static ipcp_status_t ipcp__import_get(ipcp_comm_t *comm, ipcp__peer_t *peer,
             return IPCP_OK;
         }
     }
-    if (!(cts->hdr.flags & IPCP_CTS_HAS_EXP))
+    if (!rx)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_STATE,
-                          "rank %d named region %llu, which was never sent "
-                          "for device %d", peer->rank,
-                          (unsigned long long)cts->dst_region, device);
+                          "rank %d named region %llu, whose export never "
+                          "came", peer->rank,
+                          (unsigned long long)cts->dst_region);
     imp = calloc(1, sizeof(*imp));
     if (!imp)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_NOMEM,
                           "no memory for an import");
     ipcp__backend_of(comm, attr, &imp->ops, &imp->be);
-    st = imp->ops->mem_import(imp->be, &cts->exp, fd, device, &imp->ptr,
+    st = imp->ops->mem_import(imp->be, &rx->exp, rx->fd, device, &imp->ptr,
                               &imp->handle);
     if (st != IPCP_OK) {
         free(imp);
@@ -302,7 +345,7 @@ static ipcp_status_t ipcp__import_get(ipcp_comm_t *comm, ipcp__peer_t *peer,
     }
     imp->id = cts->dst_region;
     imp->device = device;
-    imp->size = cts->exp.size;
+    imp->size = rx->exp.size;
     imp->refs = 2; /* the cache's and this transfer's */
     ipcp__list_push_back(&peer->imports, &imp->link);
     *out = imp;
@@ -370,27 +413,12 @@ static void ipcp__enq_notify(ipcp__qset_t *qs, int q, ipcp__track_t *t)
     }
 }
 
-/* Stream-ordered operations (engine/sync.c): queues first..first+n-1 of qs
- * start once the user's stream has reached the operation.  The wait has no
- * track, so it is enqueued even for a failed transfer: the entry may go back
- * to the pool only after its start was consumed. */
-static void ipcp__ord_begin(ipcp_request_t *req, ipcp__qset_t *qs, int first,
-                            int n)
-{
-    if (!req->sync)
-        return;
-    req->sync_armed = 1;
-    for (int i = first; i < first + n; i++)
-        ipcp__enq_check(&req->xfer.track,
-                        qs->ops->flag_wait(qs->q[i],
-                                           ipcp__sync_start(req->sync),
-                                           ipcp__sync_gen(req->sync), NULL,
-                                           NULL));
-}
-
-/* ... and the user's stream goes on once all of them are done: the first
- * queue joins the others, then writes `done` (also after a failure, so that
- * the user's stream is not held forever). */
+/* Stream-ordered operations (engine/sync.c) start only once the progress
+ * thread has seen the user's stream reach them (so our in-order queues
+ * never wait on a user's stream).  At the end the user's stream goes on
+ * once all of the transfer's queues are done: the first queue joins the
+ * others, then writes `done` (also after a failure, so that the user's
+ * stream is not held forever). */
 static void ipcp__ord_end(ipcp_request_t *req, ipcp__qset_t *qs, int first,
                           int n)
 {
@@ -419,12 +447,24 @@ static int ipcp__staged_queues(const ipcp__chan_t *ch, const ipcp__qset_t *qs)
  * target has copied out its last chunks (a put completes at the target):
  * copy-out of every earlier chunk is implied by our own later sends that
  * reused its slot. */
+/* Fills a transfer's error slot for the peer (the sequence number last,
+ * with release order, so the peer never sees a number with a stale
+ * status). */
+void ipcp__err_report(ipcp__errslot_t *slot, uint64_t seq, ipcp__track_t *t)
+{
+    __atomic_store_n(&slot->status, (int64_t)atomic_load(&t->status),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&slot->seq, seq, __ATOMIC_RELEASE);
+}
+
 static void ipcp__staged_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
                              ipcp__qset_t *qs, ipcp__xfer_t *x, char *buf,
                              uint64_t len, uint64_t base, int send,
-                             int remote_done)
+                             int remote_done, ipcp__errslot_t *slot,
+                             uint64_t seq)
 {
     ipcp__track_t *t = &x->track;
+    int reported = 0;
     ipcp__flag_t *wait = send ? ch->ctl->freed : ch->ctl->full;
     ipcp__flag_t *mark = send ? ch->ctl->full : ch->ctl->freed;
     uint64_t nchunks = ipcp__div_up(len, ch->slot_size);
@@ -433,16 +473,25 @@ static void ipcp__staged_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
         uint64_t g = (base + c) / ch->nslots, s = (base + c) % ch->nslots;
         uint64_t off = c * ch->slot_size;
         uint64_t n = ipcp__min((uint64_t)ch->slot_size, len - off);
-        char *slot = ch->slots + s * ch->slot_size;
+        char *sl = ch->slots + s * ch->slot_size;
         ipcp__queue_t *q = qs->q[c % nq];
         ipcp__enq_check(t, qs->ops->flag_wait(q, &wait[s].v, send ? g : g + 1,
                                               &peer->lost, t));
         ipcp__trace_piece(x, c, qs, (int)(c % nq), n, 1);
-        ipcp__enq_check(t, qs->ops->copy(q, send ? slot : buf + off,
-                                         send ? buf + off : slot, n, t));
+        ipcp__enq_check(t, qs->ops->copy(q, send ? sl : buf + off,
+                                         send ? buf + off : sl, n, t));
         ipcp__trace_piece(x, c, qs, (int)(c % nq), n, 0);
-        ipcp__enq_check(t, qs->ops->flag_write(q, &mark[s].v, g + 1, t));
+        /* A failed transfer keeps the ring moving (its copies are skipped,
+         * its marks are not), so the peer is never left waiting; a sender
+         * says so in the error slot before any later mark. */
+        if (slot && !reported && !ipcp__track_ok(t)) {
+            ipcp__err_report(slot, seq, t);
+            reported = 1;
+        }
+        ipcp__enq_check(t, qs->ops->flag_write(q, &mark[s].v, g + 1, NULL));
     }
+    if (slot && !reported && !ipcp__track_ok(t))
+        ipcp__err_report(slot, seq, t);
     uint64_t first = nchunks > ch->nslots ? nchunks - ch->nslots : 0;
     for (uint64_t c = first; remote_done && c < nchunks; c++) {
         uint64_t g = (base + c) / ch->nslots, s = (base + c) % ch->nslots;
@@ -486,18 +535,28 @@ static void ipcp__choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
                          ipcp__choice_t *ch)
 {
     ipcp__region_t *r;
+    /* The region is copied under the lock: a user thread may free it
+     * meanwhile (it stays mapped on the peer's side until the peer drops
+     * it, so a transfer already on its way stays harmless). */
+    int found = 0, shareable = 0;
     ch->mode = 0;
     pthread_mutex_lock(&comm->mem_lock);
     r = ipcp__region_find_alloc(comm, req->buf, req->len);
-    if (r && r->exportable)
+    if (r) {
+        found = 1;
+        shareable = r->exportable;
         ch->region = *r;
+    }
     pthread_mutex_unlock(&comm->mem_lock);
-    if (!r && req->attr.type == IPCP_MEM_CUDA &&
+    if (!found && req->attr.type == IPCP_MEM_CUDA &&
         rts->src_type == IPCP_MEM_CUDA && ipcp__reachable(comm, rts, req)) {
-        /* cudaMalloc'd memory: exported (legacy IPC) once per allocation. */
+        /* cudaMalloc'd memory: exported (legacy IPC) once per allocation;
+         * auto regions are only touched by this thread. */
         r = ipcp__region_auto(comm, &req->attr);
-        if (r)
+        if (r) {
+            found = shareable = 1;
             ch->region = *r;
+        }
     }
     if (rts->src_type != (int32_t)req->attr.type) {
         snprintf(ch->why, sizeof(ch->why), "source and destination are "
@@ -509,10 +568,10 @@ static void ipcp__choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
         snprintf(ch->why, sizeof(ch->why), "rank %d's GPU cannot access this "
                  "GPU directly (no peer access, or not visible to it)",
                  peer->rank);
-    } else if (r && r->exportable) {
+    } else if (found && shareable) {
         ch->mode = IPCP_DST_MAPPED;
         snprintf(ch->why, sizeof(ch->why), "receive buffer lies in shareable "
-                 "allocation %llu", (unsigned long long)r->id);
+                 "allocation %llu", (unsigned long long)ch->region.id);
     } else if (req->attr.type == IPCP_MEM_HOST &&
                (rts->hdr.flags & IPCP_RTS_PVM_OK) &&
                comm->cfg->pvm != IPCP_PVM_OFF) {
@@ -586,20 +645,10 @@ static void ipcp__accept_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
         cts->dst_addr = (uint64_t)(uintptr_t)req->buf;
     }
     ipcp__xfer_begin(comm, peer, req, 1, 1, 0);
-    req->xfer.err_word = &ch->ctl->err[rts->src_qset].v;
-    req->xfer.errst_word = &ch->ctl->errst[rts->src_qset].v;
-    req->xfer.err_val = dseq;
+    req->xfer.err_slot = &ch->ctl->derr[rts->src_qset][dseq % IPCP_ERR_SLOTS];
+    req->xfer.err_seq = dseq;
     int qi = (int)(dseq % (uint64_t)qs->n);
     ipcp__queue_t *q = qs->q[qi];
-    ipcp__ord_begin(req, qs, qi, 1);
-    if (req->sync) {
-        /* The sender writes into our buffer only once our stream got here. */
-        ipcp__enq_check(&req->xfer.track,
-                        qs->ops->flag_write(q,
-                                            &ch->ctl->rstart[rts->src_qset].v,
-                                            dseq, NULL));
-        cts->hdr.flags |= IPCP_CTS_RSTART;
-    }
     for (unsigned i = 0; i < np; i++)
         ipcp__enq_check(&req->xfer.track,
                         qs->ops->flag_wait(q, &ch->ctl->done[rts->src_qset][i].v,
@@ -621,10 +670,12 @@ static void ipcp__accept_staged(ipcp_comm_t *comm, ipcp__peer_t *peer,
         used = 1; /* an empty ordered transfer still joins its stream */
     cts->chunk_base = ch->seq;
     ch->seq += nchunks;
+    cts->sseq = ++ch->sseq;
     ipcp__xfer_begin(comm, peer, req, used, 1, nchunks);
-    ipcp__ord_begin(req, qs, 0, used);
+    req->xfer.err_slot = &ch->ctl->serr[cts->sseq % IPCP_ERR_SLOTS];
+    req->xfer.err_seq = cts->sseq;
     ipcp__staged_ops(peer, ch, qs, &req->xfer, req->buf, rts->len,
-                     cts->chunk_base, 0, 0);
+                     cts->chunk_base, 0, 0, NULL, 0);
     ipcp__ord_end(req, qs, 0, used);
     for (int i = 0; i < used; i++)
         ipcp__enq_notify(qs, i, &req->xfer.track);
@@ -700,8 +751,11 @@ static int ipcp__send_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
     char *dst = NULL;
 
     if (np < 1 || np > (unsigned)qs->n) {
+        /* The receiver would wait for done flags nobody writes: a protocol
+         * error ends the connection, which it sees. */
         ipcp__req_complete(req, IPCP_ERR_STATE, "CTS asks for more pieces "
                                                 "than the sender has queues");
+        ipcp__peer_lost(comm, peer, "protocol error: bad piece count");
         return 0;
     }
     ipcp__xfer_begin(comm, peer, req, (int)np, 0, np);
@@ -720,21 +774,13 @@ static int ipcp__send_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
             ipcp__track_fail(t, st, "%s", ipcp__last_error());
         }
     }
-    if (!ipcp__track_ok(t)) {
-        /* Tell the receiver before the done flags release its waits. */
-        __atomic_store_n(&ch->ctl->errst[myq].v,
-                         (uint64_t)(int64_t)atomic_load(&t->status),
-                         __ATOMIC_RELAXED);
-        __atomic_store_n(&ch->ctl->err[myq].v, cts->dseq, __ATOMIC_RELEASE);
-    }
-    ipcp__ord_begin(req, qs, 0, (int)np);
+    if (!ipcp__track_ok(t)) /* before the done flags release the peer */
+        ipcp__err_report(&ch->ctl->derr[myq][cts->dseq % IPCP_ERR_SLOTS],
+                         cts->dseq, t);
     for (unsigned i = 0; i < np; i++) {
         uint64_t off, n;
         ipcp__queue_t *q = qs->q[i];
         ipcp__piece(req->len, np, i, &off, &n);
-        if (cts->hdr.flags & IPCP_CTS_RSTART)
-            ipcp__enq_check(t, qs->ops->flag_wait(q, &ch->ctl->rstart[myq].v,
-                                                  cts->dseq, &peer->lost, t));
         ipcp__trace_piece(&req->xfer, i, qs, (int)i, n, 1);
         if (n && cts->dst_mode == IPCP_DST_MAPPED && dst)
             ipcp__enq_check(t, qs->ops->copy(q, dst + off,
@@ -772,9 +818,9 @@ static int ipcp__send_staged(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (req->sync && used == 0)
         used = 1; /* an empty ordered transfer still joins its stream */
     ipcp__xfer_begin(comm, peer, req, used, 0, nchunks);
-    ipcp__ord_begin(req, qs, 0, used);
     ipcp__staged_ops(peer, ch, qs, &req->xfer, req->buf, req->len,
-                     cts->chunk_base, 1, remote_done);
+                     cts->chunk_base, 1, remote_done,
+                     &ch->ctl->serr[cts->sseq % IPCP_ERR_SLOTS], cts->sseq);
     ipcp__ord_end(req, qs, 0, used);
     for (int i = 0; i < used; i++)
         ipcp__enq_notify(qs, i, &req->xfer.track);
@@ -845,7 +891,6 @@ void ipcp__xfer_eager_to_device(ipcp_comm_t *comm, ipcp__peer_t *peer,
     req->path = IPCP_PATH_EAGER;
     req->nbytes = len;
     ipcp__xfer_begin(comm, peer, req, 1, 1, 1);
-    ipcp__ord_begin(req, qs, 0, 1);
     ipcp__trace_piece(&req->xfer, 0, qs, 0, len, 1);
     ipcp__enq_check(&req->xfer.track, qs->ops->copy(qs->q[0], req->buf,
                                                     req->scratch, len,
@@ -875,14 +920,14 @@ void ipcp__xfer_onesided_direct(ipcp_comm_t *comm, ipcp_request_t *req)
     req->path = IPCP_PATH_DIRECT;
     req->nbytes = req->len;
     ipcp__xfer_begin(comm, peer, req, (int)np, !put, np);
-    ipcp__ord_begin(req, qs, 0, (int)np);
     for (unsigned i = 0; i < np; i++) {
         uint64_t off, n;
         ipcp__piece(req->len, np, i, &off, &n);
         char *local = (char *)req->buf + off;
         ipcp__trace_piece(&req->xfer, i, qs, (int)i, n, 1);
         if (n && rm->mode == IPCP_RMEM_MAPPED) {
-            char *remote = (char *)rm->map_ptr + req->offset + off;
+            char *remote = (char *)ipcp__rmem_mapping(comm, rm, &req->attr) +
+                           req->offset + off;
             ipcp__enq_check(t, qs->ops->copy(qs->q[i], put ? remote : local,
                                              put ? local : remote, n, t));
         } else if (n) {

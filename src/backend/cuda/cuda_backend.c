@@ -239,6 +239,7 @@ static ipcp_status_t cuda_open_device(ipcp__backend_t *be, int i)
             CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED);
     d->memops =
         cuda_attr(d->dev, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS);
+    d->flush = cuda_attr(d->dev, CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES);
     if (!d->memops)
         IPCP_INFO(IPCP_SUB_CUDA,
                   "CUDA device %d cannot run 64-bit stream "

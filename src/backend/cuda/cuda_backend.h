@@ -26,6 +26,7 @@ typedef struct ipcp__cuda_dev {
     int memops;    /* 64-bit stream memory operations */
     size_t gran;   /* VMM allocation granularity; 0 until asked (atomic) */
     uint64_t id;   /* hash of the PCI bus id: the same in every process */
+    int flush;     /* waits can flush remote writes */
     /* Tracing: an event and the CLOCK_MONOTONIC time it completed, to turn
      * event times into host times (progress thread only). */
     CUevent anchor;

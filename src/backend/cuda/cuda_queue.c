@@ -238,6 +238,17 @@ ipcp_status_t ipcp__cuda_flag_write(ipcp__queue_t *q, uint64_t *flag,
     return st;
 }
 
+/* A wait is often followed by device work reading what a peer GPU wrote
+ * into our memory (a direct transfer): where the device can, the wait also
+ * flushes remote writes, so that they are visible to that work. */
+static unsigned cuda_wait_flags(const ipcp__queue_t *q)
+{
+    unsigned f = CU_STREAM_WAIT_VALUE_GEQ;
+    if (q->be->dev[q->device].flush)
+        f |= CU_STREAM_WAIT_VALUE_FLUSH;
+    return f;
+}
+
 /* GEQ is the cyclic comparison of backend.h.  abort is not looked at: a
  * device cannot see it, and the engine releases such waits by moving the
  * flags ahead. */
@@ -254,7 +265,7 @@ ipcp_status_t ipcp__cuda_flag_wait(ipcp__queue_t *q, uint64_t *flag,
         return st;
     st = ipcp__cu_check(
         IPCP_CU(cuStreamWaitValue64)(q->stream, ipcp__cuda_dev_addr(flag),
-                                     value, CU_STREAM_WAIT_VALUE_GEQ),
+                                     value, cuda_wait_flags(q)),
         IPCP_LOG_ERROR,
         "cuStreamWaitValue64(flag %p >= %llu, stream of "
         "device %d)",
