@@ -8,6 +8,10 @@
  * without waiting: internal streams are joined to `stream` with stream
  * memory operations, so `stream` waits on the GPU, never on the CPU.
  *
+ * The library starts the operation once it sees `stream` reach it, so a
+ * stream-ordered send is matched (per peer and tag) in the order its
+ * stream gets there, not in the order of the calls.
+ *
  * `stream` is a cudaStream_t or CUstream of the context of the buffer's
  * device: a stream the user created, the legacy default stream (NULL or
  * cudaStreamLegacy) or the per-thread default stream (cudaStreamPerThread).
