@@ -6,13 +6,13 @@
 #
 #   scripts/gpu-check.sh OUTDIR [STEPS]
 #
-# STEPS is a comma list of build,tests,memcheck,bench,sweep (default: all of
-# them), so that a time-limited session can run them in several calls; the
-# build tree is reused when it is there.
+# STEPS is a comma list of build,tests,memcheck,bench,seed,sweep (default:
+# all of them), so that a time-limited session can run them in several
+# calls; the build tree is reused when it is there.
 set -uo pipefail
 
-out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,sweep]}
-steps=,${2:-build,tests,memcheck,bench,sweep},
+out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,seed,sweep]}
+steps=,${2:-build,tests,memcheck,bench,seed,sweep},
 want() { [[ $steps == *,$1,* ]]; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${IPCPIPE_BUILD_ROOT:-$root/build}/gpu
@@ -70,6 +70,15 @@ want bench && step bench bash -c "'$bench' --mem cuda --sizes 8,4K,2M,8M,32M,128
     >'$out/bench.txt' 2>&1 && '$bench' --mem cuda --sizes 2M,8M,32M,256M,1G \
     --json >'$out/bench.json' 2>>'$out/bench.txt'"
 want bench && cat "$out/bench.txt" >>"$summary"
+
+# The forum post's case: ipcpipe against the post's own pattern, with a
+# timeline of the ipcpipe transfers.
+if want seed; then
+    step seed bash -c "IPCPIPE_TRACE='$out/seed-trace.json' \
+        '$build/examples/example_seed' --naive --size $((256 << 20)) \
+        >'$out/seed.txt' 2>&1"
+    cat "$out/seed.txt" >>"$summary"
+fi
 
 if want sweep; then
     # Staged-path tuning: slot size and queue count (FACTS: 16 MiB slots
