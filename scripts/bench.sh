@@ -8,5 +8,5 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${IPCPIPE_BUILD_ROOT:-$root/build}/release
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
-cmake --build "$dir" -j"$jobs" --target ipcpipe-bench ipcpipe-info >/dev/null
+cmake --build "$dir" -j"$jobs" >/dev/null
 exec "$dir/tools/ipcpipe-bench" "$@"
