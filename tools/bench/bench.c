@@ -17,11 +17,23 @@
 
 #include "launch.h"
 
+/* --compare's references come first within a size, so that each row of
+ * ipcpipe can be set against them as it is printed.  Their ceilings: d2d
+ * for what moves device to device (NCCL goes over P2P where it can), the
+ * pinned copies for what stages through host memory. */
 const bench_path_t bench_paths[] = {
-    {"direct", IPCP_PATH_DIRECT, 0},
-    {"staged", IPCP_PATH_STAGED, 0},
-    {"auto", IPCP_PATH_AUTO, 0},
-    {"bidir", IPCP_PATH_AUTO, 1},
+    {"d2d", IPCP_PATH_AUTO, 0, BENCH_KIND_LOCAL, BENCH_CEIL_D2D,
+     BENCH_CEIL_D2D},
+    {"d2h", IPCP_PATH_AUTO, 0, BENCH_KIND_LOCAL, BENCH_CEIL_STAGED,
+     BENCH_CEIL_D2H},
+    {"h2d", IPCP_PATH_AUTO, 0, BENCH_KIND_LOCAL, BENCH_CEIL_STAGED,
+     BENCH_CEIL_H2D},
+    {"nccl", IPCP_PATH_AUTO, 0, BENCH_KIND_NCCL, BENCH_CEIL_D2D, 0},
+    {"naive", IPCP_PATH_AUTO, 0, BENCH_KIND_NAIVE, BENCH_CEIL_STAGED, 0},
+    {"direct", IPCP_PATH_DIRECT, 0, BENCH_KIND_IPCP, 0, 0},
+    {"staged", IPCP_PATH_STAGED, 0, BENCH_KIND_IPCP, 0, 0},
+    {"auto", IPCP_PATH_AUTO, 0, BENCH_KIND_IPCP, 0, 0},
+    {"bidir", IPCP_PATH_AUTO, 1, BENCH_KIND_IPCP, 0, 0},
 };
 const int bench_npaths = (int)(sizeof(bench_paths) / sizeof(bench_paths[0]));
 
@@ -55,7 +67,8 @@ static const char usage_text[] =
     "                  path (direct, staged, auto = the library's\n"
     "                  choice, eager for small messages; bidir = auto\n"
     "                  in both directions at once) or its prefix,\n"
-    "                  PATH:SIZE (direct:256M), or a glob (\"*:4K\").\n"
+    "                  PATH:SIZE (direct:256M), or a glob (\"*:4K\");\n"
+    "                  with --compare also nccl, naive, d2d, d2h, h2d.\n"
     "                  Default: every path at every size\n"
     "  --list          print the selected case names and exit\n"
     "  --iters N       timed repetitions per case, and ping-pong rounds\n"
@@ -71,7 +84,26 @@ static const char usage_text[] =
     "                  after a copy back to the host)\n"
     "  --ranks N       ranks to spawn without a launcher (default 2)\n"
     "  --timeout S     kill spawned ranks after S seconds (default none)\n"
+    "  --compare       also run, per size and on GPU memory, the reference\n"
+    "                  points a user would otherwise pick, between the\n"
+    "                  same ranks and buffers: nccl (ncclSend/ncclRecv,\n"
+    "                  libnccl.so.2 loaded at run time; waived without\n"
+    "                  it), naive (the forum post's staged pattern of\n"
+    "                  examples/seed.c --naive: 16 chunks D2H, then H2D\n"
+    "                  into rank 1's buffer opened while rank 0's device\n"
+    "                  is current, 4 streams a side), and rows for the\n"
+    "                  single-process copies the ceilings measure (d2d,\n"
+    "                  d2h, h2d).  Each row of ipcpipe is then also given\n"
+    "                  as a ratio to nccl and to naive.  Host memory has\n"
+    "                  no references (a note says so)\n"
     "  --json          a JSON array, one object per case, not the table\n"
+    "  --csv           CSV, not the table: a header line with the JSON\n"
+    "                  fields (nested ones as devices.receiver, ...),\n"
+    "                  then one line per case\n"
+    "  --plot FILE     after the run, write an SVG chart of GB/s against\n"
+    "                  size to FILE: a line per path or reference, dashed\n"
+    "                  lines for the ceilings (with the table, --json or\n"
+    "                  --csv)\n"
     "  --trace FILE    write a Chrome/Perfetto timeline of one case to\n"
     "                  FILE (IPCPIPE_TRACE; select the case with --case)\n"
     "  --help          this text\n"
@@ -81,6 +113,11 @@ static const char usage_text[] =
     "repetition to the completion of its last receive.  Ceilings: memcpy\n"
     "(host), d2d, min(d2h,h2d) and d2d-bidir (CUDA), in the receiving\n"
     "process; the header says what each is.\n"
+    "References: published figures (NCCL, the forum post's pattern, pinned\n"
+    "copies on some machine) are for orientation only: another machine,\n"
+    "driver or run gives others.  --compare measures them here, in the\n"
+    "same run, with the same window, buffers and clock, so that the ratios\n"
+    "mean something.  A progress line is shown on a terminal only.\n"
     "Exit status: 0 when every case verified or was waived, 1 when one\n"
     "failed, 2 on bad options.\n";
 
@@ -191,6 +228,9 @@ enum {
     OPT_WARMUP,
     OPT_RANKS,
     OPT_JSON,
+    OPT_CSV,
+    OPT_COMPARE,
+    OPT_PLOT,
     OPT_TRACE,
     OPT_NO_VERIFY,
     OPT_LAT_MAX,
@@ -212,6 +252,9 @@ static const struct option long_opts[] = {
     {"warmup", required_argument, NULL, OPT_WARMUP},
     {"ranks", required_argument, NULL, OPT_RANKS},
     {"json", no_argument, NULL, OPT_JSON},
+    {"csv", no_argument, NULL, OPT_CSV},
+    {"compare", no_argument, NULL, OPT_COMPARE},
+    {"plot", required_argument, NULL, OPT_PLOT},
     {"trace", required_argument, NULL, OPT_TRACE},
     {"no-verify", no_argument, NULL, OPT_NO_VERIFY},
     {"lat-max", required_argument, NULL, OPT_LAT_MAX},
@@ -321,6 +364,15 @@ static int apply_opt(bench_opts_t *o, size_args_t *sa, int c, const char *arg)
     case OPT_JSON:
         o->json = 1;
         return 0;
+    case OPT_CSV:
+        o->csv = 1;
+        return 0;
+    case OPT_COMPARE:
+        o->compare = 1;
+        return 0;
+    case OPT_PLOT:
+        o->plot = arg;
+        return *arg ? 0 : -1;
     case OPT_TRACE:
         o->trace = arg;
         return 0;
@@ -361,6 +413,10 @@ static int parse_args(int argc, char **argv, bench_opts_t *o)
                 argv[optind]);
         return 2;
     }
+    if (o->json && o->csv) {
+        fprintf(stderr, "ipcpipe-bench: --json and --csv exclude each other\n");
+        return 2;
+    }
     if (sa.list ? parse_sizes_list(o, sa.list)
                 : sweep_sizes(o, sa.min, sa.max)) {
         fprintf(stderr,
@@ -399,6 +455,8 @@ static int build_cases(const bench_opts_t *o, bench_case_t **out)
     for (int s = 0; s < o->nsizes; s++) {
         for (int p = 0; p < bench_npaths; p++) {
             bench_case_t *c = &cs[n];
+            if (bench_paths[p].kind != BENCH_KIND_IPCP && !o->compare)
+                continue;
             char sz[24];
             c->path = &bench_paths[p];
             c->size = o->sizes[s];
@@ -414,8 +472,11 @@ static int build_cases(const bench_opts_t *o, bench_case_t **out)
     for (int i = 0; i < o->npatterns; i++) {
         if (!used[i]) {
             fprintf(stderr,
-                    "ipcpipe-bench: no case matches \"%s\" (see --list)\n",
-                    o->patterns[i]);
+                    "ipcpipe-bench: no case matches \"%s\" (see --list%s)\n",
+                    o->patterns[i],
+                    o->compare ? ""
+                               : "; nccl, naive, d2d, d2h and h2d need "
+                                 "--compare");
             free(cs);
             return -1;
         }
@@ -440,23 +501,91 @@ static int spawn_ranks(const bench_opts_t *o, char **argv)
     return ipcp_launch_exit_code(&res);
 }
 
+/* The cases that run: --compare's references are GPU copies, so on host
+ * memory they are left out (every rank knows the memory once the context
+ * exists, and drops the same ones).  Returns the count; *dropped says how
+ * many were left out. */
+static int runnable_cases(const bench_ctx_t *ctx, const bench_case_t *all,
+                          int nall, bench_case_t *out, int *dropped)
+{
+    int n = 0;
+    *dropped = 0;
+    for (int i = 0; i < nall; i++) {
+        if (all[i].path->kind != BENCH_KIND_IPCP &&
+            bench_ctx_mem(ctx) != BENCH_MEM_CUDA) {
+            ++*dropped;
+            continue;
+        }
+        out[n++] = all[i];
+    }
+    return n;
+}
+
+static void plot_subtitle(const bench_ctx_t *ctx, char *buf, size_t len)
+{
+    const bench_setup_info_t *in = bench_ctx_info(ctx);
+    if (in->mem != BENCH_MEM_CUDA || in->dev[0] < 0)
+        bench_fmt(buf, len, "ipcpipe %s, host memory, between two processes",
+                  ipcp_version_string());
+    else
+        bench_fmt(buf, len,
+                  "ipcpipe %s, GPU memory: rank 1 on %s (%s) -> rank 0 on "
+                  "%s (%s)",
+                  ipcp_version_string(), in->dev_name[1], in->bus[1],
+                  in->dev_name[0], in->bus[0]);
+}
+
+/* Rank 0, after the run; returns 0 or 1 (not written). */
+static int write_plot(const bench_opts_t *o, const bench_ctx_t *ctx,
+                      const bench_result_t *rs, int n)
+{
+    char sub[320], err[BENCH_REASON_MAX];
+    if (!rs) {
+        fprintf(stderr, "ipcpipe-bench: --plot %s: out of memory\n", o->plot);
+        return 1;
+    }
+    plot_subtitle(ctx, sub, sizeof(sub));
+    if (bench_plot_write(o->plot, rs, n, sub, err, sizeof(err)) == 0)
+        return 0;
+    fprintf(stderr, "ipcpipe-bench: --plot %s: %s\n", o->plot, err);
+    return 1;
+}
+
 /* Runs every case on this rank; returns the number of failed cases on rank
  * 0 (0 elsewhere), or -1 when the ranks lost step with each other. */
 static int run_cases(ipcp_comm_t *comm, const bench_opts_t *o,
-                     const bench_case_t *cs, int n)
+                     const bench_case_t *all, int nall)
 {
-    bench_ctx_t *ctx = bench_ctx_create(comm, o, cs, n);
-    if (!ctx)
+    bench_case_t *cs = calloc((size_t)nall, sizeof(*cs));
+    bench_ctx_t *ctx = cs ? bench_ctx_create(comm, o, all, nall) : NULL;
+    if (!ctx) {
+        free(cs);
         return -1;
-    int rank = ipcp_comm_rank(comm), nfailed = 0;
-    if (rank == 0)
-        bench_report_begin(o, comm, ctx, n);
+    }
+    int rank = ipcp_comm_rank(comm), nfailed = 0, dropped;
+    int n = runnable_cases(ctx, all, nall, cs, &dropped);
+    bench_result_t *rs =
+        rank == 0 && o->plot ? calloc((size_t)n + 1, sizeof(*rs)) : NULL;
+    if (rank == 0) {
+        char note[BENCH_REASON_MAX];
+        bench_fmt(note, sizeof(note),
+                  "--compare adds nothing on host memory: its references "
+                  "(NCCL, the forum post's staged pattern, single-process "
+                  "GPU copies) need GPU memory; %d reference case%s left out",
+                  dropped, dropped == 1 ? "" : "s");
+        bench_report_begin(o, comm, ctx, n, dropped ? note : NULL);
+    }
     for (int i = 0; i < n; i++) {
         bench_result_t res;
         if (rank == 0) {
-            bench_report_progress(o, i, n, cs[i].name);
-            if (i == 0 || cs[i].size != cs[i - 1].size)
+            if (i == 0 || cs[i].size != cs[i - 1].size) {
+                char what[64];
+                bench_fmt(what, sizeof(what), "%s (ceilings first)",
+                          cs[i].name);
+                bench_report_progress(o, i, n, what);
                 bench_ceilings_measure(ctx, cs, n, i);
+            }
+            bench_report_progress(o, i, n, cs[i].name);
         }
         if (bench_run_case(ctx, &cs[i], i, &res) < 0) {
             nfailed = -1;
@@ -466,10 +595,17 @@ static int run_cases(ipcp_comm_t *comm, const bench_opts_t *o,
             continue;
         bench_report_case(o, ctx, &res);
         nfailed += res.outcome == BENCH_ERROR || res.verified == 0;
+        if (rs)
+            rs[i] = res;
     }
-    if (rank == 0)
+    if (rank == 0) {
         bench_report_end(o, nfailed);
+        if (o->plot && nfailed >= 0)
+            nfailed += write_plot(o, ctx, rs, n);
+    }
     bench_ctx_destroy(ctx);
+    free(rs);
+    free(cs);
     return nfailed;
 }
 

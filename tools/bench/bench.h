@@ -20,13 +20,27 @@
 #define BENCH_WINDOW_BYTES ((size_t)64 << 20)
 #define BENCH_WINDOW_MAX   64
 
+/* What a case measures: a path of ipcpipe, or (--compare, GPU memory
+ * only) a reference a user would otherwise compare against. */
+typedef enum {
+    BENCH_KIND_IPCP = 0,  /* ipcpipe between the two ranks */
+    BENCH_KIND_NCCL = 1,  /* ncclSend/ncclRecv between the two ranks */
+    BENCH_KIND_NAIVE = 2, /* the forum post's staged pattern (seed.c) */
+    BENCH_KIND_LOCAL = 3, /* a single-process copy in rank 0 (a ceiling) */
+} bench_kind_t;
+
 /* Paths a case can force on the receiver.  "auto" lets the library pick
  * (eager for small host messages); eager itself cannot be forced.  bidir
- * runs the auto path in both directions at once. */
+ * runs the auto path in both directions at once.  Reference cases (kind
+ * other than IPCP) leave the library on auto; ceil is what their rows are
+ * compared with, local the single-process copy a LOCAL row reports. */
 typedef struct bench_path {
     const char *name;
     ipcp_path_t path;
     int bidir;
+    bench_kind_t kind;
+    int ceil;  /* bench_ceil_kind_t, for kind != IPCP */
+    int local; /* bench_ceil_kind_t, for kind == LOCAL */
 } bench_path_t;
 
 extern const bench_path_t bench_paths[];
@@ -58,6 +72,9 @@ typedef struct bench_opts {
     int warmup;
     int nranks;
     int json;
+    int csv;          /* --csv: CSV rows instead of the table */
+    int compare;      /* --compare: the reference cases too */
+    const char *plot; /* --plot FILE.svg */
     int list;
     int verify;
     int window;       /* 0: chosen per size (bench_window) */
@@ -92,6 +109,8 @@ typedef enum {
     BENCH_CEIL_STAGED,       /* cuda: min(pinned D2H, pinned H2D) */
     BENCH_CEIL_D2D_BIDIR,    /* cuda: both directions at once, 2 streams */
     BENCH_CEIL_STAGED_BIDIR, /* cuda: 2 * min(D2H, H2D) (staged bidir) */
+    BENCH_CEIL_D2H,          /* cuda: pinned D2H on the sender's device */
+    BENCH_CEIL_H2D,          /* cuda: pinned H2D on the receiver's device */
     BENCH_CEIL_COUNT
 } bench_ceil_kind_t;
 
@@ -105,7 +124,8 @@ typedef struct bench_result {
     double ceiling_gbps;
     bench_ceil_kind_t ceiling_kind;
     double latency_us;     /* half round trip, median; < 0: not measured */
-    int verified;          /* 1 all checked bytes right, 0 wrong, -1 off */
+    int verified;          /* 1 all checked bytes right, 0 wrong, -1 off,
+                              -2 nothing to check (single-process copy) */
     int iters;             /* timed repetitions */
     int window;            /* transfers per repetition */
     ipcp_path_t path_used; /* what the library reported for the last one */
@@ -127,6 +147,8 @@ void bench_ctx_destroy(bench_ctx_t *ctx);
 size_t bench_ctx_cap(const bench_ctx_t *ctx);
 /* Seed of this run's data (printed, so a failure can be reproduced). */
 uint64_t bench_ctx_seed(const bench_ctx_t *ctx);
+/* Memory the run uses (HOST or CUDA), known to every rank. */
+bench_mem_t bench_ctx_mem(const bench_ctx_t *ctx);
 
 /* What the run moves data in, for the header and the JSON (rank 0). */
 typedef struct bench_setup_info {
@@ -153,13 +175,24 @@ void bench_ceilings_measure(bench_ctx_t *ctx, const bench_case_t *cs, int n,
                             int first);
 
 /* Output (bench_report.c), on rank 0. */
+/* note: NULL, or a line for the reader (bench_report_note). */
 void bench_report_begin(const bench_opts_t *o, ipcp_comm_t *comm,
-                        const bench_ctx_t *ctx, int ncases);
+                        const bench_ctx_t *ctx, int ncases, const char *note);
+/* A line for whoever reads the output: a "# note:" line of the table, or
+ * on stderr beside JSON and CSV (which stay parseable). */
+void bench_report_note(const bench_opts_t *o, const char *text);
+/* On a terminal only: case done + 1 of total, what it is doing. */
 void bench_report_progress(const bench_opts_t *o, int done, int total,
                            const char *name);
 void bench_report_case(const bench_opts_t *o, const bench_ctx_t *ctx,
                        const bench_result_t *r);
 void bench_report_end(const bench_opts_t *o, int nfailed);
+
+/* --plot: an SVG line chart of GB/s against size (log2 axis), one line
+ * per path or reference, dashed lines for the ceilings (bench_plot.c).
+ * Returns 0, or -1 with a message. */
+int bench_plot_write(const char *path, const bench_result_t *rs, int n,
+                     const char *subtitle, char *err, size_t elen);
 
 double bench_median(double *v, int n);
 double bench_now_s(void);
@@ -252,5 +285,55 @@ void bench_cuda_ceil_destroy(ipcp_comm_t *comm, bench_cuda_ceil_t *cc);
 double bench_cuda_ceil_measure(bench_cuda_ceil_t *cc, bench_ceil_kind_t kind,
                                size_t size, int window, int slots, int reps,
                                char *err, size_t elen);
+
+/* ---- References of --compare (bench_nccl.c, bench_cuda.c) ------------ */
+
+#define BENCH_NCCL_ID_BYTES    128 /* NCCL_UNIQUE_ID_BYTES */
+#define BENCH_IPC_HANDLE_BYTES 64  /* CU_IPC_HANDLE_SIZE */
+
+/* NCCL, opened with dlopen (libnccl.so.2, else libnccl.so) on first use.
+ * Returns 0, or -1 with why (not found, too old, built without nccl.h). */
+int bench_nccl_load(char *err, size_t elen);
+/* "libnccl.so.2 2.28.9" once loaded, else why not. */
+void bench_nccl_describe(char *buf, size_t len);
+int bench_nccl_unique_id(unsigned char id[BENCH_NCCL_ID_BYTES], char *err,
+                         size_t elen);
+typedef struct bench_nccl bench_nccl_t;
+/* A communicator of 2 ranks on the bound device, and a stream of it;
+ * collective: both ranks call it with rank 0's id.  NULL with a message. */
+bench_nccl_t *bench_nccl_init(const unsigned char id[BENCH_NCCL_ID_BYTES],
+                              int rank, char *err, size_t elen);
+/* Enqueues n transfers of len bytes on the stream: sends of buf to peer,
+ * or receives from peer into buf + (k % slots) * len. */
+int bench_nccl_post(bench_nccl_t *nc, int send, void *buf, size_t len, int n,
+                    int slots, int peer, char *err, size_t elen);
+/* Waits for the stream; on an error or after timeout_s aborts the
+ * communicator (it cannot be used again).  0 or -1 with a message. */
+int bench_nccl_wait(bench_nccl_t *nc, double timeout_s, char *err,
+                    size_t elen);
+int bench_nccl_usable(const bench_nccl_t *nc);
+void bench_nccl_destroy(bench_nccl_t *nc);
+
+/* The forum post's pattern in one process (rank 0): rank 1's buffer
+ * mapped while dev0 (the bound device) is current, chunks D2H on 4 streams
+ * of dev0 into pinned memory, then H2D on 4 streams of dev1 after an
+ * event, as examples/seed.c run_naive does with the runtime API. */
+typedef struct bench_naive bench_naive_t;
+bench_naive_t *bench_naive_create(int dev0, int dev1, size_t pinned_len,
+                                  int *nomem, char *err, size_t elen);
+/* Opens a cuIpcGetMemHandle handle in dev0's context (the seed's choice);
+ * *ptr is the mapping, closed by bench_naive_close. */
+int bench_naive_open(bench_naive_t *nv,
+                     const unsigned char h[BENCH_IPC_HANDLE_BYTES], void **ptr,
+                     char *err, size_t elen);
+void bench_naive_close(bench_naive_t *nv);
+/* window transfers of size bytes from src (dev0) into the mapping, the
+ * k-th at slot k % slots, each in 16 chunks; returns when all landed. */
+int bench_naive_window(bench_naive_t *nv, const void *src, size_t size,
+                       int window, int slots, char *err, size_t elen);
+void bench_naive_destroy(bench_naive_t *nv);
+/* Rank 1: the legacy IPC handle of a cuMemAlloc buffer. */
+int bench_cuda_ipc_handle(void *ptr, unsigned char h[BENCH_IPC_HANDLE_BYTES],
+                          char *err, size_t elen);
 
 #endif

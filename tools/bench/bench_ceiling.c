@@ -21,6 +21,8 @@ const char *bench_ceil_name(bench_ceil_kind_t k)
         [BENCH_CEIL_STAGED] = "min(d2h,h2d)",
         [BENCH_CEIL_D2D_BIDIR] = "d2d-bidir",
         [BENCH_CEIL_STAGED_BIDIR] = "2*min(d2h,h2d)",
+        [BENCH_CEIL_D2H] = "d2h",
+        [BENCH_CEIL_H2D] = "h2d",
     };
     return (unsigned)k < BENCH_CEIL_COUNT ? names[k] : "?";
 }

@@ -1,4 +1,7 @@
-/* ipcpipe-bench: the table, the JSON and the progress line (rank 0). */
+/* ipcpipe-bench: the table, the JSON, the CSV and the progress line
+ * (rank 0).  JSON and CSV are written from one list of fields per case, so
+ * they always carry the same ones (CSV names a nested JSON field
+ * "devices.receiver"). */
 #include "json.h"
 #include "bench.h"
 
@@ -6,10 +9,22 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Rows of ipcpipe set against the references of their size (--compare). */
+#define SUMMARY_MAX 8
+
 static struct {
     int progress;   /* a progress line may be on stderr */
     int first_json; /* no JSON object printed yet */
     int measured, waived, failed;
+    double t0; /* start of the run, for the progress line */
+    /* --compare: the references of the size being printed */
+    size_t size;
+    double nccl, naive; /* GB/s; 0: none */
+    int nsum;
+    struct {
+        char name[32];
+        double vs_nccl, vs_naive; /* 0: none */
+    } sum[SUMMARY_MAX];
 } rep;
 
 #define ROW_FMT "%10s  %-16s  %4s  %10s  %12s  %-14s  %7s  %10s  %8s\n"
@@ -76,15 +91,47 @@ static void header_ceilings(const bench_setup_info_t *in)
         printf("#   note: %s\n", in->ceil_note);
 }
 
-void bench_report_begin(const bench_opts_t *o, ipcp_comm_t *comm,
-                        const bench_ctx_t *ctx, int ncases)
+static void csv_header(const bench_ctx_t *ctx);
+
+static void header_compare(const bench_opts_t *o, const bench_ctx_t *ctx)
 {
-    /* A progress line only helps someone watching; in a pipe or a log it
-     * would be noise. */
-    rep.progress = !o->json && isatty(STDERR_FILENO);
+    const bench_setup_info_t *in = bench_ctx_info(ctx);
+    char nccl[BENCH_REASON_MAX];
+    if (!o->compare || in->mem != BENCH_MEM_CUDA)
+        return;
+    bench_nccl_describe(nccl, sizeof(nccl));
+    printf("# --compare: references between the same ranks, on the same "
+           "buffers, with the same W, timed the same way:\n"
+           "#   nccl = ncclSend (rank 1) / ncclRecv (rank 0) on one stream "
+           "of each rank's device; %s\n"
+           "#   naive = the forum post's pattern (examples/seed.c --naive): "
+           "rank 0 opens rank 1's cuMemAlloc buffer while its own device\n"
+           "#     is current, then per transfer 16 chunks D2H on 4 streams "
+           "of its device into pinned memory and H2D on 4 streams of\n"
+           "#     rank 1's device after an event (data moves rank 0 -> "
+           "rank 1; rank 0 times it)\n"
+           "#   d2d, d2h, h2d = the single-process copies of the ceilings, "
+           "as rows (rank 0 alone; no data check)\n"
+           "#   each ipcpipe row is then set against nccl and naive of its "
+           "size (\"vs references\" lines; vs_nccl, vs_naive in JSON/CSV)\n",
+           nccl);
+}
+
+void bench_report_begin(const bench_opts_t *o, ipcp_comm_t *comm,
+                        const bench_ctx_t *ctx, int ncases, const char *note)
+{
+    /* A progress line only helps someone watching; in a pipe, a log, JSON
+     * or CSV it would be noise. */
+    rep.progress = !o->json && !o->csv && isatty(STDERR_FILENO);
     rep.first_json = 1;
-    if (o->json) {
-        printf("[");
+    rep.t0 = bench_now_s();
+    if (o->json || o->csv) {
+        if (note)
+            bench_report_note(o, note);
+        if (o->json)
+            printf("[");
+        else
+            csv_header(ctx);
         fflush(stdout);
         return;
     }
@@ -108,10 +155,22 @@ void bench_report_begin(const bench_opts_t *o, ipcp_comm_t *comm,
            "completion; bidir: both ranks send W and receive W at once,\n"
            "#   2*W*size bytes to the last completion on either rank\n");
     header_ceilings(bench_ctx_info(ctx));
+    header_compare(o, ctx);
+    if (note)
+        bench_report_note(o, note);
     printf("# latency = half a ping-pong round trip, median; ratio = GB/s "
            "over the ceiling GB/s\n");
     printf(ROW_FMT, "size", "path", "W", "GB/s", "ceiling GB/s", "ceiling",
            "ratio %", "latency us", "verified");
+    fflush(stdout);
+}
+
+void bench_report_note(const bench_opts_t *o, const char *text)
+{
+    if (o->json || o->csv)
+        fprintf(stderr, "ipcpipe-bench: note: %s\n", text);
+    else
+        printf("# note: %s\n", text);
     fflush(stdout);
 }
 
@@ -120,7 +179,9 @@ void bench_report_progress(const bench_opts_t *o, int done, int total,
 {
     if (!rep.progress)
         return;
-    fprintf(stderr, "\r\033[K[%d/%d] %s ...", done + 1, total, name);
+    fprintf(stderr, "\r\033[K[%d/%d, %.0f%% done, %.0f s] %s ...", done + 1,
+            total, total ? 100.0 * done / total : 0.0,
+            bench_now_s() - rep.t0, name);
     fflush(stderr);
 }
 
@@ -141,14 +202,30 @@ static void fmt_gbps(char *buf, size_t len, double v)
 
 static void path_label(const bench_result_t *r, char *buf, size_t len)
 {
+    const bench_path_t *p = r->c->path;
+    if (p->kind == BENCH_KIND_LOCAL) {
+        snprintf(buf, len, "%s (1 process)", p->name);
+        return;
+    }
+    if (p->kind == BENCH_KIND_NAIVE) {
+        snprintf(buf, len, "%s (seed)", p->name);
+        return;
+    }
     /* Show what moved the data when the library chose, and when it used
      * another path than the one forced (which it should not). */
-    if (r->outcome == BENCH_OK && (r->c->path->path == IPCP_PATH_AUTO ||
-                                   r->path_used != r->c->path->path))
-        snprintf(buf, len, "%s (%s)", r->c->path->name,
-                 ipcp_path_name(r->path_used));
+    if (p->kind == BENCH_KIND_IPCP && r->outcome == BENCH_OK &&
+        (p->path == IPCP_PATH_AUTO || r->path_used != p->path))
+        snprintf(buf, len, "%s (%s)", p->name, ipcp_path_name(r->path_used));
     else
-        snprintf(buf, len, "%s", r->c->path->name);
+        snprintf(buf, len, "%s", p->name);
+}
+
+static const char *verified_word(const bench_result_t *r)
+{
+    return r->verified == -2 ? "-"
+           : r->verified < 0 ? "off"
+           : r->verified     ? "yes"
+                             : "NO";
 }
 
 static void table_row(const bench_result_t *r)
@@ -175,87 +252,254 @@ static void table_row(const bench_result_t *r)
         snprintf(lat, sizeof(lat), "-");
     printf(ROW_FMT, size, path, w, gbps, ceil,
            r->ceiling_gbps > 0 ? bench_ceil_name(r->ceiling_kind) : "-", ratio,
-           lat,
-           r->verified < 0 ? "off"
-           : r->verified   ? "yes"
-                           : "NO");
+           lat, verified_word(r));
     if (r->verified == 0)
         printf("%10s  ^ %s\n", "", r->reason);
 }
 
-static void json_str(const char *s)
+/* ---- one list of fields for JSON and CSV ------------------------------- */
+
+typedef enum { F_NULL, F_STR, F_NUM, F_UINT, F_INT, F_BOOL } ftype_t;
+
+typedef struct field {
+    const char *key; /* "a.b": b of the object a (JSON), column a.b (CSV) */
+    ftype_t type;
+    const char *s;
+    double d;
+    unsigned long long u;
+    long long i;
+} field_t;
+
+#define MAX_FIELDS 32
+
+typedef struct fields {
+    field_t f[MAX_FIELDS];
+    int n;
+} fields_t;
+
+static field_t *field_add(fields_t *fs, const char *key, ftype_t t)
 {
-    ipcp_json_str(stdout, s);
+    field_t *f = &fs->f[fs->n < MAX_FIELDS - 1 ? fs->n++ : fs->n];
+    *f = (field_t){.key = key, .type = t};
+    return f;
 }
 
-static void json_num(const char *key, double v, int valid)
+static void field_str(fields_t *fs, const char *key, const char *v)
 {
-    printf(", \"%s\": ", key);
-    if (valid && isfinite(v))
-        printf("%.6g", v);
-    else
-        printf("null");
+    field_add(fs, key, v ? F_STR : F_NULL)->s = v;
 }
 
-static void json_devices(const bench_setup_info_t *in)
+static void field_num(fields_t *fs, const char *key, double v, int valid)
 {
-    if (in->mem != BENCH_MEM_CUDA || in->dev[0] < 0) {
-        printf(", \"devices\": null, \"ceiling_devices\": null");
-        return;
-    }
-    printf(", \"devices\": {\"receiver\": %d, \"sender\": %d, "
-           "\"receiver_bus\": ",
-           in->dev[0], in->dev[1]);
-    json_str(in->bus[0]);
-    printf(", \"sender_bus\": ");
-    json_str(in->bus[1]);
-    printf("}, \"ceiling_devices\": ");
-    if (in->ceil_dev[0] >= 0)
-        printf("{\"from\": %d, \"to\": %d}", in->ceil_dev[0], in->ceil_dev[1]);
-    else
-        printf("null");
+    field_add(fs, key, valid && isfinite(v) ? F_NUM : F_NULL)->d = v;
 }
 
-static void json_obj(const bench_ctx_t *ctx, const bench_result_t *r)
+static void field_int(fields_t *fs, const char *key, long long v, int valid)
+{
+    field_add(fs, key, valid ? F_INT : F_NULL)->i = v;
+}
+
+static void field_bool(fields_t *fs, const char *key, int v)
+{
+    field_add(fs, key, v < 0 ? F_NULL : F_BOOL)->i = v;
+}
+
+/* vs: GB/s of r over its size's reference (0 when it has none). */
+static double vs_ref(const bench_result_t *r, double ref)
+{
+    const bench_path_t *p = r->c->path;
+    if (p->kind != BENCH_KIND_IPCP || p->bidir || r->outcome != BENCH_OK ||
+        !(r->gbps > 0) || !(ref > 0) || r->c->size != rep.size)
+        return 0;
+    return r->gbps / ref;
+}
+
+static void row_fields(const bench_ctx_t *ctx, const bench_result_t *r,
+                       fields_t *fs)
 {
     const bench_setup_info_t *in = bench_ctx_info(ctx);
     static const char *const outcome[] = {"ok", "waived", "failed"};
-    int ok = r->outcome == BENCH_OK;
-    printf("%s\n  {\"case\": ", rep.first_json ? "" : ",");
+    const bench_path_t *p = r->c->path;
+    int ok = r->outcome == BENCH_OK, ref = p->kind != BENCH_KIND_IPCP;
+    int cuda = in->mem == BENCH_MEM_CUDA && in->dev[0] >= 0,
+        cdev = cuda && in->ceil_dev[0] >= 0;
+    fs->n = 0;
+    field_str(fs, "case", r->c->name);
+    field_add(fs, "size", F_UINT)->u = r->c->size;
+    field_str(fs, "path", p->name);
+    field_str(fs, "path_used",
+         !ok ? NULL : ref ? p->name : ipcp_path_name(r->path_used));
+    field_str(fs, "mem", mem_name(in->mem));
+    field_str(fs, "alloc", alloc_name(in->alloc));
+    field_int(fs, "devices.receiver", in->dev[0], cuda);
+    field_int(fs, "devices.sender", in->dev[1], cuda);
+    field_str(fs, "devices.receiver_bus", cuda ? in->bus[0] : NULL);
+    field_str(fs, "devices.sender_bus", cuda ? in->bus[1] : NULL);
+    field_int(fs, "ceiling_devices.from", in->ceil_dev[0], cdev);
+    field_int(fs, "ceiling_devices.to", in->ceil_dev[1], cdev);
+    field_int(fs, "window", r->window, 1);
+    field_num(fs, "gbps", r->gbps, ok && r->gbps > 0);
+    field_num(fs, "ceiling_gbps", r->ceiling_gbps, r->ceiling_gbps > 0);
+    field_str(fs, "ceiling_kind",
+         r->ceiling_gbps > 0 ? bench_ceil_name(r->ceiling_kind) : NULL);
+    field_num(fs, "ratio", r->gbps / r->ceiling_gbps,
+         ok && r->gbps > 0 && r->ceiling_gbps > 0);
+    field_num(fs, "latency_us", r->latency_us, ok && r->latency_us >= 0);
+    field_bool(fs, "verified", !ok || r->verified < 0 ? -1 : r->verified);
+    field_int(fs, "iters", r->iters, 1);
+    field_str(fs, "status", outcome[r->outcome]);
+    field_str(fs, "reason", r->reason[0] ? r->reason : NULL);
+    field_bool(fs, "reference", ref);
+    double vn = vs_ref(r, rep.nccl), vv = vs_ref(r, rep.naive);
+    field_num(fs, "vs_nccl", vn, vn > 0);
+    field_num(fs, "vs_naive", vv, vv > 0);
+}
+
+static void json_value(const field_t *f)
+{
+    switch (f->type) {
+    case F_NULL:
+        printf("null");
+        break;
+    case F_STR:
+        ipcp_json_str(stdout, f->s);
+        break;
+    case F_NUM:
+        printf("%.6g", f->d);
+        break;
+    case F_UINT:
+        printf("%llu", f->u);
+        break;
+    case F_INT:
+        printf("%lld", f->i);
+        break;
+    case F_BOOL:
+        printf("%s", f->i ? "true" : "false");
+        break;
+    }
+}
+
+/* Keys "a.b" that follow each other make the object "a" (null when every
+ * member is null). */
+static void json_obj(const fields_t *fs)
+{
+    printf("%s\n  {", rep.first_json ? "" : ",");
     rep.first_json = 0;
-    json_str(r->c->name);
-    printf(", \"size\": %zu, \"path\": ", r->c->size);
-    json_str(r->c->path->name);
-    printf(", \"path_used\": ");
-    if (ok)
-        json_str(ipcp_path_name(r->path_used));
-    else
-        printf("null");
-    printf(", \"mem\": \"%s\", \"alloc\": \"%s\"", mem_name(in->mem),
-           alloc_name(in->alloc));
-    json_devices(in);
-    printf(", \"window\": %d", r->window);
-    json_num("gbps", r->gbps, ok && r->gbps > 0);
-    json_num("ceiling_gbps", r->ceiling_gbps, r->ceiling_gbps > 0);
-    printf(", \"ceiling_kind\": ");
-    if (r->ceiling_gbps > 0)
-        json_str(bench_ceil_name(r->ceiling_kind));
-    else
-        printf("null");
-    json_num("ratio", r->gbps / r->ceiling_gbps,
-             ok && r->gbps > 0 && r->ceiling_gbps > 0);
-    json_num("latency_us", r->latency_us, ok && r->latency_us >= 0);
-    printf(
-        ", \"verified\": %s, \"iters\": %d, \"status\": \"%s\", \"reason\": ",
-        !ok || r->verified < 0 ? "null"
-        : r->verified          ? "true"
-                               : "false",
-        r->iters, outcome[r->outcome]);
-    if (r->reason[0])
-        json_str(r->reason);
-    else
-        printf("null");
+    for (int k = 0; k < fs->n;) {
+        const char *dot = strchr(fs->f[k].key, '.');
+        printf("%s\"", k ? ", " : "");
+        if (!dot) {
+            printf("%s\": ", fs->f[k].key);
+            json_value(&fs->f[k++]);
+            continue;
+        }
+        size_t plen = (size_t)(dot - fs->f[k].key);
+        int end = k, any = 0;
+        while (end < fs->n && strncmp(fs->f[end].key, fs->f[k].key, plen + 1) == 0)
+            any |= fs->f[end++].type != F_NULL;
+        printf("%.*s\": ", (int)plen, fs->f[k].key);
+        if (!any) {
+            printf("null");
+        } else {
+            printf("{");
+            for (int j = k; j < end; j++) {
+                printf("%s\"%s\": ", j > k ? ", " : "", fs->f[j].key + plen + 1);
+                json_value(&fs->f[j]);
+            }
+            printf("}");
+        }
+        k = end;
+    }
     printf("}");
+}
+
+/* RFC 4180: a field with a comma, a quote or a line break is quoted, its
+ * quotes doubled. */
+static void csv_str(const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, stdout);
+        return;
+    }
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"')
+            putchar('"');
+        putchar(*s);
+    }
+    putchar('"');
+}
+
+/* Null is an empty field. */
+static void csv_line(const fields_t *fs)
+{
+    for (int k = 0; k < fs->n; k++) {
+        const field_t *f = &fs->f[k];
+        if (k)
+            putchar(',');
+        if (f->type == F_STR)
+            csv_str(f->s);
+        else if (f->type != F_NULL)
+            json_value(f);
+    }
+    putchar('\n');
+}
+
+static void csv_header(const bench_ctx_t *ctx)
+{
+    static const bench_case_t dummy = {&bench_paths[0], 0, "-"};
+    bench_result_t r = {.c = &dummy, .outcome = BENCH_WAIVED};
+    fields_t fs;
+    row_fields(ctx, &r, &fs);
+    for (int k = 0; k < fs.n; k++) {
+        if (k)
+            putchar(',');
+        csv_str(fs.f[k].key);
+    }
+    putchar('\n');
+}
+
+/* ---- --compare: the references of a size ------------------------------- */
+
+static void summary_flush(const bench_opts_t *o)
+{
+    if (o->compare && !o->json && !o->csv && rep.nsum > 0) {
+        char sz[24];
+        bench_format_size(rep.size, sz, sizeof(sz));
+        printf("#   %s vs references:", sz);
+        for (int k = 0; k < rep.nsum; k++) {
+            printf("%s %s", k ? ";" : "", rep.sum[k].name);
+            if (rep.sum[k].vs_nccl > 0)
+                printf(" %.2f x nccl", rep.sum[k].vs_nccl);
+            if (rep.sum[k].vs_naive > 0)
+                printf("%s %.2f x naive", rep.sum[k].vs_nccl > 0 ? "," : "",
+                       rep.sum[k].vs_naive);
+        }
+        printf("\n");
+    }
+    rep.nsum = 0;
+}
+
+static void summary_note(const bench_opts_t *o, const bench_result_t *r)
+{
+    const bench_path_t *p = r->c->path;
+    if (r->c->size != rep.size) {
+        summary_flush(o);
+        rep.size = r->c->size;
+        rep.nccl = rep.naive = 0;
+    }
+    int ok = r->outcome == BENCH_OK && r->gbps > 0;
+    if (p->kind == BENCH_KIND_NCCL && ok)
+        rep.nccl = r->gbps;
+    else if (p->kind == BENCH_KIND_NAIVE && ok)
+        rep.naive = r->gbps;
+    double vn = vs_ref(r, rep.nccl), vv = vs_ref(r, rep.naive);
+    if ((vn > 0 || vv > 0) && rep.nsum < SUMMARY_MAX) {
+        path_label(r, rep.sum[rep.nsum].name, sizeof(rep.sum[0].name));
+        rep.sum[rep.nsum].vs_nccl = vn;
+        rep.sum[rep.nsum].vs_naive = vv;
+        rep.nsum++;
+    }
 }
 
 void bench_report_case(const bench_opts_t *o, const bench_ctx_t *ctx,
@@ -269,10 +513,17 @@ void bench_report_case(const bench_opts_t *o, const bench_ctx_t *ctx,
         rep.failed++;
     else
         rep.measured++;
-    if (o->json)
-        json_obj(ctx, r);
-    else
+    summary_note(o, r);
+    if (o->json || o->csv) {
+        fields_t fs;
+        row_fields(ctx, r, &fs);
+        if (o->json)
+            json_obj(&fs);
+        else
+            csv_line(&fs);
+    } else {
         table_row(r);
+    }
     fflush(stdout);
 }
 
@@ -280,9 +531,10 @@ void bench_report_end(const bench_opts_t *o, int nfailed)
 {
     if (rep.progress)
         fprintf(stderr, "\r\033[K");
+    summary_flush(o);
     if (o->json) {
         printf("\n]\n");
-    } else {
+    } else if (!o->csv) {
         printf("# %d measured, %d waived, %d failed%s\n", rep.measured,
                rep.waived, rep.failed,
                nfailed < 0 ? " (stopped: the ranks lost step)" : "");

@@ -17,86 +17,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_ctx.h"
 #include "pattern.h"
 
-#define RECV 0
-#define SEND 1
-#define MIB  ((size_t)1 << 20)
-#define GIB  ((size_t)1 << 30)
+#define MIB ((size_t)1 << 20)
+#define GIB ((size_t)1 << 30)
 /* Left free for the library's rings, the page tables and everyone else. */
 #define MEM_SLACK (256 * MIB)
-
-enum { TAG_SETUP = 1, TAG_ALLOC = 2, TAG_ALLOC_OK = 3, TAG_CASE0 = 16 };
-/* Tags of case i: TAG_CASE0 + 8 * i + one of these, so that a transfer
- * abandoned in one case can never match a receive of another.  T_DATA goes
- * from rank 1 to rank 0, T_REV the other way (bidir). */
-enum {
-    T_DATA = 0,
-    T_VERDICT = 1,
-    T_PING = 2,
-    T_PONG = 3,
-    T_REV = 4,
-    T_PEER_WARM = 5,
-    T_PEER_REPORT = 6,
-    T_PEER_TIMES = 7,
-};
-
-struct bench_ctx {
-    ipcp_comm_t *comm;
-    const bench_opts_t *o;
-    const bench_case_t *cs;
-    int ncases;
-    int rank, size;
-    int any_bidir;
-    uint64_t seed;
-    size_t cap;        /* largest size with buffers; 0: none */
-    size_t dst_len;    /* the window's slots at cap */
-    uint64_t usable;   /* rank 0: memory it judged free for buffers */
-    size_t failed_cap; /* rank 0: smallest cap whose allocation failed */
-    bench_mem_t mem;   /* HOST or CUDA once resolved */
-    int device;        /* this rank's CUDA device, -1: none yet */
-    bench_buf_t src, dst;
-    unsigned char *staging; /* cap bytes, for device buffers */
-    bench_ceil_t *ceil;     /* rank 0 */
-    ipcp_request_t **reqs;  /* 2 * BENCH_MAX_WINDOW */
-    bench_setup_info_t info;
-    char mem_note[BENCH_REASON_MAX];
-    char ceil_note[BENCH_REASON_MAX];
-    char waive[2 * BENCH_REASON_MAX];
-    size_t ceil_size; /* size the values below are for */
-    double ceil_val[BENCH_CEIL_COUNT];
-};
-
-typedef struct setup_msg {
-    uint64_t seed;
-    uint64_t cap;
-    uint64_t dst_len;
-    int32_t mem;
-    int32_t pad;
-} setup_msg_t;
-
-/* Rank 1's answer to a proposed cap. */
-typedef struct alloc_msg {
-    int32_t ok;
-    int32_t nomem;
-    int32_t device;
-    int32_t pad;
-    char bus[BENCH_BUS_MAX];
-    char name[96];
-    char reason[BENCH_REASON_MAX];
-} alloc_msg_t;
-
-typedef struct agree_msg {
-    int32_t all;  /* every rank has its buffers */
-    int32_t stop; /* give up (not for lack of memory): every case waived */
-} agree_msg_t;
-
-/* What rank 1 tells rank 0 about its side of a bidir case. */
-typedef struct peer_msg {
-    int32_t ok;       /* no transfer failed */
-    int32_t verified; /* 1, 0 or -1 (off) */
-    char reason[BENCH_REASON_MAX];
-} peer_msg_t;
 
 double bench_now_s(void)
 {
@@ -124,12 +51,12 @@ static uint64_t fresh_seed(void)
  * ping, 3/4: first/last from rank 0 in bidir): every checked transfer gets
  * its own data, so bytes left over from an earlier one cannot pass for new
  * ones. */
-static uint64_t case_seed(const bench_ctx_t *ctx, int i, int k)
+uint64_t bench_case_seed(const bench_ctx_t *ctx, int i, int k)
 {
     return mix64(ctx->seed ^ ((uint64_t)(i * 8 + k) * 0x9e3779b97f4a7c15ULL));
 }
 
-static int case_tag(int i, int kind)
+int bench_case_tag(int i, int kind)
 {
     return TAG_CASE0 + 8 * i + kind;
 }
@@ -150,7 +77,7 @@ double bench_median(double *v, int n)
 
 /* Distinct slots of a window: all W when they fit in the window's bytes
  * (always with the default W), else as many as fit, reused in turn. */
-static int case_slots(const bench_opts_t *o, size_t size)
+int bench_case_slots(const bench_opts_t *o, size_t size)
 {
     int w = bench_window(o, size);
     size_t fit = BENCH_WINDOW_BYTES / size;
@@ -165,7 +92,7 @@ static size_t window_len(const bench_opts_t *o, const bench_case_t *cs, int n,
     size_t len = 0;
     for (int i = 0; i < n; i++) {
         size_t s = cs[i].size;
-        size_t l = s * (size_t)case_slots(o, s);
+        size_t l = s * (size_t)bench_case_slots(o, s);
         if (s <= cap && l > len)
             len = l;
     }
@@ -223,8 +150,8 @@ static uint64_t host_need(const bench_ctx_t *ctx, size_t s)
     const bench_opts_t *o = ctx->o;
     uint64_t wl = window_len(o, ctx->cs, ctx->ncases, s);
     uint64_t lat = o->lat_max < s ? o->lat_max : s;
-    if (ctx->mem == BENCH_MEM_CUDA)
-        return 3 * (uint64_t)s;
+    if (ctx->mem == BENCH_MEM_CUDA) /* --compare's naive case: pinned slots */
+        return 3 * (uint64_t)s + (ctx->any_naive ? wl : 0);
     uint64_t need = 2 * (uint64_t)s + wl + (ctx->any_bidir ? wl : lat);
     return need + (ctx->any_bidir ? s + wl : 0);
 }
@@ -543,8 +470,10 @@ bench_ctx_t *bench_ctx_create(ipcp_comm_t *comm, const bench_opts_t *o,
     ctx->size = ipcp_comm_size(comm);
     ctx->device = -1;
     ctx->info.ceil_dev[0] = ctx->info.ceil_dev[1] = -1;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         ctx->any_bidir |= cs[i].path->bidir;
+        ctx->any_naive |= cs[i].path->kind == BENCH_KIND_NAIVE;
+    }
     if (ctx->rank == RECV) {
         ctx->seed = fresh_seed();
         resolve_mem(ctx);
@@ -571,6 +500,7 @@ void bench_ctx_destroy(bench_ctx_t *ctx)
 {
     if (!ctx)
         return;
+    bench_cmp_destroy(ctx);
     free_buffers(ctx);
     bench_cuda_unbind();
     free(ctx->reqs);
@@ -587,6 +517,11 @@ uint64_t bench_ctx_seed(const bench_ctx_t *ctx)
     return ctx->seed;
 }
 
+bench_mem_t bench_ctx_mem(const bench_ctx_t *ctx)
+{
+    return ctx->mem;
+}
+
 const bench_setup_info_t *bench_ctx_info(const bench_ctx_t *ctx)
 {
     return &ctx->info;
@@ -596,6 +531,15 @@ const bench_setup_info_t *bench_ctx_info(const bench_ctx_t *ctx)
 
 static void ceil_needs(const bench_ctx_t *ctx, const bench_case_t *c, int *need)
 {
+    if (c->path->kind != BENCH_KIND_IPCP) {
+        /* References: what their rows report and are compared with. */
+        if (ctx->mem == BENCH_MEM_HOST)
+            return;
+        need[c->path->ceil] = 1;
+        if (c->path->kind == BENCH_KIND_LOCAL)
+            need[c->path->local] = 1;
+        return;
+    }
     if (ctx->mem == BENCH_MEM_HOST) {
         need[c->path->bidir ? BENCH_CEIL_MEMCPY_BIDIR : BENCH_CEIL_MEMCPY] = 1;
         return;
@@ -617,35 +561,53 @@ void bench_ceilings_measure(bench_ctx_t *ctx, const bench_case_t *cs, int n,
     int need[BENCH_CEIL_COUNT] = {0};
     ctx->ceil_size = size;
     memset(ctx->ceil_val, 0, sizeof(ctx->ceil_val));
+    memset(ctx->ceil_err, 0, sizeof(ctx->ceil_err));
     if (ctx->rank != RECV || !ctx->ceil || size > ctx->cap)
         return;
     for (int i = first; i < n && cs[i].size == size; i++)
         ceil_needs(ctx, &cs[i], need);
-    int w = bench_window(ctx->o, size), slots = case_slots(ctx->o, size);
+    /* min(d2h,h2d) is the lower of the two copies, each measured alone
+     * (--compare shows both as rows of their own). */
+    if (need[BENCH_CEIL_STAGED])
+        need[BENCH_CEIL_D2H] = need[BENCH_CEIL_H2D] = 1;
+    need[BENCH_CEIL_STAGED] = need[BENCH_CEIL_STAGED_BIDIR] = 0;
+    int w = bench_window(ctx->o, size), slots = bench_case_slots(ctx->o, size);
     int reps = bench_reps(ctx->o, size);
+    ctx->ceil_reps = reps;
     for (int k = 0; k < BENCH_CEIL_COUNT; k++) {
-        char err[BENCH_REASON_MAX] = "";
+        char *err = ctx->ceil_err[k];
         if (!need[k])
             continue;
         ctx->ceil_val[k] =
             bench_ceil_measure(ctx->ceil, (bench_ceil_kind_t)k, size, w, slots,
-                               reps, err, sizeof(err));
+                               reps, err, BENCH_REASON_MAX);
         if (ctx->ceil_val[k] <= 0)
             fprintf(stderr,
                     "ipcpipe-bench: ceiling %s at %zu bytes not "
                     "measured: %s\n",
                     bench_ceil_name((bench_ceil_kind_t)k), size, err);
     }
+    double d2h = ctx->ceil_val[BENCH_CEIL_D2H],
+           h2d = ctx->ceil_val[BENCH_CEIL_H2D];
+    if (d2h > 0 && h2d > 0)
+        ctx->ceil_val[BENCH_CEIL_STAGED] = d2h < h2d ? d2h : h2d;
+    else
+        bench_fmt(ctx->ceil_err[BENCH_CEIL_STAGED], BENCH_REASON_MAX, "%s",
+                  d2h > 0 ? ctx->ceil_err[BENCH_CEIL_H2D]
+                          : ctx->ceil_err[BENCH_CEIL_D2H]);
 }
 
 /* The ceiling of the path that moved the data (on GPU memory the direct
  * and staged paths have different limits). */
-static void pick_ceiling(const bench_ctx_t *ctx, const bench_case_t *c,
+void bench_pick_ceiling(const bench_ctx_t *ctx, const bench_case_t *c,
                          bench_result_t *res)
 {
     bench_ceil_kind_t k = BENCH_CEIL_NONE;
     int bidir = c->path->bidir;
-    if (ctx->mem == BENCH_MEM_HOST) {
+    if (c->path->kind != BENCH_KIND_IPCP) {
+        if (ctx->mem == BENCH_MEM_CUDA)
+            k = (bench_ceil_kind_t)c->path->ceil;
+    } else if (ctx->mem == BENCH_MEM_HOST) {
         k = bidir ? BENCH_CEIL_MEMCPY_BIDIR : BENCH_CEIL_MEMCPY;
     } else {
         ipcp_path_t p =
@@ -666,7 +628,7 @@ static void pick_ceiling(const bench_ctx_t *ctx, const bench_case_t *c,
 
 /* ---- pieces of a case ---------------------------------------------------- */
 
-static void set_reason(bench_result_t *res, bench_outcome_t outcome,
+void bench_set_reason(bench_result_t *res, bench_outcome_t outcome,
                        const char *what, ipcp_status_t st)
 {
     if (res->outcome != BENCH_OK)
@@ -676,7 +638,7 @@ static void set_reason(bench_result_t *res, bench_outcome_t outcome,
               ipcp_strerror(st), ipcp_last_error());
 }
 
-static void set_error(bench_result_t *res, const char *what, const char *msg)
+void bench_set_error(bench_result_t *res, const char *what, const char *msg)
 {
     if (res->outcome != BENCH_OK)
         return;
@@ -696,16 +658,16 @@ static bench_outcome_t classify(const bench_case_t *c, ipcp_status_t st)
     return BENCH_ERROR;
 }
 
-static int poison(bench_ctx_t *ctx, size_t len, bench_result_t *res)
+int bench_poison(bench_ctx_t *ctx, size_t len, bench_result_t *res)
 {
     char err[BENCH_REASON_MAX];
     if (bench_buf_poison(&ctx->dst, 0, len, err, sizeof(err)) == 0)
         return 0;
-    set_error(res, "poisoning the receive buffer", err);
+    bench_set_error(res, "poisoning the receive buffer", err);
     return -1;
 }
 
-static int fill_src(bench_ctx_t *ctx, size_t len, uint64_t seed,
+int bench_fill_src(bench_ctx_t *ctx, size_t len, uint64_t seed,
                     bench_result_t *res)
 {
     char err[BENCH_REASON_MAX];
@@ -713,7 +675,7 @@ static int fill_src(bench_ctx_t *ctx, size_t len, uint64_t seed,
                        sizeof(err)) == 0)
         return 0;
     if (res)
-        set_error(res, "filling the send buffer", err);
+        bench_set_error(res, "filling the send buffer", err);
     else
         fprintf(stderr,
                 "ipcpipe-bench [rank %d]: filling the send buffer: "
@@ -722,24 +684,30 @@ static int fill_src(bench_ctx_t *ctx, size_t len, uint64_t seed,
     return -1;
 }
 
-static void check_data(bench_ctx_t *ctx, bench_result_t *res, size_t off,
-                       size_t len, uint64_t seed, const char *what)
+void bench_check_buf(bench_ctx_t *ctx, bench_buf_t *b, bench_result_t *res,
+                     size_t off, size_t len, uint64_t seed, const char *what)
 {
     char err[BENCH_REASON_MAX];
     unsigned char got = 0;
-    size_t bad = bench_buf_check(&ctx->dst, off, len, seed, ctx->staging, &got,
-                                 err, sizeof(err));
+    size_t bad = bench_buf_check(b, off, len, seed, ctx->staging, &got, err,
+                                 sizeof(err));
     if (bad == len)
         return;
     res->verified = 0;
     if (bad == (size_t)-1) {
-        set_error(res, what, err);
+        bench_set_error(res, what, err);
         return;
     }
     if (res->reason[0] == '\0')
         bench_fmt(res->reason, sizeof(res->reason),
                   "%s: byte %zu of %zu is 0x%02x, expected 0x%02x", what, bad,
                   len, got, ipcp_pattern_byte(seed, bad));
+}
+
+static void check_data(bench_ctx_t *ctx, bench_result_t *res, size_t off,
+                       size_t len, uint64_t seed, const char *what)
+{
+    bench_check_buf(ctx, &ctx->dst, res, off, len, seed, what);
 }
 
 /* Posts nrecv receives (the k-th into slot k % slots) and nsend sends of
@@ -788,11 +756,11 @@ static ipcp_status_t xfer_window(bench_ctx_t *ctx, size_t size, int nrecv,
     return first;
 }
 
-static int bcast_verdict(bench_ctx_t *ctx, int i, int32_t ok)
+int bench_bcast_verdict(bench_ctx_t *ctx, int i, int32_t ok)
 {
     for (int r = 1; r < ctx->size; r++) {
         ipcp_status_t st =
-            ipcp_send(ctx->comm, &ok, sizeof(ok), r, case_tag(i, T_VERDICT));
+            ipcp_send(ctx->comm, &ok, sizeof(ok), r, bench_case_tag(i, T_VERDICT));
         if (st != IPCP_OK) {
             fprintf(stderr, "ipcpipe-bench: verdict to rank %d: %s: %s\n", r,
                     ipcp_strerror(st), ipcp_last_error());
@@ -802,7 +770,7 @@ static int bcast_verdict(bench_ctx_t *ctx, int i, int32_t ok)
     return 0;
 }
 
-static int barrier(bench_ctx_t *ctx)
+int bench_barrier(bench_ctx_t *ctx)
 {
     ipcp_status_t st = ipcp_barrier(ctx->comm);
     if (st != IPCP_OK)
@@ -813,7 +781,8 @@ static int barrier(bench_ctx_t *ctx)
 
 static int lat_case(const bench_ctx_t *ctx, const bench_case_t *c)
 {
-    return !c->path->bidir && c->size <= ctx->o->lat_max && c->size <= ctx->cap;
+    return c->path->kind == BENCH_KIND_IPCP && !c->path->bidir &&
+           c->size <= ctx->o->lat_max && c->size <= ctx->cap;
 }
 
 /* ---- rank 0, one direction -------------------------------------------- */
@@ -826,16 +795,16 @@ static int recv_warmup(bench_ctx_t *ctx, const bench_case_t *c, int i,
     for (int w = 0; w < ctx->o->warmup; w++) {
         int check = w == 0 && ctx->o->verify;
         const char *what = "warm-up";
-        if (check && poison(ctx, c->size, res) < 0)
+        if (check && bench_poison(ctx, c->size, res) < 0)
             return 0;
         ipcp_status_t st = xfer_window(ctx, c->size, 1, 0, 1,
-                                       case_tag(i, T_DATA), 0, res, &what);
+                                       bench_case_tag(i, T_DATA), 0, res, &what);
         if (st != IPCP_OK) {
-            set_reason(res, classify(c, st), "warm-up receive", st);
+            bench_set_reason(res, classify(c, st), "warm-up receive", st);
             return 0;
         }
         if (check)
-            check_data(ctx, res, 0, c->size, case_seed(ctx, i, 0), "warm-up");
+            check_data(ctx, res, 0, c->size, bench_case_seed(ctx, i, 0), "warm-up");
     }
     return res->outcome == BENCH_OK;
 }
@@ -845,30 +814,30 @@ static int recv_warmup(bench_ctx_t *ctx, const bench_case_t *c, int i,
 static int recv_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
                       bench_result_t *res)
 {
-    int w = res->window, slots = case_slots(ctx->o, c->size), n = 0;
+    int w = res->window, slots = bench_case_slots(ctx->o, c->size), n = 0;
     double *t = calloc((size_t)res->iters, sizeof(*t));
     for (int r = 0; r < res->iters; r++) {
         int check = r == res->iters - 1 && ctx->o->verify;
         const char *what = "timed";
         if (check)
-            poison(ctx, (size_t)slots * c->size, res);
-        if (barrier(ctx) < 0) {
+            bench_poison(ctx, (size_t)slots * c->size, res);
+        if (bench_barrier(ctx) < 0) {
             free(t);
             return -1;
         }
         double t0 = bench_now_s();
         ipcp_status_t st = xfer_window(ctx, c->size, w, 0, slots,
-                                       case_tag(i, T_DATA), 0, res, &what);
+                                       bench_case_tag(i, T_DATA), 0, res, &what);
         double t1 = bench_now_s();
         if (st != IPCP_OK) {
-            set_reason(res, classify(c, st), "timed receive", st);
+            bench_set_reason(res, classify(c, st), "timed receive", st);
             continue; /* keep receiving: the sender sends them all */
         }
         if (t)
             t[n++] = t1 - t0;
         if (check)
             check_data(ctx, res, (size_t)((w - 1) % slots) * c->size, c->size,
-                       case_seed(ctx, i, 1), "last");
+                       bench_case_seed(ctx, i, 1), "last");
     }
     double med = t ? bench_median(t, n) : NAN;
     res->gbps = med > 0 ? (double)w * (double)c->size / med / 1e9 : NAN;
@@ -880,24 +849,24 @@ static int recv_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
 static void recv_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i,
                           bench_result_t *res)
 {
-    uint64_t seed = case_seed(ctx, i, 2);
+    uint64_t seed = bench_case_seed(ctx, i, 2);
     int warm = ctx->o->warmup, rounds = bench_lat_rounds(ctx->o, c->size);
     double *t = calloc((size_t)rounds, sizeof(*t));
     int n = 0;
-    fill_src(ctx, c->size, seed, res);
+    bench_fill_src(ctx, c->size, seed, res);
     for (int k = 0; k < warm + rounds; k++) {
         int check = k == warm + rounds - 1 && ctx->o->verify;
         if (check)
-            poison(ctx, c->size, res);
+            bench_poison(ctx, c->size, res);
         double t0 = bench_now_s();
         ipcp_status_t st = ipcp_send(ctx->comm, ctx->src.ptr, c->size, SEND,
-                                     case_tag(i, T_PING));
+                                     bench_case_tag(i, T_PING));
         if (st == IPCP_OK)
             st = ipcp_recv(ctx->comm, ctx->dst.ptr, c->size, SEND,
-                           case_tag(i, T_PONG), NULL);
+                           bench_case_tag(i, T_PONG), NULL);
         double t1 = bench_now_s();
         if (st != IPCP_OK) {
-            set_reason(res, BENCH_ERROR, "ping-pong", st);
+            bench_set_reason(res, BENCH_ERROR, "ping-pong", st);
             free(t);
             return;
         }
@@ -913,17 +882,17 @@ static void recv_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i,
 
 /* ---- rank 0, both directions (bidir) ------------------------------------ */
 
-static int recv_peer_msg(bench_ctx_t *ctx, int tag, peer_msg_t *m,
+int bench_recv_peer_msg(bench_ctx_t *ctx, int tag, peer_msg_t *m,
                          bench_result_t *res)
 {
     ipcp_status_t st = ipcp_recv(ctx->comm, m, sizeof(*m), SEND, tag, NULL);
     if (st != IPCP_OK) {
-        set_reason(res, BENCH_ERROR, "rank 1's report", st);
+        bench_set_reason(res, BENCH_ERROR, "rank 1's report", st);
         return -1;
     }
     m->reason[sizeof(m->reason) - 1] = '\0';
     if (!m->ok)
-        set_error(res, "rank 1", m->reason);
+        bench_set_error(res, "rank 1", m->reason);
     else if (m->verified == 0 && res->verified != 0) {
         res->verified = 0;
         if (!res->reason[0])
@@ -936,29 +905,29 @@ static int recv_peer_msg(bench_ctx_t *ctx, int tag, peer_msg_t *m,
 static int bidir0_warmup(bench_ctx_t *ctx, const bench_case_t *c, int i,
                          bench_result_t *res)
 {
-    if (fill_src(ctx, c->size, case_seed(ctx, i, 3), res) < 0)
+    if (bench_fill_src(ctx, c->size, bench_case_seed(ctx, i, 3), res) < 0)
         return 0;
     for (int w = 0; w < ctx->o->warmup; w++) {
         int check = w == 0 && ctx->o->verify;
         const char *what = "warm-up";
-        if (check && poison(ctx, c->size, res) < 0)
+        if (check && bench_poison(ctx, c->size, res) < 0)
             return 0;
         ipcp_status_t st =
-            xfer_window(ctx, c->size, 1, 1, 1, case_tag(i, T_DATA),
-                        case_tag(i, T_REV), res, &what);
+            xfer_window(ctx, c->size, 1, 1, 1, bench_case_tag(i, T_DATA),
+                        bench_case_tag(i, T_REV), res, &what);
         if (st != IPCP_OK) {
             char w2[64];
             bench_fmt(w2, sizeof(w2), "warm-up %s", what);
-            set_reason(res, classify(c, st), w2, st);
+            bench_set_reason(res, classify(c, st), w2, st);
             return 0;
         }
         if (check)
-            check_data(ctx, res, 0, c->size, case_seed(ctx, i, 0), "warm-up");
+            check_data(ctx, res, 0, c->size, bench_case_seed(ctx, i, 0), "warm-up");
     }
     if (res->outcome != BENCH_OK)
         return 0;
     peer_msg_t m;
-    if (recv_peer_msg(ctx, case_tag(i, T_PEER_WARM), &m, res) < 0)
+    if (bench_recv_peer_msg(ctx, bench_case_tag(i, T_PEER_WARM), &m, res) < 0)
         return 0;
     return res->outcome == BENCH_OK;
 }
@@ -969,7 +938,7 @@ static int bidir0_warmup(bench_ctx_t *ctx, const bench_case_t *c, int i,
 static int bidir0_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
                         bench_result_t *res)
 {
-    int w = res->window, slots = case_slots(ctx->o, c->size),
+    int w = res->window, slots = bench_case_slots(ctx->o, c->size),
         iters = res->iters;
     double *t0 = calloc((size_t)iters, sizeof(double));
     double *t1 = calloc((size_t)iters, sizeof(double));
@@ -979,17 +948,17 @@ static int bidir0_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
         int check = r == iters - 1 && ctx->o->verify;
         const char *what = "timed";
         if (check) {
-            poison(ctx, (size_t)slots * c->size, res);
-            fill_src(ctx, c->size, case_seed(ctx, i, 4), res);
+            bench_poison(ctx, (size_t)slots * c->size, res);
+            bench_fill_src(ctx, c->size, bench_case_seed(ctx, i, 4), res);
         }
-        if (barrier(ctx) < 0) {
+        if (bench_barrier(ctx) < 0) {
             rc = -1;
             goto out;
         }
         double a = bench_now_s();
         ipcp_status_t st =
-            xfer_window(ctx, c->size, w, w, slots, case_tag(i, T_DATA),
-                        case_tag(i, T_REV), res, &what);
+            xfer_window(ctx, c->size, w, w, slots, bench_case_tag(i, T_DATA),
+                        bench_case_tag(i, T_REV), res, &what);
         double b = bench_now_s();
         if (t0 && t1) {
             t0[r] = a;
@@ -998,23 +967,23 @@ static int bidir0_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
         if (st != IPCP_OK) {
             char w2[64];
             bench_fmt(w2, sizeof(w2), "timed %s", what);
-            set_reason(res, classify(c, st), w2, st);
+            bench_set_reason(res, classify(c, st), w2, st);
             continue;
         }
         if (check)
             check_data(ctx, res, (size_t)((w - 1) % slots) * c->size, c->size,
-                       case_seed(ctx, i, 1), "last");
+                       bench_case_seed(ctx, i, 1), "last");
     }
     peer_msg_t m;
-    if (recv_peer_msg(ctx, case_tag(i, T_PEER_REPORT), &m, res) < 0)
+    if (bench_recv_peer_msg(ctx, bench_case_tag(i, T_PEER_REPORT), &m, res) < 0)
         goto out;
     double dummy;
     ipcp_status_t st =
         ipcp_recv(ctx->comm, peer ? (void *)peer : (void *)&dummy,
                   peer ? (size_t)iters * sizeof(double) : sizeof(dummy), SEND,
-                  case_tag(i, T_PEER_TIMES), NULL);
+                  bench_case_tag(i, T_PEER_TIMES), NULL);
     if (st != IPCP_OK) {
-        set_reason(res, BENCH_ERROR, "rank 1's times", st);
+        bench_set_reason(res, BENCH_ERROR, "rank 1's times", st);
         goto out;
     }
     for (int r = 0; t0 && t1 && peer && r < iters; r++) {
@@ -1031,54 +1000,63 @@ out:
     return rc;
 }
 
+int bench_size_waived(const bench_ctx_t *ctx, const bench_case_t *c,
+                      bench_result_t *res)
+{
+    char sz[24], cap[24];
+    if (c->size <= ctx->cap)
+        return 0;
+    bench_format_size(c->size, sz, sizeof(sz));
+    bench_format_size(ctx->cap, cap, sizeof(cap));
+    res->outcome = BENCH_WAIVED;
+    if (ctx->waive[0])
+        bench_fmt(res->reason, sizeof(res->reason), "%s", ctx->waive);
+    else if (ctx->failed_cap && c->size >= ctx->failed_cap)
+        bench_fmt(res->reason, sizeof(res->reason),
+                  "not enough memory (allocating buffers of %s failed; "
+                  "largest size that fits: %s)",
+                  sz, cap);
+    else
+        bench_fmt(res->reason, sizeof(res->reason),
+                  "not enough memory (buffers of %s need %.1f GiB of "
+                  "host memory, %.1f GiB usable; largest size that fits: "
+                  "%s)",
+                  sz, (double)host_need(ctx, c->size) / (double)GIB,
+                  (double)ctx->usable / (double)GIB, cap);
+    return 1;
+}
+
 static int run_receiver(bench_ctx_t *ctx, const bench_case_t *c, int i,
                         bench_result_t *res)
 {
-    char sz[24], cap[24];
     int ok = 0;
     /* Set before the barrier, so that the sender's first transfer already
      * sees the forced path (peers learn of it at a synchronization). */
     ipcp_status_t pst = ipcp_comm_set_path(ctx->comm, c->path->path);
-    if (barrier(ctx) < 0)
+    if (bench_barrier(ctx) < 0)
         return -1;
-    if (c->size > ctx->cap) {
-        bench_format_size(c->size, sz, sizeof(sz));
-        bench_format_size(ctx->cap, cap, sizeof(cap));
-        res->outcome = BENCH_WAIVED;
-        if (ctx->waive[0])
-            bench_fmt(res->reason, sizeof(res->reason), "%s", ctx->waive);
-        else if (ctx->failed_cap && c->size >= ctx->failed_cap)
-            bench_fmt(res->reason, sizeof(res->reason),
-                      "not enough memory (allocating buffers of %s failed; "
-                      "largest size that fits: %s)",
-                      sz, cap);
-        else
-            bench_fmt(res->reason, sizeof(res->reason),
-                      "not enough memory (buffers of %s need %.1f GiB of "
-                      "host memory, %.1f GiB usable; largest size that fits: "
-                      "%s)",
-                      sz, (double)host_need(ctx, c->size) / (double)GIB,
-                      (double)ctx->usable / (double)GIB, cap);
+    if (bench_size_waived(ctx, c, res)) {
+        /* reason set */
     } else if (pst != IPCP_OK) {
-        set_reason(res, classify(c, pst), "ipcp_comm_set_path", pst);
+        bench_set_reason(res, classify(c, pst), "ipcp_comm_set_path", pst);
     } else {
         ok = c->path->bidir ? bidir0_warmup(ctx, c, i, res)
                             : recv_warmup(ctx, c, i, res);
     }
-    if (bcast_verdict(ctx, i, ok) < 0)
+    if (bench_bcast_verdict(ctx, i, ok) < 0)
         return -1;
     if (ok && (c->path->bidir ? bidir0_timed(ctx, c, i, res)
                               : recv_timed(ctx, c, i, res)) < 0)
         return -1;
     if (ok && lat_case(ctx, c)) {
-        if (barrier(ctx) < 0)
+        if (bench_barrier(ctx) < 0)
             return -1;
         recv_pingpong(ctx, c, i, res);
     }
     ipcp_comm_set_path(ctx->comm, IPCP_PATH_AUTO);
     if (res->outcome != BENCH_OK)
         res->gbps = res->latency_us = NAN;
-    pick_ceiling(ctx, c, res);
+    bench_pick_ceiling(ctx, c, res);
     return 0;
 }
 
@@ -1121,12 +1099,12 @@ static int send_warmup(bench_ctx_t *ctx, const bench_case_t *c, int i,
     /* A failed fill is reported and the sends still go out: the
      * receiver waits for them, and its check will fail. */
     if (ctx->o->verify)
-        fill_src(ctx, c->size, case_seed(ctx, i, 0), NULL);
+        bench_fill_src(ctx, c->size, bench_case_seed(ctx, i, 0), NULL);
     for (int w = 0; w < ctx->o->warmup; w++) {
         ipcp_request_t *sreq;
         ipcp_status_t st;
         if (ipcp_isend(ctx->comm, ctx->src.ptr, c->size, RECV,
-                       case_tag(i, T_DATA), &sreq) != IPCP_OK)
+                       bench_case_tag(i, T_DATA), &sreq) != IPCP_OK)
             return 0;
         if (!await_req(sreq, vreq, verdict, &st) || st != IPCP_OK)
             return 0;
@@ -1150,11 +1128,11 @@ static int send_timed(bench_ctx_t *ctx, const bench_case_t *c, int i, int iters)
     for (int r = 0; r < iters; r++) {
         const char *what = "send";
         if (r == iters - 1 && ctx->o->verify)
-            fill_src(ctx, c->size, case_seed(ctx, i, 1), NULL);
-        if (barrier(ctx) < 0)
+            bench_fill_src(ctx, c->size, bench_case_seed(ctx, i, 1), NULL);
+        if (bench_barrier(ctx) < 0)
             return -1;
         ipcp_status_t st = xfer_window(ctx, c->size, 0, w, 1, 0,
-                                       case_tag(i, T_DATA), NULL, &what);
+                                       bench_case_tag(i, T_DATA), NULL, &what);
         if (st != IPCP_OK)
             send_report(c, "timed send", st, &reported);
     }
@@ -1168,14 +1146,14 @@ static int send_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i)
     ipcp_status_t st = ipcp_comm_set_path(ctx->comm, c->path->path);
     if (st != IPCP_OK)
         send_report(c, "ipcp_comm_set_path", st, &reported);
-    if (barrier(ctx) < 0)
+    if (bench_barrier(ctx) < 0)
         return -1;
     for (int k = 0; k < ctx->o->warmup + rounds && st == IPCP_OK; k++) {
         st = ipcp_recv(ctx->comm, ctx->dst.ptr, c->size, RECV,
-                       case_tag(i, T_PING), NULL);
+                       bench_case_tag(i, T_PING), NULL);
         if (st == IPCP_OK)
             st = ipcp_send(ctx->comm, ctx->dst.ptr, c->size, RECV,
-                           case_tag(i, T_PONG));
+                           bench_case_tag(i, T_PONG));
         if (st != IPCP_OK)
             send_report(c, "ping-pong", st, &reported);
     }
@@ -1183,7 +1161,7 @@ static int send_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i)
     return 0;
 }
 
-static int send_peer_msg(bench_ctx_t *ctx, int tag, const bench_result_t *lr)
+int bench_send_peer_msg(bench_ctx_t *ctx, int tag, const bench_result_t *lr)
 {
     peer_msg_t m = {lr->outcome == BENCH_OK, lr->verified, ""};
     bench_fmt(m.reason, sizeof(m.reason), "%s", lr->reason);
@@ -1202,28 +1180,28 @@ static void bidir1_warmup(bench_ctx_t *ctx, const bench_case_t *c, int i,
 {
     bench_result_t lr = {.outcome = BENCH_OK,
                          .verified = ctx->o->verify ? 1 : -1};
-    fill_src(ctx, c->size, case_seed(ctx, i, 0), &lr);
+    bench_fill_src(ctx, c->size, bench_case_seed(ctx, i, 0), &lr);
     for (int w = 0; w < ctx->o->warmup; w++) {
         int check = w == 0 && ctx->o->verify;
         ipcp_request_t *rq[2];
         ipcp_status_t st[2];
         if (check)
-            poison(ctx, c->size, &lr);
+            bench_poison(ctx, c->size, &lr);
         st[0] = ipcp_irecv(ctx->comm, ctx->dst.ptr, c->size, RECV,
-                           case_tag(i, T_REV), &rq[0]);
+                           bench_case_tag(i, T_REV), &rq[0]);
         st[1] = ipcp_isend(ctx->comm, ctx->src.ptr, c->size, RECV,
-                           case_tag(i, T_DATA), &rq[1]);
+                           bench_case_tag(i, T_DATA), &rq[1]);
         for (int k = 0; k < 2; k++) {
             if (st[k] == IPCP_OK && !await_req(rq[k], vreq, verdict, &st[k]))
                 return; /* rank 0 gave up the case */
             if (st[k] != IPCP_OK)
-                set_reason(&lr, BENCH_ERROR,
+                bench_set_reason(&lr, BENCH_ERROR,
                            k ? "warm-up send" : "warm-up receive", st[k]);
         }
         if (check && st[0] == IPCP_OK)
-            check_data(ctx, &lr, 0, c->size, case_seed(ctx, i, 3), "warm-up");
+            check_data(ctx, &lr, 0, c->size, bench_case_seed(ctx, i, 3), "warm-up");
     }
-    send_peer_msg(ctx, case_tag(i, T_PEER_WARM), &lr);
+    bench_send_peer_msg(ctx, bench_case_tag(i, T_PEER_WARM), &lr);
 }
 
 static int bidir1_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
@@ -1231,43 +1209,43 @@ static int bidir1_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
 {
     bench_result_t lr = {.outcome = BENCH_OK,
                          .verified = ctx->o->verify ? 1 : -1};
-    int w = bench_window(ctx->o, c->size), slots = case_slots(ctx->o, c->size);
+    int w = bench_window(ctx->o, c->size), slots = bench_case_slots(ctx->o, c->size);
     double *end = calloc((size_t)iters, sizeof(double));
     if (!end)
-        set_error(&lr, "rank 1", "out of memory");
+        bench_set_error(&lr, "rank 1", "out of memory");
     for (int r = 0; r < iters; r++) {
         int check = r == iters - 1 && ctx->o->verify;
         const char *what = "timed";
         if (check) {
-            poison(ctx, (size_t)slots * c->size, &lr);
-            fill_src(ctx, c->size, case_seed(ctx, i, 1), &lr);
+            bench_poison(ctx, (size_t)slots * c->size, &lr);
+            bench_fill_src(ctx, c->size, bench_case_seed(ctx, i, 1), &lr);
         }
-        if (barrier(ctx) < 0) {
+        if (bench_barrier(ctx) < 0) {
             free(end);
             return -1;
         }
         ipcp_status_t st =
-            xfer_window(ctx, c->size, w, w, slots, case_tag(i, T_REV),
-                        case_tag(i, T_DATA), &lr, &what);
+            xfer_window(ctx, c->size, w, w, slots, bench_case_tag(i, T_REV),
+                        bench_case_tag(i, T_DATA), &lr, &what);
         if (end)
             end[r] = st == IPCP_OK ? bench_now_s() : NAN;
         if (st != IPCP_OK) {
             char w2[64];
             bench_fmt(w2, sizeof(w2), "timed %s", what);
-            set_reason(&lr, BENCH_ERROR, w2, st);
+            bench_set_reason(&lr, BENCH_ERROR, w2, st);
             continue;
         }
         if (check)
             check_data(ctx, &lr, (size_t)((w - 1) % slots) * c->size, c->size,
-                       case_seed(ctx, i, 4), "last");
+                       bench_case_seed(ctx, i, 4), "last");
     }
-    int rc = send_peer_msg(ctx, case_tag(i, T_PEER_REPORT), &lr);
+    int rc = bench_send_peer_msg(ctx, bench_case_tag(i, T_PEER_REPORT), &lr);
     if (rc == 0) {
         double dummy = NAN;
         ipcp_status_t st =
             ipcp_send(ctx->comm, end ? (void *)end : (void *)&dummy,
                       end ? (size_t)iters * sizeof(double) : sizeof(dummy),
-                      RECV, case_tag(i, T_PEER_TIMES));
+                      RECV, bench_case_tag(i, T_PEER_TIMES));
         if (st != IPCP_OK)
             fprintf(stderr,
                     "ipcpipe-bench [rank 1]: times to rank 0: %s: "
@@ -1283,10 +1261,10 @@ static int run_sender(bench_ctx_t *ctx, const bench_case_t *c, int i)
 {
     int32_t verdict = 0;
     ipcp_request_t *vreq = NULL;
-    if (barrier(ctx) < 0)
+    if (bench_barrier(ctx) < 0)
         return -1;
     ipcp_status_t st = ipcp_irecv(ctx->comm, &verdict, sizeof(verdict), RECV,
-                                  case_tag(i, T_VERDICT), &vreq);
+                                  bench_case_tag(i, T_VERDICT), &vreq);
     if (st == IPCP_OK && ctx->rank == SEND && c->size <= ctx->cap) {
         if (c->path->bidir)
             bidir1_warmup(ctx, c, i, &vreq, &verdict);
@@ -1313,7 +1291,7 @@ static int run_sender(bench_ctx_t *ctx, const bench_case_t *c, int i)
         return 0;
     }
     for (int r = 0; r < iters + lat_case(ctx, c); r++)
-        if (barrier(ctx) < 0)
+        if (bench_barrier(ctx) < 0)
             return -1;
     return 0;
 }
@@ -1321,6 +1299,8 @@ static int run_sender(bench_ctx_t *ctx, const bench_case_t *c, int i)
 int bench_run_case(bench_ctx_t *ctx, const bench_case_t *c, int i,
                    bench_result_t *res)
 {
+    if (c->path->kind != BENCH_KIND_IPCP)
+        return bench_cmp_run(ctx, c, i, res);
     if (ctx->rank != RECV)
         return run_sender(ctx, c, i);
     *res = (bench_result_t){
