@@ -113,11 +113,13 @@ static const char usage_text[] =
     "repetition to the completion of its last receive.  Ceilings: memcpy\n"
     "(host), d2d, min(d2h,h2d) and d2d-bidir (CUDA), in the receiving\n"
     "process; the header says what each is.\n"
-    "References: published figures (NCCL, the forum post's pattern, pinned\n"
-    "copies on some machine) are for orientation only: another machine,\n"
-    "driver or run gives others.  --compare measures them here, in the\n"
-    "same run, with the same window, buffers and clock, so that the ratios\n"
-    "mean something.  A progress line is shown on a terminal only.\n"
+    "References: the figures a user compares against (NCCL send/recv, the\n"
+    "forum post's pattern, pinned copies; the README's \"Measured\" lists\n"
+    "those of one 2 x H200 run) hold for one machine, driver and run.\n"
+    "--compare measures them here instead, in the same run, with the same\n"
+    "window, buffers and clock, so that the ratios mean something.\n"
+    "A progress line is shown when stderr is a terminal, never in pipes,\n"
+    "JSON or CSV.\n"
     "Exit status: 0 when every case verified or was waived, 1 when one\n"
     "failed, 2 on bad options.\n";
 
@@ -662,8 +664,10 @@ int main(int argc, char **argv)
         /* The ranks read IPCPIPE_TRACE when they start; one case keeps the
          * timeline (and its overlap ratio) about one thing. */
         if (n != 1) {
-            fprintf(stderr, "ipcpipe-bench: --trace needs exactly one case "
-                            "(e.g. --case staged:256M); %d selected\n", n);
+            fprintf(stderr,
+                    "ipcpipe-bench: --trace needs exactly one case "
+                    "(e.g. --case staged:256M); %d selected\n",
+                    n);
             free(cs);
             return 2;
         }

@@ -300,17 +300,18 @@ int bench_nccl_unique_id(unsigned char id[BENCH_NCCL_ID_BYTES], char *err,
                          size_t elen);
 typedef struct bench_nccl bench_nccl_t;
 /* A communicator of 2 ranks on the bound device, and a stream of it;
- * collective: both ranks call it with rank 0's id.  NULL with a message. */
+ * collective: both ranks call it with rank 0's id.  Gives up after
+ * timeout_s (the other rank may have failed).  NULL with a message. */
 bench_nccl_t *bench_nccl_init(const unsigned char id[BENCH_NCCL_ID_BYTES],
-                              int rank, char *err, size_t elen);
+                              int rank, double timeout_s, char *err,
+                              size_t elen);
 /* Enqueues n transfers of len bytes on the stream: sends of buf to peer,
  * or receives from peer into buf + (k % slots) * len. */
 int bench_nccl_post(bench_nccl_t *nc, int send, void *buf, size_t len, int n,
                     int slots, int peer, char *err, size_t elen);
 /* Waits for the stream; on an error or after timeout_s aborts the
  * communicator (it cannot be used again).  0 or -1 with a message. */
-int bench_nccl_wait(bench_nccl_t *nc, double timeout_s, char *err,
-                    size_t elen);
+int bench_nccl_wait(bench_nccl_t *nc, double timeout_s, char *err, size_t elen);
 int bench_nccl_usable(const bench_nccl_t *nc);
 void bench_nccl_destroy(bench_nccl_t *nc);
 

@@ -818,8 +818,8 @@ static int naive_chunk(bench_naive_t *nv, int s, CUdeviceptr src,
     if (cu_ok(IPCP_CU(cuCtxSetCurrent)(nv->ctx[0]), err, elen,
               "cuCtxSetCurrent(device 0)") < 0)
         return -1;
-    bench_fmt(what, sizeof(what), "cuMemcpyDtoHAsync(%zu bytes, stream %d)",
-              n, s);
+    bench_fmt(what, sizeof(what), "cuMemcpyDtoHAsync(%zu bytes, stream %d)", n,
+              s);
     if (cu_ok(IPCP_CU(cuMemcpyDtoHAsync)(host, src, n, nv->d2h[s]), err, elen,
               what) < 0 ||
         cu_ok(IPCP_CU(cuEventRecord)(nv->ev[s], nv->d2h[s]), err, elen,
@@ -831,8 +831,7 @@ static int naive_chunk(bench_naive_t *nv, int s, CUdeviceptr src,
               "cuStreamWaitEvent") < 0)
         return -1;
     bench_fmt(what, sizeof(what),
-              "cuMemcpyHtoDAsync(%zu bytes into the mapping, stream %d)", n,
-              s);
+              "cuMemcpyHtoDAsync(%zu bytes into the mapping, stream %d)", n, s);
     return cu_ok(IPCP_CU(cuMemcpyHtoDAsync)(dst, host, n, nv->h2d[s]), err,
                  elen, what);
 }
@@ -909,8 +908,8 @@ int bench_cuda_ipc_handle(void *ptr, unsigned char h[BENCH_IPC_HANDLE_BYTES],
                           char *err, size_t elen)
 {
     CUipcMemHandle hd;
-    if (cu_ok(IPCP_CU(cuIpcGetMemHandle)(&hd, (CUdeviceptr)(uintptr_t)ptr),
-              err, elen, "cuIpcGetMemHandle(the naive case's buffer)") < 0)
+    if (cu_ok(IPCP_CU(cuIpcGetMemHandle)(&hd, (CUdeviceptr)(uintptr_t)ptr), err,
+              elen, "cuIpcGetMemHandle(the naive case's buffer)") < 0)
         return -1;
     memcpy(h, &hd, sizeof(hd));
     return 0;

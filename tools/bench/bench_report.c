@@ -180,8 +180,8 @@ void bench_report_progress(const bench_opts_t *o, int done, int total,
     if (!rep.progress)
         return;
     fprintf(stderr, "\r\033[K[%d/%d, %.0f%% done, %.0f s] %s ...", done + 1,
-            total, total ? 100.0 * done / total : 0.0,
-            bench_now_s() - rep.t0, name);
+            total, total ? 100.0 * done / total : 0.0, bench_now_s() - rep.t0,
+            name);
     fflush(stderr);
 }
 
@@ -328,7 +328,9 @@ static void row_fields(const bench_ctx_t *ctx, const bench_result_t *r,
     field_add(fs, "size", F_UINT)->u = r->c->size;
     field_str(fs, "path", p->name);
     field_str(fs, "path_used",
-         !ok ? NULL : ref ? p->name : ipcp_path_name(r->path_used));
+              !ok   ? NULL
+              : ref ? p->name
+                    : ipcp_path_name(r->path_used));
     field_str(fs, "mem", mem_name(in->mem));
     field_str(fs, "alloc", alloc_name(in->alloc));
     field_int(fs, "devices.receiver", in->dev[0], cuda);
@@ -341,9 +343,9 @@ static void row_fields(const bench_ctx_t *ctx, const bench_result_t *r,
     field_num(fs, "gbps", r->gbps, ok && r->gbps > 0);
     field_num(fs, "ceiling_gbps", r->ceiling_gbps, r->ceiling_gbps > 0);
     field_str(fs, "ceiling_kind",
-         r->ceiling_gbps > 0 ? bench_ceil_name(r->ceiling_kind) : NULL);
+              r->ceiling_gbps > 0 ? bench_ceil_name(r->ceiling_kind) : NULL);
     field_num(fs, "ratio", r->gbps / r->ceiling_gbps,
-         ok && r->gbps > 0 && r->ceiling_gbps > 0);
+              ok && r->gbps > 0 && r->ceiling_gbps > 0);
     field_num(fs, "latency_us", r->latency_us, ok && r->latency_us >= 0);
     field_bool(fs, "verified", !ok || r->verified < 0 ? -1 : r->verified);
     field_int(fs, "iters", r->iters, 1);
@@ -395,7 +397,8 @@ static void json_obj(const fields_t *fs)
         }
         size_t plen = (size_t)(dot - fs->f[k].key);
         int end = k, any = 0;
-        while (end < fs->n && strncmp(fs->f[end].key, fs->f[k].key, plen + 1) == 0)
+        while (end < fs->n &&
+               strncmp(fs->f[end].key, fs->f[k].key, plen + 1) == 0)
             any |= fs->f[end++].type != F_NULL;
         printf("%.*s\": ", (int)plen, fs->f[k].key);
         if (!any) {
@@ -403,7 +406,8 @@ static void json_obj(const fields_t *fs)
         } else {
             printf("{");
             for (int j = k; j < end; j++) {
-                printf("%s\"%s\": ", j > k ? ", " : "", fs->f[j].key + plen + 1);
+                printf("%s\"%s\": ", j > k ? ", " : "",
+                       fs->f[j].key + plen + 1);
                 json_value(&fs->f[j]);
             }
             printf("}");

@@ -600,7 +600,7 @@ void bench_ceilings_measure(bench_ctx_t *ctx, const bench_case_t *cs, int n,
 /* The ceiling of the path that moved the data (on GPU memory the direct
  * and staged paths have different limits). */
 void bench_pick_ceiling(const bench_ctx_t *ctx, const bench_case_t *c,
-                         bench_result_t *res)
+                        bench_result_t *res)
 {
     bench_ceil_kind_t k = BENCH_CEIL_NONE;
     int bidir = c->path->bidir;
@@ -629,7 +629,7 @@ void bench_pick_ceiling(const bench_ctx_t *ctx, const bench_case_t *c,
 /* ---- pieces of a case ---------------------------------------------------- */
 
 void bench_set_reason(bench_result_t *res, bench_outcome_t outcome,
-                       const char *what, ipcp_status_t st)
+                      const char *what, ipcp_status_t st)
 {
     if (res->outcome != BENCH_OK)
         return; /* keep the first cause */
@@ -668,7 +668,7 @@ int bench_poison(bench_ctx_t *ctx, size_t len, bench_result_t *res)
 }
 
 int bench_fill_src(bench_ctx_t *ctx, size_t len, uint64_t seed,
-                    bench_result_t *res)
+                   bench_result_t *res)
 {
     char err[BENCH_REASON_MAX];
     if (bench_buf_fill(&ctx->src, 0, len, seed, ctx->staging, err,
@@ -759,8 +759,8 @@ static ipcp_status_t xfer_window(bench_ctx_t *ctx, size_t size, int nrecv,
 int bench_bcast_verdict(bench_ctx_t *ctx, int i, int32_t ok)
 {
     for (int r = 1; r < ctx->size; r++) {
-        ipcp_status_t st =
-            ipcp_send(ctx->comm, &ok, sizeof(ok), r, bench_case_tag(i, T_VERDICT));
+        ipcp_status_t st = ipcp_send(ctx->comm, &ok, sizeof(ok), r,
+                                     bench_case_tag(i, T_VERDICT));
         if (st != IPCP_OK) {
             fprintf(stderr, "ipcpipe-bench: verdict to rank %d: %s: %s\n", r,
                     ipcp_strerror(st), ipcp_last_error());
@@ -797,14 +797,15 @@ static int recv_warmup(bench_ctx_t *ctx, const bench_case_t *c, int i,
         const char *what = "warm-up";
         if (check && bench_poison(ctx, c->size, res) < 0)
             return 0;
-        ipcp_status_t st = xfer_window(ctx, c->size, 1, 0, 1,
-                                       bench_case_tag(i, T_DATA), 0, res, &what);
+        ipcp_status_t st = xfer_window(
+            ctx, c->size, 1, 0, 1, bench_case_tag(i, T_DATA), 0, res, &what);
         if (st != IPCP_OK) {
             bench_set_reason(res, classify(c, st), "warm-up receive", st);
             return 0;
         }
         if (check)
-            check_data(ctx, res, 0, c->size, bench_case_seed(ctx, i, 0), "warm-up");
+            check_data(ctx, res, 0, c->size, bench_case_seed(ctx, i, 0),
+                       "warm-up");
     }
     return res->outcome == BENCH_OK;
 }
@@ -826,8 +827,9 @@ static int recv_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
             return -1;
         }
         double t0 = bench_now_s();
-        ipcp_status_t st = xfer_window(ctx, c->size, w, 0, slots,
-                                       bench_case_tag(i, T_DATA), 0, res, &what);
+        ipcp_status_t st =
+            xfer_window(ctx, c->size, w, 0, slots, bench_case_tag(i, T_DATA), 0,
+                        res, &what);
         double t1 = bench_now_s();
         if (st != IPCP_OK) {
             bench_set_reason(res, classify(c, st), "timed receive", st);
@@ -883,7 +885,7 @@ static void recv_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i,
 /* ---- rank 0, both directions (bidir) ------------------------------------ */
 
 int bench_recv_peer_msg(bench_ctx_t *ctx, int tag, peer_msg_t *m,
-                         bench_result_t *res)
+                        bench_result_t *res)
 {
     ipcp_status_t st = ipcp_recv(ctx->comm, m, sizeof(*m), SEND, tag, NULL);
     if (st != IPCP_OK) {
@@ -922,7 +924,8 @@ static int bidir0_warmup(bench_ctx_t *ctx, const bench_case_t *c, int i,
             return 0;
         }
         if (check)
-            check_data(ctx, res, 0, c->size, bench_case_seed(ctx, i, 0), "warm-up");
+            check_data(ctx, res, 0, c->size, bench_case_seed(ctx, i, 0),
+                       "warm-up");
     }
     if (res->outcome != BENCH_OK)
         return 0;
@@ -1196,10 +1199,11 @@ static void bidir1_warmup(bench_ctx_t *ctx, const bench_case_t *c, int i,
                 return; /* rank 0 gave up the case */
             if (st[k] != IPCP_OK)
                 bench_set_reason(&lr, BENCH_ERROR,
-                           k ? "warm-up send" : "warm-up receive", st[k]);
+                                 k ? "warm-up send" : "warm-up receive", st[k]);
         }
         if (check && st[0] == IPCP_OK)
-            check_data(ctx, &lr, 0, c->size, bench_case_seed(ctx, i, 3), "warm-up");
+            check_data(ctx, &lr, 0, c->size, bench_case_seed(ctx, i, 3),
+                       "warm-up");
     }
     bench_send_peer_msg(ctx, bench_case_tag(i, T_PEER_WARM), &lr);
 }
@@ -1209,7 +1213,8 @@ static int bidir1_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
 {
     bench_result_t lr = {.outcome = BENCH_OK,
                          .verified = ctx->o->verify ? 1 : -1};
-    int w = bench_window(ctx->o, c->size), slots = bench_case_slots(ctx->o, c->size);
+    int w = bench_window(ctx->o, c->size),
+        slots = bench_case_slots(ctx->o, c->size);
     double *end = calloc((size_t)iters, sizeof(double));
     if (!end)
         bench_set_error(&lr, "rank 1", "out of memory");

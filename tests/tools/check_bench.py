@@ -1,0 +1,300 @@
+#!/usr/bin/env python3
+"""ipcpipe-bench's outputs on host memory (no GPU needed): --csv, --plot,
+--compare, the options that go with them, and the progress line that only a
+terminal gets.  Checks formats and counts, never timing values.
+
+    check_bench.py MODE BENCH [INFO] [OUTDIR]
+
+Modes: csv, plot, compare-host, compare-nogpu (skips, 77, where a GPU is
+usable: there the references really run), options, progress."""
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+import threading
+import xml.etree.ElementTree as ET
+
+SMALL = ["--mem", "host", "--sizes", "4K,1M", "--iters", "3", "--warmup", "1",
+         "--lat-max", "0", "--timeout", "120"]
+PATHS = ["direct", "staged", "auto", "bidir"]
+REFS = ["d2d", "d2h", "h2d", "nccl", "naive"]
+FIELDS = ["case", "size", "path", "path_used", "mem", "alloc",
+          "devices.receiver", "devices.sender", "devices.receiver_bus",
+          "devices.sender_bus", "ceiling_devices.from", "ceiling_devices.to",
+          "window", "gbps", "ceiling_gbps", "ceiling_kind", "ratio",
+          "latency_us", "verified", "iters", "status", "reason", "reference",
+          "vs_nccl", "vs_naive"]
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Fail(msg)
+
+
+def run(bench, args, want_rc=0):
+    p = subprocess.run([bench] + args, capture_output=True, text=True,
+                       timeout=300)
+    check(want_rc is None or p.returncode == want_rc,
+          f"{' '.join(args)}: exit {p.returncode}, expected {want_rc}\n"
+          f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}")
+    return p
+
+
+def no_progress(p, what):
+    for name, text in (("stdout", p.stdout), ("stderr", p.stderr)):
+        check("\r" not in text and "\x1b" not in text,
+              f"{what}: progress or terminal codes on {name} of a pipe")
+
+
+def read_csv(text):
+    rows = list(csv.reader(io.StringIO(text)))
+    check(len(rows) >= 1, "no CSV header")
+    return rows[0], [dict(zip(rows[0], r)) for r in rows[1:]]
+
+
+def mode_csv(bench):
+    p = run(bench, SMALL + ["--csv"])
+    no_progress(p, "--csv")
+    header, rows = read_csv(p.stdout)
+    check(header == FIELDS, f"CSV header {header}\nexpected {FIELDS}")
+    check(len(rows) == 2 * len(PATHS),
+          f"{len(rows)} CSV rows, expected {2 * len(PATHS)}:\n{p.stdout}")
+    for r in rows:
+        check(len(r) == len(FIELDS), f"row with {len(r)} fields: {r}")
+        check(r["status"] == "ok", f"{r['case']}: status {r['status']}")
+        check(r["verified"] == "true",
+              f"{r['case']}: verified is {r['verified']!r}, not true")
+        check(r["reference"] == "false", f"{r['case']}: marked a reference")
+    got = sorted(r["case"] for r in rows)
+    want = sorted(f"{p}:{s}" for p in PATHS for s in ("4K", "1M"))
+    check(got == want, f"cases {got}, expected {want}")
+    # The JSON objects carry the same fields (nested ones flattened).
+    j = json.loads(run(bench, SMALL + ["--json"]).stdout)
+    check(len(j) == len(rows), f"{len(j)} JSON objects, {len(rows)} CSV rows")
+    for obj in j:
+        keys = []
+        for k, v in obj.items():
+            sub = [f for f in FIELDS if f.startswith(k + ".")]
+            if sub and isinstance(v, dict):
+                keys += [f"{k}.{s}" for s in v]
+            elif sub:
+                check(v is None, f"JSON {k} is {v!r}")
+                keys += sub
+            else:
+                keys.append(k)
+        check(keys == FIELDS, f"JSON fields {keys}\nCSV fields {FIELDS}")
+    return 0
+
+
+def svg_series(path):
+    root = ET.parse(path).getroot()
+    check(root.tag == SVG + "svg", f"root element {root.tag}")
+    check(root.get("version") == "1.1", "not SVG 1.1")
+    series, ceilings = [], []
+    for pl in root.iter(SVG + "polyline"):
+        title = pl.find(SVG + "title")
+        check(title is not None and title.text, "a polyline without a title")
+        pts = pl.get("points", "").split()
+        check(pts, f"{title.text}: no points")
+        for pt in pts:
+            x, y = (float(v) for v in pt.split(","))
+            check(0 <= x <= float(root.get("width")) and
+                  0 <= y <= float(root.get("height")),
+                  f"{title.text}: point {pt} outside the picture")
+        if pl.get("class") == "series":
+            series.append(title.text)
+        elif pl.get("class") == "ceiling":
+            check("stroke-dasharray" in pl.attrib,
+                  f"{title.text}: a ceiling not dashed")
+            ceilings.append(title.text)
+        else:
+            raise Fail(f"polyline of class {pl.get('class')!r}")
+    legends = [g for g in root.iter(SVG + "g") if g.get("class") == "legend"]
+    check(len(legends) == 1, f"{len(legends)} legends")
+    texts = ["".join(t.itertext()) for t in legends[0].iter(SVG + "text")]
+    xlabels = [g for g in root.iter(SVG + "g") if g.get("class") == "x-labels"]
+    check(xlabels, "no size labels")
+    labels = ["".join(t.itertext()) for t in xlabels[0].iter(SVG + "text")]
+    return series, ceilings, texts, labels
+
+
+def mode_plot(bench, outdir):
+    os.makedirs(outdir, exist_ok=True)
+    svg = os.path.join(outdir, "bench-plot.svg")
+    if os.path.exists(svg):
+        os.unlink(svg)
+    p = run(bench, SMALL + ["--csv", "--plot", svg])
+    _, rows = read_csv(p.stdout)
+    series, ceilings, legend, labels = svg_series(svg)
+    want = sorted({r["path"] for r in rows if r["status"] == "ok"})
+    check(sorted(series) == want, f"series {series}, expected {want}")
+    check(len(series) == len(set(series)), f"a series twice: {series}")
+    wantc = sorted({"ceiling: " + r["ceiling_kind"] for r in rows
+                    if r["ceiling_kind"]})
+    check(sorted(ceilings) == wantc, f"ceilings {ceilings}, expected {wantc}")
+    for name in series + ceilings:
+        check(name in legend, f"{name} missing from the legend {legend}")
+    for lab in ("4K", "1M"):
+        check(lab in labels, f"size label {lab} missing: {labels}")
+    # The table and JSON runs write the same kind of file.
+    for extra in ([], ["--json"]):
+        os.unlink(svg)
+        run(bench, SMALL + extra + ["--plot", svg])
+        s2, c2, _, _ = svg_series(svg)
+        check(sorted(s2) == want, f"{extra or 'table'}: series {s2}")
+    bad = os.path.join(outdir, "no-such-dir", "x.svg")
+    p = run(bench, SMALL + ["--plot", bad], want_rc=1)
+    check("--plot" in p.stderr, f"no message for an unwritable plot: {p.stderr}")
+    return 0
+
+
+def mode_compare_host(bench):
+    p = run(bench, SMALL + ["--compare"])
+    rows = [l for l in p.stdout.splitlines() if l and not l.startswith("#")
+            and not l.lstrip().startswith("size")]
+    check(len(rows) == 2 * len(PATHS), f"{len(rows)} rows:\n{p.stdout}")
+    check("# note: --compare" in p.stdout, f"no note:\n{p.stdout}")
+    for r in rows:
+        check(r.split()[1] in PATHS, f"a reference row on host memory: {r}")
+    p = run(bench, SMALL + ["--compare", "--csv"])
+    no_progress(p, "--compare --csv")
+    _, crows = read_csv(p.stdout)
+    check(len(crows) == 2 * len(PATHS), f"{len(crows)} CSV rows")
+    check("note: --compare" in p.stderr, f"no note on stderr: {p.stderr}")
+    # Only references selected: nothing runs, still fine.
+    p = run(bench, SMALL + ["--compare", "--case", "nccl", "--json"])
+    check(json.loads(p.stdout) == [], f"expected no rows: {p.stdout}")
+    return 0
+
+
+def gpu_usable(info):
+    p = subprocess.run([info, "--json"], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise Fail(f"ipcpipe-info --json exited {p.returncode}")
+    return json.loads(p.stdout)["gpus"]["usable"]
+
+
+def mode_compare_nogpu(bench, info):
+    if gpu_usable(info):
+        print("SKIP: a GPU is usable here (the references run for real)")
+        return 77
+    args = ["--mem", "cuda", "--sizes", "4K,1M", "--iters", "3", "--warmup",
+            "1", "--lat-max", "0", "--compare", "--timeout", "120"]
+    p = run(bench, args + ["--csv"])
+    _, rows = read_csv(p.stdout)
+    want = sorted(f"{n}:{s}" for n in REFS + PATHS for s in ("4K", "1M"))
+    check(sorted(r["case"] for r in rows) == want,
+          f"cases {[r['case'] for r in rows]}")
+    for r in rows:
+        check(r["status"] == "waived" and r["reason"],
+              f"{r['case']}: {r['status']} {r['reason']!r}, expected waived")
+        check(r["reference"] == ("true" if r["path"] in REFS else "false"),
+              f"{r['case']}: reference {r['reference']}")
+    p = run(bench, args)
+    for n in REFS:
+        check(f"{n}" in p.stdout and "waived" in p.stdout,
+              f"{n} not in the table:\n{p.stdout}")
+    return 0
+
+
+def mode_options(bench):
+    run(bench, SMALL + ["--json", "--csv"], want_rc=2)
+    run(bench, SMALL + ["--case", "nccl"], want_rc=2)
+    run(bench, SMALL + ["--plot", ""], want_rc=2)
+    p = run(bench, ["--compare", "--list", "--sizes", "8,1M"])
+    names = p.stdout.split()
+    want = [f"{n}:{s}" for s in ("8", "1M") for n in REFS + PATHS]
+    check(names == want, f"--list gave {names}, expected {want}")
+    p = run(bench, ["--list", "--sizes", "8"])
+    check(p.stdout.split() == [f"{n}:8" for n in PATHS],
+          f"--list without --compare: {p.stdout.split()}")
+    h = run(bench, ["--help"]).stdout
+    for opt in ("--compare", "--csv", "--plot"):
+        check(opt in h, f"{opt} not in --help")
+    return 0
+
+
+def tty_stderr(bench, extra):
+    """Runs the bench with stderr on a pseudo-terminal; returns (stdout,
+    what the terminal got), or None where there is no pseudo-terminal."""
+    try:
+        master, slave = os.openpty()
+    except OSError:
+        return None
+    chunks = []
+
+    def reader():
+        while True:
+            try:
+                b = os.read(master, 4096)
+            except OSError:  # EIO: every writer has closed the terminal
+                return
+            if not b:
+                return
+            chunks.append(b)
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    try:
+        p = subprocess.run([bench] + SMALL + extra, stdout=subprocess.PIPE,
+                           stderr=slave, text=True, timeout=300)
+    finally:
+        os.close(slave)
+    t.join(10)
+    os.close(master)
+    check(p.returncode == 0, f"{extra}: exit {p.returncode}")
+    return p.stdout, b"".join(chunks).decode(errors="replace")
+
+
+def mode_progress(bench):
+    """With stderr on a terminal the table run shows progress there; --csv
+    and --json never do."""
+    got = tty_stderr(bench, [])
+    if got is None:
+        print("SKIP: no pseudo-terminal")
+        return 77
+    out, err = got
+    check("[1/8" in err and "\r" in err, f"no progress on the terminal: {err!r}")
+    check("\r" not in out and "\x1b" not in out, "progress on stdout")
+    for extra in (["--csv"], ["--json"]):
+        out, err = tty_stderr(bench, extra)
+        check("[1/" not in err, f"progress with {extra}: {err!r}")
+        check("\r" not in out, f"progress on stdout with {extra}")
+    return 0
+
+
+def main(argv):
+    mode, bench = argv[1], argv[2]
+    try:
+        if mode == "csv":
+            rc = mode_csv(bench)
+        elif mode == "plot":
+            rc = mode_plot(bench, argv[3])
+        elif mode == "compare-host":
+            rc = mode_compare_host(bench)
+        elif mode == "compare-nogpu":
+            rc = mode_compare_nogpu(bench, argv[3])
+        elif mode == "options":
+            rc = mode_options(bench)
+        elif mode == "progress":
+            rc = mode_progress(bench)
+        else:
+            print(f"unknown mode {mode}")
+            return 2
+    except Fail as e:
+        print(f"FAIL: {e}")
+        return 1
+    if rc == 0:
+        print("ok")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

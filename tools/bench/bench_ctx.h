@@ -1,0 +1,136 @@
+/* ipcpipe-bench: the run's state and the pieces of a case, shared by the
+ * transfer runner (bench_run.c) and the references of --compare
+ * (bench_compare.c).  Internal to those two files. */
+#ifndef IPCP_BENCH_CTX_H
+#define IPCP_BENCH_CTX_H
+
+#include "bench.h"
+
+#define RECV 0
+#define SEND 1
+
+enum { TAG_SETUP = 1, TAG_ALLOC = 2, TAG_ALLOC_OK = 3, TAG_CASE0 = 16 };
+/* Tags of case i: TAG_CASE0 + 8 * i + one of these, so that a transfer
+ * abandoned in one case can never match a receive of another.  T_DATA goes
+ * from rank 1 to rank 0, T_REV the other way (bidir). */
+enum {
+    T_DATA = 0,
+    T_VERDICT = 1,
+    T_PING = 2,
+    T_PONG = 3,
+    T_REV = 4,
+    T_PEER_WARM = 5,
+    T_PEER_REPORT = 6,
+    T_PEER_TIMES = 7,
+};
+
+struct bench_ctx {
+    ipcp_comm_t *comm;
+    const bench_opts_t *o;
+    const bench_case_t *cs;
+    int ncases;
+    int rank, size;
+    int any_bidir;
+    uint64_t seed;
+    size_t cap;        /* largest size with buffers; 0: none */
+    size_t dst_len;    /* the window's slots at cap */
+    uint64_t usable;   /* rank 0: memory it judged free for buffers */
+    size_t failed_cap; /* rank 0: smallest cap whose allocation failed */
+    bench_mem_t mem;   /* HOST or CUDA once resolved */
+    int device;        /* this rank's CUDA device, -1: none yet */
+    bench_buf_t src, dst;
+    unsigned char *staging; /* cap bytes, for device buffers */
+    bench_ceil_t *ceil;     /* rank 0 */
+    ipcp_request_t **reqs;  /* 2 * BENCH_MAX_WINDOW */
+    bench_setup_info_t info;
+    char mem_note[BENCH_REASON_MAX];
+    char ceil_note[BENCH_REASON_MAX];
+    char waive[2 * BENCH_REASON_MAX];
+    size_t ceil_size; /* size the values below are for */
+    double ceil_val[BENCH_CEIL_COUNT];
+    char ceil_err[BENCH_CEIL_COUNT][BENCH_REASON_MAX]; /* why not measured */
+    int ceil_reps; /* repetitions of the ceilings of ceil_size */
+    /* --compare (bench_compare.c), made at the first case that needs it */
+    int any_naive;
+    bench_nccl_t *nccl; /* ranks 0 and 1 */
+    int nccl_broken;    /* aborted after a failure: not used again */
+    char nccl_why[BENCH_REASON_MAX];
+    bench_naive_t *naive;  /* rank 0 */
+    bench_buf_t naive_buf; /* rank 1: the cuMemAlloc buffer it exports */
+};
+
+typedef struct setup_msg {
+    uint64_t seed;
+    uint64_t cap;
+    uint64_t dst_len;
+    int32_t mem;
+    int32_t pad;
+} setup_msg_t;
+
+/* Rank 1's answer to a proposed cap. */
+typedef struct alloc_msg {
+    int32_t ok;
+    int32_t nomem;
+    int32_t device;
+    int32_t pad;
+    char bus[BENCH_BUS_MAX];
+    char name[96];
+    char reason[BENCH_REASON_MAX];
+} alloc_msg_t;
+
+typedef struct agree_msg {
+    int32_t all;  /* every rank has its buffers */
+    int32_t stop; /* give up (not for lack of memory): every case waived */
+} agree_msg_t;
+
+/* What rank 1 tells rank 0 about its side of a bidir case. */
+typedef struct peer_msg {
+    int32_t ok;       /* no transfer failed */
+    int32_t verified; /* 1, 0 or -1 (off) */
+    char reason[BENCH_REASON_MAX];
+} peer_msg_t;
+
+/* Tag kinds of a reference case (the same 8 per case; such a case moves no
+ * data through ipcpipe, so T_DATA and the others are free). */
+enum {
+    T_CMP_HELLO = T_DATA,         /* rank 0 -> 1: go, NCCL id */
+    T_CMP_ANSWER = T_PING,        /* rank 1 -> 0: ready, IPC handle */
+    T_CMP_INIT0 = T_PONG,         /* rank 0 -> 1: communicator made */
+    T_CMP_INIT1 = T_REV,          /* rank 1 -> 0: communicator made */
+    T_CMP_WARM = T_PEER_WARM,     /* rank 1 -> 0: its warm-up */
+    T_CMP_REPORT = T_PEER_REPORT, /* rank 1 -> 0: its timed part */
+    T_CMP_DONE = T_PEER_TIMES,    /* rank 0 -> 1: done with its buffer */
+};
+
+/* Pieces of a case (bench_run.c). */
+uint64_t bench_case_seed(const bench_ctx_t *ctx, int i, int k);
+int bench_case_tag(int i, int kind);
+int bench_case_slots(const bench_opts_t *o, size_t size);
+void bench_set_reason(bench_result_t *res, bench_outcome_t outcome,
+                      const char *what, ipcp_status_t st);
+void bench_set_error(bench_result_t *res, const char *what, const char *msg);
+int bench_poison(bench_ctx_t *ctx, size_t len, bench_result_t *res);
+int bench_fill_src(bench_ctx_t *ctx, size_t len, uint64_t seed,
+                   bench_result_t *res);
+/* Checks [off, off + len) of b against seed; a mismatch clears
+ * res->verified and names the first bad byte. */
+void bench_check_buf(bench_ctx_t *ctx, bench_buf_t *b, bench_result_t *res,
+                     size_t off, size_t len, uint64_t seed, const char *what);
+int bench_bcast_verdict(bench_ctx_t *ctx, int i, int32_t ok);
+int bench_barrier(bench_ctx_t *ctx);
+void bench_pick_ceiling(const bench_ctx_t *ctx, const bench_case_t *c,
+                        bench_result_t *res);
+/* 1 (and res waived, saying why) when the case's size has no buffers. */
+int bench_size_waived(const bench_ctx_t *ctx, const bench_case_t *c,
+                      bench_result_t *res);
+int bench_recv_peer_msg(bench_ctx_t *ctx, int tag, peer_msg_t *m,
+                        bench_result_t *res);
+int bench_send_peer_msg(bench_ctx_t *ctx, int tag, const bench_result_t *lr);
+
+/* A reference case on this rank (bench_compare.c); as bench_run_case. */
+int bench_cmp_run(bench_ctx_t *ctx, const bench_case_t *c, int i,
+                  bench_result_t *res);
+/* Releases the references' state (communicator, mapping, buffers). */
+void bench_cmp_destroy(bench_ctx_t *ctx);
+
+#endif
