@@ -459,21 +459,13 @@ static ipcp_status_t ipcp__check_extent(const ipcp_request_t *req)
     return IPCP_OK;
 }
 
-static ipcp_status_t ipcp__post(ipcp_comm_t *comm, int type, void *buf,
-                                size_t len, int peer, int tag,
-                                ipcp_request_t **out)
+/* Classifies the buffer, checks its extent and hands req to the engine. */
+static ipcp_status_t ipcp__submit(ipcp_comm_t *comm, ipcp_request_t *req,
+                                  ipcp_request_t **out)
 {
     const ipcp__backend_ops_t *ops;
     ipcp__backend_t *be;
-    ipcp_request_t *req = ipcp__req_new(comm, type);
-    if (!req)
-        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
-                          "no memory for a request");
-    req->buf = buf;
-    req->len = len;
-    req->peer = peer;
-    req->tag = tag;
-    ipcp__mem_attr(comm, buf, len, &req->attr, &ops, &be);
+    ipcp__mem_attr(comm, req->buf, req->len, &req->attr, &ops, &be);
     ipcp_status_t st = ipcp__check_extent(req);
     if (st != IPCP_OK) {
         ipcp__req_free(req);
@@ -484,17 +476,32 @@ static ipcp_status_t ipcp__post(ipcp_comm_t *comm, int type, void *buf,
     return IPCP_OK;
 }
 
-static ipcp_status_t ipcp__post_onesided(ipcp_comm_t *comm, int type,
-                                         void *buf, size_t len,
-                                         ipcp_rmem_t *rm, size_t offset,
-                                         ipcp_request_t **out)
+static ipcp_status_t ipcp__post(ipcp_comm_t *comm, int type, void *buf,
+                                size_t len, int peer, int tag,
+                                ipcp_request_t **out)
 {
-    const ipcp__backend_ops_t *ops;
-    ipcp__backend_t *be;
     ipcp_request_t *req = ipcp__req_new(comm, type);
     if (!req)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
                           "no memory for a request");
+    req->buf = buf;
+    req->len = len;
+    req->peer = peer;
+    req->tag = tag;
+    return ipcp__submit(comm, req, out);
+}
+
+/* A new one-sided request (not yet checked against the buffer's memory). */
+static ipcp_request_t *ipcp__onesided_req(ipcp_comm_t *comm, int type,
+                                          void *buf, size_t len,
+                                          ipcp_rmem_t *rm, size_t offset)
+{
+    ipcp_request_t *req = ipcp__req_new(comm, type);
+    if (!req) {
+        ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                   "no memory for a request");
+        return NULL;
+    }
     req->buf = buf;
     req->len = len;
     req->peer = rm->owner;
@@ -502,15 +509,16 @@ static ipcp_status_t ipcp__post_onesided(ipcp_comm_t *comm, int type,
     req->offset = offset;
     /* One-sided operations follow the origin's path setting. */
     req->path = (ipcp_path_t)atomic_load(&comm->path);
-    ipcp__mem_attr(comm, buf, len, &req->attr, &ops, &be);
-    ipcp_status_t st = ipcp__check_extent(req);
-    if (st != IPCP_OK) {
-        ipcp__req_free(req);
-        return st;
-    }
-    ipcp__comm_submit(comm, req);
-    *out = req;
-    return IPCP_OK;
+    return req;
+}
+
+static ipcp_status_t ipcp__post_onesided(ipcp_comm_t *comm, int type,
+                                         void *buf, size_t len,
+                                         ipcp_rmem_t *rm, size_t offset,
+                                         ipcp_request_t **out)
+{
+    ipcp_request_t *req = ipcp__onesided_req(comm, type, buf, len, rm, offset);
+    return req ? ipcp__submit(comm, req, out) : IPCP_ERR_NOMEM;
 }
 
 ipcp_status_t ipcp_isend(ipcp_comm_t *comm, const void *buf, size_t len,
@@ -728,17 +736,17 @@ int ipcp_rmem_owner(const ipcp_rmem_t *rm)
     return ipcp__check_rmem(rm) == IPCP_OK ? rm->owner : -1;
 }
 
-static ipcp_status_t ipcp__onesided(ipcp_comm_t *comm, int type, void *buf,
-                                    size_t len, ipcp_rmem_t *rm, size_t offset,
-                                    ipcp_request_t **out)
+/* Checks shared by every one-sided call: the handles, the buffer, and the
+ * range inside a region that is still registered. */
+static ipcp_status_t ipcp__check_onesided(const ipcp_comm_t *comm,
+                                          const void *buf, size_t len,
+                                          const ipcp_rmem_t *rm, size_t offset)
 {
     IPCP_CHECK(ipcp__check_comm(comm));
     IPCP_CHECK(ipcp__check_rmem(rm));
     if (rm->comm != comm)
         return ipcp__bad_arg("imported region belongs to another "
                              "communicator");
-    if (!out || ipcp__misaligned(out, sizeof(void *)))
-        return ipcp__bad_arg("request output pointer is NULL or misaligned");
     if (!buf && len)
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
                           "buffer is NULL but length is %zu", len);
@@ -750,8 +758,17 @@ static ipcp_status_t ipcp__onesided(ipcp_comm_t *comm, int type, void *buf,
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_NOT_REGISTERED,
                           "rank %d deregistered region %llu", rm->owner,
                           (unsigned long long)rm->reg_id);
-    IPCP_CHECK(ipcp__post_onesided(comm, type, buf, len, rm, offset, out));
     return IPCP_OK;
+}
+
+static ipcp_status_t ipcp__onesided(ipcp_comm_t *comm, int type, void *buf,
+                                    size_t len, ipcp_rmem_t *rm, size_t offset,
+                                    ipcp_request_t **out)
+{
+    IPCP_CHECK(ipcp__check_onesided(comm, buf, len, rm, offset));
+    if (!out || ipcp__misaligned(out, sizeof(void *)))
+        return ipcp__bad_arg("request output pointer is NULL or misaligned");
+    return ipcp__post_onesided(comm, type, buf, len, rm, offset, out);
 }
 
 ipcp_status_t ipcp_iput(ipcp_comm_t *comm, const void *src, size_t len,
@@ -906,34 +923,11 @@ static ipcp_status_t ipcp__onesided_on_stream(ipcp_comm_t *comm, int type,
                                               ipcp_request_t **out)
 {
     IPCP_CHECK(ipcp__check_cuda(comm));
-    IPCP_CHECK(ipcp__check_rmem(rm));
-    if (rm->comm != comm)
-        return ipcp__bad_arg("imported region belongs to another "
-                             "communicator");
+    IPCP_CHECK(ipcp__check_onesided(comm, buf, len, rm, offset));
     if (out && ipcp__misaligned(out, sizeof(void *)))
         return ipcp__bad_arg("request output pointer is misaligned");
-    if (!buf && len)
-        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
-                          "buffer is NULL but length is %zu", len);
-    if (offset > rm->len || len > rm->len - offset)
-        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_OUT_OF_RANGE,
-                          "range [%zu, +%zu) is outside the %zu-byte region "
-                          "of rank %d", offset, len, rm->len, rm->owner);
-    if (!atomic_load(&rm->valid))
-        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_NOT_REGISTERED,
-                          "rank %d deregistered region %llu", rm->owner,
-                          (unsigned long long)rm->reg_id);
-    ipcp_request_t *req = ipcp__req_new(comm, type);
-    if (!req)
-        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
-                          "no memory for a request");
-    req->buf = buf;
-    req->len = len;
-    req->peer = rm->owner;
-    req->rmem = rm;
-    req->offset = offset;
-    req->path = (ipcp_path_t)atomic_load(&comm->path);
-    return ipcp__post_on_stream(comm, req, stream, out);
+    ipcp_request_t *req = ipcp__onesided_req(comm, type, buf, len, rm, offset);
+    return req ? ipcp__post_on_stream(comm, req, stream, out) : IPCP_ERR_NOMEM;
 }
 
 ipcp_status_t ipcp_iput_on_stream(ipcp_comm_t *comm, const void *src,
