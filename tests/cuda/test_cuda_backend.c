@@ -8,23 +8,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend/cuda/cuda_backend.h"
 #include "common/time.h"
-#include "testutil.h"
+#include "cudatest.h"
 
 static const ipcp__backend_ops_t *ops = &ipcp__cuda_backend_ops;
 static ipcp__backend_t *be;
 
-/* A driver call that must succeed; prints the driver's error name. */
-#define CU_OK(call)                                                            \
-    do {                                                                       \
-        CUresult cu_r_ = (call);                                               \
-        if (cu_r_ != CUDA_SUCCESS) {                                           \
-            char cu_b_[200];                                                   \
-            T_FAIL("%s: %s", #call,                                            \
-                   ipcp__cu_strerror(cu_r_, cu_b_, sizeof cu_b_));             \
-        }                                                                      \
-    } while (0)
 
 /* ---- Helpers ------------------------------------------------------------- */
 
@@ -593,29 +582,17 @@ static const struct {
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s CASE|--list\n", argv[0]);
-        return 2;
+    int rc, i = t_pick_case(argc, argv, cases, sizeof(cases) / sizeof(cases[0]),
+                            sizeof(cases[0]), &rc);
+    if (i < 0)
+        return rc;
+    ipcp_status_t st = ops->open(NULL, &be);
+    if (st == IPCP_ERR_UNSUPPORTED) {
+        printf("SKIP: CUDA backend unavailable: %s\n", ipcp_last_error());
+        return T_SKIP;
     }
-    for (size_t i = 0; i < ipcp__array_size(cases); i++) {
-        if (strcmp(argv[1], "--list") == 0) {
-            printf("%s\n", cases[i].name);
-            continue;
-        }
-        if (strcmp(argv[1], cases[i].name) != 0)
-            continue;
-        ipcp_status_t st = ops->open(NULL, &be);
-        if (st == IPCP_ERR_UNSUPPORTED) {
-            printf("SKIP: CUDA backend unavailable: %s\n", ipcp_last_error());
-            return T_SKIP;
-        }
-        T_OK(st);
-        cases[i].fn();
-        ops->close(be);
-        return 0;
-    }
-    if (strcmp(argv[1], "--list") == 0)
-        return 0;
-    fprintf(stderr, "unknown case '%s'\n", argv[1]);
-    return 2;
+    T_OK(st);
+    cases[i].fn();
+    ops->close(be);
+    return 0;
 }

@@ -29,13 +29,10 @@
  *
  * Exits 77 (in the launching process, before any rank starts) when the
  * CUDA backend cannot open here, or split asks for a second device. */
-#include <signal.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "backend/cuda/cuda_backend.h"
-#include "testutil.h"
+#include "cudatest.h"
 
 #define GUARD 64
 
@@ -53,25 +50,9 @@ typedef struct cfg {
     long iters;
 } cfg_t;
 
-#define CU_OK(call)                                                            \
-    do {                                                                       \
-        CUresult cu_r_ = (call);                                               \
-        if (cu_r_ != CUDA_SUCCESS) {                                           \
-            char cu_b_[200];                                                   \
-            T_FAIL("%s: %s", #call,                                            \
-                   ipcp__cu_strerror(cu_r_, cu_b_, sizeof cu_b_));             \
-        }                                                                      \
-    } while (0)
 
 /* ---- Arguments ----------------------------------------------------------- */
 
-static const char *opt(int argc, char **argv, const char *key, const char *dflt)
-{
-    for (int i = 1; i + 1 < argc; i++)
-        if (strcmp(argv[i], key) == 0)
-            return argv[i + 1];
-    return dflt;
-}
 
 static kind_t parse_kind(const char *s)
 {
@@ -90,14 +71,14 @@ static int is_device(kind_t k)
 static cfg_t parse(int argc, char **argv)
 {
     cfg_t c;
-    const char *p = opt(argc, argv, "--path", "auto");
-    const char *d = opt(argc, argv, "--devices", "same");
-    c.size = t_parse_size(opt(argc, argv, "--size", "4095"));
-    c.soff = t_parse_size(opt(argc, argv, "--soff", "0"));
-    c.roff = t_parse_size(opt(argc, argv, "--roff", "0"));
-    c.send = parse_kind(opt(argc, argv, "--send", "vmm"));
-    c.recv = parse_kind(opt(argc, argv, "--recv", "vmm"));
-    c.iters = atol(opt(argc, argv, "--iters", "1"));
+    const char *p = ct_opt(argc, argv, "--path", "auto");
+    const char *d = ct_opt(argc, argv, "--devices", "same");
+    c.size = t_parse_size(ct_opt(argc, argv, "--size", "4095"));
+    c.soff = t_parse_size(ct_opt(argc, argv, "--soff", "0"));
+    c.roff = t_parse_size(ct_opt(argc, argv, "--roff", "0"));
+    c.send = parse_kind(ct_opt(argc, argv, "--send", "vmm"));
+    c.recv = parse_kind(ct_opt(argc, argv, "--recv", "vmm"));
+    c.iters = atol(ct_opt(argc, argv, "--iters", "1"));
     if (c.iters < 1)
         T_FAIL("--iters must be at least 1");
     if (strcmp(p, "direct") == 0)
@@ -113,7 +94,7 @@ static cfg_t parse(int argc, char **argv)
         T_FAIL("unknown --devices \"%s\" (same, split, isolated)", d);
     c.split = strcmp(d, "split") == 0;
     c.isolated = strcmp(d, "isolated") == 0;
-    const char *k = opt(argc, argv, "--kill", "none");
+    const char *k = ct_opt(argc, argv, "--kill", "none");
     c.kill = strcmp(k, "sender") == 0     ? 1
              : strcmp(k, "receiver") == 0 ? 2
              : strcmp(k, "none") == 0     ? 0
@@ -411,28 +392,6 @@ static int rank_main(int argc, char **argv)
     return 0;
 }
 
-/* Decides skipping in the launching process, so that both ranks agree: a
- * rank that exits 77 alone would be taken for a failure. */
-static int check_machine(int argc, char **argv)
-{
-    cfg_t c = parse(argc, argv);
-    ipcp__backend_t *be = NULL;
-    ipcp_status_t st = ipcp__cuda_backend_ops.open(NULL, &be);
-    if (st == IPCP_ERR_UNSUPPORTED) {
-        printf("SKIP: CUDA backend unavailable: %s\n", ipcp_last_error());
-        return T_SKIP;
-    }
-    T_OK(st);
-    int ndev = be->ndev;
-    ipcp__cuda_backend_ops.close(be);
-    if ((c.split || c.isolated) && ndev < 2) {
-        printf("SKIP: --devices split needs 2 CUDA devices, %d visible\n",
-               ndev);
-        return T_SKIP;
-    }
-    return 0;
-}
-
 static void isolate(int rank, void *arg)
 {
     char v[16];
@@ -441,46 +400,16 @@ static void isolate(int rank, void *arg)
     setenv("CUDA_VISIBLE_DEVICES", v, 1);
 }
 
-/* Launches the two ranks itself when a rank is meant to die or each must
- * see only its own GPU: keep going past the victim, then check that it was
- * killed and that the survivor passed. */
-static int launch_special(int argc, char **argv, const cfg_t *c)
-{
-    ipcp_launch_opts_t o;
-    ipcp_launch_result_t res;
-    char *env[] = {"IPCPIPE_TIMEOUT=10", NULL};
-    memset(&o, 0, sizeof o);
-    o.nranks = 2;
-    o.timeout_s = 240;
-    o.argv_self = argv;
-    o.extra_env = env;
-    o.keep_going = c->kill != 0;
-    if (c->isolated)
-        o.child_env = isolate;
-    (void)argc;
-    if (ipcp_launch(&o, &res) != 0)
-        T_FAIL("launch failed");
-    if (!c->kill)
-        return ipcp_launch_exit_code(&res);
-    int victim = c->kill - 1, survivor = 1 - victim;
-    int vs = res.wait_status[victim], ss = res.wait_status[survivor];
-    if (!WIFSIGNALED(vs) || WTERMSIG(vs) != SIGKILL)
-        T_FAIL("rank %d should have died by SIGKILL (wait status 0x%x)", victim,
-               vs);
-    if (!WIFEXITED(ss) || WEXITSTATUS(ss) != 0)
-        T_FAIL("surviving rank %d failed (wait status 0x%x)", survivor, ss);
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     if (!ipcp_launch_is_rank()) {
-        int rc = check_machine(argc, argv);
+        cfg_t c = parse(argc, argv);
+        int rc = ct_check_machine(c.split || c.isolated ? 2 : 1);
         if (rc)
             return rc;
-        cfg_t c = parse(argc, argv);
+        /* A rank meant to die, or ranks that each see only their GPU. */
         if (c.kill || c.isolated)
-            return launch_special(argc, argv, &c);
+            return ct_launch(argv, c.kill - 1, c.isolated ? isolate : NULL);
     }
     return t_mp_main(argc, argv, 2, 240, rank_main);
 }

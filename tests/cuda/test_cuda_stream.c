@@ -13,13 +13,11 @@
  * --kill: that rank dies after posting; the survivor's request fails with
  * IPCP_ERR_PEER_LOST and its stream is released (synchronizes in time). */
 #include <signal.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "backend/cuda/cuda_backend.h"
+#include "cudatest.h"
 #include "ipcpipe_cuda.h"
-#include "testutil.h"
 
 enum { TAG_SEED = 1, TAG_DESC = 2, TAG_DATA = 7, TAG_DONE = 8 };
 enum { OP_SENDRECV, OP_PUT, OP_GET };
@@ -34,23 +32,7 @@ typedef struct cfg {
     int kill; /* 0, or 1 + the rank that dies */
 } cfg_t;
 
-#define CU_OK(call)                                                            \
-    do {                                                                       \
-        CUresult cu_r_ = (call);                                               \
-        if (cu_r_ != CUDA_SUCCESS) {                                           \
-            char cu_b_[200];                                                   \
-            T_FAIL("%s: %s", #call,                                            \
-                   ipcp__cu_strerror(cu_r_, cu_b_, sizeof cu_b_));             \
-        }                                                                      \
-    } while (0)
 
-static const char *opt(int argc, char **argv, const char *key, const char *d)
-{
-    for (int i = 1; i + 1 < argc; i++)
-        if (strcmp(argv[i], key) == 0)
-            return argv[i + 1];
-    return d;
-}
 
 static int pick(const char *v, const char *const *names, int n,
                 const char *what)
@@ -69,15 +51,15 @@ static cfg_t parse(int argc, char **argv)
     static const char *const devs[] = {"same", "split"};
     static const char *const kills[] = {"none", "sender", "receiver"};
     cfg_t c;
-    c.op = pick(opt(argc, argv, "--op", "sendrecv"), ops, 3, "--op");
-    c.stream_kind = pick(opt(argc, argv, "--stream", "user"), streams, 3,
+    c.op = pick(ct_opt(argc, argv, "--op", "sendrecv"), ops, 3, "--op");
+    c.stream_kind = pick(ct_opt(argc, argv, "--stream", "user"), streams, 3,
                          "--stream");
-    c.path = (ipcp_path_t)pick(opt(argc, argv, "--path", "auto"), paths, 3,
+    c.path = (ipcp_path_t)pick(ct_opt(argc, argv, "--path", "auto"), paths, 3,
                                "--path");
-    c.split = pick(opt(argc, argv, "--devices", "same"), devs, 2, "--devices");
-    c.size = t_parse_size(opt(argc, argv, "--size", "1M+3"));
-    c.iters = atol(opt(argc, argv, "--iters", "3"));
-    c.kill = pick(opt(argc, argv, "--kill", "none"), kills, 3, "--kill");
+    c.split = pick(ct_opt(argc, argv, "--devices", "same"), devs, 2, "--devices");
+    c.size = t_parse_size(ct_opt(argc, argv, "--size", "1M+3"));
+    c.iters = atol(ct_opt(argc, argv, "--iters", "3"));
+    c.kill = pick(ct_opt(argc, argv, "--kill", "none"), kills, 3, "--kill");
     if (c.iters < 1 || c.size == 0)
         T_FAIL("--iters and --size must be positive");
     return c;
@@ -304,52 +286,15 @@ static int rank_main(int argc, char **argv)
     return 0;
 }
 
-static int check_machine(const cfg_t *c)
-{
-    ipcp__backend_t *be = NULL;
-    ipcp_status_t st = ipcp__cuda_backend_ops.open(NULL, &be);
-    if (st == IPCP_ERR_UNSUPPORTED) {
-        printf("SKIP: CUDA backend unavailable: %s\n", ipcp_last_error());
-        return T_SKIP;
-    }
-    T_OK(st);
-    int ndev = be->ndev;
-    ipcp__cuda_backend_ops.close(be);
-    if (c->split && ndev < 2) {
-        printf("SKIP: --devices split needs 2 CUDA devices, %d visible\n",
-               ndev);
-        return T_SKIP;
-    }
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     if (ipcp_launch_is_rank())
         return t_mp_main(argc, argv, 2, 240, rank_main);
     cfg_t c = parse(argc, argv);
-    int rc = check_machine(&c);
+    int rc = ct_check_machine(c.split ? 2 : 1);
     if (rc)
         return rc;
     if (!c.kill)
         return t_mp_main(argc, argv, 2, 240, rank_main);
-    ipcp_launch_opts_t o;
-    ipcp_launch_result_t res;
-    char *env[] = {"IPCPIPE_TIMEOUT=10", NULL};
-    memset(&o, 0, sizeof o);
-    o.nranks = 2;
-    o.timeout_s = 240;
-    o.argv_self = argv;
-    o.extra_env = env;
-    o.keep_going = 1;
-    if (ipcp_launch(&o, &res) != 0)
-        T_FAIL("launch failed");
-    int victim = c.kill - 1, survivor = 1 - victim;
-    int vs = res.wait_status[victim], ss = res.wait_status[survivor];
-    if (!WIFSIGNALED(vs) || WTERMSIG(vs) != SIGKILL)
-        T_FAIL("rank %d should have died by SIGKILL (wait status 0x%x)", victim,
-               vs);
-    if (!WIFEXITED(ss) || WEXITSTATUS(ss) != 0)
-        T_FAIL("surviving rank %d failed (wait status 0x%x)", survivor, ss);
-    return 0;
+    return ct_launch(argv, c.kill - 1, NULL);
 }

@@ -266,20 +266,10 @@ static const struct {
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s CASE|--list\n", argv[0]);
-        return 2;
-    }
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        if (strcmp(argv[1], "--list") == 0)
-            printf("%s\n", cases[i].name);
-        else if (strcmp(argv[1], cases[i].name) == 0) {
-            cases[i].fn();
-            return 0;
-        }
-    }
-    if (strcmp(argv[1], "--list") == 0)
-        return 0;
-    fprintf(stderr, "unknown case '%s'\n", argv[1]);
-    return 2;
+    int rc, i = t_pick_case(argc, argv, cases, sizeof(cases) / sizeof(cases[0]),
+                            sizeof(cases[0]), &rc);
+    if (i < 0)
+        return rc;
+    cases[i].fn();
+    return 0;
 }

@@ -101,3 +101,25 @@ int t_mp_main(int argc, char **argv, int nranks, double timeout_s,
     }
     return ipcp_launch_exit_code(&res);
 }
+
+int t_pick_case(int argc, char **argv, const void *cases, size_t n,
+                size_t stride, int *rc)
+{
+    const char *arg = argc == 2 ? argv[1] : NULL;
+    int list = arg && strcmp(arg, "--list") == 0;
+    for (size_t i = 0; arg && i < n; i++) {
+        const char *name =
+            *(const char *const *)(const void *)((const char *)cases +
+                                                 i * stride);
+        if (list)
+            printf("%s\n", name);
+        else if (strcmp(arg, name) == 0)
+            return (int)i;
+    }
+    *rc = list ? 0 : 2;
+    if (!arg)
+        fprintf(stderr, "usage: %s CASE|--list\n", argv[0]);
+    else if (!list)
+        fprintf(stderr, "unknown case '%s'\n", arg);
+    return -1;
+}

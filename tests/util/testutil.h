@@ -89,6 +89,13 @@ void *t_malloc(size_t len);
 /* Parses "123", "4K", "1M+3", "4G+1" (sums of sizes) or fails the test. */
 size_t t_parse_size(const char *s);
 
+/* Case selection of a test binary run as `test CASE` or `test --list`:
+ * cases is an array of n structs of stride bytes whose first member is the
+ * case's name (const char *).  Returns the index of argv[1]'s case, or -1
+ * with *rc set (0 after --list, 2 with a message for a bad argument). */
+int t_pick_case(int argc, char **argv, const void *cases, size_t n,
+                size_t stride, int *rc);
+
 /* Multi-process main: outside a launcher, re-runs this binary as nranks
  * ranks (timeout_s, children cleaned up) and returns their folded exit code;
  * inside, calls rank_main(argc, argv) and returns its result. */
