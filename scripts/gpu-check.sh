@@ -6,13 +6,14 @@
 #
 #   scripts/gpu-check.sh OUTDIR [STEPS]
 #
-# STEPS is a comma list of build,tests,memcheck,bench,seed,sweep (default:
-# all of them), so that a time-limited session can run them in several
-# calls; the build tree is reused when it is there.
+# STEPS is a comma list of build,tests,memcheck,bench,seed,compare,sweep
+# (default: all of them), so that a time-limited session can run them in
+# several calls; the build tree is reused when it is there.
+# GPU_TEST_TIMEOUT: seconds per GPU test (default 600).
 set -uo pipefail
 
-out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,seed,sweep]}
-steps=,${2:-build,tests,memcheck,bench,seed,sweep},
+out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,seed,compare,sweep]}
+steps=,${2:-build,tests,memcheck,bench,seed,compare,sweep},
 want() { [[ $steps == *,$1,* ]]; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${IPCPIPE_BUILD_ROOT:-$root/build}/gpu
@@ -21,6 +22,12 @@ mkdir -p "$out"
 summary=$out/summary.txt
 : >"$summary"
 export NCCL_NVLS_ENABLE=0 # keep NVLink multicast off on shared machines
+# --compare loads libnccl.so.2 at run time: where only a Python wheel of
+# NCCL is installed (PyTorch's), let the loader find it there.
+if nccl=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0] + "/lib")' 2>/dev/null) &&
+    [ -e "$nccl/libnccl.so.2" ]; then
+    export LD_LIBRARY_PATH=$nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
 fail=0
 
 note() { echo "$*" | tee -a "$summary"; }
@@ -56,7 +63,7 @@ fi
 
 if want tests; then
     step tests bash -c "cd '$build' && ctest -L gpu --output-on-failure -j6 \
-        --timeout 600 >'$out/tests.log' 2>&1"
+        --timeout ${GPU_TEST_TIMEOUT:-600} >'$out/tests.log' 2>&1"
     grep -E 'tests passed|Failed|Not Run|\*\*\*' "$out/tests.log" | tail -n 40 >>"$summary"
 fi
 
@@ -80,22 +87,29 @@ if want seed; then
     cat "$out/seed.txt" >>"$summary"
 fi
 
+# The comparison of issue 4: NCCL, the post's pattern and the
+# single-process copies beside ipcpipe, as a table and a chart.
+if want compare; then
+    step compare bash -c "'$bench' --mem cuda --compare --sizes 2M,8M,64M,512M,1G \
+        --lat-max 0 --plot '$out/compare.svg' >'$out/compare.txt' 2>&1"
+    cat "$out/compare.txt" >>"$summary"
+fi
+
 if want sweep; then
-    # Staged-path tuning: slot size and queue count (FACTS: 16 MiB slots
-    # reached 53.2 GB/s with a GPU-driven two-sided ring).
     {
-        for q in 1 2 4; do
-            for c in 4M 8M 16M; do
-                echo "## staged: IPCPIPE_QUEUES=$q IPCPIPE_CHUNK=$c IPCPIPE_SLOTS=$((64 / ${c%M}))"
-                IPCPIPE_QUEUES=$q IPCPIPE_CHUNK=$c IPCPIPE_SLOTS=$((64 / ${c%M})) \
-                    "$bench" --mem cuda --case staged --sizes 256M,1G --lat-max 0 2>&1 |
-                    grep -E '^ +[0-9]'
-            done
+        # Staged-path tuning: slot size and queue count (FACTS: 16 MiB
+        # slots reached 53.2 GB/s with a GPU-driven two-sided ring).
+        for qc in 1:16M 2:8M 1:8M; do
+            q=${qc%:*} c=${qc#*:}
+            echo "## staged: IPCPIPE_QUEUES=$q IPCPIPE_CHUNK=$c IPCPIPE_SLOTS=$((64 / ${c%M}))"
+            IPCPIPE_QUEUES=$q IPCPIPE_CHUNK=$c IPCPIPE_SLOTS=$((64 / ${c%M})) \
+                "$bench" --mem cuda --case staged --sizes 256M,1G --lat-max 0 2>&1 |
+                grep -E '^ +[0-9]'
         done
         # Direct-path tuning: how finely a transfer is split over streams
-        # (one large copy may keep the copy engine busier than four).
+        # (auto: not at all with device memory).
         for q in 1 4; do
-            for piece in 256K 8M 64M; do
+            for piece in auto 256K 64M; do
                 echo "## direct: IPCPIPE_QUEUES=$q IPCPIPE_PIECE=$piece"
                 IPCPIPE_QUEUES=$q IPCPIPE_PIECE=$piece \
                     "$bench" --mem cuda --case direct --sizes 2M,8M,256M,1G \

@@ -158,6 +158,15 @@ typedef struct ipcp__backend_ops {
     /* Calls ipcp__track_notify(t) once every earlier operation is done,
      * even when t has failed. */
     ipcp_status_t (*notify)(ipcp__queue_t *q, ipcp__track_t *t);
+    /* Calls ipcp__track_notify(t) from a backend thread once the flag
+     * reaches value, in no queue's order (for waits only the host needs:
+     * it spares a queue's wait and the notify behind it).  When *abort
+     * (may be NULL) becomes non-zero first, t fails with that status.
+     * IPCP_ERR_UNSUPPORTED (or NULL) where not offered: the engine then
+     * waits in a queue. */
+    ipcp_status_t (*flag_watch)(ipcp__backend_t *be, uint64_t *flag,
+                                uint64_t value, const atomic_int *abort,
+                                ipcp__track_t *t);
 } ipcp__backend_ops_t;
 
 extern const ipcp__backend_ops_t ipcp__host_backend_ops;

@@ -70,9 +70,10 @@ static const ipcp__setting_t ipcp__settings[] = {
     {"IPCPIPE_QUEUES", IPCP_SET_INT, "auto", "copy queues (host threads or CUDA "
      "streams) per peer and direction (auto: 2 on host, 4 with CUDA)",
      IPCP_OFF(queues), 1, 8, 1, NULL},
-    {"IPCPIPE_PIECE", IPCP_SET_SIZE, "256K", "smallest piece a direct "
+    {"IPCPIPE_PIECE", IPCP_SET_SIZE, "auto", "smallest piece a direct "
      "transfer is split into over the copy queues (the receiver's setting "
-     "decides)", IPCP_OFF(piece), 4096, 1024.0 * 1024 * 1024 * 1024, 0, NULL},
+     "decides; auto: 256K for host memory, no split when device memory is "
+     "involved)", IPCP_OFF(piece), 4096, 1024.0 * 1024 * 1024 * 1024, 1, NULL},
     {"IPCPIPE_EAGER", IPCP_SET_SIZE, "8K", "largest host message sent inline "
      "with its control message (0 turns eager sends off)", IPCP_OFF(eager), 0,
      32768, 0, NULL},

@@ -348,6 +348,9 @@ static void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
     ipcp_status_t st = atomic_load(&x->track.status);
 
     ipcp__list_del(&x->link);
+    if (x->dev)
+        atomic_fetch_sub_explicit(&comm->dev_inflight, 1,
+                                  memory_order_relaxed);
     if (st == IPCP_OK && x->err_slot &&
         __atomic_load_n(&x->err_slot->seq, __ATOMIC_ACQUIRE) == x->err_seq) {
         st = (ipcp_status_t)__atomic_load_n(&x->err_slot->status,
@@ -459,10 +462,12 @@ static void *ipcp__progress_main(void *arg)
         }
         int timeout_ms = comm->bye_req || comm->bar_pending ? 50 : 1000;
         /* Starts of stream-ordered operations land in host memory without
-         * waking us: look often while any is awaited. */
-        if (ipcp__sync_pending(comm))
-            timeout_ms = 1;
-        int spinning = ipcp__now_ns() - last_busy < spin_ns;
+         * waking us, and device transfers end within milliseconds: poll
+         * while either is awaited. */
+        int spinning = ipcp__now_ns() - last_busy < spin_ns ||
+                       ipcp__sync_pending(comm) ||
+                       atomic_load_explicit(&comm->dev_inflight,
+                                            memory_order_relaxed) > 0;
         if (spinning)
             timeout_ms = 0;
         int ready = poll(pfd, (nfds_t)n, timeout_ms);

@@ -44,6 +44,14 @@
 #define IPCP_CUDA_CHUNK (16u << 20)
 #define IPCP_CUDA_SLOTS 4
 #define IPCP_CUDA_QUEUES 4
+/* Direct transfers (IPCPIPE_PIECE=auto): host copies split into pieces of
+ * at least 256 KiB over the worker threads; copies that involve device
+ * memory are not split (see ipcp__npieces). */
+#define IPCP_PIECE_HOST ((uint64_t)256 << 10)
+#define IPCP_PIECE_DEVICE ((uint64_t)1 << 40)
+/* Longest a caller waiting for a request polls while device transfers
+ * are in flight, before it sleeps. */
+#define IPCP_DEV_SPIN_NS ((uint64_t)100 * 1000 * 1000)
 /* Staged chunks go round-robin over at most nslots / this many queues, so
  * that every queue has a slot filling while another drains. */
 #define IPCP_SLOTS_PER_QUEUE 4
@@ -71,6 +79,7 @@ typedef struct ipcp__qset {
     ipcp__backend_t *be;
     int device;
     int n;
+    unsigned next; /* one-sided transfers: queue the next one starts on */
     ipcp__queue_t *q[IPCP_MAX_QUEUES];
     void *shm_handle; /* the channel's registration for this backend */
 } ipcp__qset_t;
@@ -189,6 +198,7 @@ typedef struct ipcp__xfer {
     size_t nstamps;
     uint64_t t_post;
     int rx;                 /* 1: this side receives the data */
+    int dev;                /* counted in comm->dev_inflight */
     /* receiving side: the slot where the sender reports a failure */
     ipcp__errslot_t *err_slot;
     uint64_t err_seq;
@@ -289,6 +299,11 @@ struct ipcp_comm {
     double timeout_s;
     const ipcp__config_t *cfg;
     atomic_int path;          /* receive path override (ipcp_path_t) */
+    /* Transfers on device queues in flight: while there are any, the
+     * progress thread and waiting callers poll rather than sleep (device
+     * copies need no CPU, and in a virtual machine a sleeping thread's
+     * wake-up cost up to a hundred microseconds a hop). */
+    atomic_int dev_inflight;
     size_t eager_max;
     ipcp__boot_t *boot;
     ipcp__peer_t *peers;      /* [size] */

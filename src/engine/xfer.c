@@ -354,13 +354,31 @@ static ipcp_status_t ipcp__import_get(ipcp_comm_t *comm, ipcp__peer_t *peer,
 
 /* ---- Enqueueing ----------------------------------------------------------- */
 
+/* Pieces of a direct transfer.  Host copies run on worker threads, so
+ * pieces on several queues copy in parallel; a GPU's copies of one
+ * direction all go through one copy engine, which runs concurrent copies
+ * one after the other (measured: 4 pieces of 64 MiB on 4 streams ran
+ * back to back), so there a split only adds gaps and per-copy costs. */
 static unsigned ipcp__npieces(const ipcp_comm_t *comm, uint64_t len,
-                              unsigned nq)
+                              unsigned nq, int device)
 {
-    uint64_t n = len / comm->cfg->piece;
+    uint64_t piece = comm->cfg->piece ? comm->cfg->piece
+                     : device           ? IPCP_PIECE_DEVICE
+                                        : IPCP_PIECE_HOST;
+    uint64_t n = len / piece;
     if (n < 1)
         n = 1;
     return (unsigned)(n < nq ? n : nq);
+}
+
+/* The sender's queue that takes piece 0 of direct transfer dseq; piece i
+ * goes to (base + i) % nq and writes that queue's done flag.  Consecutive
+ * transfers start on different queues, so that transfers of one piece
+ * each still overlap; each queue's flag still only grows, since a sender
+ * takes CTSs in dseq order.  Both sides compute it. */
+static unsigned ipcp__direct_base(uint64_t dseq, unsigned nq)
+{
+    return (unsigned)(dseq % nq);
 }
 
 /* Piece i of n of len bytes: 4 KiB-aligned boundaries keep page-sized
@@ -387,6 +405,10 @@ static void ipcp__xfer_begin(ipcp_comm_t *comm, ipcp__peer_t *peer,
     x->req = req;
     x->import = NULL;
     x->rx = rx;
+    x->dev = req->attr.type == IPCP_MEM_CUDA;
+    if (x->dev)
+        atomic_fetch_add_explicit(&comm->dev_inflight, 1,
+                                  memory_order_relaxed);
     ipcp__trace_prepare(comm, x, npieces);
     ipcp__track_init(&x->track, nnotify + 1, ipcp__xfer_track_done, x);
     ipcp__list_push_back(&peer->active, &x->link);
@@ -424,10 +446,12 @@ static void ipcp__ord_end(ipcp_request_t *req, ipcp__qset_t *qs, int first,
 {
     if (!req->sync)
         return;
-    for (int i = first + 1; i < first + n; i++)
+    for (int i = 1; i < n; i++) /* queues first, first + 1, ... (wrapping) */
         ipcp__enq_check(&req->xfer.track,
-                        qs->ops->join ? qs->ops->join(qs->q[first], qs->q[i])
-                                      : IPCP_ERR_UNSUPPORTED);
+                        qs->ops->join
+                            ? qs->ops->join(qs->q[first],
+                                            qs->q[(first + i) % qs->n])
+                            : IPCP_ERR_UNSUPPORTED);
     ipcp__enq_check(&req->xfer.track,
                     qs->ops->flag_write(qs->q[first], ipcp__sync_done(req->sync),
                                         ipcp__sync_gen(req->sync), NULL));
@@ -457,6 +481,71 @@ void ipcp__err_report(ipcp__errslot_t *slot, uint64_t seq, ipcp__track_t *t)
     __atomic_store_n(&slot->seq, seq, __ATOMIC_RELEASE);
 }
 
+/* Staged layout.  The pipeline of a transfer lasts about one chunk's copy
+ * longer than its data takes (the receiver's first copy waits for the
+ * sender's first; the sender's last ends before the receiver's): with
+ * 16 MiB slots that is 6% of a 256 MiB transfer.  Transfers of at least 4
+ * slots therefore start with chunks of 1/8, 1/4 and 1/2 slot and end with
+ * the same in reverse, which leaves 1/8 slot of it.  Both sides compute the
+ * same layout from the length and the slot size. */
+#define IPCP_RAMP_STEPS 3
+#define IPCP_RAMP_MIN ((uint64_t)64 << 10)
+
+static int ipcp__staged_ramp(uint64_t len, uint64_t slot)
+{
+    return len >= 4 * slot && (slot >> IPCP_RAMP_STEPS) >= IPCP_RAMP_MIN;
+}
+
+/* Ramp chunk i (0 smallest). */
+static uint64_t ipcp__ramp_len(uint64_t slot, unsigned i)
+{
+    return slot >> (IPCP_RAMP_STEPS - i);
+}
+
+static uint64_t ipcp__ramp_sum(uint64_t slot)
+{
+    uint64_t sum = 0;
+    for (unsigned i = 0; i < IPCP_RAMP_STEPS; i++)
+        sum += ipcp__ramp_len(slot, i);
+    return sum;
+}
+
+static uint64_t ipcp__staged_nchunks(uint64_t len, uint64_t slot)
+{
+    if (!ipcp__staged_ramp(len, slot))
+        return ipcp__div_up(len, slot);
+    return 2 * IPCP_RAMP_STEPS +
+           ipcp__div_up(len - 2 * ipcp__ramp_sum(slot), slot);
+}
+
+/* Byte range of chunk c of a transfer of len bytes. */
+static void ipcp__staged_chunk(uint64_t len, uint64_t slot, uint64_t nchunks,
+                               uint64_t c, uint64_t *off, uint64_t *n)
+{
+    if (!ipcp__staged_ramp(len, slot)) {
+        *off = c * slot;
+        *n = ipcp__min(slot, len - *off);
+        return;
+    }
+    uint64_t rs = ipcp__ramp_sum(slot), mid = nchunks - 2 * IPCP_RAMP_STEPS;
+    if (c < IPCP_RAMP_STEPS) { /* head: 1/8, 1/4, 1/2 */
+        *off = 0;
+        for (unsigned i = 0; i < c; i++)
+            *off += ipcp__ramp_len(slot, i);
+        *n = ipcp__ramp_len(slot, (unsigned)c);
+    } else if (c < IPCP_RAMP_STEPS + mid) { /* full slots, the last short */
+        uint64_t m = c - IPCP_RAMP_STEPS;
+        *off = rs + m * slot;
+        *n = ipcp__min(slot, len - rs - *off);
+    } else { /* tail: 1/2, 1/4, 1/8 */
+        unsigned t = (unsigned)(c - IPCP_RAMP_STEPS - mid);
+        *off = len - rs;
+        for (unsigned i = 0; i < t; i++)
+            *off += ipcp__ramp_len(slot, IPCP_RAMP_STEPS - 1 - i);
+        *n = ipcp__ramp_len(slot, IPCP_RAMP_STEPS - 1 - t);
+    }
+}
+
 static void ipcp__staged_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
                              ipcp__qset_t *qs, ipcp__xfer_t *x, char *buf,
                              uint64_t len, uint64_t base, int send,
@@ -467,12 +556,12 @@ static void ipcp__staged_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
     int reported = 0;
     ipcp__flag_t *wait = send ? ch->ctl->freed : ch->ctl->full;
     ipcp__flag_t *mark = send ? ch->ctl->full : ch->ctl->freed;
-    uint64_t nchunks = ipcp__div_up(len, ch->slot_size);
+    uint64_t nchunks = ipcp__staged_nchunks(len, ch->slot_size);
     uint64_t nq = (uint64_t)ipcp__staged_queues(ch, qs);
     for (uint64_t c = 0; c < nchunks; c++) {
         uint64_t g = (base + c) / ch->nslots, s = (base + c) % ch->nslots;
-        uint64_t off = c * ch->slot_size;
-        uint64_t n = ipcp__min((uint64_t)ch->slot_size, len - off);
+        uint64_t off, n;
+        ipcp__staged_chunk(len, ch->slot_size, nchunks, c, &off, &n);
         char *sl = ch->slots + s * ch->slot_size;
         ipcp__queue_t *q = qs->q[c % nq];
         ipcp__enq_check(t, qs->ops->flag_wait(q, &wait[s].v, send ? g : g + 1,
@@ -616,9 +705,12 @@ static void ipcp__accept_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                ipcp__msg_cts_t *cts, int *fds, int *nfds)
 {
     ipcp__chan_t *ch = peer->rx.chan;
-    unsigned np =
-        ipcp__npieces(comm, rts->len, rts->src_nq ? rts->src_nq : 1);
+    unsigned snq = rts->src_nq ? rts->src_nq : 1;
+    unsigned np = ipcp__npieces(comm, rts->len, snq,
+                                rts->src_type == IPCP_MEM_CUDA ||
+                                    req->attr.type == IPCP_MEM_CUDA);
     uint64_t dseq = ++ch->dseq[rts->src_qset];
+    unsigned sbase = ipcp__direct_base(dseq, snq);
 
     cts->dseq = dseq;
     cts->npieces = np;
@@ -647,11 +739,38 @@ static void ipcp__accept_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp__xfer_begin(comm, peer, req, 1, 1, 0);
     req->xfer.err_slot = &ch->ctl->derr[rts->src_qset][dseq % IPCP_ERR_SLOTS];
     req->xfer.err_seq = dseq;
+    /* A receive that ends on the host needs no queue: the backend watches
+     * the done flags (one watch per piece replaces the queue's waits and
+     * the notify behind them). */
+    if (!req->sync && qs->ops->flag_watch) {
+        unsigned i = 0;
+        atomic_fetch_add(&req->xfer.track.pending, (int)np - 1);
+        for (; i < np; i++)
+            if (qs->ops->flag_watch(qs->be,
+                                    &ch->ctl->done[rts->src_qset]
+                                                  [(sbase + i) % snq].v,
+                                    dseq, &peer->lost,
+                                    &req->xfer.track) != IPCP_OK)
+                break;
+        if (i == np)
+            return;
+        if (i > 0) { /* cannot happen after a first success but for memory */
+            ipcp__track_fail(&req->xfer.track, IPCP_ERR_NOMEM,
+                             "cannot watch a flag: %s", ipcp__last_error());
+            for (; i < np; i++)
+                ipcp__track_notify(&req->xfer.track);
+            return;
+        }
+        /* None taken (e.g. stream callbacks in use): wait in a queue. */
+        atomic_fetch_sub(&req->xfer.track.pending, (int)np - 1);
+    }
     int qi = (int)(dseq % (uint64_t)qs->n);
     ipcp__queue_t *q = qs->q[qi];
     for (unsigned i = 0; i < np; i++)
         ipcp__enq_check(&req->xfer.track,
-                        qs->ops->flag_wait(q, &ch->ctl->done[rts->src_qset][i].v,
+                        qs->ops->flag_wait(q,
+                                           &ch->ctl->done[rts->src_qset]
+                                                         [(sbase + i) % snq].v,
                                            dseq, &peer->lost,
                                            &req->xfer.track));
     ipcp__ord_end(req, qs, qi, 1);
@@ -663,7 +782,7 @@ static void ipcp__accept_staged(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                 ipcp__qset_t *qs, ipcp__msg_cts_t *cts)
 {
     ipcp__chan_t *ch = peer->rx.chan;
-    uint64_t nchunks = ipcp__div_up(rts->len, ch->slot_size);
+    uint64_t nchunks = ipcp__staged_nchunks(rts->len, ch->slot_size);
     int used = ipcp__nqueues_used(ch, qs, nchunks);
 
     if (req->sync && used == 0)
@@ -777,26 +896,28 @@ static int ipcp__send_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (!ipcp__track_ok(t)) /* before the done flags release the peer */
         ipcp__err_report(&ch->ctl->derr[myq][cts->dseq % IPCP_ERR_SLOTS],
                          cts->dseq, t);
+    unsigned base = ipcp__direct_base(cts->dseq, (unsigned)qs->n);
     for (unsigned i = 0; i < np; i++) {
         uint64_t off, n;
-        ipcp__queue_t *q = qs->q[i];
+        int qi = (int)((base + i) % (unsigned)qs->n);
+        ipcp__queue_t *q = qs->q[qi];
         ipcp__piece(req->len, np, i, &off, &n);
-        ipcp__trace_piece(&req->xfer, i, qs, (int)i, n, 1);
+        ipcp__trace_piece(&req->xfer, i, qs, qi, n, 1);
         if (n && cts->dst_mode == IPCP_DST_MAPPED && dst)
             ipcp__enq_check(t, qs->ops->copy(q, dst + off,
                                              (char *)req->buf + off, n, t));
         else if (n && cts->dst_mode == IPCP_DST_PVM && qs->ops->rcopy)
             ipcp__enq_check(t, qs->ops->rcopy(q, peer->pid, cts->dst_addr + off,
                                               (char *)req->buf + off, n, 1, t));
-        ipcp__trace_piece(&req->xfer, i, qs, (int)i, n, 0);
+        ipcp__trace_piece(&req->xfer, i, qs, qi, n, 0);
         /* The done flag is written even after a failure so that the
          * receiver does not wait forever; the track carries the error. */
-        ipcp__enq_check(t, qs->ops->flag_write(q, &ch->ctl->done[myq][i].v,
+        ipcp__enq_check(t, qs->ops->flag_write(q, &ch->ctl->done[myq][qi].v,
                                                cts->dseq, NULL));
     }
-    ipcp__ord_end(req, qs, 0, (int)np);
+    ipcp__ord_end(req, qs, (int)base, (int)np);
     for (unsigned i = 0; i < np; i++)
-        ipcp__enq_notify(qs, (int)i, t);
+        ipcp__enq_notify(qs, (int)((base + i) % (unsigned)qs->n), t);
     return 1;
 }
 
@@ -805,7 +926,7 @@ static int ipcp__send_staged(ipcp_comm_t *comm, ipcp__peer_t *peer,
                               ipcp__qset_t *qs)
 {
     ipcp__chan_t *ch = peer->tx.chan;
-    uint64_t nchunks = ipcp__div_up(req->len, ch->slot_size);
+    uint64_t nchunks = ipcp__staged_nchunks(req->len, ch->slot_size);
     int used = ipcp__nqueues_used(ch, qs, nchunks);
     int remote_done = req->type == IPCP_REQ_PUT;
 
@@ -915,32 +1036,36 @@ void ipcp__xfer_onesided_direct(ipcp_comm_t *comm, ipcp_request_t *req)
         ipcp__req_complete(req, st, ipcp__last_error());
         return;
     }
-    unsigned np = ipcp__npieces(comm, req->len, (unsigned)qs->n);
+    unsigned np = ipcp__npieces(comm, req->len, (unsigned)qs->n,
+                                req->attr.type == IPCP_MEM_CUDA ||
+                                    rm->type == IPCP_MEM_CUDA);
     ipcp__track_t *t = &req->xfer.track;
     req->path = IPCP_PATH_DIRECT;
     req->nbytes = req->len;
     ipcp__xfer_begin(comm, peer, req, (int)np, !put, np);
+    unsigned base = qs->next++ % (unsigned)qs->n;
     for (unsigned i = 0; i < np; i++) {
         uint64_t off, n;
+        int qi = (int)((base + i) % (unsigned)qs->n);
         ipcp__piece(req->len, np, i, &off, &n);
         char *local = (char *)req->buf + off;
-        ipcp__trace_piece(&req->xfer, i, qs, (int)i, n, 1);
+        ipcp__trace_piece(&req->xfer, i, qs, qi, n, 1);
         if (n && rm->mode == IPCP_RMEM_MAPPED) {
             char *remote = (char *)ipcp__rmem_mapping(comm, rm, &req->attr) +
                            req->offset + off;
-            ipcp__enq_check(t, qs->ops->copy(qs->q[i], put ? remote : local,
+            ipcp__enq_check(t, qs->ops->copy(qs->q[qi], put ? remote : local,
                                              put ? local : remote, n, t));
         } else if (n) {
             ipcp__enq_check(t, qs->ops->rcopy
-                                   ? qs->ops->rcopy(qs->q[i], peer->pid,
+                                   ? qs->ops->rcopy(qs->q[qi], peer->pid,
                                                     rm->addr + req->offset + off,
                                                     local, n, put, t)
                                    : IPCP_ERR_UNSUPPORTED);
         }
-        ipcp__trace_piece(&req->xfer, i, qs, (int)i, n, 0);
+        ipcp__trace_piece(&req->xfer, i, qs, qi, n, 0);
     }
-    ipcp__ord_end(req, qs, 0, (int)np);
+    ipcp__ord_end(req, qs, (int)base, (int)np);
     for (unsigned i = 0; i < np; i++)
-        ipcp__enq_notify(qs, (int)i, t);
+        ipcp__enq_notify(qs, (int)((base + i) % (unsigned)qs->n), t);
     ipcp__xfer_go(&req->xfer);
 }

@@ -403,4 +403,5 @@ const ipcp__backend_ops_t ipcp__cuda_backend_ops = {
     .queue_wrap = ipcp__cuda_queue_wrap,
     .stamp = ipcp__cuda_stamp,
     .join = ipcp__cuda_join,
+    .flag_watch = ipcp__cuda_flag_watch,
 };

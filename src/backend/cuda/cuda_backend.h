@@ -194,5 +194,10 @@ ipcp_status_t ipcp__cuda_poll_stamp(ipcp__backend_t *be, CUcontext ctx,
                                     int device, CUstream stream,
                                     atomic_int *count, uint64_t *ns);
 ipcp_status_t ipcp__cuda_stamp(ipcp__queue_t *q, uint64_t *ns);
+/* The backend table's flag_watch (IPCP_ERR_UNSUPPORTED without the
+ * poller, i.e. with IPCPIPE_CUDA_NOTIFY=callback). */
+ipcp_status_t ipcp__cuda_flag_watch(ipcp__backend_t *be, uint64_t *flag,
+                                    uint64_t value, const atomic_int *abort,
+                                    ipcp__track_t *t);
 
 #endif

@@ -3,7 +3,11 @@
  * driver's callback thread has run it, so every transfer's end would stall
  * the copies queued behind it; an event recorded in the stream costs the
  * stream nothing, and one thread per backend polls the recorded events
- * while any are outstanding and sleeps when none are. */
+ * while any are outstanding and sleeps when none are.
+ *
+ * The same thread watches flags in shared memory for waits only the CPU
+ * needs (a receive that ends on the host): reading the flag there spares
+ * a stream wait, an event and its query per transfer. */
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -22,12 +26,21 @@ typedef struct cuda_pending {
     atomic_int *count; /* the queue's events not yet finished */
 } cuda_pending_t;
 
+typedef struct cuda_watch {
+    struct cuda_watch *next;
+    const uint64_t *flag;
+    uint64_t value;
+    const atomic_int *abort;
+    ipcp__track_t *t;
+} cuda_watch_t;
+
 struct ipcp__cuda_poller {
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t cond;
     cuda_pending_t *head, **tail; /* newly recorded, in order */
     cuda_pending_t *free;         /* spare records, events still created */
+    cuda_watch_t *watches;        /* newly added flag watches */
     int stop;
 };
 
@@ -94,33 +107,100 @@ static cuda_pending_t *cuda_poll_pass(ipcp__cuda_poller_t *p,
     return keep;
 }
 
+/* One pass over the flag watches; returns what is left.  With stop set
+ * (the backend closes) the rest fail rather than wait forever. */
+static cuda_watch_t *cuda_watch_pass(cuda_watch_t *list, int stop)
+{
+    cuda_watch_t *keep = NULL;
+    while (list) {
+        cuda_watch_t *w = list;
+        list = w->next;
+        uint64_t v = __atomic_load_n(w->flag, __ATOMIC_ACQUIRE);
+        int lost = w->abort ? atomic_load_explicit(w->abort,
+                                                   memory_order_acquire)
+                            : 0;
+        if ((int64_t)(v - w->value) < 0 && !lost && !stop) {
+            w->next = keep;
+            keep = w;
+            continue;
+        }
+        if ((int64_t)(v - w->value) < 0) {
+            if (lost)
+                ipcp__track_fail(w->t, (ipcp_status_t)lost,
+                                 "the peer was lost while this rank waited "
+                                 "for its data");
+            else
+                ipcp__track_fail(w->t, IPCP_ERR_STATE,
+                                 "the CUDA backend closed while a transfer "
+                                 "was still waiting for its peer");
+        }
+        ipcp__track_notify(w->t);
+        free(w);
+    }
+    return keep;
+}
+
 static void *cuda_poll_main(void *arg)
 {
     ipcp__backend_t *be = arg;
     ipcp__cuda_poller_t *p = be->poller;
     cuda_pending_t *out = NULL, **ot = &out;
+    cuda_watch_t *wl = NULL;
 
     pthread_mutex_lock(&p->lock);
     for (;;) {
-        while (!p->head && !out && !p->stop)
+        while (!p->head && !p->watches && !out && !wl && !p->stop)
             pthread_cond_wait(&p->cond, &p->lock);
         if (p->head) { /* take the new ones, keeping recording order */
             *ot = p->head;
             p->head = NULL;
             p->tail = &p->head;
         }
-        if (!out && p->stop)
+        while (p->watches) { /* order does not matter among watches */
+            cuda_watch_t *w = p->watches;
+            p->watches = w->next;
+            w->next = wl;
+            wl = w;
+        }
+        int stop = p->stop;
+        if (!out && !wl && stop)
             break;
         pthread_mutex_unlock(&p->lock);
         out = cuda_poll_pass(p, be, out);
         for (ot = &out; *ot; ot = &(*ot)->next)
             ;
-        if (out)
+        /* Events all done first: a watch left at stop has no writer. */
+        wl = cuda_watch_pass(wl, stop && !out);
+        if (out || wl)
             sched_yield();
         pthread_mutex_lock(&p->lock);
     }
     pthread_mutex_unlock(&p->lock);
     return NULL;
+}
+
+ipcp_status_t ipcp__cuda_flag_watch(ipcp__backend_t *be, uint64_t *flag,
+                                    uint64_t value, const atomic_int *abort,
+                                    ipcp__track_t *t)
+{
+    ipcp__cuda_poller_t *p = be->poller;
+    if (!p)
+        return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
+                          "flag watches need IPCPIPE_CUDA_NOTIFY=event");
+    cuda_watch_t *w = malloc(sizeof(*w));
+    if (!w)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_NOMEM,
+                          "no memory for a flag watch");
+    w->flag = flag;
+    w->value = value;
+    w->abort = abort;
+    w->t = t;
+    pthread_mutex_lock(&p->lock);
+    w->next = p->watches;
+    p->watches = w;
+    pthread_cond_signal(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    return IPCP_OK;
 }
 
 ipcp_status_t ipcp__cuda_poller_start(ipcp__backend_t *be)
