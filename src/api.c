@@ -36,6 +36,8 @@ const char *ipcp_path_name(ipcp_path_t path)
         return "staged";
     case IPCP_PATH_EAGER:
         return "eager";
+    case IPCP_PATH_STRIPED:
+        return "striped";
     }
     return "unknown";
 }

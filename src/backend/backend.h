@@ -71,6 +71,14 @@ typedef struct ipcp__export {
     uint8_t data[IPCP_EXPORT_MAX];
 } ipcp__export_t;
 
+/* A striping calibration between two devices (backend stripe_calibrate). */
+typedef struct ipcp__stripe_cal {
+    double share;      /* staged share that gained most; 0: none gained */
+    uint64_t min_size; /* smallest size measured to gain with it */
+    uint64_t size;     /* size of the figures below */
+    double direct_gbs, staged_gbs, striped_gbs;
+} ipcp__stripe_cal_t;
+
 typedef struct ipcp__backend_ops {
     const char *name;
     ipcp_mem_type_t type;
@@ -167,6 +175,16 @@ typedef struct ipcp__backend_ops {
     ipcp_status_t (*flag_watch)(ipcp__backend_t *be, uint64_t *flag,
                                 uint64_t value, const atomic_int *abort,
                                 ipcp__track_t *t);
+
+    /* The device's UUID as text and the driver's version (striping cache
+     * keys).  0, or -1 when unknown.  NULL for host. */
+    int (*device_ident)(ipcp__backend_t *be, int device, char *uuid,
+                        size_t len, int *driver);
+    /* Measures, in this process, a copy from device src to device dst over
+     * the direct link alone and split with a pipelined copy through pinned
+     * host memory at several shares (engine/stripe.h).  NULL for host. */
+    ipcp_status_t (*stripe_calibrate)(ipcp__backend_t *be, int src, int dst,
+                                      ipcp__stripe_cal_t *out);
 } ipcp__backend_ops_t;
 
 extern const ipcp__backend_ops_t ipcp__host_backend_ops;

@@ -20,6 +20,7 @@ typedef enum {
     IPCP_SET_STR,    /* copied, at most strcap-1 bytes */
     IPCP_SET_ENUM,   /* one of choices; value = index */
     IPCP_SET_SUBSYS, /* "all" or comma list of subsystem names */
+    IPCP_SET_SHARE,  /* "off" (-1), "auto" (0) or a number in [min, max] */
 } ipcp__set_type_t;
 
 typedef struct ipcp__setting {
@@ -74,6 +75,16 @@ static const ipcp__setting_t ipcp__settings[] = {
      "transfer is split into over the copy queues (the receiver's setting "
      "decides; auto: 256K for host memory, no split when device memory is "
      "involved)", IPCP_OFF(piece), 4096, 1024.0 * 1024 * 1024 * 1024, 1, NULL},
+    {"IPCPIPE_STRIPE", IPCP_SET_SHARE, "auto", "split transfers between two "
+     "GPUs over NVLink and the staged path at once: off, auto (the share "
+     "and the smallest size that gains, measured once per pair of GPUs and "
+     "kept in IPCPIPE_STRIPE_CACHE) or the staged share of every direct "
+     "transfer between two GPUs (0.1 = 10%; the receiver's setting decides)",
+     IPCP_OFF(stripe), 0.0001, 0.9, 1, NULL},
+    {"IPCPIPE_STRIPE_CACHE", IPCP_SET_STR, "", "file of the striping "
+     "calibration (default $XDG_CACHE_HOME/ipcpipe/stripe.txt, else "
+     "~/.cache/ipcpipe/stripe.txt; off: calibrate in every process)",
+     IPCP_OFF(stripe_cache), 0, 0, 0, NULL},
     {"IPCPIPE_EAGER", IPCP_SET_SIZE, "8K", "largest host message sent inline "
      "with its control message (0 turns eager sends off)", IPCP_OFF(eager), 0,
      32768, 0, NULL},
@@ -206,6 +217,8 @@ static int ipcp__setting_parse(const ipcp__setting_t *st, const char *val,
     if (st->allow_auto && strcmp(val, "auto") == 0) {
         if (st->type == IPCP_SET_SIZE)
             *(size_t *)field = 0;
+        else if (st->type == IPCP_SET_SHARE)
+            *(double *)field = 0;
         else
             *(int *)field = 0;
         return 0;
@@ -246,6 +259,16 @@ static int ipcp__setting_parse(const ipcp__setting_t *st, const char *val,
     case IPCP_SET_SUBSYS:
         *why = "is not 'all' or a comma list of subsystems";
         return ipcp__parse_subsys(val, (unsigned *)field);
+    case IPCP_SET_SHARE:
+        *why = "is not off, auto or a share between 0.0001 and 0.9";
+        if (strcmp(val, "off") == 0) {
+            *(double *)field = -1;
+            return 0;
+        }
+        if (ipcp__parse_double(val, st->min, st->max, &d))
+            return -1;
+        *(double *)field = d;
+        return 0;
     }
     return -1;
 }
@@ -332,7 +355,8 @@ static const char *const ipcp__foreign_names[] = {
     "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "PMI_RANK", "PMI_SIZE",
     "PMI_KVSNAME", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_ID",
     "SLURM_STEP_ID", "RANK", "WORLD_SIZE", "LOCAL_RANK", "TORCHELASTIC_RUN_ID",
-    "XDG_RUNTIME_DIR", "TMPDIR", "CUDA_VISIBLE_DEVICES",
+    "XDG_RUNTIME_DIR", "TMPDIR", "CUDA_VISIBLE_DEVICES", "XDG_CACHE_HOME",
+    "HOME",
 };
 
 const char *ipcp__env_foreign(const char *name)

@@ -27,6 +27,9 @@ typedef struct ipcp__config {
     int slots;                /* IPCPIPE_SLOTS, 0 = backend default */
     int queues;               /* IPCPIPE_QUEUES, 0 = backend default */
     size_t piece;             /* IPCPIPE_PIECE */
+    double stripe;            /* IPCPIPE_STRIPE: 0 auto, < 0 off, else the
+                                 staged share */
+    char stripe_cache[IPCP_DIR_MAX]; /* IPCPIPE_STRIPE_CACHE, "" default */
     size_t eager;             /* IPCPIPE_EAGER */
     int pvm;                  /* IPCPIPE_PVM */
     int cuda;                 /* IPCPIPE_CUDA */

@@ -358,6 +358,13 @@ static void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
         snprintf(msg, sizeof(msg), "rank %d could not write this transfer "
                  "(%s on its side)", x->peer->rank, ipcp_strerror(st));
     }
+    if (st == IPCP_OK && x->err_slot2 &&
+        __atomic_load_n(&x->err_slot2->seq, __ATOMIC_ACQUIRE) == x->err_seq2) {
+        st = (ipcp_status_t)__atomic_load_n(&x->err_slot2->status,
+                                            __ATOMIC_RELAXED);
+        snprintf(msg, sizeof(msg), "rank %d could not write this transfer "
+                 "(%s on its side)", x->peer->rank, ipcp_strerror(st));
+    }
     if (x->import)
         ipcp__import_put(comm, x->peer, x->import);
     x->import = NULL;

@@ -49,6 +49,16 @@
  * memory are not split (see ipcp__npieces). */
 #define IPCP_PIECE_HOST ((uint64_t)256 << 10)
 #define IPCP_PIECE_DEVICE ((uint64_t)1 << 40)
+/* A pair of GPUs whose striping was looked up (sending GPU's identity,
+ * receiving GPU's ordinal); share 0: not striped. */
+#define IPCP_STRIPE_MEMO 16
+typedef struct ipcp__stripe_memo {
+    uint64_t src_id;
+    int dst;
+    double share;
+    uint64_t min;
+} ipcp__stripe_memo_t;
+
 /* Longest a caller waiting for a request polls while device transfers
  * are in flight, before it sleeps. */
 #define IPCP_DEV_SPIN_NS ((uint64_t)100 * 1000 * 1000)
@@ -199,9 +209,12 @@ typedef struct ipcp__xfer {
     uint64_t t_post;
     int rx;                 /* 1: this side receives the data */
     int dev;                /* counted in comm->dev_inflight */
+    size_t tbase;           /* trace index of the first staged chunk */
     /* receiving side: the slot where the sender reports a failure */
     ipcp__errslot_t *err_slot;
     uint64_t err_seq;
+    ipcp__errslot_t *err_slot2; /* a striped transfer's staged part */
+    uint64_t err_seq2;
     ipcp__list_t done_link; /* comm->dones */
 } ipcp__xfer_t;
 
@@ -304,6 +317,9 @@ struct ipcp_comm {
      * copies need no CPU, and in a virtual machine a sleeping thread's
      * wake-up cost up to a hundred microseconds a hop). */
     atomic_int dev_inflight;
+    /* IPCPIPE_STRIPE=auto: measured pairs (progress thread only). */
+    ipcp__stripe_memo_t stripe_memo[IPCP_STRIPE_MEMO];
+    int nstripe_memo;
     size_t eager_max;
     ipcp__boot_t *boot;
     ipcp__peer_t *peers;      /* [size] */

@@ -83,6 +83,9 @@ typedef struct ipcp__msg_cts {
     uint64_t sseq;        /* staged: the transfer's number (error slot) */
     uint32_t dst_mode;    /* direct: MAPPED or PVM */
     uint32_t npieces;     /* direct: copies (and done flags) to use */
+    uint32_t dq_lo;       /* direct: the sender's first queue for them */
+    uint32_t pad;
+    uint64_t stripe_len;  /* striped: bytes at the end that go staged */
     uint64_t dst_region;  /* direct MAPPED: receiver's allocation id */
     uint64_t dst_offset;  /* direct MAPPED: offset of the buffer in it */
     uint64_t dst_addr;    /* direct PVM: receiver's address */

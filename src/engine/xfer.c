@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "engine/stripe.h"
 
 int ipcp__qset_index(const ipcp__mem_attr_t *attr)
 {
@@ -371,14 +372,16 @@ static unsigned ipcp__npieces(const ipcp_comm_t *comm, uint64_t len,
     return (unsigned)(n < nq ? n : nq);
 }
 
-/* The sender's queue that takes piece 0 of direct transfer dseq; piece i
- * goes to (base + i) % nq and writes that queue's done flag.  Consecutive
- * transfers start on different queues, so that transfers of one piece
- * each still overlap; each queue's flag still only grows, since a sender
- * takes CTSs in dseq order.  Both sides compute it. */
-static unsigned ipcp__direct_base(uint64_t dseq, unsigned nq)
+/* The sender's queue of piece i of direct transfer dseq: queues lo..nq-1
+ * take the pieces in turn, starting at dseq's, and each writes its own
+ * done flag.  Consecutive transfers start on different queues, so that
+ * transfers of one piece each still overlap; each queue's flag only grows,
+ * since a sender takes CTSs in dseq order.  lo is 0, or past the queues
+ * the staged part of a striped transfer uses.  Both sides compute it. */
+static unsigned ipcp__direct_queue(uint64_t dseq, unsigned i, unsigned lo,
+                                   unsigned nq)
 {
-    return (unsigned)(dseq % nq);
+    return lo + (unsigned)((dseq + i) % (nq - lo));
 }
 
 /* Piece i of n of len bytes: 4 KiB-aligned boundaries keep page-sized
@@ -394,10 +397,10 @@ static void ipcp__piece(uint64_t len, unsigned n, unsigned i, uint64_t *off,
 }
 
 /* Starts tracking; one guard reference keeps the track open while ops are
- * being enqueued, dropped by ipcp__xfer_go. */
+ * being enqueued, dropped by ipcp__xfer_go.  Each notify (and flag watch)
+ * adds its own reference as it is enqueued. */
 static void ipcp__xfer_begin(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                             ipcp_request_t *req, int nnotify, int rx,
-                             size_t npieces)
+                             ipcp_request_t *req, int rx, size_t npieces)
 {
     ipcp__xfer_t *x = &req->xfer;
     x->comm = comm;
@@ -410,7 +413,10 @@ static void ipcp__xfer_begin(ipcp_comm_t *comm, ipcp__peer_t *peer,
         atomic_fetch_add_explicit(&comm->dev_inflight, 1,
                                   memory_order_relaxed);
     ipcp__trace_prepare(comm, x, npieces);
-    ipcp__track_init(&x->track, nnotify + 1, ipcp__xfer_track_done, x);
+    x->tbase = 0;
+    x->err_slot2 = NULL;
+    x->err_seq2 = 0;
+    ipcp__track_init(&x->track, 1, ipcp__xfer_track_done, x);
     ipcp__list_push_back(&peer->active, &x->link);
 }
 
@@ -428,6 +434,7 @@ static void ipcp__enq_check(ipcp__track_t *t, ipcp_status_t st)
 
 static void ipcp__enq_notify(ipcp__qset_t *qs, int q, ipcp__track_t *t)
 {
+    atomic_fetch_add_explicit(&t->pending, 1, memory_order_relaxed);
     if (qs->ops->notify(qs->q[q], t) != IPCP_OK) {
         ipcp__track_fail(t, IPCP_ERR_NOMEM, "cannot enqueue: %s",
                          ipcp__last_error());
@@ -435,26 +442,36 @@ static void ipcp__enq_notify(ipcp__qset_t *qs, int q, ipcp__track_t *t)
     }
 }
 
-/* Stream-ordered operations (engine/sync.c) start only once the progress
+/* Ends the enqueueing of one side of a transfer whose operations went to
+ * the queues in mask (bit i: queue i): a notify behind each.
+ *
+ * Stream-ordered operations (engine/sync.c) start only once the progress
  * thread has seen the user's stream reach them (so our in-order queues
  * never wait on a user's stream).  At the end the user's stream goes on
- * once all of the transfer's queues are done: the first queue joins the
+ * once all of the transfer's queues are done: the lowest queue joins the
  * others, then writes `done` (also after a failure, so that the user's
- * stream is not held forever). */
-static void ipcp__ord_end(ipcp_request_t *req, ipcp__qset_t *qs, int first,
-                          int n)
+ * stream is not held forever); an empty ordered transfer uses queue 0. */
+static void ipcp__enq_end(ipcp_request_t *req, ipcp__qset_t *qs,
+                          unsigned mask)
 {
-    if (!req->sync)
-        return;
-    for (int i = 1; i < n; i++) /* queues first, first + 1, ... (wrapping) */
-        ipcp__enq_check(&req->xfer.track,
-                        qs->ops->join
-                            ? qs->ops->join(qs->q[first],
-                                            qs->q[(first + i) % qs->n])
-                            : IPCP_ERR_UNSUPPORTED);
-    ipcp__enq_check(&req->xfer.track,
-                    qs->ops->flag_write(qs->q[first], ipcp__sync_done(req->sync),
-                                        ipcp__sync_gen(req->sync), NULL));
+    ipcp__track_t *t = &req->xfer.track;
+    if (req->sync) {
+        if (!mask)
+            mask = 1;
+        int first = __builtin_ctz(mask);
+        for (int i = first + 1; i < qs->n; i++)
+            if (mask & (1u << i))
+                ipcp__enq_check(t, qs->ops->join
+                                       ? qs->ops->join(qs->q[first], qs->q[i])
+                                       : IPCP_ERR_UNSUPPORTED);
+        ipcp__enq_check(t, qs->ops->flag_write(qs->q[first],
+                                               ipcp__sync_done(req->sync),
+                                               ipcp__sync_gen(req->sync),
+                                               NULL));
+    }
+    for (int i = 0; i < qs->n; i++)
+        if (mask & (1u << i))
+            ipcp__enq_notify(qs, i, t);
 }
 
 /* Queues a staged transfer spreads its chunks over on this side. */
@@ -490,6 +507,20 @@ void ipcp__err_report(ipcp__errslot_t *slot, uint64_t seq, ipcp__track_t *t)
  * same layout from the length and the slot size. */
 #define IPCP_RAMP_STEPS 3
 #define IPCP_RAMP_MIN ((uint64_t)64 << 10)
+
+/* The nominal chunk of a staged transfer: a slot; for the staged part of a
+ * striped transfer an eighth of that part, rounded down to a power of two
+ * between 256 KiB and a slot, since it must fill its pipeline quickly to
+ * end with the direct part (a 16 MiB first chunk alone takes 0.3 ms). */
+static uint64_t ipcp__staged_unit(uint64_t len, uint64_t slot, int striped)
+{
+    uint64_t u = (uint64_t)256 << 10;
+    if (!striped)
+        return slot;
+    while (u * 2 <= len / 8 && u * 2 <= slot)
+        u *= 2;
+    return u < slot ? u : slot;
+}
 
 static int ipcp__staged_ramp(uint64_t len, uint64_t slot)
 {
@@ -548,28 +579,28 @@ static void ipcp__staged_chunk(uint64_t len, uint64_t slot, uint64_t nchunks,
 
 static void ipcp__staged_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
                              ipcp__qset_t *qs, ipcp__xfer_t *x, char *buf,
-                             uint64_t len, uint64_t base, int send,
-                             int remote_done, ipcp__errslot_t *slot,
+                             uint64_t len, uint64_t unit, uint64_t base,
+                             int send, int remote_done, ipcp__errslot_t *slot,
                              uint64_t seq)
 {
     ipcp__track_t *t = &x->track;
     int reported = 0;
     ipcp__flag_t *wait = send ? ch->ctl->freed : ch->ctl->full;
     ipcp__flag_t *mark = send ? ch->ctl->full : ch->ctl->freed;
-    uint64_t nchunks = ipcp__staged_nchunks(len, ch->slot_size);
+    uint64_t nchunks = ipcp__staged_nchunks(len, unit);
     uint64_t nq = (uint64_t)ipcp__staged_queues(ch, qs);
     for (uint64_t c = 0; c < nchunks; c++) {
         uint64_t g = (base + c) / ch->nslots, s = (base + c) % ch->nslots;
         uint64_t off, n;
-        ipcp__staged_chunk(len, ch->slot_size, nchunks, c, &off, &n);
+        ipcp__staged_chunk(len, unit, nchunks, c, &off, &n);
         char *sl = ch->slots + s * ch->slot_size;
         ipcp__queue_t *q = qs->q[c % nq];
         ipcp__enq_check(t, qs->ops->flag_wait(q, &wait[s].v, send ? g : g + 1,
                                               &peer->lost, t));
-        ipcp__trace_piece(x, c, qs, (int)(c % nq), n, 1);
+        ipcp__trace_piece(x, x->tbase + c, qs, (int)(c % nq), n, 1);
         ipcp__enq_check(t, qs->ops->copy(q, send ? sl : buf + off,
                                          send ? buf + off : sl, n, t));
-        ipcp__trace_piece(x, c, qs, (int)(c % nq), n, 0);
+        ipcp__trace_piece(x, x->tbase + c, qs, (int)(c % nq), n, 0);
         /* A failed transfer keeps the ring moving (its copies are skipped,
          * its marks are not), so the peer is never left waiting; a sender
          * says so in the error slot before any later mark. */
@@ -589,10 +620,12 @@ static void ipcp__staged_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
     }
 }
 
-static int ipcp__nqueues_used(const ipcp__chan_t *ch, const ipcp__qset_t *qs,
-                              uint64_t nchunks)
+/* Mask of the queues a staged transfer of nchunks uses. */
+static unsigned ipcp__staged_mask(const ipcp__chan_t *ch, const ipcp__qset_t *qs,
+                                  uint64_t nchunks)
 {
-    return (int)ipcp__min(nchunks, (uint64_t)ipcp__staged_queues(ch, qs));
+    int n = (int)ipcp__min(nchunks, (uint64_t)ipcp__staged_queues(ch, qs));
+    return n ? (1u << n) - 1 : 0;
 }
 
 /* ---- Receiver side ------------------------------------------------------- */
@@ -691,6 +724,116 @@ static void ipcp__log_choice(ipcp_comm_t *comm, ipcp__peer_t *peer,
     (void)comm;
 }
 
+
+/* ---- Striping (receiver's decision) -------------------------------------- */
+
+/* This process's ordinal of the device whose identity is id, or -1. */
+static int ipcp__local_device(ipcp_comm_t *comm, uint64_t id)
+{
+    for (int d = 0; d < IPCP_MAX_DEVICES; d++) {
+        uint64_t mine;
+        if (comm->cuda_ops->device_reach(comm->cuda, d, &mine, 1) != 1)
+            break;
+        if (mine == id)
+            return d;
+    }
+    return -1;
+}
+
+/* IPCPIPE_STRIPE=auto: the measured share and smallest size for the pair,
+ * remembered per communicator (the measurement runs at most once per pair
+ * and machine, the file keeps it). */
+static void ipcp__stripe_auto(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                              uint64_t src_id, int dst, double *share,
+                              uint64_t *min)
+{
+    ipcp__stripe_memo_t *m = comm->stripe_memo;
+    int i, src;
+    ipcp__stripe_entry_t e;
+
+    for (i = 0; i < comm->nstripe_memo; i++)
+        if (m[i].src_id == src_id && m[i].dst == dst)
+            break;
+    if (i == comm->nstripe_memo) {
+        m[i].src_id = src_id;
+        m[i].dst = dst;
+        m[i].share = 0;
+        m[i].min = 0;
+        src = ipcp__local_device(comm, src_id);
+        if (src < 0)
+            IPCP_INFO(IPCP_SUB_ENGINE, "no striping from rank %d: its GPU is "
+                      "not visible to this process, so the links cannot be "
+                      "measured here", peer->rank);
+        else if (ipcp__stripe_tune(comm->cfg, comm->cuda_ops, comm->cuda, src,
+                                   dst, 0, &e) != IPCP_OK)
+            IPCP_INFO(IPCP_SUB_ENGINE, "no striping from rank %d (GPU %d -> "
+                      "GPU %d): %s", peer->rank, src, dst, ipcp__last_error());
+        else {
+            m[i].share = e.share;
+            m[i].min = e.min_size;
+        }
+        if (comm->nstripe_memo < IPCP_STRIPE_MEMO)
+            comm->nstripe_memo++;
+    }
+    *share = m[i].share;
+    *min = m[i].min;
+}
+
+/* The bytes of a direct transfer (at the end of the buffer) that go
+ * through the ring at the same time: 0 for none.  Both GPUs must differ
+ * (on one GPU both parts would share its memory) and each side needs a
+ * queue beside the staged ones for the direct part (*lo_s, *lo_r: the
+ * first such queue of the sender and of this side).  Host memory has one
+ * memory bus for both parts, so only a fixed share stripes it: that is
+ * how the split itself is tested where there is no GPU. */
+static uint64_t ipcp__stripe_choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                                    const ipcp__msg_rts_t *rts,
+                                    const ipcp_request_t *req,
+                                    const ipcp__choice_t *c, ipcp_path_t force,
+                                    const ipcp__chan_t *ch,
+                                    const ipcp__qset_t *qs, unsigned *lo_s,
+                                    unsigned *lo_r)
+{
+    double share = comm->cfg->stripe;
+    uint64_t min = 0, mine;
+    unsigned snq = rts->src_nq ? rts->src_nq : 1;
+
+    if (share < 0 || c->path != IPCP_PATH_DIRECT ||
+        (rts->hdr.flags & (IPCP_RTS_PUT | IPCP_RTS_GET_REPLY)))
+        return 0;
+    if (rts->src_type == IPCP_MEM_HOST && req->attr.type == IPCP_MEM_HOST) {
+        if (share == 0)
+            return 0;
+    } else if (!comm->cuda || c->mode != IPCP_DST_MAPPED ||
+               rts->src_type != IPCP_MEM_CUDA ||
+               req->attr.type != IPCP_MEM_CUDA || rts->nreach < 1 ||
+               comm->cuda_ops->device_reach(comm->cuda, req->attr.device,
+                                            &mine, 1) != 1 ||
+               mine == rts->reach[0]) {
+        return 0;
+    }
+    unsigned ls = (unsigned)ipcp__max(1, ipcp__min((int)ch->nslots /
+                                                       IPCP_SLOTS_PER_QUEUE,
+                                                   (int)snq));
+    unsigned lr = (unsigned)ipcp__staged_queues(ch, qs);
+    if (ls >= snq || lr >= (unsigned)qs->n)
+        return 0;
+    if (share == 0) {
+        if (force != IPCP_PATH_AUTO)
+            return 0;
+        ipcp__stripe_auto(comm, peer, rts->reach[0], req->attr.device, &share,
+                          &min);
+    }
+    uint64_t n = ipcp__stripe_bytes(rts->len, share, min);
+    if (n) { /* the direct part's queues, clear of the staged ones */
+        *lo_s = ls;
+        *lo_r = lr;
+    }
+    return n;
+}
+
+/* ---- Receiver side, continued ---------------------------------------------- */
+
 static void ipcp__accept_fail(ipcp_comm_t *comm, ipcp__peer_t *peer,
                               const ipcp__msg_rts_t *rts, ipcp_request_t *req,
                               ipcp_status_t st, const char *msg)
@@ -699,105 +842,79 @@ static void ipcp__accept_fail(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp__req_complete(req, st, msg);
 }
 
-static void ipcp__accept_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                               const ipcp__msg_rts_t *rts, ipcp_request_t *req,
-                               ipcp__choice_t *c, ipcp__qset_t *qs,
-                               ipcp__msg_cts_t *cts, int *fds, int *nfds)
+/* Where the sender writes a direct transfer: our mapped allocation (its
+ * export on first use by this peer) or, for process_vm_writev, our
+ * address. */
+static void ipcp__cts_target(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                             ipcp_request_t *req, const ipcp__choice_t *c,
+                             ipcp__msg_cts_t *cts, int *fds, int *nfds)
 {
-    ipcp__chan_t *ch = peer->rx.chan;
-    unsigned snq = rts->src_nq ? rts->src_nq : 1;
-    unsigned np = ipcp__npieces(comm, rts->len, snq,
-                                rts->src_type == IPCP_MEM_CUDA ||
-                                    req->attr.type == IPCP_MEM_CUDA);
-    uint64_t dseq = ++ch->dseq[rts->src_qset];
-    unsigned sbase = ipcp__direct_base(dseq, snq);
-
-    cts->dseq = dseq;
-    cts->npieces = np;
     cts->dst_mode = (uint32_t)c->mode;
-    if (c->mode == IPCP_DST_MAPPED) {
-        cts->dst_region = c->region.id;
-        cts->dst_offset = (uint64_t)((char *)req->buf - (char *)c->region.ptr);
-        pthread_mutex_lock(&comm->mem_lock);
-        ipcp__region_t *r = ipcp__region_find_id(comm, c->region.id);
-        if (r && !r->shared_with[peer->rank]) {
-            cts->hdr.flags |= IPCP_CTS_HAS_EXP;
-            cts->exp = r->exp;
-            if (r->exp_fd >= 0) {
-                int fd = dup(r->exp_fd);
-                if (fd >= 0) {
-                    fds[(*nfds)++] = fd;
-                    cts->hdr.flags |= IPCP_CTS_MAP_FD;
-                }
-            }
-            r->shared_with[peer->rank] = 1;
-        }
-        pthread_mutex_unlock(&comm->mem_lock);
-    } else {
+    if (c->mode != IPCP_DST_MAPPED) {
         cts->dst_addr = (uint64_t)(uintptr_t)req->buf;
+        return;
     }
-    ipcp__xfer_begin(comm, peer, req, 1, 1, 0);
-    req->xfer.err_slot = &ch->ctl->derr[rts->src_qset][dseq % IPCP_ERR_SLOTS];
-    req->xfer.err_seq = dseq;
-    /* A receive that ends on the host needs no queue: the backend watches
-     * the done flags (one watch per piece replaces the queue's waits and
-     * the notify behind them). */
-    if (!req->sync && qs->ops->flag_watch) {
-        unsigned i = 0;
-        atomic_fetch_add(&req->xfer.track.pending, (int)np - 1);
-        for (; i < np; i++)
-            if (qs->ops->flag_watch(qs->be,
-                                    &ch->ctl->done[rts->src_qset]
-                                                  [(sbase + i) % snq].v,
-                                    dseq, &peer->lost,
-                                    &req->xfer.track) != IPCP_OK)
-                break;
-        if (i == np)
-            return;
-        if (i > 0) { /* cannot happen after a first success but for memory */
-            ipcp__track_fail(&req->xfer.track, IPCP_ERR_NOMEM,
-                             "cannot watch a flag: %s", ipcp__last_error());
-            for (; i < np; i++)
-                ipcp__track_notify(&req->xfer.track);
-            return;
+    cts->dst_region = c->region.id;
+    cts->dst_offset = (uint64_t)((char *)req->buf - (char *)c->region.ptr);
+    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__region_t *r = ipcp__region_find_id(comm, c->region.id);
+    if (r && !r->shared_with[peer->rank]) {
+        cts->hdr.flags |= IPCP_CTS_HAS_EXP;
+        cts->exp = r->exp;
+        if (r->exp_fd >= 0) {
+            int fd = dup(r->exp_fd);
+            if (fd >= 0) {
+                fds[(*nfds)++] = fd;
+                cts->hdr.flags |= IPCP_CTS_MAP_FD;
+            }
         }
-        /* None taken (e.g. stream callbacks in use): wait in a queue. */
-        atomic_fetch_sub(&req->xfer.track.pending, (int)np - 1);
+        r->shared_with[peer->rank] = 1;
     }
-    int qi = (int)(dseq % (uint64_t)qs->n);
-    ipcp__queue_t *q = qs->q[qi];
-    for (unsigned i = 0; i < np; i++)
-        ipcp__enq_check(&req->xfer.track,
-                        qs->ops->flag_wait(q,
-                                           &ch->ctl->done[rts->src_qset]
-                                                         [(sbase + i) % snq].v,
-                                           dseq, &peer->lost,
-                                           &req->xfer.track));
-    ipcp__ord_end(req, qs, qi, 1);
-    ipcp__enq_notify(qs, qi, &req->xfer.track);
+    pthread_mutex_unlock(&comm->mem_lock);
 }
 
-static void ipcp__accept_staged(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                                const ipcp__msg_rts_t *rts, ipcp_request_t *req,
-                                ipcp__qset_t *qs, ipcp__msg_cts_t *cts)
+/* Our half of a direct transfer: the done flags of the sender's np pieces
+ * (its queues from lo_s on), watched by the backend when only the host
+ * waits, else waited for in one of our queues (from lo_r on, clear of a
+ * striped transfer's staged queues).  Returns the mask of our queues. */
+static unsigned ipcp__rx_direct(ipcp__peer_t *peer, const ipcp__msg_rts_t *rts,
+                                ipcp_request_t *req, ipcp__qset_t *qs,
+                                uint64_t dseq, unsigned np, unsigned lo_s,
+                                unsigned lo_r)
 {
     ipcp__chan_t *ch = peer->rx.chan;
-    uint64_t nchunks = ipcp__staged_nchunks(rts->len, ch->slot_size);
-    int used = ipcp__nqueues_used(ch, qs, nchunks);
+    ipcp__track_t *t = &req->xfer.track;
+    unsigned snq = rts->src_nq ? rts->src_nq : 1;
+    ipcp__flag_t *done = ch->ctl->done[rts->src_qset];
 
-    if (req->sync && used == 0)
-        used = 1; /* an empty ordered transfer still joins its stream */
-    cts->chunk_base = ch->seq;
-    ch->seq += nchunks;
-    cts->sseq = ++ch->sseq;
-    ipcp__xfer_begin(comm, peer, req, used, 1, nchunks);
-    req->xfer.err_slot = &ch->ctl->serr[cts->sseq % IPCP_ERR_SLOTS];
-    req->xfer.err_seq = cts->sseq;
-    ipcp__staged_ops(peer, ch, qs, &req->xfer, req->buf, rts->len,
-                     cts->chunk_base, 0, 0, NULL, 0);
-    ipcp__ord_end(req, qs, 0, used);
-    for (int i = 0; i < used; i++)
-        ipcp__enq_notify(qs, i, &req->xfer.track);
+    if (!req->sync && qs->ops->flag_watch) {
+        unsigned i;
+        for (i = 0; i < np; i++) {
+            atomic_fetch_add(&t->pending, 1);
+            if (qs->ops->flag_watch(qs->be,
+                                    &done[ipcp__direct_queue(dseq, i, lo_s,
+                                                             snq)].v,
+                                    dseq, &peer->lost, t) != IPCP_OK) {
+                atomic_fetch_sub(&t->pending, 1);
+                break;
+            }
+        }
+        if (i == np)
+            return 0;
+        if (i > 0) { /* only for want of memory */
+            ipcp__track_fail(t, IPCP_ERR_NOMEM, "cannot watch a flag: %s",
+                             ipcp__last_error());
+            return 0;
+        }
+        /* None taken (e.g. stream callbacks in use): wait in a queue. */
+    }
+    int qi = (int)(lo_r + dseq % (uint64_t)((unsigned)qs->n - lo_r));
+    for (unsigned i = 0; i < np; i++)
+        ipcp__enq_check(t, qs->ops->flag_wait(
+                               qs->q[qi],
+                               &done[ipcp__direct_queue(dseq, i, lo_s, snq)].v,
+                               dseq, &peer->lost, t));
+    return 1u << qi;
 }
 
 void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
@@ -823,7 +940,6 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
         c.mode = 0;
         snprintf(c.why, sizeof(c.why), "staged path forced");
     }
-    ipcp__log_choice(comm, peer, req, &c, force);
     st = ipcp__chan_create(comm, &peer->rx,
                            rts->src_type == IPCP_MEM_CUDA ||
                                req->attr.type == IPCP_MEM_CUDA);
@@ -833,51 +949,93 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
         ipcp__accept_fail(comm, peer, rts, req, st, ipcp__last_error());
         return;
     }
+    ipcp__chan_t *ch = peer->rx.chan;
+    unsigned lo_s = 0, lo_r = 0;
+    uint64_t slen = c.path == IPCP_PATH_STAGED ? rts->len
+                    : ipcp__stripe_choose(comm, peer, rts, req, &c, force,
+                                          ch, qs, &lo_s, &lo_r);
+    uint64_t dlen = rts->len - slen;
+    if (c.path == IPCP_PATH_DIRECT && slen) {
+        c.path = IPCP_PATH_STRIPED;
+        size_t w = strlen(c.why);
+        snprintf(c.why + w, sizeof(c.why) - w, "; %llu bytes staged at once",
+                 (unsigned long long)slen);
+    }
+    ipcp__log_choice(comm, peer, req, &c, force);
     memset(&cts, 0, sizeof(cts));
     cts.hdr.type = IPCP_MSG_CTS;
     cts.status = IPCP_OK;
     cts.path = c.path;
     cts.id = rts->id;
     cts.len = rts->len;
-    if (!peer->rx.chan->fd_sent) {
+    if (!ch->fd_sent) {
         cts.hdr.flags |= IPCP_CTS_CHAN_FD;
-        cts.chan_exp = peer->rx.chan->exp;
-        fds[nfds++] = peer->rx.chan->fd;
-        peer->rx.chan->fd = -1; /* the message owns it now */
-        peer->rx.chan->fd_sent = 1;
+        cts.chan_exp = ch->exp;
+        fds[nfds++] = ch->fd;
+        ch->fd = -1; /* the message owns it now */
+        ch->fd_sent = 1;
     }
     req->path = c.path;
     req->nbytes = rts->len;
-    if (c.path == IPCP_PATH_DIRECT)
-        ipcp__accept_direct(comm, peer, rts, req, &c, qs, &cts, fds, &nfds);
-    else
-        ipcp__accept_staged(comm, peer, rts, req, qs, &cts);
+
+    int direct = c.path != IPCP_PATH_STAGED;
+    unsigned snq = rts->src_nq ? rts->src_nq : 1, np = 0, mask = 0;
+    uint64_t unit = ipcp__staged_unit(slen, ch->slot_size, direct);
+    uint64_t nchunks = ipcp__staged_nchunks(slen, unit);
+    if (direct)
+        np = ipcp__npieces(comm, dlen, snq - lo_s,
+                           rts->src_type == IPCP_MEM_CUDA ||
+                               req->attr.type == IPCP_MEM_CUDA);
+    ipcp__xfer_begin(comm, peer, req, 1, nchunks);
+    if (direct) {
+        uint64_t dseq = ++ch->dseq[rts->src_qset];
+        cts.dseq = dseq;
+        cts.npieces = np;
+        cts.dq_lo = lo_s;
+        ipcp__cts_target(comm, peer, req, &c, &cts, fds, &nfds);
+        req->xfer.err_slot =
+            &ch->ctl->derr[rts->src_qset][dseq % IPCP_ERR_SLOTS];
+        req->xfer.err_seq = dseq;
+        mask |= ipcp__rx_direct(peer, rts, req, qs, dseq, np, lo_s, lo_r);
+    }
+    if (!direct || slen) {
+        cts.chunk_base = ch->seq;
+        cts.stripe_len = direct ? slen : 0;
+        ch->seq += nchunks;
+        cts.sseq = ++ch->sseq;
+        ipcp__errslot_t *slot = &ch->ctl->serr[cts.sseq % IPCP_ERR_SLOTS];
+        if (direct) {
+            req->xfer.err_slot2 = slot;
+            req->xfer.err_seq2 = cts.sseq;
+        } else {
+            req->xfer.err_slot = slot;
+            req->xfer.err_seq = cts.sseq;
+        }
+        ipcp__staged_ops(peer, ch, qs, &req->xfer, (char *)req->buf + dlen,
+                         slen, unit, cts.chunk_base, 0, 0, NULL, 0);
+        mask |= ipcp__staged_mask(ch, qs, nchunks);
+    }
+    ipcp__enq_end(req, qs, mask);
     ipcp__peer_post(comm, peer, &cts, sizeof(cts), fds, nfds);
     ipcp__xfer_go(&req->xfer);
 }
 
 /* ---- Sender side ----------------------------------------------------------- */
 
-/* Returns 1 when the transfer was started, 0 when req was completed. */
-static int ipcp__send_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                             ipcp_request_t *req, const ipcp__msg_cts_t *cts,
-                             ipcp__qset_t *qs, int map_fd)
+/* Our half of the direct part, [0, len) of the buffer: np pieces, each
+ * copied and then marked in its queue's done flag.  Returns the mask of
+ * the queues used. */
+static unsigned ipcp__tx_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                                ipcp_request_t *req,
+                                const ipcp__msg_cts_t *cts, ipcp__qset_t *qs,
+                                int map_fd, uint64_t len)
 {
     ipcp__track_t *t = &req->xfer.track;
     ipcp__chan_t *ch = peer->tx.chan;
-    unsigned np = cts->npieces;
+    unsigned np = cts->npieces, mask = 0;
     int myq = ipcp__qset_index(&req->attr);
     char *dst = NULL;
 
-    if (np < 1 || np > (unsigned)qs->n) {
-        /* The receiver would wait for done flags nobody writes: a protocol
-         * error ends the connection, which it sees. */
-        ipcp__req_complete(req, IPCP_ERR_STATE, "CTS asks for more pieces "
-                                                "than the sender has queues");
-        ipcp__peer_lost(comm, peer, "protocol error: bad piece count");
-        return 0;
-    }
-    ipcp__xfer_begin(comm, peer, req, (int)np, 0, np);
     if (cts->dst_mode == IPCP_DST_MAPPED) {
         ipcp__import_t *imp = NULL;
         ipcp_status_t st = ipcp__import_get(comm, peer, cts, map_fd,
@@ -896,12 +1054,12 @@ static int ipcp__send_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (!ipcp__track_ok(t)) /* before the done flags release the peer */
         ipcp__err_report(&ch->ctl->derr[myq][cts->dseq % IPCP_ERR_SLOTS],
                          cts->dseq, t);
-    unsigned base = ipcp__direct_base(cts->dseq, (unsigned)qs->n);
     for (unsigned i = 0; i < np; i++) {
         uint64_t off, n;
-        int qi = (int)((base + i) % (unsigned)qs->n);
+        int qi = (int)ipcp__direct_queue(cts->dseq, i, cts->dq_lo,
+                                         (unsigned)qs->n);
         ipcp__queue_t *q = qs->q[qi];
-        ipcp__piece(req->len, np, i, &off, &n);
+        ipcp__piece(len, np, i, &off, &n);
         ipcp__trace_piece(&req->xfer, i, qs, qi, n, 1);
         if (n && cts->dst_mode == IPCP_DST_MAPPED && dst)
             ipcp__enq_check(t, qs->ops->copy(q, dst + off,
@@ -914,38 +1072,28 @@ static int ipcp__send_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
          * receiver does not wait forever; the track carries the error. */
         ipcp__enq_check(t, qs->ops->flag_write(q, &ch->ctl->done[myq][qi].v,
                                                cts->dseq, NULL));
+        mask |= 1u << qi;
     }
-    ipcp__ord_end(req, qs, (int)base, (int)np);
-    for (unsigned i = 0; i < np; i++)
-        ipcp__enq_notify(qs, (int)((base + i) % (unsigned)qs->n), t);
-    return 1;
+    return mask;
 }
 
-static int ipcp__send_staged(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                              ipcp_request_t *req, const ipcp__msg_cts_t *cts,
-                              ipcp__qset_t *qs)
+/* A CTS the sender cannot follow: the receiver would wait for flags nobody
+ * writes, so the connection ends (which it sees). */
+static const char *ipcp__cts_check(const ipcp__chan_t *ch,
+                                   const ipcp__qset_t *qs,
+                                   const ipcp_request_t *req,
+                                   const ipcp__msg_cts_t *cts)
 {
-    ipcp__chan_t *ch = peer->tx.chan;
-    uint64_t nchunks = ipcp__staged_nchunks(req->len, ch->slot_size);
-    int used = ipcp__nqueues_used(ch, qs, nchunks);
-    int remote_done = req->type == IPCP_REQ_PUT;
-
-    if (cts->chunk_base != ch->seq) {
-        ipcp__req_complete(req, IPCP_ERR_STATE, "ring sequence mismatch");
-        ipcp__peer_lost(comm, peer, "ring sequence mismatch");
-        return 0;
-    }
-    ch->seq += nchunks;
-    if (req->sync && used == 0)
-        used = 1; /* an empty ordered transfer still joins its stream */
-    ipcp__xfer_begin(comm, peer, req, used, 0, nchunks);
-    ipcp__staged_ops(peer, ch, qs, &req->xfer, req->buf, req->len,
-                     cts->chunk_base, 1, remote_done,
-                     &ch->ctl->serr[cts->sseq % IPCP_ERR_SLOTS], cts->sseq);
-    ipcp__ord_end(req, qs, 0, used);
-    for (int i = 0; i < used; i++)
-        ipcp__enq_notify(qs, i, &req->xfer.track);
-    return 1;
+    int striped = cts->path == IPCP_PATH_STRIPED;
+    int direct = striped || cts->path == IPCP_PATH_DIRECT;
+    if (striped && (cts->stripe_len == 0 || cts->stripe_len >= req->len))
+        return "bad striped split";
+    if (direct && (cts->npieces < 1 || cts->dq_lo >= (unsigned)qs->n ||
+                   cts->npieces > (unsigned)qs->n - cts->dq_lo))
+        return "CTS asks for more pieces than the sender has queues";
+    if ((!direct || striped) && cts->chunk_base != ch->seq)
+        return "ring sequence mismatch";
+    return NULL;
 }
 
 void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
@@ -955,6 +1103,7 @@ void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
     int fi = 0, chan_fd = -1, map_fd = -1;
     ipcp__qset_t *qs;
     ipcp_status_t st = IPCP_OK;
+    const char *bad;
 
     if ((cts->hdr.flags & IPCP_CTS_CHAN_FD) && fi < nfds)
         chan_fd = fds[fi++];
@@ -983,12 +1132,37 @@ void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
         ipcp__peer_lost(comm, peer, "channel set-up failed");
         goto out;
     }
+    ipcp__chan_t *ch = peer->tx.chan;
+    if ((bad = ipcp__cts_check(ch, qs, req, cts))) {
+        ipcp__req_complete(req, IPCP_ERR_STATE, bad);
+        ipcp__peer_lost(comm, peer, bad);
+        goto out;
+    }
     req->path = (ipcp_path_t)cts->path;
     req->nbytes = req->len;
-    if (cts->path == IPCP_PATH_DIRECT
-            ? ipcp__send_direct(comm, peer, req, cts, qs, map_fd)
-            : ipcp__send_staged(comm, peer, req, cts, qs))
-        ipcp__xfer_go(&req->xfer);
+    int striped = cts->path == IPCP_PATH_STRIPED;
+    int direct = striped || cts->path == IPCP_PATH_DIRECT;
+    uint64_t slen = striped ? cts->stripe_len : direct ? 0 : req->len;
+    uint64_t dlen = req->len - slen;
+    uint64_t unit = ipcp__staged_unit(slen, ch->slot_size, striped);
+    uint64_t nchunks = ipcp__staged_nchunks(slen, unit);
+    unsigned np = direct ? cts->npieces : 0, mask = 0;
+
+    ipcp__xfer_begin(comm, peer, req, 0, np + nchunks);
+    req->xfer.tbase = np;
+    if (direct)
+        mask |= ipcp__tx_direct(comm, peer, req, cts, qs, map_fd, dlen);
+    if (!direct || striped) {
+        ch->seq += nchunks;
+        ipcp__staged_ops(peer, ch, qs, &req->xfer, (char *)req->buf + dlen,
+                         slen, unit, cts->chunk_base, 1,
+                         req->type == IPCP_REQ_PUT,
+                         &ch->ctl->serr[cts->sseq % IPCP_ERR_SLOTS],
+                         cts->sseq);
+        mask |= ipcp__staged_mask(ch, qs, nchunks);
+    }
+    ipcp__enq_end(req, qs, mask);
+    ipcp__xfer_go(&req->xfer);
 out:
     for (int i = 0; i < nfds; i++)
         close(fds[i]);
@@ -1011,14 +1185,13 @@ void ipcp__xfer_eager_to_device(ipcp_comm_t *comm, ipcp__peer_t *peer,
     memcpy(req->scratch, data, len);
     req->path = IPCP_PATH_EAGER;
     req->nbytes = len;
-    ipcp__xfer_begin(comm, peer, req, 1, 1, 1);
+    ipcp__xfer_begin(comm, peer, req, 1, 1);
     ipcp__trace_piece(&req->xfer, 0, qs, 0, len, 1);
     ipcp__enq_check(&req->xfer.track, qs->ops->copy(qs->q[0], req->buf,
                                                     req->scratch, len,
                                                     &req->xfer.track));
     ipcp__trace_piece(&req->xfer, 0, qs, 0, len, 0);
-    ipcp__ord_end(req, qs, 0, 1);
-    ipcp__enq_notify(qs, 0, &req->xfer.track);
+    ipcp__enq_end(req, qs, 1u);
     ipcp__xfer_go(&req->xfer);
 }
 
@@ -1040,9 +1213,10 @@ void ipcp__xfer_onesided_direct(ipcp_comm_t *comm, ipcp_request_t *req)
                                 req->attr.type == IPCP_MEM_CUDA ||
                                     rm->type == IPCP_MEM_CUDA);
     ipcp__track_t *t = &req->xfer.track;
+    unsigned mask = 0;
     req->path = IPCP_PATH_DIRECT;
     req->nbytes = req->len;
-    ipcp__xfer_begin(comm, peer, req, (int)np, !put, np);
+    ipcp__xfer_begin(comm, peer, req, !put, np);
     unsigned base = qs->next++ % (unsigned)qs->n;
     for (unsigned i = 0; i < np; i++) {
         uint64_t off, n;
@@ -1063,9 +1237,8 @@ void ipcp__xfer_onesided_direct(ipcp_comm_t *comm, ipcp_request_t *req)
                                    : IPCP_ERR_UNSUPPORTED);
         }
         ipcp__trace_piece(&req->xfer, i, qs, qi, n, 0);
+        mask |= 1u << qi;
     }
-    ipcp__ord_end(req, qs, (int)base, (int)np);
-    for (unsigned i = 0; i < np; i++)
-        ipcp__enq_notify(qs, (int)((base + i) % (unsigned)qs->n), t);
+    ipcp__enq_end(req, qs, mask);
     ipcp__xfer_go(&req->xfer);
 }

@@ -80,7 +80,8 @@ void api_verify_at(const void *buf, size_t len, uint64_t seed, uint64_t off,
                    const char *what);
 
 /* got must be want; when want is AUTO, any concrete path. */
-void api_expect_path(ipcp_path_t got, ipcp_path_t want, const char *what);
+void api_expect_path(ipcp_path_t got, ipcp_path_t want, size_t nbytes,
+                     const char *what);
 
 /* Decimal form of v in a static rotating buffer (for T_MSG_HAS). */
 const char *api_dec(long long v);

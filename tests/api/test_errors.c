@@ -491,7 +491,8 @@ static int mp_truncated(ipcp_comm_t *comm, ipcp_path_t path, api_alloc_t alloc,
                       "allocation around and under the truncated receive");
         T_OK(ipcp_recv(comm, r, rlen, 0, TAG_DATA, &info));
         T_EQ_U64(info.nbytes, rlen);
-        api_expect_path(info.path, path, "receive after the truncation");
+        api_expect_path(info.path, path, info.nbytes,
+                        "receive after the truncation");
         api_verify_at(r, rlen, seed + 1, 0, "message after the truncation");
         api_verify_at(base, off, canary, 0, "bytes before the buffer");
         api_verify_at(r + rlen, 8192 - off, canary, off + rlen,
@@ -591,7 +592,8 @@ static int mp_direct_nopvm(ipcp_comm_t *comm)
         unsigned char *d = api_buf_alloc(comm, API_ALLOC_MEM, len, 3, &db);
         T_OK(ipcp_recv(comm, d, len, 0, TAG_DATA, &info));
         T_EQ_U64(info.nbytes, len);
-        api_expect_path(info.path, IPCP_PATH_DIRECT, "receive into mem_alloc");
+        api_expect_path(info.path, IPCP_PATH_DIRECT, info.nbytes,
+                        "receive into mem_alloc");
         t_verify(d, len, seed, "data received directly");
         api_buf_check_guards(&db, "mem_alloc receive buffer");
         api_buf_free(comm, &mb);

@@ -61,9 +61,11 @@ static cfg_t parse(int argc, char **argv)
 
 /* Expected path of a receive: the forced one; under auto with process_vm
  * switched off, a malloc'd buffer cannot be written directly. */
-static void check_path(const cfg_t *c, ipcp_path_t got, const char *what)
+static void check_path(const cfg_t *c, const ipcp_xfer_info_t *info,
+                       const char *what)
 {
-    api_expect_path(got, c->path, what);
+    ipcp_path_t got = info->path;
+    api_expect_path(got, c->path, info->nbytes, what);
     if (c->path == IPCP_PATH_AUTO && c->pvm_off &&
         c->alloc == API_ALLOC_MALLOC && got == IPCP_PATH_DIRECT)
         T_FAIL("%s: path direct into malloc memory with IPCPIPE_PVM=off", what);
@@ -92,7 +94,7 @@ static void run_oneway(ipcp_comm_t *comm, const cfg_t *c)
         ipcp_xfer_info_t info = {(size_t)-1, IPCP_PATH_AUTO};
         T_OK(ipcp_recv(comm, p, c->size, 0, TAG_DATA, &info));
         T_EQ_U64(info.nbytes, c->size);
-        check_path(c, info.path, "ipcp_recv");
+        check_path(c, &info, "ipcp_recv");
         if (c->size)
             t_verify(p, c->size, seed, "received data");
         api_buf_check_guards(&b, "receive buffer");
@@ -122,7 +124,7 @@ static void run_ring(ipcp_comm_t *comm, const cfg_t *c)
     ipcp_xfer_info_t info = {(size_t)-1, IPCP_PATH_AUTO};
     T_OK(ipcp_wait(rreq, &info));
     T_EQ_U64(info.nbytes, c->size);
-    check_path(c, info.path, "irecv");
+    check_path(c, &info, "irecv");
     info.nbytes = (size_t)-1;
     T_OK(ipcp_wait(sreq, &info));
     T_EQ_U64(info.nbytes, c->size);
@@ -177,7 +179,7 @@ static void run_alltoall(ipcp_comm_t *comm, const cfg_t *c)
         snprintf(what, sizeof what, "data from rank %d", p);
         T_OK(ipcp_wait(rreq[p], &info));
         T_EQ_U64(info.nbytes, c->size);
-        check_path(c, info.path, what);
+        check_path(c, &info, what);
         if (c->size)
             t_verify(rb[p].ptr, c->size, api_mix(peer_seed[p], (uint64_t)rank),
                      what);
@@ -309,7 +311,7 @@ static void many_recv(ipcp_comm_t *comm, const cfg_t *c, uint64_t seed)
             if (info.nbytes != want)
                 T_FAIL("%s: info.nbytes %zu (a message matched out of order?)",
                        what, info.nbytes);
-            check_path(c, info.path, what);
+            check_path(c, &info, what);
             api_verify_at(s->p, want, many_seed(seed, s->index), 0, what);
             api_verify_at(s->p + want, MANY_SLOT - want, canary, want,
                           "bytes past the message in the receive buffer");
@@ -388,7 +390,7 @@ static void run_poll(ipcp_comm_t *comm, const cfg_t *c)
         T_OK(ipcp_irecv(comm, p, c->size, 0, TAG_DATA, &req));
         long spins = poll_done(req, &info);
         T_EQ_U64(info.nbytes, c->size);
-        check_path(c, info.path, "polled irecv");
+        check_path(c, &info, "polled irecv");
         t_verify(p, c->size, seed, "received data");
         api_buf_check_guards(&b, "receive buffer");
         printf("rank 1: receive done after %ld polls\n", spins);

@@ -53,6 +53,19 @@ static inline int ct_check_machine(int min_devices)
     return 0;
 }
 
+/* The path a transfer of size bytes the receiver sends direct reports:
+ * striped when IPCPIPE_STRIPE is a fixed share that leaves bytes for both
+ * parts and the ranks use two GPUs (the stripe variants of the tests). */
+static inline ipcp_path_t ct_direct_path(size_t size, int two_gpus)
+{
+    const char *s = getenv("IPCPIPE_STRIPE");
+    double share = s ? atof(s) : 0;
+    size_t staged = (size_t)((double)size * share);
+    return two_gpus && share > 0 && staged > 0 && staged < size
+               ? IPCP_PATH_STRIPED
+               : IPCP_PATH_DIRECT;
+}
+
 /* Starts two ranks of this program with IPCPIPE_TIMEOUT=10 (child_env, if
  * not NULL, adjusts each rank's environment).  victim < 0: returns their
  * folded exit code.  Else that rank must die by SIGKILL and the other exit

@@ -351,7 +351,11 @@ static void run_receiver(ipcp_comm_t *comm, const cfg_t *c, int device,
     } else {
         T_STATUS(st, IPCP_OK);
         T_EQ_U64(info.nbytes, c->size);
-        if (c->path != IPCP_PATH_AUTO)
+        if (c->path == IPCP_PATH_DIRECT)
+            T_EQ_INT(info.path,
+                     ct_direct_path(c->size, c->split && is_device(c->send) &&
+                                                 is_device(c->recv)));
+        else if (c->path != IPCP_PATH_AUTO)
             T_EQ_INT(info.path, c->path);
         else if (c->isolated && c->size > 8192)
             T_EQ_INT(info.path, IPCP_PATH_STAGED);

@@ -106,6 +106,11 @@ static const char usage_text[] =
     "                  --csv)\n"
     "  --trace FILE    write a Chrome/Perfetto timeline of one case to\n"
     "                  FILE (IPCPIPE_TRACE; select the case with --case)\n"
+    "  --tune          measure striping (IPCPIPE_STRIPE=auto) between\n"
+    "                  every ordered pair of visible GPUs now, write the\n"
+    "                  calibration file (IPCPIPE_STRIPE_CACHE), print\n"
+    "                  the table and exit (otherwise it is measured at\n"
+    "                  the first transfer that could stripe)\n"
     "  --help          this text\n"
     "\n"
     "GB/s is 1e9 bytes/s: window * size bytes (twice that for bidir),\n"
@@ -241,6 +246,7 @@ enum {
     OPT_DEVICES,
     OPT_ALLOC,
     OPT_WINDOW,
+    OPT_TUNE,
     OPT_HELP,
 };
 
@@ -265,6 +271,7 @@ static const struct option long_opts[] = {
     {"devices", required_argument, NULL, OPT_DEVICES},
     {"alloc", required_argument, NULL, OPT_ALLOC},
     {"window", required_argument, NULL, OPT_WINDOW},
+    {"tune", no_argument, NULL, OPT_TUNE},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -380,6 +387,9 @@ static int apply_opt(bench_opts_t *o, size_args_t *sa, int c, const char *arg)
         return 0;
     case OPT_NO_VERIFY:
         o->verify = 0;
+        return 0;
+    case OPT_TUNE:
+        o->tune = 1;
         return 0;
     default:
         return -1;
@@ -645,6 +655,8 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &o);
     if (rc)
         return rc == 1 ? 0 : rc;
+    if (o.tune)
+        return bench_tune();
     bench_case_t *cs = NULL;
     int n = build_cases(&o, &cs);
     if (n < 0)

@@ -86,6 +86,7 @@ typedef struct bench_opts {
     int ndevlist;
     bench_alloc_t alloc;
     const char *trace; /* --trace FILE */
+    int tune;          /* --tune: striping calibration, then exit */
 } bench_opts_t;
 
 typedef struct bench_case {
@@ -133,6 +134,8 @@ typedef struct bench_result {
 
 /* Options and case list (bench.c). */
 int bench_window(const bench_opts_t *o, size_t size);
+/* --tune (bench_tune.c); the exit status. */
+int bench_tune(void);
 int bench_reps(const bench_opts_t *o, size_t size);
 int bench_lat_rounds(const bench_opts_t *o, size_t size);
 void bench_format_size(size_t size, char *buf, size_t len);

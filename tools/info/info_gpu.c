@@ -9,7 +9,11 @@
 #include "json.h"
 
 #ifdef IPCP_HAVE_CUDA
+#include <time.h>
+
 #include "backend/cuda/cuda_driver.h"
+#include "common/config.h"
+#include "engine/stripe.h"
 
 typedef struct gpu_facts {
     ipcp_status_t st;
@@ -23,7 +27,101 @@ typedef struct gpu_verdict {
     const char *path;   /* "direct", "staged", "none" */
     const char *code;
     char text[200];
+    const char *stripe; /* yes, no, off, fixed, unmeasured, ignored */
+    char stripe_text[512];
 } gpu_verdict_t;
+
+/* Whether transfers from GPU a to GPU b stripe (IPCPIPE_STRIPE), as the
+ * settings and the calibration file say. */
+static void gpu_stripe(const gpu_facts_t *g, int a, int b, gpu_verdict_t *v)
+{
+    const ipcp__config_t *cfg;
+    char path[IPCP_DIR_MAX], host[IPCP_STRIPE_HOST_MAX], why[400];
+    ipcp__stripe_entry_t key, e;
+    CUdevice da, db;
+    CUuuid ua, ub;
+
+    if (strcmp(v->path, "direct") != 0 || a == b) {
+        v->stripe = "no";
+        snprintf(v->stripe_text, sizeof(v->stripe_text), "%s",
+                 a == b ? "one GPU: its memory would carry both parts"
+                        : "no direct path to share the transfer with");
+        return;
+    }
+    if (ipcp__config_get(&cfg) != IPCP_OK) {
+        v->stripe = "no";
+        snprintf(v->stripe_text, sizeof(v->stripe_text), "%s",
+                 ipcp_last_error());
+        return;
+    }
+    if (cfg->stripe < 0) {
+        v->stripe = "off";
+        snprintf(v->stripe_text, sizeof(v->stripe_text), "IPCPIPE_STRIPE=off");
+        return;
+    }
+    if (cfg->stripe > 0) {
+        v->stripe = "fixed";
+        snprintf(v->stripe_text, sizeof(v->stripe_text),
+                 "%.1f%% of every direct transfer staged at the same time "
+                 "(IPCPIPE_STRIPE)", cfg->stripe * 100);
+        return;
+    }
+    memset(&key, 0, sizeof(key));
+    key.driver = g->p.driver_version;
+    if (IPCP_CU(cuDeviceGet)(&da, a) != CUDA_SUCCESS ||
+        IPCP_CU(cuDeviceGet)(&db, b) != CUDA_SUCCESS ||
+        IPCP_CU(cuDeviceGetUuid)(&ua, da) != CUDA_SUCCESS ||
+        IPCP_CU(cuDeviceGetUuid)(&ub, db) != CUDA_SUCCESS) {
+        v->stripe = "no";
+        snprintf(v->stripe_text, sizeof(v->stripe_text),
+                 "cannot read the GPUs' UUIDs");
+        return;
+    }
+    for (int i = 0; i < 2; i++) {
+        const unsigned char *u =
+            (const unsigned char *)(i ? ub.bytes : ua.bytes);
+        snprintf(i ? key.dst : key.src, IPCP_STRIPE_UUID_MAX,
+                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+                 "%02x%02x%02x%02x%02x%02x",
+                 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9],
+                 u[10], u[11], u[12], u[13], u[14], u[15]);
+    }
+    ipcp__stripe_cache_path(cfg, path, sizeof(path));
+    ipcp__stripe_host_id(host, sizeof(host));
+    switch (ipcp__stripe_cache_load(path, host, &key, &e, why, sizeof(why))) {
+    case IPCP_STRIPE_HIT: {
+        char when[32] = "?";
+        time_t t = (time_t)e.time;
+        struct tm tm;
+        if (gmtime_r(&t, &tm))
+            strftime(when, sizeof(when), "%Y-%m-%d", &tm);
+        v->stripe = e.share > 0 ? "yes" : "no";
+        if (e.share > 0)
+            snprintf(v->stripe_text, sizeof(v->stripe_text),
+                     "%.0f%% staged at once from %llu MiB up (measured %s: "
+                     "direct %.1f, staged %.1f, striped %.1f GB/s)",
+                     e.share * 100, (unsigned long long)(e.min_size >> 20),
+                     when, e.direct_gbs, e.staged_gbs, e.striped_gbs);
+        else
+            snprintf(v->stripe_text, sizeof(v->stripe_text),
+                     "measured %s: no share beat the direct path (direct "
+                     "%.1f, best striped %.1f GB/s; the links are shared)",
+                     when, e.direct_gbs, e.striped_gbs);
+        return;
+    }
+    case IPCP_STRIPE_MISS:
+        v->stripe = "unmeasured";
+        snprintf(v->stripe_text, sizeof(v->stripe_text),
+                 "not measured yet: measured at the first large transfer, or "
+                 "now with ipcpipe-bench --tune (%s)", why);
+        return;
+    default:
+        v->stripe = "ignored";
+        snprintf(v->stripe_text, sizeof(v->stripe_text),
+                 "calibration ignored, measured again at first use: %s", why);
+        return;
+    }
+}
 
 static void gpu_gather(gpu_facts_t *g)
 {
@@ -111,8 +209,11 @@ static void gpu_text(const gpu_facts_t *g, const char *visible)
         for (int b = 0; b < g->p.ndev; b++) {
             gpu_verdict_t v;
             gpu_verdict(g, a, b, &v);
+            gpu_stripe(g, a, b, &v);
             printf("    %d -> %d: %-6s %-16s %s\n", a, b, v.path, v.code,
                    v.text);
+            printf("              stripe: %s, %s\n", v.stripe,
+                   v.stripe_text);
         }
     }
     if (visible && *visible)
@@ -156,10 +257,13 @@ static void gpu_json(const gpu_facts_t *g)
         for (int b = 0; b < g->p.ndev; b++) {
             gpu_verdict_t v;
             gpu_verdict(g, a, b, &v);
+            gpu_stripe(g, a, b, &v);
             printf("%s{\"from\": %d, \"to\": %d, \"path\": \"%s\", "
                    "\"reason\": \"%s\", \"text\": ",
                    first ? "" : ", ", a, b, v.path, v.code);
             ipcp_json_str(stdout, v.text);
+            printf(", \"stripe\": \"%s\", \"stripe_text\": ", v.stripe);
+            ipcp_json_str(stdout, v.stripe_text);
             printf("}");
             first = 0;
         }

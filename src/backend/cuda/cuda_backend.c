@@ -91,6 +91,11 @@ void ipcp__cuda_leave(ipcp__cuda_scope_t *s)
     cuda_tls_ctx = NULL;
 }
 
+void ipcp__cuda_bind_forget(void)
+{
+    cuda_tls_ctx = NULL;
+}
+
 ipcp_status_t ipcp__cuda_bind(ipcp__backend_t *be, CUcontext ctx)
 {
     if (ipcp__likely(cuda_tls_ctx == ctx && cuda_tls_gen == be->gen))
@@ -404,4 +409,6 @@ const ipcp__backend_ops_t ipcp__cuda_backend_ops = {
     .stamp = ipcp__cuda_stamp,
     .join = ipcp__cuda_join,
     .flag_watch = ipcp__cuda_flag_watch,
+    .device_ident = ipcp__cuda_device_ident,
+    .stripe_calibrate = ipcp__cuda_stripe_calibrate,
 };

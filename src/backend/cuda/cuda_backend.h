@@ -68,6 +68,8 @@ void ipcp__cuda_leave(ipcp__cuda_scope_t *s);
 /* Makes ctx current on the progress thread and leaves it there (see the
  * top of this file). */
 ipcp_status_t ipcp__cuda_bind(ipcp__backend_t *be, CUcontext ctx);
+/* After the thread's context was changed without ipcp__cuda_bind. */
+void ipcp__cuda_bind_forget(void);
 
 /* What the driver says about a pointer. */
 typedef struct ipcp__cuda_ptr {
@@ -194,6 +196,12 @@ ipcp_status_t ipcp__cuda_poll_stamp(ipcp__backend_t *be, CUcontext ctx,
                                     int device, CUstream stream,
                                     atomic_int *count, uint64_t *ns);
 ipcp_status_t ipcp__cuda_stamp(ipcp__queue_t *q, uint64_t *ns);
+/* ---- Striping (cuda_stripe.c) --------------------------------------------- */
+ipcp_status_t ipcp__cuda_stripe_calibrate(ipcp__backend_t *be, int src,
+                                          int dst, ipcp__stripe_cal_t *out);
+int ipcp__cuda_device_ident(ipcp__backend_t *be, int device, char *uuid,
+                            size_t len, int *driver);
+
 /* The backend table's flag_watch (IPCP_ERR_UNSUPPORTED without the
  * poller, i.e. with IPCPIPE_CUDA_NOTIFY=callback). */
 ipcp_status_t ipcp__cuda_flag_watch(ipcp__backend_t *be, uint64_t *flag,

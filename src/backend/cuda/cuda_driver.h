@@ -42,6 +42,7 @@
     X(cuDeviceGetName, 2000)                                                   \
     X(cuDeviceGetAttribute, 2000)                                              \
     X(cuDeviceGetPCIBusId, 4010)                                               \
+    X(cuDeviceGetUuid, 11040)                                                  \
     X(cuDeviceCanAccessPeer, 4000)                                             \
     X(cuDevicePrimaryCtxRetain, 7000)                                          \
     X(cuDevicePrimaryCtxRelease, 11000)                                        \

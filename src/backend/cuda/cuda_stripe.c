@@ -1,0 +1,280 @@
+/* Striping calibration (backend stripe_calibrate): in one process, a copy
+ * from device src to device dst over the direct link alone, then split
+ * between that link and a pipelined copy through pinned host memory (D2H
+ * on src, H2D on dst, chunk by chunk, as the staged path moves data), at
+ * several staged shares.  The share that finishes soonest wins if it beats
+ * the direct copy by more than noise; then the smallest size where it
+ * still does not lose is found.  Host clock around synchronized streams,
+ * best of several runs. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_backend.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "common/time.h"
+
+#define CAL_SIZE ((size_t)256 << 20)
+#define CAL_CHUNK ((size_t)16 << 20) /* the ring's slot on GPUs */
+#define CAL_SLOTS 4
+#define CAL_ALIGN ((size_t)64 << 10)
+#define CAL_REPS 3
+/* A share must gain this much over the direct copy to be used. */
+#define CAL_GAIN 1.02
+
+typedef struct cal {
+    ipcp__backend_t *be;
+    CUcontext sctx, dctx;
+    int src, dst;
+    void *sbuf, *sh, *dbuf, *dh;
+    char *ring;
+    int ring_reg;
+    CUstream direct, d2h, h2d;
+    CUevent full[CAL_SLOTS], freed[CAL_SLOTS];
+} cal_t;
+
+#define CAL_CU(call, ...)                                                      \
+    do {                                                                       \
+        st = ipcp__cu_check((call), IPCP_LOG_WARN, __VA_ARGS__);               \
+        if (st != IPCP_OK)                                                     \
+            return st;                                                         \
+    } while (0)
+
+/* One copy of len bytes, share of it staged; *s gets the seconds. */
+static ipcp_status_t cal_run(cal_t *c, size_t len, double share, double *s)
+{
+    ipcp_status_t st;
+    size_t stg = (size_t)((double)len * share);
+    stg -= stg % CAL_ALIGN;
+    if (share >= 1)
+        stg = len;
+    size_t dlen = len - stg;
+    CUdeviceptr sp = (CUdeviceptr)(uintptr_t)c->sbuf;
+    CUdeviceptr dp = (CUdeviceptr)(uintptr_t)c->dbuf;
+    double t0 = ipcp__now_s();
+
+    CAL_CU(IPCP_CU(cuCtxSetCurrent)(c->sctx), "cuCtxSetCurrent");
+    if (dlen)
+        CAL_CU(IPCP_CU(cuMemcpyAsync)(dp, sp, dlen, c->direct),
+               "cuMemcpyAsync(%zu bytes, device %d -> %d)", dlen, c->src,
+               c->dst);
+    /* Chunks as the engine cuts a striped transfer's staged part: an
+     * eighth of it, a power of two between 256 KiB and a slot. */
+    size_t chunk = (size_t)256 << 10;
+    while (share < 1 && chunk * 2 <= stg / 8 && chunk * 2 <= CAL_CHUNK)
+        chunk *= 2;
+    if (share >= 1)
+        chunk = CAL_CHUNK;
+    for (size_t off = dlen, i = 0; off < len; off += chunk, i++) {
+        size_t n = len - off < chunk ? len - off : chunk;
+        int slot = (int)(i % CAL_SLOTS);
+        char *h = c->ring + (size_t)slot * CAL_CHUNK;
+        CAL_CU(IPCP_CU(cuCtxSetCurrent)(c->sctx), "cuCtxSetCurrent");
+        if (i >= CAL_SLOTS)
+            CAL_CU(IPCP_CU(cuStreamWaitEvent)(c->d2h, c->freed[slot], 0),
+                   "cuStreamWaitEvent");
+        CAL_CU(IPCP_CU(cuMemcpyDtoHAsync)(h, sp + off, n, c->d2h),
+               "cuMemcpyDtoHAsync(%zu bytes, device %d)", n, c->src);
+        CAL_CU(IPCP_CU(cuEventRecord)(c->full[slot], c->d2h), "cuEventRecord");
+        CAL_CU(IPCP_CU(cuCtxSetCurrent)(c->dctx), "cuCtxSetCurrent");
+        CAL_CU(IPCP_CU(cuStreamWaitEvent)(c->h2d, c->full[slot], 0),
+               "cuStreamWaitEvent");
+        CAL_CU(IPCP_CU(cuMemcpyHtoDAsync)(dp + off, h, n, c->h2d),
+               "cuMemcpyHtoDAsync(%zu bytes, device %d)", n, c->dst);
+        CAL_CU(IPCP_CU(cuEventRecord)(c->freed[slot], c->h2d),
+               "cuEventRecord");
+    }
+    CAL_CU(IPCP_CU(cuStreamSynchronize)(c->h2d), "cuStreamSynchronize");
+    CAL_CU(IPCP_CU(cuCtxSetCurrent)(c->sctx), "cuCtxSetCurrent");
+    CAL_CU(IPCP_CU(cuStreamSynchronize)(c->direct), "cuStreamSynchronize");
+    CAL_CU(IPCP_CU(cuStreamSynchronize)(c->d2h), "cuStreamSynchronize");
+    *s = ipcp__now_s() - t0;
+    return IPCP_OK;
+}
+
+static ipcp_status_t cal_best(cal_t *c, size_t len, double share, int reps,
+                              double *best)
+{
+    *best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double s;
+        ipcp_status_t st = cal_run(c, len, share, &s);
+        if (st != IPCP_OK)
+            return st;
+        if (s < *best)
+            *best = s;
+    }
+    return IPCP_OK;
+}
+
+static ipcp_status_t cal_setup(cal_t *c)
+{
+    ipcp_status_t st;
+    if ((st = ipcp__cuda_ctx(c->be, c->src, IPCP_LOG_WARN, &c->sctx)) ||
+        (st = ipcp__cuda_ctx(c->be, c->dst, IPCP_LOG_WARN, &c->dctx)))
+        return st;
+    /* Our allocator grants every device that can reach it access. */
+    if ((st = ipcp__cuda_mem_alloc(c->be, CAL_SIZE, c->src, &c->sbuf,
+                                   &c->sh)) ||
+        (st = ipcp__cuda_mem_alloc(c->be, CAL_SIZE, c->dst, &c->dbuf,
+                                   &c->dh)))
+        return st;
+    if (posix_memalign((void **)&c->ring, 4096, CAL_CHUNK * CAL_SLOTS) != 0) {
+        c->ring = NULL;
+        return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_CUDA, IPCP_ERR_NOMEM,
+                          "no memory for the calibration's host ring");
+    }
+    CAL_CU(IPCP_CU(cuCtxSetCurrent)(c->sctx), "cuCtxSetCurrent");
+    CAL_CU(IPCP_CU(cuMemHostRegister)(c->ring, CAL_CHUNK * CAL_SLOTS,
+                                      CU_MEMHOSTREGISTER_PORTABLE),
+           "cuMemHostRegister(%zu bytes)", CAL_CHUNK * CAL_SLOTS);
+    c->ring_reg = 1;
+    CAL_CU(IPCP_CU(cuStreamCreate)(&c->direct, CU_STREAM_NON_BLOCKING),
+           "cuStreamCreate");
+    CAL_CU(IPCP_CU(cuStreamCreate)(&c->d2h, CU_STREAM_NON_BLOCKING),
+           "cuStreamCreate");
+    for (int i = 0; i < CAL_SLOTS; i++)
+        CAL_CU(IPCP_CU(cuEventCreate)(&c->full[i], CU_EVENT_DISABLE_TIMING),
+               "cuEventCreate");
+    CAL_CU(IPCP_CU(cuCtxSetCurrent)(c->dctx), "cuCtxSetCurrent");
+    CAL_CU(IPCP_CU(cuStreamCreate)(&c->h2d, CU_STREAM_NON_BLOCKING),
+           "cuStreamCreate");
+    for (int i = 0; i < CAL_SLOTS; i++)
+        CAL_CU(IPCP_CU(cuEventCreate)(&c->freed[i], CU_EVENT_DISABLE_TIMING),
+               "cuEventCreate");
+    CAL_CU(IPCP_CU(cuMemsetD8)((CUdeviceptr)(uintptr_t)c->dbuf, 0, CAL_SIZE),
+           "cuMemsetD8");
+    CAL_CU(IPCP_CU(cuCtxSetCurrent)(c->sctx), "cuCtxSetCurrent");
+    CAL_CU(IPCP_CU(cuMemsetD8)((CUdeviceptr)(uintptr_t)c->sbuf, 1, CAL_SIZE),
+           "cuMemsetD8");
+    return IPCP_OK;
+}
+
+static void cal_teardown(cal_t *c)
+{
+    if (c->dctx && IPCP_CU(cuCtxSetCurrent)(c->dctx) == CUDA_SUCCESS) {
+        if (c->h2d) {
+            IPCP_CU(cuStreamSynchronize)(c->h2d);
+            IPCP_CU(cuStreamDestroy)(c->h2d);
+        }
+        for (int i = 0; i < CAL_SLOTS; i++)
+            if (c->freed[i])
+                IPCP_CU(cuEventDestroy)(c->freed[i]);
+    }
+    if (c->sctx && IPCP_CU(cuCtxSetCurrent)(c->sctx) == CUDA_SUCCESS) {
+        if (c->direct) {
+            IPCP_CU(cuStreamSynchronize)(c->direct);
+            IPCP_CU(cuStreamDestroy)(c->direct);
+        }
+        if (c->d2h) {
+            IPCP_CU(cuStreamSynchronize)(c->d2h);
+            IPCP_CU(cuStreamDestroy)(c->d2h);
+        }
+        for (int i = 0; i < CAL_SLOTS; i++)
+            if (c->full[i])
+                IPCP_CU(cuEventDestroy)(c->full[i]);
+        if (c->ring_reg)
+            IPCP_CU(cuMemHostUnregister)(c->ring);
+    }
+    free(c->ring);
+    if (c->sh)
+        ipcp__cuda_mem_free(c->be, c->sh);
+    if (c->dh)
+        ipcp__cuda_mem_free(c->be, c->dh);
+}
+
+static ipcp_status_t cal_measure(cal_t *c, ipcp__stripe_cal_t *out)
+{
+    static const double shares[] = {0.04, 0.06, 0.08, 0.10, 0.12, 0.14};
+    static const size_t sizes[] = {(size_t)128 << 20, (size_t)64 << 20,
+                                   (size_t)32 << 20, (size_t)16 << 20,
+                                   (size_t)8 << 20};
+    double direct, staged, t, best = 1e30, best_share = 0;
+    ipcp_status_t st;
+
+    if ((st = cal_best(c, CAL_SIZE, 0.1, 1, &t)) || /* warm-up */
+        (st = cal_best(c, CAL_SIZE, 0, CAL_REPS, &direct)) ||
+        (st = cal_best(c, CAL_SIZE, 1, 1, &staged)))
+        return st;
+    for (size_t i = 0; i < sizeof(shares) / sizeof(shares[0]); i++) {
+        if ((st = cal_best(c, CAL_SIZE, shares[i], CAL_REPS, &t)))
+            return st;
+        IPCP_DEBUG(IPCP_SUB_CUDA, "striping %d -> %d, share %.2f: %.1f GB/s "
+                   "(direct %.1f)", c->src, c->dst, shares[i],
+                   (double)CAL_SIZE / t / 1e9, (double)CAL_SIZE / direct / 1e9);
+        if (t < best) {
+            best = t;
+            best_share = shares[i];
+        }
+    }
+    memset(out, 0, sizeof(*out));
+    out->size = CAL_SIZE;
+    out->direct_gbs = (double)CAL_SIZE / direct / 1e9;
+    out->staged_gbs = (double)CAL_SIZE / staged / 1e9;
+    out->striped_gbs = (double)CAL_SIZE / best / 1e9;
+    if (best * CAL_GAIN > direct)
+        return IPCP_OK; /* no share gains: striping stays off */
+    out->share = best_share;
+    out->min_size = CAL_SIZE;
+    /* Down from 128 MiB while the split does not lose. */
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        double d, s;
+        if ((st = cal_best(c, sizes[i], 0, CAL_REPS + 2, &d)) ||
+            (st = cal_best(c, sizes[i], best_share, CAL_REPS + 2, &s)))
+            return st;
+        if (s > d)
+            break;
+        out->min_size = sizes[i];
+    }
+    return IPCP_OK;
+}
+
+ipcp_status_t ipcp__cuda_stripe_calibrate(ipcp__backend_t *be, int src,
+                                          int dst, ipcp__stripe_cal_t *out)
+{
+    cal_t c;
+    CUcontext prev = NULL;
+    if (src < 0 || dst < 0 || src >= be->ndev || dst >= be->ndev)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
+                          "GPU %d or %d is not visible to this process", src,
+                          dst);
+    if (src == dst || be->dev[src].id == be->dev[dst].id)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
+                          "one GPU: nothing to stripe");
+    if (!be->peer[src][dst])
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
+                          "GPU %d cannot write GPU %d's memory directly", src,
+                          dst);
+    memset(&c, 0, sizeof(c));
+    c.be = be;
+    c.src = src;
+    c.dst = dst;
+    IPCP_CU(cuCtxGetCurrent)(&prev);
+    ipcp_status_t st = cal_setup(&c);
+    if (st == IPCP_OK)
+        st = cal_measure(&c, out);
+    cal_teardown(&c);
+    /* The calling thread's context as it was (the engine's thread cache
+     * is told through the bind helper). */
+    IPCP_CU(cuCtxSetCurrent)(prev);
+    ipcp__cuda_bind_forget();
+    return st;
+}
+
+int ipcp__cuda_device_ident(ipcp__backend_t *be, int device, char *uuid,
+                            size_t len, int *driver)
+{
+    CUuuid u;
+    if (device < 0 || device >= be->ndev ||
+        IPCP_CU(cuDeviceGetUuid)(&u, be->dev[device].dev) != CUDA_SUCCESS)
+        return -1;
+    const unsigned char *b = (const unsigned char *)u.bytes;
+    snprintf(uuid, len,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+             "%02x%02x%02x%02x%02x%02x",
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
+             b[11], b[12], b[13], b[14], b[15]);
+    *driver = be->driver_version;
+    return 0;
+}

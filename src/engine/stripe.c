@@ -1,0 +1,359 @@
+/* Striping calibration cache (see stripe.h).  The file is text, one line
+ * per pair of GPUs, so that a person can read it:
+ *
+ *   ipcpipe stripe calibration 1
+ *   host <machine id>
+ *   pair <src uuid> <dst uuid> driver <n> share <f> min <bytes> direct <GB/s>
+ *        staged <GB/s> striped <GB/s> time <unix seconds>     (one line)
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/status.h"
+#include "common/util.h"
+#include "engine/stripe.h"
+
+#define IPCP_STRIPE_MAGIC "ipcpipe stripe calibration 1"
+#define IPCP_STRIPE_MAX_PAIRS 256
+/* The staged part is cut on this boundary (the ring's copies stay
+ * aligned), except under a fixed share, which tests uneven splits. */
+#define IPCP_STRIPE_ALIGN ((uint64_t)64 << 10)
+
+void ipcp__stripe_cache_path(const ipcp__config_t *cfg, char *buf, size_t len)
+{
+    const char *base;
+    buf[0] = '\0';
+    if (strcmp(cfg->stripe_cache, "off") == 0)
+        return;
+    if (cfg->stripe_cache[0]) {
+        snprintf(buf, len, "%s", cfg->stripe_cache);
+        return;
+    }
+    if ((base = ipcp__env_foreign("XDG_CACHE_HOME")) && base[0] == '/')
+        snprintf(buf, len, "%s/ipcpipe/stripe.txt", base);
+    else if ((base = ipcp__env_foreign("HOME")) && base[0] == '/')
+        snprintf(buf, len, "%s/.cache/ipcpipe/stripe.txt", base);
+}
+
+void ipcp__stripe_host_id(char *buf, size_t len)
+{
+    FILE *f = fopen("/etc/machine-id", "r");
+    buf[0] = '\0';
+    if (f) {
+        if (!fgets(buf, (int)len, f))
+            buf[0] = '\0';
+        fclose(f);
+        buf[strcspn(buf, " \t\r\n")] = '\0';
+    }
+    if (!buf[0] && gethostname(buf, len) != 0)
+        snprintf(buf, len, "unknown");
+    buf[len - 1] = '\0';
+    buf[strcspn(buf, " \t\r\n")] = '\0';
+    if (!buf[0])
+        snprintf(buf, len, "unknown");
+}
+
+/* A token of the file: non-empty, no white space, shorter than len. */
+static int ipcp__stripe_word_ok(const char *w, size_t len)
+{
+    return w[0] && strlen(w) < len && !strpbrk(w, " \t\r\n");
+}
+
+static int ipcp__stripe_parse_pair(const char *line, ipcp__stripe_entry_t *e)
+{
+    char src[IPCP_STRIPE_UUID_MAX], dst[IPCP_STRIPE_UUID_MAX];
+    unsigned long long min;
+    long long t;
+    int n = -1;
+    memset(e, 0, sizeof(*e));
+    if (sscanf(line,
+               "pair %47s %47s driver %d share %lf min %llu direct %lf "
+               "staged %lf striped %lf time %lld%n",
+               src, dst, &e->driver, &e->share, &min, &e->direct_gbs,
+               &e->staged_gbs, &e->striped_gbs, &t, &n) != 9 ||
+        n < 0)
+        return -1;
+    if (line[n] != '\0' && line[n] != '\n')
+        return -1;
+    if (!(e->share >= 0 && e->share <= 0.9) || e->driver <= 0 ||
+        !(e->direct_gbs >= 0) || !(e->staged_gbs >= 0) ||
+        !(e->striped_gbs >= 0) || (e->share > 0 && min == 0))
+        return -1;
+    memcpy(e->src, src, sizeof(src));
+    memcpy(e->dst, dst, sizeof(dst));
+    e->min_size = min;
+    e->time = t;
+    return 0;
+}
+
+/* Reads the whole file: 0 and the entries, or -1 with why (the file
+ * missing: -1 with *missing = 1). */
+static int ipcp__stripe_read(const char *path, char *host, size_t hostlen,
+                             ipcp__stripe_entry_t *es, int *n, int *missing,
+                             char *why, size_t whylen)
+{
+    char line[512];
+    int lineno = 0;
+    FILE *f = fopen(path, "r");
+    *n = 0;
+    *missing = 0;
+    if (!f) {
+        *missing = errno == ENOENT;
+        snprintf(why, whylen, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    while (fgets(line, sizeof(line), f)) {
+        size_t l = strlen(line);
+        lineno++;
+        if (l == sizeof(line) - 1 && line[l - 1] != '\n')
+            goto bad;
+        if (lineno == 1) {
+            if (strcmp(line, IPCP_STRIPE_MAGIC "\n") != 0)
+                goto bad;
+        } else if (lineno == 2) {
+            if (strncmp(line, "host ", 5) != 0)
+                goto bad;
+            line[strcspn(line, "\n")] = '\0';
+            if (!ipcp__stripe_word_ok(line + 5, hostlen))
+                goto bad;
+            snprintf(host, hostlen, "%s", line + 5);
+        } else {
+            if (*n == IPCP_STRIPE_MAX_PAIRS ||
+                ipcp__stripe_parse_pair(line, &es[*n]) != 0)
+                goto bad;
+            (*n)++;
+        }
+    }
+    if (ferror(f) || lineno < 2) {
+        fclose(f);
+        snprintf(why, whylen, "%s is not a striping calibration file of this "
+                 "version (it ends after %d line%s)", path, lineno,
+                 lineno == 1 ? "" : "s");
+        return -1;
+    }
+    fclose(f);
+    return 0;
+bad:
+    fclose(f);
+    snprintf(why, whylen, "%s is not a striping calibration file of this "
+             "version (line %d does not parse)", path, lineno);
+    return -1;
+}
+
+ipcp__stripe_lookup_t ipcp__stripe_cache_load(const char *path,
+                                              const char *host,
+                                              const ipcp__stripe_entry_t *key,
+                                              ipcp__stripe_entry_t *out,
+                                              char *why, size_t whylen)
+{
+    static ipcp__stripe_entry_t es[IPCP_STRIPE_MAX_PAIRS];
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    char fhost[IPCP_STRIPE_HOST_MAX];
+    int n, missing;
+    ipcp__stripe_lookup_t r = IPCP_STRIPE_MISS;
+
+    if (!path[0]) {
+        snprintf(why, whylen, "no calibration file (IPCPIPE_STRIPE_CACHE=off "
+                 "or no home directory)");
+        return IPCP_STRIPE_MISS;
+    }
+    pthread_mutex_lock(&lock);
+    if (ipcp__stripe_read(path, fhost, sizeof(fhost), es, &n, &missing, why,
+                          whylen) != 0) {
+        pthread_mutex_unlock(&lock);
+        return missing ? IPCP_STRIPE_MISS : IPCP_STRIPE_CORRUPT;
+    }
+    if (strcmp(fhost, host) != 0) {
+        snprintf(why, whylen, "%s was written on another machine (host %s, "
+                 "this is %s)", path, fhost, host);
+        r = IPCP_STRIPE_FOREIGN;
+    } else {
+        snprintf(why, whylen, "%s has no entry for GPU %s -> GPU %s", path,
+                 key->src, key->dst);
+        for (int i = 0; i < n; i++) {
+            if (strcmp(es[i].src, key->src) != 0 ||
+                strcmp(es[i].dst, key->dst) != 0)
+                continue;
+            if (es[i].driver != key->driver) {
+                snprintf(why, whylen, "%s was measured under driver %d, this "
+                         "is %d", path, es[i].driver, key->driver);
+                r = IPCP_STRIPE_STALE;
+                continue;
+            }
+            *out = es[i];
+            r = IPCP_STRIPE_HIT;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+static int ipcp__stripe_mkdirs(const char *path)
+{
+    char dir[IPCP_DIR_MAX];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir)
+        return 0;
+    *slash = '\0';
+    for (char *p = dir + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return mkdir(dir, 0700) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+int ipcp__stripe_cache_store(const char *path, const char *host,
+                             const ipcp__stripe_entry_t *e, char *why,
+                             size_t whylen)
+{
+    static ipcp__stripe_entry_t es[IPCP_STRIPE_MAX_PAIRS];
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    char fhost[IPCP_STRIPE_HOST_MAX], tmp[IPCP_DIR_MAX + 32], err[256];
+    int n = 0, missing, rc = -1;
+
+    if (!path[0]) {
+        snprintf(why, whylen, "no calibration file to write");
+        return -1;
+    }
+    if (ipcp__stripe_mkdirs(path) != 0) {
+        snprintf(why, whylen, "cannot create the directory of %s: %s", path,
+                 strerror(errno));
+        return -1;
+    }
+    pthread_mutex_lock(&lock);
+    /* Entries of other pairs survive only from a file we trust. */
+    if (ipcp__stripe_read(path, fhost, sizeof(fhost), es, &n, &missing, err,
+                          sizeof(err)) != 0 ||
+        strcmp(fhost, host) != 0)
+        n = 0;
+    snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        snprintf(why, whylen, "cannot write %s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    fprintf(f, "%s\nhost %s\n", IPCP_STRIPE_MAGIC, host);
+    for (int i = 0; i < n; i++)
+        if (strcmp(es[i].src, e->src) != 0 || strcmp(es[i].dst, e->dst) != 0)
+            fprintf(f,
+                    "pair %s %s driver %d share %.4f min %llu direct %.1f "
+                    "staged %.1f striped %.1f time %lld\n",
+                    es[i].src, es[i].dst, es[i].driver, es[i].share,
+                    (unsigned long long)es[i].min_size, es[i].direct_gbs,
+                    es[i].staged_gbs, es[i].striped_gbs,
+                    (long long)es[i].time);
+    fprintf(f,
+            "pair %s %s driver %d share %.4f min %llu direct %.1f staged %.1f "
+            "striped %.1f time %lld\n",
+            e->src, e->dst, e->driver, e->share,
+            (unsigned long long)e->min_size, e->direct_gbs, e->staged_gbs,
+            e->striped_gbs, (long long)e->time);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        snprintf(why, whylen, "cannot write %s: %s", path, strerror(errno));
+        unlink(tmp);
+        goto out;
+    }
+    rc = 0;
+out:
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+uint64_t ipcp__stripe_bytes(uint64_t len, double share, uint64_t min_size)
+{
+    if (share <= 0 || len < min_size || len < 2)
+        return 0;
+    uint64_t s = (uint64_t)((double)len * share);
+    if (min_size) /* measured: keep the ring's copies aligned */
+        s -= s % IPCP_STRIPE_ALIGN;
+    return s < len ? s : 0;
+}
+
+/* A lock on the file's neighbour, so that two processes do not measure at
+ * once (each would see the other's copies); -1 when there is no file. */
+static int ipcp__stripe_lock(const char *path)
+{
+    char lk[IPCP_DIR_MAX + 8];
+    if (!path[0] || ipcp__stripe_mkdirs(path) != 0)
+        return -1;
+    snprintf(lk, sizeof(lk), "%s.lock", path);
+    int fd = open(lk, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0 && flock(fd, LOCK_EX) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+ipcp_status_t ipcp__stripe_tune(const ipcp__config_t *cfg,
+                                const ipcp__backend_ops_t *ops,
+                                ipcp__backend_t *be, int src, int dst,
+                                int force, ipcp__stripe_entry_t *out)
+{
+    char path[IPCP_DIR_MAX], host[IPCP_STRIPE_HOST_MAX], why[400];
+    ipcp__stripe_entry_t key;
+    ipcp__stripe_cal_t cal;
+
+    if (!ops->device_ident || !ops->stripe_calibrate)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_ENGINE, IPCP_ERR_UNSUPPORTED,
+                          "the %s backend cannot measure striping", ops->name);
+    memset(&key, 0, sizeof(key));
+    if (ops->device_ident(be, src, key.src, sizeof(key.src), &key.driver) ||
+        ops->device_ident(be, dst, key.dst, sizeof(key.dst), &key.driver))
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_ENGINE, IPCP_ERR_UNSUPPORTED,
+                          "cannot identify GPU %d or %d", src, dst);
+    ipcp__stripe_cache_path(cfg, path, sizeof(path));
+    ipcp__stripe_host_id(host, sizeof(host));
+    int lock = ipcp__stripe_lock(path);
+    ipcp__stripe_lookup_t r =
+        ipcp__stripe_cache_load(path, host, &key, out, why, sizeof(why));
+    if (r == IPCP_STRIPE_HIT && !force) {
+        if (lock >= 0)
+            close(lock);
+        return IPCP_OK;
+    }
+    if (r != IPCP_STRIPE_HIT && r != IPCP_STRIPE_MISS)
+        IPCP_WARN(IPCP_SUB_ENGINE, "striping calibration ignored: %s", why);
+    IPCP_INFO(IPCP_SUB_ENGINE, "measuring striping from GPU %d to GPU %d "
+              "(once per pair of GPUs%s%s)", src, dst,
+              path[0] ? "; kept in " : "", path);
+    ipcp_status_t st = ops->stripe_calibrate(be, src, dst, &cal);
+    if (st != IPCP_OK) {
+        if (lock >= 0)
+            close(lock);
+        return st;
+    }
+    *out = key;
+    out->share = cal.share;
+    out->min_size = cal.share > 0 ? cal.min_size : 0;
+    out->direct_gbs = cal.direct_gbs;
+    out->staged_gbs = cal.staged_gbs;
+    out->striped_gbs = cal.striped_gbs;
+    out->time = (int64_t)time(NULL);
+    IPCP_INFO(IPCP_SUB_ENGINE, "striping GPU %d -> GPU %d: %s (at %llu MiB: "
+              "direct %.1f, staged %.1f, striped %.1f GB/s)", src, dst,
+              cal.share > 0 ? "on" : "off",
+              (unsigned long long)(cal.size >> 20), cal.direct_gbs,
+              cal.staged_gbs, cal.striped_gbs);
+    if (path[0] && ipcp__stripe_cache_store(path, host, out, why,
+                                            sizeof(why)) != 0)
+        IPCP_WARN(IPCP_SUB_ENGINE, "striping calibration not kept: %s", why);
+    if (lock >= 0)
+        close(lock);
+    return IPCP_OK;
+}

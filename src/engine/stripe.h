@@ -1,0 +1,75 @@
+/* Striping: one transfer between two GPUs split between the direct path
+ * (NVLink) and the staged path (each GPU's own PCIe link), both at once.
+ *
+ * How much goes staged, and from which size on, is measured once per pair
+ * of GPUs (backend stripe_calibrate, single-process copies) and kept in a
+ * small text file, so that later runs start tuned.  The file is trusted
+ * only when it parses completely, was written on this machine, and its
+ * entry names the same two GPUs (UUIDs) under the same driver version;
+ * anything else is ignored with a warning and measured again. */
+#ifndef IPCP_ENGINE_STRIPE_H
+#define IPCP_ENGINE_STRIPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "common/config.h"
+
+#define IPCP_STRIPE_UUID_MAX 48
+#define IPCP_STRIPE_HOST_MAX 128
+
+/* One pair of GPUs, as measured. */
+typedef struct ipcp__stripe_entry {
+    char src[IPCP_STRIPE_UUID_MAX]; /* sending GPU's UUID */
+    char dst[IPCP_STRIPE_UUID_MAX]; /* receiving GPU's UUID */
+    int driver;                     /* cuDriverGetVersion */
+    double share;      /* staged share; 0: striping does not gain here */
+    uint64_t min_size; /* smallest transfer striped */
+    double direct_gbs, staged_gbs, striped_gbs; /* at the calibration size */
+    int64_t time;      /* when measured (Unix seconds) */
+} ipcp__stripe_entry_t;
+
+typedef enum {
+    IPCP_STRIPE_HIT = 0,  /* entry found and trusted */
+    IPCP_STRIPE_MISS,     /* no file, or no entry for the pair */
+    IPCP_STRIPE_CORRUPT,  /* the file does not parse */
+    IPCP_STRIPE_FOREIGN,  /* written on another machine */
+    IPCP_STRIPE_STALE,    /* the pair's entry is for another driver */
+} ipcp__stripe_lookup_t;
+
+/* The cache file's path from the settings: "" when caching is off. */
+void ipcp__stripe_cache_path(const ipcp__config_t *cfg, char *buf, size_t len);
+
+/* This machine's identity as written in the file. */
+void ipcp__stripe_host_id(char *buf, size_t len);
+
+/* Looks the pair (key->src, key->dst, key->driver) up in the file at path
+ * for the machine host.  why gets a sentence for everything but HIT. */
+ipcp__stripe_lookup_t ipcp__stripe_cache_load(const char *path,
+                                              const char *host,
+                                              const ipcp__stripe_entry_t *key,
+                                              ipcp__stripe_entry_t *out,
+                                              char *why, size_t whylen);
+
+/* Writes e into the file (replacing the pair's entry; entries of other
+ * pairs are kept only when the file was trusted), atomically (a new file
+ * renamed over the old).  Creates the directory.  0, or -1 with why. */
+int ipcp__stripe_cache_store(const char *path, const char *host,
+                             const ipcp__stripe_entry_t *e, char *why,
+                             size_t whylen);
+
+/* Finds or measures the entry of GPUs src -> dst (ordinals of be) and
+ * stores a new measurement.  force: measure even when the file has it.
+ * Logs what it did.  IPCP_ERR_UNSUPPORTED when the backend cannot measure
+ * (no calibration, a device missing). */
+ipcp_status_t ipcp__stripe_tune(const ipcp__config_t *cfg,
+                                const ipcp__backend_ops_t *ops,
+                                ipcp__backend_t *be, int src, int dst,
+                                int force, ipcp__stripe_entry_t *out);
+
+/* The staged bytes (at the end of the buffer) of a transfer of len bytes
+ * under the given entry or fixed share: 0 for no striping. */
+uint64_t ipcp__stripe_bytes(uint64_t len, double share, uint64_t min_size);
+
+#endif

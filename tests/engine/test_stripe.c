@@ -1,0 +1,400 @@
+/* The striping calibration file and the decision built on it
+ * (engine/stripe.c), through a fake backend whose measurements are
+ * counted: a trusted entry is used without measuring; a missing, corrupt,
+ * foreign or stale one is measured again (the last three with a warning
+ * that says why) and the file rewritten; the split is what the share and
+ * the smallest size say. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/config.h"
+#include "engine/stripe.h"
+#include "testutil.h"
+
+static char dir[64], file[128];
+static int calibrations;
+
+/* ---- A backend that measures nothing ----------------------------------- */
+
+static int fake_ident(ipcp__backend_t *be, int device, char *uuid, size_t len,
+                      int *driver)
+{
+    (void)be;
+    if (device > 1)
+        return -1;
+    snprintf(uuid, len, "GPU-fake-%d", device);
+    *driver = 13000;
+    return 0;
+}
+
+static ipcp_status_t fake_calibrate(ipcp__backend_t *be, int src, int dst,
+                                    ipcp__stripe_cal_t *out)
+{
+    (void)be;
+    (void)src;
+    (void)dst;
+    calibrations++;
+    memset(out, 0, sizeof(*out));
+    out->share = 0.1;
+    out->min_size = (uint64_t)64 << 20;
+    out->size = (uint64_t)256 << 20;
+    out->direct_gbs = 396.0;
+    out->staged_gbs = 55.0;
+    out->striped_gbs = 436.5;
+    return IPCP_OK;
+}
+
+static const ipcp__backend_ops_t fake_ops = {
+    .name = "fake",
+    .type = IPCP_MEM_CUDA,
+    .device_ident = fake_ident,
+    .stripe_calibrate = fake_calibrate,
+};
+
+/* ---- Helpers --------------------------------------------------------------- */
+
+static void setup(void)
+{
+    snprintf(dir, sizeof(dir), "/tmp/ipcpipe-stripe-test.XXXXXX");
+    if (!mkdtemp(dir))
+        T_FAIL("mkdtemp: %s", strerror(errno));
+    /* A directory that does not exist yet: the library creates it. */
+    snprintf(file, sizeof(file), "%s/cache/stripe.txt", dir);
+}
+
+static void teardown(void)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
+static void write_file(const char *text)
+{
+    char sub[300];
+    snprintf(sub, sizeof(sub), "%s/cache", dir);
+    mkdir(sub, 0700);
+    FILE *f = fopen(file, "w");
+    T_CHECK(f != NULL);
+    fputs(text, f);
+    T_CHECK(fclose(f) == 0);
+}
+
+static char *read_file(void)
+{
+    static char buf[8192];
+    FILE *f = fopen(file, "r");
+    T_CHECK(f != NULL);
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static ipcp__config_t cfg_with_file(void)
+{
+    ipcp__config_t c;
+    memset(&c, 0, sizeof(c));
+    c.log_level = IPCP_LOG_WARN;
+    snprintf(c.stripe_cache, sizeof(c.stripe_cache), "%s", file);
+    return c;
+}
+
+static ipcp__stripe_entry_t key(int src, int dst, int driver)
+{
+    ipcp__stripe_entry_t k;
+    memset(&k, 0, sizeof(k));
+    snprintf(k.src, sizeof(k.src), "GPU-fake-%d", src);
+    snprintf(k.dst, sizeof(k.dst), "GPU-fake-%d", dst);
+    k.driver = driver;
+    return k;
+}
+
+static ipcp__stripe_lookup_t load(const ipcp__stripe_entry_t *k,
+                                  ipcp__stripe_entry_t *out, char *why)
+{
+    char host[IPCP_STRIPE_HOST_MAX];
+    ipcp__stripe_host_id(host, sizeof(host));
+    return ipcp__stripe_cache_load(file, host, k, out, why, 400);
+}
+
+/* Runs ipcp__stripe_tune(0 -> 1) with stderr captured; returns what the
+ * library printed. */
+static const char *tune_captured(int force, ipcp__stripe_entry_t *e)
+{
+    static char log[4096];
+    char logpath[300];
+    ipcp__config_t c = cfg_with_file();
+    snprintf(logpath, sizeof(logpath), "%s/stderr.txt", dir);
+    fflush(stderr);
+    int saved = dup(2);
+    int fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    T_CHECK(saved >= 0 && fd >= 0);
+    dup2(fd, 2);
+    close(fd);
+    ipcp_status_t st = ipcp__stripe_tune(&c, &fake_ops, NULL, 0, 1, force, e);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    T_OK(st);
+    FILE *f = fopen(logpath, "r");
+    T_CHECK(f != NULL);
+    size_t n = fread(log, 1, sizeof(log) - 1, f);
+    log[n] = '\0';
+    fclose(f);
+    return log;
+}
+
+static void expect_entry(const ipcp__stripe_entry_t *e)
+{
+    T_EQ_STR(e->src, "GPU-fake-0");
+    T_EQ_STR(e->dst, "GPU-fake-1");
+    T_EQ_INT(e->driver, 13000);
+    T_CHECK(e->share > 0.0999 && e->share < 0.1001);
+    T_EQ_U64(e->min_size, (uint64_t)64 << 20);
+    T_CHECK(e->striped_gbs > 436.4 && e->striped_gbs < 436.6);
+}
+
+/* ---- Cases -------------------------------------------------------------------- */
+
+/* No file: measured once, written; the second call reads it back. */
+static void case_measure_then_hit(void)
+{
+    ipcp__stripe_entry_t e, k = key(0, 1, 13000), got;
+    char why[400];
+    T_EQ_INT(load(&k, &got, why), IPCP_STRIPE_MISS);
+    const char *log = tune_captured(0, &e);
+    T_EQ_INT(calibrations, 1);
+    T_CHECK(strstr(log, " warn ") == NULL);
+    expect_entry(&e);
+    T_EQ_INT(load(&k, &got, why), IPCP_STRIPE_HIT);
+    expect_entry(&got);
+    tune_captured(0, &e);
+    T_EQ_INT(calibrations, 1); /* trusted: not measured again */
+    expect_entry(&e);
+    tune_captured(1, &e); /* --tune measures anyway */
+    T_EQ_INT(calibrations, 2);
+}
+
+/* Every kind of damage: ignored with a warning naming the file, measured
+ * again, and the file rewritten whole. */
+static void case_corrupt(void)
+{
+    static const char *const bad[] = {
+        "",
+        "garbage\n",
+        "ipcpipe stripe calibration 2\nhost %s\n",
+        "ipcpipe stripe calibration 1\n",
+        "ipcpipe stripe calibration 1\nhost %s\npair GPU-fake-0 GPU-fake-1 "
+        "driver 13000 share 0.1000 min 67108864\n",
+        "ipcpipe stripe calibration 1\nhost %s\npair GPU-fake-0 GPU-fake-1 "
+        "driver 13000 share 1.5 min 67108864 direct 1 staged 1 striped 1 "
+        "time 0\n",
+        "ipcpipe stripe calibration 1\nhost %s\npair GPU-fake-0 GPU-fake-1 "
+        "driver 13000 share nan min 67108864 direct 1 staged 1 striped 1 "
+        "time 0\n",
+        "ipcpipe stripe calibration 1\nhost %s\npair GPU-fake-0 GPU-fake-1 "
+        "driver 13000 share 0.1 min 0 direct 1 staged 1 striped 1 time 0\n",
+        "ipcpipe stripe calibration 1\nhost %s\npair GPU-fake-0 GPU-fake-1 "
+        "driver 13000 share 0.1 min 67108864 direct 1 staged 1 striped 1 "
+        "time 0 extra\n",
+        "ipcpipe stripe calibration 1\nhost %s\n\x01\x02\xff\n",
+    };
+    char host[IPCP_STRIPE_HOST_MAX], text[600], why[400];
+    ipcp__stripe_host_id(host, sizeof(host));
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ipcp__stripe_entry_t e, k = key(0, 1, 13000);
+        snprintf(text, sizeof(text), bad[i], host);
+        write_file(text);
+        T_EQ_INT(load(&k, &e, why), IPCP_STRIPE_CORRUPT);
+        if (!strstr(why, file) ||
+            !strstr(why, "is not a striping calibration file"))
+            T_FAIL("case %zu: reason \"%s\"", i, why);
+        int before = calibrations;
+        const char *log = tune_captured(0, &e);
+        T_EQ_INT(calibrations, before + 1);
+        if (!strstr(log, " warn ") || !strstr(log, "calibration ignored") ||
+            !strstr(log, "is not a striping calibration file"))
+            T_FAIL("case %zu: no warning in \"%s\"", i, log);
+        expect_entry(&e);
+        T_EQ_INT(load(&k, &e, why), IPCP_STRIPE_HIT);
+        /* Only trusted content survives the rewrite. */
+        const char *now = read_file();
+        T_CHECK(strncmp(now, "ipcpipe stripe calibration 1\nhost ", 34) == 0);
+        T_CHECK(strstr(now, "extra") == NULL && strstr(now, "garbage") == NULL);
+    }
+}
+
+/* Written on another machine: never trusted, and its entries dropped. */
+static void case_foreign(void)
+{
+    ipcp__stripe_entry_t e, k = key(0, 1, 13000);
+    char why[400];
+    write_file("ipcpipe stripe calibration 1\nhost some-other-machine\n"
+               "pair GPU-fake-0 GPU-fake-1 driver 13000 share 0.5000 min 4096 "
+               "direct 1.0 staged 1.0 striped 9.0 time 1\n"
+               "pair GPU-x GPU-y driver 13000 share 0.2000 min 4096 direct 1.0 "
+               "staged 1.0 striped 9.0 time 1\n");
+    T_EQ_INT(load(&k, &e, why), IPCP_STRIPE_FOREIGN);
+    T_CHECK(strstr(why, "another machine") && strstr(why, "some-other-machine"));
+    const char *log = tune_captured(0, &e);
+    T_EQ_INT(calibrations, 1);
+    T_CHECK(strstr(log, " warn ") && strstr(log, "another machine"));
+    expect_entry(&e); /* the measured share, not the file's 0.5 */
+    T_CHECK(strstr(read_file(), "GPU-x") == NULL);
+    T_CHECK(strstr(read_file(), "some-other-machine") == NULL);
+}
+
+/* Measured under another driver: ignored, measured again, replaced. */
+static void case_stale(void)
+{
+    ipcp__stripe_entry_t e, k = key(0, 1, 13000);
+    char host[IPCP_STRIPE_HOST_MAX], text[600], why[400];
+    ipcp__stripe_host_id(host, sizeof(host));
+    snprintf(text, sizeof(text),
+             "ipcpipe stripe calibration 1\nhost %s\n"
+             "pair GPU-fake-0 GPU-fake-1 driver 12080 share 0.3000 min 4096 "
+             "direct 1.0 staged 1.0 striped 9.0 time 1\n",
+             host);
+    write_file(text);
+    T_EQ_INT(load(&k, &e, why), IPCP_STRIPE_STALE);
+    T_CHECK(strstr(why, "driver 12080") && strstr(why, "13000"));
+    const char *log = tune_captured(0, &e);
+    T_EQ_INT(calibrations, 1);
+    T_CHECK(strstr(log, " warn ") && strstr(log, "driver 12080"));
+    expect_entry(&e);
+    T_CHECK(strstr(read_file(), "driver 12080") == NULL);
+}
+
+/* Entries of other pairs stay when one pair is rewritten. */
+static void case_keeps_others(void)
+{
+    ipcp__stripe_entry_t a = key(0, 1, 13000), b = key(1, 0, 13000), got;
+    char host[IPCP_STRIPE_HOST_MAX], why[400];
+    ipcp__stripe_host_id(host, sizeof(host));
+    a.share = 0.08;
+    a.min_size = 1 << 20;
+    b.share = 0;
+    T_EQ_INT(ipcp__stripe_cache_store(file, host, &a, why, sizeof(why)), 0);
+    T_EQ_INT(ipcp__stripe_cache_store(file, host, &b, why, sizeof(why)), 0);
+    a.share = 0.12;
+    T_EQ_INT(ipcp__stripe_cache_store(file, host, &a, why, sizeof(why)), 0);
+    T_EQ_INT(load(&a, &got, why), IPCP_STRIPE_HIT);
+    T_CHECK(got.share > 0.1199 && got.share < 0.1201);
+    T_EQ_INT(load(&b, &got, why), IPCP_STRIPE_HIT);
+    T_CHECK(got.share == 0);
+    ipcp__stripe_entry_t c = key(0, 0, 13000);
+    T_EQ_INT(load(&c, &got, why), IPCP_STRIPE_MISS);
+    T_CHECK(strstr(why, "no entry"));
+}
+
+/* The split: nothing below the smallest size or without a share; a fixed
+ * share splits any size unevenly; a measured one on 64 KiB. */
+static void case_bytes(void)
+{
+    T_EQ_U64(ipcp__stripe_bytes(1 << 30, 0, 0), 0);
+    T_EQ_U64(ipcp__stripe_bytes(1, 0.1, 0), 0);
+    T_EQ_U64(ipcp__stripe_bytes(4095, 0.1, 0), 409);
+    T_EQ_U64(ipcp__stripe_bytes(1048579, 0.1, 0), 104857);
+    T_EQ_U64(ipcp__stripe_bytes(((uint64_t)64 << 20) - 1, 0.1, 64 << 20), 0);
+    uint64_t s = ipcp__stripe_bytes((uint64_t)256 << 20, 0.1, 64 << 20);
+    T_EQ_U64(s % (64 << 10), 0);
+    T_CHECK(s > ((uint64_t)25 << 20) && s < ((uint64_t)26 << 20));
+    T_CHECK(ipcp__stripe_bytes(3, 0.9, 0) < 3);
+}
+
+/* Where the file goes: the setting, "off", else under the cache home. */
+static void case_path(void)
+{
+    ipcp__config_t c;
+    char p[IPCP_DIR_MAX];
+    memset(&c, 0, sizeof(c));
+    snprintf(c.stripe_cache, sizeof(c.stripe_cache), "off");
+    ipcp__stripe_cache_path(&c, p, sizeof(p));
+    T_EQ_STR(p, "");
+    snprintf(c.stripe_cache, sizeof(c.stripe_cache), "/x/y.txt");
+    ipcp__stripe_cache_path(&c, p, sizeof(p));
+    T_EQ_STR(p, "/x/y.txt");
+    c.stripe_cache[0] = '\0';
+    setenv("XDG_CACHE_HOME", "/c", 1);
+    ipcp__stripe_cache_path(&c, p, sizeof(p));
+    T_EQ_STR(p, "/c/ipcpipe/stripe.txt");
+    unsetenv("XDG_CACHE_HOME");
+    setenv("HOME", "/h", 1);
+    ipcp__stripe_cache_path(&c, p, sizeof(p));
+    T_EQ_STR(p, "/h/.cache/ipcpipe/stripe.txt");
+    /* No file: measured in every process, nothing written. */
+    ipcp__stripe_entry_t e, k = key(0, 1, 13000);
+    char why[400];
+    T_EQ_INT(ipcp__stripe_cache_load("", "h", &k, &e, why, sizeof(why)),
+             IPCP_STRIPE_MISS);
+    T_CHECK(strstr(why, "IPCPIPE_STRIPE_CACHE=off"));
+}
+
+/* The settings: off, auto, a share, and bad values named. */
+static const char *env_val;
+static const char *get_stripe(const char *name, void *arg)
+{
+    (void)arg;
+    return strcmp(name, "IPCPIPE_STRIPE") == 0 ? env_val : NULL;
+}
+
+static void case_setting(void)
+{
+    ipcp__config_t c;
+    char err[300];
+    env_val = "off";
+    T_OK(ipcp__config_parse(&c, get_stripe, NULL, err, sizeof(err)));
+    T_CHECK(c.stripe < 0);
+    env_val = "auto";
+    T_OK(ipcp__config_parse(&c, get_stripe, NULL, err, sizeof(err)));
+    T_CHECK(c.stripe == 0);
+    env_val = NULL;
+    T_OK(ipcp__config_parse(&c, get_stripe, NULL, err, sizeof(err)));
+    T_CHECK(c.stripe == 0);
+    env_val = "0.1";
+    T_OK(ipcp__config_parse(&c, get_stripe, NULL, err, sizeof(err)));
+    T_CHECK(c.stripe > 0.0999 && c.stripe < 0.1001);
+    static const char *const bad[] = {"0", "1", "-0.1", "0.95", "on", "10%",
+                                      ""};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        env_val = bad[i];
+        T_STATUS(ipcp__config_parse(&c, get_stripe, NULL, err, sizeof(err)),
+                 IPCP_ERR_CONFIG);
+        if (!strstr(err, "IPCPIPE_STRIPE") || !strstr(err, "off, auto"))
+            T_FAIL("'%s': message \"%s\"", bad[i], err);
+    }
+}
+
+typedef struct {
+    const char *name;
+    void (*fn)(void);
+} stripe_case_t;
+
+int main(int argc, char **argv)
+{
+    static const stripe_case_t cases[] = {
+        {"measure_then_hit", case_measure_then_hit},
+        {"corrupt", case_corrupt},
+        {"foreign", case_foreign},
+        {"stale", case_stale},
+        {"keeps_others", case_keeps_others},
+        {"bytes", case_bytes},
+        {"path", case_path},
+        {"setting", case_setting},
+    };
+    int rc, i = t_pick_case(argc, argv, cases, sizeof(cases) / sizeof(cases[0]),
+                            sizeof(cases[0]), &rc);
+    if (i < 0)
+        return rc;
+    setup();
+    cases[i].fn();
+    teardown();
+    return 0;
+}
