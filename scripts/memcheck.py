@@ -5,11 +5,13 @@ The multi-process tests re-run their own binary as ranks, so the sanitizer
 follows child processes (--target-processes all).  Memcheck slows every
 launch and copy, so it runs the backend's own tests and the two-process
 cases of one odd size (1 MiB + 3: several chunks, unaligned ends) on every
-path and buffer kind; larger sizes add nothing it would not find there.
+path and buffer kind, each with its CTest environment (the .stripe
+variants stripe); larger sizes add nothing it would not find there.
 """
 import argparse
 import concurrent.futures
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -34,16 +36,22 @@ def gpu_tests(build):
         if name in EXCLUDED:
             continue
         if name.startswith("cuda.backend.") or ".1M+3." in name:
-            yield name, t["command"]
+            env = {}
+            for prop in t.get("properties", []):
+                if prop.get("name") == "ENVIRONMENT":
+                    for kv in prop.get("value", []):
+                        k, _, v = kv.partition("=")
+                        env[k] = v
+            yield name, t["command"], env
 
 
-def run_one(tool, build, timeout, name, cmd):
+def run_one(tool, build, timeout, name, cmd, env):
     t0 = time.time()
     full = [tool, "--tool", "memcheck", "--target-processes", "all",
             "--error-exitcode", "99"] + cmd
     try:
         p = subprocess.run(full, cwd=build, capture_output=True, text=True,
-                           timeout=timeout)
+                           timeout=timeout, env={**os.environ, **env})
         rc, text = p.returncode, p.stdout + p.stderr
     except subprocess.TimeoutExpired:
         rc, text = 124, "timeout"
@@ -65,8 +73,8 @@ def main():
     tests = list(gpu_tests(args.build))
     with open(args.out, "w") as log, \
             concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        futs = [pool.submit(run_one, tool, args.build, args.timeout, n, c)
-                for n, c in tests]
+        futs = [pool.submit(run_one, tool, args.build, args.timeout, n, c, e)
+                for n, c, e in tests]
         for f in futs:
             name, rc, text, dt = f.result()
             if rc == 77:

@@ -150,6 +150,12 @@ typedef struct ipcp__backend_ops {
     ipcp_status_t (*flag_wait)(ipcp__queue_t *q, uint64_t *flag,
                                uint64_t value, const atomic_int *abort,
                                ipcp__track_t *t);
+    /* As flag_wait, for waits after which the queue reads only host
+     * memory (the staged ring): a device's wait then need not flush remote
+     * writes into its memory.  NULL: flag_wait serves. */
+    ipcp_status_t (*flag_wait_ring)(ipcp__queue_t *q, uint64_t *flag,
+                                    uint64_t value, const atomic_int *abort,
+                                    ipcp__track_t *t);
     /* A queue over a stream the user owns (CUDA: a cudaStream_t of
      * `device`'s context; NULL, cudaStreamLegacy and cudaStreamPerThread
      * included), for flag operations made on the user's thread; destroy
@@ -191,6 +197,21 @@ extern const ipcp__backend_ops_t ipcp__host_backend_ops;
 #ifdef IPCP_HAVE_CUDA
 extern const ipcp__backend_ops_t ipcp__cuda_backend_ops;
 #endif
+
+/* The nominal chunk of the staged part of a striped transfer of len bytes
+ * (ring slots of slot bytes): a quarter of it, rounded down to a power of
+ * two between 1 MiB and a slot.  Each chunk costs a hand-over through flags
+ * in host memory, which measured about 20 us on H200s while the direct
+ * part loads the same copy engines, so the part is cut in few chunks; it
+ * must still start soon enough to end with the direct part.  The engine
+ * and the backends' striping calibrations cut it the same way. */
+static inline uint64_t ipcp__stripe_unit(uint64_t len, uint64_t slot)
+{
+    uint64_t u = (uint64_t)1 << 20;
+    while (u * 2 <= len / 4 && u * 2 <= slot)
+        u *= 2;
+    return u < slot ? u : slot;
+}
 
 /* Export kinds. */
 enum {

@@ -508,23 +508,19 @@ void ipcp__err_report(ipcp__errslot_t *slot, uint64_t seq, ipcp__track_t *t)
 #define IPCP_RAMP_STEPS 3
 #define IPCP_RAMP_MIN ((uint64_t)64 << 10)
 
-/* The nominal chunk of a staged transfer: a slot; for the staged part of a
- * striped transfer an eighth of that part, rounded down to a power of two
- * between 256 KiB and a slot, since it must fill its pipeline quickly to
- * end with the direct part (a 16 MiB first chunk alone takes 0.3 ms). */
+/* The nominal chunk of a staged transfer: a slot, or for the staged part
+ * of a striped transfer ipcp__stripe_unit (backend.h). */
 static uint64_t ipcp__staged_unit(uint64_t len, uint64_t slot, int striped)
 {
-    uint64_t u = (uint64_t)256 << 10;
-    if (!striped)
-        return slot;
-    while (u * 2 <= len / 8 && u * 2 <= slot)
-        u *= 2;
-    return u < slot ? u : slot;
+    return striped ? ipcp__stripe_unit(len, slot) : slot;
 }
 
-static int ipcp__staged_ramp(uint64_t len, uint64_t slot)
+/* Ramps are for whole-slot chunks: a striped transfer's staged part is
+ * cut in few chunks on purpose (ipcp__stripe_unit). */
+static int ipcp__staged_ramp(uint64_t len, uint64_t unit, uint64_t slot)
 {
-    return len >= 4 * slot && (slot >> IPCP_RAMP_STEPS) >= IPCP_RAMP_MIN;
+    return unit == slot && len >= 4 * unit &&
+           (unit >> IPCP_RAMP_STEPS) >= IPCP_RAMP_MIN;
 }
 
 /* Ramp chunk i (0 smallest). */
@@ -541,19 +537,21 @@ static uint64_t ipcp__ramp_sum(uint64_t slot)
     return sum;
 }
 
-static uint64_t ipcp__staged_nchunks(uint64_t len, uint64_t slot)
+static uint64_t ipcp__staged_nchunks(uint64_t len, uint64_t slot,
+                                     uint64_t ring_slot)
 {
-    if (!ipcp__staged_ramp(len, slot))
+    if (!ipcp__staged_ramp(len, slot, ring_slot))
         return ipcp__div_up(len, slot);
     return 2 * IPCP_RAMP_STEPS +
            ipcp__div_up(len - 2 * ipcp__ramp_sum(slot), slot);
 }
 
 /* Byte range of chunk c of a transfer of len bytes. */
-static void ipcp__staged_chunk(uint64_t len, uint64_t slot, uint64_t nchunks,
+static void ipcp__staged_chunk(uint64_t len, uint64_t slot,
+                               uint64_t ring_slot, uint64_t nchunks,
                                uint64_t c, uint64_t *off, uint64_t *n)
 {
-    if (!ipcp__staged_ramp(len, slot)) {
+    if (!ipcp__staged_ramp(len, slot, ring_slot)) {
         *off = c * slot;
         *n = ipcp__min(slot, len - *off);
         return;
@@ -587,16 +585,18 @@ static void ipcp__staged_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
     int reported = 0;
     ipcp__flag_t *wait = send ? ch->ctl->freed : ch->ctl->full;
     ipcp__flag_t *mark = send ? ch->ctl->full : ch->ctl->freed;
-    uint64_t nchunks = ipcp__staged_nchunks(len, unit);
+    uint64_t nchunks = ipcp__staged_nchunks(len, unit, ch->slot_size);
     uint64_t nq = (uint64_t)ipcp__staged_queues(ch, qs);
+    __typeof__(qs->ops->flag_wait) ring_wait =
+        qs->ops->flag_wait_ring ? qs->ops->flag_wait_ring : qs->ops->flag_wait;
     for (uint64_t c = 0; c < nchunks; c++) {
         uint64_t g = (base + c) / ch->nslots, s = (base + c) % ch->nslots;
         uint64_t off, n;
-        ipcp__staged_chunk(len, unit, nchunks, c, &off, &n);
+        ipcp__staged_chunk(len, unit, ch->slot_size, nchunks, c, &off, &n);
         char *sl = ch->slots + s * ch->slot_size;
         ipcp__queue_t *q = qs->q[c % nq];
-        ipcp__enq_check(t, qs->ops->flag_wait(q, &wait[s].v, send ? g : g + 1,
-                                              &peer->lost, t));
+        ipcp__enq_check(t, ring_wait(q, &wait[s].v, send ? g : g + 1,
+                                     &peer->lost, t));
         ipcp__trace_piece(x, x->tbase + c, qs, (int)(c % nq), n, 1);
         ipcp__enq_check(t, qs->ops->copy(q, send ? sl : buf + off,
                                          send ? buf + off : sl, n, t));
@@ -615,8 +615,8 @@ static void ipcp__staged_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
     uint64_t first = nchunks > ch->nslots ? nchunks - ch->nslots : 0;
     for (uint64_t c = first; remote_done && c < nchunks; c++) {
         uint64_t g = (base + c) / ch->nslots, s = (base + c) % ch->nslots;
-        ipcp__enq_check(t, qs->ops->flag_wait(qs->q[0], &ch->ctl->freed[s].v,
-                                              g + 1, &peer->lost, t));
+        ipcp__enq_check(t, ring_wait(qs->q[0], &ch->ctl->freed[s].v, g + 1,
+                                     &peer->lost, t));
     }
 }
 
@@ -981,7 +981,7 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
     int direct = c.path != IPCP_PATH_STAGED;
     unsigned snq = rts->src_nq ? rts->src_nq : 1, np = 0, mask = 0;
     uint64_t unit = ipcp__staged_unit(slen, ch->slot_size, direct);
-    uint64_t nchunks = ipcp__staged_nchunks(slen, unit);
+    uint64_t nchunks = ipcp__staged_nchunks(slen, unit, ch->slot_size);
     if (direct)
         np = ipcp__npieces(comm, dlen, snq - lo_s,
                            rts->src_type == IPCP_MEM_CUDA ||
@@ -1145,7 +1145,7 @@ void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
     uint64_t slen = striped ? cts->stripe_len : direct ? 0 : req->len;
     uint64_t dlen = req->len - slen;
     uint64_t unit = ipcp__staged_unit(slen, ch->slot_size, striped);
-    uint64_t nchunks = ipcp__staged_nchunks(slen, unit);
+    uint64_t nchunks = ipcp__staged_nchunks(slen, unit, ch->slot_size);
     unsigned np = direct ? cts->npieces : 0, mask = 0;
 
     ipcp__xfer_begin(comm, peer, req, 0, np + nchunks);

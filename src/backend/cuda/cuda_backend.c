@@ -404,6 +404,7 @@ const ipcp__backend_ops_t ipcp__cuda_backend_ops = {
     .rcopy = NULL,
     .flag_write = ipcp__cuda_flag_write,
     .flag_wait = ipcp__cuda_flag_wait,
+    .flag_wait_ring = ipcp__cuda_flag_wait_ring,
     .notify = ipcp__cuda_notify,
     .queue_wrap = ipcp__cuda_queue_wrap,
     .stamp = ipcp__cuda_stamp,

@@ -241,13 +241,16 @@ ipcp_status_t ipcp__cuda_flag_write(ipcp__queue_t *q, uint64_t *flag,
 /* A wait is often followed by device work reading what a peer GPU wrote
  * into our memory (a direct transfer): where the device can, the wait also
  * flushes remote writes, so that they are visible to that work. */
-static unsigned cuda_wait_flags(const ipcp__queue_t *q)
+static unsigned cuda_wait_flags(const ipcp__queue_t *q, int flush)
 {
     unsigned f = CU_STREAM_WAIT_VALUE_GEQ;
-    if (q->be->dev[q->device].flush)
+    if (flush && q->be->dev[q->device].flush)
         f |= CU_STREAM_WAIT_VALUE_FLUSH;
     return f;
 }
+
+static ipcp_status_t cuda_wait(ipcp__queue_t *q, uint64_t *flag,
+                               uint64_t value, ipcp__track_t *t, int flush);
 
 /* GEQ is the cyclic comparison of backend.h.  abort is not looked at: a
  * device cannot see it, and the engine releases such waits by moving the
@@ -256,8 +259,23 @@ ipcp_status_t ipcp__cuda_flag_wait(ipcp__queue_t *q, uint64_t *flag,
                                    uint64_t value, const atomic_int *abort,
                                    ipcp__track_t *t)
 {
-    ipcp__cuda_scope_t sc;
     (void)abort;
+    return cuda_wait(q, flag, value, t, 1);
+}
+
+ipcp_status_t ipcp__cuda_flag_wait_ring(ipcp__queue_t *q, uint64_t *flag,
+                                        uint64_t value,
+                                        const atomic_int *abort,
+                                        ipcp__track_t *t)
+{
+    (void)abort;
+    return cuda_wait(q, flag, value, t, 0);
+}
+
+static ipcp_status_t cuda_wait(ipcp__queue_t *q, uint64_t *flag,
+                               uint64_t value, ipcp__track_t *t, int flush)
+{
+    ipcp__cuda_scope_t sc;
     if (cuda_skip(t))
         return IPCP_OK;
     ipcp_status_t st = cuda_enter_q(q, &sc);
@@ -265,7 +283,7 @@ ipcp_status_t ipcp__cuda_flag_wait(ipcp__queue_t *q, uint64_t *flag,
         return st;
     st = ipcp__cu_check(
         IPCP_CU(cuStreamWaitValue64)(q->stream, ipcp__cuda_dev_addr(flag),
-                                     value, cuda_wait_flags(q)),
+                                     value, cuda_wait_flags(q, flush)),
         IPCP_LOG_ERROR,
         "cuStreamWaitValue64(flag %p >= %llu, stream of "
         "device %d)",

@@ -1,11 +1,15 @@
 /* Striping calibration (backend stripe_calibrate): in one process, a copy
  * from device src to device dst over the direct link alone, then split
- * between that link and a pipelined copy through pinned host memory (D2H
- * on src, H2D on dst, chunk by chunk, as the staged path moves data), at
- * several staged shares.  The share that finishes soonest wins if it beats
- * the direct copy by more than noise; then the smallest size where it
- * still does not lose is found.  Host clock around synchronized streams,
- * best of several runs. */
+ * between that link and a pipelined copy through pinned host memory at
+ * several staged shares.  The staged part moves as the engine moves it:
+ * chunks cut by ipcp__stripe_unit through a ring of 16 MiB slots, D2H on
+ * src and H2D on dst ordered by stream memory operations on flags in host
+ * memory (a first version ordered them with events and predicted gains
+ * the engine did not reach: each flag hand-over costs microseconds that
+ * events do not).  The share that finishes soonest wins if it beats the
+ * direct copy by more than noise; then the smallest size where it still
+ * does not lose is found.  Host clock around synchronized streams, best of
+ * several runs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,9 +34,17 @@ typedef struct cal {
     void *sbuf, *sh, *dbuf, *dh;
     char *ring;
     int ring_reg;
+    /* full[s] and freed[s] as in the engine's channel, a line each */
+    uint64_t *flags;
+    int flags_reg;
+    uint64_t seq; /* chunks moved so far */
     CUstream direct, d2h, h2d;
-    CUevent full[CAL_SLOTS], freed[CAL_SLOTS];
 } cal_t;
+
+#define CAL_FLAG_STRIDE 8 /* uint64_t per 64-byte line */
+#define CAL_FULL(c, s) ((c)->flags + (size_t)(s) * CAL_FLAG_STRIDE)
+#define CAL_FREED(c, s) \
+    ((c)->flags + (size_t)(CAL_SLOTS + (s)) * CAL_FLAG_STRIDE)
 
 #define CAL_CU(call, ...)                                                      \
     do {                                                                       \
@@ -59,31 +71,33 @@ static ipcp_status_t cal_run(cal_t *c, size_t len, double share, double *s)
         CAL_CU(IPCP_CU(cuMemcpyAsync)(dp, sp, dlen, c->direct),
                "cuMemcpyAsync(%zu bytes, device %d -> %d)", dlen, c->src,
                c->dst);
-    /* Chunks as the engine cuts a striped transfer's staged part: an
-     * eighth of it, a power of two between 256 KiB and a slot. */
-    size_t chunk = (size_t)256 << 10;
-    while (share < 1 && chunk * 2 <= stg / 8 && chunk * 2 <= CAL_CHUNK)
-        chunk *= 2;
-    if (share >= 1)
-        chunk = CAL_CHUNK;
-    for (size_t off = dlen, i = 0; off < len; off += chunk, i++) {
+    size_t chunk = share >= 1 ? CAL_CHUNK
+                              : (size_t)ipcp__stripe_unit(stg, CAL_CHUNK);
+    for (size_t off = dlen; off < len; off += chunk, c->seq++) {
         size_t n = len - off < chunk ? len - off : chunk;
-        int slot = (int)(i % CAL_SLOTS);
+        uint64_t g = c->seq / CAL_SLOTS;
+        int slot = (int)(c->seq % CAL_SLOTS);
         char *h = c->ring + (size_t)slot * CAL_CHUNK;
+        CUdeviceptr full = ipcp__cuda_dev_addr(CAL_FULL(c, slot));
+        CUdeviceptr freed = ipcp__cuda_dev_addr(CAL_FREED(c, slot));
         CAL_CU(IPCP_CU(cuCtxSetCurrent)(c->sctx), "cuCtxSetCurrent");
-        if (i >= CAL_SLOTS)
-            CAL_CU(IPCP_CU(cuStreamWaitEvent)(c->d2h, c->freed[slot], 0),
-                   "cuStreamWaitEvent");
+        CAL_CU(IPCP_CU(cuStreamWaitValue64)(c->d2h, freed, g,
+                                            CU_STREAM_WAIT_VALUE_GEQ),
+               "cuStreamWaitValue64");
         CAL_CU(IPCP_CU(cuMemcpyDtoHAsync)(h, sp + off, n, c->d2h),
                "cuMemcpyDtoHAsync(%zu bytes, device %d)", n, c->src);
-        CAL_CU(IPCP_CU(cuEventRecord)(c->full[slot], c->d2h), "cuEventRecord");
+        CAL_CU(IPCP_CU(cuStreamWriteValue64)(c->d2h, full, g + 1,
+                                             CU_STREAM_WRITE_VALUE_DEFAULT),
+               "cuStreamWriteValue64");
         CAL_CU(IPCP_CU(cuCtxSetCurrent)(c->dctx), "cuCtxSetCurrent");
-        CAL_CU(IPCP_CU(cuStreamWaitEvent)(c->h2d, c->full[slot], 0),
-               "cuStreamWaitEvent");
+        CAL_CU(IPCP_CU(cuStreamWaitValue64)(c->h2d, full, g + 1,
+                                            CU_STREAM_WAIT_VALUE_GEQ),
+               "cuStreamWaitValue64");
         CAL_CU(IPCP_CU(cuMemcpyHtoDAsync)(dp + off, h, n, c->h2d),
                "cuMemcpyHtoDAsync(%zu bytes, device %d)", n, c->dst);
-        CAL_CU(IPCP_CU(cuEventRecord)(c->freed[slot], c->h2d),
-               "cuEventRecord");
+        CAL_CU(IPCP_CU(cuStreamWriteValue64)(c->h2d, freed, g + 1,
+                                             CU_STREAM_WRITE_VALUE_DEFAULT),
+               "cuStreamWriteValue64");
     }
     CAL_CU(IPCP_CU(cuStreamSynchronize)(c->h2d), "cuStreamSynchronize");
     CAL_CU(IPCP_CU(cuCtxSetCurrent)(c->sctx), "cuCtxSetCurrent");
@@ -130,19 +144,25 @@ static ipcp_status_t cal_setup(cal_t *c)
                                       CU_MEMHOSTREGISTER_PORTABLE),
            "cuMemHostRegister(%zu bytes)", CAL_CHUNK * CAL_SLOTS);
     c->ring_reg = 1;
+    size_t fl = (size_t)2 * CAL_SLOTS * CAL_FLAG_STRIDE * sizeof(uint64_t);
+    if (posix_memalign((void **)&c->flags, 4096, 4096) != 0) {
+        c->flags = NULL;
+        return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_CUDA, IPCP_ERR_NOMEM,
+                          "no memory for the calibration's flags");
+    }
+    memset(c->flags, 0, fl);
+    CAL_CU(IPCP_CU(cuMemHostRegister)(c->flags, 4096,
+                                      CU_MEMHOSTREGISTER_PORTABLE |
+                                          CU_MEMHOSTREGISTER_DEVICEMAP),
+           "cuMemHostRegister(flags)");
+    c->flags_reg = 1;
     CAL_CU(IPCP_CU(cuStreamCreate)(&c->direct, CU_STREAM_NON_BLOCKING),
            "cuStreamCreate");
     CAL_CU(IPCP_CU(cuStreamCreate)(&c->d2h, CU_STREAM_NON_BLOCKING),
            "cuStreamCreate");
-    for (int i = 0; i < CAL_SLOTS; i++)
-        CAL_CU(IPCP_CU(cuEventCreate)(&c->full[i], CU_EVENT_DISABLE_TIMING),
-               "cuEventCreate");
     CAL_CU(IPCP_CU(cuCtxSetCurrent)(c->dctx), "cuCtxSetCurrent");
     CAL_CU(IPCP_CU(cuStreamCreate)(&c->h2d, CU_STREAM_NON_BLOCKING),
            "cuStreamCreate");
-    for (int i = 0; i < CAL_SLOTS; i++)
-        CAL_CU(IPCP_CU(cuEventCreate)(&c->freed[i], CU_EVENT_DISABLE_TIMING),
-               "cuEventCreate");
     CAL_CU(IPCP_CU(cuMemsetD8)((CUdeviceptr)(uintptr_t)c->dbuf, 0, CAL_SIZE),
            "cuMemsetD8");
     CAL_CU(IPCP_CU(cuCtxSetCurrent)(c->sctx), "cuCtxSetCurrent");
@@ -153,14 +173,18 @@ static ipcp_status_t cal_setup(cal_t *c)
 
 static void cal_teardown(cal_t *c)
 {
+    /* A run that failed half-way may leave waits on flags nobody writes:
+     * move every flag past them first (GEQ is cyclic). */
+    if (c->flags)
+        for (int i = 0; i < 2 * CAL_SLOTS; i++)
+            __atomic_store_n(c->flags + (size_t)i * CAL_FLAG_STRIDE,
+                             c->seq / CAL_SLOTS + 2 + (1ull << 62),
+                             __ATOMIC_RELEASE);
     if (c->dctx && IPCP_CU(cuCtxSetCurrent)(c->dctx) == CUDA_SUCCESS) {
         if (c->h2d) {
             IPCP_CU(cuStreamSynchronize)(c->h2d);
             IPCP_CU(cuStreamDestroy)(c->h2d);
         }
-        for (int i = 0; i < CAL_SLOTS; i++)
-            if (c->freed[i])
-                IPCP_CU(cuEventDestroy)(c->freed[i]);
     }
     if (c->sctx && IPCP_CU(cuCtxSetCurrent)(c->sctx) == CUDA_SUCCESS) {
         if (c->direct) {
@@ -171,13 +195,13 @@ static void cal_teardown(cal_t *c)
             IPCP_CU(cuStreamSynchronize)(c->d2h);
             IPCP_CU(cuStreamDestroy)(c->d2h);
         }
-        for (int i = 0; i < CAL_SLOTS; i++)
-            if (c->full[i])
-                IPCP_CU(cuEventDestroy)(c->full[i]);
         if (c->ring_reg)
             IPCP_CU(cuMemHostUnregister)(c->ring);
+        if (c->flags_reg)
+            IPCP_CU(cuMemHostUnregister)(c->flags);
     }
     free(c->ring);
+    free(c->flags);
     if (c->sh)
         ipcp__cuda_mem_free(c->be, c->sh);
     if (c->dh)
