@@ -23,17 +23,18 @@
  * pinned copies for what stages through host memory. */
 const bench_path_t bench_paths[] = {
     {"d2d", IPCP_PATH_AUTO, 0, BENCH_KIND_LOCAL, BENCH_CEIL_D2D,
-     BENCH_CEIL_D2D},
+     BENCH_CEIL_D2D, 0},
     {"d2h", IPCP_PATH_AUTO, 0, BENCH_KIND_LOCAL, BENCH_CEIL_STAGED,
-     BENCH_CEIL_D2H},
+     BENCH_CEIL_D2H, 0},
     {"h2d", IPCP_PATH_AUTO, 0, BENCH_KIND_LOCAL, BENCH_CEIL_STAGED,
-     BENCH_CEIL_H2D},
-    {"nccl", IPCP_PATH_AUTO, 0, BENCH_KIND_NCCL, BENCH_CEIL_D2D, 0},
-    {"naive", IPCP_PATH_AUTO, 0, BENCH_KIND_NAIVE, BENCH_CEIL_STAGED, 0},
-    {"direct", IPCP_PATH_DIRECT, 0, BENCH_KIND_IPCP, 0, 0},
-    {"staged", IPCP_PATH_STAGED, 0, BENCH_KIND_IPCP, 0, 0},
-    {"auto", IPCP_PATH_AUTO, 0, BENCH_KIND_IPCP, 0, 0},
-    {"bidir", IPCP_PATH_AUTO, 1, BENCH_KIND_IPCP, 0, 0},
+     BENCH_CEIL_H2D, 0},
+    {"nccl", IPCP_PATH_AUTO, 0, BENCH_KIND_NCCL, BENCH_CEIL_D2D, 0, 0},
+    {"naive", IPCP_PATH_AUTO, 0, BENCH_KIND_NAIVE, BENCH_CEIL_STAGED, 0, 0},
+    {"direct", IPCP_PATH_DIRECT, 0, BENCH_KIND_IPCP, 0, 0, 0},
+    {"staged", IPCP_PATH_STAGED, 0, BENCH_KIND_IPCP, 0, 0, 0},
+    {"auto", IPCP_PATH_AUTO, 0, BENCH_KIND_IPCP, 0, 0, 0},
+    {"bidir", IPCP_PATH_AUTO, 1, BENCH_KIND_IPCP, 0, 0, 0},
+    {"stream", IPCP_PATH_AUTO, 0, BENCH_KIND_IPCP, 0, 0, 1},
 };
 const int bench_npaths = (int)(sizeof(bench_paths) / sizeof(bench_paths[0]));
 
@@ -66,7 +67,12 @@ static const char usage_text[] =
     "  --case NAME     run only matching cases; repeatable.  NAME is a\n"
     "                  path (direct, staged, auto = the library's\n"
     "                  choice, eager for small messages; bidir = auto\n"
-    "                  in both directions at once) or its prefix,\n"
+    "                  in both directions at once; stream = auto\n"
+    "                  through the stream-ordered calls on one CUDA\n"
+    "                  stream a rank, waived on host memory: W sends\n"
+    "                  or receives enqueued, then the stream waited\n"
+    "                  for, and a ping-pong of batches of 32 round\n"
+    "                  trips enqueued back to back) or its prefix,\n"
     "                  PATH:SIZE (direct:256M), or a glob (\"*:4K\");\n"
     "                  with --compare also nccl, naive, d2d, d2h, h2d.\n"
     "                  Default: every path at every size\n"

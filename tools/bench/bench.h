@@ -41,6 +41,8 @@ typedef struct bench_path {
     bench_kind_t kind;
     int ceil;  /* bench_ceil_kind_t, for kind != IPCP */
     int local; /* bench_ceil_kind_t, for kind == LOCAL */
+    int stream; /* the stream-ordered calls (ipcpipe_cuda.h) on one
+                   stream of each rank; GPU memory only */
 } bench_path_t;
 
 extern const bench_path_t bench_paths[];
@@ -221,6 +223,10 @@ int bench_cuda_ndev(void);
  * bench_cuda_unbind). */
 int bench_cuda_bind(int device, char *err, size_t len);
 void bench_cuda_unbind(void);
+/* A stream of the bound device for the stream-ordered case, made on first
+ * use and destroyed by bench_cuda_unbind; NULL with err on failure. */
+void *bench_cuda_stream(char *err, size_t len);
+int bench_cuda_stream_sync(void *stream, char *err, size_t len);
 int bench_cuda_bus_id(int device, char *bus, size_t len, char *name,
                       size_t nlen);
 /* Ordinal of the device with this PCI bus id here, or -1. */

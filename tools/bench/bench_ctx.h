@@ -57,6 +57,9 @@ struct bench_ctx {
     char nccl_why[BENCH_REASON_MAX];
     bench_naive_t *naive;  /* rank 0 */
     bench_buf_t naive_buf; /* rank 1: the cuMemAlloc buffer it exports */
+    /* The stream case: transfers go through the stream-ordered calls on
+     * this stream while set (NULL otherwise). */
+    void *ustream;
 };
 
 typedef struct setup_msg {

@@ -233,10 +233,38 @@ int bench_cuda_bind(int device, char *err, size_t elen)
     return 0;
 }
 
+static CUstream user_stream; /* of bound_dev, for the stream case */
+
+void *bench_cuda_stream(char *err, size_t elen)
+{
+    if (bound_dev < 0) {
+        bench_fmt(err, elen, "no CUDA device bound");
+        return NULL;
+    }
+    if (!user_stream &&
+        cu_ok(IPCP_CU(cuStreamCreate)(&user_stream, CU_STREAM_NON_BLOCKING),
+              err, elen, "cuStreamCreate") < 0) {
+        user_stream = NULL;
+        return NULL;
+    }
+    return user_stream;
+}
+
+int bench_cuda_stream_sync(void *stream, char *err, size_t elen)
+{
+    return cu_ok(IPCP_CU(cuStreamSynchronize)((CUstream)stream), err, elen,
+                 "cuStreamSynchronize");
+}
+
 void bench_cuda_unbind(void)
 {
     if (bound_dev < 0)
         return;
+    if (user_stream) {
+        IPCP_CU(cuStreamSynchronize)(user_stream);
+        IPCP_CU(cuStreamDestroy)(user_stream);
+        user_stream = NULL;
+    }
     IPCP_CU(cuCtxSetCurrent)(NULL);
     release_ctx(bound_dev);
     bound_dev = -1;
@@ -933,6 +961,19 @@ int bench_cuda_ndev(void)
 
 int bench_cuda_bind(int device, char *err, size_t elen)
 {
+    bench_fmt(err, elen, "%s", no_cuda);
+    return -1;
+}
+
+void *bench_cuda_stream(char *err, size_t elen)
+{
+    bench_fmt(err, elen, "%s", no_cuda);
+    return NULL;
+}
+
+int bench_cuda_stream_sync(void *stream, char *err, size_t elen)
+{
+    (void)stream;
     bench_fmt(err, elen, "%s", no_cuda);
     return -1;
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "bench_ctx.h"
+#include "ipcpipe_cuda.h"
 #include "pattern.h"
 
 #define MIB ((size_t)1 << 20)
@@ -721,9 +722,12 @@ static ipcp_status_t xfer_window(bench_ctx_t *ctx, size_t size, int nrecv,
     int peer = ctx->rank == RECV ? SEND : RECV, n = 0, nr;
     unsigned char *dst = ctx->dst.ptr;
     ipcp_status_t first = IPCP_OK, st;
+    ipcp_stream_t us = (ipcp_stream_t)ctx->ustream;
     for (int k = 0; k < nrecv && first == IPCP_OK; k++) {
-        st = ipcp_irecv(ctx->comm, dst + (size_t)(k % slots) * size, size, peer,
-                        rtag, &ctx->reqs[n]);
+        void *b = dst + (size_t)(k % slots) * size;
+        st = us ? ipcp_irecv_on_stream(ctx->comm, b, size, peer, rtag, us,
+                                       &ctx->reqs[n])
+                : ipcp_irecv(ctx->comm, b, size, peer, rtag, &ctx->reqs[n]);
         if (st == IPCP_OK)
             n++;
         else
@@ -731,8 +735,10 @@ static ipcp_status_t xfer_window(bench_ctx_t *ctx, size_t size, int nrecv,
     }
     nr = n;
     for (int k = 0; k < nsend && first == IPCP_OK; k++) {
-        st = ipcp_isend(ctx->comm, ctx->src.ptr, size, peer, stag,
-                        &ctx->reqs[n]);
+        st = us ? ipcp_isend_on_stream(ctx->comm, ctx->src.ptr, size, peer,
+                                       stag, us, &ctx->reqs[n])
+                : ipcp_isend(ctx->comm, ctx->src.ptr, size, peer, stag,
+                             &ctx->reqs[n]);
         if (st == IPCP_OK)
             n++;
         else
@@ -754,7 +760,68 @@ static ipcp_status_t xfer_window(bench_ctx_t *ctx, size_t size, int nrecv,
             }
         }
     }
+    /* Stream-ordered: done once the user's stream has gone past them. */
+    char err[BENCH_REASON_MAX];
+    if (us && bench_cuda_stream_sync(us, err, sizeof(err)) < 0 &&
+        first == IPCP_OK) {
+        first = IPCP_ERR_CUDA;
+        *what = "cuStreamSynchronize";
+    }
     return first;
+}
+
+/* The stream case's ping-pong: batches of round trips enqueued back to
+ * back on each rank's stream (rank 0: send, receive; rank 1: receive, send
+ * back), then the stream waited for; half a round trip is the batch's time
+ * over twice its rounds.  Returns the per-batch figures in t (NULL on rank
+ * 1), or -1 with *st set. */
+#define BENCH_STREAM_BATCH 32
+static int stream_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i,
+                           int nbatches, double *t, ipcp_status_t *st)
+{
+    ipcp_stream_t us = (ipcp_stream_t)ctx->ustream;
+    int r0 = ctx->rank == RECV, peer = r0 ? SEND : RECV;
+    char err[BENCH_REASON_MAX];
+    for (int b = 0; b < nbatches; b++) {
+        int n = 0;
+        double t0 = bench_now_s();
+        *st = IPCP_OK;
+        for (int k = 0; k < BENCH_STREAM_BATCH && *st == IPCP_OK; k++) {
+            if (r0) {
+                *st = ipcp_isend_on_stream(ctx->comm, ctx->src.ptr, c->size,
+                                           peer, bench_case_tag(i, T_PING),
+                                           us, &ctx->reqs[n]);
+                if (*st == IPCP_OK && ++n)
+                    *st = ipcp_irecv_on_stream(
+                        ctx->comm, ctx->dst.ptr, c->size, peer,
+                        bench_case_tag(i, T_PONG), us, &ctx->reqs[n]);
+            } else {
+                *st = ipcp_irecv_on_stream(ctx->comm, ctx->dst.ptr, c->size,
+                                           peer, bench_case_tag(i, T_PING),
+                                           us, &ctx->reqs[n]);
+                if (*st == IPCP_OK && ++n)
+                    *st = ipcp_isend_on_stream(
+                        ctx->comm, ctx->dst.ptr, c->size, peer,
+                        bench_case_tag(i, T_PONG), us, &ctx->reqs[n]);
+            }
+            if (*st == IPCP_OK)
+                n++;
+        }
+        if (bench_cuda_stream_sync(us, err, sizeof(err)) < 0 &&
+            *st == IPCP_OK)
+            *st = IPCP_ERR_CUDA;
+        double t1 = bench_now_s();
+        for (int j = 0; j < n; j++) {
+            ipcp_status_t s = ipcp_wait(ctx->reqs[j], NULL);
+            if (s != IPCP_OK && *st == IPCP_OK)
+                *st = s;
+        }
+        if (*st != IPCP_OK)
+            return -1;
+        if (t)
+            t[b] = (t1 - t0) / (2.0 * BENCH_STREAM_BATCH);
+    }
+    return 0;
 }
 
 int bench_bcast_verdict(bench_ctx_t *ctx, int i, int32_t ok)
@@ -857,6 +924,24 @@ static void recv_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i,
     double *t = calloc((size_t)rounds, sizeof(*t));
     int n = 0;
     bench_fill_src(ctx, c->size, seed, res);
+    if (ctx->ustream) {
+        int nb = (rounds + BENCH_STREAM_BATCH - 1) / BENCH_STREAM_BATCH;
+        ipcp_status_t st = IPCP_OK;
+        if (ctx->o->verify)
+            bench_poison(ctx, c->size, res);
+        if (!t || stream_pingpong(ctx, c, i, 1, NULL, &st) < 0 ||
+            stream_pingpong(ctx, c, i, nb, t, &st) < 0) {
+            bench_set_reason(res, BENCH_ERROR, "stream ping-pong",
+                             t ? st : IPCP_ERR_NOMEM);
+            free(t);
+            return;
+        }
+        if (ctx->o->verify)
+            check_data(ctx, res, 0, c->size, seed, "stream ping-pong");
+        res->latency_us = bench_median(t, nb) * 1e6;
+        free(t);
+        return;
+    }
     for (int k = 0; k < warm + rounds; k++) {
         int check = k == warm + rounds - 1 && ctx->o->verify;
         if (check)
@@ -1030,6 +1115,27 @@ int bench_size_waived(const bench_ctx_t *ctx, const bench_case_t *c,
     return 1;
 }
 
+/* The stream case: GPU memory and a stream, else waived (res != NULL:
+ * rank 0, which says why).  Returns 1 when it can run. */
+static int stream_begin(bench_ctx_t *ctx, bench_result_t *res)
+{
+    char err[BENCH_REASON_MAX];
+    if (ctx->mem != BENCH_MEM_CUDA) {
+        if (res) {
+            res->outcome = BENCH_WAIVED;
+            bench_fmt(res->reason, sizeof(res->reason),
+                      "the stream-ordered calls take GPU memory");
+        }
+        return 0;
+    }
+    ctx->ustream = bench_cuda_stream(err, sizeof(err));
+    if (!ctx->ustream && res) {
+        res->outcome = BENCH_ERROR;
+        bench_fmt(res->reason, sizeof(res->reason), "%s", err);
+    }
+    return ctx->ustream != NULL;
+}
+
 static int run_receiver(bench_ctx_t *ctx, const bench_case_t *c, int i,
                         bench_result_t *res)
 {
@@ -1040,6 +1146,8 @@ static int run_receiver(bench_ctx_t *ctx, const bench_case_t *c, int i,
     if (bench_barrier(ctx) < 0)
         return -1;
     if (bench_size_waived(ctx, c, res)) {
+        /* reason set */
+    } else if (c->path->stream && !stream_begin(ctx, res)) {
         /* reason set */
     } else if (pst != IPCP_OK) {
         bench_set_reason(res, classify(c, pst), "ipcp_comm_set_path", pst);
@@ -1057,6 +1165,7 @@ static int run_receiver(bench_ctx_t *ctx, const bench_case_t *c, int i,
             return -1;
         recv_pingpong(ctx, c, i, res);
     }
+    ctx->ustream = NULL;
     ipcp_comm_set_path(ctx->comm, IPCP_PATH_AUTO);
     if (res->outcome != BENCH_OK)
         res->gbps = res->latency_us = NAN;
@@ -1152,6 +1261,13 @@ static int send_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i)
         send_report(c, "ipcp_comm_set_path", st, &reported);
     if (bench_barrier(ctx) < 0)
         return -1;
+    if (ctx->ustream && st == IPCP_OK) {
+        int nb = (rounds + BENCH_STREAM_BATCH - 1) / BENCH_STREAM_BATCH;
+        if (stream_pingpong(ctx, c, i, 1 + nb, NULL, &st) < 0)
+            send_report(c, "stream ping-pong", st, &reported);
+        ipcp_comm_set_path(ctx->comm, IPCP_PATH_AUTO);
+        return 0;
+    }
     for (int k = 0; k < ctx->o->warmup + rounds && st == IPCP_OK; k++) {
         st = ipcp_recv(ctx->comm, ctx->dst.ptr, c->size, RECV,
                        bench_case_tag(i, T_PING), NULL);
@@ -1263,7 +1379,7 @@ static int bidir1_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
 }
 
 /* Rank 1, and (with nothing to send) ranks 2 and up. */
-static int run_sender(bench_ctx_t *ctx, const bench_case_t *c, int i)
+static int run_sender_case(bench_ctx_t *ctx, const bench_case_t *c, int i)
 {
     int32_t verdict = 0;
     ipcp_request_t *vreq = NULL;
@@ -1271,7 +1387,9 @@ static int run_sender(bench_ctx_t *ctx, const bench_case_t *c, int i)
         return -1;
     ipcp_status_t st = ipcp_irecv(ctx->comm, &verdict, sizeof(verdict), RECV,
                                   bench_case_tag(i, T_VERDICT), &vreq);
-    if (st == IPCP_OK && ctx->rank == SEND && c->size <= ctx->cap) {
+    int stream_ok = !c->path->stream || stream_begin(ctx, NULL);
+    if (st == IPCP_OK && ctx->rank == SEND && c->size <= ctx->cap &&
+        stream_ok) {
         if (c->path->bidir)
             bidir1_warmup(ctx, c, i, &vreq, &verdict);
         else
@@ -1300,6 +1418,13 @@ static int run_sender(bench_ctx_t *ctx, const bench_case_t *c, int i)
         if (bench_barrier(ctx) < 0)
             return -1;
     return 0;
+}
+
+static int run_sender(bench_ctx_t *ctx, const bench_case_t *c, int i)
+{
+    int rc = run_sender_case(ctx, c, i);
+    ctx->ustream = NULL;
+    return rc;
 }
 
 int bench_run_case(bench_ctx_t *ctx, const bench_case_t *c, int i,
