@@ -342,6 +342,22 @@ static void ipcp__run_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
     }
 }
 
+/* The sender's verdict on a transfer we received, from its error slot:
+ * IPCP_OK unless the slot holds this transfer's number. */
+static ipcp_status_t ipcp__err_slot_check(const ipcp__xfer_t *x,
+                                          const ipcp__errslot_t *slot,
+                                          uint64_t seq, char *msg,
+                                          size_t len)
+{
+    if (!slot || __atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE) != seq)
+        return IPCP_OK;
+    ipcp_status_t st =
+        (ipcp_status_t)__atomic_load_n(&slot->status, __ATOMIC_RELAXED);
+    snprintf(msg, len, "rank %d could not write this transfer (%s on its "
+             "side)", x->peer->rank, ipcp_strerror(st));
+    return st;
+}
+
 static void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
 {
     char msg[IPCP_ERRMSG_MAX] = "";
@@ -351,20 +367,12 @@ static void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
     if (x->dev)
         atomic_fetch_sub_explicit(&comm->dev_inflight, 1,
                                   memory_order_relaxed);
-    if (st == IPCP_OK && x->err_slot &&
-        __atomic_load_n(&x->err_slot->seq, __ATOMIC_ACQUIRE) == x->err_seq) {
-        st = (ipcp_status_t)__atomic_load_n(&x->err_slot->status,
-                                            __ATOMIC_RELAXED);
-        snprintf(msg, sizeof(msg), "rank %d could not write this transfer "
-                 "(%s on its side)", x->peer->rank, ipcp_strerror(st));
-    }
-    if (st == IPCP_OK && x->err_slot2 &&
-        __atomic_load_n(&x->err_slot2->seq, __ATOMIC_ACQUIRE) == x->err_seq2) {
-        st = (ipcp_status_t)__atomic_load_n(&x->err_slot2->status,
-                                            __ATOMIC_RELAXED);
-        snprintf(msg, sizeof(msg), "rank %d could not write this transfer "
-                 "(%s on its side)", x->peer->rank, ipcp_strerror(st));
-    }
+    if (st == IPCP_OK)
+        st = ipcp__err_slot_check(x, x->err_slot, x->err_seq, msg,
+                                  sizeof(msg));
+    if (st == IPCP_OK) /* a striped transfer's staged part */
+        st = ipcp__err_slot_check(x, x->err_slot2, x->err_seq2, msg,
+                                  sizeof(msg));
     if (x->import)
         ipcp__import_put(comm, x->peer, x->import);
     x->import = NULL;
