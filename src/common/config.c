@@ -82,8 +82,9 @@ static const ipcp__setting_t ipcp__settings[] = {
      "transfer between two GPUs (0.1 = 10%; the receiver's setting decides)",
      IPCP_OFF(stripe), 0.0001, 0.9, 1, NULL},
     {"IPCPIPE_STRIPE_CACHE", IPCP_SET_STR, "", "file of the striping "
-     "calibration (default $XDG_CACHE_HOME/ipcpipe/stripe.txt, else "
-     "~/.cache/ipcpipe/stripe.txt; off: calibrate in every process)",
+     "calibration (default $XDG_CACHE_HOME/ipcpipe/stripe-<machine>.txt, "
+     "else ~/.cache/ipcpipe/stripe-<machine>.txt; off: calibrate in every "
+     "process)",
      IPCP_OFF(stripe_cache), 0, 0, 0, NULL},
     {"IPCPIPE_EAGER", IPCP_SET_SIZE, "8K", "largest host message sent inline "
      "with its control message (0 turns eager sends off)", IPCP_OFF(eager), 0,

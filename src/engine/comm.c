@@ -560,6 +560,31 @@ void ipcp__comm_teardown(ipcp_comm_t *comm)
             ipcp__peer_lost(comm, p, "finalizing");
         }
     }
+    /* Flag watches are in no queue that destroying waits for: let every
+     * transfer finish (the loss moved their flags ahead, so this takes
+     * microseconds) before the channels they read are unmapped. */
+    double until = ipcp__now_s() + comm->cfg->timeout_s;
+    for (;;) {
+        int active = 0;
+        ipcp__list_t tmp;
+        ipcp__list_init(&tmp);
+        pthread_mutex_lock(&comm->lock); /* backend threads push under it */
+        if (!ipcp__list_empty(&comm->dones)) {
+            tmp = comm->dones;
+            tmp.next->prev = &tmp;
+            tmp.prev->next = &tmp;
+            ipcp__list_init(&comm->dones);
+        }
+        pthread_mutex_unlock(&comm->lock);
+        while ((e = ipcp__list_pop_front(&tmp)))
+            ipcp__run_done(comm, ipcp__list_entry(e, ipcp__xfer_t, done_link));
+        for (int r = 0; r < comm->size; r++)
+            active |= r != comm->rank &&
+                      !ipcp__list_empty(&comm->peers[r].active);
+        if (!active || ipcp__now_s() > until)
+            break;
+        usleep(100);
+    }
     for (int r = 0; r < comm->size; r++) {
         if (r == comm->rank)
             continue;

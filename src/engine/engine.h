@@ -52,6 +52,9 @@
 /* A pair of GPUs whose striping was looked up (sending GPU's identity,
  * receiving GPU's ordinal); share 0: not striped. */
 #define IPCP_STRIPE_MEMO 16
+/* The smallest size a striping calibration considers (cuda_stripe.c): no
+ * smaller transfer makes a process measure. */
+#define IPCP_STRIPE_MIN_SIZE ((uint64_t)8 << 20)
 typedef struct ipcp__stripe_memo {
     uint64_t src_id;
     int dst;
@@ -320,6 +323,7 @@ struct ipcp_comm {
     /* IPCPIPE_STRIPE=auto: measured pairs (progress thread only). */
     ipcp__stripe_memo_t stripe_memo[IPCP_STRIPE_MEMO];
     int nstripe_memo;
+    unsigned stripe_memo_next; /* full: the entry replaced next */
     size_t eager_max;
     ipcp__boot_t *boot;
     ipcp__peer_t *peers;      /* [size] */

@@ -24,13 +24,17 @@
 
 #define IPCP_STRIPE_MAGIC "ipcpipe stripe calibration 1"
 #define IPCP_STRIPE_MAX_PAIRS 256
+#define IPCP_STRIPE_LOCK_TRIES 1000 /* of 10 ms */
 /* The staged part is cut on this boundary (the ring's copies stay
  * aligned), except under a fixed share, which tests uneven splits. */
 #define IPCP_STRIPE_ALIGN ((uint64_t)64 << 10)
 
+/* The default file is named after the machine, so that machines sharing
+ * a home directory (NFS) keep a file each instead of wiping each other's. */
 void ipcp__stripe_cache_path(const ipcp__config_t *cfg, char *buf, size_t len)
 {
     const char *base;
+    char host[IPCP_STRIPE_HOST_MAX];
     buf[0] = '\0';
     if (strcmp(cfg->stripe_cache, "off") == 0)
         return;
@@ -38,10 +42,11 @@ void ipcp__stripe_cache_path(const ipcp__config_t *cfg, char *buf, size_t len)
         snprintf(buf, len, "%s", cfg->stripe_cache);
         return;
     }
+    ipcp__stripe_host_id(host, sizeof(host));
     if ((base = ipcp__env_foreign("XDG_CACHE_HOME")) && base[0] == '/')
-        snprintf(buf, len, "%s/ipcpipe/stripe.txt", base);
+        snprintf(buf, len, "%s/ipcpipe/stripe-%.40s.txt", base, host);
     else if ((base = ipcp__env_foreign("HOME")) && base[0] == '/')
-        snprintf(buf, len, "%s/.cache/ipcpipe/stripe.txt", base);
+        snprintf(buf, len, "%s/.cache/ipcpipe/stripe-%.40s.txt", base, host);
 }
 
 void ipcp__stripe_host_id(char *buf, size_t len)
@@ -241,7 +246,7 @@ int ipcp__stripe_cache_store(const char *path, const char *host,
                           sizeof(err)) != 0 ||
         strcmp(fhost, host) != 0)
         n = 0;
-    snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
+    snprintf(tmp, sizeof(tmp), "%s.%.40s.%d.tmp", path, host, (int)getpid());
     FILE *f = fopen(tmp, "w");
     if (!f) {
         snprintf(why, whylen, "cannot write %s: %s", tmp, strerror(errno));
@@ -293,11 +298,20 @@ static int ipcp__stripe_lock(const char *path)
         return -1;
     snprintf(lk, sizeof(lk), "%s.lock", path);
     int fd = open(lk, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd >= 0 && flock(fd, LOCK_EX) != 0) {
-        close(fd);
-        fd = -1;
+    if (fd < 0)
+        return -1;
+    /* A measurement takes about a second; a holder stuck far longer (a
+     * stopped process) is not waited for: measure without the lock. */
+    for (int i = 0; i < IPCP_STRIPE_LOCK_TRIES; i++) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+            return fd;
+        if (errno != EWOULDBLOCK && errno != EINTR)
+            break;
+        usleep(10000);
     }
-    return fd;
+    IPCP_WARN(IPCP_SUB_ENGINE, "%s stayed locked; measuring without it", lk);
+    close(fd);
+    return -1;
 }
 
 ipcp_status_t ipcp__stripe_tune(const ipcp__config_t *cfg,

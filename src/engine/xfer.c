@@ -595,8 +595,11 @@ static void ipcp__staged_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
         ipcp__staged_chunk(len, unit, ch->slot_size, nchunks, c, &off, &n);
         char *sl = ch->slots + s * ch->slot_size;
         ipcp__queue_t *q = qs->q[c % nq];
+        /* Not tied to the track: a failed transfer's waits still run, so
+         * its marks keep their order with the marks of the transfers
+         * around it on the other queues. */
         ipcp__enq_check(t, ring_wait(q, &wait[s].v, send ? g : g + 1,
-                                     &peer->lost, t));
+                                     &peer->lost, NULL));
         ipcp__trace_piece(x, x->tbase + c, qs, (int)(c % nq), n, 1);
         ipcp__enq_check(t, qs->ops->copy(q, send ? sl : buf + off,
                                          send ? buf + off : sl, n, t));
@@ -616,7 +619,7 @@ static void ipcp__staged_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
     for (uint64_t c = first; remote_done && c < nchunks; c++) {
         uint64_t g = (base + c) / ch->nslots, s = (base + c) % ch->nslots;
         ipcp__enq_check(t, ring_wait(qs->q[0], &ch->ctl->freed[s].v, g + 1,
-                                     &peer->lost, t));
+                                     &peer->lost, NULL));
     }
 }
 
@@ -755,6 +758,8 @@ static void ipcp__stripe_auto(ipcp_comm_t *comm, ipcp__peer_t *peer,
         if (m[i].src_id == src_id && m[i].dst == dst)
             break;
     if (i == comm->nstripe_memo) {
+        if (i == IPCP_STRIPE_MEMO) /* full: replace in turn (the file has it) */
+            i = (int)(comm->stripe_memo_next++ % IPCP_STRIPE_MEMO);
         m[i].src_id = src_id;
         m[i].dst = dst;
         m[i].share = 0;
@@ -773,7 +778,7 @@ static void ipcp__stripe_auto(ipcp_comm_t *comm, ipcp__peer_t *peer,
             m[i].min = e.min_size;
         }
         if (comm->nstripe_memo < IPCP_STRIPE_MEMO)
-            comm->nstripe_memo++;
+            comm->nstripe_memo = i + 1;
     }
     *share = m[i].share;
     *min = m[i].min;
@@ -819,7 +824,8 @@ static uint64_t ipcp__stripe_choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (ls >= snq || lr >= (unsigned)qs->n)
         return 0;
     if (share == 0) {
-        if (force != IPCP_PATH_AUTO)
+        /* Below the smallest size a calibration picks, none is needed. */
+        if (force != IPCP_PATH_AUTO || rts->len < IPCP_STRIPE_MIN_SIZE)
             return 0;
         ipcp__stripe_auto(comm, peer, rts->reach[0], req->attr.device, &share,
                           &min);
@@ -887,29 +893,25 @@ static unsigned ipcp__rx_direct(ipcp__peer_t *peer, const ipcp__msg_rts_t *rts,
     unsigned snq = rts->src_nq ? rts->src_nq : 1;
     ipcp__flag_t *done = ch->ctl->done[rts->src_qset];
 
+    unsigned first = 0; /* pieces from here on are waited for in a queue */
     if (!req->sync && qs->ops->flag_watch) {
-        unsigned i;
-        for (i = 0; i < np; i++) {
+        for (; first < np; first++) {
             atomic_fetch_add(&t->pending, 1);
             if (qs->ops->flag_watch(qs->be,
-                                    &done[ipcp__direct_queue(dseq, i, lo_s,
+                                    &done[ipcp__direct_queue(dseq, first, lo_s,
                                                              snq)].v,
                                     dseq, &peer->lost, t) != IPCP_OK) {
                 atomic_fetch_sub(&t->pending, 1);
                 break;
             }
         }
-        if (i == np)
+        if (first == np)
             return 0;
-        if (i > 0) { /* only for want of memory */
-            ipcp__track_fail(t, IPCP_ERR_NOMEM, "cannot watch a flag: %s",
-                             ipcp__last_error());
-            return 0;
-        }
-        /* None taken (e.g. stream callbacks in use): wait in a queue. */
+        /* Not taken (stream callbacks in use, or no memory): the rest
+         * wait in a queue. */
     }
     int qi = (int)(lo_r + dseq % (uint64_t)((unsigned)qs->n - lo_r));
-    for (unsigned i = 0; i < np; i++)
+    for (unsigned i = first; i < np; i++)
         ipcp__enq_check(t, qs->ops->flag_wait(
                                qs->q[qi],
                                &done[ipcp__direct_queue(dseq, i, lo_s, snq)].v,
@@ -1016,7 +1018,10 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
         mask |= ipcp__staged_mask(ch, qs, nchunks);
     }
     ipcp__enq_end(req, qs, mask);
-    ipcp__peer_post(comm, peer, &cts, sizeof(cts), fds, nfds);
+    if (ipcp__peer_post(comm, peer, &cts, sizeof(cts), fds, nfds) != IPCP_OK)
+        /* The sender would never write what our queues wait for; a loss
+         * releases them and tells it. */
+        ipcp__peer_lost(comm, peer, "cannot send a CTS");
     ipcp__xfer_go(&req->xfer);
 }
 
