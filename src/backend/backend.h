@@ -172,6 +172,12 @@ typedef struct ipcp__backend_ops {
     /* Calls ipcp__track_notify(t) once every earlier operation is done,
      * even when t has failed. */
     ipcp_status_t (*notify)(ipcp__queue_t *q, ipcp__track_t *t);
+    /* Runs fn(arg) in the queue's order, once every earlier operation is
+     * done (also after a failure): for a report that must reach the peer
+     * before a later flag does, when a copy can fail after it was queued
+     * (host: process_vm_writev).  NULL where unsupported (a failed device
+     * copy ends its context, which the peer sees as a loss). */
+    ipcp_status_t (*call)(ipcp__queue_t *q, void (*fn)(void *arg), void *arg);
     /* Calls ipcp__track_notify(t) from a backend thread once the flag
      * reaches value, in no queue's order (for waits only the host needs:
      * it spares a queue's wait and the notify behind it).  When *abort

@@ -416,6 +416,7 @@ static void ipcp__xfer_begin(ipcp_comm_t *comm, ipcp__peer_t *peer,
     x->tbase = 0;
     x->err_slot2 = NULL;
     x->err_seq2 = 0;
+    x->tx_slot[0] = x->tx_slot[1] = NULL;
     ipcp__track_init(&x->track, 1, ipcp__xfer_track_done, x);
     ipcp__list_push_back(&peer->active, &x->link);
 }
@@ -575,6 +576,25 @@ static void ipcp__staged_chunk(uint64_t len, uint64_t slot,
     }
 }
 
+/* Run in a queue's order before a flag that releases the receiver: a copy
+ * that failed after it was queued (the track says so) is reported in the
+ * transfer's error slot first, so the receiver fails too. */
+static void ipcp__tx_report(ipcp__xfer_t *x, int part)
+{
+    if (x->tx_slot[part] && !ipcp__track_ok(&x->track))
+        ipcp__err_report(x->tx_slot[part], x->tx_seq[part], &x->track);
+}
+
+static void ipcp__tx_report_direct(void *arg)
+{
+    ipcp__tx_report(arg, 0);
+}
+
+static void ipcp__tx_report_staged(void *arg)
+{
+    ipcp__tx_report(arg, 1);
+}
+
 static void ipcp__staged_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
                              ipcp__qset_t *qs, ipcp__xfer_t *x, char *buf,
                              uint64_t len, uint64_t unit, uint64_t base,
@@ -587,6 +607,10 @@ static void ipcp__staged_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
     ipcp__flag_t *mark = send ? ch->ctl->full : ch->ctl->freed;
     uint64_t nchunks = ipcp__staged_nchunks(len, unit, ch->slot_size);
     uint64_t nq = (uint64_t)ipcp__staged_queues(ch, qs);
+    if (slot) {
+        x->tx_slot[1] = slot;
+        x->tx_seq[1] = seq;
+    }
     __typeof__(qs->ops->flag_wait) ring_wait =
         qs->ops->flag_wait_ring ? qs->ops->flag_wait_ring : qs->ops->flag_wait;
     for (uint64_t c = 0; c < nchunks; c++) {
@@ -611,6 +635,8 @@ static void ipcp__staged_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
             ipcp__err_report(slot, seq, t);
             reported = 1;
         }
+        if (slot && qs->ops->call) /* a copy failing later */
+            ipcp__enq_check(t, qs->ops->call(q, ipcp__tx_report_staged, x));
         ipcp__enq_check(t, qs->ops->flag_write(q, &mark[s].v, g + 1, NULL));
     }
     if (slot && !reported && !ipcp__track_ok(t))
@@ -1056,9 +1082,10 @@ static unsigned ipcp__tx_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
             ipcp__track_fail(t, st, "%s", ipcp__last_error());
         }
     }
+    req->xfer.tx_slot[0] = &ch->ctl->derr[myq][cts->dseq % IPCP_ERR_SLOTS];
+    req->xfer.tx_seq[0] = cts->dseq;
     if (!ipcp__track_ok(t)) /* before the done flags release the peer */
-        ipcp__err_report(&ch->ctl->derr[myq][cts->dseq % IPCP_ERR_SLOTS],
-                         cts->dseq, t);
+        ipcp__err_report(req->xfer.tx_slot[0], cts->dseq, t);
     for (unsigned i = 0; i < np; i++) {
         uint64_t off, n;
         int qi = (int)ipcp__direct_queue(cts->dseq, i, cts->dq_lo,
@@ -1073,6 +1100,9 @@ static unsigned ipcp__tx_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
             ipcp__enq_check(t, qs->ops->rcopy(q, peer->pid, cts->dst_addr + off,
                                               (char *)req->buf + off, n, 1, t));
         ipcp__trace_piece(&req->xfer, i, qs, qi, n, 0);
+        if (qs->ops->call) /* a copy failing later */
+            ipcp__enq_check(t, qs->ops->call(q, ipcp__tx_report_direct,
+                                             &req->xfer));
         /* The done flag is written even after a failure so that the
          * receiver does not wait forever; the track carries the error. */
         ipcp__enq_check(t, qs->ops->flag_write(q, &ch->ctl->done[myq][qi].v,

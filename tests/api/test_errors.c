@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -603,6 +604,53 @@ static int mp_direct_nopvm(ipcp_comm_t *comm)
     return 0;
 }
 
+/* A copy that fails after it was queued (process_vm_writev into a buffer
+ * the receiver made inaccessible after posting its receive; PROT_NONE
+ * rather than munmap, whose range a later mapping may take): the sender's call
+ * fails, and so does the receiver's, saying the sender could not write -
+ * never a success with the bytes that happened to arrive.  The pair still
+ * works afterwards. */
+static int mp_async_fail(ipcp_comm_t *comm)
+{
+    const size_t len = ((size_t)1 << 20) + 3;
+    uint64_t seed = 0;
+    if (ipcp_comm_rank(comm) == 0) {
+        unsigned char *s = t_malloc(len);
+        api_ctl_recv(comm, 1, TAG_GO, &seed, 8);
+        t_fill(s, len, seed);
+        ipcp_status_t st = ipcp_send(comm, s, len, 1, TAG_DATA);
+        if (st == IPCP_OK)
+            T_FAIL("the send into an unmapped buffer succeeded");
+        T_OK(ipcp_send(comm, s, len, 1, TAG_DATA));
+        free(s);
+    } else {
+        size_t maplen = (len + 4095) & ~(size_t)4095;
+        void *m = mmap(NULL, maplen, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        T_CHECK(m != MAP_FAILED);
+        ipcp_request_t *req;
+        T_OK(ipcp_irecv(comm, m, len, 0, TAG_DATA, &req));
+        /* before the sender even sends */
+        T_CHECK(mprotect(m, maplen, PROT_NONE) == 0);
+        seed = t_fresh_seed();
+        api_ctl_send(comm, 0, TAG_GO, &seed, 8);
+        ipcp_xfer_info_t info = {777, IPCP_PATH_AUTO};
+        ipcp_status_t st = ipcp_wait(req, &info);
+        if (st == IPCP_OK)
+            T_FAIL("a receive the sender could not write completed");
+        T_MSG_HAS("could not write");
+        T_EQ_U64(info.nbytes, 777);
+        unsigned char *r = t_malloc(len);
+        T_OK(ipcp_recv(comm, r, len, 0, TAG_DATA, &info));
+        T_EQ_U64(info.nbytes, len);
+        t_verify(r, len, seed, "message after the failed one");
+        free(r);
+        T_CHECK(munmap(m, maplen) == 0);
+    }
+    T_OK(ipcp_barrier(comm));
+    return 0;
+}
+
 static int rank_main(int argc, char **argv)
 {
     const char *name = api_opt(argc, argv, "--case", "");
@@ -610,8 +658,10 @@ static int rank_main(int argc, char **argv)
     api_alloc_t alloc = api_parse_alloc(api_opt(argc, argv, "--alloc", "mem"));
     int large = strcmp(api_opt(argc, argv, "--size", "small"), "large") == 0;
     int pvm_off = strcmp(name, "direct_nopvm") == 0;
-    if (pvm_off)
+    if (pvm_off || strcmp(name, "async_fail") == 0)
         path = IPCP_PATH_DIRECT;
+    if (strcmp(name, "async_fail") == 0)
+        alloc = API_ALLOC_MALLOC; /* process_vm_writev */
     if (path == IPCP_PATH_DIRECT && alloc == API_ALLOC_MALLOC && !pvm_off &&
         !api_pvm_permitted()) {
         fprintf(stderr, "skip: process_vm_writev not permitted here\n");
@@ -638,6 +688,8 @@ static int rank_main(int argc, char **argv)
         rc = mp_bad_desc(comm);
     else if (strcmp(name, "direct_nopvm") == 0)
         rc = mp_direct_nopvm(comm);
+    else if (strcmp(name, "async_fail") == 0)
+        rc = mp_async_fail(comm);
     else
         T_FAIL("unknown --case \"%s\"", name);
     api_finalize(comm);

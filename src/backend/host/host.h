@@ -64,6 +64,7 @@ enum {
     IPCP_HOST_OP_FLAG_WAIT,
     IPCP_HOST_OP_NOTIFY,
     IPCP_HOST_OP_STAMP,
+    IPCP_HOST_OP_CALL,
 };
 
 typedef struct ipcp__host_op {
@@ -88,6 +89,10 @@ typedef struct ipcp__host_op {
             const atomic_int *abort;
         } flag;
         uint64_t *stamp;
+        struct {
+            void (*fn)(void *arg);
+            void *arg;
+        } call;
     } u;
 } ipcp__host_op_t;
 
@@ -117,5 +122,7 @@ ipcp_status_t ipcp__host_flag_wait(ipcp__queue_t *q, uint64_t *flag,
                                    ipcp__track_t *t);
 ipcp_status_t ipcp__host_notify(ipcp__queue_t *q, ipcp__track_t *t);
 ipcp_status_t ipcp__host_stamp(ipcp__queue_t *q, uint64_t *ns);
+ipcp_status_t ipcp__host_call(ipcp__queue_t *q, void (*fn)(void *arg),
+                              void *arg);
 
 #endif

@@ -96,4 +96,5 @@ const ipcp__backend_ops_t ipcp__host_backend_ops = {
     .flag_wait = ipcp__host_flag_wait,
     .notify = ipcp__host_notify,
     .stamp = ipcp__host_stamp,
+    .call = ipcp__host_call,
 };

@@ -239,5 +239,8 @@ void ipcp__host_op_run(const ipcp__host_op_t *op)
     case IPCP_HOST_OP_STAMP:
         *op->u.stamp = ipcp__now_ns();
         break;
+    case IPCP_HOST_OP_CALL:
+        op->u.call.fn(op->u.call.arg);
+        break;
     }
 }

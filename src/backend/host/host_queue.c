@@ -227,6 +227,15 @@ ipcp_status_t ipcp__host_flag_wait(ipcp__queue_t *q, uint64_t *flag,
     return host_enqueue(q, &op);
 }
 
+ipcp_status_t ipcp__host_call(ipcp__queue_t *q, void (*fn)(void *arg),
+                              void *arg)
+{
+    ipcp__host_op_t op = {.kind = IPCP_HOST_OP_CALL};
+    op.u.call.fn = fn;
+    op.u.call.arg = arg;
+    return host_enqueue(q, &op);
+}
+
 ipcp_status_t ipcp__host_stamp(ipcp__queue_t *q, uint64_t *ns)
 {
     ipcp__host_op_t op = {.kind = IPCP_HOST_OP_STAMP, .u.stamp = ns};
