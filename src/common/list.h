@@ -47,6 +47,18 @@ static inline ipcp__list_t *ipcp__list_pop_front(ipcp__list_t *head)
     return e;
 }
 
+/* Moves every element of src to the empty list dst; src is left empty. */
+static inline void ipcp__list_move_all(ipcp__list_t *dst, ipcp__list_t *src)
+{
+    ipcp__list_init(dst);
+    if (ipcp__list_empty(src))
+        return;
+    *dst = *src;
+    dst->next->prev = dst;
+    dst->prev->next = dst;
+    ipcp__list_init(src);
+}
+
 #define ipcp__list_entry(ptr, type, member) ipcp__container_of(ptr, type, member)
 
 #define ipcp__list_for_each_safe(pos, tmp, head)                               \

@@ -391,21 +391,9 @@ static int ipcp__drain(ipcp_comm_t *comm)
     ipcp__list_t cmds, dones, *e;
     int n = 0;
 
-    ipcp__list_init(&cmds);
-    ipcp__list_init(&dones);
     pthread_mutex_lock(&comm->lock);
-    if (!ipcp__list_empty(&comm->cmds)) {
-        cmds = comm->cmds;
-        cmds.next->prev = &cmds;
-        cmds.prev->next = &cmds;
-        ipcp__list_init(&comm->cmds);
-    }
-    if (!ipcp__list_empty(&comm->dones)) {
-        dones = comm->dones;
-        dones.next->prev = &dones;
-        dones.prev->next = &dones;
-        ipcp__list_init(&comm->dones);
-    }
+    ipcp__list_move_all(&cmds, &comm->cmds);
+    ipcp__list_move_all(&dones, &comm->dones);
     pthread_mutex_unlock(&comm->lock);
     /* Completions first: they free slots and mappings that new commands
      * may want. */
@@ -567,14 +555,8 @@ void ipcp__comm_teardown(ipcp_comm_t *comm)
     for (;;) {
         int active = 0;
         ipcp__list_t tmp;
-        ipcp__list_init(&tmp);
         pthread_mutex_lock(&comm->lock); /* backend threads push under it */
-        if (!ipcp__list_empty(&comm->dones)) {
-            tmp = comm->dones;
-            tmp.next->prev = &tmp;
-            tmp.prev->next = &tmp;
-            ipcp__list_init(&comm->dones);
-        }
+        ipcp__list_move_all(&tmp, &comm->dones);
         pthread_mutex_unlock(&comm->lock);
         while ((e = ipcp__list_pop_front(&tmp)))
             ipcp__run_done(comm, ipcp__list_entry(e, ipcp__xfer_t, done_link));

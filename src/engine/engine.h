@@ -218,10 +218,9 @@ typedef struct ipcp__xfer {
     uint64_t err_seq;
     ipcp__errslot_t *err_slot2; /* a striped transfer's staged part */
     uint64_t err_seq2;
-    /* sending side: where a failure is reported to the receiver, [0] for
-     * the direct part, [1] for the staged one */
-    ipcp__errslot_t *tx_slot[2];
-    uint64_t tx_seq[2];
+    /* sending side of a direct part: where a failure is reported */
+    ipcp__errslot_t *tx_slot;
+    uint64_t tx_seq;
     ipcp__list_t done_link; /* comm->dones */
 } ipcp__xfer_t;
 

@@ -25,6 +25,11 @@
 #define IPCP_STRIPE_MAGIC "ipcpipe stripe calibration 1"
 #define IPCP_STRIPE_MAX_PAIRS 256
 #define IPCP_STRIPE_LOCK_TRIES 1000 /* of 10 ms */
+
+/* The file's entries as read, for loads and stores alike (too large for a
+ * progress thread's stack), under one lock. */
+static ipcp__stripe_entry_t ipcp__stripe_entries[IPCP_STRIPE_MAX_PAIRS];
+static pthread_mutex_t ipcp__stripe_file_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The staged part is cut on this boundary (the ring's copies stay
  * aligned), except under a fixed share, which tests uneven splits. */
 #define IPCP_STRIPE_ALIGN ((uint64_t)64 << 10)
@@ -100,6 +105,23 @@ static int ipcp__stripe_parse_pair(const char *line, ipcp__stripe_entry_t *e)
     return 0;
 }
 
+static int ipcp__stripe_same_pair(const ipcp__stripe_entry_t *a,
+                                  const ipcp__stripe_entry_t *b)
+{
+    return strcmp(a->src, b->src) == 0 && strcmp(a->dst, b->dst) == 0;
+}
+
+/* One `pair` line, as ipcp__stripe_parse_pair reads it. */
+static void ipcp__stripe_write_pair(FILE *f, const ipcp__stripe_entry_t *e)
+{
+    fprintf(f,
+            "pair %s %s driver %d share %.4f min %llu direct %.1f staged %.1f "
+            "striped %.1f time %lld\n",
+            e->src, e->dst, e->driver, e->share,
+            (unsigned long long)e->min_size, e->direct_gbs, e->staged_gbs,
+            e->striped_gbs, (long long)e->time);
+}
+
 /* Reads the whole file: 0 and the entries, or -1 with why (the file
  * missing: -1 with *missing = 1). */
 static int ipcp__stripe_read(const char *path, char *host, size_t hostlen,
@@ -160,8 +182,6 @@ ipcp__stripe_lookup_t ipcp__stripe_cache_load(const char *path,
                                               ipcp__stripe_entry_t *out,
                                               char *why, size_t whylen)
 {
-    static ipcp__stripe_entry_t es[IPCP_STRIPE_MAX_PAIRS];
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     char fhost[IPCP_STRIPE_HOST_MAX];
     int n, missing;
     ipcp__stripe_lookup_t r = IPCP_STRIPE_MISS;
@@ -171,10 +191,11 @@ ipcp__stripe_lookup_t ipcp__stripe_cache_load(const char *path,
                  "or no home directory)");
         return IPCP_STRIPE_MISS;
     }
-    pthread_mutex_lock(&lock);
-    if (ipcp__stripe_read(path, fhost, sizeof(fhost), es, &n, &missing, why,
-                          whylen) != 0) {
-        pthread_mutex_unlock(&lock);
+    const ipcp__stripe_entry_t *es = ipcp__stripe_entries;
+    pthread_mutex_lock(&ipcp__stripe_file_lock);
+    if (ipcp__stripe_read(path, fhost, sizeof(fhost), ipcp__stripe_entries,
+                          &n, &missing, why, whylen) != 0) {
+        pthread_mutex_unlock(&ipcp__stripe_file_lock);
         return missing ? IPCP_STRIPE_MISS : IPCP_STRIPE_CORRUPT;
     }
     if (strcmp(fhost, host) != 0) {
@@ -185,8 +206,7 @@ ipcp__stripe_lookup_t ipcp__stripe_cache_load(const char *path,
         snprintf(why, whylen, "%s has no entry for GPU %s -> GPU %s", path,
                  key->src, key->dst);
         for (int i = 0; i < n; i++) {
-            if (strcmp(es[i].src, key->src) != 0 ||
-                strcmp(es[i].dst, key->dst) != 0)
+            if (!ipcp__stripe_same_pair(&es[i], key))
                 continue;
             if (es[i].driver != key->driver) {
                 snprintf(why, whylen, "%s was measured under driver %d, this "
@@ -199,7 +219,7 @@ ipcp__stripe_lookup_t ipcp__stripe_cache_load(const char *path,
             break;
         }
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&ipcp__stripe_file_lock);
     return r;
 }
 
@@ -226,8 +246,6 @@ int ipcp__stripe_cache_store(const char *path, const char *host,
                              const ipcp__stripe_entry_t *e, char *why,
                              size_t whylen)
 {
-    static ipcp__stripe_entry_t es[IPCP_STRIPE_MAX_PAIRS];
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     char fhost[IPCP_STRIPE_HOST_MAX], tmp[IPCP_DIR_MAX + 32], err[256];
     int n = 0, missing, rc = -1;
 
@@ -240,10 +258,11 @@ int ipcp__stripe_cache_store(const char *path, const char *host,
                  strerror(errno));
         return -1;
     }
-    pthread_mutex_lock(&lock);
+    const ipcp__stripe_entry_t *es = ipcp__stripe_entries;
+    pthread_mutex_lock(&ipcp__stripe_file_lock);
     /* Entries of other pairs survive only from a file we trust. */
-    if (ipcp__stripe_read(path, fhost, sizeof(fhost), es, &n, &missing, err,
-                          sizeof(err)) != 0 ||
+    if (ipcp__stripe_read(path, fhost, sizeof(fhost), ipcp__stripe_entries,
+                          &n, &missing, err, sizeof(err)) != 0 ||
         strcmp(fhost, host) != 0)
         n = 0;
     snprintf(tmp, sizeof(tmp), "%s.%.40s.%d.tmp", path, host, (int)getpid());
@@ -254,20 +273,9 @@ int ipcp__stripe_cache_store(const char *path, const char *host,
     }
     fprintf(f, "%s\nhost %s\n", IPCP_STRIPE_MAGIC, host);
     for (int i = 0; i < n; i++)
-        if (strcmp(es[i].src, e->src) != 0 || strcmp(es[i].dst, e->dst) != 0)
-            fprintf(f,
-                    "pair %s %s driver %d share %.4f min %llu direct %.1f "
-                    "staged %.1f striped %.1f time %lld\n",
-                    es[i].src, es[i].dst, es[i].driver, es[i].share,
-                    (unsigned long long)es[i].min_size, es[i].direct_gbs,
-                    es[i].staged_gbs, es[i].striped_gbs,
-                    (long long)es[i].time);
-    fprintf(f,
-            "pair %s %s driver %d share %.4f min %llu direct %.1f staged %.1f "
-            "striped %.1f time %lld\n",
-            e->src, e->dst, e->driver, e->share,
-            (unsigned long long)e->min_size, e->direct_gbs, e->staged_gbs,
-            e->striped_gbs, (long long)e->time);
+        if (!ipcp__stripe_same_pair(&es[i], e))
+            ipcp__stripe_write_pair(f, &es[i]);
+    ipcp__stripe_write_pair(f, e);
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         snprintf(why, whylen, "cannot write %s: %s", path, strerror(errno));
         unlink(tmp);
@@ -275,7 +283,7 @@ int ipcp__stripe_cache_store(const char *path, const char *host,
     }
     rc = 0;
 out:
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&ipcp__stripe_file_lock);
     return rc;
 }
 

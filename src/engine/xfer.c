@@ -416,7 +416,6 @@ static void ipcp__xfer_begin(ipcp_comm_t *comm, ipcp__peer_t *peer,
     x->tbase = 0;
     x->err_slot2 = NULL;
     x->err_seq2 = 0;
-    x->tx_slot[0] = x->tx_slot[1] = NULL;
     ipcp__track_init(&x->track, 1, ipcp__xfer_track_done, x);
     ipcp__list_push_back(&peer->active, &x->link);
 }
@@ -475,11 +474,17 @@ static void ipcp__enq_end(ipcp_request_t *req, ipcp__qset_t *qs,
             ipcp__enq_notify(qs, i, t);
 }
 
-/* Queues a staged transfer spreads its chunks over on this side. */
-static int ipcp__staged_queues(const ipcp__chan_t *ch, const ipcp__qset_t *qs)
+/* Queues a staged transfer spreads its chunks over on a side with nq
+ * queues (the receiver also computes it for the sender). */
+static int ipcp__staged_nq(const ipcp__chan_t *ch, int nq)
 {
     int n = (int)ch->nslots / IPCP_SLOTS_PER_QUEUE;
-    return ipcp__max(1, ipcp__min(n, qs->n));
+    return ipcp__max(1, ipcp__min(n, nq));
+}
+
+static int ipcp__staged_queues(const ipcp__chan_t *ch, const ipcp__qset_t *qs)
+{
+    return ipcp__staged_nq(ch, qs->n);
 }
 
 /* Enqueues one side's half of a staged transfer of len bytes at buf, ring
@@ -576,25 +581,6 @@ static void ipcp__staged_chunk(uint64_t len, uint64_t slot,
     }
 }
 
-/* Run in a queue's order before a flag that releases the receiver: a copy
- * that failed after it was queued (the track says so) is reported in the
- * transfer's error slot first, so the receiver fails too. */
-static void ipcp__tx_report(ipcp__xfer_t *x, int part)
-{
-    if (x->tx_slot[part] && !ipcp__track_ok(&x->track))
-        ipcp__err_report(x->tx_slot[part], x->tx_seq[part], &x->track);
-}
-
-static void ipcp__tx_report_direct(void *arg)
-{
-    ipcp__tx_report(arg, 0);
-}
-
-static void ipcp__tx_report_staged(void *arg)
-{
-    ipcp__tx_report(arg, 1);
-}
-
 static void ipcp__staged_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
                              ipcp__qset_t *qs, ipcp__xfer_t *x, char *buf,
                              uint64_t len, uint64_t unit, uint64_t base,
@@ -607,10 +593,6 @@ static void ipcp__staged_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
     ipcp__flag_t *mark = send ? ch->ctl->full : ch->ctl->freed;
     uint64_t nchunks = ipcp__staged_nchunks(len, unit, ch->slot_size);
     uint64_t nq = (uint64_t)ipcp__staged_queues(ch, qs);
-    if (slot) {
-        x->tx_slot[1] = slot;
-        x->tx_seq[1] = seq;
-    }
     __typeof__(qs->ops->flag_wait) ring_wait =
         qs->ops->flag_wait_ring ? qs->ops->flag_wait_ring : qs->ops->flag_wait;
     for (uint64_t c = 0; c < nchunks; c++) {
@@ -635,8 +617,6 @@ static void ipcp__staged_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
             ipcp__err_report(slot, seq, t);
             reported = 1;
         }
-        if (slot && qs->ops->call) /* a copy failing later */
-            ipcp__enq_check(t, qs->ops->call(q, ipcp__tx_report_staged, x));
         ipcp__enq_check(t, qs->ops->flag_write(q, &mark[s].v, g + 1, NULL));
     }
     if (slot && !reported && !ipcp__track_ok(t))
@@ -843,9 +823,7 @@ static uint64_t ipcp__stripe_choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
                mine == rts->reach[0]) {
         return 0;
     }
-    unsigned ls = (unsigned)ipcp__max(1, ipcp__min((int)ch->nslots /
-                                                       IPCP_SLOTS_PER_QUEUE,
-                                                   (int)snq));
+    unsigned ls = (unsigned)ipcp__staged_nq(ch, (int)snq);
     unsigned lr = (unsigned)ipcp__staged_queues(ch, qs);
     if (ls >= snq || lr >= (unsigned)qs->n)
         return 0;
@@ -1053,6 +1031,18 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
 
 /* ---- Sender side ----------------------------------------------------------- */
 
+/* Run in a queue's order between a process_vm_writev and the done flag it
+ * releases the receiver with: such a copy can fail after it was queued
+ * (the receiver's memory went away), and the receiver must fail too, not
+ * complete with what arrived.  (Copies into shared mappings cannot fail
+ * late; a device copy that does ends its context.) */
+static void ipcp__tx_report_late(void *arg)
+{
+    ipcp__xfer_t *x = arg;
+    if (!ipcp__track_ok(&x->track))
+        ipcp__err_report(x->tx_slot, x->tx_seq, &x->track);
+}
+
 /* Our half of the direct part, [0, len) of the buffer: np pieces, each
  * copied and then marked in its queue's done flag.  Returns the mask of
  * the queues used. */
@@ -1082,10 +1072,10 @@ static unsigned ipcp__tx_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
             ipcp__track_fail(t, st, "%s", ipcp__last_error());
         }
     }
-    req->xfer.tx_slot[0] = &ch->ctl->derr[myq][cts->dseq % IPCP_ERR_SLOTS];
-    req->xfer.tx_seq[0] = cts->dseq;
+    req->xfer.tx_slot = &ch->ctl->derr[myq][cts->dseq % IPCP_ERR_SLOTS];
+    req->xfer.tx_seq = cts->dseq;
     if (!ipcp__track_ok(t)) /* before the done flags release the peer */
-        ipcp__err_report(req->xfer.tx_slot[0], cts->dseq, t);
+        ipcp__err_report(req->xfer.tx_slot, cts->dseq, t);
     for (unsigned i = 0; i < np; i++) {
         uint64_t off, n;
         int qi = (int)ipcp__direct_queue(cts->dseq, i, cts->dq_lo,
@@ -1100,8 +1090,8 @@ static unsigned ipcp__tx_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
             ipcp__enq_check(t, qs->ops->rcopy(q, peer->pid, cts->dst_addr + off,
                                               (char *)req->buf + off, n, 1, t));
         ipcp__trace_piece(&req->xfer, i, qs, qi, n, 0);
-        if (qs->ops->call) /* a copy failing later */
-            ipcp__enq_check(t, qs->ops->call(q, ipcp__tx_report_direct,
+        if (n && cts->dst_mode == IPCP_DST_PVM && qs->ops->call)
+            ipcp__enq_check(t, qs->ops->call(q, ipcp__tx_report_late,
                                              &req->xfer));
         /* The done flag is written even after a failure so that the
          * receiver does not wait forever; the track carries the error. */

@@ -86,15 +86,21 @@ static void write_file(const char *text)
     T_CHECK(fclose(f) == 0);
 }
 
-static char *read_file(void)
+/* The text of path (at most len - 1 bytes) in buf. */
+static char *slurp(const char *path, char *buf, size_t len)
 {
-    static char buf[8192];
-    FILE *f = fopen(file, "r");
+    FILE *f = fopen(path, "r");
     T_CHECK(f != NULL);
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    size_t n = fread(buf, 1, len - 1, f);
     buf[n] = '\0';
     fclose(f);
     return buf;
+}
+
+static char *read_file(void)
+{
+    static char buf[8192];
+    return slurp(file, buf, sizeof(buf));
 }
 
 static ipcp__config_t cfg_with_file(void)
@@ -143,12 +149,7 @@ static const char *tune_captured(int force, ipcp__stripe_entry_t *e)
     dup2(saved, 2);
     close(saved);
     T_OK(st);
-    FILE *f = fopen(logpath, "r");
-    T_CHECK(f != NULL);
-    size_t n = fread(log, 1, sizeof(log) - 1, f);
-    log[n] = '\0';
-    fclose(f);
-    return log;
+    return slurp(logpath, log, sizeof(log));
 }
 
 static void expect_entry(const ipcp__stripe_entry_t *e)

@@ -786,24 +786,16 @@ static int stream_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i,
         int n = 0;
         double t0 = bench_now_s();
         *st = IPCP_OK;
-        for (int k = 0; k < BENCH_STREAM_BATCH && *st == IPCP_OK; k++) {
-            if (r0) {
-                *st = ipcp_isend_on_stream(ctx->comm, ctx->src.ptr, c->size,
-                                           peer, bench_case_tag(i, T_PING),
-                                           us, &ctx->reqs[n]);
-                if (*st == IPCP_OK && ++n)
-                    *st = ipcp_irecv_on_stream(
-                        ctx->comm, ctx->dst.ptr, c->size, peer,
-                        bench_case_tag(i, T_PONG), us, &ctx->reqs[n]);
-            } else {
-                *st = ipcp_irecv_on_stream(ctx->comm, ctx->dst.ptr, c->size,
-                                           peer, bench_case_tag(i, T_PING),
-                                           us, &ctx->reqs[n]);
-                if (*st == IPCP_OK && ++n)
-                    *st = ipcp_isend_on_stream(
-                        ctx->comm, ctx->dst.ptr, c->size, peer,
-                        bench_case_tag(i, T_PONG), us, &ctx->reqs[n]);
-            }
+        /* Ping then pong: rank 0 sends the first and receives the
+         * second, rank 1 the reverse, echoing what it received. */
+        for (int k = 0; k < 2 * BENCH_STREAM_BATCH && *st == IPCP_OK; k++) {
+            int ping = k % 2 == 0, send = ping == r0;
+            int tag = bench_case_tag(i, ping ? T_PING : T_PONG);
+            void *buf = send && r0 ? ctx->src.ptr : ctx->dst.ptr;
+            *st = send ? ipcp_isend_on_stream(ctx->comm, buf, c->size, peer,
+                                              tag, us, &ctx->reqs[n])
+                       : ipcp_irecv_on_stream(ctx->comm, buf, c->size, peer,
+                                              tag, us, &ctx->reqs[n]);
             if (*st == IPCP_OK)
                 n++;
         }
