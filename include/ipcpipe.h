@@ -97,13 +97,16 @@ typedef struct ipcp_rmem ipcp_rmem_t;
  * through a ring of slots in shared memory that both sides copy through
  * (staged), inline in the control message (eager, small host messages), or
  * split between direct and staged at once, over different links (striped:
- * GPU to GPU; see IPCPIPE_STRIPE).  Striped is reported, never forced. */
+ * GPU to GPU; see IPCPIPE_STRIPE), or by kernels storing into the peer's
+ * GPU memory (lane: small stream-ordered messages; see IPCPIPE_SMALL).
+ * Striped and lane are reported, never forced. */
 typedef enum {
     IPCP_PATH_AUTO = 0,
     IPCP_PATH_DIRECT = 1,
     IPCP_PATH_STAGED = 2,
     IPCP_PATH_EAGER = 3,
     IPCP_PATH_STRIPED = 4,
+    IPCP_PATH_LANE = 5,
 } ipcp_path_t;
 
 IPCP_API const char *ipcp_path_name(ipcp_path_t path);

@@ -6,14 +6,15 @@
 #
 #   scripts/gpu-check.sh OUTDIR [STEPS]
 #
-# STEPS is a comma list of build,tests,memcheck,bench,seed,compare,sweep
-# (default: all of them), so that a time-limited session can run them in
-# several calls; the build tree is reused when it is there.
-# GPU_TEST_TIMEOUT: seconds per GPU test (default 600).
+# STEPS is a comma list of build,tests,memcheck,bench,lane,seed,compare,
+# sweep (default: all of them), so that a time-limited session can run them
+# in several calls; the build tree is reused when it is there.
+# GPU_TEST_TIMEOUT: seconds per GPU test (default 600); GPU_TEST_REGEX: run
+# only the GPU tests whose names match it.
 set -uo pipefail
 
-out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,seed,compare,sweep]}
-steps=,${2:-build,tests,memcheck,bench,seed,compare,sweep},
+out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,seed,compare,sweep]}
+steps=,${2:-build,tests,memcheck,bench,lane,seed,compare,sweep},
 want() { [[ $steps == *,$1,* ]]; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${IPCPIPE_BUILD_ROOT:-$root/build}/gpu
@@ -62,8 +63,8 @@ if want build; then
 fi
 
 if want tests; then
-    step tests bash -c "cd '$build' && ctest -L gpu --output-on-failure -j6 \
-        --timeout ${GPU_TEST_TIMEOUT:-600} >'$out/tests.log' 2>&1"
+    step tests bash -c "cd '$build' && ctest -L gpu ${GPU_TEST_REGEX:+-R '$GPU_TEST_REGEX'} \
+        --output-on-failure -j6 --timeout ${GPU_TEST_TIMEOUT:-600} >'$out/tests.log' 2>&1"
     grep -E 'tests passed|Failed|Not Run|\*\*\*' "$out/tests.log" | tail -n 40 >>"$summary"
 fi
 
@@ -80,6 +81,13 @@ want bench && step bench bash -c "'$bench' --tune >'$out/bench.txt' 2>&1 && \
     >>'$out/bench.txt' 2>&1 && '$bench' --mem cuda --sizes 2M,8M,32M,256M,1G \
     --json >'$out/bench.json' 2>>'$out/bench.txt'"
 want bench && cat "$out/bench.txt" >>"$summary"
+
+# The small-message lane: stream-ordered latency without it, then with it
+# (IPCPIPE_SMALL on both ranks), sizes it takes.
+want lane && step lane bash -c "'$bench' --mem cuda --case stream \
+    --sizes 8,4K,64K >'$out/lane.txt' 2>&1 && IPCPIPE_SMALL=64K '$bench' \
+    --mem cuda --case stream --sizes 8,4K,64K >>'$out/lane.txt' 2>&1"
+want lane && cat "$out/lane.txt" >>"$summary"
 
 # The forum post's case: ipcpipe against the post's own pattern, with a
 # timeline of the ipcpipe transfers.

@@ -38,6 +38,8 @@ const char *ipcp_path_name(ipcp_path_t path)
         return "eager";
     case IPCP_PATH_STRIPED:
         return "striped";
+    case IPCP_PATH_LANE:
+        return "lane";
     }
     return "unknown";
 }
@@ -178,6 +180,7 @@ static ipcp_status_t ipcp__comm_alloc(const ipcp__boot_params_t *bp,
     pthread_cond_init(&comm->cond, NULL);
     pthread_mutex_init(&comm->mem_lock, NULL);
     pthread_mutex_init(&comm->sync_lock, NULL);
+    pthread_mutex_init(&comm->lane_lock, NULL);
     ipcp__list_init(&comm->cmds);
     ipcp__list_init(&comm->dones);
     ipcp__list_init(&comm->reqs);
@@ -229,6 +232,7 @@ static void ipcp__comm_free(ipcp_comm_t *comm)
     pthread_cond_destroy(&comm->cond);
     pthread_mutex_destroy(&comm->mem_lock);
     pthread_mutex_destroy(&comm->sync_lock);
+    pthread_mutex_destroy(&comm->lane_lock);
     free(comm->peers);
     free(comm->bar_seen);
     comm->magic = IPCP_DEAD_MAGIC;
@@ -863,6 +867,8 @@ static ipcp_status_t ipcp__post_on_stream(ipcp_comm_t *comm,
     else if (!comm->cuda_ops->queue_wrap)
         st = ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
                         "this CUDA backend cannot order on user streams");
+    else if (ipcp__lane_takes(comm, req))
+        return ipcp__lane_post(comm, req, (void *)stream, out);
     else
         st = ipcp__sync_acquire(comm, req->attr.device, &e);
     if (st == IPCP_OK)

@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include "ipcpipe.h"
+#include "backend/lane_abi.h"
 #include "common/config.h"
 #include "common/status.h"
 
@@ -187,6 +188,17 @@ typedef struct ipcp__backend_ops {
     ipcp_status_t (*flag_watch)(ipcp__backend_t *be, uint64_t *flag,
                                 uint64_t value, const atomic_int *abort,
                                 ipcp__track_t *t);
+
+    /* The small-message lane (engine/lane.c, layout in lane_abi.h).
+     * lane_prepare makes len bytes at ptr (this backend's mem_alloc memory
+     * on device) a lane block: zeroed before it returns, and the kernels
+     * loaded for the device.  lane_launch enqueues the send or receive
+     * kernel (IPCP_LANE_SEND/RECV) in a queue (a wrapped user stream).
+     * NULL where there are no kernels (host; CUDA built without nvcc). */
+    ipcp_status_t (*lane_prepare)(ipcp__backend_t *be, int device, void *ptr,
+                                  size_t len);
+    ipcp_status_t (*lane_launch)(ipcp__queue_t *q, int op,
+                                 const ipcp__lane_kargs_t *a);
 
     /* The device's UUID as text and the driver's version (striping cache
      * keys).  0, or -1 when unknown.  NULL for host. */

@@ -89,6 +89,12 @@ static const ipcp__setting_t ipcp__settings[] = {
     {"IPCPIPE_EAGER", IPCP_SET_SIZE, "8K", "largest host message sent inline "
      "with its control message (0 turns eager sends off)", IPCP_OFF(eager), 0,
      32768, 0, NULL},
+    {"IPCPIPE_SMALL", IPCP_SET_SIZE, "0", "stream-ordered messages of up to "
+     "this many bytes between GPUs go through the small-message lane "
+     "(kernels that store into the peer's GPU memory, a few microseconds a "
+     "message); set it the same on both ranks, and post those receives "
+     "stream-ordered, with at most this capacity, in the order the peer "
+     "sends (0: off; at most 64K)", IPCP_OFF(small), 0, 65536, 0, NULL},
     {"IPCPIPE_PVM", IPCP_SET_ENUM, "auto", "use process_vm_writev/readv for "
      "direct transfers into host memory a peer cannot map (auto or off)",
      IPCP_OFF(pvm), 0, 0, 0, ipcp__autooff_choices},

@@ -41,7 +41,7 @@ void ipcp__req_free(ipcp_request_t *req)
     free(req);
 }
 
-static void ipcp__comm_wake(ipcp_comm_t *comm)
+void ipcp__comm_wake(ipcp_comm_t *comm)
 {
     uint64_t one = 1;
     /* An eventfd write only fails when the counter would overflow, which
@@ -199,6 +199,7 @@ void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why)
         ipcp__track_fail(&x->track, IPCP_ERR_PEER_LOST, "%s", msg);
     }
     ipcp__xfer_release_waits(comm, peer);
+    ipcp__lane_abort(comm, peer->rank, IPCP_ERR_PEER_LOST, msg);
     if (comm->bar_pending)
         ipcp__barrier_fail(comm, msg);
 }
@@ -249,6 +250,9 @@ static void ipcp__dispatch(ipcp_comm_t *comm, ipcp__peer_t *peer,
             goto bad;
         peer->remote_path = ((const ipcp__msg_path_t *)(const void *)msg)->path;
         break;
+    case IPCP_MSG_LANE:
+        ipcp__lane_on_msg(comm, peer, msg, len, fds, nfds);
+        return;
     case IPCP_MSG_BYE:
         peer->bye = 1;
         ipcp__match_fail_peer(comm, peer, IPCP_ERR_PEER_LOST, "peer finalized");
@@ -319,6 +323,9 @@ static void ipcp__run_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
         break;
     case IPCP_REQ_NOTIFY:
         ipcp__mem_notify_cmd(comm, req);
+        break;
+    case IPCP_REQ_LANE:
+        ipcp__lane_cmd(comm, req);
         break;
     case IPCP_REQ_PATH:
         ipcp__comm_announce_path(comm);
@@ -470,6 +477,8 @@ static void *ipcp__progress_main(void *arg)
         int spinning = ipcp__now_ns() - last_busy < spin_ns ||
                        ipcp__sync_pending(comm) ||
                        atomic_load_explicit(&comm->dev_inflight,
+                                            memory_order_relaxed) > 0 ||
+                       atomic_load_explicit(&comm->lane_reqs,
                                             memory_order_relaxed) > 0;
         if (spinning)
             timeout_ms = 0;
@@ -485,6 +494,7 @@ static void *ipcp__progress_main(void *arg)
         }
         int busy = ipcp__drain(comm);
         busy += ipcp__sync_poll(comm);
+        busy += ipcp__lane_poll(comm);
         for (int i = 1; i < n && ready > 0; i++) {
             ipcp__peer_t *p = &comm->peers[idx[i]];
             if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR))
@@ -584,6 +594,7 @@ void ipcp__comm_teardown(ipcp_comm_t *comm)
     while ((e = ipcp__list_pop_front(&comm->cmds)))
         ipcp__req_complete(ipcp__list_entry(e, ipcp_request_t, link),
                            IPCP_ERR_STATE, "finalized before it started");
+    ipcp__lane_teardown(comm);
     while ((e = ipcp__list_pop_front(&comm->reqs)))
         ipcp__req_free(ipcp__list_entry(e, ipcp_request_t, all_link));
     ipcp__mem_cleanup(comm);

@@ -77,6 +77,7 @@ _Static_assert(IPCP_MAX_QSETS == IPCP_MAX_QSETS_WIRE, "done flags per qset");
 typedef struct ipcp__peer ipcp__peer_t;
 typedef struct ipcp__region ipcp__region_t;
 typedef struct ipcp__sync ipcp__sync_t;
+typedef struct ipcp__lane ipcp__lane_t;
 typedef struct ipcp__trace_ev ipcp__trace_ev_t;
 
 /* Tracing: the times a piece's copy started and ended on queue q. */
@@ -196,6 +197,7 @@ enum {
     IPCP_REQ_INTERNAL, /* internal: owner's side of a staged put/get */
     IPCP_REQ_BYE,      /* finalize: tell peers, wait for theirs */
     IPCP_REQ_PATH,     /* internal: tell peers our receive path */
+    IPCP_REQ_LANE,     /* internal: send a peer our lane block */
 };
 
 /* A transfer in queues (one side). */
@@ -256,6 +258,11 @@ struct ipcp_request {
      * stream; armed once the user's stream reached the operation */
     ipcp__sync_t *sync;
     int sync_armed;
+    /* small-message lane (engine/lane.c): message lane_k of direction
+     * lane_dir, in lane->reqs until its record says it is done */
+    ipcp__lane_t *lane;
+    uint64_t lane_k;
+    int lane_dir;
 };
 
 /* A local region: an ipcp_mem_alloc allocation or a registration. */
@@ -365,6 +372,11 @@ struct ipcp_comm {
     void *sync_reg[IPCP_MAX_DEVICES];
     ipcp__list_t deferred;       /* progress thread: waiting for a start */
 
+    /* small-message lanes (engine/lane.c), one per peer once used */
+    pthread_mutex_t lane_lock;
+    ipcp__lane_t **lanes;        /* [size] */
+    atomic_int lane_reqs;        /* user requests in lanes' lists */
+
     /* tracing (progress thread) */
     int trace_on;
     ipcp__trace_ev_t *trace_ev;
@@ -382,6 +394,8 @@ struct ipcp_comm {
 /* ---- engine/comm.c ---------------------------------------------------- */
 ipcp_status_t ipcp__comm_start(ipcp_comm_t *comm);
 void ipcp__comm_stop(ipcp_comm_t *comm);
+/* Wakes the progress thread (any thread). */
+void ipcp__comm_wake(ipcp_comm_t *comm);
 /* Hands a request to the progress thread. */
 void ipcp__comm_submit(ipcp_comm_t *comm, ipcp_request_t *req);
 /* Marks a request done (any thread); user requests wake their waiter,
@@ -496,6 +510,27 @@ void ipcp__sync_end(ipcp_comm_t *comm, ipcp__sync_t *e);
 int ipcp__sync_poll(ipcp_comm_t *comm);
 int ipcp__sync_pending(ipcp_comm_t *comm);
 void ipcp__sync_cleanup(ipcp_comm_t *comm);
+
+/* ---- engine/lane.c ----------------------------------------------------- */
+/* Whether a stream-ordered send or receive (a CUDA buffer, attr filled)
+ * goes through the small-message lane. */
+int ipcp__lane_takes(const ipcp_comm_t *comm, const ipcp_request_t *req);
+/* Launches its kernel on the user's stream (user thread).  Takes req: on
+ * success it is in the lane's list (out set) or freed (out NULL); on
+ * failure freed. */
+ipcp_status_t ipcp__lane_post(ipcp_comm_t *comm, ipcp_request_t *req,
+                              void *stream, ipcp_request_t **out);
+/* Progress thread: a peer's LANE message; our LANE command; completions. */
+void ipcp__lane_on_msg(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                       const void *msg, size_t len, int *fds, int nfds);
+void ipcp__lane_cmd(ipcp_comm_t *comm, ipcp_request_t *req);
+int ipcp__lane_poll(ipcp_comm_t *comm);
+/* The peer is gone: kernels waiting on it leave, their requests fail. */
+void ipcp__lane_abort(ipcp_comm_t *comm, int peer, ipcp_status_t st,
+                      const char *msg);
+/* Teardown: waits (bounded) for every lane kernel, completes what is left
+ * and frees the lanes. */
+void ipcp__lane_teardown(ipcp_comm_t *comm);
 
 /* ---- engine/trace.c ---------------------------------------------------- */
 void ipcp__trace_open(ipcp_comm_t *comm);

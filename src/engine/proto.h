@@ -26,6 +26,7 @@ enum {
     IPCP_MSG_BARRIER_REL,
     IPCP_MSG_BYE,         /* the peer is finalizing */
     IPCP_MSG_PATH,        /* the path the peer forces on what it receives */
+    IPCP_MSG_LANE,        /* the peer's small-message lane block */
 };
 
 typedef struct ipcp__msg_hdr {
@@ -135,6 +136,18 @@ typedef struct ipcp__msg_path {
     int32_t path;
     uint32_t pad;
 } ipcp__msg_path_t;
+
+/* The sender's block of the small-message lane (engine/lane.c), its fd
+ * beside it; status != IPCP_OK: it has none (why: the sender logged it),
+ * and the receiver's lane kernels towards it fail. */
+typedef struct ipcp__msg_lane {
+    ipcp__msg_hdr_t hdr;
+    int32_t status;
+    uint32_t small;      /* the sender's IPCPIPE_SMALL */
+    uint32_t nslots;
+    uint32_t slot_bytes;
+    ipcp__export_t exp;
+} ipcp__msg_lane_t;
 
 typedef struct ipcp__msg_barrier {
     ipcp__msg_hdr_t hdr;

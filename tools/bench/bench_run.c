@@ -613,8 +613,10 @@ void bench_pick_ceiling(const bench_ctx_t *ctx, const bench_case_t *c,
     } else {
         ipcp_path_t p =
             res->outcome == BENCH_OK ? res->path_used : c->path->path;
-        /* Striped: against the copy engine alone, which it means to pass. */
-        if (p == IPCP_PATH_DIRECT || p == IPCP_PATH_STRIPED)
+        /* Striped: against the copy engine alone, which it means to pass;
+         * the lane against it too (the same link, moved by kernels). */
+        if (p == IPCP_PATH_DIRECT || p == IPCP_PATH_STRIPED ||
+            p == IPCP_PATH_LANE)
             k = bidir ? BENCH_CEIL_D2D_BIDIR : BENCH_CEIL_D2D;
         else if (p == IPCP_PATH_STAGED)
             k = bidir ? BENCH_CEIL_STAGED_BIDIR : BENCH_CEIL_STAGED;

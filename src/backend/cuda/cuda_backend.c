@@ -342,6 +342,7 @@ static void cuda_close(ipcp__backend_t *be)
     /* The engine destroyed every queue first, so no event is outstanding
      * for long. */
     ipcp__cuda_poller_stop(be);
+    ipcp__cuda_lane_unload(be);
     ipcp__cuda_mem_release_all(be);
     pthread_mutex_lock(&cuda_open_lock);
     int last = --cuda_open_count == 0;
@@ -412,4 +413,8 @@ const ipcp__backend_ops_t ipcp__cuda_backend_ops = {
     .flag_watch = ipcp__cuda_flag_watch,
     .device_ident = ipcp__cuda_device_ident,
     .stripe_calibrate = ipcp__cuda_stripe_calibrate,
+#ifdef IPCP_HAVE_LANE
+    .lane_prepare = ipcp__cuda_lane_prepare,
+    .lane_launch = ipcp__cuda_lane_launch,
+#endif
 };

@@ -13,6 +13,7 @@
 #define IPCP_BACKEND_CUDA_BACKEND_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "backend/backend.h"
@@ -31,6 +32,9 @@ typedef struct ipcp__cuda_dev {
      * event times into host times (progress thread only). */
     CUevent anchor;
     uint64_t anchor_ns;
+    /* Small-message lane kernels, loaded on first use (under be->lock). */
+    CUmodule lane_mod;
+    CUfunction lane_fn[2]; /* IPCP_LANE_SEND, IPCP_LANE_RECV */
 } ipcp__cuda_dev_t;
 
 typedef struct ipcp__cuda_poller ipcp__cuda_poller_t;
@@ -167,6 +171,15 @@ void ipcp__cuda_shm_drop_all(ipcp__backend_t *be);
 
 /* ---- Queues (cuda_queue.c) ----------------------------------------------- */
 
+struct ipcp__queue {
+    ipcp__backend_t *be;
+    int device;
+    CUcontext ctx;
+    CUstream stream;
+    atomic_int polled; /* events the poller has not finished */
+    int wrapped;       /* the user's stream: never drained or destroyed */
+};
+
 ipcp_status_t ipcp__cuda_queue_create(ipcp__backend_t *be, int device,
                                       ipcp__queue_t **q);
 void ipcp__cuda_queue_destroy(ipcp__queue_t *q);
@@ -185,6 +198,15 @@ ipcp_status_t ipcp__cuda_notify(ipcp__queue_t *q, ipcp__track_t *t);
 ipcp_status_t ipcp__cuda_queue_wrap(ipcp__backend_t *be, int device,
                                     void *native, ipcp__queue_t **q);
 ipcp_status_t ipcp__cuda_join(ipcp__queue_t *dst, ipcp__queue_t *src);
+
+/* ---- Small-message lane (cuda_lane.c) ------------------------------------ */
+
+ipcp_status_t ipcp__cuda_lane_prepare(ipcp__backend_t *be, int device,
+                                      void *ptr, size_t len);
+ipcp_status_t ipcp__cuda_lane_launch(ipcp__queue_t *q, int op,
+                                     const ipcp__lane_kargs_t *a);
+/* Unloads the kernels (close). */
+void ipcp__cuda_lane_unload(ipcp__backend_t *be);
 
 /* ---- Event poller (cuda_poll.c) ------------------------------------------ */
 

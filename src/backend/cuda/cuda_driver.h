@@ -93,7 +93,11 @@
     X(cuMemsetD8, 3020)                                                        \
     X(cuMemcpyHtoDAsync, 3020)                                                 \
     X(cuMemcpyDtoHAsync, 3020)                                                 \
-    X(cuMemsetD8Async, 3020)
+    X(cuMemsetD8Async, 3020)                                                   \
+    X(cuModuleLoadData, 2000)                                                  \
+    X(cuModuleUnload, 2000)                                                    \
+    X(cuModuleGetFunction, 2000)                                               \
+    X(cuLaunchKernel, 4000)
 
 /* The table.  A field is named pfn_ plus the base name: token pasting does
  * not expand cuda.h's version macros, while __typeof__(&name) does. */

@@ -15,15 +15,6 @@
 #include "common/status.h"
 #include "common/util.h"
 
-struct ipcp__queue {
-    ipcp__backend_t *be;
-    int device;
-    CUcontext ctx;
-    CUstream stream;
-    atomic_int polled; /* events the poller has not finished */
-    int wrapped;       /* the user's stream: never drained or destroyed */
-};
-
 /* A destroy that waits longer than this says why, once, and goes on
  * waiting: a stream that never drains waits on a flag nobody will write. */
 #define CUDA_DRAIN_WARN_S  10

@@ -1,0 +1,127 @@
+/* The small-message lane on CUDA: the kernels of lane_kernels.cu, embedded
+ * as a fatbin, loaded once per device's primary context, launched on the
+ * user's stream.  Without nvcc at build time the file provides only the
+ * unload that close calls, and the backend offers no lane. */
+#include <string.h>
+
+#include "backend/cuda/cuda_backend.h"
+#include "common/status.h"
+
+#ifdef IPCP_HAVE_LANE
+#include "lane_fatbin.h"
+
+#define LANE_THREADS 128 /* lane_kernels.cu's __launch_bounds__ */
+
+static const char *const lane_names[2] = {"ipcp_lane_send", "ipcp_lane_recv"};
+
+/* Called with be->lock held and device's context current. */
+static ipcp_status_t lane_load(ipcp__backend_t *be, int device)
+{
+    ipcp__cuda_dev_t *d = &be->dev[device];
+    CUmodule mod;
+    CUfunction fn[2];
+    if (d->lane_mod)
+        return IPCP_OK;
+    ipcp_status_t st = ipcp__cu_check(
+        IPCP_CU(cuModuleLoadData)(&mod, ipcp__lane_fatbin), IPCP_LOG_ERROR,
+        "cuModuleLoadData(small-message lane kernels, device %d; built for "
+        "sm_80 and sm_90 with PTX for newer GPUs)",
+        device);
+    if (st != IPCP_OK)
+        return st;
+    for (int i = 0; i < 2 && st == IPCP_OK; i++)
+        st = ipcp__cu_check(
+            IPCP_CU(cuModuleGetFunction)(&fn[i], mod, lane_names[i]),
+            IPCP_LOG_ERROR, "cuModuleGetFunction(%s)", lane_names[i]);
+    if (st != IPCP_OK) {
+        IPCP_CU(cuModuleUnload)(mod);
+        return st;
+    }
+    d->lane_fn[0] = fn[0];
+    d->lane_fn[1] = fn[1];
+    d->lane_mod = mod;
+    return IPCP_OK;
+}
+
+/* Zeroed on a stream of our own and waited for: the peer may write into
+ * the block as soon as it is exported, so nothing may clear it later, and
+ * the legacy stream or a context-wide synchronize could wait behind a
+ * user's stream that waits for this very lane. */
+static ipcp_status_t lane_zero(int device, void *ptr, size_t len)
+{
+    CUstream s;
+    ipcp_status_t st = ipcp__cu_check(
+        IPCP_CU(cuStreamCreate)(&s, CU_STREAM_NON_BLOCKING), IPCP_LOG_ERROR,
+        "cuStreamCreate(device %d)", device);
+    if (st != IPCP_OK)
+        return st;
+    st = ipcp__cu_check(IPCP_CU(cuMemsetD8Async)((CUdeviceptr)(uintptr_t)ptr,
+                                                 0, len, s),
+                        IPCP_LOG_ERROR, "cuMemsetD8Async(%p, %zu bytes)", ptr,
+                        len);
+    if (st == IPCP_OK)
+        st = ipcp__cu_check(IPCP_CU(cuStreamSynchronize)(s), IPCP_LOG_ERROR,
+                            "cuStreamSynchronize(device %d)", device);
+    IPCP_CU(cuStreamDestroy)(s);
+    return st;
+}
+
+ipcp_status_t ipcp__cuda_lane_prepare(ipcp__backend_t *be, int device,
+                                      void *ptr, size_t len)
+{
+    ipcp__cuda_scope_t sc;
+    ipcp_status_t st;
+    if (device < 0 || device >= be->ndev)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_INVALID,
+                          "no CUDA device %d (%d visible)", device, be->ndev);
+    if ((st = ipcp__cuda_enter(be, device, IPCP_LOG_ERROR, &sc)) != IPCP_OK)
+        return st;
+    pthread_mutex_lock(&be->lock);
+    st = lane_load(be, device);
+    pthread_mutex_unlock(&be->lock);
+    if (st == IPCP_OK)
+        st = lane_zero(device, ptr, len);
+    ipcp__cuda_leave(&sc);
+    return st;
+}
+
+ipcp_status_t ipcp__cuda_lane_launch(ipcp__queue_t *q, int op,
+                                     const ipcp__lane_kargs_t *a)
+{
+    ipcp__cuda_scope_t sc;
+    ipcp_status_t st;
+    CUfunction fn = op == IPCP_LANE_RECV ? q->be->dev[q->device].lane_fn[1]
+                                         : q->be->dev[q->device].lane_fn[0];
+    if (!fn)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_STATE,
+                          "small-message lane kernels not loaded on device %d",
+                          q->device);
+    if ((st = ipcp__cuda_enter(q->be, q->device, IPCP_LOG_ERROR, &sc)) !=
+        IPCP_OK)
+        return st;
+    ipcp__lane_kargs_t args = *a;
+    void *params[] = {&args};
+    st = ipcp__cu_check(IPCP_CU(cuLaunchKernel)(fn, 1, 1, 1, LANE_THREADS, 1, 1,
+                                                0, q->stream, params, NULL),
+                        IPCP_LOG_ERROR,
+                        "cuLaunchKernel(%s, message %llu, device %d)",
+                        lane_names[op == IPCP_LANE_RECV],
+                        (unsigned long long)a->k, q->device);
+    ipcp__cuda_leave(&sc);
+    return st;
+}
+#endif /* IPCP_HAVE_LANE */
+
+void ipcp__cuda_lane_unload(ipcp__backend_t *be)
+{
+    for (int d = 0; d < be->ndev; d++) {
+        ipcp__cuda_scope_t sc;
+        if (!be->dev[d].lane_mod ||
+            ipcp__cuda_enter(be, d, IPCP_LOG_WARN, &sc) != IPCP_OK)
+            continue;
+        IPCP_CU(cuModuleUnload)(be->dev[d].lane_mod);
+        ipcp__cuda_leave(&sc);
+        be->dev[d].lane_mod = NULL;
+        memset(be->dev[d].lane_fn, 0, sizeof(be->dev[d].lane_fn));
+    }
+}

@@ -1,0 +1,520 @@
+/* The small-message lane: stream-ordered messages of up to IPCPIPE_SMALL
+ * bytes between GPUs, moved by kernels on the users' streams instead of the
+ * RTS/CTS protocol and copy engines (design: docs/design-small-messages.md;
+ * memory layout and kernel protocol: backend/lane_abi.h).
+ *
+ * Why: a stream-ordered 8-byte message through the protocol crosses the
+ * progress threads, the sockets and several CUDA calls on each side, 20-30
+ * us between two H200s; a kernel storing data and flag into the peer's
+ * memory against a kernel spinning on its own memory took 4.8 us.
+ *
+ * The price is a contract, since a message numbered at the call cannot be
+ * matched by tag: with IPCPIPE_SMALL set (the same on both ranks), every
+ * stream-ordered send of at most that many device bytes takes the lane, and
+ * so does every stream-ordered receive of at most that capacity; receives
+ * must come in the order the peer sent.  The receiving kernel checks the
+ * tag and the length, and a mismatch fails the receive (the message is
+ * dropped), never delivering another message's bytes as this one's.
+ *
+ * Per peer: our block in our GPU's memory (inbox for the peer's messages,
+ * credits for ours), made at our first lane operation with that peer and
+ * sent in a LANE message; the peer's block, mapped here once both exist
+ * (progress thread).  Kernels launched before that read the mapping's
+ * address from a host word.  Host memory also holds the abort word and one
+ * completion record per message in flight, which the progress thread
+ * polls for user requests.  comm->lane_lock guards it all. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/time.h"
+#include "engine/engine.h"
+
+#define IPCP_LANE_SLOTS 64
+/* Completion records per direction: at most this many messages of one
+ * direction in flight. */
+#define IPCP_LANE_RECS 4096
+
+typedef struct ipcp__lane_host {
+    uint64_t peer_word; /* the peer's block as mapped here, or BROKEN */
+    uint64_t abort;
+    uint64_t pad[6];
+    ipcp__lane_rec_t rec[2][IPCP_LANE_RECS]; /* [IPCP_LANE_SEND/RECV] */
+} ipcp__lane_host_t;
+
+struct ipcp__lane {
+    int peer;
+    int device; /* of our block; -1 until it exists */
+    void *block, *block_handle;
+    size_t block_len;
+    ipcp__export_t exp; /* our block's, until sent */
+    int exp_fd;
+    ipcp__lane_host_t *host;
+    void *host_handle, *host_reg;
+    int have_peer; /* the peer's LANE message came */
+    ipcp__msg_lane_t peer_msg;
+    int peer_fd;
+    void *remote, *remote_handle; /* the peer's block mapped here */
+    ipcp_status_t broken;         /* not IPCP_OK: unusable, why says why */
+    char why[IPCP_ERRMSG_MAX];
+    ipcp_status_t abort_st; /* set with the abort word */
+    char abort_msg[IPCP_ERRMSG_MAX];
+    uint64_t next[2]; /* next message number per direction */
+    ipcp__list_t reqs;
+};
+
+static uint32_t ipcp__lane_slot_bytes(size_t small)
+{
+    return (uint32_t)(IPCP_LANE_HDR + (small + 63) / 64 * 64);
+}
+
+int ipcp__lane_takes(const ipcp_comm_t *comm, const ipcp_request_t *req)
+{
+    size_t small = comm->cfg->small;
+    return small > 0 && req->attr.type == IPCP_MEM_CUDA &&
+           (req->type == IPCP_REQ_SEND || req->type == IPCP_REQ_RECV) &&
+           req->len <= small;
+}
+
+/* Marks the lane unusable; its kernels that wait for the peer's block
+ * leave with IPCP_LANE_UNUSABLE. */
+static void ipcp__lane_break(ipcp__lane_t *l, ipcp_status_t st,
+                             const char *why)
+{
+    if (l->broken != IPCP_OK)
+        return;
+    l->broken = st;
+    snprintf(l->why, sizeof(l->why), "%s", why);
+    IPCP_WARN(IPCP_SUB_ENGINE, "small-message lane with rank %d: %s", l->peer,
+              why);
+    if (l->host)
+        __atomic_store_n(&l->host->peer_word, IPCP_LANE_BROKEN,
+                         __ATOMIC_RELEASE);
+}
+
+static ipcp__lane_t *ipcp__lane_get(ipcp_comm_t *comm, int peer)
+{
+    if (!comm->lanes &&
+        !(comm->lanes = calloc((size_t)comm->size, sizeof(*comm->lanes))))
+        return NULL;
+    ipcp__lane_t *l = comm->lanes[peer];
+    if (l)
+        return l;
+    if (!(l = calloc(1, sizeof(*l))))
+        return NULL;
+    l->peer = peer;
+    l->device = -1;
+    l->exp_fd = -1;
+    l->peer_fd = -1;
+    ipcp__list_init(&l->reqs);
+    comm->lanes[peer] = l;
+    return l;
+}
+
+/* Maps the peer's block once both blocks exist (progress thread). */
+static void ipcp__lane_connect(ipcp_comm_t *comm, ipcp__lane_t *l)
+{
+    char why[IPCP_ERRMSG_MAX];
+    const ipcp__msg_lane_t *m = &l->peer_msg;
+    uint32_t sb = ipcp__lane_slot_bytes(comm->cfg->small);
+    if (l->device < 0 || !l->have_peer || l->remote || l->broken != IPCP_OK)
+        return;
+    if (m->status != IPCP_OK) {
+        snprintf(why, sizeof(why), "rank %d could not set its side up (%s; "
+                 "see its log)", l->peer,
+                 ipcp_strerror((ipcp_status_t)m->status));
+        ipcp__lane_break(l, IPCP_ERR_UNSUPPORTED, why);
+    } else if (m->small != comm->cfg->small || m->nslots != IPCP_LANE_SLOTS ||
+               m->slot_bytes != sb) {
+        snprintf(why, sizeof(why), "rank %d has IPCPIPE_SMALL=%u and %u slots, "
+                 "this rank %zu and %d: set it the same on both",
+                 l->peer, m->small, m->nslots, comm->cfg->small,
+                 IPCP_LANE_SLOTS);
+        ipcp__lane_break(l, IPCP_ERR_CONFIG, why);
+    } else if (comm->cuda_ops->mem_import(comm->cuda, &m->exp, l->peer_fd,
+                                          l->device, &l->remote,
+                                          &l->remote_handle) != IPCP_OK) {
+        l->remote = NULL;
+        snprintf(why, sizeof(why), "GPU %d cannot map rank %d's GPU memory "
+                 "(%s); the lane needs GPUs that reach each other (peer "
+                 "access, or one GPU); unset IPCPIPE_SMALL",
+                 l->device, l->peer, ipcp__last_error());
+        ipcp__lane_break(l, IPCP_ERR_UNSUPPORTED, why);
+    } else {
+        __atomic_store_n(&l->host->peer_word, (uint64_t)(uintptr_t)l->remote,
+                         __ATOMIC_RELEASE);
+        IPCP_DEBUG(IPCP_SUB_ENGINE, "small-message lane with rank %d mapped "
+                   "on device %d", l->peer, l->device);
+    }
+    if (l->peer_fd >= 0)
+        close(l->peer_fd);
+    l->peer_fd = -1;
+}
+
+static void ipcp__lane_free_block(ipcp_comm_t *comm, ipcp__lane_t *l)
+{
+    if (l->exp_fd >= 0)
+        close(l->exp_fd);
+    l->exp_fd = -1;
+    if (l->host_reg)
+        comm->cuda_ops->shm_unregister(comm->cuda, l->host_reg);
+    if (l->host)
+        comm->host_ops->mem_free(comm->host, l->host_handle);
+    if (l->block)
+        comm->cuda_ops->mem_free(comm->cuda, l->block_handle);
+    l->host_reg = NULL;
+    l->host = NULL;
+    l->block = NULL;
+}
+
+/* Our block on device, zeroed and exported, and the host words (user
+ * thread, lane_lock held).  Then the progress thread sends it.  A failure
+ * breaks the lane (l->why); the return is only about the request. */
+static ipcp_status_t ipcp__lane_create(ipcp_comm_t *comm, ipcp__lane_t *l,
+                                       int device)
+{
+    const ipcp__backend_ops_t *ops = comm->cuda_ops;
+    ipcp_status_t st;
+    uint32_t sb = ipcp__lane_slot_bytes(comm->cfg->small);
+    size_t len = (size_t)IPCP_LANE_SLOTS * sb + IPCP_LANE_SLOTS * 8;
+
+    if (!ops->lane_prepare || !ops->lane_launch)
+        st = ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                        "IPCPIPE_SMALL is set, but this build of ipcpipe has "
+                        "no small-message lane (nvcc was not found when it "
+                        "was built)");
+    else if ((st = ops->mem_alloc(comm->cuda, len, device, &l->block,
+                                  &l->block_handle)) != IPCP_OK)
+        l->block = NULL;
+    else if ((st = ops->lane_prepare(comm->cuda, device, l->block, len)) ==
+                 IPCP_OK &&
+             (st = ops->mem_export(comm->cuda, l->block_handle, l->block, len,
+                                   &l->exp, &l->exp_fd)) == IPCP_OK &&
+             (st = comm->host_ops->mem_alloc(comm->host, sizeof(*l->host), -1,
+                                             (void **)&l->host,
+                                             &l->host_handle)) != IPCP_OK)
+        l->host = NULL;
+    if (st == IPCP_OK &&
+        (st = ops->shm_register(comm->cuda, l->host, sizeof(*l->host), device,
+                                &l->host_reg)) != IPCP_OK)
+        l->host_reg = NULL;
+    if (st == IPCP_OK) {
+        memset(l->host, 0, sizeof(*l->host));
+        l->block_len = len;
+        l->device = device;
+    } else {
+        ipcp__lane_free_block(comm, l);
+        char why[IPCP_ERRMSG_MAX];
+        snprintf(why, sizeof(why), "setting it up on device %d failed: %s",
+                 device, ipcp__last_error());
+        ipcp__lane_break(l, st, why);
+    }
+    /* The peer hears either way, so that its kernels never wait for a
+     * block that will not come. */
+    ipcp_request_t *req = ipcp__req_new(comm, IPCP_REQ_LANE);
+    if (!req)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                          "no memory for a request");
+    req->peer = l->peer;
+    ipcp__comm_submit(comm, req);
+    return IPCP_OK;
+}
+
+/* Progress thread: sends our block (or that we have none). */
+void ipcp__lane_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
+{
+    ipcp__msg_lane_t m;
+    ipcp__peer_t *peer = &comm->peers[req->peer];
+    memset(&m, 0, sizeof(m));
+    m.hdr.type = IPCP_MSG_LANE;
+    pthread_mutex_lock(&comm->lane_lock);
+    ipcp__lane_t *l = comm->lanes[req->peer];
+    m.status = l->device < 0 ? (int32_t)l->broken : IPCP_OK;
+    m.small = (uint32_t)comm->cfg->small;
+    m.nslots = IPCP_LANE_SLOTS;
+    m.slot_bytes = ipcp__lane_slot_bytes(comm->cfg->small);
+    if (m.status == IPCP_OK)
+        m.exp = l->exp;
+    int fd = l->exp_fd;
+    l->exp_fd = -1;
+    if (!peer->closed)
+        ipcp__peer_post(comm, peer, &m, sizeof(m), fd >= 0 ? &fd : NULL,
+                        fd >= 0);
+    else if (fd >= 0)
+        close(fd);
+    ipcp__lane_connect(comm, l);
+    pthread_mutex_unlock(&comm->lane_lock);
+    ipcp__req_complete(req, IPCP_OK, NULL);
+}
+
+void ipcp__lane_on_msg(ipcp_comm_t *comm, ipcp__peer_t *peer, const void *msg,
+                       size_t len, int *fds, int nfds)
+{
+    const ipcp__msg_lane_t *m = msg;
+    int fd = nfds > 0 ? fds[0] : -1;
+    for (int i = 1; i < nfds; i++)
+        close(fds[i]);
+    pthread_mutex_lock(&comm->lane_lock);
+    ipcp__lane_t *l = len >= sizeof(*m) ? ipcp__lane_get(comm, peer->rank)
+                                        : NULL;
+    if (!l || l->have_peer) {
+        pthread_mutex_unlock(&comm->lane_lock);
+        if (fd >= 0)
+            close(fd);
+        ipcp__peer_lost(comm, peer, l ? "a second small-message lane block"
+                                      : "malformed or unexpected LANE message");
+        return;
+    }
+    l->peer_msg = *m;
+    l->peer_fd = fd;
+    l->have_peer = 1;
+    ipcp__lane_connect(comm, l);
+    pthread_mutex_unlock(&comm->lane_lock);
+}
+
+/* Where message k of direction dir records its outcome. */
+static ipcp__lane_rec_t *ipcp__lane_rec(ipcp__lane_t *l, int dir, uint64_t k)
+{
+    return &l->host->rec[dir][k % IPCP_LANE_RECS];
+}
+
+static int ipcp__lane_rec_done(ipcp__lane_t *l, int dir, uint64_t k)
+{
+    uint64_t v = __atomic_load_n(&ipcp__lane_rec(l, dir, k)->done,
+                                 __ATOMIC_ACQUIRE);
+    return (int64_t)(v - (k + 1)) >= 0;
+}
+
+static ipcp_status_t ipcp__lane_launch(ipcp_comm_t *comm, ipcp__lane_t *l,
+                                       ipcp_request_t *req, int dir,
+                                       void *stream)
+{
+    const ipcp__backend_ops_t *ops = comm->cuda_ops;
+    uint64_t k = l->next[dir];
+    ipcp__queue_t *uq;
+    ipcp_status_t st;
+
+    if (k >= IPCP_LANE_RECS && !ipcp__lane_rec_done(l, dir, k - IPCP_LANE_RECS))
+        return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                          "more than %d small messages %s rank %d in flight",
+                          IPCP_LANE_RECS, dir == IPCP_LANE_SEND ? "to" : "from",
+                          l->peer);
+    ipcp__lane_kargs_t a = {
+        .buf = (uint64_t)(uintptr_t)req->buf,
+        .len = req->len,
+        .k = k,
+        .local = (uint64_t)(uintptr_t)l->block,
+        .remote = (uint64_t)(uintptr_t)l->remote,
+        .peer_word = (uint64_t)(uintptr_t)&l->host->peer_word,
+        .abort = (uint64_t)(uintptr_t)&l->host->abort,
+        .rec = (uint64_t)(uintptr_t)ipcp__lane_rec(l, dir, k),
+        .tag = req->tag,
+        .nslots = IPCP_LANE_SLOTS,
+        .slot_bytes = ipcp__lane_slot_bytes(comm->cfg->small),
+    };
+    if ((st = ops->queue_wrap(comm->cuda, l->device, stream, &uq)) != IPCP_OK)
+        return st;
+    st = ops->lane_launch(uq, dir, &a);
+    ops->queue_destroy(uq);
+    if (st == IPCP_OK)
+        l->next[dir] = k + 1;
+    return st;
+}
+
+ipcp_status_t ipcp__lane_post(ipcp_comm_t *comm, ipcp_request_t *req,
+                              void *stream, ipcp_request_t **out)
+{
+    int dir = req->type == IPCP_REQ_RECV ? IPCP_LANE_RECV : IPCP_LANE_SEND;
+    int device = req->attr.device;
+    ipcp_status_t st = IPCP_OK;
+
+    pthread_mutex_lock(&comm->lane_lock);
+    ipcp__lane_t *l = ipcp__lane_get(comm, req->peer);
+    if (!l)
+        st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                        "no memory for a small-message lane");
+    else if (l->device < 0 && l->broken == IPCP_OK)
+        st = ipcp__lane_create(comm, l, device);
+    if (st == IPCP_OK && l->broken != IPCP_OK)
+        st = ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, l->broken,
+                        "small-message lane with rank %d: %s", l->peer,
+                        l->why);
+    else if (st == IPCP_OK && l->device != device)
+        st = ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                        "the small-message lane with rank %d is on device %d "
+                        "and %p is on device %d; one device per peer can use "
+                        "the lane (IPCPIPE_SMALL)",
+                        l->peer, l->device, req->buf, device);
+    if (st == IPCP_OK)
+        st = ipcp__lane_launch(comm, l, req, dir, stream);
+    if (st == IPCP_OK && out) {
+        req->lane = l;
+        req->lane_k = l->next[dir] - 1;
+        req->lane_dir = dir;
+        req->user = 1;
+        req->path = IPCP_PATH_LANE;
+        ipcp__list_push_back(&l->reqs, &req->link);
+        pthread_mutex_lock(&comm->lock);
+        ipcp__list_push_back(&comm->reqs, &req->all_link);
+        pthread_mutex_unlock(&comm->lock);
+        /* The progress thread polls while any is pending; wake it for the
+         * first. */
+        if (atomic_fetch_add(&comm->lane_reqs, 1) == 0) {
+            pthread_mutex_unlock(&comm->lane_lock);
+            ipcp__comm_wake(comm);
+            *out = req;
+            return IPCP_OK;
+        }
+    }
+    pthread_mutex_unlock(&comm->lane_lock);
+    if (st != IPCP_OK || !out)
+        ipcp__req_free(req);
+    else
+        *out = req;
+    return st;
+}
+
+/* A finished message's outcome, as a request status and message. */
+static ipcp_status_t ipcp__lane_outcome(ipcp__lane_t *l, ipcp_request_t *req,
+                                        char *msg, size_t len)
+{
+    uint64_t info = __atomic_load_n(&ipcp__lane_rec(l, req->lane_dir,
+                                                    req->lane_k)->info,
+                                    __ATOMIC_ACQUIRE);
+    uint32_t code = (uint32_t)(info >> 32), v = (uint32_t)info;
+    unsigned long long k = (unsigned long long)req->lane_k;
+    switch (code) {
+    case IPCP_LANE_OK:
+        req->nbytes = v;
+        return IPCP_OK;
+    case IPCP_LANE_ABORTED:
+        snprintf(msg, len, "%s", l->abort_msg);
+        return l->abort_st != IPCP_OK ? l->abort_st : IPCP_ERR_STATE;
+    case IPCP_LANE_TAG:
+        snprintf(msg, len, "small-message lane: message %llu from rank %d has "
+                 "tag %d, this receive tag %d; with IPCPIPE_SMALL set, post "
+                 "stream-ordered receives of up to IPCPIPE_SMALL bytes in the "
+                 "order the peer sends (the message was dropped)",
+                 k, l->peer, (int32_t)v, req->tag);
+        return IPCP_ERR_STATE;
+    case IPCP_LANE_TRUNC:
+        snprintf(msg, len, "small-message lane: message %llu from rank %d has "
+                 "%u bytes, more than the receive's %zu (nothing written; the "
+                 "message was dropped)", k, l->peer, v, req->len);
+        return IPCP_ERR_TRUNCATED;
+    case IPCP_LANE_UNUSABLE:
+        snprintf(msg, len, "small-message lane with rank %d: %.200s", l->peer,
+                 l->why[0] ? l->why : "the peer's side is unusable");
+        return l->broken != IPCP_OK ? l->broken : IPCP_ERR_UNSUPPORTED;
+    default:
+        snprintf(msg, len, "small-message lane: unknown outcome %u", code);
+        return IPCP_ERR_STATE;
+    }
+}
+
+/* Completes the finished requests of one lane (lane_lock held). */
+static int ipcp__lane_poll_one(ipcp_comm_t *comm, ipcp__lane_t *l)
+{
+    ipcp__list_t *e, *tmp;
+    char msg[IPCP_ERRMSG_MAX];
+    int n = 0;
+    ipcp__list_for_each_safe(e, tmp, &l->reqs) {
+        ipcp_request_t *req = ipcp__list_entry(e, ipcp_request_t, link);
+        if (!ipcp__lane_rec_done(l, req->lane_dir, req->lane_k))
+            continue;
+        ipcp__list_del(e);
+        atomic_fetch_sub(&comm->lane_reqs, 1);
+        msg[0] = 0;
+        ipcp_status_t st = ipcp__lane_outcome(l, req, msg, sizeof(msg));
+        ipcp__req_complete(req, st, msg);
+        n++;
+    }
+    return n;
+}
+
+int ipcp__lane_poll(ipcp_comm_t *comm)
+{
+    int n = 0;
+    if (atomic_load_explicit(&comm->lane_reqs, memory_order_acquire) == 0)
+        return 0;
+    pthread_mutex_lock(&comm->lane_lock);
+    for (int r = 0; r < comm->size; r++)
+        if (comm->lanes && comm->lanes[r])
+            n += ipcp__lane_poll_one(comm, comm->lanes[r]);
+    pthread_mutex_unlock(&comm->lane_lock);
+    return n;
+}
+
+void ipcp__lane_abort(ipcp_comm_t *comm, int peer, ipcp_status_t st,
+                      const char *msg)
+{
+    pthread_mutex_lock(&comm->lane_lock);
+    ipcp__lane_t *l = comm->lanes ? comm->lanes[peer] : NULL;
+    if (l && l->abort_st == IPCP_OK) {
+        l->abort_st = st;
+        snprintf(l->abort_msg, sizeof(l->abort_msg), "%s", msg);
+        if (l->host)
+            __atomic_store_n(&l->host->abort, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&comm->lane_lock);
+}
+
+/* Whether every kernel launched on the lane wrote its record. */
+static int ipcp__lane_idle(ipcp__lane_t *l)
+{
+    for (int dir = 0; dir < 2; dir++) {
+        uint64_t n = l->next[dir];
+        uint64_t from = n > IPCP_LANE_RECS ? n - IPCP_LANE_RECS : 0;
+        for (uint64_t k = from; k < n; k++)
+            if (!ipcp__lane_rec_done(l, dir, k))
+                return 0;
+    }
+    return 1;
+}
+
+void ipcp__lane_teardown(ipcp_comm_t *comm)
+{
+    if (!comm->lanes)
+        return;
+    double until = ipcp__now_s() + comm->cfg->timeout_s;
+    for (int r = 0; r < comm->size; r++) {
+        ipcp__lane_t *l = comm->lanes[r];
+        if (!l)
+            continue;
+        ipcp__lane_abort(comm, r, IPCP_ERR_STATE,
+                         "finalized while the small-message lane waited");
+        /* A kernel still queued behind a user's work would touch the block
+         * and the host words later: wait for each, and keep the memory of
+         * a lane whose kernels never ran rather than free it under them. */
+        int idle = !l->host;
+        while (!idle && !(idle = ipcp__lane_idle(l)) && ipcp__now_s() < until)
+            usleep(100);
+        pthread_mutex_lock(&comm->lane_lock);
+        ipcp__lane_poll_one(comm, l);
+        ipcp__list_t *e;
+        while ((e = ipcp__list_pop_front(&l->reqs))) {
+            atomic_fetch_sub(&comm->lane_reqs, 1);
+            ipcp__req_complete(ipcp__list_entry(e, ipcp_request_t, link),
+                               IPCP_ERR_STATE,
+                               "finalized before its stream reached it");
+        }
+        pthread_mutex_unlock(&comm->lane_lock);
+        if (!idle) {
+            IPCP_WARN(IPCP_SUB_ENGINE, "small-message lane with rank %d: "
+                      "kernels still queued at finalize; its memory is left "
+                      "allocated", r);
+        } else {
+            if (l->remote)
+                comm->cuda_ops->mem_unimport(comm->cuda, l->remote_handle);
+            ipcp__lane_free_block(comm, l);
+        }
+        if (l->peer_fd >= 0)
+            close(l->peer_fd);
+        free(l);
+        comm->lanes[r] = NULL;
+    }
+    free(comm->lanes);
+    comm->lanes = NULL;
+}
