@@ -190,9 +190,9 @@ typedef struct ipcp__backend_ops {
                                 ipcp__track_t *t);
 
     /* The small-message lane (engine/lane.c, layout in lane_abi.h).
-     * lane_prepare makes len bytes at ptr (this backend's mem_alloc memory
-     * on device) a lane block: zeroed before it returns, and the kernels
-     * loaded for the device.  lane_launch enqueues the send or receive
+     * lane_prepare loads the kernels for device and, unless ptr is NULL,
+     * makes len bytes at ptr (this backend's mem_alloc memory on device) a
+     * lane block, zeroed before it returns.  lane_launch enqueues the send or receive
      * kernel (IPCP_LANE_SEND/RECV) in a queue (a wrapped user stream).
      * NULL where there are no kernels (host; CUDA built without nvcc). */
     ipcp_status_t (*lane_prepare)(ipcp__backend_t *be, int device, void *ptr,

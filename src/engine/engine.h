@@ -515,6 +515,12 @@ void ipcp__sync_cleanup(ipcp_comm_t *comm);
 /* Whether a stream-ordered send or receive (a CUDA buffer, attr filled)
  * goes through the small-message lane. */
 int ipcp__lane_takes(const ipcp_comm_t *comm, const ipcp_request_t *req);
+/* With IPCPIPE_SMALL set: makes this rank's lanes with every peer on
+ * device, unless made already (user thread; at ipcp_mem_alloc and
+ * ipcp_mem_register of device memory).  Loading kernels synchronizes the
+ * context under CUDA's lazy loading, which must not happen while a user's
+ * stream waits for the peer. */
+void ipcp__lane_preload(ipcp_comm_t *comm, int device);
 /* Launches its kernel on the user's stream (user thread).  Takes req: on
  * success it is in the lane's list (out set) or freed (out NULL); on
  * failure freed. */

@@ -89,9 +89,17 @@ static void ipcp__lane_break(ipcp__lane_t *l, ipcp_status_t st,
     snprintf(l->why, sizeof(l->why), "%s", why);
     IPCP_WARN(IPCP_SUB_ENGINE, "small-message lane with rank %d: %s", l->peer,
               why);
-    if (l->host)
+    /* Kernels waiting for a message that will not come leave too. */
+    if (l->abort_st == IPCP_OK) {
+        l->abort_st = st;
+        snprintf(l->abort_msg, sizeof(l->abort_msg),
+                 "small-message lane with rank %d: %.200s", l->peer, why);
+    }
+    if (l->host) {
         __atomic_store_n(&l->host->peer_word, IPCP_LANE_BROKEN,
                          __ATOMIC_RELEASE);
+        __atomic_store_n(&l->host->abort, 1, __ATOMIC_RELEASE);
+    }
 }
 
 static ipcp__lane_t *ipcp__lane_get(ipcp_comm_t *comm, int peer)
@@ -204,6 +212,8 @@ static ipcp_status_t ipcp__lane_create(ipcp_comm_t *comm, ipcp__lane_t *l,
         memset(l->host, 0, sizeof(*l->host));
         l->block_len = len;
         l->device = device;
+        if (l->abort_st != IPCP_OK) /* the peer was lost before */
+            l->host->abort = 1;
     } else {
         ipcp__lane_free_block(comm, l);
         char why[IPCP_ERRMSG_MAX];
@@ -220,6 +230,19 @@ static ipcp_status_t ipcp__lane_create(ipcp_comm_t *comm, ipcp__lane_t *l,
     req->peer = l->peer;
     ipcp__comm_submit(comm, req);
     return IPCP_OK;
+}
+
+void ipcp__lane_preload(ipcp_comm_t *comm, int device)
+{
+    if (!comm->cfg->small || !comm->cuda_ops || !comm->cuda_ops->lane_prepare)
+        return;
+    pthread_mutex_lock(&comm->lane_lock);
+    for (int r = 0; r < comm->size; r++) {
+        ipcp__lane_t *l = r == comm->rank ? NULL : ipcp__lane_get(comm, r);
+        if (l && l->device < 0 && l->broken == IPCP_OK)
+            ipcp__lane_create(comm, l, device);
+    }
+    pthread_mutex_unlock(&comm->lane_lock);
 }
 
 /* Progress thread: sends our block (or that we have none). */

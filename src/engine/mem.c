@@ -148,6 +148,8 @@ ipcp_status_t ipcp__mem_alloc(ipcp_comm_t *comm, size_t len,
     ops->owns(be, r->ptr, &r->attr);
     r->attr.type = type;
     r->attr.device = type == IPCP_MEM_CUDA ? device : -1;
+    if (type == IPCP_MEM_CUDA)
+        ipcp__lane_preload(comm, device);
     st = ops->mem_export(be, r->handle, r->ptr, len, &r->exp, &r->exp_fd);
     r->exportable = st == IPCP_OK;
     if (!r->exportable)
@@ -263,6 +265,8 @@ ipcp_status_t ipcp__mem_register(ipcp_comm_t *comm, void *buf, size_t len,
             r->exp_fd = dup(a->exp_fd);
     }
     pthread_mutex_unlock(&comm->mem_lock);
+    if (r->attr.type == IPCP_MEM_CUDA)
+        ipcp__lane_preload(comm, r->attr.device);
     if (!r->exportable && ops->type != IPCP_MEM_HOST &&
         ops->mem_export(be, NULL, buf, len, &r->exp, &r->exp_fd) == IPCP_OK) {
         /* Device memory the user allocated (legacy IPC of its allocation). */

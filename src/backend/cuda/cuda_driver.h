@@ -97,6 +97,7 @@
     X(cuModuleLoadData, 2000)                                                  \
     X(cuModuleUnload, 2000)                                                    \
     X(cuModuleGetFunction, 2000)                                               \
+    X(cuFuncGetAttribute, 2020)                                                \
     X(cuLaunchKernel, 4000)
 
 /* The table.  A field is named pfn_ plus the base name: token pasting does

@@ -29,10 +29,26 @@ static ipcp_status_t lane_load(ipcp__backend_t *be, int device)
         device);
     if (st != IPCP_OK)
         return st;
-    for (int i = 0; i < 2 && st == IPCP_OK; i++)
+    /* Under CUDA's lazy loading (the default) a kernel is loaded at its
+     * first launch, and loading synchronizes the context: a first launch
+     * behind a user's stream that waits (or beside one of our kernels that
+     * spins) would deadlock.  Asking for an attribute loads it now. */
+    for (int i = 0; i < 2 && st == IPCP_OK; i++) {
+        int max = 0;
         st = ipcp__cu_check(
             IPCP_CU(cuModuleGetFunction)(&fn[i], mod, lane_names[i]),
             IPCP_LOG_ERROR, "cuModuleGetFunction(%s)", lane_names[i]);
+        if (st == IPCP_OK)
+            st = ipcp__cu_check(
+                IPCP_CU(cuFuncGetAttribute)(
+                    &max, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn[i]),
+                IPCP_LOG_ERROR, "cuFuncGetAttribute(%s)", lane_names[i]);
+        if (st == IPCP_OK && max < LANE_THREADS)
+            st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_CUDA,
+                            "%s runs at most %d threads a block on device %d, "
+                            "%d needed", lane_names[i], max, device,
+                            LANE_THREADS);
+    }
     if (st != IPCP_OK) {
         IPCP_CU(cuModuleUnload)(mod);
         return st;
@@ -79,7 +95,7 @@ ipcp_status_t ipcp__cuda_lane_prepare(ipcp__backend_t *be, int device,
     pthread_mutex_lock(&be->lock);
     st = lane_load(be, device);
     pthread_mutex_unlock(&be->lock);
-    if (st == IPCP_OK)
+    if (st == IPCP_OK && ptr)
         st = lane_zero(device, ptr, len);
     ipcp__cuda_leave(&sc);
     return st;
