@@ -6,7 +6,9 @@ follows child processes (--target-processes all).  Memcheck slows every
 launch and copy, so it runs the backend's own tests and the two-process
 cases of one odd size (1 MiB + 3: several chunks, unaligned ends) on every
 path and buffer kind, each with its CTest environment (the .stripe
-variants stripe); larger sizes add nothing it would not find there.
+variants stripe), and the small-message lane's kernels (burst: every size
+up to IPCPIPE_SMALL at odd offsets; trunc: a refused message); larger sizes
+add nothing it would not find there.
 """
 import argparse
 import concurrent.futures
@@ -35,7 +37,8 @@ def gpu_tests(build):
         name = t["name"]
         if name in EXCLUDED:
             continue
-        if name.startswith("cuda.backend.") or ".1M+3." in name:
+        if (name.startswith("cuda.backend.") or ".1M+3." in name or
+                name.startswith(("cuda.lane.burst.", "cuda.lane.trunc."))):
             env = {}
             for prop in t.get("properties", []):
                 if prop.get("name") == "ENVIRONMENT":

@@ -263,6 +263,7 @@ struct ipcp_request {
     ipcp__lane_t *lane;
     uint64_t lane_k;
     int lane_dir;
+    double lane_t0; /* when posted (a warning once it waits too long) */
 };
 
 /* A local region: an ipcp_mem_alloc allocation or a registration. */

@@ -63,6 +63,7 @@ struct ipcp__lane {
     char abort_msg[IPCP_ERRMSG_MAX];
     uint64_t next[2]; /* next message number per direction */
     ipcp__list_t reqs;
+    int warned; /* a request waited longer than IPCPIPE_TIMEOUT */
 };
 
 static uint32_t ipcp__lane_slot_bytes(size_t small)
@@ -376,6 +377,7 @@ ipcp_status_t ipcp__lane_post(ipcp_comm_t *comm, ipcp_request_t *req,
         req->lane = l;
         req->lane_k = l->next[dir] - 1;
         req->lane_dir = dir;
+        req->lane_t0 = ipcp__now_s();
         req->user = 1;
         req->path = IPCP_PATH_LANE;
         ipcp__list_push_back(&l->reqs, &req->link);
@@ -445,8 +447,24 @@ static int ipcp__lane_poll_one(ipcp_comm_t *comm, ipcp__lane_t *l)
     int n = 0;
     ipcp__list_for_each_safe(e, tmp, &l->reqs) {
         ipcp_request_t *req = ipcp__list_entry(e, ipcp_request_t, link);
-        if (!ipcp__lane_rec_done(l, req->lane_dir, req->lane_k))
+        if (!ipcp__lane_rec_done(l, req->lane_dir, req->lane_k)) {
+            /* The usual cause is a broken contract that no kernel can see:
+             * the peer used a plain call, or a larger receive, for a
+             * message this side moves through the lane. */
+            if (!l->warned &&
+                ipcp__now_s() - req->lane_t0 > comm->cfg->timeout_s) {
+                l->warned = 1;
+                IPCP_WARN(IPCP_SUB_ENGINE, "small-message lane: %s %llu %s "
+                          "rank %d has waited more than %.0f s; with "
+                          "IPCPIPE_SMALL set, both ranks must use the "
+                          "stream-ordered calls for messages of up to "
+                          "IPCPIPE_SMALL bytes", req->lane_dir ? "receive"
+                          : "send", (unsigned long long)req->lane_k,
+                          req->lane_dir ? "from" : "to", l->peer,
+                          comm->cfg->timeout_s);
+            }
             continue;
+        }
         ipcp__list_del(e);
         atomic_fetch_sub(&comm->lane_reqs, 1);
         msg[0] = 0;

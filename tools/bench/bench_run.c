@@ -1207,11 +1207,18 @@ static int send_warmup(bench_ctx_t *ctx, const bench_case_t *c, int i,
      * receiver waits for them, and its check will fail. */
     if (ctx->o->verify)
         bench_fill_src(ctx, c->size, bench_case_seed(ctx, i, 0), NULL);
+    /* The stream case sends as it times: the small-message lane
+     * (IPCPIPE_SMALL) carries stream-ordered sends only, and its receives
+     * take messages in order. */
+    ipcp_stream_t us = (ipcp_stream_t)ctx->ustream;
     for (int w = 0; w < ctx->o->warmup; w++) {
         ipcp_request_t *sreq;
-        ipcp_status_t st;
-        if (ipcp_isend(ctx->comm, ctx->src.ptr, c->size, RECV,
-                       bench_case_tag(i, T_DATA), &sreq) != IPCP_OK)
+        ipcp_status_t st =
+            us ? ipcp_isend_on_stream(ctx->comm, ctx->src.ptr, c->size, RECV,
+                                      bench_case_tag(i, T_DATA), us, &sreq)
+               : ipcp_isend(ctx->comm, ctx->src.ptr, c->size, RECV,
+                            bench_case_tag(i, T_DATA), &sreq);
+        if (st != IPCP_OK)
             return 0;
         if (!await_req(sreq, vreq, verdict, &st) || st != IPCP_OK)
             return 0;
