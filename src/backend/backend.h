@@ -192,12 +192,14 @@ typedef struct ipcp__backend_ops {
     /* The small-message lane (engine/lane.c, layout in lane_abi.h).
      * lane_prepare loads the kernels for device and, unless ptr is NULL,
      * makes len bytes at ptr (this backend's mem_alloc memory on device) a
-     * lane block, zeroed before it returns.  lane_launch enqueues the send or receive
-     * kernel (IPCP_LANE_SEND/RECV) in a queue (a wrapped user stream).
+     * lane block, zeroed before it returns.  lane_launch enqueues the send
+     * or receive kernel (IPCP_LANE_SEND/RECV) in a user's stream of device
+     * (as queue_wrap takes it), from the user's thread.
      * NULL where there are no kernels (host; CUDA built without nvcc). */
     ipcp_status_t (*lane_prepare)(ipcp__backend_t *be, int device, void *ptr,
                                   size_t len);
-    ipcp_status_t (*lane_launch)(ipcp__queue_t *q, int op,
+    ipcp_status_t (*lane_launch)(ipcp__backend_t *be, int device,
+                                 void *stream, int op,
                                  const ipcp__lane_kargs_t *a);
 
     /* The device's UUID as text and the driver's version (striping cache

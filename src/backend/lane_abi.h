@@ -9,11 +9,12 @@
  * it sends the peer.  Message k of a direction uses slot k % nslots: the
  * sender's kernel waits until its credit word for the slot reached
  * k / nslots (the slot's previous message was consumed), stores the data and
- * the header into the peer's inbox, then the slot's sequence number k + 1;
- * the receiver's kernel spins on that number in its own memory, copies out
+ * the tag into the peer's inbox, then the slot's word (k + 1) << 32 | len;
+ * the receiver's kernel spins on that word in its own memory, copies out
  * and stores k / nslots + 1 into the sender's credit word.  Every kernel
- * ends by writing its outcome and then k + 1 into a completion record in
- * pinned host memory, which the engine polls. */
+ * ends with one store of its outcome into a completion record in pinned
+ * host memory, which the engine polls.  Single 64-bit stores carry what
+ * must arrive together, so that each side fences once per message. */
 #ifndef IPCP_BACKEND_LANE_ABI_H
 #define IPCP_BACKEND_LANE_ABI_H
 
@@ -37,16 +38,27 @@ enum {
 enum { IPCP_LANE_SEND = 0, IPCP_LANE_RECV = 1 };
 
 typedef struct ipcp__lane_hdr {
-    uint64_t seq; /* k + 1 once message k is in the slot */
-    uint32_t len;
-    int32_t tag;
+    uint64_t seq; /* (uint32_t)(k + 1) << 32 | len, once message k is in */
+    int32_t tag;  /* stored with the data, before seq */
+    uint32_t pad;
 } ipcp__lane_hdr_t;
 
-/* A completion record (pinned host memory, one per message in flight). */
+/* A completion record (pinned host memory, one per message in flight):
+ * done = IPCP_LANE_DONE(k, outcome, value), value the length moved (the
+ * length that did not fit for IPCP_LANE_TRUNC); IPCP_LANE_TAG leaves the
+ * tag it found in info, stored before done. */
 typedef struct ipcp__lane_rec {
-    uint64_t done; /* k + 1, written last */
-    uint64_t info; /* outcome << 32 | value */
+    uint64_t done;
+    uint64_t info;
 } ipcp__lane_rec_t;
+
+#define IPCP_LANE_SEQ_MASK ((((uint64_t)1) << 40) - 1)
+#define IPCP_LANE_DONE(k, outcome, value)                                      \
+    ((((uint64_t)(k) + 1) & IPCP_LANE_SEQ_MASK) << 24 |                        \
+     (uint64_t)((outcome) & 0xf) << 20 | (uint64_t)((value) & 0xfffff))
+#define IPCP_LANE_DONE_SEQ(d) ((d) >> 24)
+#define IPCP_LANE_DONE_OUTCOME(d) ((unsigned)((d) >> 20) & 0xfu)
+#define IPCP_LANE_DONE_VALUE(d) ((uint32_t)(d) & 0xfffffu)
 
 /* One kernel's arguments, passed by value.  Addresses are device
  * addresses in the launching process. */

@@ -304,20 +304,20 @@ static ipcp__lane_rec_t *ipcp__lane_rec(ipcp__lane_t *l, int dir, uint64_t k)
     return &l->host->rec[dir][k % IPCP_LANE_RECS];
 }
 
+/* A record holds message k's outcome, or an older message's (k - R): the
+ * engine reuses it only once that one was done. */
 static int ipcp__lane_rec_done(ipcp__lane_t *l, int dir, uint64_t k)
 {
     uint64_t v = __atomic_load_n(&ipcp__lane_rec(l, dir, k)->done,
                                  __ATOMIC_ACQUIRE);
-    return (int64_t)(v - (k + 1)) >= 0;
+    return IPCP_LANE_DONE_SEQ(v) == ((k + 1) & IPCP_LANE_SEQ_MASK);
 }
 
 static ipcp_status_t ipcp__lane_launch(ipcp_comm_t *comm, ipcp__lane_t *l,
                                        ipcp_request_t *req, int dir,
                                        void *stream)
 {
-    const ipcp__backend_ops_t *ops = comm->cuda_ops;
     uint64_t k = l->next[dir];
-    ipcp__queue_t *uq;
     ipcp_status_t st;
 
     if (k >= IPCP_LANE_RECS && !ipcp__lane_rec_done(l, dir, k - IPCP_LANE_RECS))
@@ -338,10 +338,7 @@ static ipcp_status_t ipcp__lane_launch(ipcp_comm_t *comm, ipcp__lane_t *l,
         .nslots = IPCP_LANE_SLOTS,
         .slot_bytes = ipcp__lane_slot_bytes(comm->cfg->small),
     };
-    if ((st = ops->queue_wrap(comm->cuda, l->device, stream, &uq)) != IPCP_OK)
-        return st;
-    st = ops->lane_launch(uq, dir, &a);
-    ops->queue_destroy(uq);
+    st = comm->cuda_ops->lane_launch(comm->cuda, l->device, stream, dir, &a);
     if (st == IPCP_OK)
         l->next[dir] = k + 1;
     return st;
@@ -405,10 +402,12 @@ ipcp_status_t ipcp__lane_post(ipcp_comm_t *comm, ipcp_request_t *req,
 static ipcp_status_t ipcp__lane_outcome(ipcp__lane_t *l, ipcp_request_t *req,
                                         char *msg, size_t len)
 {
-    uint64_t info = __atomic_load_n(&ipcp__lane_rec(l, req->lane_dir,
-                                                    req->lane_k)->info,
-                                    __ATOMIC_ACQUIRE);
-    uint32_t code = (uint32_t)(info >> 32), v = (uint32_t)info;
+    const ipcp__lane_rec_t *r = ipcp__lane_rec(l, req->lane_dir, req->lane_k);
+    uint64_t done = __atomic_load_n(&r->done, __ATOMIC_ACQUIRE);
+    unsigned code = IPCP_LANE_DONE_OUTCOME(done);
+    uint32_t v = IPCP_LANE_DONE_VALUE(done);
+    if (code == IPCP_LANE_TAG)
+        v = (uint32_t)__atomic_load_n(&r->info, __ATOMIC_ACQUIRE);
     unsigned long long k = (unsigned long long)req->lane_k;
     switch (code) {
     case IPCP_LANE_OK:

@@ -833,6 +833,7 @@ static uint64_t ipcp__stripe_choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
             return 0;
         ipcp__stripe_auto(comm, peer, rts->reach[0], req->attr.device, &share,
                           &min);
+        min = ipcp__stripe_engine_min(min);
     }
     uint64_t n = ipcp__stripe_bytes(rts->len, share, min);
     if (n) { /* the direct part's queues, clear of the staged ones */

@@ -18,7 +18,7 @@ import xml.etree.ElementTree as ET
 
 SMALL = ["--mem", "host", "--sizes", "4K,1M", "--iters", "3", "--warmup", "1",
          "--lat-max", "0", "--timeout", "120"]
-PATHS = ["direct", "staged", "auto", "bidir", "stream"]
+PATHS = ["direct", "staged", "auto", "bidir", "bidir-direct", "stream"]
 REFS = ["d2d", "d2h", "h2d", "nccl", "naive"]
 FIELDS = ["case", "size", "path", "path_used", "mem", "alloc",
           "devices.receiver", "devices.sender", "devices.receiver_bus",

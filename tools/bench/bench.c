@@ -34,6 +34,7 @@ const bench_path_t bench_paths[] = {
     {"staged", IPCP_PATH_STAGED, 0, BENCH_KIND_IPCP, 0, 0, 0},
     {"auto", IPCP_PATH_AUTO, 0, BENCH_KIND_IPCP, 0, 0, 0},
     {"bidir", IPCP_PATH_AUTO, 1, BENCH_KIND_IPCP, 0, 0, 0},
+    {"bidir-direct", IPCP_PATH_DIRECT, 1, BENCH_KIND_IPCP, 0, 0, 0},
     {"stream", IPCP_PATH_AUTO, 0, BENCH_KIND_IPCP, 0, 0, 1},
 };
 const int bench_npaths = (int)(sizeof(bench_paths) / sizeof(bench_paths[0]));
@@ -67,7 +68,9 @@ static const char usage_text[] =
     "  --case NAME     run only matching cases; repeatable.  NAME is a\n"
     "                  path (direct, staged, auto = the library's\n"
     "                  choice, eager for small messages; bidir = auto\n"
-    "                  in both directions at once; stream = auto\n"
+    "                  in both directions at once, bidir-direct the\n"
+    "                  same with the direct path forced (not striped);\n"
+    "                  stream = auto\n"
     "                  through the stream-ordered calls on one CUDA\n"
     "                  stream a rank, waived on host memory: W sends\n"
     "                  or receives enqueued, then the stream waited\n"

@@ -1426,7 +1426,16 @@ static int run_sender_case(bench_ctx_t *ctx, const bench_case_t *c, int i)
 
 static int run_sender(bench_ctx_t *ctx, const bench_case_t *c, int i)
 {
+    /* Both ranks receive in bidir: both force its path (before the case's
+     * first barrier, as rank 0 does). */
+    int force = c->path->bidir && ctx->rank == SEND &&
+                c->path->path != IPCP_PATH_AUTO;
+    if (force && ipcp_comm_set_path(ctx->comm, c->path->path) != IPCP_OK)
+        fprintf(stderr, "ipcpipe-bench [rank 1] %s: ipcp_comm_set_path: %s\n",
+                c->name, ipcp_last_error());
     int rc = run_sender_case(ctx, c, i);
+    if (force)
+        ipcp_comm_set_path(ctx->comm, IPCP_PATH_AUTO);
     ctx->ustream = NULL;
     return rc;
 }

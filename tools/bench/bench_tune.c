@@ -32,7 +32,9 @@ int bench_tune(void)
     ipcp__stripe_cache_path(cfg, path, sizeof(path));
     printf("# striping calibration (IPCPIPE_STRIPE=auto): per ordered pair of "
            "GPUs, a copy over the direct link alone and split with the "
-           "staged path at several shares, in this process; file: %s\n",
+           "staged path at several shares, in this process; file: %s\n"
+           "# transfers between processes stripe from twice the smallest "
+           "size that gained here (\"from size\")\n",
            path[0] ? path : "(none: IPCPIPE_STRIPE_CACHE=off)");
     printf("%-9s %-8s %8s %12s %12s %12s %12s %8s\n", "from->to", "stripe",
            "share", "from size", "direct GB/s", "staged GB/s", "striped GB/s",

@@ -100,7 +100,9 @@ static void gpu_stripe(const gpu_facts_t *g, int a, int b, gpu_verdict_t *v)
             snprintf(v->stripe_text, sizeof(v->stripe_text),
                      "%.0f%% staged at once from %llu MiB up (measured %s: "
                      "direct %.1f, staged %.1f, striped %.1f GB/s)",
-                     e.share * 100, (unsigned long long)(e.min_size >> 20),
+                     e.share * 100,
+                     (unsigned long long)(ipcp__stripe_engine_min(e.min_size) >>
+                                          20),
                      when, e.direct_gbs, e.staged_gbs, e.striped_gbs);
         else
             snprintf(v->stripe_text, sizeof(v->stripe_text),

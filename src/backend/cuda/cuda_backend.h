@@ -203,7 +203,8 @@ ipcp_status_t ipcp__cuda_join(ipcp__queue_t *dst, ipcp__queue_t *src);
 
 ipcp_status_t ipcp__cuda_lane_prepare(ipcp__backend_t *be, int device,
                                       void *ptr, size_t len);
-ipcp_status_t ipcp__cuda_lane_launch(ipcp__queue_t *q, int op,
+ipcp_status_t ipcp__cuda_lane_launch(ipcp__backend_t *be, int device,
+                                     void *stream, int op,
                                      const ipcp__lane_kargs_t *a);
 /* Unloads the kernels (close). */
 void ipcp__cuda_lane_unload(ipcp__backend_t *be);

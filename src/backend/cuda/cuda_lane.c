@@ -101,28 +101,30 @@ ipcp_status_t ipcp__cuda_lane_prepare(ipcp__backend_t *be, int device,
     return st;
 }
 
-ipcp_status_t ipcp__cuda_lane_launch(ipcp__queue_t *q, int op,
+/* Called for every small message, on the user's thread: no allocation,
+ * and the context pushed only when another one is current. */
+ipcp_status_t ipcp__cuda_lane_launch(ipcp__backend_t *be, int device,
+                                     void *stream, int op,
                                      const ipcp__lane_kargs_t *a)
 {
     ipcp__cuda_scope_t sc;
     ipcp_status_t st;
-    CUfunction fn = op == IPCP_LANE_RECV ? q->be->dev[q->device].lane_fn[1]
-                                         : q->be->dev[q->device].lane_fn[0];
-    if (!fn)
+    if (device < 0 || device >= be->ndev || !be->dev[device].lane_fn[0])
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_STATE,
                           "small-message lane kernels not loaded on device %d",
-                          q->device);
-    if ((st = ipcp__cuda_enter(q->be, q->device, IPCP_LOG_ERROR, &sc)) !=
-        IPCP_OK)
+                          device);
+    CUfunction fn = be->dev[device].lane_fn[op == IPCP_LANE_RECV];
+    if ((st = ipcp__cuda_enter(be, device, IPCP_LOG_ERROR, &sc)) != IPCP_OK)
         return st;
     ipcp__lane_kargs_t args = *a;
     void *params[] = {&args};
     st = ipcp__cu_check(IPCP_CU(cuLaunchKernel)(fn, 1, 1, 1, LANE_THREADS, 1, 1,
-                                                0, q->stream, params, NULL),
+                                                0, (CUstream)stream, params,
+                                                NULL),
                         IPCP_LOG_ERROR,
                         "cuLaunchKernel(%s, message %llu, device %d)",
                         lane_names[op == IPCP_LANE_RECV],
-                        (unsigned long long)a->k, q->device);
+                        (unsigned long long)a->k, device);
     ipcp__cuda_leave(&sc);
     return st;
 }

@@ -62,34 +62,40 @@ __device__ static uint64_t lane_peer(const ipcp__lane_kargs_t *a, int *code)
     }
 }
 
-/* The block copies n bytes; 16-byte vectors when both ends allow.  fresh:
- * the source was written by another GPU, so it is read past the L1. */
+/* The block copies n bytes: 16-byte vectors, then 8-byte words, then
+ * bytes, as far as both ends' alignment allows.  fresh: the source was
+ * written by another GPU, so it is read past the L1. */
 __device__ static void lane_copy(char *dst, const char *src, uint64_t n,
                                  int fresh)
 {
     uint64_t i = 0;
-    if ((((uintptr_t)dst | (uintptr_t)src) & 15) == 0) {
-        uint64_t nv = n / 16;
+    uintptr_t mis = ((uintptr_t)dst | (uintptr_t)src);
+    if ((mis & 15) == 0) {
         const int4 *s = (const int4 *)src;
         int4 *d = (int4 *)dst;
-        for (uint64_t j = threadIdx.x; j < nv; j += blockDim.x)
+        for (uint64_t j = threadIdx.x; j < n / 16; j += blockDim.x)
             d[j] = fresh ? __ldcv(s + j) : s[j];
-        i = nv * 16;
+        i = n / 16 * 16;
+    }
+    if ((mis & 7) == 0) {
+        const unsigned long long *s = (const unsigned long long *)(src + i);
+        unsigned long long *d = (unsigned long long *)(dst + i);
+        for (uint64_t j = threadIdx.x; j < (n - i) / 8; j += blockDim.x)
+            d[j] = fresh ? __ldcv(s + j) : s[j];
+        i += (n - i) / 8 * 8;
     }
     for (uint64_t j = i + threadIdx.x; j < n; j += blockDim.x)
         dst[j] = fresh ? (char)__ldcv((const signed char *)src + j) : src[j];
 }
 
-/* Thread 0: the outcome, then k + 1, into the completion record. */
+/* Thread 0: the outcome, one store (no fence: it is the last thing the
+ * kernel does, and nothing the engine reads after it needs ordering). */
 __device__ static void lane_finish(const ipcp__lane_kargs_t *a, int code,
                                    uint32_t value)
 {
-    if (!a->rec)
-        return;
-    ipcp__lane_rec_t *r = (ipcp__lane_rec_t *)a->rec;
-    lane_store(&r->info, (uint64_t)(uint32_t)code << 32 | value);
-    __threadfence_system();
-    lane_store(&r->done, a->k + 1);
+    if (a->rec)
+        lane_store(&((ipcp__lane_rec_t *)a->rec)->done,
+                   IPCP_LANE_DONE(a->k, code, value));
 }
 
 __device__ static inline char *lane_slot(uint64_t block, uint32_t s,
@@ -125,19 +131,22 @@ extern "C" __global__ void __launch_bounds__(LANE_THREADS)
     __syncthreads();
     int code = s_code;
     char *sl = code == IPCP_LANE_OK ? lane_slot(s_remote, slot, &a) : 0;
+    ipcp__lane_hdr_t *h = (ipcp__lane_hdr_t *)sl;
     if (code == IPCP_LANE_OK) {
         lane_copy(sl + IPCP_LANE_HDR, (const char *)a.buf, a.len, 0);
-        __threadfence_system(); /* the data lands before the header */
+        if (threadIdx.x == 0)
+            *(volatile int32_t *)&h->tag = a.tag;
     }
     __syncthreads();
     if (threadIdx.x != 0)
         return;
     if (code == IPCP_LANE_OK) {
-        ipcp__lane_hdr_t *h = (ipcp__lane_hdr_t *)sl;
-        *(volatile uint32_t *)&h->len = (uint32_t)a.len;
-        *(volatile int32_t *)&h->tag = a.tag;
+        /* The barrier made the block's stores this thread's to order: one
+         * system fence puts data and tag before the word the peer spins
+         * on. */
         __threadfence_system();
-        lane_store(&h->seq, a.k + 1);
+        lane_store(&h->seq, (uint64_t)(uint32_t)(a.k + 1) << 32 |
+                                (uint32_t)a.len);
     }
     lane_finish(&a, code, (uint32_t)a.len);
 }
@@ -154,16 +163,30 @@ extern "C" __global__ void __launch_bounds__(LANE_THREADS)
 
     if (threadIdx.x == 0) {
         int code = IPCP_LANE_OK;
-        uint32_t len = 0, value = 0;
-        if (lane_wait(&h->seq, a.k + 1, (const uint64_t *)a.abort)) {
-            code = IPCP_LANE_ABORTED;
-        } else {
-            len = *(volatile uint32_t *)&h->len;
+        uint32_t len = 0, value = 0, want = (uint32_t)(a.k + 1);
+        uint64_t w = 0;
+        for (unsigned n = 1;; n++) {
+            w = lane_load(&h->seq);
+            if ((uint32_t)(w >> 32) == want)
+                break;
+            if (n % LANE_ABORT_EVERY == 0 &&
+                lane_load((const uint64_t *)a.abort)) {
+                code = IPCP_LANE_ABORTED;
+                break;
+            }
+        }
+        if (code == IPCP_LANE_OK) {
+            __threadfence_system(); /* the data and tag before the word */
+            len = (uint32_t)w;
             int32_t tag = *(volatile int32_t *)&h->tag;
             value = len;
             if (tag != a.tag) {
                 code = IPCP_LANE_TAG;
-                value = (uint32_t)tag;
+                if (a.rec) {
+                    lane_store(&((ipcp__lane_rec_t *)a.rec)->info,
+                               (uint64_t)(uint32_t)tag);
+                    __threadfence_system(); /* the tag before the outcome */
+                }
             } else if (len > a.len) {
                 code = IPCP_LANE_TRUNC;
             }
@@ -174,15 +197,14 @@ extern "C" __global__ void __launch_bounds__(LANE_THREADS)
     }
     __syncthreads();
     int code = s_code;
-    if (code == IPCP_LANE_OK) {
+    if (code == IPCP_LANE_OK)
         lane_copy((char *)a.buf, sl + IPCP_LANE_HDR, s_len, 1);
-        __threadfence_system(); /* the data is out before the slot is freed */
-    }
     __syncthreads();
     if (threadIdx.x != 0)
         return;
-    /* A message that did not match is consumed all the same, so that the
-     * sender is not left waiting for its slot. */
+    /* The slot's bytes were all read (their values stored) before the
+     * barrier, so its credit needs no fence.  A message that did not match
+     * is consumed all the same, so that the sender is not left waiting. */
     if (code != IPCP_LANE_ABORTED) {
         int pcode = IPCP_LANE_OK;
         uint64_t remote = lane_peer(&a, &pcode);
@@ -191,5 +213,8 @@ extern "C" __global__ void __launch_bounds__(LANE_THREADS)
         else if (code == IPCP_LANE_OK)
             code = pcode;
     }
+    /* The received bytes reach device scope before the request can
+     * complete on the host. */
+    __threadfence();
     lane_finish(&a, code, s_value);
 }
