@@ -35,6 +35,7 @@ typedef struct ipcp__cuda_dev {
     /* Small-message lane kernels, loaded on first use (under be->lock). */
     CUmodule lane_mod;
     CUfunction lane_fn[2]; /* IPCP_LANE_SEND, IPCP_LANE_RECV */
+    int lane_pdl;          /* launch with programmatic stream serialization */
 } ipcp__cuda_dev_t;
 
 typedef struct ipcp__cuda_poller ipcp__cuda_poller_t;

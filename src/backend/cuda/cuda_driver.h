@@ -98,7 +98,8 @@
     X(cuModuleUnload, 2000)                                                    \
     X(cuModuleGetFunction, 2000)                                               \
     X(cuFuncGetAttribute, 2020)                                                \
-    X(cuLaunchKernel, 4000)
+    X(cuLaunchKernel, 4000)                                                    \
+    X(cuLaunchKernelEx, 11060)
 
 /* The table.  A field is named pfn_ plus the base name: token pasting does
  * not expand cuda.h's version macros, while __typeof__(&name) does. */

@@ -53,6 +53,11 @@ static ipcp_status_t lane_load(ipcp__backend_t *be, int device)
         IPCP_CU(cuModuleUnload)(mod);
         return st;
     }
+    int major = 0;
+    IPCP_CU(cuDeviceGetAttribute)(&major,
+                                  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                  d->dev);
+    d->lane_pdl = major >= 9;
     d->lane_fn[0] = fn[0];
     d->lane_fn[1] = fn[1];
     d->lane_mod = mod;
@@ -118,6 +123,31 @@ ipcp_status_t ipcp__cuda_lane_launch(ipcp__backend_t *be, int device,
         return st;
     ipcp__lane_kargs_t args = *a;
     void *params[] = {&args};
+    if (__atomic_load_n(&be->dev[device].lane_pdl, __ATOMIC_RELAXED)) {
+        CUlaunchAttribute attr;
+        CUlaunchConfig lc;
+        memset(&attr, 0, sizeof(attr));
+        memset(&lc, 0, sizeof(lc));
+        attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        lc.gridDimX = lc.gridDimY = lc.gridDimZ = 1;
+        lc.blockDimX = LANE_THREADS;
+        lc.blockDimY = lc.blockDimZ = 1;
+        lc.hStream = (CUstream)stream;
+        lc.attrs = &attr;
+        lc.numAttrs = 1;
+        CUresult r = IPCP_CU(cuLaunchKernelEx)(&lc, fn, params, NULL);
+        if (r == CUDA_SUCCESS) {
+            ipcp__cuda_leave(&sc);
+            return IPCP_OK;
+        }
+        /* A launch refused for its attribute is not an error of the
+         * stream: plain launches from now on. */
+        IPCP_INFO(IPCP_SUB_CUDA, "programmatic dependent launch refused on "
+                  "device %d (CUresult %d); the lane launches plainly",
+                  device, (int)r);
+        __atomic_store_n(&be->dev[device].lane_pdl, 0, __ATOMIC_RELAXED);
+    }
     st = ipcp__cu_check(IPCP_CU(cuLaunchKernel)(fn, 1, 1, 1, LANE_THREADS, 1, 1,
                                                 0, (CUstream)stream, params,
                                                 NULL),

@@ -16,6 +16,26 @@
  * in host memory (each read crosses PCIe). */
 #define LANE_ABORT_EVERY 1024
 
+/* Programmatic dependent launch (sm_90 and up; no-ops elsewhere and when
+ * the launch did not ask for it): a receive lets the stream's next kernel
+ * start once its message is there, and every kernel waits for the
+ * stream's earlier work only before it touches the user's buffer.  A
+ * kernel that follows a receive is then resident when the receive ends,
+ * which takes a launch off each half round trip. */
+__device__ static inline void lane_pdl_launch(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ static inline void lane_pdl_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 __device__ static inline uint64_t lane_load(const uint64_t *p)
 {
     return *(const volatile uint64_t *)p;
@@ -129,6 +149,7 @@ extern "C" __global__ void __launch_bounds__(LANE_THREADS)
         s_code = code;
     }
     __syncthreads();
+    lane_pdl_wait(); /* the stream's earlier work wrote the source */
     int code = s_code;
     char *sl = code == IPCP_LANE_OK ? lane_slot(s_remote, slot, &a) : 0;
     ipcp__lane_hdr_t *h = (ipcp__lane_hdr_t *)sl;
@@ -196,6 +217,8 @@ extern "C" __global__ void __launch_bounds__(LANE_THREADS)
         s_value = value;
     }
     __syncthreads();
+    lane_pdl_launch();
+    lane_pdl_wait(); /* the stream's earlier work is done with the buffer */
     int code = s_code;
     if (code == IPCP_LANE_OK)
         lane_copy((char *)a.buf, sl + IPCP_LANE_HDR, s_len, 1);
