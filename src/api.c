@@ -224,9 +224,11 @@ static void ipcp__comm_free(ipcp_comm_t *comm)
             close(comm->peers[r].fd);
     if (comm->boot)
         ipcp__boot_destroy(comm->boot);
-    if (comm->cuda)
+    /* Closing would free memory that lane kernels still queued behind a
+     * user's work will touch (ipcp__lane_teardown warned). */
+    if (comm->cuda && !comm->lane_leaked)
         comm->cuda_ops->close(comm->cuda);
-    if (comm->host)
+    if (comm->host && !comm->lane_leaked)
         comm->host_ops->close(comm->host);
     pthread_mutex_destroy(&comm->lock);
     pthread_cond_destroy(&comm->cond);

@@ -62,8 +62,12 @@ struct ipcp__lane {
     ipcp_status_t abort_st; /* set with the abort word */
     char abort_msg[IPCP_ERRMSG_MAX];
     uint64_t next[2]; /* next message number per direction */
+    /* A record whose request the progress thread has not collected yet
+     * (its kernel may be done) is not reused. */
+    unsigned char pending[2][IPCP_LANE_RECS];
     ipcp__list_t reqs;
     int warned; /* a request waited longer than IPCPIPE_TIMEOUT */
+    int sent;   /* our LANE message went (or is going) out */
 };
 
 static uint32_t ipcp__lane_slot_bytes(size_t small)
@@ -118,6 +122,13 @@ static ipcp__lane_t *ipcp__lane_get(ipcp_comm_t *comm, int peer)
     l->exp_fd = -1;
     l->peer_fd = -1;
     ipcp__list_init(&l->reqs);
+    /* Lost before its lane existed: ipcp__lane_abort found nothing to
+     * abort, so the lane starts aborted. */
+    if (atomic_load(&comm->peers[peer].lost) != 0) {
+        l->abort_st = IPCP_ERR_PEER_LOST;
+        snprintf(l->abort_msg, sizeof(l->abort_msg),
+                 "peer rank %d was lost", peer);
+    }
     comm->lanes[peer] = l;
     return l;
 }
@@ -128,20 +139,30 @@ static void ipcp__lane_connect(ipcp_comm_t *comm, ipcp__lane_t *l)
     char why[IPCP_ERRMSG_MAX];
     const ipcp__msg_lane_t *m = &l->peer_msg;
     uint32_t sb = ipcp__lane_slot_bytes(comm->cfg->small);
-    if (l->device < 0 || !l->have_peer || l->remote || l->broken != IPCP_OK)
+    uint64_t need = (uint64_t)IPCP_LANE_SLOTS * sb + IPCP_LANE_SLOTS * 8;
+    if (!l->have_peer || l->remote)
         return;
-    if (m->status != IPCP_OK) {
-        snprintf(why, sizeof(why), "rank %d could not set its side up (%s; "
-                 "see its log)", l->peer,
-                 ipcp_strerror((ipcp_status_t)m->status));
-        ipcp__lane_break(l, IPCP_ERR_UNSUPPORTED, why);
-    } else if (m->small != comm->cfg->small || m->nslots != IPCP_LANE_SLOTS ||
-               m->slot_bytes != sb) {
+    if (m->small != comm->cfg->small || m->nslots != IPCP_LANE_SLOTS ||
+        m->slot_bytes != sb) {
         snprintf(why, sizeof(why), "rank %d has IPCPIPE_SMALL=%u and %u slots, "
                  "this rank %zu and %d: set it the same on both",
                  l->peer, m->small, m->nslots, comm->cfg->small,
                  IPCP_LANE_SLOTS);
         ipcp__lane_break(l, IPCP_ERR_CONFIG, why);
+    } else if (m->status != IPCP_OK) {
+        snprintf(why, sizeof(why), "rank %d could not set its side up (%s; "
+                 "see its log)", l->peer,
+                 ipcp_strerror((ipcp_status_t)m->status));
+        ipcp__lane_break(l, IPCP_ERR_UNSUPPORTED, why);
+    } else if (m->exp.size < need) {
+        snprintf(why, sizeof(why), "rank %d's block has %llu bytes, %llu "
+                 "needed", l->peer, (unsigned long long)m->exp.size,
+                 (unsigned long long)need);
+        ipcp__lane_break(l, IPCP_ERR_BAD_DESCRIPTOR, why);
+    } else if (l->device < 0 && l->broken == IPCP_OK) {
+        return; /* mapped once our block exists; the fd waits */
+    } else if (l->broken != IPCP_OK) {
+        /* nothing to map: the fd goes */
     } else if (comm->cuda_ops->mem_import(comm->cuda, &m->exp, l->peer_fd,
                                           l->device, &l->remote,
                                           &l->remote_handle) != IPCP_OK) {
@@ -246,30 +267,49 @@ void ipcp__lane_preload(ipcp_comm_t *comm, int device)
     pthread_mutex_unlock(&comm->lane_lock);
 }
 
+/* Our LANE message to l's peer: our block, or why we have none (lane_lock
+ * held; posted after it is released, since a failing post declares the
+ * peer lost, which takes the lock). */
+static void ipcp__lane_msg(ipcp_comm_t *comm, ipcp__lane_t *l,
+                           ipcp__msg_lane_t *m, int *fd)
+{
+    memset(m, 0, sizeof(*m));
+    m->hdr.type = IPCP_MSG_LANE;
+    m->status = l->device < 0 ? (int32_t)l->broken : IPCP_OK;
+    m->small = (uint32_t)comm->cfg->small;
+    m->nslots = IPCP_LANE_SLOTS;
+    m->slot_bytes = ipcp__lane_slot_bytes(comm->cfg->small);
+    if (m->status == IPCP_OK)
+        m->exp = l->exp;
+    *fd = l->exp_fd;
+    l->exp_fd = -1;
+    l->sent = 1;
+}
+
+static void ipcp__lane_post_msg(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                                const ipcp__msg_lane_t *m, int fd)
+{
+    if (!peer->closed)
+        ipcp__peer_post(comm, peer, m, sizeof(*m), fd >= 0 ? &fd : NULL,
+                        fd >= 0);
+    else if (fd >= 0)
+        close(fd);
+}
+
 /* Progress thread: sends our block (or that we have none). */
 void ipcp__lane_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
 {
     ipcp__msg_lane_t m;
-    ipcp__peer_t *peer = &comm->peers[req->peer];
-    memset(&m, 0, sizeof(m));
-    m.hdr.type = IPCP_MSG_LANE;
+    int fd;
     pthread_mutex_lock(&comm->lane_lock);
     ipcp__lane_t *l = comm->lanes[req->peer];
-    m.status = l->device < 0 ? (int32_t)l->broken : IPCP_OK;
-    m.small = (uint32_t)comm->cfg->small;
-    m.nslots = IPCP_LANE_SLOTS;
-    m.slot_bytes = ipcp__lane_slot_bytes(comm->cfg->small);
-    if (m.status == IPCP_OK)
-        m.exp = l->exp;
-    int fd = l->exp_fd;
-    l->exp_fd = -1;
-    if (!peer->closed)
-        ipcp__peer_post(comm, peer, &m, sizeof(m), fd >= 0 ? &fd : NULL,
-                        fd >= 0);
-    else if (fd >= 0)
-        close(fd);
+    int send = !l->sent;
+    if (send)
+        ipcp__lane_msg(comm, l, &m, &fd);
     ipcp__lane_connect(comm, l);
     pthread_mutex_unlock(&comm->lane_lock);
+    if (send)
+        ipcp__lane_post_msg(comm, &comm->peers[req->peer], &m, fd);
     ipcp__req_complete(req, IPCP_OK, NULL);
 }
 
@@ -294,8 +334,21 @@ void ipcp__lane_on_msg(ipcp_comm_t *comm, ipcp__peer_t *peer, const void *msg,
     l->peer_msg = *m;
     l->peer_fd = fd;
     l->have_peer = 1;
+    /* A rank that will never make a block says so at once, so that the
+     * peer's kernels do not wait for it: no lane in this build, or a
+     * setting that differs (ipcp__lane_connect breaks the lane). */
+    if (!comm->cuda || !comm->cuda_ops->lane_prepare)
+        ipcp__lane_break(l, IPCP_ERR_UNSUPPORTED,
+                         "this rank has no small-message lane (no CUDA, or "
+                         "built without nvcc)");
     ipcp__lane_connect(comm, l);
+    ipcp__msg_lane_t reply;
+    int rfd = -1, answer = l->device < 0 && l->broken != IPCP_OK && !l->sent;
+    if (answer)
+        ipcp__lane_msg(comm, l, &reply, &rfd);
     pthread_mutex_unlock(&comm->lane_lock);
+    if (answer)
+        ipcp__lane_post_msg(comm, peer, &reply, rfd);
 }
 
 /* Where message k of direction dir records its outcome. */
@@ -313,89 +366,124 @@ static int ipcp__lane_rec_done(ipcp__lane_t *l, int dir, uint64_t k)
     return IPCP_LANE_DONE_SEQ(v) == ((k + 1) & IPCP_LANE_SEQ_MASK);
 }
 
-static ipcp_status_t ipcp__lane_launch(ipcp_comm_t *comm, ipcp__lane_t *l,
-                                       ipcp_request_t *req, int dir,
-                                       void *stream)
+/* Numbers the message and fills its kernel's arguments (lane_lock held).
+ * Its record must be free: the kernel of message k - R done, and its
+ * request (if any) collected. */
+static ipcp_status_t ipcp__lane_reserve(ipcp_comm_t *comm, ipcp__lane_t *l,
+                                        const ipcp_request_t *req, int dir,
+                                        int tracked, ipcp__lane_kargs_t *a)
 {
     uint64_t k = l->next[dir];
-    ipcp_status_t st;
+    unsigned r = (unsigned)(k % IPCP_LANE_RECS);
 
-    if (k >= IPCP_LANE_RECS && !ipcp__lane_rec_done(l, dir, k - IPCP_LANE_RECS))
+    if (l->pending[dir][r] ||
+        (k >= IPCP_LANE_RECS && !ipcp__lane_rec_done(l, dir, k - IPCP_LANE_RECS)))
         return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_API, IPCP_ERR_NOMEM,
                           "more than %d small messages %s rank %d in flight",
                           IPCP_LANE_RECS, dir == IPCP_LANE_SEND ? "to" : "from",
                           l->peer);
-    ipcp__lane_kargs_t a = {
-        .buf = (uint64_t)(uintptr_t)req->buf,
-        .len = req->len,
-        .k = k,
-        .local = (uint64_t)(uintptr_t)l->block,
-        .remote = (uint64_t)(uintptr_t)l->remote,
-        .peer_word = (uint64_t)(uintptr_t)&l->host->peer_word,
-        .abort = (uint64_t)(uintptr_t)&l->host->abort,
-        .rec = (uint64_t)(uintptr_t)ipcp__lane_rec(l, dir, k),
-        .tag = req->tag,
-        .nslots = IPCP_LANE_SLOTS,
-        .slot_bytes = ipcp__lane_slot_bytes(comm->cfg->small),
-    };
-    st = comm->cuda_ops->lane_launch(comm->cuda, l->device, stream, dir, &a);
-    if (st == IPCP_OK)
-        l->next[dir] = k + 1;
-    return st;
+    memset(a, 0, sizeof(*a));
+    a->buf = (uint64_t)(uintptr_t)req->buf;
+    a->len = req->len;
+    a->k = k;
+    a->local = (uint64_t)(uintptr_t)l->block;
+    a->remote = (uint64_t)(uintptr_t)l->remote;
+    a->peer_word = (uint64_t)(uintptr_t)&l->host->peer_word;
+    a->abort = (uint64_t)(uintptr_t)&l->host->abort;
+    a->rec = (uint64_t)(uintptr_t)ipcp__lane_rec(l, dir, k);
+    a->tag = req->tag;
+    a->nslots = IPCP_LANE_SLOTS;
+    a->slot_bytes = ipcp__lane_slot_bytes(comm->cfg->small);
+    l->next[dir] = k + 1;
+    l->pending[dir][r] = (unsigned char)tracked;
+    return IPCP_OK;
 }
 
+/* The checks and the numbering, under lane_lock. */
+static ipcp_status_t ipcp__lane_prepare(ipcp_comm_t *comm, ipcp_request_t *req,
+                                        int dir, int tracked,
+                                        ipcp__lane_t **lp,
+                                        ipcp__lane_kargs_t *a)
+{
+    int device = req->attr.device;
+    ipcp_status_t st = IPCP_OK;
+    ipcp__lane_t *l = ipcp__lane_get(comm, req->peer);
+    *lp = l;
+    if (!l)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                          "no memory for a small-message lane");
+    if (l->device < 0 && l->broken == IPCP_OK)
+        st = ipcp__lane_create(comm, l, device);
+    if (st != IPCP_OK)
+        return st;
+    if (l->broken != IPCP_OK)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, l->broken,
+                          "small-message lane with rank %d: %s", l->peer,
+                          l->why);
+    if (l->abort_st != IPCP_OK) /* a send would report what never arrives */
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, l->abort_st, "%s",
+                          l->abort_msg);
+    if (l->device != device)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                          "the small-message lane with rank %d is on device "
+                          "%d and %p is on device %d; one device per peer can "
+                          "use the lane (IPCPIPE_SMALL)",
+                          l->peer, l->device, req->buf, device);
+    return ipcp__lane_reserve(comm, l, req, dir, tracked, a);
+}
+
+/* The kernel is launched outside lane_lock: a launch can block while the
+ * stream's launch queue is full, and the progress thread needs the lock to
+ * publish mappings and collect completions. */
 ipcp_status_t ipcp__lane_post(ipcp_comm_t *comm, ipcp_request_t *req,
                               void *stream, ipcp_request_t **out)
 {
     int dir = req->type == IPCP_REQ_RECV ? IPCP_LANE_RECV : IPCP_LANE_SEND;
-    int device = req->attr.device;
-    ipcp_status_t st = IPCP_OK;
+    ipcp__lane_kargs_t a;
+    ipcp__lane_t *l = NULL;
+    int wake = 0;
 
     pthread_mutex_lock(&comm->lane_lock);
-    ipcp__lane_t *l = ipcp__lane_get(comm, req->peer);
-    if (!l)
-        st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
-                        "no memory for a small-message lane");
-    else if (l->device < 0 && l->broken == IPCP_OK)
-        st = ipcp__lane_create(comm, l, device);
-    if (st == IPCP_OK && l->broken != IPCP_OK)
-        st = ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, l->broken,
-                        "small-message lane with rank %d: %s", l->peer,
-                        l->why);
-    else if (st == IPCP_OK && l->device != device)
-        st = ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
-                        "the small-message lane with rank %d is on device %d "
-                        "and %p is on device %d; one device per peer can use "
-                        "the lane (IPCPIPE_SMALL)",
-                        l->peer, l->device, req->buf, device);
-    if (st == IPCP_OK)
-        st = ipcp__lane_launch(comm, l, req, dir, stream);
-    if (st == IPCP_OK && out) {
-        req->lane = l;
-        req->lane_k = l->next[dir] - 1;
-        req->lane_dir = dir;
-        req->lane_t0 = ipcp__now_s();
-        req->user = 1;
-        req->path = IPCP_PATH_LANE;
-        ipcp__list_push_back(&l->reqs, &req->link);
-        pthread_mutex_lock(&comm->lock);
-        ipcp__list_push_back(&comm->reqs, &req->all_link);
-        pthread_mutex_unlock(&comm->lock);
-        /* The progress thread polls while any is pending; wake it for the
-         * first. */
-        if (atomic_fetch_add(&comm->lane_reqs, 1) == 0) {
-            pthread_mutex_unlock(&comm->lane_lock);
-            ipcp__comm_wake(comm);
-            *out = req;
-            return IPCP_OK;
-        }
-    }
+    ipcp_status_t st = ipcp__lane_prepare(comm, req, dir, out != NULL, &l, &a);
     pthread_mutex_unlock(&comm->lane_lock);
-    if (st != IPCP_OK || !out)
+    int numbered = st == IPCP_OK;
+    if (numbered)
+        st = comm->cuda_ops->lane_launch(comm->cuda, l->device, stream, dir,
+                                         &a);
+    if (st != IPCP_OK && numbered) {
+        /* Message a.k was numbered but never launched: the peer's side of
+         * the numbering cannot follow any more. */
+        char why[IPCP_ERRMSG_MAX];
+        snprintf(why, sizeof(why), "launching message %llu failed: %s",
+                 (unsigned long long)a.k, ipcp__last_error());
+        pthread_mutex_lock(&comm->lane_lock);
+        l->pending[dir][a.k % IPCP_LANE_RECS] = 0;
+        ipcp__lane_break(l, st, why);
+        pthread_mutex_unlock(&comm->lane_lock);
+    }
+    if (st != IPCP_OK || !out) {
         ipcp__req_free(req);
-    else
-        *out = req;
-    return st;
+        return st;
+    }
+    req->lane = l;
+    req->lane_k = a.k;
+    req->lane_dir = dir;
+    req->lane_t0 = ipcp__now_s();
+    req->user = 1;
+    req->path = IPCP_PATH_LANE;
+    pthread_mutex_lock(&comm->lane_lock);
+    ipcp__list_push_back(&l->reqs, &req->link);
+    pthread_mutex_lock(&comm->lock);
+    ipcp__list_push_back(&comm->reqs, &req->all_link);
+    pthread_mutex_unlock(&comm->lock);
+    /* The progress thread polls while any is pending; wake it for the
+     * first. */
+    wake = atomic_fetch_add(&comm->lane_reqs, 1) == 0;
+    pthread_mutex_unlock(&comm->lane_lock);
+    if (wake)
+        ipcp__comm_wake(comm);
+    *out = req;
+    return IPCP_OK;
 }
 
 /* A finished message's outcome, as a request status and message. */
@@ -466,6 +554,7 @@ static int ipcp__lane_poll_one(ipcp_comm_t *comm, ipcp__lane_t *l)
         }
         ipcp__list_del(e);
         atomic_fetch_sub(&comm->lane_reqs, 1);
+        l->pending[req->lane_dir][req->lane_k % IPCP_LANE_RECS] = 0;
         msg[0] = 0;
         ipcp_status_t st = ipcp__lane_outcome(l, req, msg, sizeof(msg));
         ipcp__req_complete(req, st, msg);
@@ -543,8 +632,11 @@ void ipcp__lane_teardown(ipcp_comm_t *comm)
         pthread_mutex_unlock(&comm->lane_lock);
         if (!idle) {
             IPCP_WARN(IPCP_SUB_ENGINE, "small-message lane with rank %d: "
-                      "kernels still queued at finalize; its memory is left "
-                      "allocated", r);
+                      "kernels still queued at finalize; its memory and the "
+                      "backends are left as they are", r);
+            comm->lane_leaked = 1;
+            if (l->exp_fd >= 0)
+                close(l->exp_fd);
         } else {
             if (l->remote)
                 comm->cuda_ops->mem_unimport(comm->cuda, l->remote_handle);

@@ -18,9 +18,12 @@ ipcp_status_t ipcp__mem_attr(ipcp_comm_t *comm, const void *ptr, size_t len,
     memset(attr, 0, sizeof(*attr));
     /* Inside one of our allocations the registry knows, without asking the
      * driver (a pointer query costs a microsecond or two, which small
-     * stream-ordered messages pay on every call). */
+     * stream-ordered messages pay on every call).  Not memory the user
+     * allocated (auto regions): it may have been freed and reallocated. */
     pthread_mutex_lock(&comm->mem_lock);
     ipcp__region_t *r = ipcp__region_find_alloc(comm, ptr, len);
+    if (r && r->is_auto)
+        r = NULL;
     if (r) {
         *attr = r->attr;
         *ops = r->ops;

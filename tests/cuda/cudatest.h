@@ -67,11 +67,11 @@ static inline ipcp_path_t ct_direct_path(size_t size, int two_gpus)
 }
 
 /* Starts two ranks of this program with IPCPIPE_TIMEOUT=10 (child_env, if
- * not NULL, adjusts each rank's environment).  victim < 0: returns their
- * folded exit code.  Else that rank must die by SIGKILL and the other exit
- * 0. */
+ * not NULL, adjusts each rank's environment, given arg).  victim < 0:
+ * returns their folded exit code.  Else that rank must die by SIGKILL and
+ * the other exit 0. */
 static inline int ct_launch(char **argv, int victim,
-                            void (*child_env)(int rank, void *arg))
+                            void (*child_env)(int rank, void *arg), void *arg)
 {
     ipcp_launch_opts_t o;
     ipcp_launch_result_t res;
@@ -83,6 +83,7 @@ static inline int ct_launch(char **argv, int victim,
     o.extra_env = env;
     o.keep_going = victim >= 0;
     o.child_env = child_env;
+    o.child_env_arg = arg;
     if (ipcp_launch(&o, &res) != 0)
         T_FAIL("launch failed");
     if (victim < 0)

@@ -17,6 +17,8 @@
  *             IPCP_ERR_TRUNCATED, writes nothing, and the lane goes on
  *   mismatch  IPCPIPE_SMALL differs between the ranks: the operations fail
  *             with IPCP_ERR_CONFIG naming IPCPIPE_SMALL, and nothing hangs
+ *   mismatch0 rank 1 has IPCPIPE_SMALL=0 and makes no lane: rank 0's send
+ *             fails the same way (rank 1 answers its LANE message)
  *
  * CMake sets IPCPIPE_SMALL=64K. */
 #include <time.h>
@@ -267,6 +269,10 @@ static void mismatch(ipcp_comm_t *comm, side_t *s)
 {
     ipcp_request_t *r = NULL;
     ipcp_status_t st;
+    if (t_rank == 1 && small_size() == 0) { /* no lane on this side */
+        T_OK(ipcp_barrier(comm));
+        return;
+    }
     if (t_rank == 0)
         st = ipcp_isend_on_stream(comm, at(s, 0), 100, 1, TAG_MSG, s->stream,
                                   &r);
@@ -282,13 +288,13 @@ static void mismatch(ipcp_comm_t *comm, side_t *s)
 }
 
 static const char *const cases[] = {"burst", "legacy", "tag", "trunc",
-                                    "mismatch"};
+                                    "mismatch", "mismatch0"};
 
 static int pick_case(int argc, char **argv)
 {
     if (argc < 2)
         T_FAIL("usage: test_cuda_lane CASE --devices same|split");
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         if (strcmp(argv[1], cases[i]) == 0)
             return i;
     T_FAIL("unknown case \"%s\"", argv[1]);
@@ -334,12 +340,11 @@ static int rank_main(int argc, char **argv)
     return 0;
 }
 
-/* mismatch: rank 1 runs with a smaller IPCPIPE_SMALL. */
+/* mismatch: rank 1 runs with a smaller IPCPIPE_SMALL; mismatch0 with 0. */
 static void other_small(int rank, void *arg)
 {
-    (void)arg;
     if (rank == 1)
-        setenv("IPCPIPE_SMALL", "4096", 1);
+        setenv("IPCPIPE_SMALL", (const char *)arg, 1);
 }
 
 int main(int argc, char **argv)
@@ -351,7 +356,7 @@ int main(int argc, char **argv)
     int rc = ct_check_machine(split ? 2 : 1);
     if (rc)
         return rc;
-    if (c == 4)
-        return ct_launch(argv, -1, other_small);
+    if (c >= 4)
+        return ct_launch(argv, -1, other_small, c == 4 ? "4096" : "0");
     return t_mp_main(argc, argv, 2, 240, rank_main);
 }

@@ -308,5 +308,5 @@ int main(int argc, char **argv)
         return rc;
     if (!c.kill)
         return t_mp_main(argc, argv, 2, 240, rank_main);
-    return ct_launch(argv, c.kill - 1, NULL);
+    return ct_launch(argv, c.kill - 1, NULL, NULL);
 }

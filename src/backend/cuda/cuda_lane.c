@@ -137,9 +137,13 @@ ipcp_status_t ipcp__cuda_lane_launch(ipcp__backend_t *be, int device,
         lc.attrs = &attr;
         lc.numAttrs = 1;
         CUresult r = IPCP_CU(cuLaunchKernelEx)(&lc, fn, params, NULL);
-        if (r == CUDA_SUCCESS) {
+        if (r != CUDA_ERROR_NOT_SUPPORTED && r != CUDA_ERROR_INVALID_VALUE) {
+            st = ipcp__cu_check(r, IPCP_LOG_ERROR,
+                                "cuLaunchKernelEx(%s, message %llu, device %d)",
+                                lane_names[op == IPCP_LANE_RECV],
+                                (unsigned long long)a->k, device);
             ipcp__cuda_leave(&sc);
-            return IPCP_OK;
+            return st;
         }
         /* A launch refused for its attribute is not an error of the
          * stream: plain launches from now on. */
