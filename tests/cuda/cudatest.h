@@ -21,6 +21,20 @@
         }                                                                      \
     } while (0)
 
+/* Loads the driver and makes device's primary context current on this
+ * thread (the test's own driver calls need one); returns it retained. */
+static inline CUcontext ct_use_device(int device)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    T_OK(ipcp__cu_load());
+    CU_OK(IPCP_CU(cuInit)(0));
+    CU_OK(IPCP_CU(cuDeviceGet)(&dev, device));
+    CU_OK(IPCP_CU(cuDevicePrimaryCtxRetain)(&ctx, dev));
+    CU_OK(IPCP_CU(cuCtxSetCurrent)(ctx));
+    return ctx;
+}
+
 /* The value after `key` on the command line, or dflt. */
 static inline const char *ct_opt(int argc, char **argv, const char *key,
                                  const char *dflt)

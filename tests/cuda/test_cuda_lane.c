@@ -50,14 +50,9 @@ static size_t small_size(void)
 static void side_init(ipcp_comm_t *comm, side_t *s, int device, size_t len,
                       int legacy)
 {
-    CUdevice dev;
     ipcp_alloc_params_t p;
     void *ptr;
-    T_OK(ipcp__cu_load());
-    CU_OK(IPCP_CU(cuInit)(0));
-    CU_OK(IPCP_CU(cuDeviceGet)(&dev, device));
-    CU_OK(IPCP_CU(cuDevicePrimaryCtxRetain)(&s->ctx, dev));
-    CU_OK(IPCP_CU(cuCtxSetCurrent)(s->ctx));
+    s->ctx = ct_use_device(device);
     s->stream = NULL;
     if (!legacy)
         CU_OK(IPCP_CU(cuStreamCreate)(&s->stream, CU_STREAM_NON_BLOCKING));

@@ -219,17 +219,6 @@ static void buf_verify_untouched(const buf_t *b, uint64_t guard_seed,
 
 /* ---- Ranks --------------------------------------------------------------- */
 
-static void use_device(int device)
-{
-    CUdevice dev;
-    CUcontext ctx;
-    T_OK(ipcp__cu_load());
-    CU_OK(IPCP_CU(cuInit)(0));
-    CU_OK(IPCP_CU(cuDeviceGet)(&dev, device));
-    CU_OK(IPCP_CU(cuDevicePrimaryCtxRetain)(&ctx, dev));
-    CU_OK(IPCP_CU(cuCtxSetCurrent)(ctx));
-}
-
 static void drop_device(int device)
 {
     CUdevice dev;
@@ -375,7 +364,7 @@ static int rank_main(int argc, char **argv)
     T_OK(ipcp_init(NULL, &comm));
     t_rank = ipcp_comm_rank(comm);
     int device = c.split ? t_rank : 0;
-    use_device(device);
+    (void)ct_use_device(device);
     /* The seed goes first, on the default path; then the receiver forces
      * its path (peers learn it before our later messages). */
     if (t_rank == 0) {

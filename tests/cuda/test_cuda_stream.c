@@ -87,14 +87,9 @@ typedef struct side {
 
 static void side_init(ipcp_comm_t *comm, side_t *s, const cfg_t *c, int device)
 {
-    CUdevice dev;
     ipcp_alloc_params_t p;
     void *ptr;
-    T_OK(ipcp__cu_load());
-    CU_OK(IPCP_CU(cuInit)(0));
-    CU_OK(IPCP_CU(cuDeviceGet)(&dev, device));
-    CU_OK(IPCP_CU(cuDevicePrimaryCtxRetain)(&s->ctx, dev));
-    CU_OK(IPCP_CU(cuCtxSetCurrent)(s->ctx));
+    s->ctx = ct_use_device(device);
     s->own = NULL;
     if (c->stream_kind == 0) {
         CU_OK(IPCP_CU(cuStreamCreate)(&s->own, CU_STREAM_NON_BLOCKING));
