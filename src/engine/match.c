@@ -6,7 +6,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/time.h"
 #include "engine/engine.h"
 
 static void ipcp__close_fds(int *fds, int nfds)
@@ -83,8 +82,6 @@ static void ipcp__send_rts(ipcp_comm_t *comm, ipcp__peer_t *peer,
         return;
     }
     ipcp__list_push_back(&peer->wait_cts, &req->link);
-    if (req->attr.type == IPCP_MEM_CUDA && req->len >= IPCP_STRIPE_MIN_SIZE)
-        peer->dev_send_ns = ipcp__now_ns();
 }
 
 static void ipcp__send_start(ipcp_comm_t *comm, ipcp__peer_t *peer,

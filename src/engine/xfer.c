@@ -15,7 +15,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/time.h"
 #include "engine/engine.h"
 #include "engine/stripe.h"
 
@@ -792,19 +791,11 @@ static void ipcp__stripe_auto(ipcp_comm_t *comm, ipcp__peer_t *peer,
 }
 
 /* Whether this rank is also sending to the peer (a send waiting for its
- * CTS or in queues, or a large device send started in the last
- * IPCP_BIDIR_RECENT_NS): then both directions run at once.  The recent
- * ones count because the receiver decides when the peer's RTS meets its
- * receive, which can come just before its own send of the same exchange
- * is posted (both ways at 256 MiB on H200s still read 655 GB/s against
- * 741 direct-only with the lists alone). */
-#define IPCP_BIDIR_RECENT_NS ((uint64_t)20 * 1000 * 1000)
+ * CTS or in queues): then both directions run at once. */
 static int ipcp__peer_sending(ipcp__peer_t *peer)
 {
     ipcp__list_t *e, *tmp;
-    if (!ipcp__list_empty(&peer->wait_cts) ||
-        (peer->dev_send_ns &&
-         ipcp__now_ns() - peer->dev_send_ns < IPCP_BIDIR_RECENT_NS))
+    if (!ipcp__list_empty(&peer->wait_cts))
         return 1;
     ipcp__list_for_each_safe(e, tmp, &peer->active) {
         const ipcp__xfer_t *x = ipcp__list_entry(e, ipcp__xfer_t, link);
