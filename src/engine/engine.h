@@ -155,7 +155,6 @@ struct ipcp__peer {
     int pvm_to;           /* -1 unknown, 0/1: we may write its memory */
     int remote_path;      /* path the peer forces on receives; -1 unknown
                              (no eager sends until it is known) */
-    uint64_t dev_send_ns; /* our last RTS of a large device send to it */
     ipcp__list_t txq;     /* ipcp__txmsg_t waiting for the socket */
     uint64_t next_id;     /* ids of our operations towards this peer */
     ipcp__list_t wait_cts; /* our sends/puts waiting for a CTS */

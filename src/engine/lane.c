@@ -420,7 +420,9 @@ static ipcp_status_t ipcp__lane_prepare(ipcp_comm_t *comm, ipcp_request_t *req,
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, l->broken,
                           "small-message lane with rank %d: %s", l->peer,
                           l->why);
-    if (l->abort_st != IPCP_OK) /* a send would report what never arrives */
+    /* A send would report what never arrives; a receive may still find a
+     * message that came before the loss (its kernel looks first). */
+    if (l->abort_st != IPCP_OK && dir == IPCP_LANE_SEND)
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, l->abort_st, "%s",
                           l->abort_msg);
     if (l->device != device)
@@ -458,6 +460,11 @@ ipcp_status_t ipcp__lane_post(ipcp_comm_t *comm, ipcp_request_t *req,
                  (unsigned long long)a.k, ipcp__last_error());
         pthread_mutex_lock(&comm->lane_lock);
         l->pending[dir][a.k % IPCP_LANE_RECS] = 0;
+        /* Its record, which no kernel will write, says so: finalize
+         * waits for every numbered message's record. */
+        __atomic_store_n(&ipcp__lane_rec(l, dir, a.k)->done,
+                         IPCP_LANE_DONE(a.k, IPCP_LANE_UNUSABLE, 0),
+                         __ATOMIC_RELEASE);
         ipcp__lane_break(l, st, why);
         pthread_mutex_unlock(&comm->lane_lock);
     }

@@ -271,6 +271,8 @@ ipcp_status_t ipcp__mem_register(ipcp_comm_t *comm, void *buf, size_t len,
     r->len = len;
     pthread_mutex_lock(&comm->mem_lock);
     ipcp__region_t *a = ipcp__region_find_alloc(comm, buf, len);
+    if (a && a->is_auto && a->attr.buffer_id != r->attr.buffer_id)
+        a = NULL; /* the user's memory it described was freed */
     if (a && a->exportable) {
         /* Inside one of our allocations: peers map the allocation. */
         r->exportable = 1;

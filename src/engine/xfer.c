@@ -673,6 +673,11 @@ static void ipcp__choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ch->mode = 0;
     pthread_mutex_lock(&comm->mem_lock);
     r = ipcp__region_find_alloc(comm, req->buf, req->len);
+    /* A region made for the user's memory is stale once that memory was
+     * freed and another allocation took its place: ipcp__region_auto
+     * below replaces it. */
+    if (r && r->is_auto && r->attr.buffer_id != req->attr.buffer_id)
+        r = NULL;
     if (r) {
         found = 1;
         shareable = r->exportable;
