@@ -145,19 +145,24 @@ static ipcp_status_t ipcp__bad_arg(const char *what)
 
 /* ---- Init and finalize ---------------------------------------------------- */
 
+const ipcp__backend_ops_t *ipcp__device_backend_for_tests;
+
 static ipcp_status_t ipcp__open_backends(ipcp_comm_t *comm)
 {
+    const ipcp__backend_ops_t *dev = ipcp__device_backend_for_tests;
     comm->host_ops = &ipcp__host_backend_ops;
     IPCP_CHECK(comm->host_ops->open(comm->cfg, &comm->host));
 #ifdef IPCP_HAVE_CUDA
-    if (comm->cfg->cuda != IPCP_CUDA_OFF) {
-        if (ipcp__cuda_backend_ops.open(comm->cfg, &comm->cuda) == IPCP_OK)
-            comm->cuda_ops = &ipcp__cuda_backend_ops;
+    if (!dev)
+        dev = &ipcp__cuda_backend_ops;
+#endif
+    if (dev && comm->cfg->cuda != IPCP_CUDA_OFF) {
+        if (dev->open(comm->cfg, &comm->cuda) == IPCP_OK)
+            comm->cuda_ops = dev;
         else
-            IPCP_INFO(IPCP_SUB_INIT, "CUDA backend not used: %s",
+            IPCP_INFO(IPCP_SUB_INIT, "%s backend not used: %s", dev->name,
                       ipcp__last_error());
     }
-#endif
     return IPCP_OK;
 }
 

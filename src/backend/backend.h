@@ -217,6 +217,10 @@ extern const ipcp__backend_ops_t ipcp__host_backend_ops;
 #ifdef IPCP_HAVE_CUDA
 extern const ipcp__backend_ops_t ipcp__cuda_backend_ops;
 #endif
+/* Tests only: when set before ipcp_init, the device backend in place of
+ * CUDA's (tests/engine/test_lane.c runs the small-message lane's kernels
+ * on CPU threads, so that CI covers the engine's side of the lane). */
+extern const ipcp__backend_ops_t *ipcp__device_backend_for_tests;
 
 /* The nominal chunk of the staged part of a striped transfer of len bytes
  * (ring slots of slot bytes): a quarter of it, rounded down to a power of

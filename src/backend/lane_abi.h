@@ -55,10 +55,10 @@ typedef struct ipcp__lane_rec {
 #define IPCP_LANE_SEQ_MASK ((((uint64_t)1) << 40) - 1)
 #define IPCP_LANE_DONE(k, outcome, value)                                      \
     ((((uint64_t)(k) + 1) & IPCP_LANE_SEQ_MASK) << 24 |                        \
-     (uint64_t)((outcome) & 0xf) << 20 | (uint64_t)((value) & 0xfffff))
-#define IPCP_LANE_DONE_SEQ(d) ((d) >> 24)
+     (uint64_t)((outcome)&0xf) << 20 | (uint64_t)((value)&0xfffff))
+#define IPCP_LANE_DONE_SEQ(d)     ((d) >> 24)
 #define IPCP_LANE_DONE_OUTCOME(d) ((unsigned)((d) >> 20) & 0xfu)
-#define IPCP_LANE_DONE_VALUE(d) ((uint32_t)(d) & 0xfffffu)
+#define IPCP_LANE_DONE_VALUE(d)   ((uint32_t)(d)&0xfffffu)
 
 /* One kernel's arguments, passed by value.  Addresses are device
  * addresses in the launching process. */

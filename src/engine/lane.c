@@ -85,8 +85,7 @@ int ipcp__lane_takes(const ipcp_comm_t *comm, const ipcp_request_t *req)
 
 /* Marks the lane unusable; its kernels that wait for the peer's block
  * leave with IPCP_LANE_UNUSABLE. */
-static void ipcp__lane_break(ipcp__lane_t *l, ipcp_status_t st,
-                             const char *why)
+static void ipcp__lane_break(ipcp__lane_t *l, ipcp_status_t st, const char *why)
 {
     if (l->broken != IPCP_OK)
         return;
@@ -126,8 +125,8 @@ static ipcp__lane_t *ipcp__lane_get(ipcp_comm_t *comm, int peer)
      * abort, so the lane starts aborted. */
     if (atomic_load(&comm->peers[peer].lost) != 0) {
         l->abort_st = IPCP_ERR_PEER_LOST;
-        snprintf(l->abort_msg, sizeof(l->abort_msg),
-                 "peer rank %d was lost", peer);
+        snprintf(l->abort_msg, sizeof(l->abort_msg), "peer rank %d was lost",
+                 peer);
     }
     comm->lanes[peer] = l;
     return l;
@@ -144,19 +143,23 @@ static void ipcp__lane_connect(ipcp_comm_t *comm, ipcp__lane_t *l)
         return;
     if (m->small != comm->cfg->small || m->nslots != IPCP_LANE_SLOTS ||
         m->slot_bytes != sb) {
-        snprintf(why, sizeof(why), "rank %d has IPCPIPE_SMALL=%u and %u slots, "
+        snprintf(why, sizeof(why),
+                 "rank %d has IPCPIPE_SMALL=%u and %u slots, "
                  "this rank %zu and %d: set it the same on both",
                  l->peer, m->small, m->nslots, comm->cfg->small,
                  IPCP_LANE_SLOTS);
         ipcp__lane_break(l, IPCP_ERR_CONFIG, why);
     } else if (m->status != IPCP_OK) {
-        snprintf(why, sizeof(why), "rank %d could not set its side up (%s; "
-                 "see its log)", l->peer,
-                 ipcp_strerror((ipcp_status_t)m->status));
+        snprintf(why, sizeof(why),
+                 "rank %d could not set its side up (%s; "
+                 "see its log)",
+                 l->peer, ipcp_strerror((ipcp_status_t)m->status));
         ipcp__lane_break(l, IPCP_ERR_UNSUPPORTED, why);
     } else if (m->exp.size < need) {
-        snprintf(why, sizeof(why), "rank %d's block has %llu bytes, %llu "
-                 "needed", l->peer, (unsigned long long)m->exp.size,
+        snprintf(why, sizeof(why),
+                 "rank %d's block has %llu bytes, %llu "
+                 "needed",
+                 l->peer, (unsigned long long)m->exp.size,
                  (unsigned long long)need);
         ipcp__lane_break(l, IPCP_ERR_BAD_DESCRIPTOR, why);
     } else if (l->device < 0 && l->broken == IPCP_OK) {
@@ -167,7 +170,8 @@ static void ipcp__lane_connect(ipcp_comm_t *comm, ipcp__lane_t *l)
                                           l->device, &l->remote,
                                           &l->remote_handle) != IPCP_OK) {
         l->remote = NULL;
-        snprintf(why, sizeof(why), "GPU %d cannot map rank %d's GPU memory "
+        snprintf(why, sizeof(why),
+                 "GPU %d cannot map rank %d's GPU memory "
                  "(%s); the lane needs GPUs that reach each other (peer "
                  "access, or one GPU); unset IPCPIPE_SMALL",
                  l->device, l->peer, ipcp__last_error());
@@ -175,8 +179,10 @@ static void ipcp__lane_connect(ipcp_comm_t *comm, ipcp__lane_t *l)
     } else {
         __atomic_store_n(&l->host->peer_word, (uint64_t)(uintptr_t)l->remote,
                          __ATOMIC_RELEASE);
-        IPCP_DEBUG(IPCP_SUB_ENGINE, "small-message lane with rank %d mapped "
-                   "on device %d", l->peer, l->device);
+        IPCP_DEBUG(IPCP_SUB_ENGINE,
+                   "small-message lane with rank %d mapped "
+                   "on device %d",
+                   l->peer, l->device);
     }
     if (l->peer_fd >= 0)
         close(l->peer_fd);
@@ -321,14 +327,15 @@ void ipcp__lane_on_msg(ipcp_comm_t *comm, ipcp__peer_t *peer, const void *msg,
     for (int i = 1; i < nfds; i++)
         close(fds[i]);
     pthread_mutex_lock(&comm->lane_lock);
-    ipcp__lane_t *l = len >= sizeof(*m) ? ipcp__lane_get(comm, peer->rank)
-                                        : NULL;
+    ipcp__lane_t *l =
+        len >= sizeof(*m) ? ipcp__lane_get(comm, peer->rank) : NULL;
     if (!l || l->have_peer) {
         pthread_mutex_unlock(&comm->lane_lock);
         if (fd >= 0)
             close(fd);
-        ipcp__peer_lost(comm, peer, l ? "a second small-message lane block"
-                                      : "malformed or unexpected LANE message");
+        ipcp__peer_lost(comm, peer,
+                        l ? "a second small-message lane block"
+                          : "malformed or unexpected LANE message");
         return;
     }
     l->peer_msg = *m;
@@ -361,8 +368,8 @@ static ipcp__lane_rec_t *ipcp__lane_rec(ipcp__lane_t *l, int dir, uint64_t k)
  * engine reuses it only once that one was done. */
 static int ipcp__lane_rec_done(ipcp__lane_t *l, int dir, uint64_t k)
 {
-    uint64_t v = __atomic_load_n(&ipcp__lane_rec(l, dir, k)->done,
-                                 __ATOMIC_ACQUIRE);
+    uint64_t v =
+        __atomic_load_n(&ipcp__lane_rec(l, dir, k)->done, __ATOMIC_ACQUIRE);
     return IPCP_LANE_DONE_SEQ(v) == ((k + 1) & IPCP_LANE_SEQ_MASK);
 }
 
@@ -377,7 +384,8 @@ static ipcp_status_t ipcp__lane_reserve(ipcp_comm_t *comm, ipcp__lane_t *l,
     unsigned r = (unsigned)(k % IPCP_LANE_RECS);
 
     if (l->pending[dir][r] ||
-        (k >= IPCP_LANE_RECS && !ipcp__lane_rec_done(l, dir, k - IPCP_LANE_RECS)))
+        (k >= IPCP_LANE_RECS &&
+         !ipcp__lane_rec_done(l, dir, k - IPCP_LANE_RECS)))
         return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_API, IPCP_ERR_NOMEM,
                           "more than %d small messages %s rank %d in flight",
                           IPCP_LANE_RECS, dir == IPCP_LANE_SEND ? "to" : "from",
@@ -401,8 +409,7 @@ static ipcp_status_t ipcp__lane_reserve(ipcp_comm_t *comm, ipcp__lane_t *l,
 
 /* The checks and the numbering, under lane_lock. */
 static ipcp_status_t ipcp__lane_prepare(ipcp_comm_t *comm, ipcp_request_t *req,
-                                        int dir, int tracked,
-                                        ipcp__lane_t **lp,
+                                        int dir, int tracked, ipcp__lane_t **lp,
                                         ipcp__lane_kargs_t *a)
 {
     int device = req->attr.device;
@@ -450,8 +457,8 @@ ipcp_status_t ipcp__lane_post(ipcp_comm_t *comm, ipcp_request_t *req,
     pthread_mutex_unlock(&comm->lane_lock);
     int numbered = st == IPCP_OK;
     if (numbered)
-        st = comm->cuda_ops->lane_launch(comm->cuda, l->device, stream, dir,
-                                         &a);
+        st =
+            comm->cuda_ops->lane_launch(comm->cuda, l->device, stream, dir, &a);
     if (st != IPCP_OK && numbered) {
         /* Message a.k was numbered but never launched: the peer's side of
          * the numbering cannot follow any more. */
@@ -512,16 +519,19 @@ static ipcp_status_t ipcp__lane_outcome(ipcp__lane_t *l, ipcp_request_t *req,
         snprintf(msg, len, "%s", l->abort_msg);
         return l->abort_st != IPCP_OK ? l->abort_st : IPCP_ERR_STATE;
     case IPCP_LANE_TAG:
-        snprintf(msg, len, "small-message lane: message %llu from rank %d has "
+        snprintf(msg, len,
+                 "small-message lane: message %llu from rank %d has "
                  "tag %d, this receive tag %d; with IPCPIPE_SMALL set, post "
                  "stream-ordered receives of up to IPCPIPE_SMALL bytes in the "
                  "order the peer sends (the message was dropped)",
                  k, l->peer, (int32_t)v, req->tag);
         return IPCP_ERR_STATE;
     case IPCP_LANE_TRUNC:
-        snprintf(msg, len, "small-message lane: message %llu from rank %d has "
+        snprintf(msg, len,
+                 "small-message lane: message %llu from rank %d has "
                  "%u bytes, more than the receive's %zu (nothing written; the "
-                 "message was dropped)", k, l->peer, v, req->len);
+                 "message was dropped)",
+                 k, l->peer, v, req->len);
         return IPCP_ERR_TRUNCATED;
     case IPCP_LANE_UNUSABLE:
         snprintf(msg, len, "small-message lane with rank %d: %.200s", l->peer,
@@ -539,7 +549,8 @@ static int ipcp__lane_poll_one(ipcp_comm_t *comm, ipcp__lane_t *l)
     ipcp__list_t *e, *tmp;
     char msg[IPCP_ERRMSG_MAX];
     int n = 0;
-    ipcp__list_for_each_safe(e, tmp, &l->reqs) {
+    ipcp__list_for_each_safe(e, tmp, &l->reqs)
+    {
         ipcp_request_t *req = ipcp__list_entry(e, ipcp_request_t, link);
         if (!ipcp__lane_rec_done(l, req->lane_dir, req->lane_k)) {
             /* The usual cause is a broken contract that no kernel can see:
@@ -548,12 +559,14 @@ static int ipcp__lane_poll_one(ipcp_comm_t *comm, ipcp__lane_t *l)
             if (!l->warned &&
                 ipcp__now_s() - req->lane_t0 > comm->cfg->timeout_s) {
                 l->warned = 1;
-                IPCP_WARN(IPCP_SUB_ENGINE, "small-message lane: %s %llu %s "
+                IPCP_WARN(IPCP_SUB_ENGINE,
+                          "small-message lane: %s %llu %s "
                           "rank %d has waited more than %.0f s; with "
                           "IPCPIPE_SMALL set, both ranks must use the "
                           "stream-ordered calls for messages of up to "
-                          "IPCPIPE_SMALL bytes", req->lane_dir ? "receive"
-                          : "send", (unsigned long long)req->lane_k,
+                          "IPCPIPE_SMALL bytes",
+                          req->lane_dir ? "receive" : "send",
+                          (unsigned long long)req->lane_k,
                           req->lane_dir ? "from" : "to", l->peer,
                           comm->cfg->timeout_s);
             }
@@ -638,9 +651,11 @@ void ipcp__lane_teardown(ipcp_comm_t *comm)
         }
         pthread_mutex_unlock(&comm->lane_lock);
         if (!idle) {
-            IPCP_WARN(IPCP_SUB_ENGINE, "small-message lane with rank %d: "
+            IPCP_WARN(IPCP_SUB_ENGINE,
+                      "small-message lane with rank %d: "
                       "kernels still queued at finalize; its memory and the "
-                      "backends are left as they are", r);
+                      "backends are left as they are",
+                      r);
             comm->lane_leaked = 1;
             if (l->exp_fd >= 0)
                 close(l->exp_fd);

@@ -80,35 +80,4 @@ static inline ipcp_path_t ct_direct_path(size_t size, int two_gpus)
                : IPCP_PATH_DIRECT;
 }
 
-/* Starts two ranks of this program with IPCPIPE_TIMEOUT=10 (child_env, if
- * not NULL, adjusts each rank's environment, given arg).  victim < 0:
- * returns their folded exit code.  Else that rank must die by SIGKILL and
- * the other exit 0. */
-static inline int ct_launch(char **argv, int victim,
-                            void (*child_env)(int rank, void *arg), void *arg)
-{
-    ipcp_launch_opts_t o;
-    ipcp_launch_result_t res;
-    char *env[] = {"IPCPIPE_TIMEOUT=10", NULL};
-    memset(&o, 0, sizeof o);
-    o.nranks = 2;
-    o.timeout_s = 240;
-    o.argv_self = argv;
-    o.extra_env = env;
-    o.keep_going = victim >= 0;
-    o.child_env = child_env;
-    o.child_env_arg = arg;
-    if (ipcp_launch(&o, &res) != 0)
-        T_FAIL("launch failed");
-    if (victim < 0)
-        return ipcp_launch_exit_code(&res);
-    int vs = res.wait_status[victim], ss = res.wait_status[1 - victim];
-    if (!WIFSIGNALED(vs) || WTERMSIG(vs) != SIGKILL)
-        T_FAIL("rank %d should have died by SIGKILL (wait status 0x%x)", victim,
-               vs);
-    if (!WIFEXITED(ss) || WEXITSTATUS(ss) != 0)
-        T_FAIL("surviving rank %d failed (wait status 0x%x)", 1 - victim, ss);
-    return 0;
-}
-
 #endif

@@ -28,7 +28,7 @@
 #include "ipcpipe_cuda.h"
 
 #define NBURST 200
-#define NPING 100
+#define NPING  100
 enum { TAG_SEED = 1, TAG_MSG = 7, TAG_OTHER = 9 };
 
 typedef struct side {
@@ -73,23 +73,6 @@ static void side_fini(ipcp_comm_t *comm, side_t *s)
         CU_OK(IPCP_CU(cuStreamDestroy)(s->stream));
 }
 
-/* Message i: its size (1 byte to small, the ends included), where it
- * starts in a slice (odd offsets, so the kernels' byte path runs too) and
- * its pattern. */
-static size_t msg_size(size_t small, int i)
-{
-    if (i % 5 == 0)
-        return small;
-    if (i % 5 == 1)
-        return 1;
-    return 1 + (size_t)i * 7919 % small;
-}
-
-static size_t msg_off(size_t small, int i)
-{
-    return (size_t)i * (small + 16) + (size_t)(i % 3) * 5;
-}
-
 static void *at(side_t *s, size_t off)
 {
     return (void *)(uintptr_t)(s->buf + off);
@@ -99,7 +82,8 @@ static void *at(side_t *s, size_t off)
 static void fill(side_t *s, size_t small, uint64_t seed, int from, int to)
 {
     for (int i = from; i < to; i++)
-        t_fill(s->host + msg_off(small, i), msg_size(small, i), seed + (uint64_t)i);
+        t_fill(s->host + t_lane_off(small, i), t_lane_size(small, i),
+               seed + (uint64_t)i);
     CU_OK(IPCP_CU(cuMemcpyHtoD)(s->buf, s->host, s->len));
 }
 
@@ -116,28 +100,14 @@ static void check(side_t *s, size_t small, uint64_t seed, int from, int to,
     for (int i = from; i < to; i++) {
         char w[96];
         snprintf(w, sizeof w, "%s, message %d (%zu bytes)", what, i,
-                 msg_size(small, i));
-        t_verify(s->host + msg_off(small, i), msg_size(small, i),
+                 t_lane_size(small, i));
+        t_verify(s->host + t_lane_off(small, i), t_lane_size(small, i),
                  seed + (uint64_t)i, w);
         /* The byte after the message is still the poison. */
-        size_t end = msg_off(small, i) + msg_size(small, i);
+        size_t end = t_lane_off(small, i) + t_lane_size(small, i);
         if (s->host[end] != 0xA5)
             T_FAIL("%s: byte %zu after the message was written (0x%02x)", w,
                    end, s->host[end]);
-    }
-}
-
-static void wait_all(ipcp_request_t **reqs, int n, size_t small, int recv)
-{
-    for (int i = 0; i < n; i++) {
-        ipcp_xfer_info_t info;
-        T_OK(ipcp_wait(reqs[i], &info));
-        if (recv && info.nbytes != msg_size(small, i))
-            T_FAIL("receive %d reported %zu bytes, the message had %zu", i,
-                   info.nbytes, msg_size(small, i));
-        if (info.path != IPCP_PATH_LANE)
-            T_FAIL("%s %d reported path %s, expected lane",
-                   recv ? "receive" : "send", i, ipcp_path_name(info.path));
     }
 }
 
@@ -148,23 +118,23 @@ static void burst(ipcp_comm_t *comm, side_t *s, size_t small, uint64_t seed)
     if (t_rank == 0) {
         fill(s, small, seed, 0, NBURST);
         for (int i = 0; i < NBURST; i++)
-            T_OK(ipcp_isend_on_stream(comm, at(s, msg_off(small, i)),
-                                      msg_size(small, i), 1, TAG_MSG,
+            T_OK(ipcp_isend_on_stream(comm, at(s, t_lane_off(small, i)),
+                                      t_lane_size(small, i), 1, TAG_MSG,
                                       s->stream, &reqs[i]));
         T_OK(ipcp_barrier(comm));
-        wait_all(reqs, NBURST, small, 0);
+        t_lane_wait_all(reqs, NBURST, small, 0);
     } else {
         poison(s);
         T_OK(ipcp_barrier(comm)); /* the sender has queued them all */
         usleep(20000);
         for (int i = 0; i < NBURST; i++) {
-            size_t cap = msg_size(small, i) + (size_t)(i % 2) * 7;
+            size_t cap = t_lane_size(small, i) + (size_t)(i % 2) * 7;
             if (cap > small)
                 cap = small;
-            T_OK(ipcp_irecv_on_stream(comm, at(s, msg_off(small, i)), cap, 0,
+            T_OK(ipcp_irecv_on_stream(comm, at(s, t_lane_off(small, i)), cap, 0,
                                       TAG_MSG, s->stream, &reqs[i]));
         }
-        wait_all(reqs, NBURST, small, 1);
+        t_lane_wait_all(reqs, NBURST, small, 1);
         CU_OK(IPCP_CU(cuStreamSynchronize)(s->stream));
         check(s, small, seed, 0, NBURST, "burst");
     }
@@ -186,13 +156,13 @@ static void pingpong(ipcp_comm_t *comm, side_t *s, size_t small, uint64_t seed,
     }
     T_OK(ipcp_barrier(comm));
     for (int i = 0; i < NPING; i++) {
-        void *mine = at(s, msg_off(small, i));
-        size_t n = msg_size(small, i);
+        void *mine = at(s, t_lane_off(small, i));
+        size_t n = t_lane_size(small, i);
         if (t_rank == 0) {
             T_OK(ipcp_isend_on_stream(comm, mine, n, 1, TAG_MSG, s->stream,
                                       use_reqs ? &tx[i] : NULL));
-            T_OK(ipcp_irecv_on_stream(comm, at(s, half + msg_off(small, i)), n,
-                                      1, TAG_OTHER, s->stream,
+            T_OK(ipcp_irecv_on_stream(comm, at(s, half + t_lane_off(small, i)),
+                                      n, 1, TAG_OTHER, s->stream,
                                       use_reqs ? &rx[i] : NULL));
         } else {
             T_OK(ipcp_irecv_on_stream(comm, mine, n, 0, TAG_MSG, s->stream,
@@ -203,15 +173,15 @@ static void pingpong(ipcp_comm_t *comm, side_t *s, size_t small, uint64_t seed,
     }
     CU_OK(IPCP_CU(cuStreamSynchronize)(s->stream));
     if (use_reqs) {
-        wait_all(rx, NPING, small, 1);
-        wait_all(tx, NPING, small, 0);
+        t_lane_wait_all(rx, NPING, small, 1);
+        t_lane_wait_all(tx, NPING, small, 0);
     }
     if (t_rank == 1) {
         check(s, small, seed, 0, NPING, "ping");
     } else {
         CU_OK(IPCP_CU(cuMemcpyDtoH)(s->host, s->buf + half, s->len - half));
         for (int i = 0; i < NPING; i++)
-            t_verify(s->host + msg_off(small, i), msg_size(small, i),
+            t_verify(s->host + t_lane_off(small, i), t_lane_size(small, i),
                      seed + (uint64_t)i, "echo");
     }
     T_OK(ipcp_barrier(comm));
@@ -219,8 +189,8 @@ static void pingpong(ipcp_comm_t *comm, side_t *s, size_t small, uint64_t seed,
 
 /* A broken contract on the receiving side: the receive fails with
  * `expect`, its buffer keeps the poison, and the next message arrives. */
-static void contract(ipcp_comm_t *comm, side_t *s, size_t small,
-                     uint64_t seed, int bad_tag)
+static void contract(ipcp_comm_t *comm, side_t *s, size_t small, uint64_t seed,
+                     int bad_tag)
 {
     ipcp_request_t *r0, *r1;
     size_t n = bad_tag ? 8 : 4095;
@@ -228,7 +198,7 @@ static void contract(ipcp_comm_t *comm, side_t *s, size_t small,
         fill(s, small, seed, 0, 2);
         T_OK(ipcp_isend_on_stream(comm, at(s, 0), n, 1, TAG_MSG, s->stream,
                                   &r0));
-        T_OK(ipcp_isend_on_stream(comm, at(s, msg_off(small, 1)), 1, 1,
+        T_OK(ipcp_isend_on_stream(comm, at(s, t_lane_off(small, 1)), 1, 1,
                                   TAG_OTHER, s->stream, &r1));
         T_OK(ipcp_wait(r0, NULL));
         T_OK(ipcp_wait(r1, NULL));
@@ -237,7 +207,7 @@ static void contract(ipcp_comm_t *comm, side_t *s, size_t small,
         T_OK(ipcp_irecv_on_stream(comm, at(s, 0), bad_tag ? n : 100, 0,
                                   bad_tag ? TAG_OTHER : TAG_MSG, s->stream,
                                   &r0));
-        T_OK(ipcp_irecv_on_stream(comm, at(s, msg_off(small, 1)), 1, 0,
+        T_OK(ipcp_irecv_on_stream(comm, at(s, t_lane_off(small, 1)), 1, 0,
                                   TAG_OTHER, s->stream, &r1));
         if (bad_tag) {
             T_STATUS(ipcp_wait(r0, NULL), IPCP_ERR_STATE);
@@ -253,7 +223,7 @@ static void contract(ipcp_comm_t *comm, side_t *s, size_t small,
             if (s->host[j] != 0xA5)
                 T_FAIL("the failed receive wrote byte %zu (0x%02x)", j,
                        s->host[j]);
-        t_verify(s->host + msg_off(small, 1), 1, seed + 1, "next message");
+        t_verify(s->host + t_lane_off(small, 1), 1, seed + 1, "next message");
     }
     T_OK(ipcp_barrier(comm));
 }
@@ -282,8 +252,8 @@ static void mismatch(ipcp_comm_t *comm, side_t *s)
     T_OK(ipcp_barrier(comm));
 }
 
-static const char *const cases[] = {"burst", "legacy", "tag", "trunc",
-                                    "mismatch", "mismatch0"};
+static const char *const cases[] = {"burst", "legacy",   "tag",
+                                    "trunc", "mismatch", "mismatch0"};
 
 static int pick_case(int argc, char **argv)
 {
@@ -335,13 +305,6 @@ static int rank_main(int argc, char **argv)
     return 0;
 }
 
-/* mismatch: rank 1 runs with a smaller IPCPIPE_SMALL; mismatch0 with 0. */
-static void other_small(int rank, void *arg)
-{
-    if (rank == 1)
-        setenv("IPCPIPE_SMALL", (const char *)arg, 1);
-}
-
 int main(int argc, char **argv)
 {
     if (ipcp_launch_is_rank())
@@ -352,6 +315,6 @@ int main(int argc, char **argv)
     if (rc)
         return rc;
     if (c >= 4)
-        return ct_launch(argv, -1, other_small, c == 4 ? "4096" : "0");
+        return t_launch2(argv, -1, t_small_on_rank1, c == 4 ? "4096" : "0");
     return t_mp_main(argc, argv, 2, 240, rank_main);
 }

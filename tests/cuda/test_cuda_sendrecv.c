@@ -402,7 +402,7 @@ int main(int argc, char **argv)
             return rc;
         /* A rank meant to die, or ranks that each see only their GPU. */
         if (c.kill || c.isolated)
-            return ct_launch(argv, c.kill - 1, c.isolated ? isolate : NULL, NULL);
+            return t_launch2(argv, c.kill - 1, c.isolated ? isolate : NULL, NULL);
     }
     return t_mp_main(argc, argv, 2, 240, rank_main);
 }

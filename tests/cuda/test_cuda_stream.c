@@ -303,5 +303,5 @@ int main(int argc, char **argv)
         return rc;
     if (!c.kill)
         return t_mp_main(argc, argv, 2, 240, rank_main);
-    return ct_launch(argv, c.kill - 1, NULL, NULL);
+    return t_launch2(argv, c.kill - 1, NULL, NULL);
 }

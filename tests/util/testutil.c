@@ -3,9 +3,11 @@
 #include "sizes.h"
 
 #include <ctype.h>
+#include <signal.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 int t_rank = -1;
@@ -122,4 +124,51 @@ int t_pick_case(int argc, char **argv, const void *cases, size_t n,
     else if (!list)
         fprintf(stderr, "unknown case '%s'\n", arg);
     return -1;
+}
+
+int t_launch2(char **argv, int victim, void (*child_env)(int rank, void *arg),
+              void *arg)
+{
+    ipcp_launch_opts_t o;
+    ipcp_launch_result_t res;
+    char *env[] = {"IPCPIPE_TIMEOUT=10", NULL};
+    memset(&o, 0, sizeof o);
+    o.nranks = 2;
+    o.timeout_s = 240;
+    o.argv_self = argv;
+    o.extra_env = env;
+    o.keep_going = victim >= 0;
+    o.child_env = child_env;
+    o.child_env_arg = arg;
+    if (ipcp_launch(&o, &res) != 0)
+        T_FAIL("launch failed");
+    if (victim < 0)
+        return ipcp_launch_exit_code(&res);
+    int vs = res.wait_status[victim], ss = res.wait_status[1 - victim];
+    if (!WIFSIGNALED(vs) || WTERMSIG(vs) != SIGKILL)
+        T_FAIL("rank %d should have died by SIGKILL (wait status 0x%x)", victim,
+               vs);
+    if (!WIFEXITED(ss) || WEXITSTATUS(ss) != 0)
+        T_FAIL("surviving rank %d failed (wait status 0x%x)", 1 - victim, ss);
+    return 0;
+}
+
+void t_small_on_rank1(int rank, void *arg)
+{
+    if (rank == 1)
+        setenv("IPCPIPE_SMALL", (const char *)arg, 1);
+}
+
+void t_lane_wait_all(ipcp_request_t **reqs, int n, size_t small, int recv)
+{
+    for (int i = 0; i < n; i++) {
+        ipcp_xfer_info_t info;
+        T_OK(ipcp_wait(reqs[i], &info));
+        if (recv && info.nbytes != t_lane_size(small, i))
+            T_FAIL("receive %d reported %zu bytes, the message had %zu", i,
+                   info.nbytes, t_lane_size(small, i));
+        if (info.path != IPCP_PATH_LANE)
+            T_FAIL("%s %d reported path %s, expected lane",
+                   recv ? "receive" : "send", i, ipcp_path_name(info.path));
+    }
 }

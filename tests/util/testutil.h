@@ -96,6 +96,39 @@ size_t t_parse_size(const char *s);
 int t_pick_case(int argc, char **argv, const void *cases, size_t n,
                 size_t stride, int *rc);
 
+/* Starts two ranks of this program with IPCPIPE_TIMEOUT=10 (child_env, if
+ * not NULL, adjusts each rank's environment, given arg).  victim < 0:
+ * returns their folded exit code.  Else that rank must die by SIGKILL and
+ * the other exit 0. */
+int t_launch2(char **argv, int victim, void (*child_env)(int rank, void *arg),
+              void *arg);
+
+/* A child_env for t_launch2: rank 1 gets IPCPIPE_SMALL=arg (a string),
+ * for the small-message lane's mismatch cases. */
+void t_small_on_rank1(int rank, void *arg);
+
+/* The small-message lane tests' message i (IPCPIPE_SMALL = small): its
+ * size, 1 byte to small with both ends included, and its offset in a
+ * buffer of slices of small + 16 bytes (odd offsets, so that unaligned
+ * copies run too). */
+static inline size_t t_lane_size(size_t small, int i)
+{
+    if (i % 5 == 0)
+        return small;
+    if (i % 5 == 1)
+        return 1;
+    return 1 + (size_t)i * 7919 % small;
+}
+
+static inline size_t t_lane_off(size_t small, int i)
+{
+    return (size_t)i * (small + 16) + (size_t)(i % 3) * 5;
+}
+
+/* Waits for the lane requests reqs[0..n) of messages 0..n-1; each must
+ * report the lane's path and, for receives, its message's size. */
+void t_lane_wait_all(ipcp_request_t **reqs, int n, size_t small, int recv);
+
 /* Multi-process main: outside a launcher, re-runs this binary as nranks
  * ranks (timeout_s, children cleaned up) and returns their folded exit code;
  * inside, calls rank_main(argc, argv) and returns its result. */

@@ -46,17 +46,16 @@ static ipcp_status_t lane_load(ipcp__backend_t *be, int device)
         if (st == IPCP_OK && max < LANE_THREADS)
             st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_CUDA,
                             "%s runs at most %d threads a block on device %d, "
-                            "%d needed", lane_names[i], max, device,
-                            LANE_THREADS);
+                            "%d needed",
+                            lane_names[i], max, device, LANE_THREADS);
     }
     if (st != IPCP_OK) {
         IPCP_CU(cuModuleUnload)(mod);
         return st;
     }
     int major = 0;
-    IPCP_CU(cuDeviceGetAttribute)(&major,
-                                  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                                  d->dev);
+    IPCP_CU(cuDeviceGetAttribute)
+    (&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->dev);
     d->lane_pdl = major >= 9;
     d->lane_fn[0] = fn[0];
     d->lane_fn[1] = fn[1];
@@ -71,15 +70,14 @@ static ipcp_status_t lane_load(ipcp__backend_t *be, int device)
 static ipcp_status_t lane_zero(int device, void *ptr, size_t len)
 {
     CUstream s;
-    ipcp_status_t st = ipcp__cu_check(
-        IPCP_CU(cuStreamCreate)(&s, CU_STREAM_NON_BLOCKING), IPCP_LOG_ERROR,
-        "cuStreamCreate(device %d)", device);
+    ipcp_status_t st =
+        ipcp__cu_check(IPCP_CU(cuStreamCreate)(&s, CU_STREAM_NON_BLOCKING),
+                       IPCP_LOG_ERROR, "cuStreamCreate(device %d)", device);
     if (st != IPCP_OK)
         return st;
-    st = ipcp__cu_check(IPCP_CU(cuMemsetD8Async)((CUdeviceptr)(uintptr_t)ptr,
-                                                 0, len, s),
-                        IPCP_LOG_ERROR, "cuMemsetD8Async(%p, %zu bytes)", ptr,
-                        len);
+    st = ipcp__cu_check(
+        IPCP_CU(cuMemsetD8Async)((CUdeviceptr)(uintptr_t)ptr, 0, len, s),
+        IPCP_LOG_ERROR, "cuMemsetD8Async(%p, %zu bytes)", ptr, len);
     if (st == IPCP_OK)
         st = ipcp__cu_check(IPCP_CU(cuStreamSynchronize)(s), IPCP_LOG_ERROR,
                             "cuStreamSynchronize(device %d)", device);
@@ -147,18 +145,17 @@ ipcp_status_t ipcp__cuda_lane_launch(ipcp__backend_t *be, int device,
         }
         /* A launch refused for its attribute is not an error of the
          * stream: plain launches from now on. */
-        IPCP_INFO(IPCP_SUB_CUDA, "programmatic dependent launch refused on "
+        IPCP_INFO(IPCP_SUB_CUDA,
+                  "programmatic dependent launch refused on "
                   "device %d (CUresult %d); the lane launches plainly",
                   device, (int)r);
         __atomic_store_n(&be->dev[device].lane_pdl, 0, __ATOMIC_RELAXED);
     }
-    st = ipcp__cu_check(IPCP_CU(cuLaunchKernel)(fn, 1, 1, 1, LANE_THREADS, 1, 1,
-                                                0, (CUstream)stream, params,
-                                                NULL),
-                        IPCP_LOG_ERROR,
-                        "cuLaunchKernel(%s, message %llu, device %d)",
-                        lane_names[op == IPCP_LANE_RECV],
-                        (unsigned long long)a->k, device);
+    st = ipcp__cu_check(
+        IPCP_CU(cuLaunchKernel)(fn, 1, 1, 1, LANE_THREADS, 1, 1, 0,
+                                (CUstream)stream, params, NULL),
+        IPCP_LOG_ERROR, "cuLaunchKernel(%s, message %llu, device %d)",
+        lane_names[op == IPCP_LANE_RECV], (unsigned long long)a->k, device);
     ipcp__cuda_leave(&sc);
     return st;
 }
