@@ -42,6 +42,8 @@ typedef struct ipcp__msg_hdr {
 #define IPCP_RTS_GET_REPLY 0x4 /* answers the origin's get get_id */
 #define IPCP_RTS_PVM_OK 0x8    /* the sender may write the receiver's memory
                                   with process_vm_writev */
+#define IPCP_RTS_PEER_RECV 0x10 /* the sender also has receives from the
+                                   receiver posted or running */
 
 typedef struct ipcp__msg_rts {
     ipcp__msg_hdr_t hdr;

@@ -852,9 +852,12 @@ static uint64_t ipcp__stripe_choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
          * Nor while both directions run: each GPU's copy engines then move
          * NVLink traffic both ways, and the staged parts lost, on 2 x H200
          * both ways at once 256 MiB striped 616 GB/s against 738 direct
-         * (1 GiB 768 against 774). */
+         * (1 GiB 768 against 774).  The sender says whether it receives
+         * from us too: our own send may not be posted yet when its RTS
+         * meets our receive (which still left 655 against 741). */
         if (force != IPCP_PATH_AUTO || rts->len < IPCP_STRIPE_MIN_SIZE ||
-            ipcp__peer_sending(peer))
+            ipcp__peer_sending(peer) ||
+            (rts->hdr.flags & IPCP_RTS_PEER_RECV))
             return 0;
         ipcp__stripe_auto(comm, peer, rts->reach[0], req->attr.device, &share,
                           &min);
