@@ -496,19 +496,29 @@ static ipcp_status_t ipcp__submit(ipcp_comm_t *comm, ipcp_request_t *req,
     return IPCP_OK;
 }
 
-static ipcp_status_t ipcp__post(ipcp_comm_t *comm, int type, void *buf,
-                                size_t len, int peer, int tag,
-                                ipcp_request_t **out)
+static ipcp_request_t *ipcp__twosided_req(ipcp_comm_t *comm, int type,
+                                          void *buf, size_t len, int peer,
+                                          int tag)
 {
     ipcp_request_t *req = ipcp__req_new(comm, type);
-    if (!req)
-        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
-                          "no memory for a request");
+    if (!req) {
+        ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                   "no memory for a request");
+        return NULL;
+    }
     req->buf = buf;
     req->len = len;
     req->peer = peer;
     req->tag = tag;
-    return ipcp__submit(comm, req, out);
+    return req;
+}
+
+static ipcp_status_t ipcp__post(ipcp_comm_t *comm, int type, void *buf,
+                                size_t len, int peer, int tag,
+                                ipcp_request_t **out)
+{
+    ipcp_request_t *req = ipcp__twosided_req(comm, type, buf, len, peer, tag);
+    return req ? ipcp__submit(comm, req, out) : IPCP_ERR_NOMEM;
 }
 
 /* A new one-sided request (not yet checked against the buffer's memory). */
@@ -911,15 +921,8 @@ static ipcp_status_t ipcp__twosided_on_stream(ipcp_comm_t *comm, int type,
     ipcp_request_t *dummy;
     IPCP_CHECK(ipcp__check_cuda(comm));
     IPCP_CHECK(ipcp__check_xfer(comm, buf, len, peer, tag, out ? out : &dummy));
-    ipcp_request_t *req = ipcp__req_new(comm, type);
-    if (!req)
-        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
-                          "no memory for a request");
-    req->buf = buf;
-    req->len = len;
-    req->peer = peer;
-    req->tag = tag;
-    return ipcp__post_on_stream(comm, req, stream, out);
+    ipcp_request_t *req = ipcp__twosided_req(comm, type, buf, len, peer, tag);
+    return req ? ipcp__post_on_stream(comm, req, stream, out) : IPCP_ERR_NOMEM;
 }
 
 ipcp_status_t ipcp_isend_on_stream(ipcp_comm_t *comm, const void *buf,

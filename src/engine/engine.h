@@ -259,8 +259,7 @@ struct ipcp_request {
     ipcp__sync_t *sync;
     int sync_armed;
     /* small-message lane (engine/lane.c): message lane_k of direction
-     * lane_dir, in lane->reqs until its record says it is done */
-    ipcp__lane_t *lane;
+     * lane_dir, in its lane's list until its record says it is done */
     uint64_t lane_k;
     int lane_dir;
     double lane_t0; /* when posted (a warning once it waits too long) */
@@ -513,6 +512,12 @@ void ipcp__sync_end(ipcp_comm_t *comm, ipcp__sync_t *e);
 int ipcp__sync_poll(ipcp_comm_t *comm);
 int ipcp__sync_pending(ipcp_comm_t *comm);
 void ipcp__sync_cleanup(ipcp_comm_t *comm);
+
+/* Whether this rank also moves data with the peer in one direction:
+ * receives (rx = 1: posted and not matched, or into device memory in
+ * queues) or sends (rx = 0: waiting for a CTS, or from device memory in
+ * queues).  Progress thread. */
+int ipcp__peer_busy(ipcp__peer_t *peer, int rx);
 
 /* ---- engine/lane.c ----------------------------------------------------- */
 /* Whether a stream-ordered send or receive (a CUDA buffer, attr filled)

@@ -48,7 +48,6 @@ struct ipcp__lane {
     int peer;
     int device; /* of our block; -1 until it exists */
     void *block, *block_handle;
-    size_t block_len;
     ipcp__export_t exp; /* our block's, until sent */
     int exp_fd;
     ipcp__lane_host_t *host;
@@ -83,6 +82,18 @@ int ipcp__lane_takes(const ipcp_comm_t *comm, const ipcp_request_t *req)
            req->len <= small;
 }
 
+/* Makes every kernel of the lane that waits leave (peer lost, finalize, a
+ * broken lane); the first reason stays.  lane_lock held. */
+static void ipcp__lane_stop(ipcp__lane_t *l, ipcp_status_t st, const char *msg)
+{
+    if (l->abort_st != IPCP_OK)
+        return;
+    l->abort_st = st;
+    snprintf(l->abort_msg, sizeof(l->abort_msg), "%s", msg);
+    if (l->host)
+        __atomic_store_n(&l->host->abort, 1, __ATOMIC_RELEASE);
+}
+
 /* Marks the lane unusable; its kernels that wait for the peer's block
  * leave with IPCP_LANE_UNUSABLE. */
 static void ipcp__lane_break(ipcp__lane_t *l, ipcp_status_t st, const char *why)
@@ -93,17 +104,14 @@ static void ipcp__lane_break(ipcp__lane_t *l, ipcp_status_t st, const char *why)
     snprintf(l->why, sizeof(l->why), "%s", why);
     IPCP_WARN(IPCP_SUB_ENGINE, "small-message lane with rank %d: %s", l->peer,
               why);
-    /* Kernels waiting for a message that will not come leave too. */
-    if (l->abort_st == IPCP_OK) {
-        l->abort_st = st;
-        snprintf(l->abort_msg, sizeof(l->abort_msg),
-                 "small-message lane with rank %d: %.200s", l->peer, why);
-    }
-    if (l->host) {
+    if (l->host)
         __atomic_store_n(&l->host->peer_word, IPCP_LANE_BROKEN,
                          __ATOMIC_RELEASE);
-        __atomic_store_n(&l->host->abort, 1, __ATOMIC_RELEASE);
-    }
+    /* Kernels waiting for a message that will not come leave too. */
+    char msg[IPCP_ERRMSG_MAX];
+    snprintf(msg, sizeof(msg), "small-message lane with rank %d: %.200s",
+             l->peer, why);
+    ipcp__lane_stop(l, st, msg);
 }
 
 static ipcp__lane_t *ipcp__lane_get(ipcp_comm_t *comm, int peer)
@@ -124,9 +132,9 @@ static ipcp__lane_t *ipcp__lane_get(ipcp_comm_t *comm, int peer)
     /* Lost before its lane existed: ipcp__lane_abort found nothing to
      * abort, so the lane starts aborted. */
     if (atomic_load(&comm->peers[peer].lost) != 0) {
-        l->abort_st = IPCP_ERR_PEER_LOST;
-        snprintf(l->abort_msg, sizeof(l->abort_msg), "peer rank %d was lost",
-                 peer);
+        char msg[64];
+        snprintf(msg, sizeof(msg), "peer rank %d was lost", peer);
+        ipcp__lane_stop(l, IPCP_ERR_PEER_LOST, msg);
     }
     comm->lanes[peer] = l;
     return l;
@@ -238,7 +246,6 @@ static ipcp_status_t ipcp__lane_create(ipcp_comm_t *comm, ipcp__lane_t *l,
         l->host_reg = NULL;
     if (st == IPCP_OK) {
         memset(l->host, 0, sizeof(*l->host));
-        l->block_len = len;
         l->device = device;
         if (l->abort_st != IPCP_OK) /* the peer was lost before */
             l->host->abort = 1;
@@ -479,7 +486,6 @@ ipcp_status_t ipcp__lane_post(ipcp_comm_t *comm, ipcp_request_t *req,
         ipcp__req_free(req);
         return st;
     }
-    req->lane = l;
     req->lane_k = a.k;
     req->lane_dir = dir;
     req->lane_t0 = ipcp__now_s();
@@ -601,12 +607,8 @@ void ipcp__lane_abort(ipcp_comm_t *comm, int peer, ipcp_status_t st,
 {
     pthread_mutex_lock(&comm->lane_lock);
     ipcp__lane_t *l = comm->lanes ? comm->lanes[peer] : NULL;
-    if (l && l->abort_st == IPCP_OK) {
-        l->abort_st = st;
-        snprintf(l->abort_msg, sizeof(l->abort_msg), "%s", msg);
-        if (l->host)
-            __atomic_store_n(&l->host->abort, 1, __ATOMIC_RELEASE);
-    }
+    if (l)
+        ipcp__lane_stop(l, st, msg);
     pthread_mutex_unlock(&comm->lane_lock);
 }
 

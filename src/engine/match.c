@@ -43,21 +43,6 @@ static ipcp_request_t *ipcp__find_id(ipcp__list_t *list, uint64_t id)
 
 /* ---- Sending ------------------------------------------------------------ */
 
-/* Whether we also receive from the peer: receives posted and not matched,
- * or transfers into our device memory running. */
-static int ipcp__peer_receiving(ipcp__peer_t *peer)
-{
-    ipcp__list_t *e, *tmp;
-    if (!ipcp__list_empty(&peer->posted))
-        return 1;
-    ipcp__list_for_each_safe(e, tmp, &peer->active) {
-        const ipcp__xfer_t *x = ipcp__list_entry(e, ipcp__xfer_t, link);
-        if (x->rx && x->dev)
-            return 1;
-    }
-    return 0;
-}
-
 static void ipcp__rts_fill(ipcp_comm_t *comm, ipcp__peer_t *peer,
                            ipcp_request_t *req, ipcp__msg_rts_t *rts)
 {
@@ -73,7 +58,9 @@ static void ipcp__rts_fill(ipcp_comm_t *comm, ipcp__peer_t *peer,
     rts->src_qset = (uint32_t)ipcp__qset_index(&req->attr);
     if (req->attr.type == IPCP_MEM_HOST && ipcp__pvm_allowed(comm, peer))
         rts->hdr.flags |= IPCP_RTS_PVM_OK;
-    if (ipcp__peer_receiving(peer))
+    /* Only what a receiver may stripe needs it (the lists are walked). */
+    if (req->attr.type == IPCP_MEM_CUDA && req->len >= IPCP_STRIPE_MIN_SIZE &&
+        ipcp__peer_busy(peer, 1))
         rts->hdr.flags |= IPCP_RTS_PEER_RECV;
     if (req->attr.type == IPCP_MEM_CUDA && comm->cuda &&
         comm->cuda_ops->device_reach)

@@ -795,16 +795,14 @@ static void ipcp__stripe_auto(ipcp_comm_t *comm, ipcp__peer_t *peer,
     *min = m[i].min;
 }
 
-/* Whether this rank is also sending to the peer (a send waiting for its
- * CTS or in queues): then both directions run at once. */
-static int ipcp__peer_sending(ipcp__peer_t *peer)
+int ipcp__peer_busy(ipcp__peer_t *peer, int rx)
 {
     ipcp__list_t *e, *tmp;
-    if (!ipcp__list_empty(&peer->wait_cts))
+    if (!ipcp__list_empty(rx ? &peer->posted : &peer->wait_cts))
         return 1;
     ipcp__list_for_each_safe(e, tmp, &peer->active) {
         const ipcp__xfer_t *x = ipcp__list_entry(e, ipcp__xfer_t, link);
-        if (!x->rx && x->dev)
+        if (x->rx == rx && x->dev)
             return 1;
     }
     return 0;
@@ -856,7 +854,7 @@ static uint64_t ipcp__stripe_choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
          * from us too: our own send may not be posted yet when its RTS
          * meets our receive (which still left 655 against 741). */
         if (force != IPCP_PATH_AUTO || rts->len < IPCP_STRIPE_MIN_SIZE ||
-            ipcp__peer_sending(peer) ||
+            ipcp__peer_busy(peer, 0) ||
             (rts->hdr.flags & IPCP_RTS_PEER_RECV))
             return 0;
         ipcp__stripe_auto(comm, peer, rts->reach[0], req->attr.device, &share,

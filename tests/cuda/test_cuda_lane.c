@@ -259,7 +259,7 @@ static int pick_case(int argc, char **argv)
 {
     if (argc < 2)
         T_FAIL("usage: test_cuda_lane CASE --devices same|split");
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < (int)(sizeof(cases) / sizeof(cases[0])); i++)
         if (strcmp(argv[1], cases[i]) == 0)
             return i;
     T_FAIL("unknown case \"%s\"", argv[1]);
@@ -278,12 +278,7 @@ static int rank_main(int argc, char **argv)
     t_rank = ipcp_comm_rank(comm);
     side_init(comm, &s, split ? t_rank : 0, (size_t)NBURST * (small + 16),
               c == 1);
-    if (t_rank == 0) {
-        seed = t_fresh_seed();
-        T_OK(ipcp_send(comm, &seed, sizeof seed, 1, TAG_SEED));
-    } else {
-        T_OK(ipcp_recv(comm, &seed, sizeof seed, 0, TAG_SEED, NULL));
-    }
+    seed = t_shared_seed(comm, TAG_SEED);
     switch (c) {
     case 0:
         burst(comm, &s, small, seed);

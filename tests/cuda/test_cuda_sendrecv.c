@@ -367,13 +367,9 @@ static int rank_main(int argc, char **argv)
     (void)ct_use_device(device);
     /* The seed goes first, on the default path; then the receiver forces
      * its path (peers learn it before our later messages). */
-    if (t_rank == 0) {
-        seed = t_fresh_seed();
-        T_OK(ipcp_send(comm, &seed, sizeof seed, 1, TAG_SEED));
-    } else {
-        T_OK(ipcp_recv(comm, &seed, sizeof seed, 0, TAG_SEED, NULL));
+    seed = t_shared_seed(comm, TAG_SEED);
+    if (t_rank == 1)
         T_OK(ipcp_comm_set_path(comm, c.path));
-    }
     T_OK(ipcp_barrier(comm));
     if (t_rank == 0)
         run_sender(comm, &c, device, seed);

@@ -245,13 +245,9 @@ static int rank_main(int argc, char **argv)
     T_OK(ipcp_init(NULL, &comm));
     t_rank = ipcp_comm_rank(comm);
     side_init(comm, &s, &c, c.split ? t_rank : 0);
-    if (t_rank == 0) {
-        seed = t_fresh_seed();
-        T_OK(ipcp_send(comm, &seed, sizeof seed, 1, TAG_SEED));
-    } else {
-        T_OK(ipcp_recv(comm, &seed, sizeof seed, 0, TAG_SEED, NULL));
+    seed = t_shared_seed(comm, TAG_SEED);
+    if (t_rank == 1)
         T_OK(ipcp_comm_set_path(comm, c.path));
-    }
     /* put: rank 1 owns the region; get: rank 0 owns it. */
     int owner = c.op == OP_PUT ? 1 : c.op == OP_GET ? 0 : -1;
     if (owner == t_rank) {

@@ -547,15 +547,17 @@ static void at_finalize(side_t *s)
 static const char *const cases[] = {"burst",    "pingpong", "tag",
                                     "trunc",    "mismatch", "mismatch0",
                                     "peerloss", "finalize"};
-#define NCASES ((int)(sizeof(cases) / sizeof(cases[0])))
 
+/* The case named by argv[1] (t_pick_case; exits on --list or a bad
+ * name). */
 static int pick_case(int argc, char **argv)
 {
-    for (int i = 0; argc > 1 && i < NCASES; i++)
-        if (strcmp(argv[1], cases[i]) == 0)
-            return i;
-    T_FAIL("usage: test_lane CASE (burst, pingpong, tag, trunc, mismatch, "
-           "mismatch0, peerloss, finalize)");
+    int rc, i = t_pick_case(argc, argv, cases,
+                            sizeof(cases) / sizeof(cases[0]),
+                            sizeof(cases[0]), &rc);
+    if (i < 0)
+        exit(rc);
+    return i;
 }
 
 static int rank_main(int argc, char **argv)
@@ -576,12 +578,7 @@ static int rank_main(int argc, char **argv)
     p.type = IPCP_MEM_CUDA;
     T_OK(ipcp_mem_alloc(s.comm, s.len, &p, &ptr));
     s.buf = ptr;
-    if (t_rank == 0) {
-        s.seed = t_fresh_seed();
-        T_OK(ipcp_send(s.comm, &s.seed, sizeof s.seed, 1, TAG_SEED));
-    } else {
-        T_OK(ipcp_recv(s.comm, &s.seed, sizeof s.seed, 0, TAG_SEED, NULL));
-    }
+    s.seed = t_shared_seed(s.comm, TAG_SEED);
     switch (c) {
     case 0:
         burst(&s);

@@ -172,3 +172,15 @@ void t_lane_wait_all(ipcp_request_t **reqs, int n, size_t small, int recv)
                    recv ? "receive" : "send", i, ipcp_path_name(info.path));
     }
 }
+
+uint64_t t_shared_seed(ipcp_comm_t *comm, int tag)
+{
+    uint64_t seed = 0;
+    if (ipcp_comm_rank(comm) == 0) {
+        seed = t_fresh_seed();
+        T_OK(ipcp_send(comm, &seed, sizeof seed, 1, tag));
+    } else {
+        T_OK(ipcp_recv(comm, &seed, sizeof seed, 0, tag, NULL));
+    }
+    return seed;
+}

@@ -78,6 +78,10 @@ extern int t_rank; /* -1 outside a multi-process test */
 /* A seed that differs on every run (time, pid, a counter). */
 uint64_t t_fresh_seed(void);
 
+/* Two-rank tests: rank 0 draws a fresh seed and sends it to rank 1 (a
+ * host message with tag); both return it. */
+uint64_t t_shared_seed(ipcp_comm_t *comm, int tag);
+
 /* Fills and checks buffers with the pattern; t_verify fails the test with
  * the first differing offset and both byte values. */
 void t_fill(void *buf, size_t len, uint64_t seed);

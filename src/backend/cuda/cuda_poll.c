@@ -280,6 +280,21 @@ static cuda_pending_t *cuda_poll_get(ipcp__cuda_poller_t *p, CUcontext ctx,
     return e;
 }
 
+/* Hands a recorded event to the poller thread; *count (its queue's) is
+ * raised now and lowered once the poller is done with it. */
+static void cuda_poll_push(ipcp__cuda_poller_t *p, cuda_pending_t *e,
+                           atomic_int *count)
+{
+    e->count = count;
+    e->next = NULL;
+    atomic_fetch_add_explicit(count, 1, memory_order_relaxed);
+    pthread_mutex_lock(&p->lock);
+    *p->tail = e;
+    p->tail = &e->next;
+    pthread_cond_signal(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+}
+
 ipcp_status_t ipcp__cuda_poll_notify(ipcp__backend_t *be, CUcontext ctx,
                                      int device, CUstream stream,
                                      atomic_int *count, ipcp__track_t *t)
@@ -300,14 +315,7 @@ ipcp_status_t ipcp__cuda_poll_notify(ipcp__backend_t *be, CUcontext ctx,
     }
     e->t = t;
     e->stamp = NULL;
-    e->count = count;
-    atomic_fetch_add_explicit(count, 1, memory_order_relaxed);
-    e->next = NULL;
-    pthread_mutex_lock(&p->lock);
-    *p->tail = e;
-    p->tail = &e->next;
-    pthread_cond_signal(&p->cond);
-    pthread_mutex_unlock(&p->lock);
+    cuda_poll_push(p, e, count);
     return IPCP_OK;
 }
 
@@ -366,12 +374,6 @@ ipcp_status_t ipcp__cuda_poll_stamp(ipcp__backend_t *be, CUcontext ctx,
     e->ctx = ctx;
     e->device = device;
     e->stamp = ns;
-    e->count = count;
-    atomic_fetch_add_explicit(count, 1, memory_order_relaxed);
-    pthread_mutex_lock(&p->lock);
-    *p->tail = e;
-    p->tail = &e->next;
-    pthread_cond_signal(&p->cond);
-    pthread_mutex_unlock(&p->lock);
+    cuda_poll_push(p, e, count);
     return IPCP_OK;
 }
