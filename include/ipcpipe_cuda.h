@@ -23,7 +23,9 @@
  * it is not blocked forever; what the buffer holds is then undefined.
  *
  * The buffer must be device memory (IPCP_ERR_UNSUPPORTED otherwise): host
- * memory has no stream to be ordered in.  The peer may use the ordered or
+ * memory has no stream to be ordered in.  A stream that is capturing a CUDA
+ * graph is refused the same way, with nothing enqueued: a transfer happens
+ * once, and a graph would replay it.  The peer may use the ordered or
  * the plain calls; the receiver still chooses the path.
  */
 #ifndef IPCPIPE_CUDA_H

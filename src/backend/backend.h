@@ -163,6 +163,12 @@ typedef struct ipcp__backend_ops {
      * frees the wrapper only.  NULL where unsupported. */
     ipcp_status_t (*queue_wrap)(ipcp__backend_t *be, int device, void *native,
                                 ipcp__queue_t **q);
+    /* Whether a user's stream (as queue_wrap takes it) can take a
+     * stream-ordered transfer now: not while it captures a graph, which
+     * would replay a transfer that happens once (its flags and message
+     * numbers are the call's).  NULL: always. */
+    ipcp_status_t (*stream_check)(ipcp__backend_t *be, int device,
+                                  void *native);
     /* Makes dst wait for everything enqueued in src so far (queues of one
      * device).  NULL where unsupported. */
     ipcp_status_t (*join)(ipcp__queue_t *dst, ipcp__queue_t *src);

@@ -19,6 +19,10 @@
  *             with IPCP_ERR_CONFIG naming IPCPIPE_SMALL, and nothing hangs
  *   mismatch0 rank 1 has IPCPIPE_SMALL=0 and makes no lane: rank 0's send
  *             fails the same way (rank 1 answers its LANE message)
+ *   capture   while the stream captures a graph, stream-ordered calls of
+ *             lane size and of protocol size fail with IPCP_ERR_UNSUPPORTED
+ *             and enqueue nothing; after the capture the next message is
+ *             the receive's (bytes checked)
  *
  * CMake sets IPCPIPE_SMALL=64K. */
 #include <time.h>
@@ -252,8 +256,56 @@ static void mismatch(ipcp_comm_t *comm, side_t *s)
     T_OK(ipcp_barrier(comm));
 }
 
-static const char *const cases[] = {"burst", "legacy",   "tag",
-                                    "trunc", "mismatch", "mismatch0"};
+/* A graph replays what was captured, and a transfer happens once: every
+ * stream-ordered call is refused while the stream captures, before the
+ * lane numbers a message (the message after the capture arrives). */
+static void capture(ipcp_comm_t *comm, side_t *s, size_t small, uint64_t seed)
+{
+    ipcp_request_t *r = NULL;
+    CUgraph graph = NULL;
+    size_t sizes[2] = {8, small + 1}; /* the lane's, the protocol's */
+    CU_OK(IPCP_CU(cuStreamBeginCapture)(s->stream,
+                                        CU_STREAM_CAPTURE_MODE_RELAXED));
+    for (int i = 0; i < 2; i++) {
+        if (t_rank == 0)
+            T_STATUS(ipcp_isend_on_stream(comm, at(s, 0), sizes[i], 1,
+                                          TAG_MSG, s->stream, &r),
+                     IPCP_ERR_UNSUPPORTED);
+        else
+            T_STATUS(ipcp_irecv_on_stream(comm, at(s, 0), sizes[i], 0,
+                                          TAG_MSG, s->stream, &r),
+                     IPCP_ERR_UNSUPPORTED);
+        T_MSG_HAS("is capturing a CUDA graph");
+        T_CHECK(r == NULL);
+    }
+    CU_OK(IPCP_CU(cuStreamEndCapture)(s->stream, &graph));
+    if (graph)
+        CU_OK(IPCP_CU(cuGraphDestroy)(graph));
+    if (t_rank == 0)
+        fill(s, small, seed, 0, 1);
+    else
+        poison(s);
+    ipcp_xfer_info_t info = {0, IPCP_PATH_AUTO};
+    if (t_rank == 0)
+        T_OK(ipcp_isend_on_stream(comm, at(s, t_lane_off(small, 0)),
+                                  t_lane_size(small, 0), 1, TAG_MSG, s->stream,
+                                  &r));
+    else
+        T_OK(ipcp_irecv_on_stream(comm, at(s, t_lane_off(small, 0)),
+                                  t_lane_size(small, 0), 0, TAG_MSG, s->stream,
+                                  &r));
+    T_OK(ipcp_wait(r, &info));
+    T_EQ_U64(info.nbytes, t_lane_size(small, 0));
+    T_EQ_INT(info.path, IPCP_PATH_LANE);
+    CU_OK(IPCP_CU(cuStreamSynchronize)(s->stream));
+    if (t_rank == 1)
+        check(s, small, seed, 0, 1, "the message after the capture");
+    T_OK(ipcp_barrier(comm));
+}
+
+static const char *const cases[] = {"burst",    "legacy",    "tag",
+                                    "trunc",    "mismatch",  "mismatch0",
+                                    "capture"};
 
 static int pick_case(int argc, char **argv)
 {
@@ -292,8 +344,12 @@ static int rank_main(int argc, char **argv)
     case 3:
         contract(comm, &s, small, seed, c == 2);
         break;
-    default:
+    case 4:
+    case 5:
         mismatch(comm, &s);
+        break;
+    default:
+        capture(comm, &s, small, seed);
     }
     side_fini(comm, &s);
     T_OK(ipcp_finalize(comm));
@@ -309,7 +365,7 @@ int main(int argc, char **argv)
     int rc = ct_check_machine(split ? 2 : 1);
     if (rc)
         return rc;
-    if (c >= 4)
+    if (c == 4 || c == 5)
         return t_launch2(argv, -1, t_small_on_rank1, c == 4 ? "4096" : "0");
     return t_mp_main(argc, argv, 2, 240, rank_main);
 }

@@ -7,7 +7,8 @@
  * them: the LANE messages, numbering, completion records and their reuse,
  * tag and length checks, mismatched settings, peer loss and finalize.
  *
- *   test_lane burst|pingpong|tag|trunc|mismatch|mismatch0|peerloss|finalize
+ *   test_lane burst|pingpong|tag|trunc|mismatch|mismatch0|peerloss|finalize|
+ *             capture
  *
  * CMake sets IPCPIPE_SMALL=4K. */
 #include <pthread.h>
@@ -141,6 +142,7 @@ typedef struct fk_stream {
     } * jobs;
     unsigned head, tail; /* jobs [head, tail) queued */
     int running, stop;
+    int capturing; /* as if capturing a CUDA graph (case capture) */
 } fk_stream_t;
 
 static uint64_t ld(uint64_t p)
@@ -286,6 +288,17 @@ static ipcp_status_t fk_lane_launch(ipcp__backend_t *be, int device,
     return IPCP_OK;
 }
 
+static ipcp_status_t fk_stream_check(ipcp__backend_t *be, int device,
+                                     void *native)
+{
+    fk_stream_t *s = native;
+    (void)be, (void)device;
+    if (__atomic_load_n(&s->capturing, __ATOMIC_RELAXED))
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                          "fake stream is capturing a CUDA graph");
+    return IPCP_OK;
+}
+
 static fk_stream_t *fk_stream_new(void)
 {
     fk_stream_t *s = calloc(1, sizeof(*s));
@@ -361,6 +374,7 @@ static const ipcp__backend_ops_t fk_ops = {
     .shm_register = fk_shm_register,
     .shm_unregister = fk_shm_unregister,
     .queue_wrap = fk_queue_wrap,
+    .stream_check = fk_stream_check,
     .lane_prepare = fk_lane_prepare,
     .lane_launch = fk_lane_launch,
 };
@@ -535,6 +549,45 @@ static void peerloss(side_t *s)
              IPCP_ERR_PEER_LOST);
 }
 
+/* A stream that captures a graph is refused before the lane numbers a
+ * message: both calls fail with the backend's reason, and the message sent
+ * afterwards is the receive's next (its bytes checked). */
+static void capture(side_t *s)
+{
+    ipcp_request_t *r = NULL;
+    s->stream->capturing = 1;
+    if (t_rank == 0)
+        T_STATUS(ipcp_isend_on_stream(s->comm, s->buf, 8, 1, TAG_MSG, us(s),
+                                      &r),
+                 IPCP_ERR_UNSUPPORTED);
+    else
+        T_STATUS(ipcp_irecv_on_stream(s->comm, s->buf, 8, 0, TAG_MSG, us(s),
+                                      &r),
+                 IPCP_ERR_UNSUPPORTED);
+    T_MSG_HAS("capturing a CUDA graph");
+    T_CHECK(r == NULL);
+    s->stream->capturing = 0;
+    memset(s->buf, 0xA5, 64);
+    if (t_rank == 0) {
+        t_fill(s->buf, 40, s->seed);
+        T_OK(ipcp_isend_on_stream(s->comm, s->buf, 40, 1, TAG_MSG, us(s), &r));
+    } else {
+        T_OK(ipcp_irecv_on_stream(s->comm, s->buf, 64, 0, TAG_MSG, us(s), &r));
+    }
+    ipcp_xfer_info_t info = {0, IPCP_PATH_AUTO};
+    T_OK(ipcp_wait(r, &info));
+    T_EQ_U64(info.nbytes, 40);
+    T_EQ_INT(info.path, IPCP_PATH_LANE);
+    fk_sync(s->stream, 30, "capture");
+    if (t_rank == 1) {
+        t_verify(s->buf, 40, s->seed, "message after the refused calls");
+        for (int i = 40; i < 64; i++)
+            if (s->buf[i] != 0xA5)
+                T_FAIL("byte %d past the message was written", i);
+    }
+    T_OK(ipcp_barrier(s->comm));
+}
+
 /* A receive no one sends to is still waiting at finalize: finalize
  * releases its kernel and returns. */
 static void at_finalize(side_t *s)
@@ -546,7 +599,7 @@ static void at_finalize(side_t *s)
 
 static const char *const cases[] = {"burst",    "pingpong", "tag",
                                     "trunc",    "mismatch", "mismatch0",
-                                    "peerloss", "finalize"};
+                                    "peerloss", "finalize", "capture"};
 
 /* The case named by argv[1] (t_pick_case; exits on --list or a bad
  * name). */
@@ -597,8 +650,11 @@ static int rank_main(int argc, char **argv)
     case 6:
         peerloss(&s);
         break;
-    default:
+    case 7:
         at_finalize(&s);
+        break;
+    default:
+        capture(&s);
     }
     if (c != 6)
         T_OK(ipcp_mem_free(s.comm, s.buf));

@@ -408,6 +408,7 @@ const ipcp__backend_ops_t ipcp__cuda_backend_ops = {
     .flag_wait_ring = ipcp__cuda_flag_wait_ring,
     .notify = ipcp__cuda_notify,
     .queue_wrap = ipcp__cuda_queue_wrap,
+    .stream_check = ipcp__cuda_stream_check,
     .stamp = ipcp__cuda_stamp,
     .join = ipcp__cuda_join,
     .flag_watch = ipcp__cuda_flag_watch,

@@ -196,6 +196,8 @@ ipcp_status_t ipcp__cuda_flag_wait_ring(ipcp__queue_t *q, uint64_t *flag,
                                         const atomic_int *abort,
                                         ipcp__track_t *t);
 ipcp_status_t ipcp__cuda_notify(ipcp__queue_t *q, ipcp__track_t *t);
+ipcp_status_t ipcp__cuda_stream_check(ipcp__backend_t *be, int device,
+                                      void *native);
 ipcp_status_t ipcp__cuda_queue_wrap(ipcp__backend_t *be, int device,
                                     void *native, ipcp__queue_t **q);
 ipcp_status_t ipcp__cuda_join(ipcp__queue_t *dst, ipcp__queue_t *src);

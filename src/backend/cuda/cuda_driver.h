@@ -73,6 +73,10 @@
     X(cuStreamCreate, 2000)                                                    \
     X(cuStreamDestroy, 4000)                                                   \
     X(cuStreamQuery, 2000)                                                     \
+    X(cuStreamIsCapturing, 10000)                                              \
+    X(cuStreamBeginCapture, 10010)                                             \
+    X(cuStreamEndCapture, 10000)                                               \
+    X(cuGraphDestroy, 10000)                                                   \
     X(cuStreamSynchronize, 2000)                                               \
     X(cuStreamAddCallback, 5000)                                               \
     X(cuEventCreate, 2000)                                                     \

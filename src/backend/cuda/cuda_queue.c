@@ -102,6 +102,44 @@ ipcp_status_t ipcp__cuda_stamp(ipcp__queue_t *q, uint64_t *ns)
                                  &q->polled, ns);
 }
 
+/* The legacy stream's query fails (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)
+ * while another stream of the context captures in the global mode; that
+ * is refused the same way, with the driver's reason. */
+ipcp_status_t ipcp__cuda_stream_check(ipcp__backend_t *be, int device,
+                                      void *native)
+{
+    ipcp__cuda_scope_t sc;
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    ipcp_status_t st;
+    if (device < 0 || device >= be->ndev)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_CUDA, IPCP_ERR_INVALID,
+                          "no CUDA device %d (%d visible)", device, be->ndev);
+    if ((st = ipcp__cuda_enter(be, device, IPCP_LOG_ERROR, &sc)) != IPCP_OK)
+        return st;
+    CUresult r = IPCP_CU(cuStreamIsCapturing)((CUstream)native, &cs);
+    ipcp__cuda_leave(&sc);
+    if (r != CUDA_SUCCESS) {
+        char err[160];
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                          "stream %p of device %d cannot take a "
+                          "stream-ordered transfer now (%s); if a graph is "
+                          "being captured, enqueue it outside the capture",
+                          native, device,
+                          ipcp__cu_strerror(r, err, sizeof(err)));
+    }
+    if (cs != CU_STREAM_CAPTURE_STATUS_NONE)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                          "stream %p of device %d is capturing a CUDA graph "
+                          "(%s): a stream-ordered transfer is one message "
+                          "and cannot be captured; enqueue it outside the "
+                          "capture",
+                          native, device,
+                          cs == CU_STREAM_CAPTURE_STATUS_ACTIVE
+                              ? "capture active"
+                              : "capture invalidated");
+    return IPCP_OK;
+}
+
 ipcp_status_t ipcp__cuda_queue_wrap(ipcp__backend_t *be, int device,
                                     void *native, ipcp__queue_t **out)
 {
