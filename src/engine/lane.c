@@ -67,6 +67,10 @@ struct ipcp__lane {
     ipcp__list_t reqs;
     int warned; /* a request waited longer than IPCPIPE_TIMEOUT */
     int sent;   /* our LANE message went (or is going) out */
+    /* Our side broke after our block went out (a failed launch): a second
+     * LANE message tells the peer, whose kernels would wait for the
+     * message that was numbered but never launched. */
+    int stop_pending, stop_sent;
 };
 
 static uint32_t ipcp__lane_slot_bytes(size_t small)
@@ -309,20 +313,30 @@ static void ipcp__lane_post_msg(ipcp_comm_t *comm, ipcp__peer_t *peer,
         close(fd);
 }
 
-/* Progress thread: sends our block (or that we have none). */
+/* Progress thread: sends our block (or that we have none), and later
+ * that our side broke. */
 void ipcp__lane_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
 {
-    ipcp__msg_lane_t m;
-    int fd;
+    ipcp__msg_lane_t m, stop;
+    int fd = -1;
     pthread_mutex_lock(&comm->lane_lock);
     ipcp__lane_t *l = comm->lanes[req->peer];
     int send = !l->sent;
     if (send)
         ipcp__lane_msg(comm, l, &m, &fd);
+    int send_stop = l->stop_pending && !l->stop_sent;
+    if (send_stop) {
+        memset(&stop, 0, sizeof(stop));
+        stop.hdr.type = IPCP_MSG_LANE;
+        stop.status = (int32_t)l->broken;
+        l->stop_sent = 1;
+    }
     ipcp__lane_connect(comm, l);
     pthread_mutex_unlock(&comm->lane_lock);
     if (send)
         ipcp__lane_post_msg(comm, &comm->peers[req->peer], &m, fd);
+    if (send_stop)
+        ipcp__lane_post_msg(comm, &comm->peers[req->peer], &stop, -1);
     ipcp__req_complete(req, IPCP_OK, NULL);
 }
 
@@ -336,6 +350,17 @@ void ipcp__lane_on_msg(ipcp_comm_t *comm, ipcp__peer_t *peer, const void *msg,
     pthread_mutex_lock(&comm->lane_lock);
     ipcp__lane_t *l =
         len >= sizeof(*m) ? ipcp__lane_get(comm, peer->rank) : NULL;
+    if (l && l->have_peer && m->status != IPCP_OK && fd < 0) {
+        /* The peer's side broke after its block came: a message of ours
+         * it numbered was never launched, so our kernels would wait. */
+        char why[IPCP_ERRMSG_MAX];
+        snprintf(why, sizeof(why),
+                 "rank %d's side of the lane broke (%s; see its log)",
+                 l->peer, ipcp_strerror((ipcp_status_t)m->status));
+        ipcp__lane_break(l, IPCP_ERR_STATE, why);
+        pthread_mutex_unlock(&comm->lane_lock);
+        return;
+    }
     if (!l || l->have_peer) {
         pthread_mutex_unlock(&comm->lane_lock);
         if (fd >= 0)
@@ -480,6 +505,14 @@ ipcp_status_t ipcp__lane_post(ipcp_comm_t *comm, ipcp_request_t *req,
                          IPCP_LANE_DONE(a.k, IPCP_LANE_UNUSABLE, 0),
                          __ATOMIC_RELEASE);
         ipcp__lane_break(l, st, why);
+        if (!l->stop_pending) {
+            ipcp_request_t *stop = ipcp__req_new(comm, IPCP_REQ_LANE);
+            l->stop_pending = stop != NULL;
+            if (stop) {
+                stop->peer = l->peer;
+                ipcp__comm_submit(comm, stop);
+            }
+        }
         pthread_mutex_unlock(&comm->lane_lock);
     }
     if (st != IPCP_OK || !out) {

@@ -141,7 +141,9 @@ typedef struct ipcp__msg_path {
 
 /* The sender's block of the small-message lane (engine/lane.c), its fd
  * beside it; status != IPCP_OK: it has none (why: the sender logged it),
- * and the receiver's lane kernels towards it fail. */
+ * and the receiver's lane kernels towards it fail.  A second one, without
+ * an fd and with status != IPCP_OK, says the sender's side broke since (a
+ * numbered message was never launched): the receiver's lane stops too. */
 typedef struct ipcp__msg_lane {
     ipcp__msg_hdr_t hdr;
     int32_t status;

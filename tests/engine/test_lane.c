@@ -8,7 +8,7 @@
  * tag and length checks, mismatched settings, peer loss and finalize.
  *
  *   test_lane burst|pingpong|tag|trunc|mismatch|mismatch0|peerloss|finalize|
- *             capture
+ *             capture|launchfail
  *
  * CMake sets IPCPIPE_SMALL=4K. */
 #include <pthread.h>
@@ -271,12 +271,19 @@ static void *fk_stream_main(void *arg)
     return NULL;
 }
 
+/* Set: the next launch fails (case launchfail). */
+static int fk_fail_launch;
+
 static ipcp_status_t fk_lane_launch(ipcp__backend_t *be, int device,
                                     void *stream, int op,
                                     const ipcp__lane_kargs_t *a)
 {
     fk_stream_t *s = stream;
     (void)be, (void)device;
+    if (__atomic_exchange_n(&fk_fail_launch, 0, __ATOMIC_RELAXED))
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_CUDA,
+                          "fake launch of message %llu failed",
+                          (unsigned long long)a->k);
     pthread_mutex_lock(&s->m);
     if (s->tail - s->head == FK_JOBS)
         T_FAIL("fake stream full");
@@ -588,6 +595,49 @@ static void capture(side_t *s)
     T_OK(ipcp_barrier(s->comm));
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Rank 1's launch of a numbered message fails: its send fails with the
+ * launch's status, its lane is unusable, and rank 0's receive waiting for
+ * that message fails (the lane's second LANE message) instead of waiting
+ * until finalize; later calls fail at once on both sides. */
+static void launchfail(side_t *s)
+{
+    ipcp_request_t *r = NULL;
+    if (t_rank == 0)
+        T_OK(ipcp_irecv_on_stream(s->comm, s->buf, 8, 1, TAG_MSG, us(s), &r));
+    T_OK(ipcp_barrier(s->comm));
+    if (t_rank == 1) {
+        fk_fail_launch = 1;
+        T_STATUS(ipcp_isend_on_stream(s->comm, s->buf, 8, 0, TAG_MSG, us(s),
+                                      &r),
+                 IPCP_ERR_CUDA);
+        T_MSG_HAS("fake launch of message 0 failed");
+        T_STATUS(ipcp_isend_on_stream(s->comm, s->buf, 8, 0, TAG_MSG, us(s),
+                                      NULL),
+                 IPCP_ERR_CUDA);
+        T_MSG_HAS("launching message 0 failed");
+    } else {
+        double t0 = now_s();
+        T_STATUS(ipcp_wait(r, NULL), IPCP_ERR_STATE);
+        T_MSG_HAS("rank 1's side of the lane broke (IPCP_ERR_CUDA");
+        if (now_s() - t0 > 10.0)
+            T_FAIL("the receive learned of the break after %.1f s",
+                   now_s() - t0);
+        T_STATUS(ipcp_isend_on_stream(s->comm, s->buf, 8, 1, TAG_MSG, us(s),
+                                      NULL),
+                 IPCP_ERR_STATE);
+        T_MSG_HAS("rank 1's side of the lane broke");
+    }
+    fk_sync(s->stream, 20, "after the failed launch");
+    T_OK(ipcp_barrier(s->comm));
+}
+
 /* A receive no one sends to is still waiting at finalize: finalize
  * releases its kernel and returns. */
 static void at_finalize(side_t *s)
@@ -599,7 +649,8 @@ static void at_finalize(side_t *s)
 
 static const char *const cases[] = {"burst",    "pingpong", "tag",
                                     "trunc",    "mismatch", "mismatch0",
-                                    "peerloss", "finalize", "capture"};
+                                    "peerloss", "finalize", "capture",
+                                    "launchfail"};
 
 /* The case named by argv[1] (t_pick_case; exits on --list or a bad
  * name). */
@@ -653,8 +704,11 @@ static int rank_main(int argc, char **argv)
     case 7:
         at_finalize(&s);
         break;
-    default:
+    case 8:
         capture(&s);
+        break;
+    default:
+        launchfail(&s);
     }
     if (c != 6)
         T_OK(ipcp_mem_free(s.comm, s.buf));
