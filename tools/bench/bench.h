@@ -127,6 +127,8 @@ typedef struct bench_result {
     double ceiling_gbps;
     bench_ceil_kind_t ceiling_kind;
     double latency_us;     /* half round trip, median; < 0: not measured */
+    double post_us;        /* stream ping-pong: CPU time a call took to
+                              enqueue (median batch); < 0: not measured */
     int verified;          /* 1 all checked bytes right, 0 wrong, -1 off,
                               -2 nothing to check (single-process copy) */
     int iters;             /* timed repetitions */

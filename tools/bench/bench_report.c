@@ -255,6 +255,9 @@ static void table_row(const bench_result_t *r)
            lat, verified_word(r));
     if (r->verified == 0)
         printf("%10s  ^ %s\n", "", r->reason);
+    if (r->post_us >= 0 && isfinite(r->post_us))
+        printf("%10s  ^ the calls took %.2f us each to enqueue (CPU)\n", "",
+               r->post_us);
 }
 
 /* ---- one list of fields for JSON and CSV ------------------------------- */
@@ -347,6 +350,7 @@ static void row_fields(const bench_ctx_t *ctx, const bench_result_t *r,
     field_num(fs, "ratio", r->gbps / r->ceiling_gbps,
               ok && r->gbps > 0 && r->ceiling_gbps > 0);
     field_num(fs, "latency_us", r->latency_us, ok && r->latency_us >= 0);
+    field_num(fs, "post_us", r->post_us, ok && r->post_us >= 0);
     field_bool(fs, "verified", !ok || r->verified < 0 ? -1 : r->verified);
     field_int(fs, "iters", r->iters, 1);
     field_str(fs, "status", outcome[r->outcome]);
