@@ -110,7 +110,7 @@ if want sweep; then
     {
         # Staged-path tuning: slot size and queue count (FACTS: 16 MiB
         # slots reached 53.2 GB/s with a GPU-driven two-sided ring).
-        for qc in 1:16M 2:8M 1:8M; do
+        for qc in 1:16M 1:32M 2:8M 1:8M; do
             q=${qc%:*} c=${qc#*:}
             echo "## staged: IPCPIPE_QUEUES=$q IPCPIPE_CHUNK=$c IPCPIPE_SLOTS=$((64 / ${c%M}))"
             IPCPIPE_QUEUES=$q IPCPIPE_CHUNK=$c IPCPIPE_SLOTS=$((64 / ${c%M})) \
