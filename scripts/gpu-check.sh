@@ -110,10 +110,15 @@ if want sweep; then
     {
         # Staged-path tuning: slot size and queue count (FACTS: 16 MiB
         # slots reached 53.2 GB/s with a GPU-driven two-sided ring).
-        for qc in 1:16M 1:32M 2:8M 1:8M; do
-            q=${qc%:*} c=${qc#*:}
-            echo "## staged: IPCPIPE_QUEUES=$q IPCPIPE_CHUNK=$c IPCPIPE_SLOTS=$((64 / ${c%M}))"
-            IPCPIPE_QUEUES=$q IPCPIPE_CHUNK=$c IPCPIPE_SLOTS=$((64 / ${c%M})) \
+        # queues:chunk[:slots], slots by default filling a 64 MiB ring; a
+        # staged transfer uses one queue per 4 slots, so 2:16M:8 (a
+        # 128 MiB ring, past the issue's limit) shows whether a second
+        # queue would hide the per-chunk hand-over at 16 MiB.
+        for qcs in 1:16M 1:32M 2:8M 1:8M 2:16M:8; do
+            IFS=: read -r q c s <<<"$qcs"
+            s=${s:-$((64 / ${c%M}))}
+            echo "## staged: IPCPIPE_QUEUES=$q IPCPIPE_CHUNK=$c IPCPIPE_SLOTS=$s"
+            IPCPIPE_QUEUES=$q IPCPIPE_CHUNK=$c IPCPIPE_SLOTS=$s \
                 "$bench" --mem cuda --case staged --sizes 256M,1G --lat-max 0 2>&1 |
                 grep -E '^ +[0-9]'
         done
