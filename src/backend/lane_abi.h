@@ -13,8 +13,23 @@
  * the receiver's kernel spins on that word in its own memory, copies out
  * and stores k / nslots + 1 into the sender's credit word.  Every kernel
  * ends with one store of its outcome into a completion record in pinned
- * host memory, which the engine polls.  Single 64-bit stores carry what
- * must arrive together, so that each side fences once per message. */
+ * host memory, which the engine polls.
+ *
+ * Words: what must arrive together travels in one aligned 64-bit store,
+ * the low 32 bits the payload and the high 32 bits the flag (uint32_t)(k +
+ * 1), which tells the receiver that this word is message k's (a slot's
+ * previous message carried k + 1 - nslots).  Up to IPCP_LANE_INLINE_MAX
+ * bytes a message is all such words - the length in seq, the tag in tagw,
+ * 4 data bytes in each word of the slot's words area - stored in any order
+ * without a fence, and the receiver waits for each word's flag: no fence
+ * on either side, each of which cost about a microsecond across NVLink.
+ * Larger messages store their bytes plainly into the data area and the tag
+ * word, fence once, then seq; the receiver fences once after it sees seq.
+ * Only flagged words are ever stored in the header and the words area: a
+ * plain message's bytes there could pass for a later message's flags.
+ *
+ * A slot: header (IPCP_LANE_HDR), words area (2 * IPCP_LANE_INLINE_MAX),
+ * data area (IPCPIPE_SMALL rounded up to 64 bytes). */
 #ifndef IPCP_BACKEND_LANE_ABI_H
 #define IPCP_BACKEND_LANE_ABI_H
 
@@ -22,6 +37,16 @@
 
 /* Bytes of a slot's header; data starts 64-byte aligned after it. */
 #define IPCP_LANE_HDR 64
+/* Messages of up to this many bytes travel as flagged words (above), 8
+ * bytes of words area for 4 of data. */
+#define IPCP_LANE_INLINE_MAX 512
+#define IPCP_LANE_INLINE(len) ((uint64_t)(len) <= IPCP_LANE_INLINE_MAX)
+#define IPCP_LANE_WORDS_OFF IPCP_LANE_HDR
+#define IPCP_LANE_DATA_OFF  (IPCP_LANE_HDR + 2 * IPCP_LANE_INLINE_MAX)
+/* A word's flag and payload. */
+#define IPCP_LANE_WORD(k, payload)                                             \
+    ((uint64_t)(uint32_t)((k) + 1) << 32 | (uint32_t)(payload))
+#define IPCP_LANE_WORD_FLAG(w) ((uint32_t)((w) >> 32))
 /* peer_word value when the peer's block cannot be used here. */
 #define IPCP_LANE_BROKEN (~(uint64_t)0)
 
@@ -38,9 +63,9 @@ enum {
 enum { IPCP_LANE_SEND = 0, IPCP_LANE_RECV = 1 };
 
 typedef struct ipcp__lane_hdr {
-    uint64_t seq; /* (uint32_t)(k + 1) << 32 | len, once message k is in */
-    int32_t tag;  /* stored with the data, before seq */
-    uint32_t pad;
+    uint64_t seq;  /* IPCP_LANE_WORD(k, len): message k is in (inline:
+                      its length is known, its other words may follow) */
+    uint64_t tagw; /* IPCP_LANE_WORD(k, tag) */
 } ipcp__lane_hdr_t;
 
 /* A completion record (pinned host memory, one per message in flight):
@@ -74,7 +99,8 @@ typedef struct ipcp__lane_kargs {
     uint64_t rec;       /* host completion record, 0: none */
     int32_t tag;
     uint32_t nslots;
-    uint32_t slot_bytes; /* header + data capacity, a multiple of 64 */
+    uint32_t slot_bytes; /* IPCP_LANE_DATA_OFF + data capacity, a multiple
+                            of 64 */
     uint32_t pad;
 } ipcp__lane_kargs_t;
 

@@ -75,7 +75,7 @@ struct ipcp__lane {
 
 static uint32_t ipcp__lane_slot_bytes(size_t small)
 {
-    return (uint32_t)(IPCP_LANE_HDR + (small + 63) / 64 * 64);
+    return (uint32_t)(IPCP_LANE_DATA_OFF + (small + 63) / 64 * 64);
 }
 
 int ipcp__lane_takes(const ipcp_comm_t *comm, const ipcp_request_t *req)

@@ -194,16 +194,49 @@ static void fk_send(const ipcp__lane_kargs_t *a)
             code = IPCP_LANE_ABORTED;
         sched_yield();
     }
-    if (code == IPCP_LANE_OK) {
+    if (code == IPCP_LANE_OK && IPCP_LANE_INLINE(a->len)) {
+        /* Flagged words, which the kernels store in any order: the length
+         * first here, and a yield before the data, so that the receiver
+         * relies on each word's flag. */
         uint64_t s = fk_slot(remote, a);
         ipcp__lane_hdr_t *h = (ipcp__lane_hdr_t *)(uintptr_t)s;
-        memcpy((char *)(uintptr_t)s + IPCP_LANE_HDR,
+        uint64_t *d = (uint64_t *)(uintptr_t)(s + IPCP_LANE_WORDS_OFF);
+        const unsigned char *src = (const unsigned char *)(uintptr_t)a->buf;
+        __atomic_store_n(&h->seq, IPCP_LANE_WORD(a->k, a->len),
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&h->tagw, IPCP_LANE_WORD(a->k, (uint32_t)a->tag),
+                         __ATOMIC_RELAXED);
+        sched_yield();
+        for (uint64_t j = (a->len + 3) / 4; j-- > 0;) {
+            uint32_t v = 0;
+            for (uint64_t b = 0; b < 4 && 4 * j + b < a->len; b++)
+                v |= (uint32_t)src[4 * j + b] << (8 * b);
+            __atomic_store_n(d + j, IPCP_LANE_WORD(a->k, v), __ATOMIC_RELAXED);
+        }
+    } else if (code == IPCP_LANE_OK) {
+        uint64_t s = fk_slot(remote, a);
+        ipcp__lane_hdr_t *h = (ipcp__lane_hdr_t *)(uintptr_t)s;
+        memcpy((char *)(uintptr_t)s + IPCP_LANE_DATA_OFF,
                (const void *)(uintptr_t)a->buf, a->len);
-        __atomic_store_n(&h->tag, a->tag, __ATOMIC_RELAXED);
-        st((uint64_t)(uintptr_t)&h->seq,
-           (uint64_t)(uint32_t)(a->k + 1) << 32 | (uint32_t)a->len);
+        __atomic_store_n(&h->tagw, IPCP_LANE_WORD(a->k, (uint32_t)a->tag),
+                         __ATOMIC_RELAXED);
+        st((uint64_t)(uintptr_t)&h->seq, IPCP_LANE_WORD(a->k, a->len));
     }
     st(a->rec, IPCP_LANE_DONE(a->k, code, a->len));
+}
+
+/* Waits for message k's flagged word at p; 0 when the abort word came
+ * first. */
+static int fk_word(const uint64_t *p, const ipcp__lane_kargs_t *a,
+                   uint64_t *w)
+{
+    while (IPCP_LANE_WORD_FLAG(*w = __atomic_load_n(p, __ATOMIC_RELAXED)) !=
+           (uint32_t)(a->k + 1)) {
+        if (ld(a->abort))
+            return 0;
+        sched_yield();
+    }
+    return 1;
 }
 
 static void fk_recv(const ipcp__lane_kargs_t *a)
@@ -220,18 +253,38 @@ static void fk_recv(const ipcp__lane_kargs_t *a)
         }
         sched_yield();
     }
+    uint64_t tw = 0;
+    uint32_t len = (uint32_t)w;
+    int words = IPCP_LANE_INLINE(len);
+    if (code == IPCP_LANE_OK && words && !fk_word(&h->tagw, a, &tw))
+        code = IPCP_LANE_ABORTED;
+    else if (code == IPCP_LANE_OK && !words)
+        tw = __atomic_load_n(&h->tagw, __ATOMIC_RELAXED);
     if (code == IPCP_LANE_OK) {
-        uint32_t len = (uint32_t)w;
-        int32_t tag = __atomic_load_n(&h->tag, __ATOMIC_RELAXED);
+        int32_t tag = (int32_t)(uint32_t)tw;
         value = len;
         if (tag != a->tag) {
             code = IPCP_LANE_TAG;
             st(a->rec + 8, (uint64_t)(uint32_t)tag);
         } else if (len > a->len) {
             code = IPCP_LANE_TRUNC;
+        } else if (words) {
+            const uint64_t *d =
+                (const uint64_t *)(uintptr_t)(s + IPCP_LANE_WORDS_OFF);
+            unsigned char *dst = (unsigned char *)(uintptr_t)a->buf;
+            for (uint64_t j = 0; j < (len + 3) / 4 && code == IPCP_LANE_OK;
+                 j++) {
+                uint64_t dw;
+                if (!fk_word(d + j, a, &dw)) {
+                    code = IPCP_LANE_ABORTED;
+                    break;
+                }
+                for (uint64_t b = 0; b < 4 && 4 * j + b < len; b++)
+                    dst[4 * j + b] = (unsigned char)((uint32_t)dw >> (8 * b));
+            }
         } else {
             memcpy((void *)(uintptr_t)a->buf,
-                   (const char *)(uintptr_t)s + IPCP_LANE_HDR, len);
+                   (const char *)(uintptr_t)s + IPCP_LANE_DATA_OFF, len);
         }
     }
     if (code != IPCP_LANE_ABORTED) {
@@ -490,37 +543,50 @@ static void pingpong(side_t *s)
  * status and message, writes nothing, and the next message arrives. */
 static void contract(side_t *s, int bad_tag)
 {
-    ipcp_request_t *r0, *r1;
-    size_t n = bad_tag ? 8 : 4000;
-    if (t_rank == 0) {
-        t_fill(s->buf, n, s->seed);
-        t_fill(s->buf + 8192, 1, s->seed + 1);
-        T_OK(ipcp_isend_on_stream(s->comm, s->buf, n, 1, TAG_MSG, us(s), &r0));
-        T_OK(ipcp_isend_on_stream(s->comm, s->buf + 8192, 1, 1, TAG_OTHER,
-                                  us(s), &r1));
-        T_OK(ipcp_wait(r0, NULL));
-        T_OK(ipcp_wait(r1, NULL));
-    } else {
-        memset(s->buf, 0xA5, s->len);
-        T_OK(ipcp_irecv_on_stream(s->comm, s->buf, bad_tag ? n : 100, 0,
-                                  bad_tag ? TAG_OTHER : TAG_MSG, us(s), &r0));
-        T_OK(ipcp_irecv_on_stream(s->comm, s->buf + 8192, 1, 0, TAG_OTHER,
-                                  us(s), &r1));
-        if (bad_tag) {
-            T_STATUS(ipcp_wait(r0, NULL), IPCP_ERR_STATE);
-            T_MSG_HAS("has tag 7, this receive tag 9");
+    /* A message sent as flagged words (at most IPCP_LANE_INLINE_MAX
+     * bytes), then one sent plainly. */
+    static const size_t sizes[2][2] = {{300, 4000}, {8, 4000}};
+    for (int m = 0; m < 2; m++) {
+        ipcp_request_t *r0, *r1;
+        size_t n = sizes[bad_tag][m];
+        uint64_t seed = s->seed + 10 * (uint64_t)m;
+        if (t_rank == 0) {
+            t_fill(s->buf, n, seed);
+            t_fill(s->buf + 8192, 1, seed + 1);
+            T_OK(ipcp_isend_on_stream(s->comm, s->buf, n, 1, TAG_MSG, us(s),
+                                      &r0));
+            T_OK(ipcp_isend_on_stream(s->comm, s->buf + 8192, 1, 1,
+                                      TAG_OTHER, us(s), &r1));
+            T_OK(ipcp_wait(r0, NULL));
+            T_OK(ipcp_wait(r1, NULL));
         } else {
-            T_STATUS(ipcp_wait(r0, NULL), IPCP_ERR_TRUNCATED);
-            T_MSG_HAS("has 4000 bytes, more than the receive's 100");
+            memset(s->buf, 0xA5, s->len);
+            T_OK(ipcp_irecv_on_stream(s->comm, s->buf, bad_tag ? n : 100, 0,
+                                      bad_tag ? TAG_OTHER : TAG_MSG, us(s),
+                                      &r0));
+            T_OK(ipcp_irecv_on_stream(s->comm, s->buf + 8192, 1, 0, TAG_OTHER,
+                                      us(s), &r1));
+            if (bad_tag) {
+                T_STATUS(ipcp_wait(r0, NULL), IPCP_ERR_STATE);
+                T_MSG_HAS("has tag 7, this receive tag 9");
+            } else {
+                char want[64];
+                snprintf(want, sizeof want,
+                         "has %zu bytes, more than the receive's 100", n);
+                T_STATUS(ipcp_wait(r0, NULL), IPCP_ERR_TRUNCATED);
+                T_MSG_HAS(want);
+            }
+            T_OK(ipcp_wait(r1, NULL));
+            fk_sync(s->stream, 30, "contract");
+            for (size_t j = 0; j < n; j++)
+                if (s->buf[j] != 0xA5)
+                    T_FAIL("message of %zu bytes: the failed receive wrote "
+                           "byte %zu",
+                           n, j);
+            t_verify(s->buf + 8192, 1, seed + 1, "next message");
         }
-        T_OK(ipcp_wait(r1, NULL));
-        fk_sync(s->stream, 30, "contract");
-        for (size_t j = 0; j < n; j++)
-            if (s->buf[j] != 0xA5)
-                T_FAIL("the failed receive wrote byte %zu", j);
-        t_verify(s->buf + 8192, 1, s->seed + 1, "next message");
+        T_OK(ipcp_barrier(s->comm));
     }
-    T_OK(ipcp_barrier(s->comm));
 }
 
 /* The ranks disagree on IPCPIPE_SMALL (rank 1 may have none): rank 0's

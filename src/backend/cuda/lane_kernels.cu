@@ -108,6 +108,55 @@ __device__ static void lane_copy(char *dst, const char *src, uint64_t n,
         dst[j] = fresh ? (char)__ldcv((const signed char *)src + j) : src[j];
 }
 
+/* The block stores n bytes from src as flagged words (lane_abi.h) at dst,
+ * in the peer's memory: no fence needed, each word says it is there. */
+__device__ static void lane_words_out(uint64_t *dst, const unsigned char *src,
+                                      uint64_t n, uint64_t k)
+{
+    int aligned = ((uintptr_t)src & 3) == 0;
+    for (uint64_t j = threadIdx.x; j < (n + 3) / 4; j += blockDim.x) {
+        uint64_t o = 4 * j;
+        uint32_t v = 0;
+        if (aligned && o + 4 <= n)
+            v = *(const uint32_t *)(src + o);
+        else
+            for (uint64_t b = 0; b < 4 && o + b < n; b++)
+                v |= (uint32_t)src[o + b] << (8 * b);
+        lane_store(dst + j, IPCP_LANE_WORD(k, v));
+    }
+}
+
+/* The block waits for message k's n bytes of flagged words at src (local
+ * memory) and stores them at dst.  Returns with *stop set when the abort
+ * word was seen first (any thread's sighting stops all). */
+__device__ static void lane_words_in(unsigned char *dst, const uint64_t *src,
+                                     uint64_t n, uint64_t k,
+                                     const uint64_t *abort,
+                                     volatile int *stop)
+{
+    int aligned = ((uintptr_t)dst & 3) == 0;
+    uint32_t want = (uint32_t)(k + 1);
+    for (uint64_t j = threadIdx.x; j < (n + 3) / 4; j += blockDim.x) {
+        uint64_t w;
+        for (unsigned p = 1;; p++) {
+            w = lane_load(src + j);
+            if (IPCP_LANE_WORD_FLAG(w) == want)
+                break;
+            if (p % LANE_ABORT_EVERY == 0 && (*stop || lane_load(abort))) {
+                *stop = 1;
+                return;
+            }
+        }
+        uint64_t o = 4 * j;
+        uint32_t v = (uint32_t)w;
+        if (aligned && o + 4 <= n)
+            *(uint32_t *)(dst + o) = v;
+        else
+            for (uint64_t b = 0; b < 4 && o + b < n; b++)
+                dst[o + b] = (unsigned char)(v >> (8 * b));
+    }
+}
+
 /* Thread 0: the outcome, one store (no fence: it is the last thing the
  * kernel does, and nothing the engine reads after it needs ordering). */
 __device__ static void lane_finish(const ipcp__lane_kargs_t *a, int code,
@@ -151,23 +200,31 @@ extern "C" __global__ void __launch_bounds__(LANE_THREADS)
     __syncthreads();
     lane_pdl_wait(); /* the stream's earlier work wrote the source */
     int code = s_code;
+    int words = IPCP_LANE_INLINE(a.len);
     char *sl = code == IPCP_LANE_OK ? lane_slot(s_remote, slot, &a) : 0;
     ipcp__lane_hdr_t *h = (ipcp__lane_hdr_t *)sl;
     if (code == IPCP_LANE_OK) {
-        lane_copy(sl + IPCP_LANE_HDR, (const char *)a.buf, a.len, 0);
-        if (threadIdx.x == 0)
-            *(volatile int32_t *)&h->tag = a.tag;
+        if (words)
+            lane_words_out((uint64_t *)(sl + IPCP_LANE_WORDS_OFF),
+                           (const unsigned char *)a.buf, a.len, a.k);
+        else
+            lane_copy(sl + IPCP_LANE_DATA_OFF, (const char *)a.buf, a.len, 0);
+        if (threadIdx.x == 0) {
+            lane_store(&h->tagw, IPCP_LANE_WORD(a.k, (uint32_t)a.tag));
+            if (words)
+                lane_store(&h->seq, IPCP_LANE_WORD(a.k, (uint32_t)a.len));
+        }
     }
+    /* The source is read by every thread before the outcome says so. */
     __syncthreads();
     if (threadIdx.x != 0)
         return;
-    if (code == IPCP_LANE_OK) {
+    if (code == IPCP_LANE_OK && !words) {
         /* The barrier made the block's stores this thread's to order: one
          * system fence puts data and tag before the word the peer spins
          * on. */
         __threadfence_system();
-        lane_store(&h->seq, (uint64_t)(uint32_t)(a.k + 1) << 32 |
-                                (uint32_t)a.len);
+        lane_store(&h->seq, IPCP_LANE_WORD(a.k, (uint32_t)a.len));
     }
     lane_finish(&a, code, (uint32_t)a.len);
 }
@@ -175,7 +232,8 @@ extern "C" __global__ void __launch_bounds__(LANE_THREADS)
 extern "C" __global__ void __launch_bounds__(LANE_THREADS)
     ipcp_lane_recv(ipcp__lane_kargs_t a)
 {
-    __shared__ int s_code;
+    __shared__ int s_code, s_words;
+    __shared__ volatile int s_stop;
     __shared__ uint32_t s_len, s_value;
     uint32_t slot = (uint32_t)(a.k % a.nslots);
     uint64_t round = a.k / a.nslots;
@@ -196,12 +254,32 @@ extern "C" __global__ void __launch_bounds__(LANE_THREADS)
                 break;
             }
         }
+        int words = 0;
         if (code == IPCP_LANE_OK) {
-            __threadfence_system(); /* the data and tag before the word */
             len = (uint32_t)w;
-            int32_t tag = *(volatile int32_t *)&h->tag;
+            words = IPCP_LANE_INLINE(len);
+            uint64_t tw;
+            if (!words) {
+                __threadfence_system(); /* the data and tag before seq */
+                tw = lane_load(&h->tagw);
+            } else {
+                /* Flagged like seq: it may land after it. */
+                for (unsigned n = 1;; n++) {
+                    tw = lane_load(&h->tagw);
+                    if (IPCP_LANE_WORD_FLAG(tw) == want)
+                        break;
+                    if (n % LANE_ABORT_EVERY == 0 &&
+                        lane_load((const uint64_t *)a.abort)) {
+                        code = IPCP_LANE_ABORTED;
+                        break;
+                    }
+                }
+            }
+            int32_t tag = (int32_t)(uint32_t)tw;
             value = len;
-            if (tag != a.tag) {
+            if (code != IPCP_LANE_OK) {
+                /* aborted while the tag word was on its way */
+            } else if (tag != a.tag) {
                 code = IPCP_LANE_TAG;
                 if (a.rec) {
                     lane_store(&((ipcp__lane_rec_t *)a.rec)->info,
@@ -215,16 +293,24 @@ extern "C" __global__ void __launch_bounds__(LANE_THREADS)
         s_code = code;
         s_len = len;
         s_value = value;
+        s_words = words;
+        s_stop = 0;
     }
     __syncthreads();
     lane_pdl_launch();
     lane_pdl_wait(); /* the stream's earlier work is done with the buffer */
     int code = s_code;
-    if (code == IPCP_LANE_OK)
-        lane_copy((char *)a.buf, sl + IPCP_LANE_HDR, s_len, 1);
+    if (code == IPCP_LANE_OK && s_words)
+        lane_words_in((unsigned char *)a.buf,
+                      (const uint64_t *)(sl + IPCP_LANE_WORDS_OFF), s_len, a.k,
+                      (const uint64_t *)a.abort, &s_stop);
+    else if (code == IPCP_LANE_OK)
+        lane_copy((char *)a.buf, sl + IPCP_LANE_DATA_OFF, s_len, 1);
     __syncthreads();
     if (threadIdx.x != 0)
         return;
+    if (s_stop) /* the peer died between the words of its message */
+        code = IPCP_LANE_ABORTED;
     /* The slot's bytes were all read (their values stored) before the
      * barrier, so its credit needs no fence.  A message that did not match
      * is consumed all the same, so that the sender is not left waiting. */
