@@ -6,15 +6,15 @@
 #
 #   scripts/gpu-check.sh OUTDIR [STEPS]
 #
-# STEPS is a comma list of build,tests,memcheck,bench,lane,seed,compare,
-# sweep (default: all of them), so that a time-limited session can run them
-# in several calls; the build tree is reused when it is there.
+# STEPS is a comma list of build,tests,memcheck,bench,lane,trace,seed,
+# compare,sweep (default: all of them), so that a time-limited session can
+# run them in several calls; the build tree is reused when it is there.
 # GPU_TEST_TIMEOUT: seconds per GPU test (default 600); GPU_TEST_REGEX: run
 # only the GPU tests whose names match it.
 set -uo pipefail
 
-out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,seed,compare,sweep]}
-steps=,${2:-build,tests,memcheck,bench,lane,seed,compare,sweep},
+out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,trace,seed,compare,sweep]}
+steps=,${2:-build,tests,memcheck,bench,lane,trace,seed,compare,sweep},
 want() { [[ $steps == *,$1,* ]]; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${IPCPIPE_BUILD_ROOT:-$root/build}/gpu
@@ -88,6 +88,20 @@ want lane && step lane bash -c "'$bench' --mem cuda --case stream \
     --sizes 8,4K,64K >'$out/lane.txt' 2>&1 && IPCPIPE_SMALL=64K '$bench' \
     --mem cuda --case stream --sizes 8,4K,64K >>'$out/lane.txt' 2>&1"
 want lane && cat "$out/lane.txt" >>"$summary"
+
+# Where the staged path and striping lose time: timelines of a staged
+# 256 MiB and an auto (striped) 1 GiB transfer, reduced by trace_stats.py
+# to copy rates, gaps between copies and the ring's hand-over per chunk
+# (the JSON stays in the build tree).
+if want trace; then
+    step trace bash -c "for c in staged:256M auto:1G; do \
+        echo \"## \$c\"; rm -f '$build'/trace.json*; \
+        IPCPIPE_TRACE='$build/trace.json' '$bench' --mem cuda --case \${c%:*} \
+            --sizes \${c#*:} --iters 3 --lat-max 0 2>&1 | grep -E '^ +[0-9]|trace of' && \
+        python3 '$root/scripts/trace_stats.py' '$build/trace.json' || exit 1; \
+        done >'$out/trace.txt' 2>&1"
+    cat "$out/trace.txt" >>"$summary"
+fi
 
 # The forum post's case: ipcpipe against the post's own pattern, with a
 # timeline of the ipcpipe transfers.

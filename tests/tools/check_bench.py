@@ -6,11 +6,13 @@ terminal gets.  Checks formats and counts, never timing values.
     check_bench.py MODE BENCH [INFO] [OUTDIR]
 
 Modes: csv, plot, compare-host, compare-nogpu (skips, 77, where a GPU is
-usable: there the references really run), options, progress."""
+usable: there the references really run), options, progress, trace (INFO
+is then scripts/trace_stats.py, run over a trace of a staged case)."""
 import csv
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -276,6 +278,42 @@ def mode_progress(bench):
     return 0
 
 
+def mode_trace(bench, stats, outdir):
+    os.makedirs(outdir, exist_ok=True)
+    path = os.path.join(outdir, "staged.json")
+    for old in (path, path + ".0.part", path + ".1.part"):
+        if os.path.exists(old):
+            os.remove(old)
+    env = dict(os.environ, IPCPIPE_TRACE=path)
+    p = subprocess.run([bench, "--mem", "host", "--case", "staged", "--sizes",
+                        "1M", "--iters", "2", "--warmup", "1", "--lat-max",
+                        "0", "--timeout", "120"], capture_output=True,
+                       text=True, timeout=300, env=env)
+    check(p.returncode == 0, f"bench with a trace: exit {p.returncode}\n"
+          f"{p.stdout}\n{p.stderr}")
+    check(os.path.exists(path), f"no trace written at {path}")
+    s = subprocess.run([sys.executable, stats, path], capture_output=True,
+                       text=True, timeout=120)
+    check(s.returncode == 0, f"trace_stats.py: exit {s.returncode}\n"
+          f"{s.stdout}\n{s.stderr}")
+    lines = s.stdout.splitlines()
+    check(lines and lines[0].startswith("track"), f"no header:\n{s.stdout}")
+    # The sender's copies into the ring, with a count and a rate.
+    send = [ln for ln in lines if ln.startswith("rank 1 to rank 0")]
+    check(send and any(int(ln.split()[-6]) > 0 for ln in send),
+          f"no copies of rank 1 to rank 0:\n{s.stdout}")
+    hand = [ln for ln in lines if ln.startswith("staged rank 1 -> rank 0:")]
+    check(len(hand) == 1, f"no hand-over line:\n{s.stdout}")
+    m = re.search(r": (\d+) chunks paired \((\d+) / (\d+)\), hand-over "
+                  r"median (-?[\d.]+) us", hand[0])
+    check(m is not None, f"hand-over line: {hand[0]}")
+    n, a, b = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    # 1 MiB in slots of 1 MiB: one chunk a transfer, warm-up and timed
+    # repetitions of W transfers each, on both sides.
+    check(n > 0 and a == b == n, f"chunks paired {n}, sides {a} / {b}")
+    return 0
+
+
 def main(argv):
     mode, bench = argv[1], argv[2]
     try:
@@ -291,6 +329,8 @@ def main(argv):
             rc = mode_options(bench)
         elif mode == "progress":
             rc = mode_progress(bench)
+        elif mode == "trace":
+            rc = mode_trace(bench, argv[3], argv[4])
         else:
             print(f"unknown mode {mode}")
             return 2

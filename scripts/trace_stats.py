@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Where a pipelined transfer loses time, from an IPCPIPE_TRACE file.
+
+    scripts/trace_stats.py TRACE.json [--gap-max-us N]
+
+Per copy track (rank, peer, direction, device, queue): the copies, the
+rate while copying, and the idle gaps between one copy and the next (gaps
+longer than --gap-max-us, default 2000, are counted as pauses between
+transfers, not inside one).  Per direction of the staged path: the
+hand-over, from the end of the sender's copy of a chunk into the ring to
+the start of the receiver's copy of it out of the ring (the i-th staged
+copy of one side paired with the i-th of the other, in start order).
+
+The trace's own stamps sit between the copies of a queue, so the gaps
+include their cost; compare runs traced the same way."""
+import json
+import re
+import statistics
+import sys
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def load(path):
+    with open(path) as f:
+        text = f.read()
+    # Written one event a line with a trailing comma, as Chrome accepts.
+    text = text.strip().rstrip(",")
+    if not text.startswith("["):
+        text = "[" + text
+    if not text.endswith("]"):
+        text = text.rstrip(",") + "]"
+    return json.loads(re.sub(r",\s*\]$", "]", text))
+
+
+def main(argv):
+    args = [a for a in argv[1:] if not a.startswith("--")]
+    gap_max = 2000.0
+    for a in argv[1:]:
+        if a.startswith("--gap-max-us="):
+            gap_max = float(a.split("=", 1)[1])
+    if len(args) != 1:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    events = load(args[0])
+    names = {}
+    tracks = {}
+    for e in events:
+        if e.get("ph") == "M" and e.get("name") == "thread_name":
+            names[(e["pid"], e["tid"])] = e["args"]["name"]
+        elif e.get("ph") == "X" and e.get("name") == "copy":
+            tracks.setdefault((e["pid"], e["tid"]), []).append(e)
+    if not tracks:
+        print("no copy slices in the trace (was IPCPIPE_TRACE set on every "
+              "rank?)")
+        return 1
+
+    print("%-44s %6s %8s %10s %10s %10s %6s" %
+          ("track", "copies", "MiB", "GB/s copy", "gap med us", "gap p90 us",
+           "pauses"))
+    for key in sorted(tracks):
+        cs = sorted(tracks[key], key=lambda e: e["ts"])
+        nbytes = sum(e["args"]["bytes"] for e in cs)
+        busy = sum(e["dur"] for e in cs)
+        gaps = [b["ts"] - (a["ts"] + a["dur"]) for a, b in zip(cs, cs[1:])]
+        inner = [g for g in gaps if g <= gap_max]
+        label = "rank %d %s" % (key[0], names.get(key, "track %d" % key[1]))
+        print("%-44s %6d %8.1f %10.1f %10.1f %10.1f %6d" %
+              (label[:44], len(cs), nbytes / 2**20,
+               nbytes / busy / 1e3 if busy > 0 else float("nan"),
+               statistics.median(inner) if inner else float("nan"),
+               pct(inner, 0.9), len(gaps) - len(inner)))
+
+    # Staged chunks: the sender's copies into the ring are on its "to rank
+    # R" tracks, the receiver's copies out on its "from rank S" tracks.
+    sides = {}
+    for (pid, tid), cs in tracks.items():
+        m = re.match(r"(to|from) rank (\d+)", names.get((pid, tid), ""))
+        if not m:
+            continue
+        peer = int(m.group(2))
+        flow = (pid, peer) if m.group(1) == "to" else (peer, pid)
+        side = 0 if m.group(1) == "to" else 1
+        staged = [e for e in cs if e["args"].get("path") == "staged"]
+        sides.setdefault(flow, ([], []))[side].extend(staged)
+    for (src, dst), (out, inn) in sorted(sides.items()):
+        if not out or not inn:
+            continue
+        out.sort(key=lambda e: e["ts"])
+        inn.sort(key=lambda e: e["ts"])
+        n = min(len(out), len(inn))
+        hand = [inn[i]["ts"] - (out[i]["ts"] + out[i]["dur"])
+                for i in range(n)]
+        print("staged rank %d -> rank %d: %d chunks paired (%d / %d), "
+              "hand-over median %.1f us, p10 %.1f, p90 %.1f" %
+              (src, dst, n, len(out), len(inn), statistics.median(hand),
+               pct(hand, 0.1), pct(hand, 0.9)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
