@@ -127,8 +127,9 @@ if want sweep; then
         # queues:chunk[:slots], slots by default filling a 64 MiB ring; a
         # staged transfer uses one queue per 4 slots, so 2:16M:8 (a
         # 128 MiB ring, past the issue's limit) shows whether a second
-        # queue would hide the per-chunk hand-over at 16 MiB.
-        for qcs in 1:16M 1:32M 2:8M 1:8M 2:16M:8; do
+        # queue would hide the per-chunk hand-over at 16 MiB (1:16M:8: the
+        # deeper ring alone).
+        for qcs in 1:16M 1:32M 2:8M 1:8M 1:16M:8 2:16M:8; do
             IFS=: read -r q c s <<<"$qcs"
             s=${s:-$((64 / ${c%M}))}
             echo "## staged: IPCPIPE_QUEUES=$q IPCPIPE_CHUNK=$c IPCPIPE_SLOTS=$s"
