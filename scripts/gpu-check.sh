@@ -83,10 +83,13 @@ want bench && step bench bash -c "'$bench' --tune >'$out/bench.txt' 2>&1 && \
 want bench && cat "$out/bench.txt" >>"$summary"
 
 # The small-message lane: stream-ordered latency without it, then with it
-# (IPCPIPE_SMALL on both ranks), sizes it takes.
+# (IPCPIPE_SMALL on both ranks), sizes it takes; then with every message
+# sent the fenced way (IPCPIPE_SMALL_WORDS=0), what the flagged words gain.
 want lane && step lane bash -c "'$bench' --mem cuda --case stream \
     --sizes 8,4K,64K >'$out/lane.txt' 2>&1 && IPCPIPE_SMALL=64K '$bench' \
-    --mem cuda --case stream --sizes 8,4K,64K >>'$out/lane.txt' 2>&1"
+    --mem cuda --case stream --sizes 8,512,4K,64K >>'$out/lane.txt' 2>&1 && \
+    IPCPIPE_SMALL=64K IPCPIPE_SMALL_WORDS=0 '$bench' --mem cuda --case stream \
+    --sizes 8,512 >>'$out/lane.txt' 2>&1"
 want lane && cat "$out/lane.txt" >>"$summary"
 
 # Where the staged path and striping lose time: timelines of a staged

@@ -18,8 +18,9 @@
  * Words: what must arrive together travels in one aligned 64-bit store,
  * the low 32 bits the payload and the high 32 bits the flag (uint32_t)(k +
  * 1), which tells the receiver that this word is message k's (a slot's
- * previous message carried k + 1 - nslots).  Up to IPCP_LANE_INLINE_MAX
- * bytes a message is all such words - the length in seq, the tag in tagw,
+ * previous message carried k + 1 - nslots).  Up to words_max bytes
+ * (IPCPIPE_SMALL_WORDS, at most IPCP_LANE_INLINE_MAX) a message is all such
+ * words - the length in seq, the tag in tagw,
  * 4 data bytes in each word of the slot's words area - stored in any order
  * without a fence, and the receiver waits for each word's flag: no fence
  * on either side, each of which cost about a microsecond across NVLink.
@@ -37,10 +38,11 @@
 
 /* Bytes of a slot's header; data starts 64-byte aligned after it. */
 #define IPCP_LANE_HDR 64
-/* Messages of up to this many bytes travel as flagged words (above), 8
- * bytes of words area for 4 of data. */
+/* Messages of up to kargs.words_max bytes (IPCPIPE_SMALL_WORDS, at most
+ * this) travel as flagged words (above), 8 bytes of words area for 4 of
+ * data. */
 #define IPCP_LANE_INLINE_MAX 512
-#define IPCP_LANE_INLINE(len) ((uint64_t)(len) <= IPCP_LANE_INLINE_MAX)
+#define IPCP_LANE_INLINE(len, a) ((uint64_t)(len) <= (a)->words_max)
 #define IPCP_LANE_WORDS_OFF IPCP_LANE_HDR
 #define IPCP_LANE_DATA_OFF  (IPCP_LANE_HDR + 2 * IPCP_LANE_INLINE_MAX)
 /* A word's flag and payload. */
@@ -101,7 +103,7 @@ typedef struct ipcp__lane_kargs {
     uint32_t nslots;
     uint32_t slot_bytes; /* IPCP_LANE_DATA_OFF + data capacity, a multiple
                             of 64 */
-    uint32_t pad;
+    uint32_t words_max;  /* IPCPIPE_SMALL_WORDS, the same on both ranks */
 } ipcp__lane_kargs_t;
 
 #endif

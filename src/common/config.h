@@ -32,6 +32,7 @@ typedef struct ipcp__config {
     char stripe_cache[IPCP_DIR_MAX]; /* IPCPIPE_STRIPE_CACHE, "" default */
     size_t eager;             /* IPCPIPE_EAGER */
     size_t small;             /* IPCPIPE_SMALL, 0 = no lane */
+    size_t small_words;       /* IPCPIPE_SMALL_WORDS */
     int pvm;                  /* IPCPIPE_PVM */
     int cuda;                 /* IPCPIPE_CUDA */
     int cuda_notify;          /* IPCPIPE_CUDA_NOTIFY */

@@ -161,6 +161,13 @@ static void ipcp__lane_connect(ipcp_comm_t *comm, ipcp__lane_t *l)
                  l->peer, m->small, m->nslots, comm->cfg->small,
                  IPCP_LANE_SLOTS);
         ipcp__lane_break(l, IPCP_ERR_CONFIG, why);
+    } else if (m->status == IPCP_OK &&
+               m->words_max != comm->cfg->small_words) {
+        snprintf(why, sizeof(why),
+                 "rank %d has IPCPIPE_SMALL_WORDS=%u, this rank %zu: set it "
+                 "the same on both",
+                 l->peer, m->words_max, comm->cfg->small_words);
+        ipcp__lane_break(l, IPCP_ERR_CONFIG, why);
     } else if (m->status != IPCP_OK) {
         snprintf(why, sizeof(why),
                  "rank %d could not set its side up (%s; "
@@ -296,6 +303,7 @@ static void ipcp__lane_msg(ipcp_comm_t *comm, ipcp__lane_t *l,
     m->small = (uint32_t)comm->cfg->small;
     m->nslots = IPCP_LANE_SLOTS;
     m->slot_bytes = ipcp__lane_slot_bytes(comm->cfg->small);
+    m->words_max = (uint32_t)comm->cfg->small_words;
     if (m->status == IPCP_OK)
         m->exp = l->exp;
     *fd = l->exp_fd;
@@ -434,6 +442,7 @@ static ipcp_status_t ipcp__lane_reserve(ipcp_comm_t *comm, ipcp__lane_t *l,
     a->tag = req->tag;
     a->nslots = IPCP_LANE_SLOTS;
     a->slot_bytes = ipcp__lane_slot_bytes(comm->cfg->small);
+    a->words_max = (uint32_t)comm->cfg->small_words;
     l->next[dir] = k + 1;
     l->pending[dir][r] = (unsigned char)tracked;
     return IPCP_OK;

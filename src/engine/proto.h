@@ -150,6 +150,8 @@ typedef struct ipcp__msg_lane {
     uint32_t small;      /* the sender's IPCPIPE_SMALL */
     uint32_t nslots;
     uint32_t slot_bytes;
+    uint32_t words_max;  /* the sender's IPCPIPE_SMALL_WORDS */
+    uint32_t pad;
     ipcp__export_t exp;
 } ipcp__msg_lane_t;
 

@@ -8,7 +8,7 @@
  * tag and length checks, mismatched settings, peer loss and finalize.
  *
  *   test_lane burst|pingpong|tag|trunc|mismatch|mismatch0|peerloss|finalize|
- *             capture|launchfail
+ *             capture|launchfail|mismatchwords
  *
  * CMake sets IPCPIPE_SMALL=4K. */
 #include <pthread.h>
@@ -194,7 +194,7 @@ static void fk_send(const ipcp__lane_kargs_t *a)
             code = IPCP_LANE_ABORTED;
         sched_yield();
     }
-    if (code == IPCP_LANE_OK && IPCP_LANE_INLINE(a->len)) {
+    if (code == IPCP_LANE_OK && IPCP_LANE_INLINE(a->len, a)) {
         /* Flagged words, which the kernels store in any order: the length
          * first here, and a yield before the data, so that the receiver
          * relies on each word's flag. */
@@ -255,7 +255,7 @@ static void fk_recv(const ipcp__lane_kargs_t *a)
     }
     uint64_t tw = 0;
     uint32_t len = (uint32_t)w;
-    int words = IPCP_LANE_INLINE(len);
+    int words = IPCP_LANE_INLINE(len, a);
     if (code == IPCP_LANE_OK && words && !fk_word(&h->tagw, a, &tw))
         code = IPCP_LANE_ABORTED;
     else if (code == IPCP_LANE_OK && !words)
@@ -591,7 +591,7 @@ static void contract(side_t *s, int bad_tag)
 
 /* The ranks disagree on IPCPIPE_SMALL (rank 1 may have none): rank 0's
  * send fails, at the call or at its wait, with IPCP_ERR_CONFIG. */
-static void mismatch(side_t *s)
+static void mismatch(side_t *s, const char *want)
 {
     if (t_rank == 0) {
         ipcp_request_t *r = NULL;
@@ -600,7 +600,7 @@ static void mismatch(side_t *s)
         if (st == IPCP_OK)
             st = ipcp_wait(r, NULL);
         T_STATUS(st, IPCP_ERR_CONFIG);
-        T_MSG_HAS("IPCPIPE_SMALL");
+        T_MSG_HAS(want);
         fk_sync(s->stream, 30, "mismatch");
     }
     T_OK(ipcp_barrier(s->comm));
@@ -716,7 +716,7 @@ static void at_finalize(side_t *s)
 static const char *const cases[] = {"burst",    "pingpong", "tag",
                                     "trunc",    "mismatch", "mismatch0",
                                     "peerloss", "finalize", "capture",
-                                    "launchfail"};
+                                    "launchfail", "mismatchwords"};
 
 /* The case named by argv[1] (t_pick_case; exits on --list or a bad
  * name). */
@@ -762,7 +762,10 @@ static int rank_main(int argc, char **argv)
         break;
     case 4:
     case 5:
-        mismatch(&s);
+        mismatch(&s, "IPCPIPE_SMALL=");
+        break;
+    case 10:
+        mismatch(&s, "rank 1 has IPCPIPE_SMALL_WORDS=0, this rank 512");
         break;
     case 6:
         peerloss(&s);
@@ -784,11 +787,21 @@ static int rank_main(int argc, char **argv)
     return 0;
 }
 
+/* Rank 1 sends every lane message of up to 512 bytes the fenced way. */
+static void words_on_rank1(int rank, void *arg)
+{
+    (void)arg;
+    if (rank == 1)
+        setenv("IPCPIPE_SMALL_WORDS", "0", 1);
+}
+
 int main(int argc, char **argv)
 {
     if (ipcp_launch_is_rank())
         return t_mp_main(argc, argv, 2, 120, rank_main);
     int c = pick_case(argc, argv);
+    if (c == 10)
+        return t_launch2(argv, -1, words_on_rank1, NULL);
     if (c == 4 || c == 5)
         return t_launch2(argv, -1, t_small_on_rank1, c == 4 ? "1024" : "0");
     if (c == 6)

@@ -200,7 +200,7 @@ extern "C" __global__ void __launch_bounds__(LANE_THREADS)
     __syncthreads();
     lane_pdl_wait(); /* the stream's earlier work wrote the source */
     int code = s_code;
-    int words = IPCP_LANE_INLINE(a.len);
+    int words = IPCP_LANE_INLINE(a.len, &a);
     char *sl = code == IPCP_LANE_OK ? lane_slot(s_remote, slot, &a) : 0;
     ipcp__lane_hdr_t *h = (ipcp__lane_hdr_t *)sl;
     if (code == IPCP_LANE_OK) {
@@ -257,7 +257,7 @@ extern "C" __global__ void __launch_bounds__(LANE_THREADS)
         int words = 0;
         if (code == IPCP_LANE_OK) {
             len = (uint32_t)w;
-            words = IPCP_LANE_INLINE(len);
+            words = IPCP_LANE_INLINE(len, &a);
             uint64_t tw;
             if (!words) {
                 __threadfence_system(); /* the data and tag before seq */
