@@ -18,10 +18,11 @@
 
 /* Programmatic dependent launch (sm_90 and up; no-ops elsewhere and when
  * the launch did not ask for it): a receive lets the stream's next kernel
- * start once its message is there, and every kernel waits for the
- * stream's earlier work only before it touches the user's buffer.  A
- * kernel that follows a receive is then resident when the receive ends,
- * which takes a launch off each half round trip. */
+ * start once its message is there, a send once the stream's earlier work
+ * is done, and every kernel waits for the stream's earlier work only
+ * before it touches the user's buffer.  A kernel that follows a receive or
+ * a send is then resident when that one ends, which takes a launch off
+ * each half round trip. */
 __device__ static inline void lane_pdl_launch(void)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -199,6 +200,11 @@ extern "C" __global__ void __launch_bounds__(LANE_THREADS)
     }
     __syncthreads();
     lane_pdl_wait(); /* the stream's earlier work wrote the source */
+    /* The stream's next kernel - in a ping-pong the receive of the answer
+     * - may start now and wait for its message while this one's data is
+     * on its way.  Only after the wait: a chain of sends launched early
+     * would otherwise all be resident at once. */
+    lane_pdl_launch();
     int code = s_code;
     int words = IPCP_LANE_INLINE(a.len, &a);
     char *sl = code == IPCP_LANE_OK ? lane_slot(s_remote, slot, &a) : 0;
