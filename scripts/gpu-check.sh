@@ -127,16 +127,16 @@ if want sweep; then
     {
         # Staged-path tuning: slot size and queue count (FACTS: 16 MiB
         # slots reached 53.2 GB/s with a GPU-driven two-sided ring).
-        # queues:chunk[:slots], slots by default filling a 64 MiB ring; a
-        # staged transfer uses one queue per 4 slots, so 2:16M:8 (a
-        # 128 MiB ring, past the issue's limit) shows whether a second
-        # queue would hide the per-chunk hand-over at 16 MiB (1:16M:8: the
-        # deeper ring alone).
-        for qcs in 1:16M 1:32M 2:8M 1:8M 1:16M:8 2:16M:8; do
-            IFS=: read -r q c s <<<"$qcs"
-            s=${s:-$((64 / ${c%M}))}
-            echo "## staged: IPCPIPE_QUEUES=$q IPCPIPE_CHUNK=$c IPCPIPE_SLOTS=$s"
-            IPCPIPE_QUEUES=$q IPCPIPE_CHUNK=$c IPCPIPE_SLOTS=$s \
+        # queues:chunk[:slots[:slots per queue]], slots by default filling
+        # a 64 MiB ring, 4 slots a queue by default: 2:16M:4:2 is a second
+        # queue in the 64 MiB ring, hiding the per-chunk hand-over or not;
+        # 2:16M:8 the same in a 128 MiB ring (past the issue's limit) and
+        # 1:16M:8 the deeper ring alone.
+        for qcs in 1:16M 1:32M 2:8M 1:8M 2:16M:4:2 1:16M:8 2:16M:8; do
+            IFS=: read -r q c s p <<<"$qcs"
+            s=${s:-$((64 / ${c%M}))} p=${p:-4}
+            echo "## staged: IPCPIPE_QUEUES=$q IPCPIPE_CHUNK=$c IPCPIPE_SLOTS=$s IPCPIPE_SLOTS_PER_QUEUE=$p"
+            IPCPIPE_QUEUES=$q IPCPIPE_CHUNK=$c IPCPIPE_SLOTS=$s IPCPIPE_SLOTS_PER_QUEUE=$p \
                 "$bench" --mem cuda --case staged --sizes 256M,1G --lat-max 0 2>&1 |
                 grep -E '^ +[0-9]'
         done

@@ -66,8 +66,13 @@ static const ipcp__setting_t ipcp__settings[] = {
      IPCP_OFF(chunk), 4096, 1024.0 * 1024 * 1024, 1, NULL},
     {"IPCPIPE_SLOTS", IPCP_SET_INT, "auto", "slots in the staged ring of each "
      "pair of ranks and direction (auto: 8 for host memory, 4 with device "
-     "memory); a staged transfer uses one queue per 4 slots", IPCP_OFF(slots), 2, 64, 1,
-     NULL},
+     "memory); a staged transfer uses one queue per IPCPIPE_SLOTS_PER_QUEUE "
+     "slots", IPCP_OFF(slots), 2, 64, 1, NULL},
+    {"IPCPIPE_SLOTS_PER_QUEUE", IPCP_SET_INT, "auto", "slots of the staged "
+     "ring per copy queue of a staged transfer (the receiver's setting "
+     "decides; auto: 4): a transfer spreads its chunks over IPCPIPE_SLOTS / "
+     "this many queues, at most IPCPIPE_QUEUES", IPCP_OFF(slots_per_queue), 1,
+     64, 1, NULL},
     {"IPCPIPE_QUEUES", IPCP_SET_INT, "auto", "copy queues (host threads or CUDA "
      "streams) per peer and direction (auto: 2 on host, 4 with CUDA)",
      IPCP_OFF(queues), 1, 8, 1, NULL},

@@ -25,6 +25,7 @@ typedef struct ipcp__config {
     int path;                 /* IPCPIPE_PATH, ipcp_path_t */
     size_t chunk;             /* IPCPIPE_CHUNK, 0 = backend default */
     int slots;                /* IPCPIPE_SLOTS, 0 = backend default */
+    int slots_per_queue;      /* IPCPIPE_SLOTS_PER_QUEUE, 0 = 4 */
     int queues;               /* IPCPIPE_QUEUES, 0 = backend default */
     size_t piece;             /* IPCPIPE_PIECE */
     double stripe;            /* IPCPIPE_STRIPE: 0 auto, < 0 off, else the

@@ -163,7 +163,7 @@ typedef struct ipcp__msg_barrier {
 /* ---- Shared memory of a channel --------------------------------------- */
 
 #define IPCP_CHAN_MAGIC 0x6e61686370637069ULL /* "ipcpchan" */
-#define IPCP_CHAN_VERSION 1
+#define IPCP_CHAN_VERSION 2
 
 /* Each flag owns a cache line: the sender writes `full`, the receiver
  * `freed`, and sharing a line would bounce it between cores (or between the
@@ -186,6 +186,8 @@ typedef struct ipcp__chan_ctl {
     uint64_t nslots;
     uint64_t slot_size;
     uint64_t slots_offset; /* from the start of the mapping */
+    uint64_t slots_per_queue; /* the creator's IPCPIPE_SLOTS_PER_QUEUE: a
+                                 staged transfer's queues on both sides */
     ipcp__flag_t full[IPCP_MAX_SLOTS];  /* chunk c in slot c % S: c / S + 1 */
     ipcp__flag_t freed[IPCP_MAX_SLOTS]; /* written after c is copied out */
     ipcp__flag_t done[IPCP_MAX_QSETS_WIRE][IPCP_MAX_QUEUES]; /* direct */

@@ -157,6 +157,10 @@ static ipcp_status_t ipcp__chan_create(ipcp_comm_t *comm, ipcp__dir_t *dir,
     ch->ctl->nslots = ch->nslots;
     ch->ctl->slot_size = ch->slot_size;
     ch->ctl->slots_offset = ipcp__ctl_size();
+    ch->slots_per_queue = (uint32_t)(cfg->slots_per_queue
+                                         ? cfg->slots_per_queue
+                                         : IPCP_SLOTS_PER_QUEUE);
+    ch->ctl->slots_per_queue = ch->slots_per_queue;
     ch->ctl->version = IPCP_CHAN_VERSION;
     ch->ctl->magic = IPCP_CHAN_MAGIC;
     ch->slots = (char *)ch->base + ipcp__ctl_size();
@@ -193,7 +197,8 @@ static ipcp_status_t ipcp__chan_import(ipcp_comm_t *comm, ipcp__dir_t *dir,
     if (exp->size < ipcp__ctl_size() || c->magic != IPCP_CHAN_MAGIC ||
         c->version != IPCP_CHAN_VERSION || c->size != exp->size ||
         c->nslots < 1 || c->nslots > IPCP_MAX_SLOTS || c->slot_size == 0 ||
-        c->slots_offset != ipcp__ctl_size() ||
+        c->slots_offset != ipcp__ctl_size() || c->slots_per_queue < 1 ||
+        c->slots_per_queue > IPCP_MAX_SLOTS ||
         c->slot_size > (c->size - c->slots_offset) / c->nslots) {
         comm->host_ops->mem_unimport(comm->host, ch->handle);
         free(ch);
@@ -203,6 +208,7 @@ static ipcp_status_t ipcp__chan_import(ipcp_comm_t *comm, ipcp__dir_t *dir,
     ch->nslots = (uint32_t)c->nslots;
     ch->slot_size = c->slot_size;
     ch->slots = (char *)ch->base + c->slots_offset;
+    ch->slots_per_queue = (uint32_t)c->slots_per_queue;
     dir->chan = ch;
     return ipcp__chan_bind_all(dir);
 }
@@ -478,7 +484,7 @@ static void ipcp__enq_end(ipcp_request_t *req, ipcp__qset_t *qs,
  * queues (the receiver also computes it for the sender). */
 static int ipcp__staged_nq(const ipcp__chan_t *ch, int nq)
 {
-    int n = (int)ch->nslots / IPCP_SLOTS_PER_QUEUE;
+    int n = (int)(ch->nslots / ch->slots_per_queue);
     return ipcp__max(1, ipcp__min(n, nq));
 }
 
