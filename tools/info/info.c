@@ -244,16 +244,22 @@ static void print_text(const host_facts_t *h)
     printf("ipcpipe %s (header %d.%d.%d)\n\n", ipcp_version_string(),
            IPCP_VERSION_MAJOR, IPCP_VERSION_MINOR, IPCP_VERSION_PATCH);
     printf("Settings:\n");
+    int w = 0; /* the longest name sets the column */
+    for (int i = 0; i < ipcp_settings_count(); i++) {
+        ipcp_setting_info_t si;
+        if (ipcp_setting_get(i, &si) == IPCP_OK && (int)strlen(si.name) > w)
+            w = (int)strlen(si.name);
+    }
     for (int i = 0; i < ipcp_settings_count(); i++) {
         ipcp_setting_info_t si;
         if (ipcp_setting_get(i, &si) != IPCP_OK)
             continue;
         if (si.is_set)
-            printf("  %-20s = %-12s (set; default %s)\n", si.name, si.value,
-                   si.deflt);
+            printf("  %-*s = %-12s (set; default %s)\n", w, si.name,
+                   si.value, si.deflt);
         else
-            printf("  %-20s = %-12s (default)\n", si.name, si.value);
-        printf("  %20s   %s\n", "", si.doc);
+            printf("  %-*s = %-12s (default)\n", w, si.name, si.value);
+        printf("  %*s   %s\n", w, "", si.doc);
     }
     print_unknown_vars(stdout);
     printf("\nHost:\n");
