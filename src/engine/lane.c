@@ -161,8 +161,9 @@ static void ipcp__lane_connect(ipcp_comm_t *comm, ipcp__lane_t *l)
                  l->peer, m->small, m->nslots, comm->cfg->small,
                  IPCP_LANE_SLOTS);
         ipcp__lane_break(l, IPCP_ERR_CONFIG, why);
-    } else if (m->status == IPCP_OK &&
-               m->words_max != comm->cfg->small_words) {
+    } else if (m->words_max != comm->cfg->small_words) {
+        /* Compared whatever the peer's status: it may have broken its side
+         * for this very difference before it sent its block. */
         snprintf(why, sizeof(why),
                  "rank %d has IPCPIPE_SMALL_WORDS=%u, this rank %zu: set it "
                  "the same on both",
@@ -173,7 +174,10 @@ static void ipcp__lane_connect(ipcp_comm_t *comm, ipcp__lane_t *l)
                  "rank %d could not set its side up (%s; "
                  "see its log)",
                  l->peer, ipcp_strerror((ipcp_status_t)m->status));
-        ipcp__lane_break(l, IPCP_ERR_UNSUPPORTED, why);
+        ipcp__lane_break(l,
+                         m->status == IPCP_ERR_CONFIG ? IPCP_ERR_CONFIG
+                                                      : IPCP_ERR_UNSUPPORTED,
+                         why);
     } else if (m->exp.size < need) {
         snprintf(why, sizeof(why),
                  "rank %d's block has %llu bytes, %llu "
