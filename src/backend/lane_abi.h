@@ -28,6 +28,10 @@
  * word, fence once, then seq; the receiver fences once after it sees seq.
  * Only flagged words are ever stored in the header and the words area: a
  * plain message's bytes there could pass for a later message's flags.
+ * A flag has 32 bits, so a word last written 2^32 messages ago (or the
+ * zeroed area, for message 2^32 - 1) would pass too: a slot's message of
+ * every IPCP_LANE_REFRESH-th round, round 0 included, writes the whole
+ * words area, padding with zeros.
  *
  * A slot: header (IPCP_LANE_HDR), words area (2 * IPCP_LANE_INLINE_MAX),
  * data area (IPCPIPE_SMALL rounded up to 64 bytes). */
@@ -44,6 +48,7 @@
 #define IPCP_LANE_INLINE_MAX 512
 #define IPCP_LANE_INLINE(len, a) ((uint64_t)(len) <= (a)->words_max)
 #define IPCP_LANE_WORDS_OFF IPCP_LANE_HDR
+#define IPCP_LANE_REFRESH   ((uint64_t)1 << 25) /* rounds; x 64 < 2^32 */
 #define IPCP_LANE_DATA_OFF  (IPCP_LANE_HDR + 2 * IPCP_LANE_INLINE_MAX)
 /* A word's flag and payload. */
 #define IPCP_LANE_WORD(k, payload)                                             \

@@ -67,9 +67,10 @@ struct ipcp__lane {
     ipcp__list_t reqs;
     int warned; /* a request waited longer than IPCPIPE_TIMEOUT */
     int sent;   /* our LANE message went (or is going) out */
-    /* Our side broke after our block went out (a failed launch): a second
-     * LANE message tells the peer, whose kernels would wait for the
-     * message that was numbered but never launched. */
+    int sent_block; /* ... with our block (status OK) */
+    /* Our side broke after our block went out (a failed launch, the
+     * peer's block that cannot be mapped here): a second LANE message
+     * tells the peer, whose kernels would wait for us. */
     int stop_pending, stop_sent;
 };
 
@@ -116,6 +117,20 @@ static void ipcp__lane_break(ipcp__lane_t *l, ipcp_status_t st, const char *why)
     snprintf(msg, sizeof(msg), "small-message lane with rank %d: %.200s",
              l->peer, why);
     ipcp__lane_stop(l, st, msg);
+}
+
+/* After a break of our own: the peer learns it from our LANE message when
+ * that has not gone yet, else from a second one (lane_lock held). */
+static void ipcp__lane_tell(ipcp_comm_t *comm, ipcp__lane_t *l)
+{
+    if (!l->sent_block || l->stop_pending)
+        return;
+    ipcp_request_t *req = ipcp__req_new(comm, IPCP_REQ_LANE);
+    if (!req)
+        return; /* the peer's kernels then wait until it is lost */
+    l->stop_pending = 1;
+    req->peer = l->peer;
+    ipcp__comm_submit(comm, req);
 }
 
 static ipcp__lane_t *ipcp__lane_get(ipcp_comm_t *comm, int peer)
@@ -210,6 +225,8 @@ static void ipcp__lane_connect(ipcp_comm_t *comm, ipcp__lane_t *l)
     if (l->peer_fd >= 0)
         close(l->peer_fd);
     l->peer_fd = -1;
+    if (l->broken != IPCP_OK)
+        ipcp__lane_tell(comm, l);
 }
 
 static void ipcp__lane_free_block(ipcp_comm_t *comm, ipcp__lane_t *l)
@@ -303,14 +320,20 @@ static void ipcp__lane_msg(ipcp_comm_t *comm, ipcp__lane_t *l,
 {
     memset(m, 0, sizeof(*m));
     m->hdr.type = IPCP_MSG_LANE;
-    m->status = l->device < 0 ? (int32_t)l->broken : IPCP_OK;
+    /* A lane broken before this went out is not offered at all. */
+    m->status = (int32_t)l->broken;
     m->small = (uint32_t)comm->cfg->small;
     m->nslots = IPCP_LANE_SLOTS;
     m->slot_bytes = ipcp__lane_slot_bytes(comm->cfg->small);
     m->words_max = (uint32_t)comm->cfg->small_words;
-    if (m->status == IPCP_OK)
+    *fd = -1;
+    if (m->status == IPCP_OK) {
         m->exp = l->exp;
-    *fd = l->exp_fd;
+        *fd = l->exp_fd;
+        l->sent_block = 1;
+    } else if (l->exp_fd >= 0) {
+        close(l->exp_fd);
+    }
     l->exp_fd = -1;
     l->sent = 1;
 }
@@ -336,6 +359,8 @@ void ipcp__lane_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
     int send = !l->sent;
     if (send)
         ipcp__lane_msg(comm, l, &m, &fd);
+    /* Connecting may break the lane right after our block went out. */
+    ipcp__lane_connect(comm, l);
     int send_stop = l->stop_pending && !l->stop_sent;
     if (send_stop) {
         memset(&stop, 0, sizeof(stop));
@@ -343,7 +368,6 @@ void ipcp__lane_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
         stop.status = (int32_t)l->broken;
         l->stop_sent = 1;
     }
-    ipcp__lane_connect(comm, l);
     pthread_mutex_unlock(&comm->lane_lock);
     if (send)
         ipcp__lane_post_msg(comm, &comm->peers[req->peer], &m, fd);
@@ -366,10 +390,17 @@ void ipcp__lane_on_msg(ipcp_comm_t *comm, ipcp__peer_t *peer, const void *msg,
         /* The peer's side broke after its block came: a message of ours
          * it numbered was never launched, so our kernels would wait. */
         char why[IPCP_ERRMSG_MAX];
+        ipcp_status_t pst = (ipcp_status_t)m->status;
         snprintf(why, sizeof(why),
                  "rank %d's side of the lane broke (%s; see its log)",
-                 l->peer, ipcp_strerror((ipcp_status_t)m->status));
-        ipcp__lane_break(l, IPCP_ERR_STATE, why);
+                 l->peer, ipcp_strerror(pst));
+        /* A setting or a mapping keeps its status; a failure at run time
+         * leaves this side in a broken state. */
+        ipcp__lane_break(l,
+                         pst == IPCP_ERR_CONFIG || pst == IPCP_ERR_UNSUPPORTED
+                             ? pst
+                             : IPCP_ERR_STATE,
+                         why);
         pthread_mutex_unlock(&comm->lane_lock);
         return;
     }
@@ -518,14 +549,7 @@ ipcp_status_t ipcp__lane_post(ipcp_comm_t *comm, ipcp_request_t *req,
                          IPCP_LANE_DONE(a.k, IPCP_LANE_UNUSABLE, 0),
                          __ATOMIC_RELEASE);
         ipcp__lane_break(l, st, why);
-        if (!l->stop_pending) {
-            ipcp_request_t *stop = ipcp__req_new(comm, IPCP_REQ_LANE);
-            l->stop_pending = stop != NULL;
-            if (stop) {
-                stop->peer = l->peer;
-                ipcp__comm_submit(comm, stop);
-            }
-        }
+        ipcp__lane_tell(comm, l);
         pthread_mutex_unlock(&comm->lane_lock);
     }
     if (st != IPCP_OK || !out) {

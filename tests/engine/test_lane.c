@@ -8,7 +8,7 @@
  * tag and length checks, mismatched settings, peer loss and finalize.
  *
  *   test_lane burst|pingpong|tag|trunc|mismatch|mismatch0|peerloss|finalize|
- *             capture|launchfail|mismatchwords
+ *             capture|launchfail|mismatchwords|importfail
  *
  * CMake sets IPCPIPE_SMALL=4K. */
 #include <pthread.h>
@@ -87,11 +87,17 @@ static ipcp_status_t fk_mem_free(ipcp__backend_t *be, void *handle)
     return H->mem_free(be, handle);
 }
 
+/* Set: this rank cannot map the peer's memory (case importfail). */
+static int fk_fail_import;
+
 static ipcp_status_t fk_mem_import(ipcp__backend_t *be,
                                    const ipcp__export_t *exp, int fd,
                                    int device, void **ptr, void **handle)
 {
     (void)device;
+    if (fk_fail_import)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                          "fake import refused");
     return H->mem_import(be, exp, fd, -1, ptr, handle);
 }
 
@@ -207,7 +213,9 @@ static void fk_send(const ipcp__lane_kargs_t *a)
         __atomic_store_n(&h->tagw, IPCP_LANE_WORD(a->k, (uint32_t)a->tag),
                          __ATOMIC_RELAXED);
         sched_yield();
-        for (uint64_t j = (a->len + 3) / 4; j-- > 0;) {
+        uint64_t nw = round % IPCP_LANE_REFRESH == 0 ? IPCP_LANE_INLINE_MAX / 4
+                                                     : (a->len + 3) / 4;
+        for (uint64_t j = nw; j-- > 0;) {
             uint32_t v = 0;
             for (uint64_t b = 0; b < 4 && 4 * j + b < a->len; b++)
                 v |= (uint32_t)src[4 * j + b] << (8 * b);
@@ -268,21 +276,24 @@ static void fk_recv(const ipcp__lane_kargs_t *a)
             st(a->rec + 8, (uint64_t)(uint32_t)tag);
         } else if (len > a->len) {
             code = IPCP_LANE_TRUNC;
-        } else if (words) {
+        }
+        if (words) {
+            /* Every word, also of a dropped message: its late words must
+             * not land after the slot was handed back. */
             const uint64_t *d =
                 (const uint64_t *)(uintptr_t)(s + IPCP_LANE_WORDS_OFF);
             unsigned char *dst = (unsigned char *)(uintptr_t)a->buf;
-            for (uint64_t j = 0; j < (len + 3) / 4 && code == IPCP_LANE_OK;
-                 j++) {
+            for (uint64_t j = 0; j < (len + 3) / 4; j++) {
                 uint64_t dw;
                 if (!fk_word(d + j, a, &dw)) {
                     code = IPCP_LANE_ABORTED;
                     break;
                 }
-                for (uint64_t b = 0; b < 4 && 4 * j + b < len; b++)
+                for (uint64_t b = 0;
+                     code == IPCP_LANE_OK && b < 4 && 4 * j + b < len; b++)
                     dst[4 * j + b] = (unsigned char)((uint32_t)dw >> (8 * b));
             }
-        } else {
+        } else if (code == IPCP_LANE_OK) {
             memcpy((void *)(uintptr_t)a->buf,
                    (const char *)(uintptr_t)s + IPCP_LANE_DATA_OFF, len);
         }
@@ -704,6 +715,64 @@ static void launchfail(side_t *s)
     T_OK(ipcp_barrier(s->comm));
 }
 
+/* Rank 0 cannot map rank 1's block, while rank 1 maps rank 0's: rank 0's
+ * lane is unusable at once, and rank 1 learns it (from rank 0's LANE
+ * message or a second one), so that no send of its waits forever for
+ * credits rank 0 will never give: each of its sends fails, at the call or
+ * at the wait, or went into rank 0's inbox before the news came (at most
+ * the inbox's 64). */
+#define NIMPORT 100
+static void importfail(side_t *s)
+{
+    if (t_rank == 0) {
+        ipcp_request_t *r = NULL;
+        ipcp_status_t st =
+            ipcp_irecv_on_stream(s->comm, s->buf, 8, 1, TAG_MSG, us(s), &r);
+        if (st == IPCP_OK)
+            st = ipcp_wait(r, NULL);
+        T_STATUS(st, IPCP_ERR_UNSUPPORTED);
+        T_MSG_HAS("cannot map rank 1's GPU memory");
+        fk_sync(s->stream, 20, "importfail receiver");
+        T_OK(ipcp_barrier(s->comm));
+        return;
+    }
+    static ipcp_request_t *reqs[NIMPORT];
+    int ok = 0, failed = 0;
+    double t0 = now_s();
+    for (int i = 0; i < NIMPORT; i++) {
+        reqs[i] = NULL;
+        ipcp_status_t st = ipcp_isend_on_stream(s->comm, s->buf, 8, 0, TAG_MSG,
+                                                us(s), &reqs[i]);
+        if (st == IPCP_OK)
+            continue;
+        T_STATUS(st, IPCP_ERR_UNSUPPORTED);
+        T_MSG_HAS("rank 0");
+        failed++;
+    }
+    for (int i = 0; i < NIMPORT; i++) {
+        if (!reqs[i])
+            continue;
+        ipcp_status_t st = ipcp_wait(reqs[i], NULL);
+        if (st == IPCP_OK) {
+            ok++;
+            continue;
+        }
+        T_STATUS(st, IPCP_ERR_UNSUPPORTED);
+        T_MSG_HAS("rank 0");
+        failed++;
+    }
+    if (now_s() - t0 > 10.0)
+        T_FAIL("rank 1's sends took %.1f s to end", now_s() - t0);
+    if (ok > 64 || failed < NIMPORT - 64)
+        T_FAIL("%d sends went through and %d failed; rank 0's inbox holds "
+               "64",
+               ok, failed);
+    printf("rank 1: %d sends into rank 0's inbox before the news, %d failed\n",
+           ok, failed);
+    fk_sync(s->stream, 20, "importfail sender");
+    T_OK(ipcp_barrier(s->comm));
+}
+
 /* A receive no one sends to is still waiting at finalize: finalize
  * releases its kernel and returns. */
 static void at_finalize(side_t *s)
@@ -716,7 +785,8 @@ static void at_finalize(side_t *s)
 static const char *const cases[] = {"burst",    "pingpong", "tag",
                                     "trunc",    "mismatch", "mismatch0",
                                     "peerloss", "finalize", "capture",
-                                    "launchfail", "mismatchwords"};
+                                    "launchfail", "mismatchwords",
+                                    "importfail"};
 
 /* The case named by argv[1] (t_pick_case; exits on --list or a bad
  * name). */
@@ -739,6 +809,8 @@ static int rank_main(int argc, char **argv)
     void *ptr;
 
     ipcp__device_backend_for_tests = &fk_ops;
+    fk_fail_import = c == 11 && getenv("IPCPIPE_RANK") &&
+                     strcmp(getenv("IPCPIPE_RANK"), "0") == 0;
     s.small = v ? t_parse_size(v) : 0;
     T_OK(ipcp_init(NULL, &s.comm));
     t_rank = ipcp_comm_rank(s.comm);
@@ -766,6 +838,9 @@ static int rank_main(int argc, char **argv)
         break;
     case 10:
         mismatch(&s, "rank 1 has IPCPIPE_SMALL_WORDS=0, this rank 512");
+        break;
+    case 11:
+        importfail(&s);
         break;
     case 6:
         peerloss(&s);

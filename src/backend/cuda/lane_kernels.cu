@@ -110,15 +110,18 @@ __device__ static void lane_copy(char *dst, const char *src, uint64_t n,
 }
 
 /* The block stores n bytes from src as flagged words (lane_abi.h) at dst,
- * in the peer's memory: no fence needed, each word says it is there. */
+ * in the peer's memory: no fence needed, each word says it is there.
+ * Words past the message up to nw carry zeros (IPCP_LANE_REFRESH). */
 __device__ static void lane_words_out(uint64_t *dst, const unsigned char *src,
-                                      uint64_t n, uint64_t k)
+                                      uint64_t n, uint64_t nw, uint64_t k)
 {
     int aligned = ((uintptr_t)src & 3) == 0;
-    for (uint64_t j = threadIdx.x; j < (n + 3) / 4; j += blockDim.x) {
+    for (uint64_t j = threadIdx.x; j < nw; j += blockDim.x) {
         uint64_t o = 4 * j;
         uint32_t v = 0;
-        if (aligned && o + 4 <= n)
+        if (o >= n)
+            ; /* padding */
+        else if (aligned && o + 4 <= n)
             v = *(const uint32_t *)(src + o);
         else
             for (uint64_t b = 0; b < 4 && o + b < n; b++)
@@ -128,8 +131,10 @@ __device__ static void lane_words_out(uint64_t *dst, const unsigned char *src,
 }
 
 /* The block waits for message k's n bytes of flagged words at src (local
- * memory) and stores them at dst.  Returns with *stop set when the abort
- * word was seen first (any thread's sighting stops all). */
+ * memory) and stores them at dst (dst NULL: only waits, for a message that
+ * is dropped - its slot must not be handed back while its words may still
+ * land).  Returns with *stop set when the abort word was seen first (any
+ * thread's sighting stops all). */
 __device__ static void lane_words_in(unsigned char *dst, const uint64_t *src,
                                      uint64_t n, uint64_t k,
                                      const uint64_t *abort,
@@ -150,6 +155,8 @@ __device__ static void lane_words_in(unsigned char *dst, const uint64_t *src,
         }
         uint64_t o = 4 * j;
         uint32_t v = (uint32_t)w;
+        if (!dst)
+            continue;
         if (aligned && o + 4 <= n)
             *(uint32_t *)(dst + o) = v;
         else
@@ -212,7 +219,11 @@ extern "C" __global__ void __launch_bounds__(LANE_THREADS)
     if (code == IPCP_LANE_OK) {
         if (words)
             lane_words_out((uint64_t *)(sl + IPCP_LANE_WORDS_OFF),
-                           (const unsigned char *)a.buf, a.len, a.k);
+                           (const unsigned char *)a.buf, a.len,
+                           round % IPCP_LANE_REFRESH == 0
+                               ? IPCP_LANE_INLINE_MAX / 4
+                               : (a.len + 3) / 4,
+                           a.k);
         else
             lane_copy(sl + IPCP_LANE_DATA_OFF, (const char *)a.buf, a.len, 0);
         if (threadIdx.x == 0) {
@@ -306,8 +317,13 @@ extern "C" __global__ void __launch_bounds__(LANE_THREADS)
     lane_pdl_launch();
     lane_pdl_wait(); /* the stream's earlier work is done with the buffer */
     int code = s_code;
-    if (code == IPCP_LANE_OK && s_words)
-        lane_words_in((unsigned char *)a.buf,
+    /* A dropped message (other tag, too long) is waited for all the same:
+     * its sender stored the words without a fence, and once the credit is
+     * back a sender on another stream may reuse the slot, which a late
+     * word of this message would then overwrite. */
+    if (s_words && (code == IPCP_LANE_OK || code == IPCP_LANE_TAG ||
+                    code == IPCP_LANE_TRUNC))
+        lane_words_in(code == IPCP_LANE_OK ? (unsigned char *)a.buf : 0,
                       (const uint64_t *)(sl + IPCP_LANE_WORDS_OFF), s_len, a.k,
                       (const uint64_t *)a.abort, &s_stop);
     else if (code == IPCP_LANE_OK)
