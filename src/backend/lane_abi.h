@@ -23,7 +23,8 @@
  * words - the length in seq, the tag in tagw,
  * 4 data bytes in each word of the slot's words area - stored in any order
  * without a fence, and the receiver waits for each word's flag: no fence
- * on either side, each of which cost about a microsecond across NVLink.
+ * between data and flag on either side (the sender's waited for NVLink's
+ * answer, about a microsecond).
  * Larger messages store their bytes plainly into the data area and the tag
  * word, fence once, then seq; the receiver fences once after it sees seq.
  * Only flagged words are ever stored in the header and the words area: a
@@ -46,7 +47,8 @@
  * this) travel as flagged words (above), 8 bytes of words area for 4 of
  * data. */
 #define IPCP_LANE_INLINE_MAX 512
-#define IPCP_LANE_INLINE(len, a) ((uint64_t)(len) <= (a)->words_max)
+#define IPCP_LANE_INLINE(len, a)                                               \
+    ((a)->words_max > 0 && (uint64_t)(len) <= (a)->words_max)
 #define IPCP_LANE_WORDS_OFF IPCP_LANE_HDR
 #define IPCP_LANE_REFRESH   ((uint64_t)1 << 25) /* rounds; x 64 < 2^32 */
 #define IPCP_LANE_DATA_OFF  (IPCP_LANE_HDR + 2 * IPCP_LANE_INLINE_MAX)

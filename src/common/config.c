@@ -101,8 +101,8 @@ static const ipcp__setting_t ipcp__settings[] = {
      "stream-ordered, with at most this capacity, in the order the peer "
      "sends (0: off; at most 64K)", IPCP_OFF(small), 0, 65536, 0, NULL},
     {"IPCPIPE_SMALL_WORDS", IPCP_SET_SIZE, "512", "lane messages of up to "
-     "this many bytes travel as flagged words, which need no fence on "
-     "either side (larger ones: data, one fence, a flag); set it the same "
+     "this many bytes travel as flagged words, which need no fence between "
+     "data and flag (larger ones: data, one fence, a flag); set it the same "
      "on both ranks (0: never; at most 512)", IPCP_OFF(small_words), 0, 512,
      0, NULL},
     {"IPCPIPE_PVM", IPCP_SET_ENUM, "auto", "use process_vm_writev/readv for "
