@@ -55,6 +55,9 @@
 /* The smallest size a striping calibration considers (cuda_stripe.c): no
  * smaller transfer makes a process measure. */
 #define IPCP_STRIPE_MIN_SIZE ((uint64_t)8 << 20)
+/* While the pair also moves data the other way, auto stripes transfers of
+ * at least this many bytes only (xfer.c, ipcp__stripe_choose). */
+#define IPCP_STRIPE_BIDIR_MIN ((uint64_t)1 << 30)
 typedef struct ipcp__stripe_memo {
     uint64_t src_id;
     int dst;

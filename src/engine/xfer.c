@@ -853,15 +853,18 @@ static uint64_t ipcp__stripe_choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
         return 0;
     if (share == 0) {
         /* Below the smallest size a calibration picks, none is needed.
-         * Nor while both directions run: each GPU's copy engines then move
-         * NVLink traffic both ways, and the staged parts lost, on 2 x H200
-         * both ways at once 256 MiB striped 616 GB/s against 738 direct
-         * (1 GiB 768 against 774).  The sender says whether it receives
-         * from us too: our own send may not be posted yet when its RTS
-         * meets our receive (which still left 655 against 741). */
+         * While both directions run, each GPU's copy engines move NVLink
+         * traffic both ways, and on 2 x H200 the staged parts lost at
+         * 256 MiB (striped 605-632 GB/s against 738-741 direct) but gained
+         * at 1 GiB in most runs (striped 778-820, once 735; direct
+         * 734-772): both ways stripe from IPCP_STRIPE_BIDIR_MIN only.  The
+         * sender says whether it receives from us too: our own send may
+         * not be posted yet when its RTS meets our receive (which left 655
+         * against 741 at 256 MiB). */
+        int both = ipcp__peer_busy(peer, 0) ||
+                   (rts->hdr.flags & IPCP_RTS_PEER_RECV);
         if (force != IPCP_PATH_AUTO || rts->len < IPCP_STRIPE_MIN_SIZE ||
-            ipcp__peer_busy(peer, 0) ||
-            (rts->hdr.flags & IPCP_RTS_PEER_RECV))
+            (both && rts->len < IPCP_STRIPE_BIDIR_MIN))
             return 0;
         ipcp__stripe_auto(comm, peer, rts->reach[0], req->attr.device, &share,
                           &min);
