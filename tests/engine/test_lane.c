@@ -600,6 +600,17 @@ static void contract(side_t *s, int bad_tag)
     }
 }
 
+/* A post (status st, request r) that must fail, at the call or at its
+ * wait, with want and a message that has msg. */
+static void fails(ipcp_status_t st, ipcp_request_t *r, ipcp_status_t want,
+                  const char *msg)
+{
+    if (st == IPCP_OK)
+        st = ipcp_wait(r, NULL);
+    T_STATUS(st, want);
+    T_MSG_HAS(msg);
+}
+
 /* The ranks disagree on IPCPIPE_SMALL (rank 1 may have none): rank 0's
  * send fails, at the call or at its wait, with IPCP_ERR_CONFIG. */
 static void mismatch(side_t *s, const char *want)
@@ -608,10 +619,7 @@ static void mismatch(side_t *s, const char *want)
         ipcp_request_t *r = NULL;
         ipcp_status_t st =
             ipcp_isend_on_stream(s->comm, s->buf, 100, 1, TAG_MSG, us(s), &r);
-        if (st == IPCP_OK)
-            st = ipcp_wait(r, NULL);
-        T_STATUS(st, IPCP_ERR_CONFIG);
-        T_MSG_HAS(want);
+        fails(st, r, IPCP_ERR_CONFIG, want);
         fk_sync(s->stream, 30, "mismatch");
     }
     T_OK(ipcp_barrier(s->comm));
@@ -728,10 +736,7 @@ static void importfail(side_t *s)
         ipcp_request_t *r = NULL;
         ipcp_status_t st =
             ipcp_irecv_on_stream(s->comm, s->buf, 8, 1, TAG_MSG, us(s), &r);
-        if (st == IPCP_OK)
-            st = ipcp_wait(r, NULL);
-        T_STATUS(st, IPCP_ERR_UNSUPPORTED);
-        T_MSG_HAS("cannot map rank 1's GPU memory");
+        fails(st, r, IPCP_ERR_UNSUPPORTED, "cannot map rank 1's GPU memory");
         fk_sync(s->stream, 20, "importfail receiver");
         T_OK(ipcp_barrier(s->comm));
         return;
