@@ -26,18 +26,6 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-def load(path):
-    with open(path) as f:
-        text = f.read()
-    # Written one event a line with a trailing comma, as Chrome accepts.
-    text = text.strip().rstrip(",")
-    if not text.startswith("["):
-        text = "[" + text
-    if not text.endswith("]"):
-        text = text.rstrip(",") + "]"
-    return json.loads(re.sub(r",\s*\]$", "]", text))
-
-
 def main(argv):
     args = [a for a in argv[1:] if not a.startswith("--")]
     gap_max = 2000.0
@@ -47,7 +35,8 @@ def main(argv):
     if len(args) != 1:
         print(__doc__.strip(), file=sys.stderr)
         return 2
-    events = load(args[0])
+    with open(args[0]) as f:
+        events = json.load(f)
     names = {}
     tracks = {}
     for e in events:

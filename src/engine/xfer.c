@@ -861,10 +861,11 @@ static uint64_t ipcp__stripe_choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
          * sender says whether it receives from us too: our own send may
          * not be posted yet when its RTS meets our receive (which left 655
          * against 741 at 256 MiB). */
-        int both = ipcp__peer_busy(peer, 0) ||
-                   (rts->hdr.flags & IPCP_RTS_PEER_RECV);
-        if (force != IPCP_PATH_AUTO || rts->len < IPCP_STRIPE_MIN_SIZE ||
-            (both && rts->len < IPCP_STRIPE_BIDIR_MIN))
+        if (force != IPCP_PATH_AUTO || rts->len < IPCP_STRIPE_MIN_SIZE)
+            return 0;
+        if (rts->len < IPCP_STRIPE_BIDIR_MIN &&
+            (ipcp__peer_busy(peer, 0) ||
+             (rts->hdr.flags & IPCP_RTS_PEER_RECV)))
             return 0;
         ipcp__stripe_auto(comm, peer, rts->reach[0], req->attr.device, &share,
                           &min);

@@ -90,9 +90,6 @@ ipcp_status_t ipcp__cuda_lane_prepare(ipcp__backend_t *be, int device,
 {
     ipcp__cuda_scope_t sc;
     ipcp_status_t st;
-    if (device < 0 || device >= be->ndev)
-        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_INVALID,
-                          "no CUDA device %d (%d visible)", device, be->ndev);
     if ((st = ipcp__cuda_enter(be, device, IPCP_LOG_ERROR, &sc)) != IPCP_OK)
         return st;
     pthread_mutex_lock(&be->lock);

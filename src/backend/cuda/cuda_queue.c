@@ -111,9 +111,6 @@ ipcp_status_t ipcp__cuda_stream_check(ipcp__backend_t *be, int device,
     ipcp__cuda_scope_t sc;
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     ipcp_status_t st;
-    if (device < 0 || device >= be->ndev)
-        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_CUDA, IPCP_ERR_INVALID,
-                          "no CUDA device %d (%d visible)", device, be->ndev);
     if ((st = ipcp__cuda_enter(be, device, IPCP_LOG_ERROR, &sc)) != IPCP_OK)
         return st;
     CUresult r = IPCP_CU(cuStreamIsCapturing)((CUstream)native, &cs);
@@ -279,7 +276,24 @@ static unsigned cuda_wait_flags(const ipcp__queue_t *q, int flush)
 }
 
 static ipcp_status_t cuda_wait(ipcp__queue_t *q, uint64_t *flag,
-                               uint64_t value, ipcp__track_t *t, int flush);
+                               uint64_t value, ipcp__track_t *t, int flush)
+{
+    ipcp__cuda_scope_t sc;
+    if (cuda_skip(t))
+        return IPCP_OK;
+    ipcp_status_t st = cuda_enter_q(q, &sc);
+    if (st != IPCP_OK)
+        return st;
+    st = ipcp__cu_check(
+        IPCP_CU(cuStreamWaitValue64)(q->stream, ipcp__cuda_dev_addr(flag),
+                                     value, cuda_wait_flags(q, flush)),
+        IPCP_LOG_ERROR,
+        "cuStreamWaitValue64(flag %p >= %llu, stream of "
+        "device %d)",
+        (void *)flag, (unsigned long long)value, q->device);
+    ipcp__cuda_leave(&sc);
+    return st;
+}
 
 /* GEQ is the cyclic comparison of backend.h.  abort is not looked at: a
  * device cannot see it, and the engine releases such waits by moving the
@@ -299,26 +313,6 @@ ipcp_status_t ipcp__cuda_flag_wait_ring(ipcp__queue_t *q, uint64_t *flag,
 {
     (void)abort;
     return cuda_wait(q, flag, value, t, 0);
-}
-
-static ipcp_status_t cuda_wait(ipcp__queue_t *q, uint64_t *flag,
-                               uint64_t value, ipcp__track_t *t, int flush)
-{
-    ipcp__cuda_scope_t sc;
-    if (cuda_skip(t))
-        return IPCP_OK;
-    ipcp_status_t st = cuda_enter_q(q, &sc);
-    if (st != IPCP_OK)
-        return st;
-    st = ipcp__cu_check(
-        IPCP_CU(cuStreamWaitValue64)(q->stream, ipcp__cuda_dev_addr(flag),
-                                     value, cuda_wait_flags(q, flush)),
-        IPCP_LOG_ERROR,
-        "cuStreamWaitValue64(flag %p >= %llu, stream of "
-        "device %d)",
-        (void *)flag, (unsigned long long)value, q->device);
-    ipcp__cuda_leave(&sc);
-    return st;
 }
 
 /* Runs on a driver thread and must not call CUDA.  A failed stream passes
