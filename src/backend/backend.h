@@ -157,6 +157,14 @@ typedef struct ipcp__backend_ops {
     ipcp_status_t (*flag_wait_ring)(ipcp__queue_t *q, uint64_t *flag,
                                     uint64_t value, const atomic_int *abort,
                                     ipcp__track_t *t);
+    /* flag_write of wflag (untracked, as with t NULL) followed by
+     * flag_wait_ring on flag, on one queue, for a staged ring that marks a
+     * chunk and waits for the next.  Where the device takes both in one
+     * submission the pair costs less than two operations.  NULL: the engine
+     * calls the two. */
+    ipcp_status_t (*flag_write_wait)(ipcp__queue_t *q, uint64_t *wflag,
+                                     uint64_t wvalue, uint64_t *flag,
+                                     uint64_t value, const atomic_int *abort);
     /* A queue over a stream the user owns (CUDA: a cudaStream_t of
      * `device`'s context; NULL, cudaStreamLegacy and cudaStreamPerThread
      * included), for flag operations made on the user's thread; destroy

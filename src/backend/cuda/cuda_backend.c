@@ -406,6 +406,7 @@ const ipcp__backend_ops_t ipcp__cuda_backend_ops = {
     .flag_write = ipcp__cuda_flag_write,
     .flag_wait = ipcp__cuda_flag_wait,
     .flag_wait_ring = ipcp__cuda_flag_wait_ring,
+    .flag_write_wait = ipcp__cuda_flag_write_wait,
     .notify = ipcp__cuda_notify,
     .queue_wrap = ipcp__cuda_queue_wrap,
     .stream_check = ipcp__cuda_stream_check,

@@ -195,6 +195,10 @@ ipcp_status_t ipcp__cuda_flag_wait_ring(ipcp__queue_t *q, uint64_t *flag,
                                         uint64_t value,
                                         const atomic_int *abort,
                                         ipcp__track_t *t);
+ipcp_status_t ipcp__cuda_flag_write_wait(ipcp__queue_t *q, uint64_t *wflag,
+                                         uint64_t wvalue, uint64_t *flag,
+                                         uint64_t value,
+                                         const atomic_int *abort);
 ipcp_status_t ipcp__cuda_notify(ipcp__queue_t *q, ipcp__track_t *t);
 ipcp_status_t ipcp__cuda_stream_check(ipcp__backend_t *be, int device,
                                       void *native);

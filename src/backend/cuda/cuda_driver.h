@@ -89,6 +89,7 @@
     X(cuMemcpyAsync, 4000)                                                     \
     X(cuStreamWriteValue64, 11070)                                             \
     X(cuStreamWaitValue64, 11070)                                              \
+    X(cuStreamBatchMemOp, 11070)                                               \
     X(cuMemAlloc, 3020)                                                        \
     X(cuMemAllocManaged, 6000)                                                 \
     X(cuMemFree, 3020)                                                         \

@@ -9,6 +9,7 @@
  * therefore still runs (into memory that stays mapped until the engine's
  * notify has fired), and a flag write enqueued before it still lands. */
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "backend/cuda/cuda_backend.h"
@@ -313,6 +314,40 @@ ipcp_status_t ipcp__cuda_flag_wait_ring(ipcp__queue_t *q, uint64_t *flag,
 {
     (void)abort;
     return cuda_wait(q, flag, value, t, 0);
+}
+
+/* One batch of two stream memory operations: between 16 MiB pinned
+ * copies, a write and a wait cost 4.9-6.8 us more than the copies alone,
+ * the same pair as one batch 3.1-3.6 us (H200, one process).  The batch's
+ * operations run in their order; the write keeps the default fence. */
+ipcp_status_t ipcp__cuda_flag_write_wait(ipcp__queue_t *q, uint64_t *wflag,
+                                         uint64_t wvalue, uint64_t *flag,
+                                         uint64_t value,
+                                         const atomic_int *abort)
+{
+    ipcp__cuda_scope_t sc;
+    CUstreamBatchMemOpParams p[2];
+    (void)abort;
+    ipcp_status_t st = cuda_enter_q(q, &sc);
+    if (st != IPCP_OK)
+        return st;
+    memset(p, 0, sizeof(p));
+    p[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+    p[0].writeValue.address = ipcp__cuda_dev_addr(wflag);
+    p[0].writeValue.value64 = wvalue;
+    p[0].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+    p[1].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_64;
+    p[1].waitValue.address = ipcp__cuda_dev_addr(flag);
+    p[1].waitValue.value64 = value;
+    p[1].waitValue.flags = cuda_wait_flags(q, 0);
+    st = ipcp__cu_check(IPCP_CU(cuStreamBatchMemOp)(q->stream, 2, p, 0),
+                        IPCP_LOG_ERROR,
+                        "cuStreamBatchMemOp(flag %p := %llu, flag %p >= %llu, "
+                        "stream of device %d)",
+                        (void *)wflag, (unsigned long long)wvalue, (void *)flag,
+                        (unsigned long long)value, q->device);
+    ipcp__cuda_leave(&sc);
+    return st;
 }
 
 /* Runs on a driver thread and must not call CUDA.  A failed stream passes

@@ -120,6 +120,10 @@ ipcp_status_t ipcp__host_flag_write(ipcp__queue_t *q, uint64_t *flag,
 ipcp_status_t ipcp__host_flag_wait(ipcp__queue_t *q, uint64_t *flag,
                                    uint64_t value, const atomic_int *abort,
                                    ipcp__track_t *t);
+ipcp_status_t ipcp__host_flag_write_wait(ipcp__queue_t *q, uint64_t *wflag,
+                                         uint64_t wvalue, uint64_t *flag,
+                                         uint64_t value,
+                                         const atomic_int *abort);
 ipcp_status_t ipcp__host_notify(ipcp__queue_t *q, ipcp__track_t *t);
 ipcp_status_t ipcp__host_stamp(ipcp__queue_t *q, uint64_t *ns);
 ipcp_status_t ipcp__host_call(ipcp__queue_t *q, void (*fn)(void *arg),

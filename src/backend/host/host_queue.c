@@ -227,6 +227,19 @@ ipcp_status_t ipcp__host_flag_wait(ipcp__queue_t *q, uint64_t *flag,
     return host_enqueue(q, &op);
 }
 
+/* Two operations in the queue, as the engine would enqueue them: the host
+ * gains nothing from a batch, and the engine's pairing of a chunk's mark
+ * with the next wait is tested through it. */
+ipcp_status_t ipcp__host_flag_write_wait(ipcp__queue_t *q, uint64_t *wflag,
+                                         uint64_t wvalue, uint64_t *flag,
+                                         uint64_t value,
+                                         const atomic_int *abort)
+{
+    ipcp_status_t st = ipcp__host_flag_write(q, wflag, wvalue, NULL);
+    return st != IPCP_OK ? st
+                         : ipcp__host_flag_wait(q, flag, value, abort, NULL);
+}
+
 ipcp_status_t ipcp__host_call(ipcp__queue_t *q, void (*fn)(void *arg),
                               void *arg)
 {
