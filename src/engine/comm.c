@@ -398,7 +398,11 @@ static int ipcp__drain(ipcp_comm_t *comm)
     ipcp__list_t cmds, dones, *e;
     int n = 0;
 
-    pthread_mutex_lock(&comm->lock);
+    /* Not waiting for a user's thread that holds the lock: it is mostly
+     * one that posts, whose unlock would then have to wake us.  Counted
+     * as busy, so that the loop comes back without sleeping. */
+    if (pthread_mutex_trylock(&comm->lock) != 0)
+        return 1;
     ipcp__list_move_all(&cmds, &comm->cmds);
     ipcp__list_move_all(&dones, &comm->dones);
     pthread_mutex_unlock(&comm->lock);

@@ -36,6 +36,8 @@
 /* Completion records per direction: at most this many messages of one
  * direction in flight. */
 #define IPCP_LANE_RECS 4096
+/* Longest the progress thread leaves the lanes alone while calls post. */
+#define IPCP_LANE_POLL_NS 50000
 
 typedef struct ipcp__lane_host {
     uint64_t peer_word; /* the peer's block as mapped here, or BROKEN */
@@ -439,6 +441,8 @@ static ipcp__lane_rec_t *ipcp__lane_rec(ipcp__lane_t *l, int dir, uint64_t k)
     return &l->host->rec[dir][k % IPCP_LANE_RECS];
 }
 
+static int ipcp__lane_poll_one(ipcp_comm_t *comm, ipcp__lane_t *l);
+
 /* A record holds message k's outcome, or an older message's (k - R): the
  * engine reuses it only once that one was done. */
 static int ipcp__lane_rec_done(ipcp__lane_t *l, int dir, uint64_t k)
@@ -458,6 +462,11 @@ static ipcp_status_t ipcp__lane_reserve(ipcp_comm_t *comm, ipcp__lane_t *l,
     uint64_t k = l->next[dir];
     unsigned r = (unsigned)(k % IPCP_LANE_RECS);
 
+    /* The progress thread leaves the lanes alone while calls post (see
+     * ipcp__lane_poll): a record still held by a finished request is
+     * collected here. */
+    if (l->pending[dir][r])
+        ipcp__lane_poll_one(comm, l);
     if (l->pending[dir][r] ||
         (k >= IPCP_LANE_RECS &&
          !ipcp__lane_rec_done(l, dir, k - IPCP_LANE_RECS)))
@@ -519,17 +528,36 @@ static ipcp_status_t ipcp__lane_prepare(ipcp_comm_t *comm, ipcp_request_t *req,
 
 /* The kernel is launched outside lane_lock: a launch can block while the
  * stream's launch queue is full, and the progress thread needs the lock to
- * publish mappings and collect completions. */
-ipcp_status_t ipcp__lane_post(ipcp_comm_t *comm, ipcp_request_t *req,
-                              void *stream, ipcp_request_t **out)
+ * publish mappings and collect completions.  A request is listed in the
+ * same hold of the lock that numbers its message (each acquisition the
+ * progress thread contends costs the caller more than the critical
+ * section): the poll cannot complete it early, as only its kernel, launched
+ * after, or the failure below writes its record. */
+static ipcp_status_t ipcp__lane_post_(ipcp_comm_t *comm, ipcp_request_t *req,
+                                      void *stream, ipcp_request_t **out)
 {
     int dir = req->type == IPCP_REQ_RECV ? IPCP_LANE_RECV : IPCP_LANE_SEND;
+    int tracked = out != NULL;
     ipcp__lane_kargs_t a;
     ipcp__lane_t *l = NULL;
     int wake = 0;
 
     pthread_mutex_lock(&comm->lane_lock);
-    ipcp_status_t st = ipcp__lane_prepare(comm, req, dir, out != NULL, &l, &a);
+    ipcp_status_t st = ipcp__lane_prepare(comm, req, dir, tracked, &l, &a);
+    if (st == IPCP_OK && tracked) {
+        req->lane_k = a.k;
+        req->lane_dir = dir;
+        req->lane_t0 = ipcp__now_s();
+        req->user = 1;
+        req->path = IPCP_PATH_LANE;
+        ipcp__list_push_back(&l->reqs, &req->link);
+        pthread_mutex_lock(&comm->lock);
+        ipcp__list_push_back(&comm->reqs, &req->all_link);
+        pthread_mutex_unlock(&comm->lock);
+        /* The progress thread polls while any is pending; wake it for
+         * the first. */
+        wake = atomic_fetch_add(&comm->lane_reqs, 1) == 0;
+    }
     pthread_mutex_unlock(&comm->lane_lock);
     int numbered = st == IPCP_OK;
     if (numbered)
@@ -542,6 +570,13 @@ ipcp_status_t ipcp__lane_post(ipcp_comm_t *comm, ipcp_request_t *req,
         snprintf(why, sizeof(why), "launching message %llu failed: %s",
                  (unsigned long long)a.k, ipcp__last_error());
         pthread_mutex_lock(&comm->lane_lock);
+        if (tracked) { /* the call fails; no request to wait for */
+            ipcp__list_del(&req->link);
+            pthread_mutex_lock(&comm->lock);
+            ipcp__list_del(&req->all_link);
+            pthread_mutex_unlock(&comm->lock);
+            atomic_fetch_sub(&comm->lane_reqs, 1);
+        }
         l->pending[dir][a.k % IPCP_LANE_RECS] = 0;
         /* Its record, which no kernel will write, says so: finalize
          * waits for every numbered message's record. */
@@ -552,28 +587,23 @@ ipcp_status_t ipcp__lane_post(ipcp_comm_t *comm, ipcp_request_t *req,
         ipcp__lane_tell(comm, l);
         pthread_mutex_unlock(&comm->lane_lock);
     }
-    if (st != IPCP_OK || !out) {
+    if (wake)
+        ipcp__comm_wake(comm);
+    if (st != IPCP_OK || !tracked) {
         ipcp__req_free(req);
         return st;
     }
-    req->lane_k = a.k;
-    req->lane_dir = dir;
-    req->lane_t0 = ipcp__now_s();
-    req->user = 1;
-    req->path = IPCP_PATH_LANE;
-    pthread_mutex_lock(&comm->lane_lock);
-    ipcp__list_push_back(&l->reqs, &req->link);
-    pthread_mutex_lock(&comm->lock);
-    ipcp__list_push_back(&comm->reqs, &req->all_link);
-    pthread_mutex_unlock(&comm->lock);
-    /* The progress thread polls while any is pending; wake it for the
-     * first. */
-    wake = atomic_fetch_add(&comm->lane_reqs, 1) == 0;
-    pthread_mutex_unlock(&comm->lane_lock);
-    if (wake)
-        ipcp__comm_wake(comm);
     *out = req;
     return IPCP_OK;
+}
+
+ipcp_status_t ipcp__lane_post(ipcp_comm_t *comm, ipcp_request_t *req,
+                              void *stream, ipcp_request_t **out)
+{
+    atomic_fetch_add_explicit(&comm->lane_posting, 1, memory_order_relaxed);
+    ipcp_status_t st = ipcp__lane_post_(comm, req, stream, out);
+    atomic_fetch_sub_explicit(&comm->lane_posting, 1, memory_order_relaxed);
+    return st;
 }
 
 /* A finished message's outcome, as a request status and message. */
@@ -664,7 +694,19 @@ int ipcp__lane_poll(ipcp_comm_t *comm)
     int n = 0;
     if (atomic_load_explicit(&comm->lane_reqs, memory_order_acquire) == 0)
         return 0;
-    pthread_mutex_lock(&comm->lane_lock);
+    /* Rarely while a user's thread posts: a burst of small messages is
+     * paced by the calls (about 3 us each, most of it the kernel launch),
+     * and each time this thread held lane_lock or comm->lock under one it
+     * cost the call about 2 us (H200 VM: 8-byte half round trip 6.8-7.1 us
+     * before, see NOTES.md).  The poster collects records it needs itself
+     * (ipcp__lane_reserve); a request another thread waits for is still
+     * completed within IPCP_LANE_POLL_NS. */
+    uint64_t now = ipcp__now_ns();
+    if ((atomic_load_explicit(&comm->lane_posting, memory_order_relaxed) > 0 &&
+         now - comm->lane_poll_ns < IPCP_LANE_POLL_NS) ||
+        pthread_mutex_trylock(&comm->lane_lock) != 0)
+        return 1;
+    comm->lane_poll_ns = now;
     for (int r = 0; r < comm->size; r++)
         if (comm->lanes && comm->lanes[r])
             n += ipcp__lane_poll_one(comm, comm->lanes[r]);
