@@ -83,11 +83,14 @@ want bench && step bench bash -c "'$bench' --tune >'$out/bench.txt' 2>&1 && \
 want bench && cat "$out/bench.txt" >>"$summary"
 
 # The small-message lane: stream-ordered latency without it, then with it
-# (IPCPIPE_SMALL on both ranks), sizes it takes; then with every message
-# sent the fenced way (IPCPIPE_SMALL_WORDS=0), what the flagged words gain.
+# (IPCPIPE_SMALL on both ranks), sizes it takes; then with a request on
+# every call (what tracking costs a call); then with every message sent
+# the fenced way (IPCPIPE_SMALL_WORDS=0), what the flagged words gain.
 want lane && step lane bash -c "'$bench' --mem cuda --case stream \
     --sizes 8,4K,64K >'$out/lane.txt' 2>&1 && IPCPIPE_SMALL=64K '$bench' \
     --mem cuda --case stream --sizes 8,512,4K,64K >>'$out/lane.txt' 2>&1 && \
+    IPCPIPE_SMALL=64K '$bench' --mem cuda --case stream --sizes 8,512 \
+    --stream-reqs every >>'$out/lane.txt' 2>&1 && \
     IPCPIPE_SMALL=64K IPCPIPE_SMALL_WORDS=0 '$bench' --mem cuda --case stream \
     --sizes 8,512 >>'$out/lane.txt' 2>&1"
 want lane && cat "$out/lane.txt" >>"$summary"

@@ -215,6 +215,10 @@ def mode_options(bench):
     run(bench, SMALL + ["--json", "--csv"], want_rc=2)
     run(bench, SMALL + ["--case", "nccl"], want_rc=2)
     run(bench, SMALL + ["--plot", ""], want_rc=2)
+    p = run(bench, SMALL + ["--stream-reqs", "some"], want_rc=2)
+    check('bad value "some" for --stream-reqs' in p.stderr,
+          f"--stream-reqs some: {p.stderr!r}")
+    run(bench, ["--stream-reqs", "every", "--list", "--sizes", "8"])
     p = run(bench, ["--compare", "--list", "--sizes", "8,1M"])
     names = p.stdout.split()
     want = [f"{n}:{s}" for s in ("8", "1M") for n in REFS + PATHS]
@@ -223,7 +227,7 @@ def mode_options(bench):
     check(p.stdout.split() == [f"{n}:8" for n in PATHS],
           f"--list without --compare: {p.stdout.split()}")
     h = run(bench, ["--help"]).stdout
-    for opt in ("--compare", "--csv", "--plot"):
+    for opt in ("--compare", "--csv", "--plot", "--stream-reqs"):
         check(opt in h, f"{opt} not in --help")
     return 0
 

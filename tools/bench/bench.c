@@ -86,6 +86,11 @@ static const char usage_text[] =
     "  --warmup N      untimed transfers before timing (default 2)\n"
     "  --lat-max SIZE  ping-pong latency up to this size (default 64K;\n"
     "                  0: never)\n"
+    "  --stream-reqs every|last\n"
+    "                  the stream case's ping-pong asks for a request on\n"
+    "                  every call, or (last, the default, as stream-\n"
+    "                  ordered code is written) only on each batch's last\n"
+    "                  send and receive; the stream orders the rest\n"
     "  --no-verify     do not check the data (default: fresh random\n"
     "                  data every run; the receiving buffer poisoned\n"
     "                  first, then every byte of the first warm-up and of\n"
@@ -250,6 +255,7 @@ enum {
     OPT_TRACE,
     OPT_NO_VERIFY,
     OPT_LAT_MAX,
+    OPT_STREAM_REQS,
     OPT_TIMEOUT,
     OPT_MEM,
     OPT_DEVICES,
@@ -275,6 +281,7 @@ static const struct option long_opts[] = {
     {"trace", required_argument, NULL, OPT_TRACE},
     {"no-verify", no_argument, NULL, OPT_NO_VERIFY},
     {"lat-max", required_argument, NULL, OPT_LAT_MAX},
+    {"stream-reqs", required_argument, NULL, OPT_STREAM_REQS},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"mem", required_argument, NULL, OPT_MEM},
     {"devices", required_argument, NULL, OPT_DEVICES},
@@ -373,6 +380,11 @@ static int apply_opt(bench_opts_t *o, size_args_t *sa, int c, const char *arg)
         return parse_int_arg(arg, 2, IPCP_LAUNCH_MAX_RANKS, &o->nranks);
     case OPT_LAT_MAX:
         return parse_size(arg, &o->lat_max, NULL);
+    case OPT_STREAM_REQS:
+        if (strcmp(arg, "every") && strcmp(arg, "last"))
+            return -1;
+        o->stream_reqs_every = strcmp(arg, "every") == 0;
+        return 0;
     case OPT_TIMEOUT:
         o->timeout_s = strtod(arg, &end);
         return end == arg || *end || !(o->timeout_s >= 0) ? -1 : 0;

@@ -81,6 +81,7 @@ typedef struct bench_opts {
     int verify;
     int window;       /* 0: chosen per size (bench_window) */
     size_t lat_max;   /* ping-pong latency for sizes <= this; 0: none */
+    int stream_reqs_every; /* --stream-reqs every: a request per call */
     double timeout_s; /* launcher's, when it spawns the ranks */
     bench_mem_t mem;
     bench_devmode_t devmode;

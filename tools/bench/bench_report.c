@@ -228,7 +228,7 @@ static const char *verified_word(const bench_result_t *r)
                              : "NO";
 }
 
-static void table_row(const bench_result_t *r)
+static void table_row(const bench_opts_t *o, const bench_result_t *r)
 {
     char size[24], path[32], gbps[24], ceil[24], ratio[24], lat[24], w[16];
     bench_format_size(r->c->size, size, sizeof(size));
@@ -256,8 +256,11 @@ static void table_row(const bench_result_t *r)
     if (r->verified == 0)
         printf("%10s  ^ %s\n", "", r->reason);
     if (r->post_us >= 0 && isfinite(r->post_us))
-        printf("%10s  ^ the calls took %.2f us each to enqueue (CPU)\n", "",
-               r->post_us);
+        printf("%10s  ^ the calls took %.2f us each to enqueue (CPU); %s\n",
+               "", r->post_us,
+               o->stream_reqs_every
+                   ? "a request on every call"
+                   : "requests on each batch's last send and receive");
 }
 
 /* ---- one list of fields for JSON and CSV ------------------------------- */
@@ -530,7 +533,7 @@ void bench_report_case(const bench_opts_t *o, const bench_ctx_t *ctx,
         else
             csv_line(&fs);
     } else {
-        table_row(r);
+        table_row(o, r);
     }
     fflush(stdout);
 }
