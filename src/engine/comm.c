@@ -399,10 +399,11 @@ static int ipcp__drain(ipcp_comm_t *comm)
     int n = 0;
 
     /* Not waiting for a user's thread that holds the lock: it is mostly
-     * one that posts, whose unlock would then have to wake us.  Counted
-     * as busy, so that the loop comes back without sleeping. */
+     * one that posts, whose unlock would then have to wake us.  -1: the
+     * loop comes back without sleeping (the eventfd that announced a
+     * command may have been read already). */
     if (pthread_mutex_trylock(&comm->lock) != 0)
-        return 1;
+        return -1;
     ipcp__list_move_all(&cmds, &comm->cmds);
     ipcp__list_move_all(&dones, &comm->dones);
     pthread_mutex_unlock(&comm->lock);
@@ -460,6 +461,7 @@ static void *ipcp__progress_main(void *arg)
      * the next message of a transfer usually follows within microseconds,
      * and a sleep and wake-up costs several of them per hop. */
     uint64_t spin_ns = (uint64_t)comm->cfg->spin_us * 1000, last_busy = 0;
+    int missed = 0; /* the last drain found comm->lock taken */
     while (!atomic_load(&comm->stop)) {
         int n = 0;
         pfd[n].fd = comm->wake_fd;
@@ -478,7 +480,7 @@ static void *ipcp__progress_main(void *arg)
         /* Starts of stream-ordered operations land in host memory without
          * waking us, and device transfers end within milliseconds: poll
          * while either is awaited. */
-        int spinning = ipcp__now_ns() - last_busy < spin_ns ||
+        int spinning = missed || ipcp__now_ns() - last_busy < spin_ns ||
                        ipcp__sync_pending(comm) ||
                        atomic_load_explicit(&comm->dev_inflight,
                                             memory_order_relaxed) > 0 ||
@@ -497,6 +499,8 @@ static void *ipcp__progress_main(void *arg)
                 IPCP_WARN(IPCP_SUB_ENGINE, "eventfd read: %s", strerror(errno));
         }
         int busy = ipcp__drain(comm);
+        missed = busy < 0;
+        busy = missed ? 1 : busy;
         busy += ipcp__sync_poll(comm);
         busy += ipcp__lane_poll(comm);
         for (int i = 1; i < n && ready > 0; i++) {

@@ -19,6 +19,7 @@
  * auto) and the bytes around its buffer. */
 #include "apitest.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -399,6 +400,79 @@ static void run_poll(ipcp_comm_t *comm, const cfg_t *c)
     api_buf_free(comm, &b);
 }
 
+/* Three threads a rank, each a blocking ping-pong of 8-byte messages on
+ * its own tag, fresh values checked every round.  Run with
+ * IPCPIPE_SPIN_US=0, the progress thread sleeps between messages: a
+ * command it sees announced but does not take (its lock held by another
+ * thread) must not wait for the poll timeout, a second. */
+#define THREADS_N 3
+#define THREADS_WORST_S 0.9
+
+typedef struct thr_arg {
+    ipcp_comm_t *comm;
+    int tag;
+    long count;
+    uint64_t seed;
+    double worst;
+} thr_arg_t;
+
+static void *thr_pingpong(void *p)
+{
+    thr_arg_t *a = p;
+    int rank = ipcp_comm_rank(a->comm);
+    for (long i = 0; i < a->count; i++) {
+        uint64_t v = a->seed ^ ((uint64_t)a->tag << 40) ^ (uint64_t)i, got = 0;
+        double t0 = api_now();
+        if (rank == 0) {
+            T_OK(ipcp_send(a->comm, &v, 8, 1, a->tag));
+            T_OK(ipcp_recv(a->comm, &got, 8, 1, a->tag, NULL));
+            if (got != ~v)
+                T_FAIL("tag %d round %ld: echo %#llx, want %#llx", a->tag, i,
+                       (unsigned long long)got, (unsigned long long)~v);
+        } else {
+            T_OK(ipcp_recv(a->comm, &got, 8, 0, a->tag, NULL));
+            if (got != v)
+                T_FAIL("tag %d round %ld: got %#llx, want %#llx", a->tag, i,
+                       (unsigned long long)got, (unsigned long long)v);
+            got = ~got;
+            T_OK(ipcp_send(a->comm, &got, 8, 0, a->tag));
+        }
+        double d = api_now() - t0;
+        if (d > a->worst)
+            a->worst = d;
+    }
+    return NULL;
+}
+
+static void run_threads(ipcp_comm_t *comm, const cfg_t *c)
+{
+    int rank = ipcp_comm_rank(comm);
+    uint64_t seed = 0;
+    pthread_t th[THREADS_N];
+    thr_arg_t a[THREADS_N];
+    if (rank == 0) {
+        seed = t_fresh_seed();
+        api_ctl_send(comm, 1, TAG_SEED, &seed, 8);
+    } else if (rank == 1) {
+        api_ctl_recv(comm, 0, TAG_SEED, &seed, 8);
+    }
+    for (int i = 0; rank < 2 && i < THREADS_N; i++) {
+        a[i] = (thr_arg_t){comm, TAG_MANY0 + i, c->count, seed, 0};
+        if (pthread_create(&th[i], NULL, thr_pingpong, &a[i]) != 0)
+            T_FAIL("pthread_create failed");
+    }
+    for (int i = 0; rank < 2 && i < THREADS_N; i++) {
+        pthread_join(th[i], NULL);
+        printf("rank %d, tag %d: %ld round trips, the longest %.3f s\n", rank,
+               a[i].tag, c->count, a[i].worst);
+        if (a[i].worst > THREADS_WORST_S)
+            T_FAIL("tag %d: a round trip of 8 bytes took %.3f s (> %.1f s): "
+                   "the progress thread slept with work pending",
+                   a[i].tag, a[i].worst, THREADS_WORST_S);
+    }
+    T_OK(ipcp_barrier(comm));
+}
+
 static int rank_main(int argc, char **argv)
 {
     cfg_t c = parse(argc, argv);
@@ -424,6 +498,8 @@ static int rank_main(int argc, char **argv)
         run_many(comm, &c);
     else if (strcmp(c.pattern, "poll") == 0)
         run_poll(comm, &c);
+    else if (strcmp(c.pattern, "threads") == 0)
+        run_threads(comm, &c);
     else
         T_FAIL("unknown --pattern \"%s\"", c.pattern);
     api_finalize(comm);
