@@ -614,11 +614,17 @@ static void ipcp__staged_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
         /* Not tied to the track: a failed transfer's waits still run, so
          * its marks keep their order with the marks of the transfers
          * around it on the other queues. */
-        if (held[qi] && qs->ops->flag_write_wait) {
-            ipcp__enq_check(t, qs->ops->flag_write_wait(
-                                   q, held[qi], held_v[qi], &wait[s].v,
-                                   send ? g : g + 1, &peer->lost));
-        } else {
+        int paired = held[qi] && qs->ops->flag_write_wait;
+        ipcp_status_t st =
+            paired ? qs->ops->flag_write_wait(q, held[qi], held_v[qi],
+                                              &wait[s].v, send ? g : g + 1,
+                                              &peer->lost)
+                   : IPCP_OK;
+        ipcp__enq_check(t, st);
+        if (!paired || st != IPCP_OK) {
+            /* One at a time, also when the pair could not be enqueued: a
+             * failed transfer's mark must still go in (writing a flag's
+             * value twice, or waiting twice, is harmless). */
             if (held[qi])
                 ipcp__enq_check(
                     t, qs->ops->flag_write(q, held[qi], held_v[qi], NULL));
