@@ -483,6 +483,11 @@ ipcp_status_t ipcp__mem_attr(ipcp_comm_t *comm, const void *ptr, size_t len,
  * Call with comm->mem_lock held. */
 ipcp__region_t *ipcp__region_find_alloc(ipcp_comm_t *comm, const void *ptr,
                                         size_t len);
+/* As ipcp__region_find_alloc, but not a region made for the user's memory
+ * (auto) once that memory was freed and another allocation, buffer_id,
+ * took its place.  mem_lock held. */
+ipcp__region_t *ipcp__region_find_live(ipcp_comm_t *comm, const void *ptr,
+                                       size_t len, uint64_t buffer_id);
 ipcp__region_t *ipcp__region_find_id(ipcp_comm_t *comm, uint64_t id);
 /* The exported record of the device allocation holding attr's pointer
  * (attr->base/size/buffer_id), made on first use; NULL when it cannot be

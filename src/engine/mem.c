@@ -59,6 +59,13 @@ ipcp__region_t *ipcp__region_find_alloc(ipcp_comm_t *comm, const void *ptr,
     return NULL;
 }
 
+ipcp__region_t *ipcp__region_find_live(ipcp_comm_t *comm, const void *ptr,
+                                       size_t len, uint64_t buffer_id)
+{
+    ipcp__region_t *r = ipcp__region_find_alloc(comm, ptr, len);
+    return r && r->is_auto && r->attr.buffer_id != buffer_id ? NULL : r;
+}
+
 ipcp__region_t *ipcp__region_find_id(ipcp_comm_t *comm, uint64_t id)
 {
     ipcp__list_t *e, *tmp;
@@ -270,9 +277,8 @@ ipcp_status_t ipcp__mem_register(ipcp_comm_t *comm, void *buf, size_t len,
     r->ptr = buf;
     r->len = len;
     pthread_mutex_lock(&comm->mem_lock);
-    ipcp__region_t *a = ipcp__region_find_alloc(comm, buf, len);
-    if (a && a->is_auto && a->attr.buffer_id != r->attr.buffer_id)
-        a = NULL; /* the user's memory it described was freed */
+    ipcp__region_t *a =
+        ipcp__region_find_live(comm, buf, len, r->attr.buffer_id);
     if (a && a->exportable) {
         /* Inside one of our allocations: peers map the allocation. */
         r->exportable = 1;

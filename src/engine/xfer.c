@@ -632,10 +632,10 @@ static void ipcp__staged_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
                                          &peer->lost, NULL));
         }
         held[qi] = NULL;
-        ipcp__trace_piece(x, x->tbase + c, qs, (int)(c % nq), n, 1);
+        ipcp__trace_piece(x, x->tbase + c, qs, (int)qi, n, 1);
         ipcp__enq_check(t, qs->ops->copy(q, send ? sl : buf + off,
                                          send ? buf + off : sl, n, t));
-        ipcp__trace_piece(x, x->tbase + c, qs, (int)(c % nq), n, 0);
+        ipcp__trace_piece(x, x->tbase + c, qs, (int)qi, n, 0);
         /* A failed transfer keeps the ring moving (its copies are skipped,
          * its marks are not), so the peer is never left waiting; a sender
          * says so in the error slot before any later mark. */
@@ -703,12 +703,9 @@ static void ipcp__choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
     int found = 0, shareable = 0;
     ch->mode = 0;
     pthread_mutex_lock(&comm->mem_lock);
-    r = ipcp__region_find_alloc(comm, req->buf, req->len);
-    /* A region made for the user's memory is stale once that memory was
-     * freed and another allocation took its place: ipcp__region_auto
-     * below replaces it. */
-    if (r && r->is_auto && r->attr.buffer_id != req->attr.buffer_id)
-        r = NULL;
+    /* A stale region made for the user's memory: ipcp__region_auto below
+     * replaces it. */
+    r = ipcp__region_find_live(comm, req->buf, req->len, req->attr.buffer_id);
     if (r) {
         found = 1;
         shareable = r->exportable;
