@@ -179,7 +179,6 @@ void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why)
     if (peer->closed)
         return;
     peer->closed = 1;
-    atomic_store(&peer->lost, IPCP_ERR_PEER_LOST);
     /* When the loss is declared here (a protocol error) the peer is alive:
      * end the connection so that it sees the loss too. */
     shutdown(peer->fd, SHUT_RDWR);
@@ -198,6 +197,10 @@ void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why)
         ipcp__xfer_t *x = ipcp__list_entry(e, ipcp__xfer_t, link);
         ipcp__track_fail(&x->track, IPCP_ERR_PEER_LOST, "%s", msg);
     }
+    /* The word that stops host queues' waits only now: a wait that saw it
+     * first would fail its transfer with its own message, which does not
+     * name the peer (seen once on CI under ASan). */
+    atomic_store(&peer->lost, IPCP_ERR_PEER_LOST);
     ipcp__xfer_release_waits(comm, peer);
     ipcp__lane_abort(comm, peer->rank, IPCP_ERR_PEER_LOST, msg);
     if (comm->bar_pending)
