@@ -7,14 +7,14 @@
 #   scripts/gpu-check.sh OUTDIR [STEPS]
 #
 # STEPS is a comma list of build,tests,memcheck,bench,lane,trace,seed,
-# compare,sweep (default: all of them), so that a time-limited session can
+# compare,stripes,sweep (default: all of them), so that a time-limited session can
 # run them in several calls; the build tree is reused when it is there.
 # GPU_TEST_TIMEOUT: seconds per GPU test (default 600); GPU_TEST_REGEX: run
 # only the GPU tests whose names match it.
 set -uo pipefail
 
-out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,trace,seed,compare,sweep]}
-steps=,${2:-build,tests,memcheck,bench,lane,trace,seed,compare,sweep},
+out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,trace,seed,compare,stripes,sweep]}
+steps=,${2:-build,tests,memcheck,bench,lane,trace,seed,compare,stripes,sweep},
 want() { [[ $steps == *,$1,* ]]; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${IPCPIPE_BUILD_ROOT:-$root/build}/gpu
@@ -100,7 +100,7 @@ want lane && cat "$out/lane.txt" >>"$summary"
 # to copy rates, gaps between copies and the ring's hand-over per chunk
 # (the JSON stays in the build tree).
 if want trace; then
-    step trace bash -c "for c in staged:256M auto:1G; do \
+    step trace bash -c "for c in staged:256M auto:256M auto:1G; do \
         echo \"## \$c\"; rm -f '$build'/trace.json*; \
         IPCPIPE_TRACE='$build/trace.json' '$bench' --mem cuda --case \${c%:*} \
             --sizes \${c#*:} --iters 3 --lat-max 0 2>&1 | grep -E '^ +[0-9]|trace of' && \
@@ -124,6 +124,25 @@ if want compare; then
     step compare bash -c "'$bench' --mem cuda --compare --sizes 2M,8M,64M,512M,1G \
         --lat-max 0 --plot '$out/compare.svg' >'$out/compare.txt' 2>&1"
     cat "$out/compare.txt" >>"$summary"
+fi
+
+# Striping between processes at fixed shares (IPCPIPE_STRIPE=<share>)
+# beside the direct path alone and the calibrated auto, one way and both
+# ways: where the share that wins between processes lies, by size.
+stripes_run() {
+    "$bench" --mem cuda --case direct --case bidir-direct --case auto \
+        --case bidir --sizes 256M,512M,1G --lat-max 0 2>&1 |
+        grep -E '^ +[0-9]|^# +d2d' || return 1
+    local s
+    for s in ${STRIPE_SHARES:-0.06 0.08 0.10 0.12}; do
+        echo "## IPCPIPE_STRIPE=$s"
+        IPCPIPE_STRIPE=$s "$bench" --mem cuda --case auto --case bidir \
+            --sizes 256M,512M,1G --lat-max 0 2>&1 | grep -E '^ +[0-9]' || return 1
+    done
+}
+if want stripes; then
+    step stripes stripes_run >"$out/stripes.txt" 2>&1
+    cat "$out/stripes.txt" >>"$summary"
 fi
 
 if want sweep; then

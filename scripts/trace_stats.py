@@ -89,7 +89,52 @@ def main(argv):
               "hand-over median %.1f us, p10 %.1f, p90 %.1f" %
               (src, dst, n, len(out), len(inn), statistics.median(hand),
                pct(hand, 0.1), pct(hand, 0.9)))
+    transfers(events, names)
     return 0
+
+
+def transfers(events, names):
+    """Per transfer, seen from each rank's own span of it (from the post of
+    its half to its completion): how long until the first copy of either
+    rank starts, when the direct and the staged copies end, and how long
+    the completion takes to be seen after the last copy.  For a striped
+    transfer the part that ends last sets the time: the staged part ending
+    well before the direct one says its share could grow, and the
+    reverse."""
+    copies = sorted((e for e in events
+                     if e.get("ph") == "X" and e.get("name") == "copy"),
+                    key=lambda e: e["ts"])
+    spans = [e for e in events if e.get("ph") == "X" and e.get("name") == "transfer"
+             and e["args"].get("bytes", 0) >= 1 << 20]
+    rows = {}
+    for x in spans:
+        t0, t1 = x["ts"], x["ts"] + x["dur"]
+        inside = [c for c in copies
+                  if c["ts"] >= t0 and c["ts"] + c["dur"] <= t1]
+        if not inside:
+            continue
+        first = min(c["ts"] for c in inside)
+        last = max(c["ts"] + c["dur"] for c in inside)
+        direct = [c["ts"] + c["dur"] for c in inside
+                  if c["args"].get("path") != "staged"]
+        staged = [c["ts"] + c["dur"] for c in inside
+                  if c["args"].get("path") == "staged"]
+        key = (x["pid"], x["args"].get("path", "?"), x["args"]["bytes"])
+        rows.setdefault(key, []).append((
+            first - t0, last - first,
+            (max(direct) - first) if direct else float("nan"),
+            (max(staged) - first) if staged else float("nan"),
+            t1 - last))
+    if not rows:
+        return
+    print("%-30s %5s %9s %10s %10s %10s %9s" %
+          ("transfers (medians, us)", "n", "to copy", "copies",
+           "direct end", "staged end", "to done"))
+    for (pid, path, nbytes), rs in sorted(rows.items()):
+        med = [statistics.median(r[i] for r in rs) for i in range(5)]
+        print("%-30s %5d %9.1f %10.1f %10.1f %10.1f %9.1f" %
+              (("rank %d %s %dM" % (pid, path, nbytes >> 20))[:30], len(rs),
+               *med))
 
 
 if __name__ == "__main__":

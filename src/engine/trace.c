@@ -117,6 +117,11 @@ void ipcp__trace_xfer(ipcp_comm_t *comm, ipcp__xfer_t *x, int rx, int qset,
             ipcp__trace_add(comm, &e);
         }
         e.kind = IPCP_TEV_COPY;
+        /* A striped transfer's chunks through the ring are staged copies
+         * (trace_stats.py sets the two parts apart by this). */
+        e.path = (uint16_t)(path == IPCP_PATH_STRIPED && i >= x->tbase
+                                ? IPCP_PATH_STAGED
+                                : path);
         e.ts = s->a;
         e.dur = s->b > s->a ? s->b - s->a : 0;
         e.bytes = s->bytes;
@@ -124,6 +129,7 @@ void ipcp__trace_xfer(ipcp_comm_t *comm, ipcp__xfer_t *x, int rx, int qset,
         prev[s->q] = s->b;
     }
     e.kind = IPCP_TEV_XFER;
+    e.path = (uint16_t)path;
     e.tid = 0;
     e.ts = x->t_post;
     e.dur = ipcp__now_ns() - x->t_post;
