@@ -245,35 +245,43 @@ static int nccl0_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
                        bench_result_t *res)
 {
     char err[BENCH_REASON_MAX];
-    int w = res->window, slots = bench_case_slots(ctx->o, c->size), n = 0;
-    double *t = calloc((size_t)res->iters, sizeof(*t));
+    int w = res->window, slots = bench_case_slots(ctx->o, c->size);
+    double *t0 = calloc((size_t)res->iters, sizeof(*t0));
+    double *t1 = calloc((size_t)res->iters, sizeof(*t1));
     for (int r = 0; r < res->iters; r++) {
         int check = r == res->iters - 1 && ctx->o->verify;
         if (check)
             bench_poison(ctx, (size_t)slots * c->size, res);
         if (bench_barrier(ctx) < 0) {
-            free(t);
+            free(t0);
+            free(t1);
             return -1;
         }
-        double t0 = bench_now_s();
+        double a = bench_now_s();
         int rc = nccl_window(ctx, 0, c->size, w, slots, err, sizeof(err));
-        double t1 = bench_now_s();
+        double b = bench_now_s();
+        if (t0 && t1) {
+            t0[r] = a;
+            t1[r] = rc < 0 ? NAN : b;
+        }
         if (rc < 0) {
             bench_set_error(res, "timed ncclRecv", err);
             continue; /* keep the barriers: rank 1 keeps them too */
         }
-        if (t)
-            t[n++] = t1 - t0;
         if (check)
             bench_check_buf(ctx, &ctx->dst, res,
                             (size_t)((w - 1) % slots) * c->size, c->size,
                             bench_case_seed(ctx, i, 1), "last");
     }
-    double med = t ? bench_median(t, n) : NAN;
-    res->gbps = med > 0 ? (double)w * (double)c->size / med / 1e9 : NAN;
-    free(t);
     peer_msg_t m;
     bench_recv_peer_msg(ctx, bench_case_tag(i, T_CMP_REPORT), &m, res);
+    /* timed as ipcpipe's rows are: from both ranks out of the barrier */
+    int n = bench_join_starts(ctx, bench_case_tag(i, T_CMP_REPORT),
+                              t0 && t1 ? t0 : NULL, t1, res->iters, res);
+    double med = n ? bench_median(t1, n) : NAN;
+    res->gbps = med > 0 ? (double)w * (double)c->size / med / 1e9 : NAN;
+    free(t0);
+    free(t1);
     return 0;
 }
 
@@ -336,15 +344,23 @@ static int nccl1_timed(bench_ctx_t *ctx, const bench_case_t *c, int i)
     bench_result_t lr = {.outcome = BENCH_OK, .verified = -1};
     char err[BENCH_REASON_MAX];
     int iters = bench_reps(ctx->o, c->size), w = bench_window(ctx->o, c->size);
+    double *starts = calloc((size_t)iters, sizeof(double));
     for (int r = 0; r < iters; r++) {
         if (r == iters - 1 && ctx->o->verify)
             bench_fill_src(ctx, c->size, bench_case_seed(ctx, i, 1), &lr);
-        if (bench_barrier(ctx) < 0)
+        if (bench_barrier(ctx) < 0) {
+            free(starts);
             return -1;
+        }
+        if (starts)
+            starts[r] = bench_now_s();
         if (nccl_window(ctx, 1, c->size, w, 1, err, sizeof(err)) < 0)
             bench_set_error(&lr, "timed ncclSend", err);
     }
+    /* the report, then the start times on the same tag (in order) */
     bench_send_peer_msg(ctx, bench_case_tag(i, T_CMP_REPORT), &lr);
+    bench_send_starts(ctx, bench_case_tag(i, T_CMP_REPORT), starts, iters);
+    free(starts);
     return 0;
 }
 
@@ -509,6 +525,7 @@ static int rank0(bench_ctx_t *ctx, const bench_case_t *c, int i,
         .gbps = NAN,
         .latency_us = -1,
         .post_us = -1,
+        .skew_us = NAN,
         .verified = ctx->o->verify ? 1 : -1,
         .iters = bench_reps(ctx->o, c->size),
         .window = bench_window(ctx->o, c->size),

@@ -886,35 +886,42 @@ static int recv_warmup(bench_ctx_t *ctx, const bench_case_t *c, int i,
 static int recv_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
                       bench_result_t *res)
 {
-    int w = res->window, slots = bench_case_slots(ctx->o, c->size), n = 0;
-    double *t = calloc((size_t)res->iters, sizeof(*t));
+    int w = res->window, slots = bench_case_slots(ctx->o, c->size);
+    double *t0 = calloc((size_t)res->iters, sizeof(*t0));
+    double *t1 = calloc((size_t)res->iters, sizeof(*t1));
     for (int r = 0; r < res->iters; r++) {
         int check = r == res->iters - 1 && ctx->o->verify;
         const char *what = "timed";
         if (check)
             bench_poison(ctx, (size_t)slots * c->size, res);
         if (bench_barrier(ctx) < 0) {
-            free(t);
+            free(t0);
+            free(t1);
             return -1;
         }
-        double t0 = bench_now_s();
+        double a = bench_now_s();
         ipcp_status_t st =
             xfer_window(ctx, c->size, w, 0, slots, bench_case_tag(i, T_DATA), 0,
                         res, &what);
-        double t1 = bench_now_s();
+        double b = bench_now_s();
+        if (t0 && t1) {
+            t0[r] = a;
+            t1[r] = st == IPCP_OK ? b : NAN;
+        }
         if (st != IPCP_OK) {
             bench_set_reason(res, classify(c, st), "timed receive", st);
             continue; /* keep receiving: the sender sends them all */
         }
-        if (t)
-            t[n++] = t1 - t0;
         if (check)
             check_data(ctx, res, (size_t)((w - 1) % slots) * c->size, c->size,
                        bench_case_seed(ctx, i, 1), "last");
     }
-    double med = t ? bench_median(t, n) : NAN;
+    int n = bench_join_starts(ctx, bench_case_tag(i, T_PEER_TIMES),
+                              t0 && t1 ? t0 : NULL, t1, res->iters, res);
+    double med = n ? bench_median(t1, n) : NAN;
     res->gbps = med > 0 ? (double)w * (double)c->size / med / 1e9 : NAN;
-    free(t);
+    free(t0);
+    free(t1);
     return 0;
 }
 
@@ -980,6 +987,59 @@ static void recv_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i,
 
 /* ---- rank 0, both directions (bidir) ------------------------------------ */
 
+/* A repetition's clock starts when both ranks have left its barrier.
+ * Rank 0 releases the barrier and leaves at once; rank 1 leaves when the
+ * release reaches it (a message and a thread's wake-up: tens of us in
+ * these VMs), and no transfer can start before that, so timing from rank
+ * 0's exit alone charged that hop to every transfer.  Processes of one
+ * machine read the same CLOCK_MONOTONIC: rank 1 sends the times it left
+ * at after the repetitions, and rank 0 starts each from the later one.
+ * How much later rank 1 left is reported (skew_us), not timed. */
+int bench_send_starts(bench_ctx_t *ctx, int tag, const double *starts, int n)
+{
+    double none = NAN;
+    ipcp_status_t st =
+        ipcp_send(ctx->comm, starts ? starts : &none,
+                  starts ? (size_t)n * sizeof(double) : sizeof(none), RECV,
+                  tag);
+    if (st != IPCP_OK)
+        fprintf(stderr, "ipcpipe-bench [rank 1]: start times to rank 0: %s: "
+                "%s\n", ipcp_strerror(st), ipcp_last_error());
+    return st == IPCP_OK ? 0 : -1;
+}
+
+int bench_join_starts(bench_ctx_t *ctx, int tag, const double *starts,
+                      double *ends, int n, bench_result_t *res)
+{
+    double *peer = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+    double *skew = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+    int m = 0, k = 0;
+    for (int r = 0; peer && r < n; r++)
+        peer[r] = NAN;
+    ipcp_status_t st =
+        peer ? ipcp_recv(ctx->comm, peer, (size_t)n * sizeof(double), SEND,
+                         tag, NULL)
+             : IPCP_ERR_NOMEM;
+    if (st != IPCP_OK)
+        bench_set_reason(res, BENCH_ERROR, "rank 1's start times", st);
+    for (int r = 0; starts && ends && r < n; r++) {
+        if (!isfinite(ends[r]))
+            continue;
+        double s = starts[r];
+        if (peer && isfinite(peer[r])) {
+            if (skew)
+                skew[k++] = peer[r] - s;
+            if (peer[r] > s)
+                s = peer[r];
+        }
+        ends[m++] = ends[r] - s;
+    }
+    res->skew_us = k ? bench_median(skew, k) * 1e6 : NAN;
+    free(peer);
+    free(skew);
+    return m;
+}
+
 int bench_recv_peer_msg(bench_ctx_t *ctx, int tag, peer_msg_t *m,
                         bench_result_t *res)
 {
@@ -1041,8 +1101,10 @@ static int bidir0_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
         iters = res->iters;
     double *t0 = calloc((size_t)iters, sizeof(double));
     double *t1 = calloc((size_t)iters, sizeof(double));
-    double *peer = calloc((size_t)iters, sizeof(double));
-    int rc = 0, n = 0;
+    /* rank 1's barrier exits, then its ends */
+    double *peer = calloc(2 * (size_t)iters, sizeof(double));
+    double *skew = calloc((size_t)iters, sizeof(double));
+    int rc = 0, n = 0, k = 0;
     for (int r = 0; r < iters; r++) {
         int check = r == iters - 1 && ctx->o->verify;
         const char *what = "timed";
@@ -1077,25 +1139,39 @@ static int bidir0_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
     if (bench_recv_peer_msg(ctx, bench_case_tag(i, T_PEER_REPORT), &m, res) < 0)
         goto out;
     double dummy;
+    for (int r = 0; peer && r < 2 * iters; r++)
+        peer[r] = NAN;
     ipcp_status_t st =
         ipcp_recv(ctx->comm, peer ? (void *)peer : (void *)&dummy,
-                  peer ? (size_t)iters * sizeof(double) : sizeof(dummy), SEND,
-                  bench_case_tag(i, T_PEER_TIMES), NULL);
+                  peer ? 2 * (size_t)iters * sizeof(double) : sizeof(dummy),
+                  SEND, bench_case_tag(i, T_PEER_TIMES), NULL);
     if (st != IPCP_OK) {
         bench_set_reason(res, BENCH_ERROR, "rank 1's times", st);
         goto out;
     }
+    /* From both ranks out of the barrier (bench_join_starts) to the last
+     * completion on either. */
     for (int r = 0; t0 && t1 && peer && r < iters; r++) {
-        double end = t1[r] > peer[r] ? t1[r] : peer[r];
-        if (isfinite(t1[r]) && isfinite(peer[r]))
-            t1[n++] = end - t0[r];
+        const double *pend = peer + iters;
+        double end = t1[r] > pend[r] ? t1[r] : pend[r];
+        double start = t0[r];
+        if (isfinite(peer[r])) {
+            if (skew)
+                skew[k++] = peer[r] - t0[r];
+            if (peer[r] > start)
+                start = peer[r];
+        }
+        if (isfinite(t1[r]) && isfinite(pend[r]))
+            t1[n++] = end - start;
     }
+    res->skew_us = k ? bench_median(skew, k) * 1e6 : NAN;
     double med = n ? bench_median(t1, n) : NAN;
     res->gbps = med > 0 ? 2.0 * w * (double)c->size / med / 1e9 : NAN;
 out:
     free(t0);
     free(t1);
     free(peer);
+    free(skew);
     return rc;
 }
 
@@ -1255,17 +1331,24 @@ static void send_report(const bench_case_t *c, const char *what,
 static int send_timed(bench_ctx_t *ctx, const bench_case_t *c, int i, int iters)
 {
     int reported = 0, w = bench_window(ctx->o, c->size);
+    double *starts = calloc((size_t)iters, sizeof(double));
     for (int r = 0; r < iters; r++) {
         const char *what = "send";
         if (r == iters - 1 && ctx->o->verify)
             bench_fill_src(ctx, c->size, bench_case_seed(ctx, i, 1), NULL);
-        if (bench_barrier(ctx) < 0)
+        if (bench_barrier(ctx) < 0) {
+            free(starts);
             return -1;
+        }
+        if (starts)
+            starts[r] = bench_now_s();
         ipcp_status_t st = xfer_window(ctx, c->size, 0, w, 1, 0,
                                        bench_case_tag(i, T_DATA), NULL, &what);
         if (st != IPCP_OK)
             send_report(c, "timed send", st, &reported);
     }
+    bench_send_starts(ctx, bench_case_tag(i, T_PEER_TIMES), starts, iters);
+    free(starts);
     return 0;
 }
 
@@ -1349,8 +1432,10 @@ static int bidir1_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
                          .verified = ctx->o->verify ? 1 : -1};
     int w = bench_window(ctx->o, c->size),
         slots = bench_case_slots(ctx->o, c->size);
-    double *end = calloc((size_t)iters, sizeof(double));
-    if (!end)
+    /* the barrier exits, then the ends (bidir0_timed) */
+    double *times = calloc(2 * (size_t)iters, sizeof(double));
+    double *end = times ? times + iters : NULL;
+    if (!times)
         bench_set_error(&lr, "rank 1", "out of memory");
     for (int r = 0; r < iters; r++) {
         int check = r == iters - 1 && ctx->o->verify;
@@ -1360,9 +1445,11 @@ static int bidir1_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
             bench_fill_src(ctx, c->size, bench_case_seed(ctx, i, 1), &lr);
         }
         if (bench_barrier(ctx) < 0) {
-            free(end);
+            free(times);
             return -1;
         }
+        if (times)
+            times[r] = bench_now_s();
         ipcp_status_t st =
             xfer_window(ctx, c->size, w, w, slots, bench_case_tag(i, T_REV),
                         bench_case_tag(i, T_DATA), &lr, &what);
@@ -1382,8 +1469,9 @@ static int bidir1_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
     if (rc == 0) {
         double dummy = NAN;
         ipcp_status_t st =
-            ipcp_send(ctx->comm, end ? (void *)end : (void *)&dummy,
-                      end ? (size_t)iters * sizeof(double) : sizeof(dummy),
+            ipcp_send(ctx->comm, times ? (void *)times : (void *)&dummy,
+                      times ? 2 * (size_t)iters * sizeof(double)
+                            : sizeof(dummy),
                       RECV, bench_case_tag(i, T_PEER_TIMES));
         if (st != IPCP_OK)
             fprintf(stderr,
@@ -1391,7 +1479,7 @@ static int bidir1_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
                     "%s\n",
                     ipcp_strerror(st), ipcp_last_error());
     }
-    free(end);
+    free(times);
     return 0;
 }
 
@@ -1473,6 +1561,7 @@ int bench_run_case(bench_ctx_t *ctx, const bench_case_t *c, int i,
         .gbps = NAN,
         .latency_us = -1,
         .post_us = -1,
+        .skew_us = NAN,
         .verified = ctx->o->verify ? 1 : -1,
         .iters = bench_reps(ctx->o, c->size),
         .window = bench_window(ctx->o, c->size),
