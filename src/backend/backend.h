@@ -78,6 +78,13 @@ typedef struct ipcp__stripe_cal {
     uint64_t min_size; /* smallest size measured to gain with it */
     uint64_t size;     /* size of the figures below */
     double direct_gbs, staged_gbs, striped_gbs;
+    /* The same at a larger size (0: not measured), where the fixed costs
+     * of the staged part weigh less and its best share is larger. */
+    uint64_t size_large;
+    double share_large, direct_large_gbs, striped_large_gbs;
+    /* Both directions at once at size_large, each split at share_bidir
+     * (0: striping both ways did not gain or was not measured). */
+    double share_bidir, bidir_direct_gbs, bidir_gbs;
 } ipcp__stripe_cal_t;
 
 typedef struct ipcp__backend_ops {

@@ -58,10 +58,10 @@ static void ipcp__rts_fill(ipcp_comm_t *comm, ipcp__peer_t *peer,
     rts->src_qset = (uint32_t)ipcp__qset_index(&req->attr);
     if (req->attr.type == IPCP_MEM_HOST && ipcp__pvm_allowed(comm, peer))
         rts->hdr.flags |= IPCP_RTS_PVM_OK;
-    /* Only where a receiver reads it (ipcp__stripe_choose: the sizes it
-     * stripes one way only), since the lists are walked. */
+    /* Only where a receiver reads it (ipcp__stripe_choose: sizes it may
+     * stripe), since the lists are walked. */
     if (req->attr.type == IPCP_MEM_CUDA && req->len >= IPCP_STRIPE_MIN_SIZE &&
-        req->len < IPCP_STRIPE_BIDIR_MIN && ipcp__peer_busy(peer, 1))
+        ipcp__peer_busy(peer, 1))
         rts->hdr.flags |= IPCP_RTS_PEER_RECV;
     if (req->attr.type == IPCP_MEM_CUDA && comm->cuda &&
         comm->cuda_ops->device_reach)

@@ -1,10 +1,13 @@
 /* Striping calibration cache (see stripe.h).  The file is text, one line
  * per pair of GPUs, so that a person can read it:
  *
- *   ipcpipe stripe calibration 1
+ *   ipcpipe stripe calibration 2
  *   host <machine id>
- *   pair <src uuid> <dst uuid> driver <n> share <f> min <bytes> direct <GB/s>
+ *   pair <src uuid> <dst uuid> driver <n> share <f> at <bytes>
+ *        share <f> at <bytes> bidir <f> min <bytes> direct <GB/s>
  *        staged <GB/s> striped <GB/s> time <unix seconds>     (one line)
+ *
+ * (the staged share at two sizes, then both ways at once at the second).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -22,7 +25,7 @@
 #include "common/util.h"
 #include "engine/stripe.h"
 
-#define IPCP_STRIPE_MAGIC "ipcpipe stripe calibration 1"
+#define IPCP_STRIPE_MAGIC "ipcpipe stripe calibration 2"
 #define IPCP_STRIPE_MAX_PAIRS 256
 #define IPCP_STRIPE_LOCK_TRIES 1000 /* of 10 ms */
 
@@ -81,23 +84,30 @@ static int ipcp__stripe_word_ok(const char *w, size_t len)
 static int ipcp__stripe_parse_pair(const char *line, ipcp__stripe_entry_t *e)
 {
     char src[IPCP_STRIPE_UUID_MAX], dst[IPCP_STRIPE_UUID_MAX];
-    unsigned long long min;
+    unsigned long long min, at, at2;
     long long t;
     int n = -1;
     memset(e, 0, sizeof(*e));
     if (sscanf(line,
-               "pair %47s %47s driver %d share %lf min %llu direct %lf "
-               "staged %lf striped %lf time %lld%n",
-               src, dst, &e->driver, &e->share, &min, &e->direct_gbs,
-               &e->staged_gbs, &e->striped_gbs, &t, &n) != 9 ||
+               "pair %47s %47s driver %d share %lf at %llu share %lf at %llu "
+               "bidir %lf min %llu direct %lf staged %lf striped %lf "
+               "time %lld%n",
+               src, dst, &e->driver, &e->share, &at, &e->share_large, &at2,
+               &e->share_bidir, &min, &e->direct_gbs, &e->staged_gbs,
+               &e->striped_gbs, &t, &n) != 13 ||
         n < 0)
         return -1;
     if (line[n] != '\0' && line[n] != '\n')
         return -1;
     if (!(e->share >= 0 && e->share <= 0.9) || e->driver <= 0 ||
+        !(e->share_large >= 0 && e->share_large <= 0.9) ||
+        !(e->share_bidir >= 0 && e->share_bidir <= 0.9) ||
         !(e->direct_gbs >= 0) || !(e->staged_gbs >= 0) ||
-        !(e->striped_gbs >= 0) || (e->share > 0 && min == 0))
+        !(e->striped_gbs >= 0) || (e->share > 0 && (min == 0 || at == 0)) ||
+        (e->share_large > 0 && at2 <= at))
         return -1;
+    e->size = at;
+    e->size_large = at2;
     memcpy(e->src, src, sizeof(src));
     memcpy(e->dst, dst, sizeof(dst));
     e->min_size = min;
@@ -115,9 +125,11 @@ static int ipcp__stripe_same_pair(const ipcp__stripe_entry_t *a,
 static void ipcp__stripe_write_pair(FILE *f, const ipcp__stripe_entry_t *e)
 {
     fprintf(f,
-            "pair %s %s driver %d share %.4f min %llu direct %.1f staged %.1f "
-            "striped %.1f time %lld\n",
-            e->src, e->dst, e->driver, e->share,
+            "pair %s %s driver %d share %.4f at %llu share %.4f at %llu "
+            "bidir %.4f min %llu direct %.1f staged %.1f striped %.1f "
+            "time %lld\n",
+            e->src, e->dst, e->driver, e->share, (unsigned long long)e->size,
+            e->share_large, (unsigned long long)e->size_large, e->share_bidir,
             (unsigned long long)e->min_size, e->direct_gbs, e->staged_gbs,
             e->striped_gbs, (long long)e->time);
 }
@@ -297,6 +309,24 @@ uint64_t ipcp__stripe_bytes(uint64_t len, double share, uint64_t min_size)
     return s < len ? s : 0;
 }
 
+double ipcp__stripe_share(const ipcp__stripe_entry_t *e, uint64_t len,
+                          int bidir)
+{
+    double s = e->share, s2 = e->share_large;
+    if (s <= 0 || len == 0)
+        return 0;
+    if (s2 > 0 && e->size > 0 && e->size_large > e->size) {
+        double b = (s2 - s) / (1.0 / (double)e->size -
+                               1.0 / (double)e->size_large);
+        double hi = s > s2 ? s : s2;
+        s = s2 + b / (double)e->size_large - b / (double)len;
+        s = s < 0 ? 0 : s > hi ? hi : s;
+    }
+    if (bidir)
+        s = s2 > 0 ? s * e->share_bidir / s2 : 0;
+    return s;
+}
+
 /* A lock on the file's neighbour, so that two processes do not measure at
  * once (each would see the other's copies); -1 when there is no file. */
 static int ipcp__stripe_lock(const char *path)
@@ -362,16 +392,26 @@ ipcp_status_t ipcp__stripe_tune(const ipcp__config_t *cfg,
     }
     *out = key;
     out->share = cal.share;
+    out->size = cal.size;
+    out->share_large = cal.share > 0 ? cal.share_large : 0;
+    out->size_large = cal.size_large;
+    out->share_bidir = cal.share > 0 ? cal.share_bidir : 0;
     out->min_size = cal.share > 0 ? cal.min_size : 0;
     out->direct_gbs = cal.direct_gbs;
     out->staged_gbs = cal.staged_gbs;
     out->striped_gbs = cal.striped_gbs;
     out->time = (int64_t)time(NULL);
     IPCP_INFO(IPCP_SUB_ENGINE, "striping GPU %d -> GPU %d: %s (at %llu MiB: "
-              "direct %.1f, staged %.1f, striped %.1f GB/s)", src, dst,
+              "direct %.1f, staged %.1f, striped %.1f GB/s at %.0f%%; at "
+              "%llu MiB: direct %.1f, striped %.1f at %.0f%%; both ways: "
+              "direct %.1f, striped %.1f at %.0f%%)", src, dst,
               cal.share > 0 ? "on" : "off",
               (unsigned long long)(cal.size >> 20), cal.direct_gbs,
-              cal.staged_gbs, cal.striped_gbs);
+              cal.staged_gbs, cal.striped_gbs, cal.share * 100,
+              (unsigned long long)(cal.size_large >> 20),
+              cal.direct_large_gbs, cal.striped_large_gbs,
+              cal.share_large * 100, cal.bidir_direct_gbs, cal.bidir_gbs,
+              cal.share_bidir * 100);
     if (path[0] && ipcp__stripe_cache_store(path, host, out, why,
                                             sizeof(why)) != 0)
         IPCP_WARN(IPCP_SUB_ENGINE, "striping calibration not kept: %s", why);

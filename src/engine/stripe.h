@@ -25,8 +25,12 @@ typedef struct ipcp__stripe_entry {
     char dst[IPCP_STRIPE_UUID_MAX]; /* receiving GPU's UUID */
     int driver;                     /* cuDriverGetVersion */
     double share;      /* staged share; 0: striping does not gain here */
-    uint64_t min_size; /* smallest transfer striped */
-    double direct_gbs, staged_gbs, striped_gbs; /* at the calibration size */
+    uint64_t size;     /* where share was measured */
+    double share_large; /* the same at size_large (0: not measured) */
+    uint64_t size_large;
+    double share_bidir; /* both ways at once at size_large; 0: off */
+    uint64_t min_size;  /* smallest transfer striped */
+    double direct_gbs, staged_gbs, striped_gbs; /* at size */
     int64_t time;      /* when measured (Unix seconds) */
 } ipcp__stripe_entry_t;
 
@@ -71,6 +75,18 @@ ipcp_status_t ipcp__stripe_tune(const ipcp__config_t *cfg,
 /* The staged bytes (at the end of the buffer) of a transfer of len bytes
  * under the given entry or fixed share: 0 for no striping. */
 uint64_t ipcp__stripe_bytes(uint64_t len, double share, uint64_t min_size);
+
+/* The share of a transfer of len bytes under a calibration (bidir: the
+ * pair moves data both ways at once).  The staged part ends with the
+ * direct one when (1 - s) L / D = f + s L / S (D, S the two paths'
+ * rates, f the staged part's fixed cost: pipeline fill, hand-overs), so
+ * s = a - b / L: a line in 1 / L through the two measured points, kept
+ * between 0 and the larger of them (past the best share the staged part
+ * sets the time and costs far more than it gains below it).  Both ways,
+ * the one-way share scaled by what the calibration found both ways at
+ * its large size. */
+double ipcp__stripe_share(const ipcp__stripe_entry_t *e, uint64_t len,
+                          int bidir);
 
 /* The smallest transfer the engine stripes, from the calibration's
  * smallest gaining size.  The calibration runs in one process; between

@@ -785,9 +785,9 @@ static int ipcp__local_device(ipcp_comm_t *comm, uint64_t id)
 /* IPCPIPE_STRIPE=auto: the measured share and smallest size for the pair,
  * remembered per communicator (the measurement runs at most once per pair
  * and machine, the file keeps it). */
-static void ipcp__stripe_auto(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                              uint64_t src_id, int dst, double *share,
-                              uint64_t *min)
+static const ipcp__stripe_entry_t *ipcp__stripe_auto(ipcp_comm_t *comm,
+                                                     ipcp__peer_t *peer,
+                                                     uint64_t src_id, int dst)
 {
     ipcp__stripe_memo_t *m = comm->stripe_memo;
     int i, src;
@@ -801,8 +801,7 @@ static void ipcp__stripe_auto(ipcp_comm_t *comm, ipcp__peer_t *peer,
             i = (int)(comm->stripe_memo_next++ % IPCP_STRIPE_MEMO);
         m[i].src_id = src_id;
         m[i].dst = dst;
-        m[i].share = 0;
-        m[i].min = 0;
+        memset(&m[i].e, 0, sizeof(m[i].e));
         src = ipcp__local_device(comm, src_id);
         if (src < 0)
             IPCP_INFO(IPCP_SUB_ENGINE, "no striping from rank %d: its GPU is "
@@ -812,15 +811,12 @@ static void ipcp__stripe_auto(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                    dst, 0, &e) != IPCP_OK)
             IPCP_INFO(IPCP_SUB_ENGINE, "no striping from rank %d (GPU %d -> "
                       "GPU %d): %s", peer->rank, src, dst, ipcp__last_error());
-        else {
-            m[i].share = e.share;
-            m[i].min = e.min_size;
-        }
+        else
+            m[i].e = e;
         if (comm->nstripe_memo < IPCP_STRIPE_MEMO)
             comm->nstripe_memo = i + 1;
     }
-    *share = m[i].share;
-    *min = m[i].min;
+    return &m[i].e;
 }
 
 int ipcp__peer_busy(ipcp__peer_t *peer, int rx)
@@ -876,22 +872,25 @@ static uint64_t ipcp__stripe_choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (share == 0) {
         /* Below the smallest size a calibration picks, none is needed.
          * While both directions run, each GPU's copy engines move NVLink
-         * traffic both ways, and on 2 x H200 the staged parts lost at
-         * 256 MiB (striped 605-632 GB/s against 738-741 direct) but gained
-         * at 1 GiB in most runs (striped 778-820, once 735; direct
-         * 734-772): both ways stripe from IPCP_STRIPE_BIDIR_MIN only.  The
-         * sender says whether it receives from us too: our own send may
-         * not be posted yet when its RTS meets our receive (which left 655
-         * against 741 at 256 MiB). */
+         * traffic both ways and both staged parts: on 2 x H200 the one-way
+         * share lost both ways at 256 MiB (striped 605-632 GB/s against
+         * 738-741 direct), and fixed shares from 9% lost at every size,
+         * while 7% gained from 512 MiB (793 / 762, 1 GiB 810-815 / 771).
+         * So both ways stripe from IPCP_STRIPE_BIDIR_MIN only, at the share
+         * the calibration found both ways.  The sender says whether it
+         * receives from us too: our own send may not be posted yet when
+         * its RTS meets our receive (which left 655 against 741 at
+         * 256 MiB). */
         if (force != IPCP_PATH_AUTO || rts->len < IPCP_STRIPE_MIN_SIZE)
             return 0;
-        if (rts->len < IPCP_STRIPE_BIDIR_MIN &&
-            (ipcp__peer_busy(peer, 0) ||
-             (rts->hdr.flags & IPCP_RTS_PEER_RECV)))
+        int both = ipcp__peer_busy(peer, 0) ||
+                   (rts->hdr.flags & IPCP_RTS_PEER_RECV);
+        if (both && rts->len < IPCP_STRIPE_BIDIR_MIN)
             return 0;
-        ipcp__stripe_auto(comm, peer, rts->reach[0], req->attr.device, &share,
-                          &min);
-        min = ipcp__stripe_engine_min(min);
+        const ipcp__stripe_entry_t *e =
+            ipcp__stripe_auto(comm, peer, rts->reach[0], req->attr.device);
+        share = ipcp__stripe_share(e, rts->len, both);
+        min = ipcp__stripe_engine_min(e->min_size);
     }
     uint64_t n = ipcp__stripe_bytes(rts->len, share, min);
     if (n) { /* the direct part's queues, clear of the staged ones */

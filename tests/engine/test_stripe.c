@@ -43,6 +43,9 @@ static ipcp_status_t fake_calibrate(ipcp__backend_t *be, int src, int dst,
     out->share = 0.1;
     out->min_size = (uint64_t)64 << 20;
     out->size = (uint64_t)256 << 20;
+    out->share_large = 0.12;
+    out->size_large = (uint64_t)1 << 30;
+    out->share_bidir = 0.07;
     out->direct_gbs = 396.0;
     out->staged_gbs = 55.0;
     out->striped_gbs = 436.5;
@@ -159,6 +162,10 @@ static void expect_entry(const ipcp__stripe_entry_t *e)
     T_EQ_INT(e->driver, 13000);
     T_CHECK(e->share > 0.0999 && e->share < 0.1001);
     T_EQ_U64(e->min_size, (uint64_t)64 << 20);
+    T_EQ_U64(e->size, (uint64_t)256 << 20);
+    T_CHECK(e->share_large > 0.1199 && e->share_large < 0.1201);
+    T_EQ_U64(e->size_large, (uint64_t)1 << 30);
+    T_CHECK(e->share_bidir > 0.0699 && e->share_bidir < 0.0701);
     T_CHECK(e->striped_gbs > 436.4 && e->striped_gbs < 436.6);
 }
 
@@ -187,25 +194,35 @@ static void case_measure_then_hit(void)
  * again, and the file rewritten whole. */
 static void case_corrupt(void)
 {
+#define V2 "ipcpipe stripe calibration 2\nhost %s\npair GPU-fake-0 GPU-fake-1 "
     static const char *const bad[] = {
         "",
         "garbage\n",
-        "ipcpipe stripe calibration 2\nhost %s\n",
-        "ipcpipe stripe calibration 1\n",
+        /* another version of the file, valid as that version */
+        "ipcpipe stripe calibration 3\nhost %s\n",
         "ipcpipe stripe calibration 1\nhost %s\npair GPU-fake-0 GPU-fake-1 "
-        "driver 13000 share 0.1000 min 67108864\n",
-        "ipcpipe stripe calibration 1\nhost %s\npair GPU-fake-0 GPU-fake-1 "
-        "driver 13000 share 1.5 min 67108864 direct 1 staged 1 striped 1 "
+        "driver 13000 share 0.1000 min 67108864 direct 1 staged 1 striped 1 "
         "time 0\n",
-        "ipcpipe stripe calibration 1\nhost %s\npair GPU-fake-0 GPU-fake-1 "
-        "driver 13000 share nan min 67108864 direct 1 staged 1 striped 1 "
-        "time 0\n",
-        "ipcpipe stripe calibration 1\nhost %s\npair GPU-fake-0 GPU-fake-1 "
-        "driver 13000 share 0.1 min 0 direct 1 staged 1 striped 1 time 0\n",
-        "ipcpipe stripe calibration 1\nhost %s\npair GPU-fake-0 GPU-fake-1 "
-        "driver 13000 share 0.1 min 67108864 direct 1 staged 1 striped 1 "
-        "time 0 extra\n",
-        "ipcpipe stripe calibration 1\nhost %s\n\x01\x02\xff\n",
+        "ipcpipe stripe calibration 2\n",
+        V2 "driver 13000 share 0.1000 at 268435456 min 67108864\n",
+        V2 "driver 13000 share 1.5 at 268435456 share 0.1 at 1073741824 "
+        "bidir 0.07 min 67108864 direct 1 staged 1 striped 1 time 0\n",
+        V2 "driver 13000 share nan at 268435456 share 0.1 at 1073741824 "
+        "bidir 0.07 min 67108864 direct 1 staged 1 striped 1 time 0\n",
+        V2 "driver 13000 share 0.1 at 268435456 share 1.5 at 1073741824 "
+        "bidir 0.07 min 67108864 direct 1 staged 1 striped 1 time 0\n",
+        V2 "driver 13000 share 0.1 at 268435456 share 0.1 at 1073741824 "
+        "bidir nan min 67108864 direct 1 staged 1 striped 1 time 0\n",
+        /* the larger share measured at a size not larger */
+        V2 "driver 13000 share 0.1 at 268435456 share 0.1 at 268435456 "
+        "bidir 0.07 min 67108864 direct 1 staged 1 striped 1 time 0\n",
+        V2 "driver 13000 share 0.1 at 0 share 0 at 0 bidir 0 min 67108864 "
+        "direct 1 staged 1 striped 1 time 0\n",
+        V2 "driver 13000 share 0.1 at 268435456 share 0.1 at 1073741824 "
+        "bidir 0.07 min 0 direct 1 staged 1 striped 1 time 0\n",
+        V2 "driver 13000 share 0.1 at 268435456 share 0.1 at 1073741824 "
+        "bidir 0.07 min 67108864 direct 1 staged 1 striped 1 time 0 extra\n",
+        "ipcpipe stripe calibration 2\nhost %s\n\x01\x02\xff\n",
     };
     char host[IPCP_STRIPE_HOST_MAX], text[600], why[400];
     ipcp__stripe_host_id(host, sizeof(host));
@@ -227,7 +244,7 @@ static void case_corrupt(void)
         T_EQ_INT(load(&k, &e, why), IPCP_STRIPE_HIT);
         /* Only trusted content survives the rewrite. */
         const char *now = read_file();
-        T_CHECK(strncmp(now, "ipcpipe stripe calibration 1\nhost ", 34) == 0);
+        T_CHECK(strncmp(now, "ipcpipe stripe calibration 2\nhost ", 34) == 0);
         T_CHECK(strstr(now, "extra") == NULL && strstr(now, "garbage") == NULL);
     }
 }
@@ -237,11 +254,13 @@ static void case_foreign(void)
 {
     ipcp__stripe_entry_t e, k = key(0, 1, 13000);
     char why[400];
-    write_file("ipcpipe stripe calibration 1\nhost some-other-machine\n"
-               "pair GPU-fake-0 GPU-fake-1 driver 13000 share 0.5000 min 4096 "
-               "direct 1.0 staged 1.0 striped 9.0 time 1\n"
-               "pair GPU-x GPU-y driver 13000 share 0.2000 min 4096 direct 1.0 "
-               "staged 1.0 striped 9.0 time 1\n");
+    write_file("ipcpipe stripe calibration 2\nhost some-other-machine\n"
+               "pair GPU-fake-0 GPU-fake-1 driver 13000 share 0.5000 at 4096 "
+               "share 0 at 0 bidir 0 min 4096 direct 1.0 staged 1.0 "
+               "striped 9.0 time 1\n"
+               "pair GPU-x GPU-y driver 13000 share 0.2000 at 4096 share 0 "
+               "at 0 bidir 0 min 4096 direct 1.0 staged 1.0 striped 9.0 "
+               "time 1\n");
     T_EQ_INT(load(&k, &e, why), IPCP_STRIPE_FOREIGN);
     T_CHECK(strstr(why, "another machine") && strstr(why, "some-other-machine"));
     const char *log = tune_captured(0, &e);
@@ -259,9 +278,10 @@ static void case_stale(void)
     char host[IPCP_STRIPE_HOST_MAX], text[600], why[400];
     ipcp__stripe_host_id(host, sizeof(host));
     snprintf(text, sizeof(text),
-             "ipcpipe stripe calibration 1\nhost %s\n"
-             "pair GPU-fake-0 GPU-fake-1 driver 12080 share 0.3000 min 4096 "
-             "direct 1.0 staged 1.0 striped 9.0 time 1\n",
+             "ipcpipe stripe calibration 2\nhost %s\n"
+             "pair GPU-fake-0 GPU-fake-1 driver 12080 share 0.3000 at 4096 "
+             "share 0 at 0 bidir 0 min 4096 direct 1.0 staged 1.0 "
+             "striped 9.0 time 1\n",
              host);
     write_file(text);
     T_EQ_INT(load(&k, &e, why), IPCP_STRIPE_STALE);
@@ -280,6 +300,7 @@ static void case_keeps_others(void)
     char host[IPCP_STRIPE_HOST_MAX], why[400];
     ipcp__stripe_host_id(host, sizeof(host));
     a.share = 0.08;
+    a.size = 4 << 20;
     a.min_size = 1 << 20;
     b.share = 0;
     T_EQ_INT(ipcp__stripe_cache_store(file, host, &a, why, sizeof(why)), 0);
@@ -308,6 +329,43 @@ static void case_bytes(void)
     T_EQ_U64(s % (64 << 10), 0);
     T_CHECK(s > ((uint64_t)25 << 20) && s < ((uint64_t)26 << 20));
     T_CHECK(ipcp__stripe_bytes(3, 0.9, 0) < 3);
+}
+
+/* The share by size: on the line through the two measured points in
+ * 1 / size, within 0 and the larger of them; both ways scaled by what was
+ * found both ways. */
+static void case_share(void)
+{
+    ipcp__stripe_entry_t e = key(0, 1, 13000);
+    const uint64_t M = 1 << 20;
+    e.share = 0.08;
+    e.size = 256 * M;
+    e.share_large = 0.10;
+    e.size_large = 1024 * M;
+    e.share_bidir = 0.07;
+#define NEAR(x, want) T_CHECK((x) > (want) - 1e-6 && (x) < (want) + 1e-6)
+    NEAR(ipcp__stripe_share(&e, 256 * M, 0), 0.08);
+    NEAR(ipcp__stripe_share(&e, 1024 * M, 0), 0.10);
+    NEAR(ipcp__stripe_share(&e, 512 * M, 0), 0.10 - 0.02 / 3);
+    NEAR(ipcp__stripe_share(&e, 128 * M, 0), 0.10 - 0.07 / 1.5);
+    NEAR(ipcp__stripe_share(&e, 64 * M, 0), 0);
+    NEAR(ipcp__stripe_share(&e, 8 * M, 0), 0);
+    NEAR(ipcp__stripe_share(&e, 4096 * M, 0), 0.10);
+    NEAR(ipcp__stripe_share(&e, 1024 * M, 1), 0.07);
+    NEAR(ipcp__stripe_share(&e, 512 * M, 1), (0.10 - 0.02 / 3) * 0.7);
+    /* a smaller share at the larger size: between the two, never above */
+    e.share_large = 0.06;
+    NEAR(ipcp__stripe_share(&e, 4096 * M, 0), 0.055);
+    NEAR(ipcp__stripe_share(&e, 64 * M, 0), 0.08);
+    /* measured at one size only: that share everywhere, never both ways */
+    e.share_large = 0;
+    e.size_large = 0;
+    NEAR(ipcp__stripe_share(&e, 64 * M, 0), 0.08);
+    NEAR(ipcp__stripe_share(&e, 4096 * M, 0), 0.08);
+    NEAR(ipcp__stripe_share(&e, 4096 * M, 1), 0);
+    e.share = 0;
+    NEAR(ipcp__stripe_share(&e, 1024 * M, 0), 0);
+#undef NEAR
 }
 
 /* Where the file goes: the setting, "off", else under the cache home. */
@@ -393,6 +451,7 @@ int main(int argc, char **argv)
         {"stale", case_stale},
         {"keeps_others", case_keeps_others},
         {"bytes", case_bytes},
+        {"share", case_share},
         {"path", case_path},
         {"setting", case_setting},
     };

@@ -34,11 +34,14 @@ int bench_tune(void)
            "GPUs, a copy over the direct link alone and split with the "
            "staged path at several shares, in this process; file: %s\n"
            "# transfers between processes stripe from twice the smallest "
-           "size that gained here (\"from size\")\n",
+           "size that gained here (\"from size\"); the best share at 256 "
+           "MiB, at 1 GiB and at 1 GiB both ways at once (a transfer's share "
+           "lies on the line through the first two in 1 / size);\n"
+           "# GB/s at 256 MiB one way\n",
            path[0] ? path : "(none: IPCPIPE_STRIPE_CACHE=off)");
-    printf("%-9s %-8s %8s %12s %12s %12s %12s %8s\n", "from->to", "stripe",
-           "share", "from size", "direct GB/s", "staged GB/s", "striped GB/s",
-           "gain %");
+    printf("%-9s %-8s %6s %6s %9s %10s %12s %12s %12s %8s\n", "from->to",
+           "stripe", "share", "at 1G", "both ways", "from size",
+           "direct GB/s", "staged GB/s", "striped GB/s", "gain %");
     for (int s = 0; s < be->ndev; s++) {
         for (int d = 0; d < be->ndev; d++) {
             ipcp__stripe_entry_t e;
@@ -52,8 +55,10 @@ int bench_tune(void)
                 continue;
             }
             tuned++;
-            printf("%-9s %-8s %7.0f%% %11lluM %12.1f %12.1f %12.1f %8.1f\n",
+            printf("%-9s %-8s %5.0f%% %5.0f%% %8.0f%% %9lluM %12.1f %12.1f "
+                   "%12.1f %8.1f\n",
                    pair, e.share > 0 ? "yes" : "no", e.share * 100,
+                   e.share_large * 100, e.share_bidir * 100,
                    (unsigned long long)(e.min_size >> 20), e.direct_gbs,
                    e.staged_gbs, e.striped_gbs,
                    e.direct_gbs > 0

@@ -93,6 +93,7 @@
     X(cuMemAlloc, 3020)                                                        \
     X(cuMemAllocManaged, 6000)                                                 \
     X(cuMemFree, 3020)                                                         \
+    X(cuMemGetInfo, 3020)                                                      \
     X(cuMemcpyHtoD, 3020)                                                      \
     X(cuMemcpyDtoH, 3020)                                                      \
     X(cuMemsetD8, 3020)                                                        \

@@ -8,8 +8,12 @@
  * the engine did not reach: each flag hand-over costs microseconds that
  * events do not).  The share that finishes soonest wins if it beats the
  * direct copy by more than noise; then the smallest size where it still
- * does not lose is found.  Host clock around synchronized streams, best of
- * several runs. */
+ * does not lose is found.  Where the GPUs have the memory, the best share
+ * is also found at 1 GiB (the staged part's fixed costs weigh less there,
+ * so it can take more), and at 1 GiB in both directions at once (both
+ * parts of each direction share each GPU's copy engines with the other
+ * direction's).  Host clock around synchronized streams, best of several
+ * runs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,12 +24,15 @@
 #include "common/time.h"
 
 #define CAL_SIZE ((size_t)256 << 20)
+#define CAL_LARGE ((size_t)1 << 30)
 #define CAL_CHUNK ((size_t)16 << 20) /* the ring's slot on GPUs */
 #define CAL_SLOTS 4
 #define CAL_ALIGN ((size_t)64 << 10)
 #define CAL_REPS 3
 /* A share must gain this much over the direct copy to be used. */
 #define CAL_GAIN 1.02
+/* Shares within this of the fastest one count as ties (noise). */
+#define CAL_TIE 1.005
 
 typedef struct cal {
     ipcp__backend_t *be;
@@ -39,6 +46,7 @@ typedef struct cal {
     int flags_reg;
     uint64_t seq; /* chunks moved so far */
     CUstream direct, d2h, h2d;
+    size_t cap; /* bytes of sbuf and dbuf */
 } cal_t;
 
 #define CAL_FLAG_STRIDE 8 /* uint64_t per 64-byte line */
@@ -53,8 +61,8 @@ typedef struct cal {
             return st;                                                         \
     } while (0)
 
-/* One copy of len bytes, share of it staged; *s gets the seconds. */
-static ipcp_status_t cal_run(cal_t *c, size_t len, double share, double *s)
+/* Enqueues one copy of len bytes, share of it staged. */
+static ipcp_status_t cal_enqueue(cal_t *c, size_t len, double share)
 {
     ipcp_status_t st;
     size_t stg = (size_t)((double)len * share);
@@ -64,7 +72,6 @@ static ipcp_status_t cal_run(cal_t *c, size_t len, double share, double *s)
     size_t dlen = len - stg;
     CUdeviceptr sp = (CUdeviceptr)(uintptr_t)c->sbuf;
     CUdeviceptr dp = (CUdeviceptr)(uintptr_t)c->dbuf;
-    double t0 = ipcp__now_s();
 
     CAL_CU(IPCP_CU(cuCtxSetCurrent)(c->sctx), "cuCtxSetCurrent");
     if (dlen)
@@ -99,21 +106,42 @@ static ipcp_status_t cal_run(cal_t *c, size_t len, double share, double *s)
                                              CU_STREAM_WRITE_VALUE_DEFAULT),
                "cuStreamWriteValue64");
     }
+    return IPCP_OK;
+}
+
+static ipcp_status_t cal_sync(cal_t *c)
+{
+    ipcp_status_t st;
+    CAL_CU(IPCP_CU(cuCtxSetCurrent)(c->dctx), "cuCtxSetCurrent");
     CAL_CU(IPCP_CU(cuStreamSynchronize)(c->h2d), "cuStreamSynchronize");
     CAL_CU(IPCP_CU(cuCtxSetCurrent)(c->sctx), "cuCtxSetCurrent");
     CAL_CU(IPCP_CU(cuStreamSynchronize)(c->direct), "cuStreamSynchronize");
     CAL_CU(IPCP_CU(cuStreamSynchronize)(c->d2h), "cuStreamSynchronize");
+    return IPCP_OK;
+}
+
+/* One copy of len bytes, share of it staged, and with rev the same the
+ * other way at once; *s gets the seconds until both ended. */
+static ipcp_status_t cal_run(cal_t *c, cal_t *rev, size_t len, double share,
+                             double *s)
+{
+    ipcp_status_t st;
+    double t0 = ipcp__now_s();
+    if ((st = cal_enqueue(c, len, share)) ||
+        (rev && (st = cal_enqueue(rev, len, share))) || (st = cal_sync(c)) ||
+        (rev && (st = cal_sync(rev))))
+        return st;
     *s = ipcp__now_s() - t0;
     return IPCP_OK;
 }
 
-static ipcp_status_t cal_best(cal_t *c, size_t len, double share, int reps,
-                              double *best)
+static ipcp_status_t cal_best(cal_t *c, cal_t *rev, size_t len, double share,
+                              int reps, double *best)
 {
     *best = 1e30;
     for (int r = 0; r < reps; r++) {
         double s;
-        ipcp_status_t st = cal_run(c, len, share, &s);
+        ipcp_status_t st = cal_run(c, rev, len, share, &s);
         if (st != IPCP_OK)
             return st;
         if (s < *best)
@@ -122,17 +150,17 @@ static ipcp_status_t cal_best(cal_t *c, size_t len, double share, int reps,
     return IPCP_OK;
 }
 
-static ipcp_status_t cal_setup(cal_t *c)
+/* cap: the buffers' size. */
+static ipcp_status_t cal_setup(cal_t *c, size_t cap)
 {
     ipcp_status_t st;
+    c->cap = cap;
     if ((st = ipcp__cuda_ctx(c->be, c->src, IPCP_LOG_WARN, &c->sctx)) ||
         (st = ipcp__cuda_ctx(c->be, c->dst, IPCP_LOG_WARN, &c->dctx)))
         return st;
     /* Our allocator grants every device that can reach it access. */
-    if ((st = ipcp__cuda_mem_alloc(c->be, CAL_SIZE, c->src, &c->sbuf,
-                                   &c->sh)) ||
-        (st = ipcp__cuda_mem_alloc(c->be, CAL_SIZE, c->dst, &c->dbuf,
-                                   &c->dh)))
+    if ((st = ipcp__cuda_mem_alloc(c->be, cap, c->src, &c->sbuf, &c->sh)) ||
+        (st = ipcp__cuda_mem_alloc(c->be, cap, c->dst, &c->dbuf, &c->dh)))
         return st;
     if (posix_memalign((void **)&c->ring, 4096, CAL_CHUNK * CAL_SLOTS) != 0) {
         c->ring = NULL;
@@ -163,10 +191,10 @@ static ipcp_status_t cal_setup(cal_t *c)
     CAL_CU(IPCP_CU(cuCtxSetCurrent)(c->dctx), "cuCtxSetCurrent");
     CAL_CU(IPCP_CU(cuStreamCreate)(&c->h2d, CU_STREAM_NON_BLOCKING),
            "cuStreamCreate");
-    CAL_CU(IPCP_CU(cuMemsetD8)((CUdeviceptr)(uintptr_t)c->dbuf, 0, CAL_SIZE),
+    CAL_CU(IPCP_CU(cuMemsetD8)((CUdeviceptr)(uintptr_t)c->dbuf, 0, cap),
            "cuMemsetD8");
     CAL_CU(IPCP_CU(cuCtxSetCurrent)(c->sctx), "cuCtxSetCurrent");
-    CAL_CU(IPCP_CU(cuMemsetD8)((CUdeviceptr)(uintptr_t)c->sbuf, 1, CAL_SIZE),
+    CAL_CU(IPCP_CU(cuMemsetD8)((CUdeviceptr)(uintptr_t)c->sbuf, 1, cap),
            "cuMemsetD8");
     return IPCP_OK;
 }
@@ -208,31 +236,52 @@ static void cal_teardown(cal_t *c)
         ipcp__cuda_mem_free(c->be, c->dh);
 }
 
-static ipcp_status_t cal_measure(cal_t *c, ipcp__stripe_cal_t *out)
+/* The share to use at len bytes (with rev: both ways at once): the
+ * smallest within noise of the fastest.  Past its best share the staged
+ * part sets the time, and each point of share costs there several times
+ * what it gains below (2 x H200 between processes, 1 GiB one way: 9% 430,
+ * 10% 432.5, 11% 399 GB/s), so ties go to the smaller share. */
+static ipcp_status_t cal_sweep(cal_t *c, cal_t *rev, size_t len,
+                               double *share, double *secs)
 {
-    static const double shares[] = {0.04, 0.06, 0.08, 0.10, 0.12, 0.14};
+    static const double shares[] = {0.04, 0.05, 0.06, 0.07, 0.08, 0.09,
+                                     0.10, 0.11, 0.12, 0.13, 0.14};
+    enum { N = sizeof(shares) / sizeof(shares[0]) };
+    double t[N], best = 1e30;
+    ipcp_status_t st;
+    for (int i = 0; i < N; i++) {
+        if ((st = cal_best(c, rev, len, shares[i], CAL_REPS, &t[i])))
+            return st;
+        IPCP_DEBUG(IPCP_SUB_CUDA, "striping %d -> %d%s, %zu MiB, share %.2f: "
+                   "%.1f GB/s", c->src, c->dst, rev ? " and back" : "",
+                   len >> 20, shares[i],
+                   (rev ? 2.0 : 1.0) * (double)len / t[i] / 1e9);
+        if (t[i] < best)
+            best = t[i];
+    }
+    for (int i = 0; i < N; i++)
+        if (t[i] <= best * CAL_TIE) {
+            *share = shares[i];
+            *secs = t[i];
+            break;
+        }
+    return IPCP_OK;
+}
+
+static ipcp_status_t cal_measure(cal_t *c, cal_t *rev, ipcp__stripe_cal_t *out)
+{
     static const size_t sizes[] = {(size_t)128 << 20, (size_t)64 << 20,
                                    (size_t)32 << 20, (size_t)16 << 20,
                                    (size_t)8 << 20};
-    double direct, staged, t, best = 1e30, best_share = 0;
+    double direct, staged, t, best, best_share = 0;
     ipcp_status_t st;
 
-    if ((st = cal_best(c, CAL_SIZE, 0.1, 1, &t)) || /* warm-up */
-        (st = cal_best(c, CAL_SIZE, 0, CAL_REPS, &direct)) ||
-        (st = cal_best(c, CAL_SIZE, 1, 1, &staged)))
-        return st;
-    for (size_t i = 0; i < sizeof(shares) / sizeof(shares[0]); i++) {
-        if ((st = cal_best(c, CAL_SIZE, shares[i], CAL_REPS, &t)))
-            return st;
-        IPCP_DEBUG(IPCP_SUB_CUDA, "striping %d -> %d, share %.2f: %.1f GB/s "
-                   "(direct %.1f)", c->src, c->dst, shares[i],
-                   (double)CAL_SIZE / t / 1e9, (double)CAL_SIZE / direct / 1e9);
-        if (t < best) {
-            best = t;
-            best_share = shares[i];
-        }
-    }
     memset(out, 0, sizeof(*out));
+    if ((st = cal_best(c, NULL, CAL_SIZE, 0.1, 1, &t)) || /* warm-up */
+        (st = cal_best(c, NULL, CAL_SIZE, 0, CAL_REPS, &direct)) ||
+        (st = cal_best(c, NULL, CAL_SIZE, 1, 1, &staged)) ||
+        (st = cal_sweep(c, NULL, CAL_SIZE, &best_share, &best)))
+        return st;
     out->size = CAL_SIZE;
     out->direct_gbs = (double)CAL_SIZE / direct / 1e9;
     out->staged_gbs = (double)CAL_SIZE / staged / 1e9;
@@ -244,20 +293,57 @@ static ipcp_status_t cal_measure(cal_t *c, ipcp__stripe_cal_t *out)
     /* Down from 128 MiB while the split does not lose. */
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         double d, s;
-        if ((st = cal_best(c, sizes[i], 0, CAL_REPS + 2, &d)) ||
-            (st = cal_best(c, sizes[i], best_share, CAL_REPS + 2, &s)))
+        if ((st = cal_best(c, NULL, sizes[i], 0, CAL_REPS + 2, &d)) ||
+            (st = cal_best(c, NULL, sizes[i], best_share, CAL_REPS + 2, &s)))
             return st;
         if (s > d)
             break;
         out->min_size = sizes[i];
     }
+    if (c->cap < CAL_LARGE)
+        return IPCP_OK;
+    double share, ts;
+    if ((st = cal_best(c, NULL, CAL_LARGE, 0, CAL_REPS, &direct)) ||
+        (st = cal_sweep(c, NULL, CAL_LARGE, &share, &ts)))
+        return st;
+    out->size_large = CAL_LARGE;
+    out->direct_large_gbs = (double)CAL_LARGE / direct / 1e9;
+    out->striped_large_gbs = (double)CAL_LARGE / ts / 1e9;
+    /* Not gaining at 1 GiB (not seen): keep the smaller size's share. */
+    out->share_large = ts * CAL_GAIN <= direct ? share : best_share;
+    if (!rev)
+        return IPCP_OK;
+    if ((st = cal_best(c, rev, CAL_LARGE, 0, CAL_REPS, &direct)) ||
+        (st = cal_sweep(c, rev, CAL_LARGE, &share, &ts)))
+        return st;
+    out->bidir_direct_gbs = 2.0 * (double)CAL_LARGE / direct / 1e9;
+    out->bidir_gbs = 2.0 * (double)CAL_LARGE / ts / 1e9;
+    out->share_bidir = ts * CAL_GAIN <= direct ? share : 0;
     return IPCP_OK;
+}
+
+/* The buffers' size: 1 GiB when both GPUs have room for the buffers of
+ * both directions (2 GiB each) and some to spare, else 256 MiB. */
+static size_t cal_cap(ipcp__backend_t *be, int src, int dst)
+{
+    int devs[2] = {src, dst};
+    for (int i = 0; i < 2; i++) {
+        ipcp__cuda_scope_t sc;
+        size_t fr = 0, total = 0;
+        if (ipcp__cuda_enter(be, devs[i], IPCP_LOG_WARN, &sc) != IPCP_OK)
+            return CAL_SIZE;
+        CUresult r = IPCP_CU(cuMemGetInfo)(&fr, &total);
+        ipcp__cuda_leave(&sc);
+        if (r != CUDA_SUCCESS || fr < 3 * CAL_LARGE)
+            return CAL_SIZE;
+    }
+    return CAL_LARGE;
 }
 
 ipcp_status_t ipcp__cuda_stripe_calibrate(ipcp__backend_t *be, int src,
                                           int dst, ipcp__stripe_cal_t *out)
 {
-    cal_t c;
+    cal_t c, r;
     CUcontext prev = NULL;
     if (src < 0 || dst < 0 || src >= be->ndev || dst >= be->ndev)
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
@@ -274,10 +360,21 @@ ipcp_status_t ipcp__cuda_stripe_calibrate(ipcp__backend_t *be, int src,
     c.be = be;
     c.src = src;
     c.dst = dst;
+    memset(&r, 0, sizeof(r));
+    r.be = be;
+    r.src = dst;
+    r.dst = src;
     IPCP_CU(cuCtxGetCurrent)(&prev);
-    ipcp_status_t st = cal_setup(&c);
+    size_t cap = cal_cap(be, src, dst);
+    ipcp_status_t st = cal_setup(&c, cap);
+    /* Both ways at once only where each GPU can write the other's memory
+     * and there was room for 1 GiB buffers. */
+    int both = st == IPCP_OK && cap >= CAL_LARGE && be->peer[dst][src] &&
+               cal_setup(&r, cap) == IPCP_OK;
     if (st == IPCP_OK)
-        st = cal_measure(&c, out);
+        st = cal_measure(&c, both ? &r : NULL, out);
+    if (r.be)
+        cal_teardown(&r);
     cal_teardown(&c);
     /* The calling thread's context as it was (the engine's thread cache
      * is told through the bind helper). */
