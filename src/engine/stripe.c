@@ -312,16 +312,8 @@ uint64_t ipcp__stripe_bytes(uint64_t len, double share, uint64_t min_size)
 double ipcp__stripe_share(const ipcp__stripe_entry_t *e, uint64_t len,
                           int bidir)
 {
-    double s = e->share, s2 = e->share_large;
-    if (s <= 0 || len == 0)
-        return 0;
-    if (s2 > 0 && e->size > 0 && e->size_large > e->size) {
-        double b = (s2 - s) / (1.0 / (double)e->size -
-                               1.0 / (double)e->size_large);
-        double hi = s > s2 ? s : s2;
-        s = s2 + b / (double)e->size_large - b / (double)len;
-        s = s < 0 ? 0 : s > hi ? hi : s;
-    }
+    double s2 = e->share_large;
+    double s = ipcp__stripe_fit(e->share, e->size, s2, e->size_large, len);
     if (bidir)
         s = s2 > 0 ? s * e->share_bidir / s2 : 0;
     return s;

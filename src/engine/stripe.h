@@ -77,14 +77,9 @@ ipcp_status_t ipcp__stripe_tune(const ipcp__config_t *cfg,
 uint64_t ipcp__stripe_bytes(uint64_t len, double share, uint64_t min_size);
 
 /* The share of a transfer of len bytes under a calibration (bidir: the
- * pair moves data both ways at once).  The staged part ends with the
- * direct one when (1 - s) L / D = f + s L / S (D, S the two paths'
- * rates, f the staged part's fixed cost: pipeline fill, hand-overs), so
- * s = a - b / L: a line in 1 / L through the two measured points, kept
- * between 0 and the larger of them (past the best share the staged part
- * sets the time and costs far more than it gains below it).  Both ways,
- * the one-way share scaled by what the calibration found both ways at
- * its large size. */
+ * pair moves data both ways at once): on the line through the two
+ * measured one-way points (ipcp__stripe_fit, backend.h); both ways, that
+ * scaled by what the calibration found both ways at its large size. */
 double ipcp__stripe_share(const ipcp__stripe_entry_t *e, uint64_t len,
                           int bidir);
 

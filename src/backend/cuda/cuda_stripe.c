@@ -78,10 +78,14 @@ static ipcp_status_t cal_enqueue(cal_t *c, size_t len, double share)
         CAL_CU(IPCP_CU(cuMemcpyAsync)(dp, sp, dlen, c->direct),
                "cuMemcpyAsync(%zu bytes, device %d -> %d)", dlen, c->src,
                c->dst);
-    size_t chunk = share >= 1 ? CAL_CHUNK
-                              : (size_t)ipcp__stripe_unit(stg, CAL_CHUNK);
-    for (size_t off = dlen; off < len; off += chunk, c->seq++) {
-        size_t n = len - off < chunk ? len - off : chunk;
+    /* The staged part cut as the engine cuts a striped part (its ramps
+     * for whole transfers aside). */
+    uint64_t unit = share >= 1 ? CAL_CHUNK : ipcp__stripe_unit(stg, CAL_CHUNK);
+    uint64_t nch = ipcp__stripe_nchunks(stg, unit, CAL_CHUNK);
+    for (uint64_t k = 0; k < nch; k++, c->seq++) {
+        uint64_t o, n;
+        ipcp__stripe_chunk(stg, unit, CAL_CHUNK, k, &o, &n);
+        size_t off = dlen + (size_t)o;
         uint64_t g = c->seq / CAL_SLOTS;
         int slot = (int)(c->seq % CAL_SLOTS);
         char *h = c->ring + (size_t)slot * CAL_CHUNK;
@@ -91,8 +95,8 @@ static ipcp_status_t cal_enqueue(cal_t *c, size_t len, double share)
         CAL_CU(IPCP_CU(cuStreamWaitValue64)(c->d2h, freed, g,
                                             CU_STREAM_WAIT_VALUE_GEQ),
                "cuStreamWaitValue64");
-        CAL_CU(IPCP_CU(cuMemcpyDtoHAsync)(h, sp + off, n, c->d2h),
-               "cuMemcpyDtoHAsync(%zu bytes, device %d)", n, c->src);
+        CAL_CU(IPCP_CU(cuMemcpyDtoHAsync)(h, sp + off, (size_t)n, c->d2h),
+               "cuMemcpyDtoHAsync(%zu bytes, device %d)", (size_t)n, c->src);
         CAL_CU(IPCP_CU(cuStreamWriteValue64)(c->d2h, full, g + 1,
                                              CU_STREAM_WRITE_VALUE_DEFAULT),
                "cuStreamWriteValue64");
@@ -100,8 +104,8 @@ static ipcp_status_t cal_enqueue(cal_t *c, size_t len, double share)
         CAL_CU(IPCP_CU(cuStreamWaitValue64)(c->h2d, full, g + 1,
                                             CU_STREAM_WAIT_VALUE_GEQ),
                "cuStreamWaitValue64");
-        CAL_CU(IPCP_CU(cuMemcpyHtoDAsync)(dp + off, h, n, c->h2d),
-               "cuMemcpyHtoDAsync(%zu bytes, device %d)", n, c->dst);
+        CAL_CU(IPCP_CU(cuMemcpyHtoDAsync)(dp + off, h, (size_t)n, c->h2d),
+               "cuMemcpyHtoDAsync(%zu bytes, device %d)", (size_t)n, c->dst);
         CAL_CU(IPCP_CU(cuStreamWriteValue64)(c->h2d, freed, g + 1,
                                              CU_STREAM_WRITE_VALUE_DEFAULT),
                "cuStreamWriteValue64");
@@ -290,28 +294,33 @@ static ipcp_status_t cal_measure(cal_t *c, cal_t *rev, ipcp__stripe_cal_t *out)
         return IPCP_OK; /* no share gains: striping stays off */
     out->share = best_share;
     out->min_size = CAL_SIZE;
-    /* Down from 128 MiB while the split does not lose. */
+    double share, ts;
+    if (c->cap >= CAL_LARGE) {
+        if ((st = cal_best(c, NULL, CAL_LARGE, 0, CAL_REPS, &direct)) ||
+            (st = cal_sweep(c, NULL, CAL_LARGE, &share, &ts)))
+            return st;
+        out->size_large = CAL_LARGE;
+        out->direct_large_gbs = (double)CAL_LARGE / direct / 1e9;
+        out->striped_large_gbs = (double)CAL_LARGE / ts / 1e9;
+        /* Not gaining at 1 GiB (not seen): the smaller size's share. */
+        out->share_large = ts * CAL_GAIN <= direct ? share : best_share;
+    }
+    /* Down from 128 MiB while the split does not lose, each size at the
+     * share the engine would give it. */
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-        double d, s;
+        double d, s, f = ipcp__stripe_fit(best_share, CAL_SIZE,
+                                          out->share_large, out->size_large,
+                                          sizes[i]);
+        if (f <= 0)
+            break;
         if ((st = cal_best(c, NULL, sizes[i], 0, CAL_REPS + 2, &d)) ||
-            (st = cal_best(c, NULL, sizes[i], best_share, CAL_REPS + 2, &s)))
+            (st = cal_best(c, NULL, sizes[i], f, CAL_REPS + 2, &s)))
             return st;
         if (s > d)
             break;
         out->min_size = sizes[i];
     }
-    if (c->cap < CAL_LARGE)
-        return IPCP_OK;
-    double share, ts;
-    if ((st = cal_best(c, NULL, CAL_LARGE, 0, CAL_REPS, &direct)) ||
-        (st = cal_sweep(c, NULL, CAL_LARGE, &share, &ts)))
-        return st;
-    out->size_large = CAL_LARGE;
-    out->direct_large_gbs = (double)CAL_LARGE / direct / 1e9;
-    out->striped_large_gbs = (double)CAL_LARGE / ts / 1e9;
-    /* Not gaining at 1 GiB (not seen): keep the smaller size's share. */
-    out->share_large = ts * CAL_GAIN <= direct ? share : best_share;
-    if (!rev)
+    if (!rev || c->cap < CAL_LARGE)
         return IPCP_OK;
     if ((st = cal_best(c, rev, CAL_LARGE, 0, CAL_REPS, &direct)) ||
         (st = cal_sweep(c, rev, CAL_LARGE, &share, &ts)))
