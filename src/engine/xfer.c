@@ -553,7 +553,7 @@ static uint64_t ipcp__staged_nchunks(uint64_t len, uint64_t slot,
                                      uint64_t ring_slot)
 {
     if (!ipcp__staged_ramp(len, slot, ring_slot))
-        return ipcp__stripe_nchunks(len, slot, ring_slot);
+        return ipcp__div_up(len, slot);
     return 2 * IPCP_RAMP_STEPS +
            ipcp__div_up(len - 2 * ipcp__ramp_sum(slot), slot);
 }
@@ -564,8 +564,8 @@ static void ipcp__staged_chunk(uint64_t len, uint64_t slot,
                                uint64_t c, uint64_t *off, uint64_t *n)
 {
     if (!ipcp__staged_ramp(len, slot, ring_slot)) {
-        /* in units, or a striped part's body and tail (backend.h) */
-        ipcp__stripe_chunk(len, slot, ring_slot, c, off, n);
+        *off = c * slot;
+        *n = ipcp__min(slot, len - *off);
         return;
     }
     uint64_t rs = ipcp__ramp_sum(slot), mid = nchunks - 2 * IPCP_RAMP_STEPS;

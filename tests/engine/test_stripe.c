@@ -368,51 +368,6 @@ static void case_share(void)
 #undef NEAR
 }
 
-/* A striped part's chunks: contiguous from 0 to len, none empty or past
- * the ring's slot, as many as counted; with a tail, the last ones halve
- * down to 1 MiB; without (2 units past the slot, short parts), units. */
-static void check_layout(uint64_t len, uint64_t unit, uint64_t slot,
-                         int want_tail)
-{
-    uint64_t n = ipcp__stripe_nchunks(len, unit, slot), end = 0, last = 0;
-    T_CHECK(n >= 1);
-    for (uint64_t c = 0; c < n; c++) {
-        uint64_t off, sz;
-        ipcp__stripe_chunk(len, unit, slot, c, &off, &sz);
-        if (off != end || sz == 0 || sz > slot)
-            T_FAIL("len %llu unit %llu: chunk %llu at %llu+%llu after %llu",
-                   (unsigned long long)len, (unsigned long long)unit,
-                   (unsigned long long)c, (unsigned long long)off,
-                   (unsigned long long)sz, (unsigned long long)end);
-        end = off + sz;
-        last = sz;
-    }
-    T_EQ_U64(end, len);
-    T_EQ_INT(ipcp__stripe_tail(len, unit, slot) != 0, want_tail);
-    if (want_tail)
-        T_EQ_U64(last, IPCP_STRIPE_TAIL_MIN);
-    else
-        T_EQ_U64(n, (len + unit - 1) / unit);
-}
-
-static void case_layout(void)
-{
-    const uint64_t M = 1 << 20;
-    check_layout(24 * M + 12345, 4 * M, 16 * M, 1); /* 256M at 9% */
-    check_layout(46 * M, 8 * M, 16 * M, 1);         /* 512M */
-    check_layout(7 * M, 4 * M, 16 * M, 1);          /* body of one unit */
-    check_layout(6 * M, 4 * M, 16 * M, 0);          /* too short */
-    check_layout(100 * M, 16 * M, 16 * M, 0);       /* units fill slots */
-    check_layout(3 * M + 1, 1 * M, 16 * M, 0);      /* no tail below 2M */
-    check_layout(4000 * M + 77, 8 * M, 16 * M, 1);  /* many body chunks */
-    check_layout(1, 2 * M, 8 * M, 0);
-    /* the tail of a 4 MiB unit: 2 MiB, then 1 MiB */
-    uint64_t n = ipcp__stripe_nchunks(24 * M, 4 * M, 16 * M), off, sz;
-    ipcp__stripe_chunk(24 * M, 4 * M, 16 * M, n - 2, &off, &sz);
-    T_EQ_U64(sz, 2 * M);
-    T_EQ_U64(off, 21 * M);
-}
-
 /* Where the file goes: the setting, "off", else under the cache home. */
 static void case_path(void)
 {
@@ -497,7 +452,6 @@ int main(int argc, char **argv)
         {"keeps_others", case_keeps_others},
         {"bytes", case_bytes},
         {"share", case_share},
-        {"layout", case_layout},
         {"path", case_path},
         {"setting", case_setting},
     };
