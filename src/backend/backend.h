@@ -258,65 +258,6 @@ static inline uint64_t ipcp__stripe_unit(uint64_t len, uint64_t slot)
     return u < slot ? u : slot;
 }
 
-/* Where the staged part of a striped transfer is cut: chunks of about a
- * unit, then halving ones down to IPCP_STRIPE_TAIL_MIN.  The part ends a
- * hand-over and a whole copy of its last chunk after the sender's last
- * copy (the receiver's copy of it), and the direct part waits for none of
- * it, so a short last chunk shortens the transfer: by about 40 us at 256
- * MiB on 2 x H200 (a 3 MiB last chunk at 53 GB/s against 1 MiB, for one
- * more hand-over of about 15 us).  Only where 2 units fit a ring slot
- * (slot), the body being cut evenly: the tail's bytes, 0 when the part is
- * cut in units. */
-#define IPCP_STRIPE_TAIL_MIN ((uint64_t)1 << 20)
-#define IPCP_STRIPE_CHUNK_ALIGN ((uint64_t)64 << 10)
-static inline uint64_t ipcp__stripe_tail(uint64_t len, uint64_t unit,
-                                         uint64_t slot)
-{
-    if (unit < 2 * IPCP_STRIPE_TAIL_MIN || 2 * unit > slot)
-        return 0;
-    uint64_t tail = unit - IPCP_STRIPE_TAIL_MIN; /* unit/2 + ... + 1 MiB */
-    return len >= unit + tail ? tail : 0;
-}
-
-static inline uint64_t ipcp__stripe_nchunks(uint64_t len, uint64_t unit,
-                                            uint64_t slot)
-{
-    uint64_t tail = ipcp__stripe_tail(len, unit, slot), n = 0;
-    if (!tail)
-        return (len + unit - 1) / unit;
-    for (uint64_t u = unit / 2; u >= IPCP_STRIPE_TAIL_MIN; u /= 2)
-        n++;
-    return (len - tail + unit - 1) / unit + n;
-}
-
-/* Byte range of chunk c (of ipcp__stripe_nchunks). */
-static inline void ipcp__stripe_chunk(uint64_t len, uint64_t unit,
-                                      uint64_t slot, uint64_t c,
-                                      uint64_t *off, uint64_t *n)
-{
-    uint64_t tail = ipcp__stripe_tail(len, unit, slot);
-    if (!tail) {
-        *off = c * unit;
-        *n = len - *off < unit ? len - *off : unit;
-        return;
-    }
-    /* k body chunks of body / k bytes (at most a unit), their bounds
-     * aligned down: none longer than a unit and the alignment. */
-    uint64_t body = len - tail, k = (body + unit - 1) / unit;
-    if (c < k) {
-        uint64_t a = IPCP_STRIPE_CHUNK_ALIGN;
-        uint64_t end = c + 1 < k ? (c + 1) * body / k / a * a : body;
-        *off = c * body / k / a * a;
-        *n = end - *off;
-        return;
-    }
-    uint64_t u = unit / 2;
-    *off = body;
-    for (uint64_t i = k; i < c; i++, u /= 2)
-        *off += u;
-    *n = u;
-}
-
 /* The staged share of a transfer of len bytes from the best shares s1 at
  * l1 and s2 at l2 > l1 (s2 <= 0: s1 everywhere).  The staged part ends
  * with the direct one when (1 - s) L / D = f + s L / S (D, S the two

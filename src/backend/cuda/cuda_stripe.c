@@ -78,14 +78,10 @@ static ipcp_status_t cal_enqueue(cal_t *c, size_t len, double share)
         CAL_CU(IPCP_CU(cuMemcpyAsync)(dp, sp, dlen, c->direct),
                "cuMemcpyAsync(%zu bytes, device %d -> %d)", dlen, c->src,
                c->dst);
-    /* The staged part cut as the engine cuts a striped part (its ramps
-     * for whole transfers aside). */
-    uint64_t unit = share >= 1 ? CAL_CHUNK : ipcp__stripe_unit(stg, CAL_CHUNK);
-    uint64_t nch = ipcp__stripe_nchunks(stg, unit, CAL_CHUNK);
-    for (uint64_t k = 0; k < nch; k++, c->seq++) {
-        uint64_t o, n;
-        ipcp__stripe_chunk(stg, unit, CAL_CHUNK, k, &o, &n);
-        size_t off = dlen + (size_t)o;
+    size_t chunk = share >= 1 ? CAL_CHUNK
+                              : (size_t)ipcp__stripe_unit(stg, CAL_CHUNK);
+    for (size_t off = dlen; off < len; off += chunk, c->seq++) {
+        size_t n = len - off < chunk ? len - off : chunk;
         uint64_t g = c->seq / CAL_SLOTS;
         int slot = (int)(c->seq % CAL_SLOTS);
         char *h = c->ring + (size_t)slot * CAL_CHUNK;
@@ -95,8 +91,8 @@ static ipcp_status_t cal_enqueue(cal_t *c, size_t len, double share)
         CAL_CU(IPCP_CU(cuStreamWaitValue64)(c->d2h, freed, g,
                                             CU_STREAM_WAIT_VALUE_GEQ),
                "cuStreamWaitValue64");
-        CAL_CU(IPCP_CU(cuMemcpyDtoHAsync)(h, sp + off, (size_t)n, c->d2h),
-               "cuMemcpyDtoHAsync(%zu bytes, device %d)", (size_t)n, c->src);
+        CAL_CU(IPCP_CU(cuMemcpyDtoHAsync)(h, sp + off, n, c->d2h),
+               "cuMemcpyDtoHAsync(%zu bytes, device %d)", n, c->src);
         CAL_CU(IPCP_CU(cuStreamWriteValue64)(c->d2h, full, g + 1,
                                              CU_STREAM_WRITE_VALUE_DEFAULT),
                "cuStreamWriteValue64");
@@ -104,8 +100,8 @@ static ipcp_status_t cal_enqueue(cal_t *c, size_t len, double share)
         CAL_CU(IPCP_CU(cuStreamWaitValue64)(c->h2d, full, g + 1,
                                             CU_STREAM_WAIT_VALUE_GEQ),
                "cuStreamWaitValue64");
-        CAL_CU(IPCP_CU(cuMemcpyHtoDAsync)(dp + off, h, (size_t)n, c->h2d),
-               "cuMemcpyHtoDAsync(%zu bytes, device %d)", (size_t)n, c->dst);
+        CAL_CU(IPCP_CU(cuMemcpyHtoDAsync)(dp + off, h, n, c->h2d),
+               "cuMemcpyHtoDAsync(%zu bytes, device %d)", n, c->dst);
         CAL_CU(IPCP_CU(cuStreamWriteValue64)(c->h2d, freed, g + 1,
                                              CU_STREAM_WRITE_VALUE_DEFAULT),
                "cuStreamWriteValue64");
