@@ -132,7 +132,7 @@ typedef struct bench_result {
                               enqueue (median batch); < 0: not measured */
     double skew_us;        /* median of how much later rank 1 left a timed
                               repetition's barrier than rank 0 (not
-                              timed, see bench_join_starts); NAN: none */
+                              timed, see bench_time_reps); NAN: none */
     int verified;          /* 1 all checked bytes right, 0 wrong, -1 off,
                               -2 nothing to check (single-process copy) */
     int iters;             /* timed repetitions */

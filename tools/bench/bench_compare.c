@@ -276,10 +276,8 @@ static int nccl0_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
     peer_msg_t m;
     bench_recv_peer_msg(ctx, bench_case_tag(i, T_CMP_REPORT), &m, res);
     /* timed as ipcpipe's rows are: from both ranks out of the barrier */
-    int n = bench_join_starts(ctx, bench_case_tag(i, T_CMP_REPORT),
-                              t0 && t1 ? t0 : NULL, t1, res->iters, res);
-    double med = n ? bench_median(t1, n) : NAN;
-    res->gbps = med > 0 ? (double)w * (double)c->size / med / 1e9 : NAN;
+    bench_time_reps(ctx, bench_case_tag(i, T_CMP_REPORT), t0 && t1 ? t0 : NULL,
+                    t1, res->iters, (double)w * (double)c->size, res);
     free(t0);
     free(t1);
     return 0;

@@ -109,12 +109,12 @@ enum {
 /* Rank 1: the times (bench_now_s) it left the n timed repetitions'
  * barriers at, to rank 0 (NULL: none known). */
 int bench_send_starts(bench_ctx_t *ctx, int tag, const double *starts, int n);
-/* Rank 0: takes rank 1's times (bench_send_starts), then turns ends[r]
- * (NAN: failed) into the repetition's time from the later of starts[r]
- * and rank 1's, kept in the first entries of ends; returns how many.  Sets
- * res->skew_us. */
-int bench_join_starts(bench_ctx_t *ctx, int tag, const double *starts,
-                      double *ends, int n, bench_result_t *res);
+/* Rank 0: takes rank 1's times (bench_send_starts) and sets res->gbps
+ * from the median repetition of bytes, each timed from the later of
+ * starts[r] and rank 1's exit to ends[r] (NAN: failed; ends is
+ * overwritten), and res->skew_us. */
+void bench_time_reps(bench_ctx_t *ctx, int tag, const double *starts,
+                     double *ends, int n, double bytes, bench_result_t *res);
 uint64_t bench_case_seed(const bench_ctx_t *ctx, int i, int k);
 int bench_case_tag(int i, int kind);
 int bench_case_slots(const bench_opts_t *o, size_t size);

@@ -916,10 +916,8 @@ static int recv_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
             check_data(ctx, res, (size_t)((w - 1) % slots) * c->size, c->size,
                        bench_case_seed(ctx, i, 1), "last");
     }
-    int n = bench_join_starts(ctx, bench_case_tag(i, T_PEER_TIMES),
-                              t0 && t1 ? t0 : NULL, t1, res->iters, res);
-    double med = n ? bench_median(t1, n) : NAN;
-    res->gbps = med > 0 ? (double)w * (double)c->size / med / 1e9 : NAN;
+    bench_time_reps(ctx, bench_case_tag(i, T_PEER_TIMES), t0 && t1 ? t0 : NULL,
+                    t1, res->iters, (double)w * (double)c->size, res);
     free(t0);
     free(t1);
     return 0;
@@ -1008,8 +1006,8 @@ int bench_send_starts(bench_ctx_t *ctx, int tag, const double *starts, int n)
     return st == IPCP_OK ? 0 : -1;
 }
 
-int bench_join_starts(bench_ctx_t *ctx, int tag, const double *starts,
-                      double *ends, int n, bench_result_t *res)
+void bench_time_reps(bench_ctx_t *ctx, int tag, const double *starts,
+                     double *ends, int n, double bytes, bench_result_t *res)
 {
     double *peer = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
     double *skew = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
@@ -1035,9 +1033,10 @@ int bench_join_starts(bench_ctx_t *ctx, int tag, const double *starts,
         ends[m++] = ends[r] - s;
     }
     res->skew_us = k ? bench_median(skew, k) * 1e6 : NAN;
+    double med = m ? bench_median(ends, m) : NAN;
+    res->gbps = med > 0 ? bytes / med / 1e9 : NAN;
     free(peer);
     free(skew);
-    return m;
 }
 
 int bench_recv_peer_msg(bench_ctx_t *ctx, int tag, peer_msg_t *m,
@@ -1149,7 +1148,7 @@ static int bidir0_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
         bench_set_reason(res, BENCH_ERROR, "rank 1's times", st);
         goto out;
     }
-    /* From both ranks out of the barrier (bench_join_starts) to the last
+    /* From both ranks out of the barrier (bench_time_reps) to the last
      * completion on either. */
     for (int r = 0; t0 && t1 && peer && r < iters; r++) {
         const double *pend = peer + iters;
