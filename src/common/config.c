@@ -81,10 +81,11 @@ static const ipcp__setting_t ipcp__settings[] = {
      "decides; auto: 256K for host memory, no split when device memory is "
      "involved)", IPCP_OFF(piece), 4096, 1024.0 * 1024 * 1024 * 1024, 1, NULL},
     {"IPCPIPE_STRIPE", IPCP_SET_SHARE, "auto", "split transfers between two "
-     "GPUs over NVLink and the staged path at once: off, auto (the share "
-     "and the smallest size that gains, measured once per pair of GPUs and "
-     "kept in IPCPIPE_STRIPE_CACHE) or the staged share of every direct "
-     "transfer between two GPUs (0.1 = 10%; the receiver's setting decides)",
+     "GPUs over NVLink and the staged path at once: off, auto (shares by "
+     "size, one way and both ways, and the smallest size that gains, "
+     "measured once per pair of GPUs and kept in IPCPIPE_STRIPE_CACHE) or "
+     "the staged share of every direct transfer between two GPUs (0.1 = "
+     "10%; the receiver's setting decides)",
      IPCP_OFF(stripe), 0.0001, 0.9, 1, NULL},
     {"IPCPIPE_STRIPE_CACHE", IPCP_SET_STR, "", "file of the striping "
      "calibration (default $XDG_CACHE_HOME/ipcpipe/stripe-<machine>.txt, "
