@@ -1100,10 +1100,8 @@ static int bidir0_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
         iters = res->iters;
     double *t0 = calloc((size_t)iters, sizeof(double));
     double *t1 = calloc((size_t)iters, sizeof(double));
-    /* rank 1's barrier exits, then its ends */
-    double *peer = calloc(2 * (size_t)iters, sizeof(double));
-    double *skew = calloc((size_t)iters, sizeof(double));
-    int rc = 0, n = 0, k = 0;
+    double *peer = calloc((size_t)iters, sizeof(double)); /* rank 1's ends */
+    int rc = 0;
     for (int r = 0; r < iters; r++) {
         int check = r == iters - 1 && ctx->o->verify;
         const char *what = "timed";
@@ -1138,39 +1136,27 @@ static int bidir0_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
     if (bench_recv_peer_msg(ctx, bench_case_tag(i, T_PEER_REPORT), &m, res) < 0)
         goto out;
     double dummy;
-    for (int r = 0; peer && r < 2 * iters; r++)
-        peer[r] = NAN;
     ipcp_status_t st =
         ipcp_recv(ctx->comm, peer ? (void *)peer : (void *)&dummy,
-                  peer ? 2 * (size_t)iters * sizeof(double) : sizeof(dummy),
-                  SEND, bench_case_tag(i, T_PEER_TIMES), NULL);
+                  peer ? (size_t)iters * sizeof(double) : sizeof(dummy), SEND,
+                  bench_case_tag(i, T_PEER_TIMES), NULL);
     if (st != IPCP_OK) {
         bench_set_reason(res, BENCH_ERROR, "rank 1's times", st);
         goto out;
     }
-    /* From both ranks out of the barrier (bench_time_reps) to the last
-     * completion on either. */
-    for (int r = 0; t0 && t1 && peer && r < iters; r++) {
-        const double *pend = peer + iters;
-        double end = t1[r] > pend[r] ? t1[r] : pend[r];
-        double start = t0[r];
-        if (isfinite(peer[r])) {
-            if (skew)
-                skew[k++] = peer[r] - t0[r];
-            if (peer[r] > start)
-                start = peer[r];
-        }
-        if (isfinite(t1[r]) && isfinite(pend[r]))
-            t1[n++] = end - start;
-    }
-    res->skew_us = k ? bench_median(skew, k) * 1e6 : NAN;
-    double med = n ? bench_median(t1, n) : NAN;
-    res->gbps = med > 0 ? 2.0 * w * (double)c->size / med / 1e9 : NAN;
+    /* To the last completion on either rank, from both out of the barrier
+     * (rank 1's exits follow its ends on the same tag). */
+    for (int r = 0; t0 && t1 && peer && r < iters; r++)
+        t1[r] = isfinite(t1[r]) && isfinite(peer[r])
+                    ? (t1[r] > peer[r] ? t1[r] : peer[r])
+                    : NAN;
+    bench_time_reps(ctx, bench_case_tag(i, T_PEER_TIMES),
+                    t0 && t1 && peer ? t0 : NULL, t1, iters,
+                    2.0 * w * (double)c->size, res);
 out:
     free(t0);
     free(t1);
     free(peer);
-    free(skew);
     return rc;
 }
 
@@ -1431,10 +1417,9 @@ static int bidir1_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
                          .verified = ctx->o->verify ? 1 : -1};
     int w = bench_window(ctx->o, c->size),
         slots = bench_case_slots(ctx->o, c->size);
-    /* the barrier exits, then the ends (bidir0_timed) */
-    double *times = calloc(2 * (size_t)iters, sizeof(double));
-    double *end = times ? times + iters : NULL;
-    if (!times)
+    double *starts = calloc((size_t)iters, sizeof(double));
+    double *end = calloc((size_t)iters, sizeof(double));
+    if (!end)
         bench_set_error(&lr, "rank 1", "out of memory");
     for (int r = 0; r < iters; r++) {
         int check = r == iters - 1 && ctx->o->verify;
@@ -1444,11 +1429,12 @@ static int bidir1_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
             bench_fill_src(ctx, c->size, bench_case_seed(ctx, i, 1), &lr);
         }
         if (bench_barrier(ctx) < 0) {
-            free(times);
+            free(starts);
+            free(end);
             return -1;
         }
-        if (times)
-            times[r] = bench_now_s();
+        if (starts)
+            starts[r] = bench_now_s();
         ipcp_status_t st =
             xfer_window(ctx, c->size, w, w, slots, bench_case_tag(i, T_REV),
                         bench_case_tag(i, T_DATA), &lr, &what);
@@ -1468,17 +1454,20 @@ static int bidir1_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
     if (rc == 0) {
         double dummy = NAN;
         ipcp_status_t st =
-            ipcp_send(ctx->comm, times ? (void *)times : (void *)&dummy,
-                      times ? 2 * (size_t)iters * sizeof(double)
-                            : sizeof(dummy),
+            ipcp_send(ctx->comm, end ? (void *)end : (void *)&dummy,
+                      end ? (size_t)iters * sizeof(double) : sizeof(dummy),
                       RECV, bench_case_tag(i, T_PEER_TIMES));
         if (st != IPCP_OK)
             fprintf(stderr,
                     "ipcpipe-bench [rank 1]: times to rank 0: %s: "
                     "%s\n",
                     ipcp_strerror(st), ipcp_last_error());
+        else /* then its barrier exits, on the same tag (in order) */
+            bench_send_starts(ctx, bench_case_tag(i, T_PEER_TIMES), starts,
+                              iters);
     }
-    free(times);
+    free(starts);
+    free(end);
     return 0;
 }
 
