@@ -6,15 +6,15 @@
 #
 #   scripts/gpu-check.sh OUTDIR [STEPS]
 #
-# STEPS is a comma list of build,tests,memcheck,bench,lane,trace,seed,
-# compare,stripes,sweep (default: all of them), so that a time-limited session can
+# STEPS is a comma list of build,tests,memcheck,bench,lane,proto,trace,
+# seed,compare,stripes,sweep (default: all of them), so that a time-limited session can
 # run them in several calls; the build tree is reused when it is there.
 # GPU_TEST_TIMEOUT: seconds per GPU test (default 600); GPU_TEST_REGEX: run
 # only the GPU tests whose names match it.
 set -uo pipefail
 
-out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,trace,seed,compare,stripes,sweep]}
-steps=,${2:-build,tests,memcheck,bench,lane,trace,seed,compare,stripes,sweep},
+out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,sweep]}
+steps=,${2:-build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,sweep},
 want() { [[ $steps == *,$1,* ]]; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${IPCPIPE_BUILD_ROOT:-$root/build}/gpu
@@ -94,6 +94,20 @@ want lane && step lane bash -c "'$bench' --mem cuda --case stream \
     IPCPIPE_SMALL=64K IPCPIPE_SMALL_WORDS=0 '$bench' --mem cuda --case stream \
     --sizes 8,512 >>'$out/lane.txt' 2>&1"
 want lane && cat "$out/lane.txt" >>"$summary"
+
+# Where a transfer between processes spends the time the copies do not:
+# the protocol's marks of each transfer (IPCPIPE_TRACE_COPIES=off, so no
+# timing operations slow the queues), both sides on one time line.
+if want proto; then
+    step proto bash -c "for c in ${PROTO_CASES:-direct:256M auto:256M auto:1G bidir:1G}; do \
+        echo \"## \$c\"; rm -f '$build'/proto.json*; \
+        IPCPIPE_TRACE='$build/proto.json' IPCPIPE_TRACE_COPIES=off '$bench' \
+            --mem cuda --case \${c%:*} --sizes \${c#*:} --iters 10 --lat-max 0 2>&1 | \
+            grep -E '^ +[0-9]' && \
+        python3 '$root/scripts/trace_stats.py' '$build/proto.json' || exit 1; \
+        done >'$out/proto.txt' 2>&1"
+    cat "$out/proto.txt" >>"$summary"
+fi
 
 # Where the staged path and striping lose time: timelines of a staged
 # 256 MiB and an auto (striped) 1 GiB transfer, reduced by trace_stats.py

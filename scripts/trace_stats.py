@@ -45,6 +45,8 @@ def main(argv):
         elif e.get("ph") == "X" and e.get("name") == "copy":
             tracks.setdefault((e["pid"], e["tid"]), []).append(e)
     if not tracks:
+        if protocol(events):
+            return 0
         print("no copy slices in the trace (was IPCPIPE_TRACE set on every "
               "rank?)")
         return 1
@@ -90,6 +92,7 @@ def main(argv):
               (src, dst, n, len(out), len(inn), statistics.median(hand),
                pct(hand, 0.1), pct(hand, 0.9)))
     transfers(events, names)
+    protocol(events)
     return 0
 
 
@@ -135,6 +138,62 @@ def transfers(events, names):
         print("%-30s %5d %9.1f %10.1f %10.1f %10.1f %9.1f" %
               (("rank %d %s %dM" % (pid, path, nbytes >> 20))[:30], len(rs),
                *med))
+
+
+MARKS = ("call", "start", "meet", "cts", "enq", "done")
+
+
+def protocol(events):
+    """Per transfer between two ranks, the protocol's steps on one time
+    line: from the later of the two calls (in the benchmark, both ranks
+    leaving the barrier), when the sender's RTS left (send start), when the
+    receiver met it (recv meet) and sent its CTS, when the sender saw the
+    CTS (send meet), when each side had all its operations queued (enq),
+    when each saw its device work done, and when each completed (end).
+    The k-th receive of a rank from a peer goes with the k-th send of that
+    peer to it (one tag, in order: the benchmark's case).  Returns whether
+    it printed anything."""
+    spans = [e for e in events if e.get("ph") == "X"
+             and e.get("name") == "transfer" and "call" in e["args"]
+             and "side" in e["args"] and e["args"].get("bytes", 0) >= 1 << 20]
+    sides = {}
+    for x in sorted(spans, key=lambda e: e["args"]["call"]):
+        a = x["args"]
+        me, peer = x["pid"], a["peer"]
+        key = (me, peer) if a["side"] == "send" else (peer, me)
+        sides.setdefault((key, a["side"]), []).append(x)
+    cols = (("send", "start"), ("recv", "meet"), ("recv", "cts"),
+            ("send", "meet"), ("send", "enq"), ("recv", "enq"),
+            ("send", "done"), ("recv", "done"), ("send", "end"),
+            ("recv", "end"))
+    rows = {}
+    for ((src, dst), side), xs in sides.items():
+        if side != "send":
+            continue
+        for s, r in zip(xs, sides.get(((src, dst), "recv"), [])):
+            if s["args"]["bytes"] != r["args"]["bytes"]:
+                continue
+            t0 = max(s["args"]["call"], r["args"]["call"])
+            ev = {"send": s, "recv": r}
+            vals = []
+            for who, m in cols:
+                e = ev[who]
+                t = (e["ts"] + e["dur"] if m == "end"
+                     else e["args"].get(m, float("nan")))
+                vals.append(t - t0)
+            key = (src, dst, r["args"].get("path", "?"), r["args"]["bytes"])
+            rows.setdefault(key, []).append(vals)
+    if not rows:
+        return False
+    print("protocol (medians, us from the later call)  n  " +
+          " ".join("%9s" % ("%s %s" % c) for c in cols))
+    for (src, dst, path, nbytes), vs in sorted(rows.items()):
+        med = [statistics.median(v[i] for v in vs) for i in range(len(cols))]
+        print("%-41s %3d  " % (("%d->%d %s %dM" % (src, dst, path,
+                                                  nbytes >> 20))[:41],
+                                len(vs)) +
+              " ".join("%9.1f" % m for m in med))
+    return True
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ typedef struct ipcp__config {
     int cuda_notify;          /* IPCPIPE_CUDA_NOTIFY */
     int spin_us;              /* IPCPIPE_SPIN_US */
     char trace[IPCP_DIR_MAX]; /* IPCPIPE_TRACE, "" = off */
+    int trace_copies;         /* IPCPIPE_TRACE_COPIES: 0 on, 1 off */
     int log_level;            /* IPCPIPE_LOG_LEVEL */
     unsigned log_mask;        /* IPCPIPE_LOG_SUBSYS */
 } ipcp__config_t;

@@ -31,6 +31,7 @@ ipcp_request_t *ipcp__req_new(ipcp_comm_t *comm, int type)
     ipcp__list_init(&req->link);
     ipcp__list_init(&req->all_link);
     ipcp__list_init(&req->xfer.link);
+    ipcp__trace_mark(req, IPCP_TM_CALL);
     return req;
 }
 
@@ -93,6 +94,8 @@ void ipcp__xfer_track_done(ipcp__track_t *t)
 {
     ipcp__xfer_t *x = t->arg;
     ipcp_comm_t *comm = x->comm;
+    if (x->req)
+        ipcp__trace_mark(x->req, IPCP_TM_DONE);
     pthread_mutex_lock(&comm->lock);
     ipcp__list_push_back(&comm->dones, &x->done_link);
     pthread_mutex_unlock(&comm->lock);

@@ -209,6 +209,22 @@ enum {
     IPCP_REQ_LANE,     /* internal: send a peer our lane block */
 };
 
+/* Protocol marks of a request in a trace (CLOCK_MONOTONIC ns, 0 = not
+ * reached): the call; the progress thread taking it up (a sender's RTS
+ * leaves then); meeting the peer (receiver: its RTS matched; sender: the
+ * CTS came); the receiver's CTS sent; all of this side's operations in
+ * its queues; its device work seen finished.  trace_stats.py lines the
+ * two sides up on them. */
+enum {
+    IPCP_TM_CALL,
+    IPCP_TM_START,
+    IPCP_TM_MEET,
+    IPCP_TM_CTS,
+    IPCP_TM_ENQ,
+    IPCP_TM_DONE,
+    IPCP_TM_N
+};
+
 /* A transfer in queues (one side). */
 typedef struct ipcp__xfer {
     ipcp__list_t link;      /* peer->active */
@@ -272,6 +288,7 @@ struct ipcp_request {
     uint64_t lane_k;
     int lane_dir;
     double lane_t0; /* when posted (a warning once it waits too long) */
+    uint64_t tm[IPCP_TM_N]; /* trace marks (IPCP_TM_*), when tracing */
 };
 
 /* A local region: an ipcp_mem_alloc allocation or a registration. */
@@ -565,6 +582,7 @@ void ipcp__lane_teardown(ipcp_comm_t *comm);
 /* ---- engine/trace.c ---------------------------------------------------- */
 void ipcp__trace_open(ipcp_comm_t *comm);
 void ipcp__trace_prepare(ipcp_comm_t *comm, ipcp__xfer_t *x, size_t n);
+void ipcp__trace_mark(ipcp_request_t *req, int mark);
 void ipcp__trace_piece(ipcp__xfer_t *x, size_t i, ipcp__qset_t *qs, int qi,
                        uint64_t bytes, int before);
 void ipcp__trace_xfer(ipcp_comm_t *comm, ipcp__xfer_t *x, int rx, int qset,

@@ -391,6 +391,7 @@ void ipcp__match_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
 {
     ipcp__peer_t *peer = &comm->peers[req->peer];
 
+    ipcp__trace_mark(req, IPCP_TM_START);
     if (req->type == IPCP_REQ_RECV) {
         ipcp__recv_post(comm, peer, req);
         return;

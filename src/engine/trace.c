@@ -26,10 +26,12 @@ enum { IPCP_TEV_COPY = 1, IPCP_TEV_WAIT, IPCP_TEV_XFER };
 struct ipcp__trace_ev {
     uint64_t ts, dur;
     uint64_t bytes;
+    uint64_t tm[IPCP_TM_N]; /* a transfer's protocol marks */
     uint32_t tid;
     uint16_t kind;
     uint16_t path;
     int32_t peer;
+    int32_t rx; /* a transfer: 1 when this side receives */
 };
 
 /* Track ids: the peer, the direction, the queue set and the queue; the
@@ -65,7 +67,16 @@ static void ipcp__trace_add(ipcp_comm_t *comm, const ipcp__trace_ev_t *e)
 
 /* ---- Stamps of a transfer ------------------------------------------------ */
 
-/* Room for n pieces (chunks) of one transfer; no-op when tracing is off. */
+/* A protocol mark of a request (IPCP_TM_*); no-op when tracing is off. */
+void ipcp__trace_mark(ipcp_request_t *req, int mark)
+{
+    if (req->comm->trace_on)
+        req->tm[mark] = ipcp__now_ns();
+}
+
+/* Room for n pieces (chunks) of one transfer; no-op when tracing is off,
+ * and when only the marks are wanted (IPCPIPE_TRACE_COPIES=off: each stamp
+ * is a timing operation in a queue and a driver call to enqueue it). */
 void ipcp__trace_prepare(ipcp_comm_t *comm, ipcp__xfer_t *x, size_t n)
 {
     x->stamps = NULL;
@@ -73,7 +84,8 @@ void ipcp__trace_prepare(ipcp_comm_t *comm, ipcp__xfer_t *x, size_t n)
     if (!comm->trace_on)
         return;
     x->t_post = ipcp__now_ns();
-    if (n && (x->stamps = calloc(n, sizeof(*x->stamps))))
+    if (n && comm->cfg->trace_copies == 0 &&
+        (x->stamps = calloc(n, sizeof(*x->stamps))))
         x->nstamps = n;
 }
 
@@ -131,9 +143,11 @@ void ipcp__trace_xfer(ipcp_comm_t *comm, ipcp__xfer_t *x, int rx, int qset,
     e.kind = IPCP_TEV_XFER;
     e.path = (uint16_t)path;
     e.tid = 0;
+    e.rx = rx;
     e.ts = x->t_post;
     e.dur = ipcp__now_ns() - x->t_post;
     e.bytes = x->req->len;
+    memcpy(e.tm, x->req->tm, sizeof(e.tm));
     ipcp__trace_add(comm, &e);
 out:
     free(x->stamps);
@@ -199,15 +213,24 @@ static void ipcp__trace_write_part(ipcp_comm_t *comm, const char *path)
     qsort(comm->trace_ev, comm->trace_n, sizeof(*comm->trace_ev),
           ipcp__tev_cmp);
     ipcp__trace_names(comm, f);
+    static const char *const marks[IPCP_TM_N] = {"call", "start", "meet",
+                                                 "cts", "enq", "done"};
     for (size_t i = 0; i < comm->trace_n; i++) {
         const ipcp__trace_ev_t *e = &comm->trace_ev[i];
         fprintf(f, "{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":%d,"
                    "\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"bytes\":"
-                   "%llu,\"path\":\"%s\",\"peer\":%d}},\n",
+                   "%llu,\"path\":\"%s\",\"peer\":%d",
                 ipcp__tev_name(e->kind), ipcp__tev_name(e->kind), comm->rank,
                 e->tid, (double)e->ts / 1e3, (double)e->dur / 1e3,
                 (unsigned long long)e->bytes,
                 ipcp_path_name((ipcp_path_t)e->path), e->peer);
+        /* Marks in the trace's time unit (us), on the same clock as ts. */
+        if (e->kind == IPCP_TEV_XFER)
+            fprintf(f, ",\"side\":\"%s\"", e->rx ? "recv" : "send");
+        for (int m = 0; m < IPCP_TM_N; m++)
+            if (e->tm[m])
+                fprintf(f, ",\"%s\":%.3f", marks[m], (double)e->tm[m] / 1e3);
+        fputs("}},\n", f);
     }
     if (comm->trace_dropped)
         IPCP_WARN(IPCP_SUB_ENGINE, "trace: %zu events dropped (at most %u)",

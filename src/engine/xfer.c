@@ -428,6 +428,8 @@ static void ipcp__xfer_begin(ipcp_comm_t *comm, ipcp__peer_t *peer,
 
 static void ipcp__xfer_go(ipcp__xfer_t *x)
 {
+    if (x->req)
+        ipcp__trace_mark(x->req, IPCP_TM_ENQ);
     ipcp__track_notify(&x->track);
 }
 
@@ -991,6 +993,7 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
     int fds[2], nfds = 0;
     ipcp_status_t st;
 
+    ipcp__trace_mark(req, IPCP_TM_MEET);
     ipcp__choose(comm, peer, rts, req, &c);
     if (force == IPCP_PATH_DIRECT && c.path != IPCP_PATH_DIRECT) {
         char msg[IPCP_ERRMSG_MAX];
@@ -1083,6 +1086,7 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
         /* The sender would never write what our queues wait for; a loss
          * releases them and tells it. */
         ipcp__peer_lost(comm, peer, "cannot send a CTS");
+    ipcp__trace_mark(req, IPCP_TM_CTS);
     if (direct)
         mask |= ipcp__rx_direct(peer, rts, req, qs, cts.dseq, np, lo_s, lo_r);
     if (!direct || slen) {
@@ -1195,6 +1199,7 @@ void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp_status_t st = IPCP_OK;
     const char *bad;
 
+    ipcp__trace_mark(req, IPCP_TM_MEET);
     if ((cts->hdr.flags & IPCP_CTS_CHAN_FD) && fi < nfds)
         chan_fd = fds[fi++];
     if ((cts->hdr.flags & IPCP_CTS_MAP_FD) && fi < nfds)

@@ -282,13 +282,14 @@ def mode_progress(bench):
     return 0
 
 
-def mode_trace(bench, stats, outdir):
-    os.makedirs(outdir, exist_ok=True)
-    path = os.path.join(outdir, "staged.json")
+def traced_stats(bench, stats, path, copies):
+    """Runs a staged 1 MiB case with a trace; returns trace_stats.py's
+    lines."""
     for old in (path, path + ".0.part", path + ".1.part"):
         if os.path.exists(old):
             os.remove(old)
-    env = dict(os.environ, IPCPIPE_TRACE=path)
+    env = dict(os.environ, IPCPIPE_TRACE=path,
+               IPCPIPE_TRACE_COPIES="on" if copies else "off")
     p = subprocess.run([bench, "--mem", "host", "--case", "staged", "--sizes",
                         "1M", "--iters", "2", "--warmup", "1", "--lat-max",
                         "0", "--timeout", "120"], capture_output=True,
@@ -300,7 +301,45 @@ def mode_trace(bench, stats, outdir):
                        text=True, timeout=120)
     check(s.returncode == 0, f"trace_stats.py: exit {s.returncode}\n"
           f"{s.stdout}\n{s.stderr}")
-    lines = s.stdout.splitlines()
+    return s.stdout.splitlines()
+
+
+def check_protocol(lines, text):
+    """The protocol table: one row for rank 1 -> rank 0, every transfer
+    paired, and the steps in their causal order (each holds per transfer,
+    so also for the medians)."""
+    head = [i for i, ln in enumerate(lines) if ln.startswith("protocol")]
+    check(len(head) == 1, f"no protocol table:\n{text}")
+    rows = [ln for ln in lines[head[0] + 1:] if ln.startswith("1->0 staged 1M")]
+    check(len(rows) == 1, f"no protocol row for 1->0 staged 1M:\n{text}")
+    f = rows[0].split()
+    n, v = int(f[3]), [float(x) for x in f[4:]]
+    # warm-up and timed repetitions, W transfers each
+    check(n >= 3, f"only {n} transfers paired:\n{text}")
+    check(len(v) == 10, f"protocol row has {len(v)} figures: {rows[0]}")
+    rts, rmeet, cts, smeet, senq, renq, sdone, rdone, send, rend = v
+    for a, b, what in ((rts, rmeet, "the receiver met the RTS before it left"),
+                       (rmeet, cts, "the CTS left before the RTS was met"),
+                       (cts, smeet, "the sender saw the CTS before it left"),
+                       (smeet, senq, "the sender queued before the CTS"),
+                       (rmeet, renq, "the receiver queued before it met"),
+                       (senq, send, "the sender ended before it queued"),
+                       (renq, rend, "the receiver ended before it queued")):
+        check(a <= b, f"{what}: {rows[0]}")
+
+
+def mode_trace(bench, stats, outdir):
+    os.makedirs(outdir, exist_ok=True)
+    path = os.path.join(outdir, "staged.json")
+    # Marks only: no copy tracks, the protocol table alone.
+    lines = traced_stats(bench, stats, path, copies=False)
+    text = "\n".join(lines)
+    check(not any(ln.startswith("track") for ln in lines),
+          f"copy tracks with IPCPIPE_TRACE_COPIES=off:\n{text}")
+    check_protocol(lines, text)
+    lines = traced_stats(bench, stats, path, copies=True)
+    s = subprocess.CompletedProcess([], 0, "\n".join(lines), "")
+    check_protocol(lines, s.stdout)
     check(lines and lines[0].startswith("track"), f"no header:\n{s.stdout}")
     # The sender's copies into the ring, with a count and a rate.
     send = [ln for ln in lines if ln.startswith("rank 1 to rank 0")]
