@@ -146,8 +146,9 @@ MARKS = ("call", "start", "meet", "cts", "enq", "done")
 def protocol(events):
     """Per transfer between two ranks, the protocol's steps on one time
     line: from the later of the two calls (in the benchmark, both ranks
-    leaving the barrier), when the sender's RTS left (send start), when the
-    receiver met it (recv meet) and sent its CTS, when the sender saw the
+    leaving the barrier), when each side called and its progress thread
+    took the call up (start: a sender's RTS leaves then), when the
+    receiver met the RTS (recv meet) and sent its CTS, when the sender saw the
     CTS (send meet), when each side had all its operations queued (enq),
     when each saw its device work done, and when each completed (end).
     The k-th receive of a rank from a peer goes with the k-th send of that
@@ -162,7 +163,8 @@ def protocol(events):
         me, peer = x["pid"], a["peer"]
         key = (me, peer) if a["side"] == "send" else (peer, me)
         sides.setdefault((key, a["side"]), []).append(x)
-    cols = (("send", "start"), ("recv", "meet"), ("recv", "cts"),
+    cols = (("send", "call"), ("recv", "call"), ("send", "start"),
+            ("recv", "start"), ("recv", "meet"), ("recv", "cts"),
             ("send", "meet"), ("send", "enq"), ("recv", "enq"),
             ("send", "done"), ("recv", "done"), ("send", "end"),
             ("recv", "end"))

@@ -316,9 +316,16 @@ def check_protocol(lines, text):
     n, v = int(f[3]), [float(x) for x in f[4:]]
     # warm-up and timed repetitions, W transfers each
     check(n >= 3, f"only {n} transfers paired:\n{text}")
-    check(len(v) == 10, f"protocol row has {len(v)} figures: {rows[0]}")
-    rts, rmeet, cts, smeet, senq, renq, sdone, rdone, send, rend = v
-    for a, b, what in ((rts, rmeet, "the receiver met the RTS before it left"),
+    check(len(v) == 13, f"protocol row has {len(v)} figures: {rows[0]}")
+    (scall, rcall, rts, rstart, rmeet, cts, smeet, senq, renq, sdone, rdone,
+     send, rend) = v
+    check(scall <= 0 and rcall <= 0, f"times are not from the later call: "
+          f"{rows[0]}")
+    for a, b, what in ((scall, rts, "the RTS left before the call"),
+                       (rcall, rstart, "the receive started before its call"),
+                       (rts, rmeet, "the receiver met the RTS before it left"),
+                       (rstart, rmeet, "the receiver met the RTS before it "
+                        "started"),
                        (rmeet, cts, "the CTS left before the RTS was met"),
                        (cts, smeet, "the sender saw the CTS before it left"),
                        (smeet, senq, "the sender queued before the CTS"),
