@@ -487,6 +487,7 @@ static void *ipcp__progress_main(void *arg)
          * waking us, and device transfers end within milliseconds: poll
          * while either is awaited. */
         int spinning = missed || ipcp__now_ns() - last_busy < spin_ns ||
+                       !ipcp__list_empty(&comm->staging) ||
                        ipcp__sync_pending(comm) ||
                        atomic_load_explicit(&comm->dev_inflight,
                                             memory_order_relaxed) > 0 ||
@@ -516,6 +517,8 @@ static void *ipcp__progress_main(void *arg)
             if (pfd[i].revents & POLLOUT)
                 ipcp__peer_flush(comm, p);
         }
+        /* After the messages: a chunk of a transfer still being staged. */
+        busy += ipcp__stage_poll(comm);
         if (busy)
             last_busy = ipcp__now_ns();
         else if (spinning)
@@ -523,6 +526,9 @@ static void *ipcp__progress_main(void *arg)
         ipcp__check_bye(comm);
         ipcp__barrier_check(comm);
     }
+    /* Chunks still to enqueue go in: their peer waits for them, and the
+     * teardown waits for the transfers they belong to. */
+    ipcp__stage_flush_all(comm);
     free(pfd);
     free(idx);
     return NULL;

@@ -104,6 +104,7 @@ typedef struct ipcp__qset {
     unsigned next; /* one-sided transfers: queue the next one starts on */
     ipcp__queue_t *q[IPCP_MAX_QUEUES];
     void *shm_handle; /* the channel's registration for this backend */
+    int staging;      /* transfers in comm->staging with ops still to go here */
 } ipcp__qset_t;
 
 /* One direction of data between two ranks.  The channel (shared control
@@ -225,6 +226,26 @@ enum {
     IPCP_TM_N
 };
 
+/* One side's half of a staged transfer (or of a striped transfer's staged
+ * part) while its chunks are being enqueued: the first chunk goes in with
+ * the rest of the transfer, the others a chunk per turn of the progress
+ * loop (engine/xfer.c, ipcp__stage_poll), so that a message that arrives
+ * meanwhile - the CTS of our own send, both ways at once - is not held
+ * behind a dozen driver calls. */
+typedef struct ipcp__stage {
+    ipcp__list_t link; /* comm->staging */
+    ipcp__qset_t *qs;
+    ipcp__chan_t *ch;
+    char *buf;
+    uint64_t len, unit, base, nchunks, next;
+    int send, remote_done, reported;
+    ipcp__errslot_t *slot;
+    uint64_t seq;
+    uint64_t *held[IPCP_MAX_QUEUES]; /* a queue's last mark, not yet in */
+    uint64_t held_v[IPCP_MAX_QUEUES];
+    unsigned mask; /* the queues of this side of the transfer */
+} ipcp__stage_t;
+
 /* A transfer in queues (one side). */
 typedef struct ipcp__xfer {
     ipcp__list_t link;      /* peer->active */
@@ -249,6 +270,7 @@ typedef struct ipcp__xfer {
     ipcp__errslot_t *tx_slot;
     uint64_t tx_seq;
     ipcp__list_t done_link; /* comm->dones */
+    ipcp__stage_t stage;    /* staged chunks still to enqueue */
 } ipcp__xfer_t;
 
 struct ipcp_request {
@@ -397,6 +419,7 @@ struct ipcp_comm {
     ipcp__sync_t *sync_draining; /* ended before their start landed */
     void *sync_reg[IPCP_MAX_DEVICES];
     ipcp__list_t deferred;       /* progress thread: waiting for a start */
+    ipcp__list_t staging;        /* progress thread: ipcp__stage_t, in order */
 
     /* small-message lanes (engine/lane.c), one per peer once used */
     pthread_mutex_t lane_lock;
@@ -471,6 +494,11 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
 void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
                        ipcp_request_t *req, const ipcp__msg_cts_t *cts,
                        int *fds, int nfds);
+/* Progress loop: enqueues the next chunk of the oldest transfer still
+ * being staged (ipcp__stage_t); returns 1 when it did. */
+int ipcp__stage_poll(ipcp_comm_t *comm);
+/* Enqueues every chunk still to go (the progress thread's exit). */
+void ipcp__stage_flush_all(ipcp_comm_t *comm);
 /* Fills a transfer's error slot in the channel for the receiver. */
 void ipcp__err_report(ipcp__errslot_t *slot, uint64_t seq, ipcp__track_t *t);
 /* Receiver: copies eager bytes into a device buffer on its queue. */

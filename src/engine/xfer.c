@@ -422,6 +422,8 @@ static void ipcp__xfer_begin(ipcp_comm_t *comm, ipcp__peer_t *peer,
     x->tbase = 0;
     x->err_slot2 = NULL;
     x->err_seq2 = 0;
+    memset(&x->stage, 0, sizeof(x->stage));
+    ipcp__list_init(&x->stage.link);
     ipcp__track_init(&x->track, 1, ipcp__xfer_track_done, x);
     ipcp__list_push_back(&peer->active, &x->link);
 }
@@ -495,13 +497,6 @@ static int ipcp__staged_queues(const ipcp__chan_t *ch, const ipcp__qset_t *qs)
     return ipcp__staged_nq(ch, qs->n);
 }
 
-/* Enqueues one side's half of a staged transfer of len bytes at buf, ring
- * chunks base.. on.  The sender waits for a slot to be freed (generation
- * c / S), copies in and marks it full; the receiver waits for full, copies
- * out and marks it freed.  A put's sender also waits, at the end, until the
- * target has copied out its last chunks (a put completes at the target):
- * copy-out of every earlier chunk is implied by our own later sends that
- * reused its slot. */
 /* Fills a transfer's error slot for the peer (the sequence number last,
  * with release order, so the peer never sees a number with a stale
  * status). */
@@ -589,77 +584,183 @@ static void ipcp__staged_chunk(uint64_t len, uint64_t slot,
     }
 }
 
-static void ipcp__staged_ops(ipcp__peer_t *peer, ipcp__chan_t *ch,
-                             ipcp__qset_t *qs, ipcp__xfer_t *x, char *buf,
+/* Sets up one side's half of a staged transfer of len bytes at buf, ring
+ * chunks base.. on (ipcp__stage_step enqueues it).  Per chunk c the sender
+ * waits for its slot to be freed (generation c / S), copies in and marks
+ * it full; the receiver waits for full, copies out and marks it freed. */
+static void ipcp__stage_init(ipcp__xfer_t *x, ipcp__chan_t *ch, char *buf,
                              uint64_t len, uint64_t unit, uint64_t base,
                              int send, int remote_done, ipcp__errslot_t *slot,
                              uint64_t seq)
 {
+    ipcp__stage_t *st = &x->stage;
+    st->ch = ch;
+    st->buf = buf;
+    st->len = len;
+    st->unit = unit;
+    st->base = base;
+    st->nchunks = ipcp__staged_nchunks(len, unit, ch->slot_size);
+    st->next = 0;
+    st->send = send;
+    st->remote_done = remote_done;
+    st->reported = 0;
+    st->slot = slot;
+    st->seq = seq;
+    memset(st->held, 0, sizeof(st->held));
+}
+
+/* Enqueues up to n more chunks of the stage on st->qs; returns 1 once all
+ * of them and the marks and waits after them are in. */
+static int ipcp__stage_step(ipcp__xfer_t *x, uint64_t n)
+{
+    ipcp__stage_t *st = &x->stage;
+    ipcp__qset_t *qs = st->qs;
+    ipcp__chan_t *ch = st->ch;
+    ipcp__peer_t *peer = x->peer;
     ipcp__track_t *t = &x->track;
-    int reported = 0;
-    ipcp__flag_t *wait = send ? ch->ctl->freed : ch->ctl->full;
-    ipcp__flag_t *mark = send ? ch->ctl->full : ch->ctl->freed;
-    uint64_t nchunks = ipcp__staged_nchunks(len, unit, ch->slot_size);
+    ipcp__flag_t *wait = st->send ? ch->ctl->freed : ch->ctl->full;
+    ipcp__flag_t *mark = st->send ? ch->ctl->full : ch->ctl->freed;
     uint64_t nq = (uint64_t)ipcp__staged_queues(ch, qs);
+    uint64_t end = st->nchunks - st->next > n ? st->next + n : st->nchunks;
     __typeof__(qs->ops->flag_wait) ring_wait =
         qs->ops->flag_wait_ring ? qs->ops->flag_wait_ring : qs->ops->flag_wait;
     /* A chunk's mark goes into its queue with the wait of that queue's next
      * chunk, as one operation where the backend has one: the same order,
      * and less time between two copies. */
-    uint64_t *held[IPCP_MAX_QUEUES] = {NULL}, held_v[IPCP_MAX_QUEUES] = {0};
-    for (uint64_t c = 0; c < nchunks; c++) {
-        uint64_t g = (base + c) / ch->nslots, s = (base + c) % ch->nslots;
-        uint64_t off, n, qi = c % nq;
-        ipcp__staged_chunk(len, unit, ch->slot_size, nchunks, c, &off, &n);
+    for (uint64_t c = st->next; c < end; c++) {
+        uint64_t g = (st->base + c) / ch->nslots,
+                 s = (st->base + c) % ch->nslots;
+        uint64_t off, len, qi = c % nq;
+        ipcp__staged_chunk(st->len, st->unit, ch->slot_size, st->nchunks, c,
+                           &off, &len);
         char *sl = ch->slots + s * ch->slot_size;
         ipcp__queue_t *q = qs->q[qi];
+        uint64_t *held = st->held[qi], held_v = st->held_v[qi];
         /* Not tied to the track: a failed transfer's waits still run, so
          * its marks keep their order with the marks of the transfers
          * around it on the other queues. */
-        int paired = held[qi] && qs->ops->flag_write_wait;
-        ipcp_status_t st =
-            paired ? qs->ops->flag_write_wait(q, held[qi], held_v[qi],
-                                              &wait[s].v, send ? g : g + 1,
+        int paired = held && qs->ops->flag_write_wait;
+        ipcp_status_t rc =
+            paired ? qs->ops->flag_write_wait(q, held, held_v, &wait[s].v,
+                                              st->send ? g : g + 1,
                                               &peer->lost)
                    : IPCP_OK;
-        ipcp__enq_check(t, st);
-        if (!paired || st != IPCP_OK) {
+        ipcp__enq_check(t, rc);
+        if (!paired || rc != IPCP_OK) {
             /* One at a time, also when the pair could not be enqueued: a
              * failed transfer's mark must still go in (writing a flag's
              * value twice, or waiting twice, is harmless). */
-            if (held[qi])
-                ipcp__enq_check(
-                    t, qs->ops->flag_write(q, held[qi], held_v[qi], NULL));
-            ipcp__enq_check(t, ring_wait(q, &wait[s].v, send ? g : g + 1,
+            if (held)
+                ipcp__enq_check(t, qs->ops->flag_write(q, held, held_v, NULL));
+            ipcp__enq_check(t, ring_wait(q, &wait[s].v, st->send ? g : g + 1,
                                          &peer->lost, NULL));
         }
-        held[qi] = NULL;
-        ipcp__trace_piece(x, x->tbase + c, qs, (int)qi, n, 1);
-        ipcp__enq_check(t, qs->ops->copy(q, send ? sl : buf + off,
-                                         send ? buf + off : sl, n, t));
-        ipcp__trace_piece(x, x->tbase + c, qs, (int)qi, n, 0);
+        ipcp__trace_piece(x, x->tbase + c, qs, (int)qi, len, 1);
+        ipcp__enq_check(t, qs->ops->copy(q, st->send ? sl : st->buf + off,
+                                         st->send ? st->buf + off : sl, len,
+                                         t));
+        ipcp__trace_piece(x, x->tbase + c, qs, (int)qi, len, 0);
         /* A failed transfer keeps the ring moving (its copies are skipped,
          * its marks are not), so the peer is never left waiting; a sender
          * says so in the error slot before any later mark. */
-        if (slot && !reported && !ipcp__track_ok(t)) {
-            ipcp__err_report(slot, seq, t);
-            reported = 1;
+        if (st->slot && !st->reported && !ipcp__track_ok(t)) {
+            ipcp__err_report(st->slot, st->seq, t);
+            st->reported = 1;
         }
-        held[qi] = &mark[s].v;
-        held_v[qi] = g + 1;
+        st->held[qi] = &mark[s].v;
+        st->held_v[qi] = g + 1;
     }
+    st->next = end;
+    if (end < st->nchunks)
+        return 0;
     for (uint64_t qi = 0; qi < nq; qi++)
-        if (held[qi])
-            ipcp__enq_check(
-                t, qs->ops->flag_write(qs->q[qi], held[qi], held_v[qi], NULL));
-    if (slot && !reported && !ipcp__track_ok(t))
-        ipcp__err_report(slot, seq, t);
-    uint64_t first = nchunks > ch->nslots ? nchunks - ch->nslots : 0;
-    for (uint64_t c = first; remote_done && c < nchunks; c++) {
-        uint64_t g = (base + c) / ch->nslots, s = (base + c) % ch->nslots;
+        if (st->held[qi])
+            ipcp__enq_check(t, qs->ops->flag_write(qs->q[qi], st->held[qi],
+                                                   st->held_v[qi], NULL));
+    if (st->slot && !st->reported && !ipcp__track_ok(t))
+        ipcp__err_report(st->slot, st->seq, t);
+    /* A put's sender also waits, at the end, until the target has copied
+     * out its last chunks (a put completes at the target): copy-out of
+     * every earlier chunk is implied by our own later sends that reused
+     * its slot. */
+    uint64_t first = st->nchunks > ch->nslots ? st->nchunks - ch->nslots : 0;
+    for (uint64_t c = first; st->remote_done && c < st->nchunks; c++) {
+        uint64_t g = (st->base + c) / ch->nslots,
+                 s = (st->base + c) % ch->nslots;
         ipcp__enq_check(t, ring_wait(qs->q[0], &ch->ctl->freed[s].v, g + 1,
                                      &peer->lost, NULL));
     }
+    return 1;
+}
+
+/* Ends one side's enqueueing once its staged chunks are all in. */
+static void ipcp__stage_done(ipcp__xfer_t *x)
+{
+    ipcp__enq_end(x->req, x->stage.qs, x->stage.mask);
+    ipcp__xfer_go(x);
+}
+
+/* One side of a transfer has everything but its staged chunks in the
+ * queues of qs (mask: all the queues it uses).  The first chunk goes in
+ * now; the rest, if any, a chunk per turn of the progress loop, in the
+ * order the transfers came (ipcp__stage_poll). */
+static void ipcp__stage_go(ipcp_comm_t *comm, ipcp__xfer_t *x,
+                           ipcp__qset_t *qs, unsigned mask)
+{
+    ipcp__stage_t *st = &x->stage;
+    st->qs = qs;
+    st->mask = mask;
+    if (st->nchunks == 0 || ipcp__stage_step(x, 1)) {
+        ipcp__stage_done(x);
+        return;
+    }
+    qs->staging++;
+    ipcp__list_push_back(&comm->staging, &st->link);
+}
+
+static void ipcp__stage_finish(ipcp__xfer_t *x)
+{
+    ipcp__list_del(&x->stage.link);
+    x->stage.qs->staging--;
+    ipcp__stage_done(x);
+}
+
+int ipcp__stage_poll(ipcp_comm_t *comm)
+{
+    if (ipcp__list_empty(&comm->staging))
+        return 0;
+    ipcp__stage_t *st = ipcp__list_entry(comm->staging.next, ipcp__stage_t,
+                                         link);
+    ipcp__xfer_t *x = (ipcp__xfer_t *)((char *)st -
+                                       offsetof(ipcp__xfer_t, stage));
+    if (ipcp__stage_step(x, 1))
+        ipcp__stage_finish(x);
+    return 1;
+}
+
+/* Before anything else goes into the queues of qs: the chunks of earlier
+ * transfers still to go there go first (a ring's chunks must enter its
+ * queues in ring order). */
+static void ipcp__stage_flush(ipcp_comm_t *comm, ipcp__qset_t *qs)
+{
+    ipcp__list_t *e, *tmp;
+    if (!qs->staging)
+        return;
+    ipcp__list_for_each_safe(e, tmp, &comm->staging) {
+        ipcp__stage_t *st = ipcp__list_entry(e, ipcp__stage_t, link);
+        ipcp__xfer_t *x = (ipcp__xfer_t *)((char *)st -
+                                           offsetof(ipcp__xfer_t, stage));
+        if (st->qs == qs) {
+            ipcp__stage_step(x, UINT64_MAX);
+            ipcp__stage_finish(x);
+        }
+    }
+}
+
+void ipcp__stage_flush_all(ipcp_comm_t *comm)
+{
+    while (ipcp__stage_poll(comm))
+        ;
 }
 
 /* Mask of the queues a staged transfer of nchunks uses. */
@@ -1087,15 +1188,15 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
          * releases them and tells it. */
         ipcp__peer_lost(comm, peer, "cannot send a CTS");
     ipcp__trace_mark(req, IPCP_TM_CTS);
+    ipcp__stage_flush(comm, qs);
     if (direct)
         mask |= ipcp__rx_direct(peer, rts, req, qs, cts.dseq, np, lo_s, lo_r);
     if (!direct || slen) {
-        ipcp__staged_ops(peer, ch, qs, &req->xfer, (char *)req->buf + dlen,
-                         slen, unit, cts.chunk_base, 0, 0, NULL, 0);
+        ipcp__stage_init(&req->xfer, ch, (char *)req->buf + dlen, slen, unit,
+                         cts.chunk_base, 0, 0, NULL, 0);
         mask |= ipcp__staged_mask(ch, qs, nchunks);
     }
-    ipcp__enq_end(req, qs, mask);
-    ipcp__xfer_go(&req->xfer);
+    ipcp__stage_go(comm, &req->xfer, qs, mask);
 }
 
 /* ---- Sender side ----------------------------------------------------------- */
@@ -1243,21 +1344,20 @@ void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
     uint64_t nchunks = ipcp__staged_nchunks(slen, unit, ch->slot_size);
     unsigned np = direct ? cts->npieces : 0, mask = 0;
 
+    ipcp__stage_flush(comm, qs);
     ipcp__xfer_begin(comm, peer, req, 0, np + nchunks);
     req->xfer.tbase = np;
     if (direct)
         mask |= ipcp__tx_direct(comm, peer, req, cts, qs, map_fd, dlen);
     if (!direct || striped) {
         ch->seq += nchunks;
-        ipcp__staged_ops(peer, ch, qs, &req->xfer, (char *)req->buf + dlen,
-                         slen, unit, cts->chunk_base, 1,
-                         req->type == IPCP_REQ_PUT,
+        ipcp__stage_init(&req->xfer, ch, (char *)req->buf + dlen, slen, unit,
+                         cts->chunk_base, 1, req->type == IPCP_REQ_PUT,
                          &ch->ctl->serr[cts->sseq % IPCP_ERR_SLOTS],
                          cts->sseq);
         mask |= ipcp__staged_mask(ch, qs, nchunks);
     }
-    ipcp__enq_end(req, qs, mask);
-    ipcp__xfer_go(&req->xfer);
+    ipcp__stage_go(comm, &req->xfer, qs, mask);
 out:
     for (int i = 0; i < nfds; i++)
         close(fds[i]);
@@ -1276,6 +1376,7 @@ void ipcp__xfer_eager_to_device(ipcp_comm_t *comm, ipcp__peer_t *peer,
         ipcp__req_complete(req, st, ipcp__last_error());
         return;
     }
+    ipcp__stage_flush(comm, qs);
     /* The message buffer is reused as soon as we return: copy it first. */
     memcpy(req->scratch, data, len);
     req->path = IPCP_PATH_EAGER;
@@ -1304,6 +1405,7 @@ void ipcp__xfer_onesided_direct(ipcp_comm_t *comm, ipcp_request_t *req)
         ipcp__req_complete(req, st, ipcp__last_error());
         return;
     }
+    ipcp__stage_flush(comm, qs);
     unsigned np = ipcp__npieces(comm, req->len, (unsigned)qs->n,
                                 req->attr.type == IPCP_MEM_CUDA ||
                                     rm->type == IPCP_MEM_CUDA);
