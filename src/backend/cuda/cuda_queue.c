@@ -245,26 +245,6 @@ static ipcp_status_t cuda_enter_q(ipcp__queue_t *q, ipcp__cuda_scope_t *sc)
     return ipcp__cuda_bind(q->be, q->ctx);
 }
 
-ipcp_status_t ipcp__cuda_flag_write(ipcp__queue_t *q, uint64_t *flag,
-                                    uint64_t value, ipcp__track_t *t)
-{
-    ipcp__cuda_scope_t sc;
-    if (cuda_skip(t))
-        return IPCP_OK;
-    ipcp_status_t st = cuda_enter_q(q, &sc);
-    if (st != IPCP_OK)
-        return st;
-    st = ipcp__cu_check(
-        IPCP_CU(cuStreamWriteValue64)(q->stream, ipcp__cuda_dev_addr(flag),
-                                      value, CU_STREAM_WRITE_VALUE_DEFAULT),
-        IPCP_LOG_ERROR,
-        "cuStreamWriteValue64(flag %p, %llu, stream of "
-        "device %d)",
-        (void *)flag, (unsigned long long)value, q->device);
-    ipcp__cuda_leave(&sc);
-    return st;
-}
-
 /* A wait is often followed by device work reading what a peer GPU wrote
  * into our memory (a direct transfer): where the device can, the wait also
  * flushes remote writes, so that they are visible to that work. */
@@ -276,8 +256,11 @@ static unsigned cuda_wait_flags(const ipcp__queue_t *q, int flush)
     return f;
 }
 
-static ipcp_status_t cuda_wait(ipcp__queue_t *q, uint64_t *flag,
-                               uint64_t value, ipcp__track_t *t, int flush)
+/* One stream memory operation on a flag: a write of value, or (wait) a
+ * wait for flag >= value, flushing remote writes with flush. */
+static ipcp_status_t cuda_flag_op(ipcp__queue_t *q, uint64_t *flag,
+                                  uint64_t value, ipcp__track_t *t, int wait,
+                                  int flush)
 {
     ipcp__cuda_scope_t sc;
     if (cuda_skip(t))
@@ -285,15 +268,24 @@ static ipcp_status_t cuda_wait(ipcp__queue_t *q, uint64_t *flag,
     ipcp_status_t st = cuda_enter_q(q, &sc);
     if (st != IPCP_OK)
         return st;
-    st = ipcp__cu_check(
-        IPCP_CU(cuStreamWaitValue64)(q->stream, ipcp__cuda_dev_addr(flag),
-                                     value, cuda_wait_flags(q, flush)),
-        IPCP_LOG_ERROR,
-        "cuStreamWaitValue64(flag %p >= %llu, stream of "
-        "device %d)",
-        (void *)flag, (unsigned long long)value, q->device);
+    CUdeviceptr a = ipcp__cuda_dev_addr(flag);
+    CUresult r = wait ? IPCP_CU(cuStreamWaitValue64)(q->stream, a, value,
+                                                     cuda_wait_flags(q, flush))
+                      : IPCP_CU(cuStreamWriteValue64)(
+                            q->stream, a, value, CU_STREAM_WRITE_VALUE_DEFAULT);
+    st = ipcp__cu_check(r, IPCP_LOG_ERROR,
+                        "%s(flag %p %s %llu, stream of device %d)",
+                        wait ? "cuStreamWaitValue64" : "cuStreamWriteValue64",
+                        (void *)flag, wait ? ">=" : ":=",
+                        (unsigned long long)value, q->device);
     ipcp__cuda_leave(&sc);
     return st;
+}
+
+ipcp_status_t ipcp__cuda_flag_write(ipcp__queue_t *q, uint64_t *flag,
+                                    uint64_t value, ipcp__track_t *t)
+{
+    return cuda_flag_op(q, flag, value, t, 0, 0);
 }
 
 /* GEQ is the cyclic comparison of backend.h.  abort is not looked at: a
@@ -304,7 +296,7 @@ ipcp_status_t ipcp__cuda_flag_wait(ipcp__queue_t *q, uint64_t *flag,
                                    ipcp__track_t *t)
 {
     (void)abort;
-    return cuda_wait(q, flag, value, t, 1);
+    return cuda_flag_op(q, flag, value, t, 1, 1);
 }
 
 ipcp_status_t ipcp__cuda_flag_wait_ring(ipcp__queue_t *q, uint64_t *flag,
@@ -313,7 +305,7 @@ ipcp_status_t ipcp__cuda_flag_wait_ring(ipcp__queue_t *q, uint64_t *flag,
                                         ipcp__track_t *t)
 {
     (void)abort;
-    return cuda_wait(q, flag, value, t, 0);
+    return cuda_flag_op(q, flag, value, t, 1, 0);
 }
 
 /* One batch of two stream memory operations: between 16 MiB pinned

@@ -62,6 +62,22 @@ __device__ static int lane_wait(const uint64_t *p, uint64_t want,
     }
 }
 
+/* Spins until the flagged word at p (lane_abi.h) carries flag want and
+ * leaves it in *w; returns 1 when the abort word was set first, or with
+ * stop, when another thread of the block saw it first. */
+__device__ static int lane_word_wait(const uint64_t *p, uint32_t want,
+                                     const uint64_t *abort,
+                                     const volatile int *stop, uint64_t *w)
+{
+    for (unsigned n = 1;; n++) {
+        *w = lane_load(p);
+        if (IPCP_LANE_WORD_FLAG(*w) == want)
+            return 0;
+        if (n % LANE_ABORT_EVERY == 0 && ((stop && *stop) || lane_load(abort)))
+            return 1;
+    }
+}
+
 /* The peer's block as mapped here: known at launch, or published later by
  * the engine in *peer_word.  Sets *code when it cannot be had. */
 __device__ static uint64_t lane_peer(const ipcp__lane_kargs_t *a, int *code)
@@ -144,14 +160,9 @@ __device__ static void lane_words_in(unsigned char *dst, const uint64_t *src,
     uint32_t want = (uint32_t)(k + 1);
     for (uint64_t j = threadIdx.x; j < (n + 3) / 4; j += blockDim.x) {
         uint64_t w;
-        for (unsigned p = 1;; p++) {
-            w = lane_load(src + j);
-            if (IPCP_LANE_WORD_FLAG(w) == want)
-                break;
-            if (p % LANE_ABORT_EVERY == 0 && (*stop || lane_load(abort))) {
-                *stop = 1;
-                return;
-            }
+        if (lane_word_wait(src + j, want, abort, stop, &w)) {
+            *stop = 1;
+            return;
         }
         uint64_t o = 4 * j;
         uint32_t v = (uint32_t)w;
@@ -261,16 +272,9 @@ extern "C" __global__ void __launch_bounds__(LANE_THREADS)
         int code = IPCP_LANE_OK;
         uint32_t len = 0, value = 0, want = (uint32_t)(a.k + 1);
         uint64_t w = 0;
-        for (unsigned n = 1;; n++) {
-            w = lane_load(&h->seq);
-            if ((uint32_t)(w >> 32) == want)
-                break;
-            if (n % LANE_ABORT_EVERY == 0 &&
-                lane_load((const uint64_t *)a.abort)) {
-                code = IPCP_LANE_ABORTED;
-                break;
-            }
-        }
+        if (lane_word_wait(&h->seq, want, (const uint64_t *)a.abort, NULL,
+                           &w))
+            code = IPCP_LANE_ABORTED;
         int words = 0;
         if (code == IPCP_LANE_OK) {
             len = (uint32_t)w;
@@ -281,16 +285,9 @@ extern "C" __global__ void __launch_bounds__(LANE_THREADS)
                 tw = lane_load(&h->tagw);
             } else {
                 /* Flagged like seq: it may land after it. */
-                for (unsigned n = 1;; n++) {
-                    tw = lane_load(&h->tagw);
-                    if (IPCP_LANE_WORD_FLAG(tw) == want)
-                        break;
-                    if (n % LANE_ABORT_EVERY == 0 &&
-                        lane_load((const uint64_t *)a.abort)) {
-                        code = IPCP_LANE_ABORTED;
-                        break;
-                    }
-                }
+                if (lane_word_wait(&h->tagw, want, (const uint64_t *)a.abort,
+                                   NULL, &tw))
+                    code = IPCP_LANE_ABORTED;
             }
             int32_t tag = (int32_t)(uint32_t)tw;
             value = len;
