@@ -701,16 +701,18 @@ static void ipcp__stage_done(ipcp__xfer_t *x)
 }
 
 /* One side of a transfer has everything but its staged chunks in the
- * queues of qs (mask: all the queues it uses).  The first chunk goes in
- * now; the rest, if any, a chunk per turn of the progress loop, in the
- * order the transfers came (ipcp__stage_poll). */
+ * queues of qs (mask: all the queues it uses).  A sender's first chunk
+ * goes in now (the pipeline starts with it); its other chunks, and all of
+ * a receiver's (whose first copy waits for the sender's first chunk to be
+ * copied out, tens of microseconds at least), a chunk per turn of the
+ * progress loop, in the order the transfers came (ipcp__stage_poll). */
 static void ipcp__stage_go(ipcp_comm_t *comm, ipcp__xfer_t *x,
                            ipcp__qset_t *qs, unsigned mask)
 {
     ipcp__stage_t *st = &x->stage;
     st->qs = qs;
     st->mask = mask;
-    if (st->nchunks == 0 || ipcp__stage_step(x, 1)) {
+    if (st->nchunks == 0 || (st->send && ipcp__stage_step(x, 1))) {
         ipcp__stage_done(x);
         return;
     }
