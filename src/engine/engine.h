@@ -227,11 +227,11 @@ enum {
 };
 
 /* One side's half of a staged transfer (or of a striped transfer's staged
- * part) while its chunks are being enqueued: the first chunk goes in with
- * the rest of the transfer, the others a chunk per turn of the progress
- * loop (engine/xfer.c, ipcp__stage_poll), so that a message that arrives
- * meanwhile - the CTS of our own send, both ways at once - is not held
- * behind a dozen driver calls. */
+ * part) while its chunks are being enqueued: a sender's first chunk goes
+ * in with the rest of the transfer, the other chunks a chunk per turn of
+ * the progress loop (engine/xfer.c, ipcp__stage_poll), so that a message
+ * that arrives meanwhile - the CTS of our own send, both ways at once - is
+ * not held behind a dozen driver calls. */
 typedef struct ipcp__stage {
     ipcp__list_t link; /* comm->staging */
     ipcp__qset_t *qs;
