@@ -7,8 +7,9 @@
  * Patterns: oneway (rank 0 -> 1, blocking send/recv), ring (rank r sends to
  * r+1 while receiving from r-1, isend+irecv, wait both; with 2 ranks this is
  * both directions at once), alltoall (every pair, both ways, all posted at
- * once), many (--count messages of 1..4096 bytes over 3 tags interleaved,
- * windows of outstanding requests, received in posting order per tag),
+ * once), many (--count messages of 1..--many-max bytes, default 4096, over
+ * 3 tags interleaved, windows of outstanding requests, received in posting
+ * order per tag),
  * poll (isend/irecv completed by polling ipcp_test).
  *
  * --force receiver: only rank 1 (the receiver of oneway) forces the path;
@@ -34,6 +35,7 @@ typedef struct cfg {
     api_alloc_t alloc;
     size_t soff, roff;
     long count;
+    size_t many_max; /* many: largest message */
     int pvm_off;
     int recv_only; /* only the receiving rank (1) forces the path */
 } cfg_t;
@@ -50,11 +52,14 @@ static cfg_t parse(int argc, char **argv)
     c.soff = api_opt_size(argc, argv, "--soff", "0");
     c.roff = api_opt_size(argc, argv, "--roff", "0");
     c.count = api_opt_long(argc, argv, "--count", 10000);
+    c.many_max = api_opt_size(argc, argv, "--many-max", "4096");
     c.pvm_off = strcmp(api_opt(argc, argv, "--pvm", "auto"), "off") == 0;
     c.recv_only =
         strcmp(api_opt(argc, argv, "--force", "all"), "receiver") == 0;
     if (c.recv_only && strcmp(c.pattern, "oneway") != 0)
         T_FAIL("--force receiver goes with --pattern oneway");
+    if (c.many_max < 1)
+        T_FAIL("--many-max must be at least 1");
     if (c.nranks < 2 || c.nranks > IPCP_LAUNCH_MAX_RANKS)
         T_FAIL("--ranks %d: need 2..%d", c.nranks, IPCP_LAUNCH_MAX_RANKS);
     return c;
@@ -208,21 +213,21 @@ static int many_tag(uint64_t seed, long i)
 {
     return (int)(api_mix(seed, (uint64_t)i) % MANY_TAGS);
 }
-static size_t many_size(uint64_t seed, long i)
+static size_t many_size(const cfg_t *c, uint64_t seed, long i)
 {
-    return 1 + (size_t)(api_mix(seed ^ 1, (uint64_t)i) % 4096);
+    return 1 + (size_t)(api_mix(seed ^ 1, (uint64_t)i) % c->many_max);
 }
 static uint64_t many_seed(uint64_t seed, long i)
 {
     return api_mix(seed ^ 2, (uint64_t)i);
 }
 
-enum { MANY_SWIN = 48, MANY_RWIN = 16, MANY_SLOT = 4096 };
+enum { MANY_SWIN = 48, MANY_RWIN = 16 };
 
 static void many_send(ipcp_comm_t *comm, const cfg_t *c, uint64_t seed)
 {
     api_buf_t b;
-    size_t stride = MANY_SLOT + c->soff;
+    size_t stride = c->many_max + c->soff;
     unsigned char *pool =
         api_buf_alloc(comm, c->alloc, stride * MANY_SWIN, 0, &b);
     ipcp_request_t *req[MANY_SWIN] = {0};
@@ -236,7 +241,7 @@ static void many_send(ipcp_comm_t *comm, const cfg_t *c, uint64_t seed)
         if (i >= c->count)
             continue;
         unsigned char *p = pool + (size_t)slot * stride + c->soff;
-        len[slot] = many_size(seed, i);
+        len[slot] = many_size(c, seed, i);
         t_fill(p, len[slot], many_seed(seed, i));
         T_OK(ipcp_isend(comm, p, len[slot], 1, TAG_MANY0 + many_tag(seed, i),
                         &req[slot]));
@@ -257,13 +262,13 @@ static long many_next(uint64_t seed, long from, long count, int tag)
     return from;
 }
 
-/* Per tag, a window of receives posted in order with 4096-byte buffers
+/* Per tag, a window of receives posted in order with --many-max buffers
  * (larger than any message: info.nbytes gives the size).  The oldest of each
  * tag is tested; tags are posted in an order unrelated to the sender's. */
 static void many_recv(ipcp_comm_t *comm, const cfg_t *c, uint64_t seed)
 {
     api_buf_t b;
-    size_t stride = MANY_SLOT + c->roff + 16;
+    size_t stride = c->many_max + c->roff + 16;
     unsigned char *pool =
         api_buf_alloc(comm, c->alloc, stride * MANY_TAGS * MANY_RWIN, 0, &b);
     many_rslot_t slot[MANY_TAGS][MANY_RWIN];
@@ -284,8 +289,8 @@ static void many_recv(ipcp_comm_t *comm, const cfg_t *c, uint64_t seed)
             while (used[t] < MANY_RWIN && next[t] < c->count) {
                 many_rslot_t *s = &slot[t][(head[t] + used[t]) % MANY_RWIN];
                 s->index = next[t];
-                ipcp_pattern_fill(s->p, MANY_SLOT, canary, 0);
-                T_OK(ipcp_irecv(comm, s->p, MANY_SLOT, 0, TAG_MANY0 + t,
+                ipcp_pattern_fill(s->p, c->many_max, canary, 0);
+                T_OK(ipcp_irecv(comm, s->p, c->many_max, 0, TAG_MANY0 + t,
                                 &s->req));
                 used[t]++;
                 next[t] = many_next(seed, next[t] + 1, c->count, t);
@@ -305,7 +310,7 @@ static void many_recv(ipcp_comm_t *comm, const cfg_t *c, uint64_t seed)
                 T_FAIL("many: message %ld (tag %d): %s (last error: %s)",
                        s->index, TAG_MANY0 + t, ipcp_strerror(st),
                        ipcp_last_error());
-            size_t want = many_size(seed, s->index);
+            size_t want = many_size(c, seed, s->index);
             char what[96];
             snprintf(what, sizeof what, "many: message %ld (tag %d, %zu bytes)",
                      s->index, TAG_MANY0 + t, want);
@@ -314,7 +319,7 @@ static void many_recv(ipcp_comm_t *comm, const cfg_t *c, uint64_t seed)
                        what, info.nbytes);
             check_path(c, &info, what);
             api_verify_at(s->p, want, many_seed(seed, s->index), 0, what);
-            api_verify_at(s->p + want, MANY_SLOT - want, canary, want,
+            api_verify_at(s->p + want, c->many_max - want, canary, want,
                           "bytes past the message in the receive buffer");
             head[t] = (head[t] + 1) % MANY_RWIN;
             used[t]--;
