@@ -497,6 +497,18 @@ static int ipcp__staged_queues(const ipcp__chan_t *ch, const ipcp__qset_t *qs)
     return ipcp__staged_nq(ch, qs->n);
 }
 
+/* The queue (of nq) that copies ring chunk k on a side: by slot, so that
+ * each slot is only ever filled, or emptied, by one queue of a side.  Any
+ * assignment would do for the ring (a chunk waits only for earlier ones),
+ * but this one keeps a slot's copies ordered inside the process: between
+ * two queues the order would come from flags that pass through the peer,
+ * which a thread checker does not see.  Consecutive chunks still take
+ * turns over the queues. */
+static uint64_t ipcp__staged_q(const ipcp__chan_t *ch, uint64_t k, uint64_t nq)
+{
+    return (k % ch->nslots) % nq;
+}
+
 /* Fills a transfer's error slot for the peer (the sequence number last,
  * with release order, so the peer never sees a number with a stale
  * status). */
@@ -630,7 +642,7 @@ static int ipcp__stage_step(ipcp__xfer_t *x, uint64_t n)
     for (uint64_t c = st->next; c < end; c++) {
         uint64_t g = (st->base + c) / ch->nslots,
                  s = (st->base + c) % ch->nslots;
-        uint64_t off, len, qi = c % nq;
+        uint64_t off, len, qi = ipcp__staged_q(ch, st->base + c, nq);
         ipcp__staged_chunk(st->len, st->unit, ch->slot_size, st->nchunks, c,
                            &off, &len);
         char *sl = ch->slots + s * ch->slot_size;
@@ -765,12 +777,18 @@ void ipcp__stage_flush_all(ipcp_comm_t *comm)
         ;
 }
 
-/* Mask of the queues a staged transfer of nchunks uses. */
+/* Mask of the queues a staged transfer of nchunks from ring chunk base
+ * uses (remote_done: also queue 0, where a put's sender waits at the
+ * end). */
 static unsigned ipcp__staged_mask(const ipcp__chan_t *ch, const ipcp__qset_t *qs,
-                                  uint64_t nchunks)
+                                  uint64_t base, uint64_t nchunks,
+                                  int remote_done)
 {
-    int n = (int)ipcp__min(nchunks, (uint64_t)ipcp__staged_queues(ch, qs));
-    return n ? (1u << n) - 1 : 0;
+    uint64_t nq = (uint64_t)ipcp__staged_queues(ch, qs);
+    unsigned m = remote_done && nchunks ? 1u : 0u;
+    for (uint64_t c = 0; c < nchunks && c < ch->nslots; c++)
+        m |= 1u << ipcp__staged_q(ch, base + c, nq);
+    return m;
 }
 
 /* ---- Receiver side ------------------------------------------------------- */
@@ -1196,7 +1214,7 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (!direct || slen) {
         ipcp__stage_init(&req->xfer, ch, (char *)req->buf + dlen, slen, unit,
                          cts.chunk_base, 0, 0, NULL, 0);
-        mask |= ipcp__staged_mask(ch, qs, nchunks);
+        mask |= ipcp__staged_mask(ch, qs, cts.chunk_base, nchunks, 0);
     }
     ipcp__stage_go(comm, &req->xfer, qs, mask);
 }
@@ -1357,7 +1375,8 @@ void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
                          cts->chunk_base, 1, req->type == IPCP_REQ_PUT,
                          &ch->ctl->serr[cts->sseq % IPCP_ERR_SLOTS],
                          cts->sseq);
-        mask |= ipcp__staged_mask(ch, qs, nchunks);
+        mask |= ipcp__staged_mask(ch, qs, cts->chunk_base, nchunks,
+                                  req->type == IPCP_REQ_PUT);
     }
     ipcp__stage_go(comm, &req->xfer, qs, mask);
 out:
