@@ -225,6 +225,7 @@ static ipcp_status_t ipcp__comm_alloc(const ipcp__boot_params_t *bp,
         p->fd = -1;
         p->pvm_to = -1;
         p->remote_path = -1;
+        p->out_wake = -1;
         p->closed = r == bp->rank;
         ipcp__list_init(&p->txq);
         ipcp__list_init(&p->wait_cts);

@@ -39,6 +39,7 @@ static const char *const ipcp__path_choices[] = {"auto", "direct", "staged",
 static const char *const ipcp__autooff_choices[] = {"auto", "off", NULL};
 static const char *const ipcp__notify_choices[] = {"event", "callback", NULL};
 static const char *const ipcp__onoff_choices[] = {"on", "off", NULL};
+static const char *const ipcp__offon_choices[] = {"off", "on", NULL};
 static const char *const ipcp__level_choices[] = {
     "none", "error", "warn", "info", "debug", "trace", NULL};
 
@@ -119,6 +120,11 @@ static const ipcp__setting_t ipcp__settings[] = {
     {"IPCPIPE_SPIN_US", IPCP_SET_INT, "50", "microseconds the progress thread "
      "and waiting callers poll before they sleep (0: sleep at once)",
      IPCP_OFF(spin_us), 0, 100000, 0, NULL},
+    {"IPCPIPE_MAILBOX", IPCP_SET_ENUM, "off", "control messages from the "
+     "peers through a ring in shared memory instead of the socket (on), a "
+     "few microseconds less per message; the socket still carries "
+     "descriptors and long messages", IPCP_OFF(mailbox), 0, 0, 0,
+     ipcp__offon_choices},
     {"IPCPIPE_TRACE", IPCP_SET_STR, "", "write a Chrome/Perfetto timeline of "
      "every transfer to this file (rank 0 merges the ranks' parts at "
      "finalize)", IPCP_OFF(trace), 0, 0, 0, NULL},

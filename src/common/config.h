@@ -15,6 +15,8 @@ enum { IPCP_CUDA_AUTO = 0, IPCP_CUDA_OFF = 1 };
 enum { IPCP_NOTIFY_EVENT = 0, IPCP_NOTIFY_CALLBACK = 1 };
 /* IPCPIPE_PVM */
 enum { IPCP_PVM_AUTO = 0, IPCP_PVM_OFF = 1 };
+/* IPCPIPE_MAILBOX */
+enum { IPCP_MBOX_OFF = 0, IPCP_MBOX_ON = 1 };
 
 typedef struct ipcp__config {
     int rank;                 /* IPCPIPE_RANK, -1 unset */
@@ -38,6 +40,7 @@ typedef struct ipcp__config {
     int cuda;                 /* IPCPIPE_CUDA */
     int cuda_notify;          /* IPCPIPE_CUDA_NOTIFY */
     int spin_us;              /* IPCPIPE_SPIN_US */
+    int mailbox;              /* IPCPIPE_MAILBOX */
     char trace[IPCP_DIR_MAX]; /* IPCPIPE_TRACE, "" = off */
     int trace_copies;         /* IPCPIPE_TRACE_COPIES: 0 on, 1 off */
     int log_level;            /* IPCPIPE_LOG_LEVEL */

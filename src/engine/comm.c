@@ -116,10 +116,13 @@ static void ipcp__peer_flush(ipcp_comm_t *comm, ipcp__peer_t *peer)
     ipcp__list_t *e;
     while (!peer->closed && (e = peer->txq.next) != &peer->txq) {
         ipcp__txmsg_t *m = ipcp__list_entry(e, ipcp__txmsg_t, link);
-        ipcp_status_t st = ipcp__sock_send(peer->fd, m->data, m->len, m->fds,
-                                           m->nfds, 1);
+        ipcp_status_t st =
+            peer->out_on
+                ? ipcp__mbox_send(peer, m->data, m->len, m->fds, m->nfds)
+                : ipcp__sock_send(peer->fd, m->data, m->len, m->fds, m->nfds,
+                                  1);
         if (st == IPCP_IN_PROGRESS)
-            return; /* socket full: poll for POLLOUT */
+            return; /* socket or mailbox full: the loop comes back */
         if (st != IPCP_OK) {
             ipcp__peer_lost(comm, peer, ipcp__last_error());
             return;
@@ -127,6 +130,8 @@ static void ipcp__peer_flush(ipcp_comm_t *comm, ipcp__peer_t *peer)
         ipcp__list_del(e);
         ipcp__txmsg_free(m);
     }
+    /* An offered mailbox is taken once nothing waits for the socket. */
+    ipcp__mbox_try_switch(comm, peer);
 }
 
 ipcp_status_t ipcp__peer_post(ipcp_comm_t *comm, ipcp__peer_t *peer,
@@ -259,6 +264,12 @@ static void ipcp__dispatch(ipcp_comm_t *comm, ipcp__peer_t *peer,
     case IPCP_MSG_LANE:
         ipcp__lane_on_msg(comm, peer, msg, len, fds, nfds);
         return;
+    case IPCP_MSG_MBOX:
+        ipcp__mbox_on_offer(comm, peer, msg, len, fds, nfds);
+        return;
+    case IPCP_MSG_SWITCH:
+        peer->in_on = 1;
+        break;
     case IPCP_MSG_BYE:
         peer->bye = 1;
         ipcp__match_fail_peer(comm, peer, IPCP_ERR_PEER_LOST, "peer finalized");
@@ -301,8 +312,17 @@ static int ipcp__peer_read(ipcp_comm_t *comm, ipcp__peer_t *peer)
         ipcp__dispatch(comm, peer, (const unsigned char *)ipcp__rxbuf, len,
                        fds, nfds);
         n++;
+        /* After SWITCH the socket is read at the inbox's markers only. */
+        if (peer->in_on)
+            return n;
     }
     return n;
+}
+
+static int ipcp__peer_read_inbox(ipcp_comm_t *comm, ipcp__peer_t *peer)
+{
+    return ipcp__mbox_read(comm, peer, ipcp__dispatch, ipcp__rxbuf,
+                           sizeof(ipcp__rxbuf));
 }
 
 /* ---- Commands and completions ------------------------------------------ */
@@ -463,6 +483,7 @@ static void *ipcp__progress_main(void *arg)
     }
     ipcp__log_set_rank(comm->rank);
     ipcp__comm_announce_path(comm);
+    ipcp__mbox_offer(comm);
     /* After any activity the thread polls without sleeping for spin_us:
      * the next message of a transfer usually follows within microseconds,
      * and a sleep and wake-up costs several of them per hop. */
@@ -477,7 +498,9 @@ static void *ipcp__progress_main(void *arg)
             if (r == comm->rank || p->closed)
                 continue;
             pfd[n].fd = p->fd;
-            pfd[n].events = POLLIN;
+            /* Once the peer switched, its messages are in the inbox (the
+             * socket is read at markers); a hang-up still shows. */
+            pfd[n].events = p->in_on ? 0 : POLLIN;
             if (!ipcp__list_empty(&p->txq))
                 pfd[n].events |= POLLOUT;
             idx[n++] = r;
@@ -493,9 +516,10 @@ static void *ipcp__progress_main(void *arg)
                                             memory_order_relaxed) > 0 ||
                        atomic_load_explicit(&comm->lane_reqs,
                                             memory_order_relaxed) > 0;
-        if (spinning)
+        if (spinning || ipcp__mbox_sleep(comm))
             timeout_ms = 0;
         int ready = poll(pfd, (nfds_t)n, timeout_ms);
+        ipcp__mbox_awake(comm);
         if (ready < 0 && errno != EINTR) {
             IPCP_ERROR(IPCP_SUB_ENGINE, "poll: %s", strerror(errno));
             break;
@@ -510,11 +534,14 @@ static void *ipcp__progress_main(void *arg)
         busy = missed ? 1 : busy;
         busy += ipcp__sync_poll(comm);
         busy += ipcp__lane_poll(comm);
-        for (int i = 1; i < n && ready > 0; i++) {
+        for (int i = 1; i < n; i++) {
             ipcp__peer_t *p = &comm->peers[idx[i]];
-            if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR))
+            short ev = ready > 0 ? pfd[i].revents : 0;
+            /* The inbox first: what the peer wrote before it hung up. */
+            busy += ipcp__peer_read_inbox(comm, p);
+            if (ev & (POLLIN | POLLHUP | POLLERR))
                 busy += ipcp__peer_read(comm, p);
-            if (pfd[i].revents & POLLOUT)
+            if (ev & POLLOUT)
                 ipcp__peer_flush(comm, p);
         }
         /* After the messages: a chunk of a transfer still being staged. */
@@ -602,6 +629,7 @@ void ipcp__comm_teardown(ipcp_comm_t *comm)
             continue;
         ipcp__dir_destroy(comm, &comm->peers[r].tx);
         ipcp__dir_destroy(comm, &comm->peers[r].rx);
+        ipcp__mbox_close(&comm->peers[r]);
     }
     /* The queues are drained: every finished transfer is in dones. */
     while ((e = ipcp__list_pop_front(&comm->dones)))

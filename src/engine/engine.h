@@ -178,6 +178,12 @@ struct ipcp__peer {
     ipcp__dir_t tx;
     ipcp__dir_t rx;
     unsigned logged_paths; /* path reasons already logged at info */
+    /* shared-memory mailbox (engine/mbox.c) */
+    void *inbox;           /* ours: the peer writes, we read */
+    void *outbox;          /* the peer's inbox: we write */
+    int out_wake;          /* the peer's wake eventfd, -1 none */
+    int in_on;             /* the peer switched: read our inbox */
+    int out_on;            /* we switched: write its inbox */
 };
 
 /* Outgoing message. */
@@ -494,6 +500,25 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
 void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
                        ipcp_request_t *req, const ipcp__msg_cts_t *cts,
                        int *fds, int nfds);
+/* ---- engine/mbox.c --------------------------------------------------- */
+void ipcp__mbox_offer(ipcp_comm_t *comm);
+void ipcp__mbox_on_offer(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                         const unsigned char *msg, size_t len, int *fds,
+                         int nfds);
+void ipcp__mbox_try_switch(ipcp_comm_t *comm, ipcp__peer_t *peer);
+/* One message into the peer's inbox (through the socket and a marker when
+ * it has descriptors or does not fit a slot); IPCP_IN_PROGRESS: full. */
+ipcp_status_t ipcp__mbox_send(ipcp__peer_t *peer, const void *data,
+                              size_t len, const int *fds, int nfds);
+int ipcp__mbox_read(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                    void (*dispatch)(ipcp_comm_t *, ipcp__peer_t *,
+                                     const unsigned char *, size_t, int *,
+                                     int),
+                    void *buf, size_t cap);
+int ipcp__mbox_sleep(ipcp_comm_t *comm);
+void ipcp__mbox_awake(ipcp_comm_t *comm);
+void ipcp__mbox_close(ipcp__peer_t *peer);
+
 /* Progress loop: enqueues the next chunk of the oldest transfer still
  * being staged (ipcp__stage_t); returns 1 when it did. */
 int ipcp__stage_poll(ipcp_comm_t *comm);

@@ -27,6 +27,8 @@ enum {
     IPCP_MSG_BYE,         /* the peer is finalizing */
     IPCP_MSG_PATH,        /* the path the peer forces on what it receives */
     IPCP_MSG_LANE,        /* the peer's small-message lane block */
+    IPCP_MSG_MBOX,        /* the sender's inbox for us (engine/mbox.c) */
+    IPCP_MSG_SWITCH,      /* later messages come through our inbox */
 };
 
 typedef struct ipcp__msg_hdr {
@@ -154,6 +156,15 @@ typedef struct ipcp__msg_lane {
     uint32_t pad;
     ipcp__export_t exp;
 } ipcp__msg_lane_t;
+
+/* An inbox offered to the peer: its memfd and the offerer's wake eventfd
+ * travel as descriptors; the layout must be the peer's own. */
+typedef struct ipcp__msg_mbox {
+    ipcp__msg_hdr_t hdr;
+    uint64_t size;
+    uint32_t slots;
+    uint32_t slot;
+} ipcp__msg_mbox_t;
 
 typedef struct ipcp__msg_barrier {
     ipcp__msg_hdr_t hdr;

@@ -282,6 +282,34 @@ def mode_progress(bench):
     return 0
 
 
+def mode_mailbox(bench):
+    """IPCPIPE_MAILBOX=on: both ranks switch to the mailbox (the engine's
+    debug line), and the bench's cases, whose data it verifies, pass
+    through it: small messages (ring slots), eager ones longer than a slot
+    and first exports with descriptors (socket and marker).  Off: no
+    switch."""
+    for mb in ("on", "off"):
+        env = dict(os.environ, IPCPIPE_MAILBOX=mb, IPCPIPE_LOG_LEVEL="debug",
+                   IPCPIPE_LOG_SUBSYS="engine")
+        p = subprocess.run([bench, "--mem", "host", "--sizes", "8,4K,1M+3",
+                            "--iters", "3", "--warmup", "1", "--timeout",
+                            "120"], capture_output=True, text=True,
+                           timeout=300, env=env)
+        check(p.returncode == 0, f"bench with IPCPIPE_MAILBOX={mb}: exit "
+              f"{p.returncode}\n{p.stdout}\n{p.stderr[-4000:]}")
+        rows = [ln for ln in p.stdout.splitlines()
+                if re.match(r"^ +[0-9]", ln) and "waived" not in ln]
+        check(rows and all(ln.split()[-1] == "yes" for ln in rows),
+              f"rows not all verified with IPCPIPE_MAILBOX={mb}:\n"
+              f"{p.stdout}")
+        got = {int(m) for m in re.findall(
+            r"messages to rank (\d+) go through its mailbox", p.stderr)}
+        want = {0, 1} if mb == "on" else set()
+        check(got == want, f"IPCPIPE_MAILBOX={mb}: switched towards ranks "
+              f"{sorted(got)}, expected {sorted(want)}")
+    return 0
+
+
 def traced_stats(bench, stats, path, copies):
     """Runs a staged 1 MiB case with a trace; returns trace_stats.py's
     lines."""
@@ -381,6 +409,8 @@ def main(argv):
             rc = mode_progress(bench)
         elif mode == "trace":
             rc = mode_trace(bench, argv[3], argv[4])
+        elif mode == "mailbox":
+            rc = mode_mailbox(bench)
         else:
             print(f"unknown mode {mode}")
             return 2
