@@ -516,10 +516,13 @@ static void *ipcp__progress_main(void *arg)
                                             memory_order_relaxed) > 0 ||
                        atomic_load_explicit(&comm->lane_reqs,
                                             memory_order_relaxed) > 0;
+        /* Before blocking, the inboxes' sleeping words go up (and come
+         * down after): writers then wake us through the eventfd. */
         if (spinning || ipcp__mbox_sleep(comm))
             timeout_ms = 0;
         int ready = poll(pfd, (nfds_t)n, timeout_ms);
-        ipcp__mbox_awake(comm);
+        if (!spinning)
+            ipcp__mbox_awake(comm);
         if (ready < 0 && errno != EINTR) {
             IPCP_ERROR(IPCP_SUB_ENGINE, "poll: %s", strerror(errno));
             break;

@@ -422,8 +422,7 @@ static void ipcp__xfer_begin(ipcp_comm_t *comm, ipcp__peer_t *peer,
     x->tbase = 0;
     x->err_slot2 = NULL;
     x->err_seq2 = 0;
-    memset(&x->stage, 0, sizeof(x->stage));
-    ipcp__list_init(&x->stage.link);
+    memset(&x->stage, 0, sizeof(x->stage)); /* no staged chunks */
     ipcp__track_init(&x->track, 1, ipcp__xfer_track_done, x);
     ipcp__list_push_back(&peer->active, &x->link);
 }
@@ -596,6 +595,20 @@ static void ipcp__staged_chunk(uint64_t len, uint64_t slot,
     }
 }
 
+/* Mask of the queues a staged transfer of nchunks from ring chunk base
+ * uses (remote_done: also queue 0, where a put's sender waits at the
+ * end). */
+static unsigned ipcp__staged_mask(const ipcp__chan_t *ch, const ipcp__qset_t *qs,
+                                  uint64_t base, uint64_t nchunks,
+                                  int remote_done)
+{
+    uint64_t nq = (uint64_t)ipcp__staged_queues(ch, qs);
+    unsigned m = remote_done ? 1u : 0u;
+    for (uint64_t c = 0; c < nchunks && c < ch->nslots; c++)
+        m |= 1u << ipcp__staged_q(ch, base + c, nq);
+    return m;
+}
+
 /* Sets up one side's half of a staged transfer of len bytes at buf, ring
  * chunks base.. on (ipcp__stage_step enqueues it).  Per chunk c the sender
  * waits for its slot to be freed (generation c / S), copies in and marks
@@ -605,20 +618,10 @@ static void ipcp__stage_init(ipcp__xfer_t *x, ipcp__chan_t *ch, char *buf,
                              int send, int remote_done, ipcp__errslot_t *slot,
                              uint64_t seq)
 {
-    ipcp__stage_t *st = &x->stage;
-    st->ch = ch;
-    st->buf = buf;
-    st->len = len;
-    st->unit = unit;
-    st->base = base;
-    st->nchunks = ipcp__staged_nchunks(len, unit, ch->slot_size);
-    st->next = 0;
-    st->send = send;
-    st->remote_done = remote_done;
-    st->reported = 0;
-    st->slot = slot;
-    st->seq = seq;
-    memset(st->held, 0, sizeof(st->held));
+    x->stage = (ipcp__stage_t){
+        .ch = ch, .buf = buf, .len = len, .unit = unit, .base = base,
+        .nchunks = ipcp__staged_nchunks(len, unit, ch->slot_size),
+        .send = send, .remote_done = remote_done, .slot = slot, .seq = seq};
 }
 
 /* Enqueues up to n more chunks of the stage on st->qs; returns 1 once all
@@ -713,7 +716,7 @@ static void ipcp__stage_done(ipcp__xfer_t *x)
 }
 
 /* One side of a transfer has everything but its staged chunks in the
- * queues of qs (mask: all the queues it uses).  A sender's first chunk
+ * queues of qs (mask: the queues of the rest).  A sender's first chunk
  * goes in now (the pipeline starts with it); its other chunks, and all of
  * a receiver's (whose first copy waits for the sender's first chunk to be
  * copied out, tens of microseconds at least), a chunk per turn of the
@@ -724,6 +727,9 @@ static void ipcp__stage_go(ipcp_comm_t *comm, ipcp__xfer_t *x,
     ipcp__stage_t *st = &x->stage;
     st->qs = qs;
     st->mask = mask;
+    if (st->nchunks)
+        st->mask |= ipcp__staged_mask(st->ch, qs, st->base, st->nchunks,
+                                      st->remote_done);
     if (st->nchunks == 0 || (st->send && ipcp__stage_step(x, 1))) {
         ipcp__stage_done(x);
         return;
@@ -743,10 +749,8 @@ int ipcp__stage_poll(ipcp_comm_t *comm)
 {
     if (ipcp__list_empty(&comm->staging))
         return 0;
-    ipcp__stage_t *st = ipcp__list_entry(comm->staging.next, ipcp__stage_t,
-                                         link);
-    ipcp__xfer_t *x = (ipcp__xfer_t *)((char *)st -
-                                       offsetof(ipcp__xfer_t, stage));
+    ipcp__xfer_t *x =
+        ipcp__list_entry(comm->staging.next, ipcp__xfer_t, stage.link);
     if (ipcp__stage_step(x, 1))
         ipcp__stage_finish(x);
     return 1;
@@ -761,10 +765,8 @@ static void ipcp__stage_flush(ipcp_comm_t *comm, ipcp__qset_t *qs)
     if (!qs->staging)
         return;
     ipcp__list_for_each_safe(e, tmp, &comm->staging) {
-        ipcp__stage_t *st = ipcp__list_entry(e, ipcp__stage_t, link);
-        ipcp__xfer_t *x = (ipcp__xfer_t *)((char *)st -
-                                           offsetof(ipcp__xfer_t, stage));
-        if (st->qs == qs) {
+        ipcp__xfer_t *x = ipcp__list_entry(e, ipcp__xfer_t, stage.link);
+        if (x->stage.qs == qs) {
             ipcp__stage_step(x, UINT64_MAX);
             ipcp__stage_finish(x);
         }
@@ -775,20 +777,6 @@ void ipcp__stage_flush_all(ipcp_comm_t *comm)
 {
     while (ipcp__stage_poll(comm))
         ;
-}
-
-/* Mask of the queues a staged transfer of nchunks from ring chunk base
- * uses (remote_done: also queue 0, where a put's sender waits at the
- * end). */
-static unsigned ipcp__staged_mask(const ipcp__chan_t *ch, const ipcp__qset_t *qs,
-                                  uint64_t base, uint64_t nchunks,
-                                  int remote_done)
-{
-    uint64_t nq = (uint64_t)ipcp__staged_queues(ch, qs);
-    unsigned m = remote_done && nchunks ? 1u : 0u;
-    for (uint64_t c = 0; c < nchunks && c < ch->nslots; c++)
-        m |= 1u << ipcp__staged_q(ch, base + c, nq);
-    return m;
 }
 
 /* ---- Receiver side ------------------------------------------------------- */
@@ -1214,7 +1202,6 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (!direct || slen) {
         ipcp__stage_init(&req->xfer, ch, (char *)req->buf + dlen, slen, unit,
                          cts.chunk_base, 0, 0, NULL, 0);
-        mask |= ipcp__staged_mask(ch, qs, cts.chunk_base, nchunks, 0);
     }
     ipcp__stage_go(comm, &req->xfer, qs, mask);
 }
@@ -1375,8 +1362,6 @@ void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
                          cts->chunk_base, 1, req->type == IPCP_REQ_PUT,
                          &ch->ctl->serr[cts->sseq % IPCP_ERR_SLOTS],
                          cts->sseq);
-        mask |= ipcp__staged_mask(ch, qs, cts->chunk_base, nchunks,
-                                  req->type == IPCP_REQ_PUT);
     }
     ipcp__stage_go(comm, &req->xfer, qs, mask);
 out:
