@@ -120,9 +120,9 @@ static const ipcp__setting_t ipcp__settings[] = {
     {"IPCPIPE_SPIN_US", IPCP_SET_INT, "50", "microseconds the progress thread "
      "and waiting callers poll before they sleep (0: sleep at once)",
      IPCP_OFF(spin_us), 0, 100000, 0, NULL},
-    {"IPCPIPE_MAILBOX", IPCP_SET_ENUM, "off", "control messages from the "
-     "peers through a ring in shared memory instead of the socket (on), a "
-     "few microseconds less per message; the socket still carries "
+    {"IPCPIPE_MAILBOX", IPCP_SET_ENUM, "on", "control messages from the "
+     "peers through a ring in shared memory (on) or the socket (off); the "
+     "ring saves a few microseconds a message, the socket still carries "
      "descriptors and long messages", IPCP_OFF(mailbox), 0, 0, 0,
      ipcp__offon_choices},
     {"IPCPIPE_TRACE", IPCP_SET_STR, "", "write a Chrome/Perfetto timeline of "
