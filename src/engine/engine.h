@@ -250,6 +250,7 @@ typedef struct ipcp__stage {
     uint64_t *held[IPCP_MAX_QUEUES]; /* a queue's last mark, not yet in */
     uint64_t held_v[IPCP_MAX_QUEUES];
     unsigned mask; /* the queues of this side of the transfer */
+    uint64_t due_ns; /* a receiver's chunks wait for this (ipcp__stage_poll) */
 } ipcp__stage_t;
 
 /* A transfer in queues (one side). */

@@ -10,7 +10,10 @@
  * once), many (--count messages of 1..--many-max bytes, default 4096, over
  * 3 tags interleaved, windows of outstanding requests, received in posting
  * order per tag),
- * poll (isend/irecv completed by polling ipcp_test).
+ * poll (isend/irecv completed by polling ipcp_test), crossing (ranks 0
+ * and 1: rank 0 posts a send to rank 1 and a receive from it; rank 1 sends
+ * first and posts its receive only once its send completed, so rank 0's
+ * receive has to complete while its own send still waits for its CTS).
  *
  * --force receiver: only rank 1 (the receiver of oneway) forces the path;
  * the receiver decides, so the reported path must still be the forced one.
@@ -134,6 +137,52 @@ static void run_ring(ipcp_comm_t *comm, const cfg_t *c)
     info.nbytes = (size_t)-1;
     T_OK(ipcp_wait(sreq, &info));
     T_EQ_U64(info.nbytes, c->size);
+    if (c->size)
+        t_verify(rp, c->size, peer_seed, "received data");
+    api_buf_check_guards(&rb, "receive buffer");
+    api_buf_check_guards(&sb, "send buffer");
+    T_OK(ipcp_barrier(comm));
+    api_buf_free(comm, &sb);
+    api_buf_free(comm, &rb);
+}
+
+/* Rank 0's receive from rank 1 completes while rank 0's own send to rank
+ * 1 waits for a CTS that rank 1 gives only after that receive: the engine
+ * may hold a receiver's staged chunks back while a send of its own waits
+ * for its CTS, but never until that CTS comes. */
+static void run_crossing(ipcp_comm_t *comm, const cfg_t *c)
+{
+    int rank = ipcp_comm_rank(comm), peer = 1 - rank;
+    enum { TAG_TO1 = 8, TAG_TO0 = 9 };
+    if (rank > 1) {
+        T_OK(ipcp_barrier(comm));
+        return;
+    }
+    uint64_t seed = t_fresh_seed(), peer_seed;
+    ipcp_request_t *sreq = api_ctl_isend(comm, peer, TAG_SEED, &seed, 8);
+    api_ctl_recv(comm, peer, TAG_SEED, &peer_seed, 8);
+    api_wait_ok(sreq, 8, "seed isend");
+
+    api_buf_t sb, rb;
+    void *sp = api_buf_alloc(comm, c->alloc, c->size, c->soff, &sb);
+    void *rp = api_buf_alloc(comm, c->alloc, c->size, c->roff, &rb);
+    if (c->size)
+        t_fill(sp, c->size, seed);
+    ipcp_xfer_info_t info = {(size_t)-1, IPCP_PATH_AUTO};
+    if (rank == 0) {
+        ipcp_request_t *rreq = NULL;
+        T_OK(ipcp_isend(comm, sp, c->size, 1, TAG_TO1, &sreq));
+        T_OK(ipcp_irecv(comm, rp, c->size, 1, TAG_TO0, &rreq));
+        T_OK(ipcp_wait(rreq, &info));
+        T_EQ_U64(info.nbytes, c->size);
+        check_path(c, &info, "irecv while the own isend waits");
+        api_wait_ok(sreq, c->size, "isend");
+    } else {
+        T_OK(ipcp_send(comm, sp, c->size, 0, TAG_TO0));
+        T_OK(ipcp_recv(comm, rp, c->size, 0, TAG_TO1, &info));
+        T_EQ_U64(info.nbytes, c->size);
+        check_path(c, &info, "recv after the send");
+    }
     if (c->size)
         t_verify(rp, c->size, peer_seed, "received data");
     api_buf_check_guards(&rb, "receive buffer");
@@ -505,6 +554,8 @@ static int rank_main(int argc, char **argv)
         run_poll(comm, &c);
     else if (strcmp(c.pattern, "threads") == 0)
         run_threads(comm, &c);
+    else if (strcmp(c.pattern, "crossing") == 0)
+        run_crossing(comm, &c);
     else
         T_FAIL("unknown --pattern \"%s\"", c.pattern);
     api_finalize(comm);
