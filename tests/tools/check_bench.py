@@ -287,10 +287,13 @@ def mode_mailbox(bench):
     debug line), and the bench's cases, whose data it verifies, pass
     through it: small messages (ring slots), eager ones longer than a slot
     and first exports with descriptors (socket and marker).  Off: no
-    switch."""
-    for mb in ("on", "off"):
-        env = dict(os.environ, IPCPIPE_MAILBOX=mb, IPCPIPE_LOG_LEVEL="debug",
+    switch.  Unset: the default, on."""
+    for mb in ("on", "off", None):
+        env = dict(os.environ, IPCPIPE_LOG_LEVEL="debug",
                    IPCPIPE_LOG_SUBSYS="engine")
+        env.pop("IPCPIPE_MAILBOX", None)
+        if mb is not None:
+            env["IPCPIPE_MAILBOX"] = mb
         p = subprocess.run([bench, "--mem", "host", "--sizes", "8,4K,1M+3",
                             "--iters", "3", "--warmup", "1", "--timeout",
                             "120"], capture_output=True, text=True,
@@ -304,7 +307,7 @@ def mode_mailbox(bench):
               f"{p.stdout}")
         got = {int(m) for m in re.findall(
             r"messages to rank (\d+) go through its mailbox", p.stderr)}
-        want = {0, 1} if mb == "on" else set()
+        want = set() if mb == "off" else {0, 1}
         check(got == want, f"IPCPIPE_MAILBOX={mb}: switched towards ranks "
               f"{sorted(got)}, expected {sorted(want)}")
     return 0
