@@ -112,22 +112,49 @@ static void run_oneway(ipcp_comm_t *comm, const cfg_t *c)
     api_buf_free(comm, &b);
 }
 
+/* One send buffer to dst and one receive buffer from src: seeds exchanged,
+ * the send buffer filled from ours. */
+typedef struct pair {
+    uint64_t peer_seed;
+    api_buf_t sb, rb;
+    void *sp, *rp;
+} pair_t;
+
+static void pair_setup(ipcp_comm_t *comm, const cfg_t *c, int dst, int src,
+                       pair_t *p)
+{
+    uint64_t seed = t_fresh_seed();
+    ipcp_request_t *sreq = api_ctl_isend(comm, dst, TAG_SEED, &seed, 8);
+    api_ctl_recv(comm, src, TAG_SEED, &p->peer_seed, 8);
+    api_wait_ok(sreq, 8, "seed isend");
+    p->sp = api_buf_alloc(comm, c->alloc, c->size, c->soff, &p->sb);
+    p->rp = api_buf_alloc(comm, c->alloc, c->size, c->roff, &p->rb);
+    if (c->size)
+        t_fill(p->sp, c->size, seed);
+}
+
+/* Checks what arrived and both buffers' guards, then frees them after a
+ * barrier. */
+static void pair_finish(ipcp_comm_t *comm, const cfg_t *c, pair_t *p)
+{
+    if (c->size)
+        t_verify(p->rp, c->size, p->peer_seed, "received data");
+    api_buf_check_guards(&p->rb, "receive buffer");
+    api_buf_check_guards(&p->sb, "send buffer");
+    T_OK(ipcp_barrier(comm));
+    api_buf_free(comm, &p->sb);
+    api_buf_free(comm, &p->rb);
+}
+
 /* Each rank sends to r+1 and receives from r-1, both posted at once. */
 static void run_ring(ipcp_comm_t *comm, const cfg_t *c)
 {
     int rank = ipcp_comm_rank(comm), n = ipcp_comm_size(comm);
     int dst = (rank + 1) % n, src = (rank + n - 1) % n;
-    uint64_t seed = t_fresh_seed(), peer_seed;
-    ipcp_request_t *sreq = api_ctl_isend(comm, dst, TAG_SEED, &seed, 8);
-    api_ctl_recv(comm, src, TAG_SEED, &peer_seed, 8);
-    api_wait_ok(sreq, 8, "seed isend");
-
-    api_buf_t sb, rb;
-    void *sp = api_buf_alloc(comm, c->alloc, c->size, c->soff, &sb);
-    void *rp = api_buf_alloc(comm, c->alloc, c->size, c->roff, &rb);
-    if (c->size)
-        t_fill(sp, c->size, seed);
-    ipcp_request_t *rreq = NULL;
+    pair_t pr;
+    pair_setup(comm, c, dst, src, &pr);
+    void *sp = pr.sp, *rp = pr.rp;
+    ipcp_request_t *sreq = NULL, *rreq = NULL;
     T_OK(ipcp_irecv(comm, rp, c->size, src, TAG_DATA, &rreq));
     T_OK(ipcp_isend(comm, sp, c->size, dst, TAG_DATA, &sreq));
     ipcp_xfer_info_t info = {(size_t)-1, IPCP_PATH_AUTO};
@@ -137,13 +164,7 @@ static void run_ring(ipcp_comm_t *comm, const cfg_t *c)
     info.nbytes = (size_t)-1;
     T_OK(ipcp_wait(sreq, &info));
     T_EQ_U64(info.nbytes, c->size);
-    if (c->size)
-        t_verify(rp, c->size, peer_seed, "received data");
-    api_buf_check_guards(&rb, "receive buffer");
-    api_buf_check_guards(&sb, "send buffer");
-    T_OK(ipcp_barrier(comm));
-    api_buf_free(comm, &sb);
-    api_buf_free(comm, &rb);
+    pair_finish(comm, c, &pr);
 }
 
 /* Rank 0's receive from rank 1 completes while rank 0's own send to rank
@@ -158,19 +179,12 @@ static void run_crossing(ipcp_comm_t *comm, const cfg_t *c)
         T_OK(ipcp_barrier(comm));
         return;
     }
-    uint64_t seed = t_fresh_seed(), peer_seed;
-    ipcp_request_t *sreq = api_ctl_isend(comm, peer, TAG_SEED, &seed, 8);
-    api_ctl_recv(comm, peer, TAG_SEED, &peer_seed, 8);
-    api_wait_ok(sreq, 8, "seed isend");
-
-    api_buf_t sb, rb;
-    void *sp = api_buf_alloc(comm, c->alloc, c->size, c->soff, &sb);
-    void *rp = api_buf_alloc(comm, c->alloc, c->size, c->roff, &rb);
-    if (c->size)
-        t_fill(sp, c->size, seed);
+    pair_t pr;
+    pair_setup(comm, c, peer, peer, &pr);
+    void *sp = pr.sp, *rp = pr.rp;
     ipcp_xfer_info_t info = {(size_t)-1, IPCP_PATH_AUTO};
     if (rank == 0) {
-        ipcp_request_t *rreq = NULL;
+        ipcp_request_t *sreq = NULL, *rreq = NULL;
         T_OK(ipcp_isend(comm, sp, c->size, 1, TAG_TO1, &sreq));
         T_OK(ipcp_irecv(comm, rp, c->size, 1, TAG_TO0, &rreq));
         T_OK(ipcp_wait(rreq, &info));
@@ -183,13 +197,7 @@ static void run_crossing(ipcp_comm_t *comm, const cfg_t *c)
         T_EQ_U64(info.nbytes, c->size);
         check_path(c, &info, "recv after the send");
     }
-    if (c->size)
-        t_verify(rp, c->size, peer_seed, "received data");
-    api_buf_check_guards(&rb, "receive buffer");
-    api_buf_check_guards(&sb, "send buffer");
-    T_OK(ipcp_barrier(comm));
-    api_buf_free(comm, &sb);
-    api_buf_free(comm, &rb);
+    pair_finish(comm, c, &pr);
 }
 
 /* Every ordered pair at once; data from rank a to b has seed mix(seed_a, b). */
