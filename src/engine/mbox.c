@@ -65,7 +65,8 @@ void ipcp__mbox_offer(ipcp_comm_t *comm)
         /* Both sides map the ring populated: otherwise the first message
          * in each page pays a page fault (7-13 us on the H200 machines,
          * where the bench's short runs never finish a lap of the ring and
-         * a CTS took 7-9 us to post, median, against 1.5-1.9 so). */
+         * a CTS took 7-9 us to post, median, against 1.5-1.9 once
+         * populated). */
         if (fds[0] >= 0 && ftruncate(fds[0], (off_t)IPCP_MBOX_SIZE) == 0)
             m = mmap(NULL, IPCP_MBOX_SIZE, PROT_READ | PROT_WRITE,
                      MAP_SHARED | MAP_POPULATE, fds[0], 0);
