@@ -206,6 +206,7 @@ static ipcp_status_t ipcp__comm_alloc(const ipcp__boot_params_t *bp,
     ipcp__list_init(&comm->cmds);
     ipcp__list_init(&comm->dones);
     ipcp__list_init(&comm->staging);
+    ipcp__list_init(&comm->watching);
     ipcp__list_init(&comm->reqs);
     ipcp__list_init(&comm->regions);
     ipcp__list_init(&comm->rmems);

@@ -33,6 +33,7 @@ typedef struct ipcp__config {
     double stripe;            /* IPCPIPE_STRIPE: 0 auto, < 0 off, else the
                                  staged share */
     char stripe_cache[IPCP_DIR_MAX]; /* IPCPIPE_STRIPE_CACHE, "" default */
+    int stripe_adapt;         /* IPCPIPE_STRIPE_ADAPT: 0 off, 1 on */
     size_t eager;             /* IPCPIPE_EAGER */
     size_t small;             /* IPCPIPE_SMALL, 0 = no lane */
     size_t small_words;       /* IPCPIPE_SMALL_WORDS */

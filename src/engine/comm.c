@@ -406,6 +406,7 @@ static void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
     if (st == IPCP_OK) /* a striped transfer's staged part */
         st = ipcp__err_slot_check(x, x->err_slot2, x->err_seq2, msg,
                                   sizeof(msg));
+    ipcp__stripe_watch_end(comm, x, st == IPCP_OK);
     if (x->import)
         ipcp__import_put(comm, x->peer, x->import);
     x->import = NULL;
@@ -549,6 +550,8 @@ static void *ipcp__progress_main(void *arg)
         }
         /* After the messages: a chunk of a transfer still being staged. */
         busy += ipcp__stage_poll(comm);
+        if (!ipcp__list_empty(&comm->watching))
+            ipcp__stripe_watch(comm);
         if (busy)
             last_busy = ipcp__now_ns();
         else if (spinning)

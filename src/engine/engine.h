@@ -65,6 +65,8 @@ typedef struct ipcp__stripe_memo {
     uint64_t src_id;
     int dst;
     ipcp__stripe_entry_t e; /* share 0: not striped */
+    /* IPCPIPE_STRIPE_ADAPT: factors on e's share, one way and both ways */
+    double adapt[2];
 } ipcp__stripe_memo_t;
 
 /* Longest a caller waiting for a request polls while device transfers
@@ -253,6 +255,26 @@ typedef struct ipcp__stage {
     uint64_t due_ns; /* a receiver's chunks wait for this (ipcp__stage_poll) */
 } ipcp__stage_t;
 
+/* The receiving side of a striped transfer, watched for when each part
+ * ends (IPCPIPE_STRIPE_ADAPT; ipcp__stripe_watch).  Times in ns, 0 until
+ * seen. */
+typedef struct ipcp__watch {
+    ipcp__list_t link; /* comm->watching */
+    int on;
+    uint64_t t0;       /* the CTS sent: both parts may start */
+    uint64_t t_direct, t_staged;
+    const ipcp__flag_t *done; /* the direct part's done flags */
+    uint64_t dseq;
+    unsigned np, lo_s, snq;
+    const uint64_t *last; /* the staged part's last mark, and its value */
+    uint64_t last_v;
+    uint64_t slen;
+    int both;    /* the share was the both-ways one */
+    int adapt;   /* the share came from the calibration: adapt it */
+    uint64_t src_id; /* the pair, for its memo */
+    int dst;
+} ipcp__watch_t;
+
 /* A transfer in queues (one side). */
 typedef struct ipcp__xfer {
     ipcp__list_t link;      /* peer->active */
@@ -278,6 +300,7 @@ typedef struct ipcp__xfer {
     uint64_t tx_seq;
     ipcp__list_t done_link; /* comm->dones */
     ipcp__stage_t stage;    /* staged chunks still to enqueue */
+    ipcp__watch_t watch;    /* receiving side of a striped transfer */
 } ipcp__xfer_t;
 
 struct ipcp_request {
@@ -427,6 +450,7 @@ struct ipcp_comm {
     void *sync_reg[IPCP_MAX_DEVICES];
     ipcp__list_t deferred;       /* progress thread: waiting for a start */
     ipcp__list_t staging;        /* progress thread: ipcp__stage_t, in order */
+    ipcp__list_t watching;       /* progress thread: ipcp__watch_t */
 
     /* small-message lanes (engine/lane.c), one per peer once used */
     pthread_mutex_t lane_lock;
@@ -525,6 +549,11 @@ void ipcp__mbox_close(ipcp__peer_t *peer);
 int ipcp__stage_poll(ipcp_comm_t *comm);
 /* Enqueues every chunk still to go (the progress thread's exit). */
 void ipcp__stage_flush_all(ipcp_comm_t *comm);
+/* Progress loop: notes which parts of the watched striped transfers have
+ * ended (IPCPIPE_STRIPE_ADAPT). */
+void ipcp__stripe_watch(ipcp_comm_t *comm);
+/* A watched transfer completed (ok: without failure): its watch ends. */
+void ipcp__stripe_watch_end(ipcp_comm_t *comm, ipcp__xfer_t *x, int ok);
 /* Fills a transfer's error slot in the channel for the receiver. */
 void ipcp__err_report(ipcp__errslot_t *slot, uint64_t seq, ipcp__track_t *t);
 /* Receiver: copies eager bytes into a device buffer on its queue. */

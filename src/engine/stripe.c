@@ -309,6 +309,18 @@ uint64_t ipcp__stripe_bytes(uint64_t len, double share, uint64_t min_size)
     return s < len ? s : 0;
 }
 
+double ipcp__stripe_adapt(double f, double td, double ts)
+{
+    if (td > 0 && ts > 0) {
+        double r = ts / td;
+        if (r > 1 + IPCP_ADAPT_LATE)
+            f /= r;
+        else if (r < 1 - IPCP_ADAPT_EARLY)
+            f *= IPCP_ADAPT_GROW;
+    }
+    return f < IPCP_ADAPT_MIN ? IPCP_ADAPT_MIN : f > 1 ? 1 : f;
+}
+
 double ipcp__stripe_share(const ipcp__stripe_entry_t *e, uint64_t len,
                           int bidir)
 {

@@ -83,6 +83,20 @@ uint64_t ipcp__stripe_bytes(uint64_t len, double share, uint64_t min_size);
 double ipcp__stripe_share(const ipcp__stripe_entry_t *e, uint64_t len,
                           int bidir);
 
+/* IPCPIPE_STRIPE_ADAPT: a pair's factor on its calibrated share after a
+ * striped transfer whose direct part took td and staged part ts (any unit,
+ * both from the moment both could start).  A staged part that ended more
+ * than IPCP_ADAPT_LATE later lowers the factor in proportion (the staged
+ * path ran slower than calibrated: another process on the PCIe link, a
+ * slower machine); one that ended more than IPCP_ADAPT_EARLY sooner raises
+ * it by IPCP_ADAPT_GROW.  Kept between IPCP_ADAPT_MIN (transfers stay
+ * striped, so they keep being watched) and 1 (the calibration). */
+#define IPCP_ADAPT_LATE 0.02
+#define IPCP_ADAPT_EARLY 0.05
+#define IPCP_ADAPT_GROW 1.02
+#define IPCP_ADAPT_MIN 0.25
+double ipcp__stripe_adapt(double f, double td, double ts);
+
 /* The smallest transfer the engine stripes, from the calibration's
  * smallest gaining size.  The calibration runs in one process; between
  * two, each staged chunk's hand-over costs more (about 20 us a chunk on

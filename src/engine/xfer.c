@@ -424,6 +424,7 @@ static void ipcp__xfer_begin(ipcp_comm_t *comm, ipcp__peer_t *peer,
     x->err_slot2 = NULL;
     x->err_seq2 = 0;
     memset(&x->stage, 0, sizeof(x->stage)); /* no staged chunks */
+    x->watch.on = 0;
     ipcp__track_init(&x->track, 1, ipcp__xfer_track_done, x);
     ipcp__list_push_back(&peer->active, &x->link);
 }
@@ -819,6 +820,72 @@ static void ipcp__stage_flush(ipcp_comm_t *comm, ipcp__qset_t *qs)
     }
 }
 
+/* ---- Watching striped transfers (IPCPIPE_STRIPE_ADAPT) ------------------ */
+
+static int ipcp__flag_reached(const uint64_t *flag, uint64_t value)
+{
+    return (int64_t)(__atomic_load_n(flag, __ATOMIC_ACQUIRE) - value) >= 0;
+}
+
+void ipcp__stripe_watch(ipcp_comm_t *comm)
+{
+    ipcp__list_t *e, *tmp;
+    uint64_t now = ipcp__now_ns();
+    ipcp__list_for_each_safe(e, tmp, &comm->watching) {
+        ipcp__xfer_t *x = ipcp__list_entry(e, ipcp__xfer_t, watch.link);
+        ipcp__watch_t *w = &x->watch;
+        if (!w->t_direct) {
+            unsigned i = 0;
+            while (i < w->np &&
+                   ipcp__flag_reached(
+                       &w->done[ipcp__direct_queue(w->dseq, i, w->lo_s,
+                                                   w->snq)].v,
+                       w->dseq))
+                i++;
+            if (i == w->np)
+                w->t_direct = now;
+        }
+        if (!w->t_staged && ipcp__flag_reached(w->last, w->last_v))
+            w->t_staged = now;
+    }
+}
+
+void ipcp__stripe_watch_end(ipcp_comm_t *comm, ipcp__xfer_t *x, int ok)
+{
+    ipcp__watch_t *w = &x->watch;
+    if (!w->on)
+        return;
+    w->on = 0;
+    ipcp__list_del(&w->link);
+    if (!ok || !x->req)
+        return;
+    /* Both parts have ended: one not seen yet ended by now.  Where neither
+     * was seen (the thread was busy, or asleep: host queues do not keep it
+     * spinning), which ended first is unknown. */
+    uint64_t now = ipcp__now_ns();
+    int seen = (w->t_direct != 0) + (w->t_staged != 0);
+    double td = (double)((w->t_direct ? w->t_direct : now) - w->t0) / 1e3;
+    double ts = (double)((w->t_staged ? w->t_staged : now) - w->t0) / 1e3;
+    double f = -1;
+    for (int i = 0; seen && w->adapt && i < comm->nstripe_memo; i++) {
+        ipcp__stripe_memo_t *m = &comm->stripe_memo[i];
+        if (m->src_id == w->src_id && m->dst == w->dst) {
+            f = m->adapt[w->both] = ipcp__stripe_adapt(m->adapt[w->both],
+                                                       td, ts);
+            break;
+        }
+    }
+    char fs[48] = "";
+    if (f >= 0)
+        snprintf(fs, sizeof(fs), "; %s share factor now %.3f",
+                 w->both ? "both-ways" : "one-way", f);
+    IPCP_DEBUG(IPCP_SUB_ENGINE, "striped transfer of %llu bytes from rank "
+               "%d: direct part ended %s%.1f us after the CTS, staged part "
+               "(%llu bytes) %s%.1f us%s", (unsigned long long)x->req->nbytes,
+               x->peer->rank, w->t_direct ? "" : "by ", td,
+               (unsigned long long)w->slen, w->t_staged ? "" : "by ", ts, fs);
+}
+
 void ipcp__stage_flush_all(ipcp_comm_t *comm)
 {
     while (!ipcp__list_empty(&comm->staging)) {
@@ -946,9 +1013,9 @@ static int ipcp__local_device(ipcp_comm_t *comm, uint64_t id)
 /* IPCPIPE_STRIPE=auto: the measured share and smallest size for the pair,
  * remembered per communicator (the measurement runs at most once per pair
  * and machine, the file keeps it). */
-static const ipcp__stripe_entry_t *ipcp__stripe_auto(ipcp_comm_t *comm,
-                                                     ipcp__peer_t *peer,
-                                                     uint64_t src_id, int dst)
+static ipcp__stripe_memo_t *ipcp__stripe_auto(ipcp_comm_t *comm,
+                                               ipcp__peer_t *peer,
+                                               uint64_t src_id, int dst)
 {
     ipcp__stripe_memo_t *m = comm->stripe_memo;
     int i, src;
@@ -963,6 +1030,7 @@ static const ipcp__stripe_entry_t *ipcp__stripe_auto(ipcp_comm_t *comm,
         m[i].src_id = src_id;
         m[i].dst = dst;
         memset(&m[i].e, 0, sizeof(m[i].e));
+        m[i].adapt[0] = m[i].adapt[1] = 1;
         src = ipcp__local_device(comm, src_id);
         if (src < 0)
             IPCP_INFO(IPCP_SUB_ENGINE, "no striping from rank %d: its GPU is "
@@ -977,7 +1045,7 @@ static const ipcp__stripe_entry_t *ipcp__stripe_auto(ipcp_comm_t *comm,
         if (comm->nstripe_memo < IPCP_STRIPE_MEMO)
             comm->nstripe_memo = i + 1;
     }
-    return &m[i].e;
+    return &m[i];
 }
 
 int ipcp__peer_busy(ipcp__peer_t *peer, int rx)
@@ -999,14 +1067,15 @@ int ipcp__peer_busy(ipcp__peer_t *peer, int rx)
  * queue beside the staged ones for the direct part (*lo_s, *lo_r: the
  * first such queue of the sender and of this side).  Host memory has one
  * memory bus for both parts, so only a fixed share stripes it: that is
- * how the split itself is tested where there is no GPU. */
+ * how the split itself is tested where there is no GPU.  w gets whether
+ * the share is the calibrated one, and for which pair and direction. */
 static uint64_t ipcp__stripe_choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                     const ipcp__msg_rts_t *rts,
                                     const ipcp_request_t *req,
                                     const ipcp__choice_t *c, ipcp_path_t force,
                                     const ipcp__chan_t *ch,
                                     const ipcp__qset_t *qs, unsigned *lo_s,
-                                    unsigned *lo_r)
+                                    unsigned *lo_r, ipcp__watch_t *w)
 {
     double share = comm->cfg->stripe;
     uint64_t min = 0, mine;
@@ -1048,10 +1117,16 @@ static uint64_t ipcp__stripe_choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
                    (rts->hdr.flags & IPCP_RTS_PEER_RECV);
         if (both && rts->len < IPCP_STRIPE_BIDIR_MIN)
             return 0;
-        const ipcp__stripe_entry_t *e =
+        ipcp__stripe_memo_t *m =
             ipcp__stripe_auto(comm, peer, rts->reach[0], req->attr.device);
-        share = ipcp__stripe_share(e, rts->len, both);
-        min = ipcp__stripe_engine_min(e->min_size);
+        share = ipcp__stripe_share(&m->e, rts->len, both);
+        if (comm->cfg->stripe_adapt)
+            share *= m->adapt[both];
+        min = ipcp__stripe_engine_min(m->e.min_size);
+        w->adapt = 1;
+        w->both = both;
+        w->src_id = m->src_id;
+        w->dst = m->dst;
     }
     uint64_t n = ipcp__stripe_bytes(rts->len, share, min);
     if (n) { /* the direct part's queues, clear of the staged ones */
@@ -1177,9 +1252,10 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
     }
     ipcp__chan_t *ch = peer->rx.chan;
     unsigned lo_s = 0, lo_r = 0;
+    ipcp__watch_t wt = {0};
     uint64_t slen = c.path == IPCP_PATH_STAGED ? rts->len
                     : ipcp__stripe_choose(comm, peer, rts, req, &c, force,
-                                          ch, qs, &lo_s, &lo_r);
+                                          ch, qs, &lo_s, &lo_r, &wt);
     uint64_t dlen = rts->len - slen;
     if (c.path == IPCP_PATH_DIRECT && slen) {
         c.path = IPCP_PATH_STRIPED;
@@ -1241,6 +1317,7 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
      * (three driver calls a chunk) held the sender back by about 0.1 ms on
      * H200s.  A loss on the way fails the transfer; the waits enqueued
      * after it see the flags it moved ahead. */
+    wt.t0 = ipcp__now_ns(); /* no part can start before the CTS */
     if (ipcp__peer_post(comm, peer, &cts, sizeof(cts), fds, nfds) != IPCP_OK)
         /* The sender would never write what our queues wait for; a loss
          * releases them and tells it. */
@@ -1252,6 +1329,21 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (!direct || slen) {
         ipcp__stage_init(&req->xfer, ch, (char *)req->buf + dlen, slen, unit,
                          cts.chunk_base, 0, 0, NULL, 0);
+    }
+    if (comm->cfg->stripe_adapt && direct && slen && nchunks) {
+        /* Ends: every piece's done flag, and our mark of the last chunk. */
+        uint64_t k = cts.chunk_base + nchunks - 1;
+        wt.done = ch->ctl->done[rts->src_qset];
+        wt.dseq = cts.dseq;
+        wt.np = np;
+        wt.lo_s = lo_s;
+        wt.snq = snq;
+        wt.last = &ch->ctl->freed[k % ch->nslots].v;
+        wt.last_v = k / ch->nslots + 1;
+        wt.slen = slen;
+        wt.on = 1;
+        req->xfer.watch = wt;
+        ipcp__list_push_back(&comm->watching, &req->xfer.watch.link);
     }
     ipcp__stage_go(comm, &req->xfer, qs, mask);
 }

@@ -368,6 +368,37 @@ static void case_share(void)
 #undef NEAR
 }
 
+/* IPCPIPE_STRIPE_ADAPT: a staged part that ended late lowers the factor
+ * in proportion; one that ended early raises it by 2%; within the slack,
+ * or with a time missing, it stays; never below IPCP_ADAPT_MIN nor above
+ * 1; and repeated late ends converge instead of oscillating. */
+static void case_adapt(void)
+{
+#define NEAR(x, want) T_CHECK((x) > (want) - 1e-9 && (x) < (want) + 1e-9)
+    NEAR(ipcp__stripe_adapt(1.0, 600, 660), 1.0 / 1.1);
+    NEAR(ipcp__stripe_adapt(0.5, 600, 900), 0.5 / 1.5);
+    NEAR(ipcp__stripe_adapt(0.9, 600, 606), 0.9);  /* 1% late: noise */
+    NEAR(ipcp__stripe_adapt(0.9, 600, 600), 0.9);
+    NEAR(ipcp__stripe_adapt(0.9, 600, 585), 0.9);  /* 2.5% early: noise */
+    NEAR(ipcp__stripe_adapt(0.9, 600, 500), 0.9 * IPCP_ADAPT_GROW);
+    NEAR(ipcp__stripe_adapt(1.0, 600, 300), 1.0);  /* never above 1 */
+    NEAR(ipcp__stripe_adapt(0.3, 100, 1000), IPCP_ADAPT_MIN);
+    NEAR(ipcp__stripe_adapt(0.7, 0, 500), 0.7);
+    NEAR(ipcp__stripe_adapt(0.7, 500, 0), 0.7);
+    /* A staged path at 60% of its calibrated rate, with a fixed cost of
+     * a tenth of the direct part's time: the factor settles where both
+     * parts end together, within the slack, and stays there. */
+    double f = 1, td = 600, ts = 0;
+    for (int i = 0; i < 20; i++) {
+        ts = 60 + td * f / 0.6;
+        f = ipcp__stripe_adapt(f, td, ts);
+    }
+    ts = 60 + td * f / 0.6;
+    T_CHECK(ts / td > 1 - IPCP_ADAPT_EARLY && ts / td < 1 + IPCP_ADAPT_LATE);
+    NEAR(ipcp__stripe_adapt(f, td, ts), f);
+#undef NEAR
+}
+
 /* Where the file goes: the setting, "off", else under the cache home. */
 static void case_path(void)
 {
@@ -452,6 +483,7 @@ int main(int argc, char **argv)
         {"keeps_others", case_keeps_others},
         {"bytes", case_bytes},
         {"share", case_share},
+        {"adapt", case_adapt},
         {"path", case_path},
         {"setting", case_setting},
     };

@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 import xml.etree.ElementTree as ET
 
 SMALL = ["--mem", "host", "--sizes", "4K,1M", "--iters", "3", "--warmup", "1",
@@ -313,6 +314,54 @@ def mode_mailbox(bench):
     return 0
 
 
+def mode_adapt(bench):
+    """IPCPIPE_STRIPE_ADAPT=on with a fixed share (IPCPIPE_STRIPE=0.1, host
+    memory): the receiver notes when each part of every striped transfer
+    ended (the engine's debug line: the staged part is a tenth of the
+    transfer, both times lie between 0 and the run's length, and with a
+    fixed share no factor is adapted), and the data still verifies.  Off:
+    no such line."""
+    pat = re.compile(r"striped transfer of (\d+) bytes from rank \d+: "
+                     r"direct part ended (by )?([0-9.]+) us after the CTS, "
+                     r"staged part \((\d+) bytes\) (by )?([0-9.]+) us(.*)$",
+                     re.M)
+    for mode in ("on", "off"):
+        env = dict(os.environ, IPCPIPE_STRIPE="0.1", IPCPIPE_QUEUES="4",
+                   IPCPIPE_STRIPE_ADAPT=mode, IPCPIPE_LOG_LEVEL="debug",
+                   IPCPIPE_LOG_SUBSYS="engine")
+        t0 = time.monotonic()
+        p = subprocess.run([bench, "--mem", "host", "--case", "auto",
+                            "--case", "bidir", "--sizes", "1M+3,16M",
+                            "--iters", "3", "--warmup", "1", "--lat-max",
+                            "0", "--timeout", "120"], capture_output=True,
+                           text=True, timeout=300, env=env)
+        wall_us = (time.monotonic() - t0) * 1e6
+        check(p.returncode == 0, f"bench with IPCPIPE_STRIPE_ADAPT={mode}: "
+              f"exit {p.returncode}\n{p.stdout}\n{p.stderr[-4000:]}")
+        rows = [ln for ln in p.stdout.splitlines()
+                if re.match(r"^ +[0-9]", ln)]
+        check(rows and all(ln.split()[-1] == "yes" for ln in rows) and
+              all("striped" in ln for ln in rows),
+              f"rows not all striped and verified with "
+              f"IPCPIPE_STRIPE_ADAPT={mode}:\n{p.stdout}")
+        seen = pat.findall(p.stderr)
+        if mode == "off":
+            check(not seen, f"part ends noted with IPCPIPE_STRIPE_ADAPT=off: "
+                  f"{seen[:3]}")
+            continue
+        big = [s for s in seen if int(s[0]) in (1048579, 16 << 20)]
+        # warm-up and timed transfers of both sizes, both cases
+        check(len(big) >= 8, f"{len(big)} striped transfers noted, "
+              f"expected at least 8:\n{p.stderr[-4000:]}")
+        for n, _, td, slen, _, ts, rest in big:
+            check(int(slen) == int(n) // 10,
+                  f"staged part of {slen} bytes in a transfer of {n}")
+            check(0 < float(td) < wall_us and 0 < float(ts) < wall_us,
+                  f"part ends {td} / {ts} us outside the run ({wall_us:.0f})")
+            check("factor" not in rest, f"a fixed share adapted: {rest}")
+    return 0
+
+
 def traced_stats(bench, stats, path, copies):
     """Runs a staged 1 MiB case with a trace; returns trace_stats.py's
     lines."""
@@ -414,6 +463,8 @@ def main(argv):
             rc = mode_trace(bench, argv[3], argv[4])
         elif mode == "mailbox":
             rc = mode_mailbox(bench)
+        elif mode == "adapt":
+            rc = mode_adapt(bench)
         else:
             print(f"unknown mode {mode}")
             return 2
