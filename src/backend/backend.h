@@ -22,6 +22,13 @@
 #include "common/status.h"
 
 typedef struct ipcp__backend ipcp__backend_t; /* a backend instance */
+
+/* Whether a flag's value cur has reached value (the cyclic comparison
+ * above). */
+static inline int ipcp__flag_reached(uint64_t cur, uint64_t value)
+{
+    return (int64_t)(cur - value) >= 0;
+}
 typedef struct ipcp__queue ipcp__queue_t;     /* defined by each backend */
 
 /* Completion tracking of a group of operations spread over queues.  The

@@ -124,8 +124,8 @@ uint64_t ipcp__sync_gen(const ipcp__sync_t *e)
  * the stream memory operations make). */
 int ipcp__sync_started(const ipcp__sync_t *e)
 {
-    uint64_t v = __atomic_load_n(&e->start->v, __ATOMIC_ACQUIRE);
-    return (int64_t)(v - e->gen) >= 0;
+    return ipcp__flag_reached(__atomic_load_n(&e->start->v, __ATOMIC_ACQUIRE),
+                              e->gen);
 }
 
 /* The operation ended.  done is written from the CPU too: harmless when

@@ -768,11 +768,15 @@ static void ipcp__stage_finish(ipcp__xfer_t *x)
 }
 
 /* A receiver's chunks may wait while our own send to that peer waits for
- * its CTS, until st->due_ns (ipcp__stage_go). */
-static int ipcp__stage_due(const ipcp__xfer_t *x, uint64_t now)
+ * its CTS, until st->due_ns (ipcp__stage_go).  *now: the clock, read once
+ * a turn and only when needed. */
+static int ipcp__stage_due(const ipcp__xfer_t *x, uint64_t *now)
 {
-    return x->stage.send || now >= x->stage.due_ns ||
-           ipcp__list_empty(&x->peer->wait_cts);
+    if (x->stage.send || ipcp__list_empty(&x->peer->wait_cts))
+        return 1;
+    if (!*now)
+        *now = ipcp__now_ns();
+    return *now >= x->stage.due_ns;
 }
 
 /* Enqueues one chunk of the first transfer whose chunks may go in now and
@@ -781,7 +785,7 @@ int ipcp__stage_poll(ipcp_comm_t *comm)
 {
     ipcp__qset_t *held[8];
     unsigned nheld = 0;
-    uint64_t now = ipcp__now_ns();
+    uint64_t now = 0;
 
     for (ipcp__list_t *e = comm->staging.next; e != &comm->staging;
          e = e->next) {
@@ -789,7 +793,7 @@ int ipcp__stage_poll(ipcp_comm_t *comm)
         unsigned i = 0;
         while (i < nheld && held[i] != x->stage.qs)
             i++;
-        if (i == nheld && ipcp__stage_due(x, now)) {
+        if (i == nheld && ipcp__stage_due(x, &now)) {
             if (ipcp__stage_step(x, 1))
                 ipcp__stage_finish(x);
             return 1;
@@ -822,9 +826,20 @@ static void ipcp__stage_flush(ipcp_comm_t *comm, ipcp__qset_t *qs)
 
 /* ---- Watching striped transfers (IPCPIPE_STRIPE_ADAPT) ------------------ */
 
-static int ipcp__flag_reached(const uint64_t *flag, uint64_t value)
+static int ipcp__watch_reached(const uint64_t *flag, uint64_t value)
 {
-    return (int64_t)(__atomic_load_n(flag, __ATOMIC_ACQUIRE) - value) >= 0;
+    return ipcp__flag_reached(__atomic_load_n(flag, __ATOMIC_ACQUIRE), value);
+}
+
+/* The communicator's memo of the pair src_id -> dst, or NULL. */
+static ipcp__stripe_memo_t *ipcp__stripe_memo_find(ipcp_comm_t *comm,
+                                                   uint64_t src_id, int dst)
+{
+    for (int i = 0; i < comm->nstripe_memo; i++)
+        if (comm->stripe_memo[i].src_id == src_id &&
+            comm->stripe_memo[i].dst == dst)
+            return &comm->stripe_memo[i];
+    return NULL;
 }
 
 void ipcp__stripe_watch(ipcp_comm_t *comm)
@@ -837,7 +852,7 @@ void ipcp__stripe_watch(ipcp_comm_t *comm)
         if (!w->t_direct) {
             unsigned i = 0;
             while (i < w->np &&
-                   ipcp__flag_reached(
+                   ipcp__watch_reached(
                        &w->done[ipcp__direct_queue(w->dseq, i, w->lo_s,
                                                    w->snq)].v,
                        w->dseq))
@@ -845,7 +860,7 @@ void ipcp__stripe_watch(ipcp_comm_t *comm)
             if (i == w->np)
                 w->t_direct = now;
         }
-        if (!w->t_staged && ipcp__flag_reached(w->last, w->last_v))
+        if (!w->t_staged && ipcp__watch_reached(w->last, w->last_v))
             w->t_staged = now;
     }
 }
@@ -867,14 +882,11 @@ void ipcp__stripe_watch_end(ipcp_comm_t *comm, ipcp__xfer_t *x, int ok)
     double td = (double)((w->t_direct ? w->t_direct : now) - w->t0) / 1e3;
     double ts = (double)((w->t_staged ? w->t_staged : now) - w->t0) / 1e3;
     double f = -1;
-    for (int i = 0; seen && w->adapt && i < comm->nstripe_memo; i++) {
-        ipcp__stripe_memo_t *m = &comm->stripe_memo[i];
-        if (m->src_id == w->src_id && m->dst == w->dst) {
-            f = m->adapt[w->both] = ipcp__stripe_adapt(m->adapt[w->both],
-                                                       td, ts);
-            break;
-        }
-    }
+    ipcp__stripe_memo_t *m =
+        seen && w->adapt ? ipcp__stripe_memo_find(comm, w->src_id, w->dst)
+                         : NULL;
+    if (m)
+        f = m->adapt[w->both] = ipcp__stripe_adapt(m->adapt[w->both], td, ts);
     char fs[48] = "";
     if (f >= 0)
         snprintf(fs, sizeof(fs), "; %s share factor now %.3f",
@@ -1017,35 +1029,32 @@ static ipcp__stripe_memo_t *ipcp__stripe_auto(ipcp_comm_t *comm,
                                                ipcp__peer_t *peer,
                                                uint64_t src_id, int dst)
 {
-    ipcp__stripe_memo_t *m = comm->stripe_memo;
-    int i, src;
+    ipcp__stripe_memo_t *m = ipcp__stripe_memo_find(comm, src_id, dst);
     ipcp__stripe_entry_t e;
-
-    for (i = 0; i < comm->nstripe_memo; i++)
-        if (m[i].src_id == src_id && m[i].dst == dst)
-            break;
-    if (i == comm->nstripe_memo) {
-        if (i == IPCP_STRIPE_MEMO) /* full: replace in turn (the file has it) */
-            i = (int)(comm->stripe_memo_next++ % IPCP_STRIPE_MEMO);
-        m[i].src_id = src_id;
-        m[i].dst = dst;
-        memset(&m[i].e, 0, sizeof(m[i].e));
-        m[i].adapt[0] = m[i].adapt[1] = 1;
-        src = ipcp__local_device(comm, src_id);
-        if (src < 0)
-            IPCP_INFO(IPCP_SUB_ENGINE, "no striping from rank %d: its GPU is "
-                      "not visible to this process, so the links cannot be "
-                      "measured here", peer->rank);
-        else if (ipcp__stripe_tune(comm->cfg, comm->cuda_ops, comm->cuda, src,
-                                   dst, 0, &e) != IPCP_OK)
-            IPCP_INFO(IPCP_SUB_ENGINE, "no striping from rank %d (GPU %d -> "
-                      "GPU %d): %s", peer->rank, src, dst, ipcp__last_error());
-        else
-            m[i].e = e;
-        if (comm->nstripe_memo < IPCP_STRIPE_MEMO)
-            comm->nstripe_memo = i + 1;
-    }
-    return &m[i];
+    if (m)
+        return m;
+    int i = comm->nstripe_memo;
+    if (i == IPCP_STRIPE_MEMO) /* full: replace in turn (the file has it) */
+        i = (int)(comm->stripe_memo_next++ % IPCP_STRIPE_MEMO);
+    m = &comm->stripe_memo[i];
+    m->src_id = src_id;
+    m->dst = dst;
+    memset(&m->e, 0, sizeof(m->e));
+    m->adapt[0] = m->adapt[1] = 1;
+    int src = ipcp__local_device(comm, src_id);
+    if (src < 0)
+        IPCP_INFO(IPCP_SUB_ENGINE, "no striping from rank %d: its GPU is "
+                  "not visible to this process, so the links cannot be "
+                  "measured here", peer->rank);
+    else if (ipcp__stripe_tune(comm->cfg, comm->cuda_ops, comm->cuda, src, dst,
+                               0, &e) != IPCP_OK)
+        IPCP_INFO(IPCP_SUB_ENGINE, "no striping from rank %d (GPU %d -> "
+                  "GPU %d): %s", peer->rank, src, dst, ipcp__last_error());
+    else
+        m->e = e;
+    if (comm->nstripe_memo < IPCP_STRIPE_MEMO)
+        comm->nstripe_memo = i + 1;
+    return m;
 }
 
 int ipcp__peer_busy(ipcp__peer_t *peer, int rx)
@@ -1317,7 +1326,9 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
      * (three driver calls a chunk) held the sender back by about 0.1 ms on
      * H200s.  A loss on the way fails the transfer; the waits enqueued
      * after it see the flags it moved ahead. */
-    wt.t0 = ipcp__now_ns(); /* no part can start before the CTS */
+    int watched = comm->cfg->stripe_adapt && direct && slen && nchunks;
+    if (watched) /* no part can start before the CTS */
+        wt.t0 = ipcp__now_ns();
     if (ipcp__peer_post(comm, peer, &cts, sizeof(cts), fds, nfds) != IPCP_OK)
         /* The sender would never write what our queues wait for; a loss
          * releases them and tells it. */
@@ -1330,7 +1341,7 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
         ipcp__stage_init(&req->xfer, ch, (char *)req->buf + dlen, slen, unit,
                          cts.chunk_base, 0, 0, NULL, 0);
     }
-    if (comm->cfg->stripe_adapt && direct && slen && nchunks) {
+    if (watched) {
         /* Ends: every piece's done flag, and our mark of the last chunk. */
         uint64_t k = cts.chunk_base + nchunks - 1;
         wt.done = ch->ctl->done[rts->src_qset];

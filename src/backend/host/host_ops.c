@@ -52,12 +52,6 @@ static inline uint32_t *host_flag_low(uint64_t *flag)
 #endif
 }
 
-/* The comparison of CU_STREAM_WAIT_VALUE_GEQ, which lets counters wrap. */
-static inline int host_flag_reached(uint64_t cur, uint64_t value)
-{
-    return (int64_t)(cur - value) >= 0;
-}
-
 static const char *host_strerror(int err, char *buf, size_t len)
 {
     /* _GNU_SOURCE gives the GNU strerror_r, which returns the string. */
@@ -149,7 +143,7 @@ static int host_flag_spin(const ipcp__host_op_t *op, uint64_t *cur)
     uint64_t start = ipcp__now_ns();
     for (unsigned i = 1;; i++) {
         *cur = atomic_load_explicit(f, memory_order_acquire);
-        if (host_flag_reached(*cur, op->u.flag.value))
+        if (ipcp__flag_reached(*cur, op->u.flag.value))
             return 1;
         if ((i & 31) == 0 && ipcp__now_ns() - start > HOST_SPIN_NS)
             return 0;
@@ -213,7 +207,7 @@ static void host_op_flag_wait(const ipcp__host_op_t *op)
         }
         cur =
             atomic_load_explicit(host_flag_atomic(flag), memory_order_acquire);
-        if (host_flag_reached(cur, op->u.flag.value))
+        if (ipcp__flag_reached(cur, op->u.flag.value))
             return;
     }
 }
