@@ -65,8 +65,9 @@ typedef struct ipcp__stripe_memo {
     uint64_t src_id;
     int dst;
     ipcp__stripe_entry_t e; /* share 0: not striped */
-    /* IPCPIPE_STRIPE_ADAPT: factors on e's share, one way and both ways */
-    double adapt[2];
+    /* IPCPIPE_STRIPE_ADAPT: factors on e's share, one way and both ways,
+     * by size class */
+    ipcp__adapt_t adapt[2][IPCP_ADAPT_CLASSES];
 } ipcp__stripe_memo_t;
 
 /* Longest a caller waiting for a request polls while device transfers
@@ -271,6 +272,7 @@ typedef struct ipcp__watch {
     uint64_t slen;
     int both;    /* the share was the both-ways one */
     int adapt;   /* the share came from the calibration: adapt it */
+    unsigned cls; /* the transfer's size class (ipcp__adapt_class) */
     uint64_t src_id; /* the pair, for its memo */
     int dst;
 } ipcp__watch_t;

@@ -309,16 +309,61 @@ uint64_t ipcp__stripe_bytes(uint64_t len, double share, uint64_t min_size)
     return s < len ? s : 0;
 }
 
-double ipcp__stripe_adapt(double f, double td, double ts)
+void ipcp__adapt_init(ipcp__adapt_t *a)
 {
-    if (td > 0 && ts > 0) {
-        double r = ts / td;
-        if (r > 1 + IPCP_ADAPT_LATE)
-            f /= r;
-        else if (r < 1 - IPCP_ADAPT_EARLY)
-            f *= IPCP_ADAPT_GROW;
+    *a = (ipcp__adapt_t){.f = 1};
+}
+
+unsigned ipcp__adapt_class(uint64_t len)
+{
+    unsigned c = 0;
+    for (uint64_t l = (uint64_t)8 << 20; l * 2 <= len && c + 1 < IPCP_ADAPT_CLASSES;
+         l *= 2)
+        c++;
+    return c;
+}
+
+double ipcp__adapt_next(ipcp__adapt_t *a)
+{
+    if (a->f > 0 || a->probing)
+        return a->f;
+    if (a->wait > 1) {
+        a->wait--;
+        return 0;
     }
-    return f < IPCP_ADAPT_MIN ? IPCP_ADAPT_MIN : f > 1 ? 1 : f;
+    a->probing = 1;
+    return IPCP_ADAPT_MIN;
+}
+
+double ipcp__adapt_learn(ipcp__adapt_t *a, double td, double ts)
+{
+    double r = td > 0 && ts > 0 ? ts / td : 1, f = a->probing ? IPCP_ADAPT_MIN
+                                                                : a->f;
+    a->probing = 0;
+    if (r > 1 + IPCP_ADAPT_LATE)
+        f /= r;
+    else if (r < 1 - IPCP_ADAPT_EARLY)
+        f *= IPCP_ADAPT_GROW;
+    if (f > 1)
+        f = 1;
+    if (f >= IPCP_ADAPT_MIN) {
+        a->f = f;
+        a->backoff = 0;
+    } else { /* off; the next probe after twice the last wait */
+        uint32_t b = a->backoff ? a->backoff * 2 : IPCP_ADAPT_PROBE;
+        a->backoff = b < IPCP_ADAPT_PROBE_MAX ? b : IPCP_ADAPT_PROBE_MAX;
+        a->wait = a->backoff;
+        a->f = 0;
+    }
+    return a->f;
+}
+
+void ipcp__adapt_forget(ipcp__adapt_t *a)
+{
+    if (!a->probing)
+        return;
+    a->probing = 0;
+    a->wait = a->backoff ? a->backoff : IPCP_ADAPT_PROBE;
 }
 
 double ipcp__stripe_share(const ipcp__stripe_entry_t *e, uint64_t len,

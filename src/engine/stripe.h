@@ -83,19 +83,50 @@ uint64_t ipcp__stripe_bytes(uint64_t len, double share, uint64_t min_size);
 double ipcp__stripe_share(const ipcp__stripe_entry_t *e, uint64_t len,
                           int bidir);
 
-/* IPCPIPE_STRIPE_ADAPT: a pair's factor on its calibrated share after a
- * striped transfer whose direct part took td and staged part ts (any unit,
- * both from the moment both could start).  A staged part that ended more
- * than IPCP_ADAPT_LATE later lowers the factor in proportion (the staged
- * path ran slower than calibrated: another process on the PCIe link, a
- * slower machine); one that ended more than IPCP_ADAPT_EARLY sooner raises
- * it by IPCP_ADAPT_GROW.  Kept between IPCP_ADAPT_MIN (transfers stay
- * striped, so they keep being watched) and 1 (the calibration). */
-#define IPCP_ADAPT_LATE 0.02
-#define IPCP_ADAPT_EARLY 0.05
-#define IPCP_ADAPT_GROW 1.02
+/* IPCPIPE_STRIPE_ADAPT: how much of its calibrated share a pair stages,
+ * one factor per direction mode and size class (a staged path slowed by
+ * another process's copies adds a fixed wait, which a 256 MiB transfer
+ * feels more than a 1 GiB one).  After a striped transfer whose direct
+ * part took td and staged part ts (from the moment both could start), a
+ * staged part that ended more than IPCP_ADAPT_LATE later lowers the
+ * factor in proportion; one that ended more than IPCP_ADAPT_EARLY sooner
+ * raises it by IPCP_ADAPT_GROW, up to 1 (the calibration).  Both bounds
+ * are wide: near the calibrated share the two parts end within a few per
+ * cent of each other, and a narrow band ratcheted the factor down (both
+ * ways on 2 x H200: 804 against 833 GB/s).  Below IPCP_ADAPT_MIN the
+ * class stops striping; every so many of its transfers (IPCP_ADAPT_PROBE,
+ * doubling after each probe that ended late, up to IPCP_ADAPT_PROBE_MAX)
+ * one is striped at IPCP_ADAPT_MIN to see whether the staged path has
+ * recovered. */
+#define IPCP_ADAPT_LATE 0.10
+#define IPCP_ADAPT_EARLY 0.20
+#define IPCP_ADAPT_GROW 1.25
 #define IPCP_ADAPT_MIN 0.25
-double ipcp__stripe_adapt(double f, double td, double ts);
+#define IPCP_ADAPT_PROBE 8
+#define IPCP_ADAPT_PROBE_MAX 256
+/* Size classes: powers of two from IPCP_STRIPE_MIN_SIZE (engine.h) up. */
+#define IPCP_ADAPT_CLASSES 12
+
+typedef struct ipcp__adapt {
+    double f;         /* factor on the calibrated share; 0: not striping */
+    uint32_t wait;    /* while 0: transfers before the next probe */
+    uint32_t backoff; /* the last wait between probes */
+    int probing;      /* a probe is in flight */
+} ipcp__adapt_t;
+
+/* A class's state before its first transfer. */
+void ipcp__adapt_init(ipcp__adapt_t *a);
+/* The class of a transfer of len bytes. */
+unsigned ipcp__adapt_class(uint64_t len);
+/* The factor for the class's next transfer: 0 while it does not stripe,
+ * except for a probe now and then. */
+double ipcp__adapt_next(ipcp__adapt_t *a);
+/* Learns from a striped transfer of the class whose parts took td and ts;
+ * returns the new factor. */
+double ipcp__adapt_learn(ipcp__adapt_t *a, double td, double ts);
+/* A transfer of the class taught nothing (not striped after all, failed,
+ * or neither end seen): a probe it was is tried again later. */
+void ipcp__adapt_forget(ipcp__adapt_t *a);
 
 /* The smallest transfer the engine stripes, from the calibration's
  * smallest gaining size.  The calibration runs in one process; between

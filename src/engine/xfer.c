@@ -872,24 +872,26 @@ void ipcp__stripe_watch_end(ipcp_comm_t *comm, ipcp__xfer_t *x, int ok)
         return;
     w->on = 0;
     ipcp__list_del(&w->link);
-    if (!ok || !x->req)
-        return;
+    ipcp__stripe_memo_t *m =
+        w->adapt ? ipcp__stripe_memo_find(comm, w->src_id, w->dst) : NULL;
+    ipcp__adapt_t *a = m ? &m->adapt[w->both][w->cls] : NULL;
     /* Both parts have ended: one not seen yet ended by now.  Where neither
      * was seen (the thread was busy, or asleep: host queues do not keep it
      * spinning), which ended first is unknown. */
-    uint64_t now = ipcp__now_ns();
     int seen = (w->t_direct != 0) + (w->t_staged != 0);
+    if (!ok || !x->req || !seen) {
+        if (a)
+            ipcp__adapt_forget(a);
+        if (!ok || !x->req)
+            return;
+    }
+    uint64_t now = ipcp__now_ns();
     double td = (double)((w->t_direct ? w->t_direct : now) - w->t0) / 1e3;
     double ts = (double)((w->t_staged ? w->t_staged : now) - w->t0) / 1e3;
-    double f = -1;
-    ipcp__stripe_memo_t *m =
-        seen && w->adapt ? ipcp__stripe_memo_find(comm, w->src_id, w->dst)
-                         : NULL;
-    if (m)
-        f = m->adapt[w->both] = ipcp__stripe_adapt(m->adapt[w->both], td, ts);
+    double f = a && seen ? ipcp__adapt_learn(a, td, ts) : -1;
     char fs[48] = "";
     if (f >= 0)
-        snprintf(fs, sizeof(fs), "; %s share factor now %.3f",
+        snprintf(fs, sizeof(fs), "; %s share factor of its size now %.3f",
                  w->both ? "both-ways" : "one-way", f);
     IPCP_DEBUG(IPCP_SUB_ENGINE, "striped transfer of %llu bytes from rank "
                "%d: direct part ended %s%.1f us after the CTS, staged part "
@@ -1040,7 +1042,9 @@ static ipcp__stripe_memo_t *ipcp__stripe_auto(ipcp_comm_t *comm,
     m->src_id = src_id;
     m->dst = dst;
     memset(&m->e, 0, sizeof(m->e));
-    m->adapt[0] = m->adapt[1] = 1;
+    for (unsigned b = 0; b < 2; b++)
+        for (unsigned c = 0; c < IPCP_ADAPT_CLASSES; c++)
+            ipcp__adapt_init(&m->adapt[b][c]);
     int src = ipcp__local_device(comm, src_id);
     if (src < 0)
         IPCP_INFO(IPCP_SUB_ENGINE, "no striping from rank %d: its GPU is "
@@ -1089,6 +1093,7 @@ static uint64_t ipcp__stripe_choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
     double share = comm->cfg->stripe;
     uint64_t min = 0, mine;
     unsigned snq = rts->src_nq ? rts->src_nq : 1;
+    ipcp__adapt_t *a = NULL; /* IPCPIPE_STRIPE_ADAPT's state for this one */
 
     if (share < 0 || c->path != IPCP_PATH_DIRECT ||
         (rts->hdr.flags & (IPCP_RTS_PUT | IPCP_RTS_GET_REPLY)))
@@ -1129,15 +1134,22 @@ static uint64_t ipcp__stripe_choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
         ipcp__stripe_memo_t *m =
             ipcp__stripe_auto(comm, peer, rts->reach[0], req->attr.device);
         share = ipcp__stripe_share(&m->e, rts->len, both);
-        if (comm->cfg->stripe_adapt)
-            share *= m->adapt[both];
         min = ipcp__stripe_engine_min(m->e.min_size);
-        w->adapt = 1;
+        if (comm->cfg->stripe_adapt && share > 0 && rts->len >= min) {
+            w->cls = ipcp__adapt_class(rts->len);
+            a = &m->adapt[both][w->cls];
+            share *= ipcp__adapt_next(a);
+            w->adapt = 1;
+        }
         w->both = both;
         w->src_id = m->src_id;
         w->dst = m->dst;
     }
     uint64_t n = ipcp__stripe_bytes(rts->len, share, min);
+    if (a && !n) { /* not striped after all: nothing to learn */
+        ipcp__adapt_forget(a);
+        w->adapt = 0;
+    }
     if (n) { /* the direct part's queues, clear of the staged ones */
         *lo_s = ls;
         *lo_r = lr;

@@ -368,34 +368,102 @@ static void case_share(void)
 #undef NEAR
 }
 
-/* IPCPIPE_STRIPE_ADAPT: a staged part that ended late lowers the factor
- * in proportion; one that ended early raises it by 2%; within the slack,
- * or with a time missing, it stays; never below IPCP_ADAPT_MIN nor above
- * 1; and repeated late ends converge instead of oscillating. */
+/* IPCPIPE_STRIPE_ADAPT, one size class: a staged part that ended late
+ * lowers the factor in proportion; one that ended early raises it; within
+ * the band, or with a time missing, it stays; never above 1; below the
+ * floor the class stops striping and probes now and then, less often
+ * after each late probe, and comes back after a probe on time. */
 static void case_adapt(void)
 {
-#define NEAR(x, want) T_CHECK((x) > (want) - 1e-9 && (x) < (want) + 1e-9)
-    NEAR(ipcp__stripe_adapt(1.0, 600, 660), 1.0 / 1.1);
-    NEAR(ipcp__stripe_adapt(0.5, 600, 900), 0.5 / 1.5);
-    NEAR(ipcp__stripe_adapt(0.9, 600, 606), 0.9);  /* 1% late: noise */
-    NEAR(ipcp__stripe_adapt(0.9, 600, 600), 0.9);
-    NEAR(ipcp__stripe_adapt(0.9, 600, 585), 0.9);  /* 2.5% early: noise */
-    NEAR(ipcp__stripe_adapt(0.9, 600, 500), 0.9 * IPCP_ADAPT_GROW);
-    NEAR(ipcp__stripe_adapt(1.0, 600, 300), 1.0);  /* never above 1 */
-    NEAR(ipcp__stripe_adapt(0.3, 100, 1000), IPCP_ADAPT_MIN);
-    NEAR(ipcp__stripe_adapt(0.7, 0, 500), 0.7);
-    NEAR(ipcp__stripe_adapt(0.7, 500, 0), 0.7);
+#define NEAR(x, want)                                                          \
+    do {                                                                       \
+        double got_ = (x); /* once: the calls change the state */             \
+        T_CHECK(got_ > (want) - 1e-9 && got_ < (want) + 1e-9);                 \
+    } while (0)
+    ipcp__adapt_t a;
+    ipcp__adapt_init(&a);
+    NEAR(ipcp__adapt_next(&a), 1.0);
+    NEAR(ipcp__adapt_learn(&a, 600, 720), 1.0 / 1.2);
+    NEAR(ipcp__adapt_learn(&a, 600, 900), 1.0 / 1.2 / 1.5);
+    double f = a.f;
+    NEAR(ipcp__adapt_learn(&a, 600, 654), f);  /* 9% late: within the band */
+    NEAR(ipcp__adapt_learn(&a, 600, 600), f);
+    NEAR(ipcp__adapt_learn(&a, 600, 490), f);  /* 18% early: within it */
+    NEAR(ipcp__adapt_learn(&a, 600, 0), f);    /* a time missing */
+    NEAR(ipcp__adapt_learn(&a, 0, 500), f);
+    NEAR(ipcp__adapt_learn(&a, 600, 300), f * IPCP_ADAPT_GROW);
+    for (int i = 0; i < 10; i++)
+        ipcp__adapt_learn(&a, 600, 300);
+    NEAR(a.f, 1.0); /* never above the calibration */
+    NEAR(ipcp__adapt_next(&a), 1.0);
+
+    /* 256 MiB next to another process's copies on the PCIe link: the
+     * staged part waits for them whatever its size, so the class stops
+     * striping... */
+    NEAR(ipcp__adapt_learn(&a, 600, 1500), 1.0 / 2.5);
+    NEAR(ipcp__adapt_learn(&a, 600, 1400), 0.0);
+    T_CHECK(a.f == 0 && a.backoff == IPCP_ADAPT_PROBE);
+    /* ...and after IPCP_ADAPT_PROBE - 1 unstriped transfers probes at the
+     * floor; nothing else stripes while the probe is out. */
+    for (int i = 1; i < IPCP_ADAPT_PROBE; i++)
+        NEAR(ipcp__adapt_next(&a), 0.0);
+    NEAR(ipcp__adapt_next(&a), IPCP_ADAPT_MIN);
+    NEAR(ipcp__adapt_next(&a), 0.0);
+    /* A late probe doubles the wait, up to IPCP_ADAPT_PROBE_MAX. */
+    NEAR(ipcp__adapt_learn(&a, 600, 1200), 0.0);
+    T_CHECK(a.backoff == 2 * IPCP_ADAPT_PROBE);
+    unsigned waited = 0;
+    for (int k = 0; k < 8; k++) {
+        waited = 0;
+        while (ipcp__adapt_next(&a) == 0)
+            waited++;
+        ipcp__adapt_learn(&a, 600, 1200);
+    }
+    T_CHECK(waited == IPCP_ADAPT_PROBE_MAX - 1);
+    T_CHECK(a.backoff == IPCP_ADAPT_PROBE_MAX);
+    /* A probe that taught nothing (failed, or neither end seen) is made
+     * again after the same wait. */
+    while (ipcp__adapt_next(&a) == 0)
+        ;
+    ipcp__adapt_forget(&a);
+    waited = 0;
+    while (ipcp__adapt_next(&a) == 0)
+        waited++;
+    T_CHECK(waited == IPCP_ADAPT_PROBE_MAX - 1);
+    /* A probe on time brings the class back at the floor; the staged path
+     * free again, early ends raise the factor back to 1. */
+    NEAR(ipcp__adapt_learn(&a, 600, 630), IPCP_ADAPT_MIN);
+    T_CHECK(a.backoff == 0);
+    int n = 0;
+    while (ipcp__adapt_next(&a) < 1 && n < 20) {
+        ipcp__adapt_learn(&a, 600, 300 * a.f); /* half the time it had */
+        n++;
+    }
+    T_CHECK(n > 0 && n < 10);
+    NEAR(a.f, 1.0);
+
     /* A staged path at 60% of its calibrated rate, with a fixed cost of
      * a tenth of the direct part's time: the factor settles where both
-     * parts end together, within the slack, and stays there. */
-    double f = 1, td = 600, ts = 0;
+     * parts end within the band, and stays there. */
+    ipcp__adapt_init(&a);
+    double td = 600, ts = 0;
     for (int i = 0; i < 20; i++) {
-        ts = 60 + td * f / 0.6;
-        f = ipcp__stripe_adapt(f, td, ts);
+        ts = 60 + td * ipcp__adapt_next(&a) / 0.6;
+        ipcp__adapt_learn(&a, td, ts);
     }
-    ts = 60 + td * f / 0.6;
-    T_CHECK(ts / td > 1 - IPCP_ADAPT_EARLY && ts / td < 1 + IPCP_ADAPT_LATE);
-    NEAR(ipcp__stripe_adapt(f, td, ts), f);
+    ts = 60 + td * a.f / 0.6;
+    T_CHECK(a.f >= IPCP_ADAPT_MIN && ts / td > 1 - IPCP_ADAPT_EARLY &&
+            ts / td < 1 + IPCP_ADAPT_LATE);
+    f = a.f;
+    NEAR(ipcp__adapt_learn(&a, td, ts), f);
+
+    /* Size classes: powers of two from 8 MiB, the last one open-ended. */
+    T_CHECK(ipcp__adapt_class(0) == 0);
+    T_CHECK(ipcp__adapt_class((uint64_t)16 << 20) == 1);
+    T_CHECK(ipcp__adapt_class(((uint64_t)16 << 20) - 1) == 0);
+    T_CHECK(ipcp__adapt_class((uint64_t)256 << 20) == 5);
+    T_CHECK(ipcp__adapt_class(((uint64_t)1 << 30) + 7) == 7);
+    T_CHECK(ipcp__adapt_class((uint64_t)1 << 50) == IPCP_ADAPT_CLASSES - 1);
 #undef NEAR
 }
 
