@@ -96,11 +96,11 @@ static const ipcp__setting_t ipcp__settings[] = {
      IPCP_OFF(stripe_cache), 0, 0, 0, NULL},
     {"IPCPIPE_STRIPE_ADAPT", IPCP_SET_ENUM, "on", "the receiver of a "
      "striped transfer notes when each part ended (on); under "
-     "IPCPIPE_STRIPE=auto, a staged part that ended more than 10% late "
-     "lowers the pair's staged share for later transfers of that size, "
-     "down to not striping them (with a striped probe now and then), and "
-     "one that ended more than 20% early lets it back up to the calibrated "
-     "share", IPCP_OFF(stripe_adapt), 0, 0, 0,
+     "IPCPIPE_STRIPE=auto, a staged part that ended late (more than 10% at "
+     "the calibrated share, 2% below it) lowers the pair's staged share for "
+     "later transfers of that size, down to not striping them (with a "
+     "striped probe now and then), and one that ended early lets it back "
+     "up to the calibrated share", IPCP_OFF(stripe_adapt), 0, 0, 0,
      ipcp__offon_choices},
     {"IPCPIPE_EAGER", IPCP_SET_SIZE, "8K", "largest host message sent inline "
      "with its control message (0 turns eager sends off)", IPCP_OFF(eager), 0,

@@ -339,11 +339,15 @@ double ipcp__adapt_learn(ipcp__adapt_t *a, double td, double ts)
 {
     double r = td > 0 && ts > 0 ? ts / td : 1, f = a->probing ? IPCP_ADAPT_MIN
                                                                 : a->f;
+    if (!a->learned++) /* the class's first transfer pays first uses */
+        return a->f;
     a->probing = 0;
-    if (r > 1 + IPCP_ADAPT_LATE)
+    if (r > 1 + IPCP_ADAPT_LATE && f >= 1)
         f /= r;
-    else if (r < 1 - IPCP_ADAPT_EARLY)
-        f *= IPCP_ADAPT_GROW;
+    else if (f < 1 && r > 1 + IPCP_ADAPT_SLACK)
+        f /= r * r; /* twice the step: a late end costs, an early one not */
+    else if (r < 1 - IPCP_ADAPT_SLACK) /* at most a quarter up */
+        f *= 1 / r < IPCP_ADAPT_GROW ? 1 / r : IPCP_ADAPT_GROW;
     if (f > 1)
         f = 1;
     if (f >= IPCP_ADAPT_MIN) {

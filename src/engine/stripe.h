@@ -87,19 +87,24 @@ double ipcp__stripe_share(const ipcp__stripe_entry_t *e, uint64_t len,
  * one factor per direction mode and size class (a staged path slowed by
  * another process's copies adds a fixed wait, which a 256 MiB transfer
  * feels more than a 1 GiB one).  After a striped transfer whose direct
- * part took td and staged part ts (from the moment both could start), a
- * staged part that ended more than IPCP_ADAPT_LATE later lowers the
- * factor in proportion; one that ended more than IPCP_ADAPT_EARLY sooner
- * raises it by IPCP_ADAPT_GROW, up to 1 (the calibration).  Both bounds
- * are wide: near the calibrated share the two parts end within a few per
- * cent of each other, and a narrow band ratcheted the factor down (both
- * ways on 2 x H200: 804 against 833 GB/s).  Below IPCP_ADAPT_MIN the
- * class stops striping; every so many of its transfers (IPCP_ADAPT_PROBE,
+ * part took td and staged part ts (from the moment both could start),
+ * r = ts / td.  A class's first transfer teaches nothing (it pays first
+ * uses: with it, 256 MiB ran at 397 GB/s against 417 without).  At the
+ * calibrated share (factor 1) only a staged part more than IPCP_ADAPT_LATE
+ * late lowers the factor, to f / r: there the two parts end within a few
+ * per cent of each other, and a narrow band ratcheted the factor down
+ * (both ways on 2 x H200: 804 against 833 GB/s at 1 GiB).  Below it the
+ * staged path has been slow, and under load it is uneven too: one more
+ * than IPCP_ADAPT_SLACK late lowers the factor twice as much, to f / r^2
+ * (with one step, 512 MiB next to a copy loop ran at 342-354 GB/s, direct
+ * 390), and one more than IPCP_ADAPT_SLACK early raises it to f / r, at
+ * most by IPCP_ADAPT_GROW and up to 1.  Below IPCP_ADAPT_MIN the class
+ * stops striping; every so many of its transfers (IPCP_ADAPT_PROBE,
  * doubling after each probe that ended late, up to IPCP_ADAPT_PROBE_MAX)
  * one is striped at IPCP_ADAPT_MIN to see whether the staged path has
  * recovered. */
 #define IPCP_ADAPT_LATE 0.10
-#define IPCP_ADAPT_EARLY 0.20
+#define IPCP_ADAPT_SLACK 0.02
 #define IPCP_ADAPT_GROW 1.25
 #define IPCP_ADAPT_MIN 0.25
 #define IPCP_ADAPT_PROBE 8
@@ -112,6 +117,7 @@ typedef struct ipcp__adapt {
     uint32_t wait;    /* while 0: transfers before the next probe */
     uint32_t backoff; /* the last wait between probes */
     int probing;      /* a probe is in flight */
+    unsigned learned; /* transfers learned from */
 } ipcp__adapt_t;
 
 /* A class's state before its first transfer. */
