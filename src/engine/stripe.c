@@ -317,8 +317,8 @@ void ipcp__adapt_init(ipcp__adapt_t *a)
 unsigned ipcp__adapt_class(uint64_t len)
 {
     unsigned c = 0;
-    for (uint64_t l = (uint64_t)8 << 20; l * 2 <= len && c + 1 < IPCP_ADAPT_CLASSES;
-         l *= 2)
+    for (uint64_t l = IPCP_ADAPT_CLASS0;
+         l * 2 <= len && c + 1 < IPCP_ADAPT_CLASSES; l *= 2)
         c++;
     return c;
 }

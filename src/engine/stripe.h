@@ -109,12 +109,14 @@ double ipcp__stripe_share(const ipcp__stripe_entry_t *e, uint64_t len,
 #define IPCP_ADAPT_MIN 0.25
 #define IPCP_ADAPT_PROBE 8
 #define IPCP_ADAPT_PROBE_MAX 256
-/* Size classes: powers of two from IPCP_STRIPE_MIN_SIZE (engine.h) up. */
+/* Size classes: powers of two from IPCP_ADAPT_CLASS0 (the smallest size
+ * auto stripes, IPCP_STRIPE_MIN_SIZE in engine.h), the last open-ended. */
+#define IPCP_ADAPT_CLASS0 ((uint64_t)8 << 20)
 #define IPCP_ADAPT_CLASSES 12
 
 typedef struct ipcp__adapt {
     double f;         /* factor on the calibrated share; 0: not striping */
-    uint32_t wait;    /* while 0: transfers before the next probe */
+    uint32_t wait;    /* while f is 0: transfers before the next probe */
     uint32_t backoff; /* the last wait between probes */
     int probing;      /* a probe is in flight */
     unsigned learned; /* transfers learned from */

@@ -1074,6 +1074,9 @@ int ipcp__peer_busy(ipcp__peer_t *peer, int rx)
     return 0;
 }
 
+_Static_assert(IPCP_ADAPT_CLASS0 == IPCP_STRIPE_MIN_SIZE,
+               "adapt's first size class starts where auto striping does");
+
 /* The bytes of a direct transfer (at the end of the buffer) that go
  * through the ring at the same time: 0 for none.  Both GPUs must differ
  * (on one GPU both parts would share its memory) and each side needs a
