@@ -7,14 +7,14 @@
 #   scripts/gpu-check.sh OUTDIR [STEPS]
 #
 # STEPS is a comma list of build,tests,memcheck,bench,lane,proto,trace,
-# seed,compare,stripes,sweep (default: all of them), so that a time-limited session can
+# seed,compare,stripes,load,sweep (default: all of them), so that a time-limited session can
 # run them in several calls; the build tree is reused when it is there.
 # GPU_TEST_TIMEOUT: seconds per GPU test (default 600); GPU_TEST_REGEX: run
 # only the GPU tests whose names match it.
 set -uo pipefail
 
-out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,sweep]}
-steps=,${2:-build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,sweep},
+out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep]}
+steps=,${2:-build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep},
 want() { [[ $steps == *,$1,* ]]; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${IPCPIPE_BUILD_ROOT:-$root/build}/gpu
@@ -157,6 +157,23 @@ stripes_run() {
 if want stripes; then
     step stripes stripes_run >"$out/stripes.txt" 2>&1
     cat "$out/stripes.txt" >>"$summary"
+fi
+
+# Beside another process's copies over one GPU's PCIe link (--load): the
+# sender's D2H, then the receiver's H2D.  Striping must not leave auto
+# slower than direct by more than noise (IPCPIPE_STRIPE_ADAPT).
+load_run() {
+    local k
+    for k in d2h h2d; do
+        echo "## --load $k"
+        "$bench" --mem cuda --load "$k" --case direct --case auto \
+            --sizes 256M,512M,1G --lat-max 0 2>&1 |
+            grep -E '^ +[0-9]|^# load|--load' || return 1
+    done
+}
+if want load; then
+    step load load_run >"$out/load.txt" 2>&1
+    cat "$out/load.txt" >>"$summary"
 fi
 
 if want sweep; then

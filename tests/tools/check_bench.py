@@ -7,7 +7,8 @@ terminal gets.  Checks formats and counts, never timing values.
 
 Modes: csv, plot, compare-host, compare-nogpu (skips, 77, where a GPU is
 usable: there the references really run), options, progress, trace (INFO
-is then scripts/trace_stats.py, run over a trace of a staged case)."""
+is then scripts/trace_stats.py, run over a trace of a staged case),
+mailbox, adapt, load (runs the load where a GPU is usable)."""
 import csv
 import io
 import json
@@ -362,6 +363,57 @@ def mode_adapt(bench):
     return 0
 
 
+LOAD_LINE = re.compile(r"--load (d2h|h2d) on device (\d+): ([0-9.]+) GB/s "
+                       r"of pinned copies over ([0-9.]+) s, beside the cases")
+
+
+def mode_load(bench, info):
+    """--load: bad values and combinations are refused (exit 2, saying
+    why); where no GPU is usable the run goes on without it, saying so in
+    the table's header and on stderr.  Where one is (label gpu), both kinds
+    run beside a direct and an auto case: the data still verifies, the
+    header says what ran, and the load's own figures show it moved data
+    over the whole run."""
+    p = run(bench, ["--load", "x", "--list"], want_rc=2)
+    check('bad value "x" for --load' in p.stderr, f"--load x: {p.stderr!r}")
+    for extra in (["--mem", "host"], ["--mem", "auto"],
+                  ["--mem", "cuda", "--tune"]):
+        p = run(bench, ["--load", "d2h", "--sizes", "1M"] + extra, want_rc=2)
+        check("--load loads a GPU's PCIe link" in p.stderr,
+              f"--load d2h {' '.join(extra)}: {p.stderr!r}")
+    p = run(bench, ["--load-worker", "d2h", "0"], want_rc=2)
+    check("not for use by hand" in p.stderr, f"--load-worker: {p.stderr!r}")
+    args = ["--mem", "cuda", "--case", "direct:64M", "--case", "auto:64M",
+            "--iters", "3", "--warmup", "1", "--lat-max", "0", "--timeout",
+            "240"]
+    if not gpu_usable(info):
+        for kind, rank in (("d2h", 1), ("h2d", 0)):
+            p = run(bench, args + ["--load", kind])
+            check(f"# load (--load {kind}): not started, rank {rank} has no "
+                  f"GPU buffers" in p.stdout, f"header:\n{p.stdout}")
+            check(f"--load {kind} not started: rank {rank} has no GPU "
+                  f"buffers" in p.stderr, f"stderr:\n{p.stderr}")
+        print("(no GPU usable: the load itself was not run)")
+        return 0
+    for kind, rank in (("d2h", 1), ("h2d", 0)):
+        t0 = time.monotonic()
+        p = run(bench, args + ["--load", kind])
+        wall = time.monotonic() - t0
+        check(f"# load (--load {kind}): a third process copies 64 MiB of "
+              f"pinned memory 4 at a time" in p.stdout and
+              f"on rank {rank}'s GPU" in p.stdout, f"header:\n{p.stdout}")
+        rows = [ln for ln in p.stdout.splitlines() if re.match(r"^ +64M", ln)]
+        check(len(rows) == 2 and all(ln.split()[-1] == "yes" for ln in rows),
+              f"rows not measured and verified:\n{p.stdout}")
+        m = LOAD_LINE.findall(p.stderr)
+        check(len(m) == 1 and m[0][0] == kind,
+              f"the load's figures, once: {m}\n{p.stderr}")
+        gbps, secs = float(m[0][2]), float(m[0][3])
+        check(gbps > 1 and 0 < secs < wall, f"load {gbps} GB/s over {secs} s "
+              f"of a {wall:.1f} s run")
+    return 0
+
+
 def traced_stats(bench, stats, path, copies):
     """Runs a staged 1 MiB case with a trace; returns trace_stats.py's
     lines."""
@@ -465,6 +517,8 @@ def main(argv):
             rc = mode_mailbox(bench)
         elif mode == "adapt":
             rc = mode_adapt(bench)
+        elif mode == "load":
+            rc = mode_load(bench, argv[3])
         else:
             print(f"unknown mode {mode}")
             return 2

@@ -120,6 +120,13 @@ static const char usage_text[] =
     "                  --csv)\n"
     "  --trace FILE    write a Chrome/Perfetto timeline of one case to\n"
     "                  FILE (IPCPIPE_TRACE; select the case with --case)\n"
+    "  --load d2h|h2d  beside the whole run, a third process copies\n"
+    "                  64 MiB of pinned memory at a time over one GPU's\n"
+    "                  PCIe link: device to host on the sender's GPU\n"
+    "                  (d2h) or host to device on the receiver's (h2d),\n"
+    "                  as another job on the machine would; what striping\n"
+    "                  does when its staged path is shared.  Needs --mem\n"
+    "                  cuda; prints the load's own GB/s at the end\n"
     "  --tune          measure striping (IPCPIPE_STRIPE=auto) between\n"
     "                  every ordered pair of visible GPUs now, write the\n"
     "                  calibration file (IPCPIPE_STRIPE_CACHE), print\n"
@@ -264,6 +271,7 @@ enum {
     OPT_ALLOC,
     OPT_WINDOW,
     OPT_TUNE,
+    OPT_LOAD,
     OPT_HELP,
 };
 
@@ -290,6 +298,7 @@ static const struct option long_opts[] = {
     {"alloc", required_argument, NULL, OPT_ALLOC},
     {"window", required_argument, NULL, OPT_WINDOW},
     {"tune", no_argument, NULL, OPT_TUNE},
+    {"load", required_argument, NULL, OPT_LOAD},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -414,6 +423,14 @@ static int apply_opt(bench_opts_t *o, size_args_t *sa, int c, const char *arg)
     case OPT_TUNE:
         o->tune = 1;
         return 0;
+    case OPT_LOAD:
+        if (strcmp(arg, "d2h") == 0)
+            o->load = BENCH_LOAD_D2H;
+        else if (strcmp(arg, "h2d") == 0)
+            o->load = BENCH_LOAD_H2D;
+        else
+            return -1;
+        return 0;
     default:
         return -1;
     }
@@ -450,6 +467,11 @@ static int parse_args(int argc, char **argv, bench_opts_t *o)
     }
     if (o->json && o->csv) {
         fprintf(stderr, "ipcpipe-bench: --json and --csv exclude each other\n");
+        return 2;
+    }
+    if (o->load != BENCH_LOAD_NONE && (o->mem != BENCH_MEM_CUDA || o->tune)) {
+        fprintf(stderr, "ipcpipe-bench: --load loads a GPU's PCIe link: it "
+                        "needs --mem cuda, and does not go with --tune\n");
         return 2;
     }
     if (sa.list ? parse_sizes_list(o, sa.list)
@@ -679,6 +701,8 @@ static int rank_main(const bench_opts_t *o, const bench_case_t *cs, int n)
 int main(int argc, char **argv)
 {
     bench_opts_t o;
+    if (argc > 1 && strcmp(argv[1], "--load-worker") == 0)
+        return bench_load_worker_main(argc, argv);
     int rc = parse_args(argc, argv, &o);
     if (rc)
         return rc == 1 ? 0 : rc;

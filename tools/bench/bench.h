@@ -3,6 +3,7 @@
 #ifndef IPCP_BENCH_H
 #define IPCP_BENCH_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -65,6 +66,14 @@ typedef enum {
     BENCH_ALLOC_PLAIN = 1, /* cuMemAlloc (legacy IPC in the library) */
 } bench_alloc_t;
 
+/* --load: pinned copies in a third process on one rank's GPU, for the
+ * whole run (bench_load.c). */
+typedef enum {
+    BENCH_LOAD_NONE = 0,
+    BENCH_LOAD_D2H, /* device to host on the sender's GPU */
+    BENCH_LOAD_H2D, /* host to device on the receiver's GPU */
+} bench_load_kind_t;
+
 typedef struct bench_opts {
     size_t sizes[BENCH_MAX_SIZES];
     int nsizes;
@@ -90,6 +99,7 @@ typedef struct bench_opts {
     bench_alloc_t alloc;
     const char *trace; /* --trace FILE */
     int tune;          /* --tune: striping calibration, then exit */
+    bench_load_kind_t load; /* --load: a third process's copies beside */
 } bench_opts_t;
 
 typedef struct bench_case {
@@ -175,6 +185,9 @@ typedef struct bench_setup_info {
     const char *waive_all; /* non-NULL: every case waived for this */
 } bench_setup_info_t;
 const bench_setup_info_t *bench_ctx_info(const bench_ctx_t *ctx);
+/* --load as the ranks agreed: 1 running (*device: the loaded rank's
+ * device), 0 not started or not asked for. */
+int bench_ctx_load(const bench_ctx_t *ctx, int *device);
 
 /* Runs one case on every rank; rank 0 fills *res, ceiling included.
  * Returns 0, or -1 if this rank must stop. */
@@ -351,5 +364,34 @@ void bench_naive_destroy(bench_naive_t *nv);
 /* Rank 1: the legacy IPC handle of a cuMemAlloc buffer. */
 int bench_cuda_ipc_handle(void *ptr, unsigned char h[BENCH_IPC_HANDLE_BYTES],
                           char *err, size_t elen);
+
+/* ---- --load (bench_load.c) -------------------------------------------- */
+
+/* Bytes per copy of the load, and copies per batch. */
+#define BENCH_LOAD_CHUNK ((size_t)64 << 20)
+#define BENCH_LOAD_DEPTH 4
+
+typedef struct bench_load {
+    int pid;  /* the worker, 0: none */
+    int fd;   /* read end of its pipe */
+    int kind; /* bench_load_kind_t */
+    int device;
+} bench_load_t;
+
+/* The worker's copies (bench_cuda.c): until *stop, then *bytes moved in
+ * *secs.  Writes a byte to ready_fd after the first batch.  0 or -1. */
+int bench_cuda_load_run(int device, int h2d, volatile sig_atomic_t *stop,
+                        int ready_fd, double *bytes, double *secs, char *err,
+                        size_t elen);
+/* Starts the worker on device (this process's ordinal) and returns once
+ * its copies run.  0, or -1 with err. */
+int bench_load_start(bench_load_t *l, bench_load_kind_t kind, int device,
+                     char *err, size_t elen);
+/* Stops it and prints what it moved to stderr (nothing when none runs). */
+void bench_load_stop(bench_load_t *l);
+/* "d2h" or "h2d". */
+const char *bench_load_name(bench_load_kind_t kind);
+/* main() of "ipcpipe-bench --load-worker KIND DEVICE FD"; the exit status. */
+int bench_load_worker_main(int argc, char **argv);
 
 #endif

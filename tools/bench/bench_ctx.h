@@ -9,7 +9,13 @@
 #define RECV 0
 #define SEND 1
 
-enum { TAG_SETUP = 1, TAG_ALLOC = 2, TAG_ALLOC_OK = 3, TAG_CASE0 = 16 };
+enum {
+    TAG_SETUP = 1,
+    TAG_ALLOC = 2,
+    TAG_ALLOC_OK = 3,
+    TAG_LOAD = 4,
+    TAG_CASE0 = 16
+};
 /* Tags of case i: TAG_CASE0 + 8 * i + one of these, so that a transfer
  * abandoned in one case can never match a receive of another.  T_DATA goes
  * from rank 1 to rank 0, T_REV the other way (bidir). */
@@ -43,6 +49,10 @@ struct bench_ctx {
     bench_ceil_t *ceil;     /* rank 0 */
     ipcp_request_t **reqs;  /* 2 * BENCH_MAX_WINDOW */
     bench_setup_info_t info;
+    bench_load_t load; /* --load: the worker, on the rank whose GPU it loads */
+    /* --load as every rank learnt it: 1 running, 0 not started (no GPU
+     * there), with the loaded rank's device */
+    int load_state, load_device;
     char mem_note[BENCH_REASON_MAX];
     char ceil_note[BENCH_REASON_MAX];
     char waive[2 * BENCH_REASON_MAX];

@@ -6,9 +6,11 @@
  * bench runs on host memory only. */
 #include "bench.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #ifdef IPCP_HAVE_CUDA
 
@@ -943,6 +945,64 @@ int bench_cuda_ipc_handle(void *ptr, unsigned char h[BENCH_IPC_HANDLE_BYTES],
     return 0;
 }
 
+/* --load's copies (bench_load.c): BENCH_LOAD_DEPTH copies of
+ * BENCH_LOAD_CHUNK bytes between device memory and pinned host memory on
+ * one stream, waited for, again, until *stop.  A batch of several keeps
+ * the copy engine busy while the host waits; the first batch's end is
+ * reported on ready_fd, so that nothing is timed before the load runs. */
+int bench_cuda_load_run(int device, int h2d, volatile sig_atomic_t *stop,
+                        int ready_fd, double *bytes, double *secs, char *err,
+                        size_t elen)
+{
+    CUdeviceptr d = 0;
+    void *h = NULL;
+    CUstream s = NULL;
+    int rc = -1;
+    *bytes = *secs = 0;
+    if (xcu_load(err, elen) < 0 || bench_cuda_bind(device, err, elen) < 0)
+        return -1;
+    if (cu_ok(IPCP_CU(cuMemAlloc)(&d, BENCH_LOAD_CHUNK), err, elen,
+              "cuMemAlloc(load buffer)") < 0 ||
+        cu_ok(XCU(cuMemHostAlloc)(&h, BENCH_LOAD_CHUNK, 0), err, elen,
+              "cuMemHostAlloc(load buffer)") < 0 ||
+        cu_ok(IPCP_CU(cuStreamCreate)(&s, CU_STREAM_NON_BLOCKING), err, elen,
+              "cuStreamCreate") < 0)
+        goto out;
+    memset(h, 0x5a, BENCH_LOAD_CHUNK);
+    double t0 = bench_now_s();
+    for (int batch = 0; !*stop; batch++) {
+        for (int i = 0; i < BENCH_LOAD_DEPTH; i++) {
+            CUresult r =
+                h2d ? IPCP_CU(cuMemcpyHtoDAsync)(d, h, BENCH_LOAD_CHUNK, s)
+                    : IPCP_CU(cuMemcpyDtoHAsync)(h, d, BENCH_LOAD_CHUNK, s);
+            if (cu_ok(r, err, elen,
+                      h2d ? "cuMemcpyHtoDAsync(load)"
+                          : "cuMemcpyDtoHAsync(load)") < 0)
+                goto out;
+        }
+        if (cu_ok(IPCP_CU(cuStreamSynchronize)(s), err, elen,
+                  "cuStreamSynchronize(load)") < 0)
+            goto out;
+        *bytes += (double)BENCH_LOAD_DEPTH * (double)BENCH_LOAD_CHUNK;
+        if (batch == 0 && ready_fd >= 0 && write(ready_fd, "R", 1) != 1) {
+            bench_fmt(err, elen, "cannot tell the rank the load runs: %s",
+                      strerror(errno));
+            goto out;
+        }
+    }
+    *secs = bench_now_s() - t0;
+    rc = 0;
+out:
+    if (s)
+        IPCP_CU(cuStreamDestroy)(s);
+    if (h)
+        XCU(cuMemFreeHost)(h);
+    if (d)
+        IPCP_CU(cuMemFree)(d);
+    bench_cuda_unbind();
+    return rc;
+}
+
 #else /* !IPCP_HAVE_CUDA */
 
 static const char no_cuda[] =
@@ -1085,6 +1145,15 @@ void bench_naive_destroy(bench_naive_t *nv)
 int bench_cuda_ipc_handle(void *ptr, unsigned char h[BENCH_IPC_HANDLE_BYTES],
                           char *err, size_t elen)
 {
+    bench_fmt(err, elen, "%s", no_cuda);
+    return -1;
+}
+
+int bench_cuda_load_run(int device, int h2d, volatile sig_atomic_t *stop,
+                        int ready_fd, double *bytes, double *secs, char *err,
+                        size_t elen)
+{
+    *bytes = *secs = 0;
     bench_fmt(err, elen, "%s", no_cuda);
     return -1;
 }

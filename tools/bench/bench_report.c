@@ -120,6 +120,32 @@ static void header_compare(const bench_opts_t *o, const bench_ctx_t *ctx)
            nccl);
 }
 
+/* What --load put beside the run, as a header line or a note. */
+static void header_load(const bench_opts_t *o, const bench_ctx_t *ctx)
+{
+    char text[BENCH_REASON_MAX];
+    int dev, d2h = o->load == BENCH_LOAD_D2H;
+    if (o->load == BENCH_LOAD_NONE)
+        return;
+    if (bench_ctx_load(ctx, &dev))
+        bench_fmt(text, sizeof(text),
+                  "load (--load %s): a third process copies %zu MiB of "
+                  "pinned memory %d at a time, %s, on rank %d's GPU "
+                  "(device %d as that rank numbers them) from before the "
+                  "first case to the end; the ceilings ran beside it too",
+                  bench_load_name(o->load), BENCH_LOAD_CHUNK >> 20,
+                  BENCH_LOAD_DEPTH, d2h ? "device to host" : "host to device",
+                  d2h ? 1 : 0, dev);
+    else
+        bench_fmt(text, sizeof(text),
+                  "load (--load %s): not started, rank %d has no GPU buffers",
+                  bench_load_name(o->load), d2h ? 1 : 0);
+    if (o->json || o->csv)
+        bench_report_note(o, text);
+    else
+        printf("# %s\n", text);
+}
+
 void bench_report_begin(const bench_opts_t *o, ipcp_comm_t *comm,
                         const bench_ctx_t *ctx, int ncases, const char *note)
 {
@@ -131,6 +157,7 @@ void bench_report_begin(const bench_opts_t *o, ipcp_comm_t *comm,
     if (o->json || o->csv) {
         if (note)
             bench_report_note(o, note);
+        header_load(o, ctx);
         if (o->json)
             printf("[");
         else
@@ -160,6 +187,7 @@ void bench_report_begin(const bench_opts_t *o, ipcp_comm_t *comm,
            "#   bidir: both ranks send W and receive W at once, 2*W*size "
            "bytes to the last completion on either rank\n");
     header_ceilings(bench_ctx_info(ctx));
+    header_load(o, ctx);
     header_compare(o, ctx);
     if (note)
         bench_report_note(o, note);

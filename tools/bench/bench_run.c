@@ -452,6 +452,58 @@ static int agree_buffers(bench_ctx_t *ctx)
     }
 }
 
+/* --load: the rank whose GPU is loaded (the sender's for d2h, the
+ * receiver's for h2d) starts the worker where it has GPU buffers, then
+ * tells the others whether it runs, so that no rank times anything before
+ * it does and all of them give up when it could not start. */
+static int start_load(bench_ctx_t *ctx)
+{
+    int lr = ctx->o->load == BENCH_LOAD_D2H ? SEND : RECV;
+    const char *name = bench_load_name(ctx->o->load);
+    int32_t msg[2] = {0, -1}; /* state (-1: failed), device */
+    ctx->load.pid = 0;
+    ctx->load.fd = -1;
+    if (ctx->rank == lr) {
+        char err[BENCH_REASON_MAX];
+        if (ctx->mem != BENCH_MEM_CUDA || ctx->device < 0) {
+            fprintf(stderr,
+                    "ipcpipe-bench: --load %s not started: rank %d has no "
+                    "GPU buffers%s%s\n",
+                    name, lr, ctx->waive[0] ? ": " : "", ctx->waive);
+        } else if (bench_load_start(&ctx->load, ctx->o->load, ctx->device,
+                                    err, sizeof(err)) < 0) {
+            fprintf(stderr, "ipcpipe-bench: --load %s on device %d: %s\n",
+                    name, ctx->device, err);
+            msg[0] = -1;
+        } else {
+            msg[0] = 1;
+        }
+        msg[1] = ctx->device;
+        for (int r = 0; r < ctx->size; r++) {
+            if (r == lr)
+                continue;
+            ipcp_status_t st =
+                ipcp_send(ctx->comm, msg, sizeof(msg), r, TAG_LOAD);
+            if (st != IPCP_OK) {
+                fprintf(stderr, "ipcpipe-bench: --load: to rank %d: %s: %s\n",
+                        r, ipcp_strerror(st), ipcp_last_error());
+                msg[0] = -1;
+            }
+        }
+    } else {
+        ipcp_status_t st =
+            ipcp_recv(ctx->comm, msg, sizeof(msg), lr, TAG_LOAD, NULL);
+        if (st != IPCP_OK) {
+            fprintf(stderr, "ipcpipe-bench: --load: from rank %d: %s: %s\n",
+                    lr, ipcp_strerror(st), ipcp_last_error());
+            msg[0] = -1;
+        }
+    }
+    ctx->load_state = msg[0];
+    ctx->load_device = msg[1];
+    return msg[0] < 0 ? -1 : 0;
+}
+
 bench_ctx_t *bench_ctx_create(ipcp_comm_t *comm, const bench_opts_t *o,
                               const bench_case_t *cs, int n)
 {
@@ -494,6 +546,10 @@ bench_ctx_t *bench_ctx_create(ipcp_comm_t *comm, const bench_opts_t *o,
             fill_info(ctx, NULL);
         ctx->info.waive_all = ctx->waive[0] ? ctx->waive : NULL;
     }
+    if (o->load != BENCH_LOAD_NONE && start_load(ctx) < 0) {
+        bench_ctx_destroy(ctx);
+        return NULL;
+    }
     return ctx;
 }
 
@@ -501,6 +557,7 @@ void bench_ctx_destroy(bench_ctx_t *ctx)
 {
     if (!ctx)
         return;
+    bench_load_stop(&ctx->load);
     bench_cmp_destroy(ctx);
     free_buffers(ctx);
     bench_cuda_unbind();
@@ -526,6 +583,12 @@ bench_mem_t bench_ctx_mem(const bench_ctx_t *ctx)
 const bench_setup_info_t *bench_ctx_info(const bench_ctx_t *ctx)
 {
     return &ctx->info;
+}
+
+int bench_ctx_load(const bench_ctx_t *ctx, int *device)
+{
+    *device = ctx->load_device;
+    return ctx->load_state > 0;
 }
 
 /* ---- ceilings ---------------------------------------------------------- */
