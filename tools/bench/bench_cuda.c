@@ -959,8 +959,11 @@ int bench_cuda_load_run(int device, int h2d, volatile sig_atomic_t *stop,
     CUstream s = NULL;
     int rc = -1;
     *bytes = *secs = 0;
-    if (xcu_load(err, elen) < 0 || bench_cuda_bind(device, err, elen) < 0)
+    /* The driver initialized first (the bind), as everywhere else here. */
+    if (bench_cuda_bind(device, err, elen) < 0)
         return -1;
+    if (xcu_load(err, elen) < 0)
+        goto out;
     if (cu_ok(IPCP_CU(cuMemAlloc)(&d, BENCH_LOAD_CHUNK), err, elen,
               "cuMemAlloc(load buffer)") < 0 ||
         cu_ok(XCU(cuMemHostAlloc)(&h, BENCH_LOAD_CHUNK, 0), err, elen,
