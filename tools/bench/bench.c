@@ -237,7 +237,7 @@ static int sweep_sizes(bench_opts_t *o, size_t min, size_t max)
     return o->nsizes > 0 ? 0 : -1;
 }
 
-static int parse_int_arg(const char *s, int min, int max, int *out)
+int bench_parse_int(const char *s, int min, int max, int *out)
 {
     char *end;
     errno = 0;
@@ -370,7 +370,7 @@ static int apply_opt(bench_opts_t *o, size_args_t *sa, int c, const char *arg)
     case OPT_DEVICES:
         return parse_devices(o, arg);
     case OPT_WINDOW:
-        return parse_int_arg(arg, 1, BENCH_MAX_WINDOW, &o->window);
+        return bench_parse_int(arg, 1, BENCH_MAX_WINDOW, &o->window);
     case OPT_SIZES:
         sa->list = arg;
         return 0;
@@ -384,11 +384,11 @@ static int apply_opt(bench_opts_t *o, size_args_t *sa, int c, const char *arg)
         o->patterns[o->npatterns++] = arg;
         return 0;
     case OPT_ITERS:
-        return parse_int_arg(arg, 1, 1000000, &o->iters);
+        return bench_parse_int(arg, 1, 1000000, &o->iters);
     case OPT_WARMUP:
-        return parse_int_arg(arg, 0, 1000000, &o->warmup);
+        return bench_parse_int(arg, 0, 1000000, &o->warmup);
     case OPT_RANKS:
-        return parse_int_arg(arg, 2, IPCP_LAUNCH_MAX_RANKS, &o->nranks);
+        return bench_parse_int(arg, 2, IPCP_LAUNCH_MAX_RANKS, &o->nranks);
     case OPT_LAT_MAX:
         return parse_size(arg, &o->lat_max, NULL);
     case OPT_STREAM_REQS:

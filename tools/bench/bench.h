@@ -219,6 +219,8 @@ int bench_plot_write(const char *path, const bench_result_t *rs, int n,
                      const char *subtitle, char *err, size_t elen);
 
 double bench_median(double *v, int n);
+/* A decimal integer in [min, max] filling all of s: 0, or -1. */
+int bench_parse_int(const char *s, int min, int max, int *out);
 double bench_now_s(void);
 /* snprintf for messages, where cutting a long one short is fine. */
 void bench_fmt(char *buf, size_t len, const char *fmt, ...)

@@ -43,25 +43,14 @@ static void on_stop(int sig)
     load_stop = 1;
 }
 
-static int parse_long(const char *s, long min, long max, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < min || v > max)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 int bench_load_worker_main(int argc, char **argv)
 {
-    long dev, fd, ppid;
+    int dev, fd, ppid;
     int h2d = argc == 6 && strcmp(argv[2], "h2d") == 0;
     if (argc != 6 || (!h2d && strcmp(argv[2], "d2h") != 0) ||
-        parse_long(argv[3], 0, 1023, &dev) < 0 ||
-        parse_long(argv[4], 0, 1 << 20, &fd) < 0 ||
-        parse_long(argv[5], 1, 1L << 30, &ppid) < 0) {
+        bench_parse_int(argv[3], 0, 1023, &dev) < 0 ||
+        bench_parse_int(argv[4], 0, 1 << 20, &fd) < 0 ||
+        bench_parse_int(argv[5], 1, 1 << 30, &ppid) < 0) {
         fprintf(stderr, "ipcpipe-bench: --load-worker d2h|h2d DEVICE FD "
                         "PARENT is --load's own process, not for use by "
                         "hand\n");
@@ -79,13 +68,13 @@ int bench_load_worker_main(int argc, char **argv)
         return 1;
     double bytes, secs;
     char err[BENCH_REASON_MAX];
-    if (bench_cuda_load_run((int)dev, h2d, &load_stop, (int)fd, &bytes, &secs,
-                            err, sizeof(err)) < 0) {
-        fprintf(stderr, "ipcpipe-bench: --load %s on device %ld: %s\n",
+    if (bench_cuda_load_run(dev, h2d, &load_stop, fd, &bytes, &secs, err,
+                            sizeof(err)) < 0) {
+        fprintf(stderr, "ipcpipe-bench: --load %s on device %d: %s\n",
                 argv[2], dev, err);
         return 1;
     }
-    dprintf((int)fd, "%.0f %.6f\n", bytes, secs);
+    dprintf(fd, "%.0f %.6f\n", bytes, secs);
     return 0;
 }
 
