@@ -63,6 +63,12 @@ int bench_load_worker_main(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    /* A mask survives exec: the rank's thread may have blocked these. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
     /* Its rank may have died before this was set. */
     if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != (pid_t)ppid)
         return 1;
