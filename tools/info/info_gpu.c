@@ -101,7 +101,7 @@ static void gpu_stripe(const gpu_facts_t *g, int a, int b, gpu_verdict_t *v)
                      "%.0f%% staged at once at %llu MiB, %.0f%% at %llu MiB, "
                      "%.0f%% while both ways run; from %llu MiB up "
                      "(measured %s: direct %.1f, staged %.1f, striped %.1f "
-                     "GB/s at %llu MiB)",
+                     "GB/s at %llu MiB)%s",
                      e.share * 100, (unsigned long long)(e.size >> 20),
                      e.share_large * 100,
                      (unsigned long long)(e.size_large >> 20),
@@ -109,7 +109,11 @@ static void gpu_stripe(const gpu_facts_t *g, int a, int b, gpu_verdict_t *v)
                      (unsigned long long)(ipcp__stripe_engine_min(e.min_size) >>
                                           20),
                      when, e.direct_gbs, e.staged_gbs, e.striped_gbs,
-                     (unsigned long long)(e.size >> 20));
+                     (unsigned long long)(e.size >> 20),
+                     cfg->stripe_adapt
+                         ? "; lowered, down to not striping, while the "
+                           "staged part ends late (IPCPIPE_STRIPE_ADAPT)"
+                         : "");
         else
             snprintf(v->stripe_text, sizeof(v->stripe_text),
                      "measured %s: no share beat the direct path (direct "
