@@ -38,7 +38,6 @@ static const char *const ipcp__path_choices[] = {"auto", "direct", "staged",
                                                  NULL};
 static const char *const ipcp__autooff_choices[] = {"auto", "off", NULL};
 static const char *const ipcp__notify_choices[] = {"event", "callback", NULL};
-static const char *const ipcp__onoff_choices[] = {"on", "off", NULL};
 static const char *const ipcp__offon_choices[] = {"off", "on", NULL};
 static const char *const ipcp__level_choices[] = {
     "none", "error", "warn", "info", "debug", "trace", NULL};
@@ -139,7 +138,7 @@ static const ipcp__setting_t ipcp__settings[] = {
     {"IPCPIPE_TRACE_COPIES", IPCP_SET_ENUM, "on", "with IPCPIPE_TRACE: time "
      "each copy in its queue (on), or keep only the protocol's marks of each "
      "transfer (off: no timing operations in the queues to slow them)",
-     IPCP_OFF(trace_copies), 0, 0, 0, ipcp__onoff_choices},
+     IPCP_OFF(trace_copies), 0, 0, 0, ipcp__offon_choices},
     {"IPCPIPE_LOG_LEVEL", IPCP_SET_ENUM, "warn", "log level: none, error, "
      "warn, info, debug, trace", IPCP_OFF(log_level), 0, 0, 0,
      ipcp__level_choices},

@@ -43,7 +43,7 @@ typedef struct ipcp__config {
     int spin_us;              /* IPCPIPE_SPIN_US */
     int mailbox;              /* IPCPIPE_MAILBOX */
     char trace[IPCP_DIR_MAX]; /* IPCPIPE_TRACE, "" = off */
-    int trace_copies;         /* IPCPIPE_TRACE_COPIES: 0 on, 1 off */
+    int trace_copies;         /* IPCPIPE_TRACE_COPIES: 0 off, 1 on */
     int log_level;            /* IPCPIPE_LOG_LEVEL */
     unsigned log_mask;        /* IPCPIPE_LOG_SUBSYS */
 } ipcp__config_t;

@@ -84,7 +84,7 @@ void ipcp__trace_prepare(ipcp_comm_t *comm, ipcp__xfer_t *x, size_t n)
     if (!comm->trace_on)
         return;
     x->t_post = ipcp__now_ns();
-    if (n && comm->cfg->trace_copies == 0 &&
+    if (n && comm->cfg->trace_copies &&
         (x->stamps = calloc(n, sizeof(*x->stamps))))
         x->nstamps = n;
 }

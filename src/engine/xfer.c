@@ -767,6 +767,13 @@ static void ipcp__stage_finish(ipcp__xfer_t *x)
     ipcp__stage_done(x);
 }
 
+/* Enqueues every chunk the transfer still has to go, and ends its staging. */
+static void ipcp__stage_drain(ipcp__xfer_t *x)
+{
+    ipcp__stage_step(x, UINT64_MAX);
+    ipcp__stage_finish(x);
+}
+
 /* A receiver's chunks may wait while our own send to that peer waits for
  * its CTS, until st->due_ns (ipcp__stage_go).  *now: the clock, read once
  * a turn and only when needed. */
@@ -817,10 +824,8 @@ static void ipcp__stage_flush(ipcp_comm_t *comm, ipcp__qset_t *qs)
         return;
     ipcp__list_for_each_safe(e, tmp, &comm->staging) {
         ipcp__xfer_t *x = ipcp__list_entry(e, ipcp__xfer_t, stage.link);
-        if (x->stage.qs == qs) {
-            ipcp__stage_step(x, UINT64_MAX);
-            ipcp__stage_finish(x);
-        }
+        if (x->stage.qs == qs)
+            ipcp__stage_drain(x);
     }
 }
 
@@ -879,12 +884,10 @@ void ipcp__stripe_watch_end(ipcp_comm_t *comm, ipcp__xfer_t *x, int ok)
      * was seen (the thread was busy, or asleep: host queues do not keep it
      * spinning), which ended first is unknown. */
     int seen = (w->t_direct != 0) + (w->t_staged != 0);
-    if (!ok || !x->req || !seen) {
-        if (a)
-            ipcp__adapt_forget(a);
-        if (!ok || !x->req)
-            return;
-    }
+    if (a && (!ok || !x->req || !seen))
+        ipcp__adapt_forget(a);
+    if (!ok || !x->req)
+        return;
     uint64_t now = ipcp__now_ns();
     double td = (double)((w->t_direct ? w->t_direct : now) - w->t0) / 1e3;
     double ts = (double)((w->t_staged ? w->t_staged : now) - w->t0) / 1e3;
@@ -902,12 +905,9 @@ void ipcp__stripe_watch_end(ipcp_comm_t *comm, ipcp__xfer_t *x, int ok)
 
 void ipcp__stage_flush_all(ipcp_comm_t *comm)
 {
-    while (!ipcp__list_empty(&comm->staging)) {
-        ipcp__xfer_t *x =
-            ipcp__list_entry(comm->staging.next, ipcp__xfer_t, stage.link);
-        ipcp__stage_step(x, UINT64_MAX);
-        ipcp__stage_finish(x);
-    }
+    while (!ipcp__list_empty(&comm->staging))
+        ipcp__stage_drain(
+            ipcp__list_entry(comm->staging.next, ipcp__xfer_t, stage.link));
 }
 
 /* ---- Receiver side ------------------------------------------------------- */

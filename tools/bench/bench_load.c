@@ -102,19 +102,21 @@ static int wait_readable(int fd, int ms)
 static int reap(bench_load_t *l, char *text, size_t len)
 {
     size_t got = 0;
+    int ended = 0; /* its end of the pipe closed: it is exiting */
     kill(l->pid, SIGTERM);
     while (got + 1 < len && wait_readable(l->fd, LOAD_STOP_MS) > 0) {
         ssize_t n = read(l->fd, text + got, len - 1 - got);
-        if (n <= 0)
+        if (n <= 0) {
+            ended = n == 0;
             break;
+        }
         got += (size_t)n;
     }
     text[got] = '\0';
     int status = 0;
-    if (waitpid(l->pid, &status, WNOHANG) == 0) {
+    if (!ended)
         kill(l->pid, SIGKILL);
-        waitpid(l->pid, &status, 0);
-    }
+    waitpid(l->pid, &status, 0);
     close(l->fd);
     l->pid = 0;
     l->fd = -1;
