@@ -342,14 +342,24 @@ double ipcp__adapt_learn(ipcp__adapt_t *a, double td, double ts)
     if (!a->learned++) /* the class's first transfer pays first uses */
         return a->f;
     a->probing = 0;
-    if (r > 1 + IPCP_ADAPT_LATE && f >= 1)
-        f /= r;
-    else if (f < 1 && r > 1 + IPCP_ADAPT_SLACK)
+    int early = r < 1 - IPCP_ADAPT_SLACK;
+    a->early = early ? a->early + 1 : 0;
+    if (f == 1 && r > 1 + IPCP_ADAPT_LATE)
+        f /= r > 1 + IPCP_ADAPT_FAR ? r * r : r;
+    else if (f != 1 && r > 1 + IPCP_ADAPT_SLACK)
         f /= r * r; /* twice the step: a late end costs, an early one not */
-    else if (r < 1 - IPCP_ADAPT_SLACK) /* at most a quarter up */
-        f *= 1 / r < IPCP_ADAPT_GROW ? 1 / r : IPCP_ADAPT_GROW;
-    if (f > 1)
-        f = 1;
+    else if (early && a->early >= IPCP_ADAPT_STREAK) {
+        /* Up to the calibration by at most a quarter; past it only while
+         * the staged part ends well ahead, in small steps (the staged
+         * part's cost climbs steeply past the best share). */
+        double up = f < 1 ? IPCP_ADAPT_GROW
+                    : r < 1 - IPCP_ADAPT_AHEAD ? IPCP_ADAPT_GROW_ABOVE : 1;
+        double g = 1 / r < up ? 1 / r : up;
+        f = f < 1 && f * g > 1 ? 1 : f * g;
+        a->early = 0;
+    }
+    if (f > IPCP_ADAPT_MAX)
+        f = IPCP_ADAPT_MAX;
     if (f >= IPCP_ADAPT_MIN) {
         a->f = f;
         a->backoff = 0;
@@ -358,6 +368,7 @@ double ipcp__adapt_learn(ipcp__adapt_t *a, double td, double ts)
         a->backoff = b < IPCP_ADAPT_PROBE_MAX ? b : IPCP_ADAPT_PROBE_MAX;
         a->wait = a->backoff;
         a->f = 0;
+        a->early = 0;
     }
     return a->f;
 }

@@ -89,23 +89,42 @@ double ipcp__stripe_share(const ipcp__stripe_entry_t *e, uint64_t len,
  * feels more than a 1 GiB one).  After a striped transfer whose direct
  * part took td and staged part ts (from the moment both could start),
  * r = ts / td.  A class's first transfer teaches nothing (it pays first
- * uses: with it, 256 MiB ran at 397 GB/s against 417 without).  At the
- * calibrated share (factor 1) only a staged part more than IPCP_ADAPT_LATE
- * late lowers the factor, to f / r: there the two parts end within a few
- * per cent of each other, and a narrow band ratcheted the factor down
- * (both ways on 2 x H200: 804 against 833 GB/s at 1 GiB).  Below it the
- * staged path has been slow, and under load it is uneven too: one more
- * than IPCP_ADAPT_SLACK late lowers the factor twice as much, to f / r^2
- * (with one step, 512 MiB next to a copy loop ran at 342-354 GB/s, direct
- * 390), and one more than IPCP_ADAPT_SLACK early raises it to f / r, at
- * most by IPCP_ADAPT_GROW and up to 1.  Below IPCP_ADAPT_MIN the class
- * stops striping; every so many of its transfers (IPCP_ADAPT_PROBE,
- * doubling after each probe that ended late, up to IPCP_ADAPT_PROBE_MAX)
- * one is striped at IPCP_ADAPT_MIN to see whether the staged path has
- * recovered. */
+ * uses: with it, 256 MiB ran at 397 GB/s against 417 without).
+ *
+ * Late ends.  At the calibrated share (factor 1) only a staged part more
+ * than IPCP_ADAPT_LATE late lowers the factor, to f / r: there the two
+ * parts end within a few per cent of each other, and a narrow band
+ * ratcheted the factor down (both ways on 2 x H200: 804 against 833 GB/s
+ * at 1 GiB); one more than IPCP_ADAPT_FAR late is no noise (another
+ * process's copies: 26-60% late on 2 x H200) and lowers it to f / r^2.
+ * Off the calibrated share, one more than IPCP_ADAPT_SLACK late lowers it
+ * to f / r^2: below it the staged path has been slow, and under load it
+ * is uneven too (with f / r there, 512 MiB next to a copy loop ran at
+ * 342-354 GB/s, direct 390); above it the share went past the balance.
+ *
+ * Early ends.  Only the second of IPCP_ADAPT_STREAK ends in a row more than
+ * IPCP_ADAPT_SLACK early raises the factor, to f / r: up to 1 by at most
+ * IPCP_ADAPT_GROW, past 1 by at most IPCP_ADAPT_GROW_ABOVE and only from
+ * ends more than IPCP_ADAPT_AHEAD early, up to IPCP_ADAPT_MAX.  Under
+ * load, ends alternate between early and late, and raising on each early
+ * one kept 512 MiB at factors 0.3-0.8 with every other transfer late
+ * (auto 342-372 GB/s, direct 387-391).  Past 1: the calibration runs in
+ * one process, where both parts start together; between processes on
+ * 2 x H200 the staged part of a 256 MiB transfer at a calibrated 8%
+ * ended 55-70 us before the direct part (565 against 636 us).
+ *
+ * Below IPCP_ADAPT_MIN the class stops striping; every so many of its
+ * transfers (IPCP_ADAPT_PROBE, doubling after each probe that ended late,
+ * up to IPCP_ADAPT_PROBE_MAX) one is striped at IPCP_ADAPT_MIN to see
+ * whether the staged path has recovered. */
 #define IPCP_ADAPT_LATE 0.10
+#define IPCP_ADAPT_FAR 0.25
 #define IPCP_ADAPT_SLACK 0.02
+#define IPCP_ADAPT_AHEAD 0.05
+#define IPCP_ADAPT_STREAK 2
 #define IPCP_ADAPT_GROW 1.25
+#define IPCP_ADAPT_GROW_ABOVE 1.10
+#define IPCP_ADAPT_MAX 1.25
 #define IPCP_ADAPT_MIN 0.25
 #define IPCP_ADAPT_PROBE 8
 #define IPCP_ADAPT_PROBE_MAX 256
@@ -120,6 +139,7 @@ typedef struct ipcp__adapt {
     uint32_t backoff; /* the last wait between probes */
     int probing;      /* a probe is in flight */
     unsigned learned; /* transfers learned from */
+    unsigned early;   /* early ends in a row, since the last raise */
 } ipcp__adapt_t;
 
 /* A class's state before its first transfer. */

@@ -891,7 +891,11 @@ void ipcp__stripe_watch_end(ipcp_comm_t *comm, ipcp__xfer_t *x, int ok)
     uint64_t now = ipcp__now_ns();
     double td = (double)((w->t_direct ? w->t_direct : now) - w->t0) / 1e3;
     double ts = (double)((w->t_staged ? w->t_staged : now) - w->t0) / 1e3;
-    double f = a && seen ? ipcp__adapt_learn(a, td, ts) : -1;
+    /* An end not seen is only bounded: a staged part that ended before
+     * that bound is not known to be early (the factor may rise on it). */
+    double f = a && seen ? ipcp__adapt_learn(a, td, w->t_direct || ts >= td
+                                                        ? ts : td)
+                         : -1;
     char fs[48] = "";
     if (f >= 0)
         snprintf(fs, sizeof(fs), "; %s share factor of its size now %.3f",

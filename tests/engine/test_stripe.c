@@ -370,12 +370,13 @@ static void case_share(void)
 
 /* IPCPIPE_STRIPE_ADAPT, one size class: its first transfer teaches
  * nothing; at the calibrated share only a staged part more than 10% late
- * lowers the factor, in proportion; below it, one more than 2% late
- * lowers it twice as much and one more than 2% early raises it in
- * proportion, at most by a quarter; with a time missing it stays; never
- * above 1; below the floor the class stops striping and probes now and
- * then, less often after each late probe, and comes back after a probe
- * on time. */
+ * lowers the factor, in proportion, and one more than 25% late twice as
+ * much; off it, one more than 2% late lowers it twice as much; only the
+ * second early end in a row raises it, in proportion: up to 1 by at most a
+ * quarter, past 1 only when more than 5% early, by at most a tenth and up
+ * to 1.25; with a time missing it stays; below the floor the class stops
+ * striping and probes now and then, less often after each late probe, and
+ * comes back after a probe on time. */
 static void case_adapt(void)
 {
 #define NEAR(x, want)                                                          \
@@ -388,7 +389,8 @@ static void case_adapt(void)
     NEAR(ipcp__adapt_next(&a), 1.0);
     NEAR(ipcp__adapt_learn(&a, 600, 2000), 1.0); /* the first: first uses */
     NEAR(ipcp__adapt_learn(&a, 600, 654), 1.0); /* 9% late: the wide band */
-    NEAR(ipcp__adapt_learn(&a, 600, 300), 1.0); /* never above 1 */
+    NEAR(ipcp__adapt_learn(&a, 600, 585), 1.0); /* 2.5% early, once: waits */
+    NEAR(ipcp__adapt_learn(&a, 600, 582), 1.0); /* twice, but < 5% early */
     NEAR(ipcp__adapt_learn(&a, 600, 720), 1.0 / 1.2);
     NEAR(ipcp__adapt_learn(&a, 600, 630), 1.0 / 1.2 / 1.05 / 1.05);
     double f = a.f;
@@ -397,21 +399,39 @@ static void case_adapt(void)
     NEAR(ipcp__adapt_learn(&a, 600, 591), f);  /* 1.5% early: noise */
     NEAR(ipcp__adapt_learn(&a, 600, 0), f);    /* a time missing */
     NEAR(ipcp__adapt_learn(&a, 0, 500), f);
+    NEAR(ipcp__adapt_learn(&a, 600, 540), f);  /* early, the first in a row */
     NEAR(ipcp__adapt_learn(&a, 600, 540), f / 0.9);
     f = a.f;
+    NEAR(ipcp__adapt_learn(&a, 600, 540), f);  /* the streak starts again */
+    NEAR(ipcp__adapt_learn(&a, 600, 606), f);
+    NEAR(ipcp__adapt_learn(&a, 600, 540), f);  /* a late or even end breaks it */
     NEAR(ipcp__adapt_learn(&a, 600, 720), f / 1.44);
     f = a.f;
+    NEAR(ipcp__adapt_learn(&a, 600, 300), f);
     NEAR(ipcp__adapt_learn(&a, 600, 300), f * IPCP_ADAPT_GROW);
+    for (int i = 0; i < 8 && a.f < 1; i++)
+        ipcp__adapt_learn(&a, 600, 300);
+    NEAR(a.f, 1.0); /* to the calibration first, not past it at once */
+    NEAR(ipcp__adapt_learn(&a, 600, 564), 1.0);
+    NEAR(ipcp__adapt_learn(&a, 600, 564), 1.0 / 0.94);
+    NEAR(ipcp__adapt_learn(&a, 600, 300), 1.0 / 0.94);
+    NEAR(ipcp__adapt_learn(&a, 600, 300), 1.0 / 0.94 * IPCP_ADAPT_GROW_ABOVE);
     for (int i = 0; i < 10; i++)
         ipcp__adapt_learn(&a, 600, 300);
-    NEAR(a.f, 1.0); /* never above the calibration */
-    NEAR(ipcp__adapt_next(&a), 1.0);
+    NEAR(a.f, IPCP_ADAPT_MAX); /* never far past the calibration */
+    NEAR(ipcp__adapt_next(&a), IPCP_ADAPT_MAX);
+    /* Past the calibration, 3% late is past the balance: twice the step. */
+    NEAR(ipcp__adapt_learn(&a, 600, 618), IPCP_ADAPT_MAX / 1.03 / 1.03);
+    /* Back at the calibration. */
+    ipcp__adapt_init(&a);
+    ipcp__adapt_learn(&a, 600, 600);
+    NEAR(a.f, 1.0);
 
     /* 256 MiB next to another process's copies on the PCIe link: the
      * staged part waits for them whatever its size, so the class stops
      * striping... */
-    NEAR(ipcp__adapt_learn(&a, 600, 1500), 1.0 / 2.5);
-    NEAR(ipcp__adapt_learn(&a, 600, 1400), 0.0); /* 0.4 / (7/3)^2 */
+    NEAR(ipcp__adapt_learn(&a, 600, 780), 1.0 / 1.69); /* 30%: no noise */
+    NEAR(ipcp__adapt_learn(&a, 600, 1400), 0.0); /* / (7/3)^2 */
     T_CHECK(a.f == 0 && a.backoff == IPCP_ADAPT_PROBE);
     /* ...and after IPCP_ADAPT_PROBE - 1 unstriped transfers probes at the
      * floor; nothing else stripes while the probe is out. */
@@ -449,7 +469,7 @@ static void case_adapt(void)
         ipcp__adapt_learn(&a, 600, 300 * a.f); /* half the time it had */
         n++;
     }
-    T_CHECK(n > 0 && n < 10);
+    T_CHECK(n > 0 && n < 20);
     NEAR(a.f, 1.0);
 
     /* A staged path at 60% of its calibrated rate, with a fixed cost of

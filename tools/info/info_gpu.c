@@ -112,7 +112,9 @@ static void gpu_stripe(const gpu_facts_t *g, int a, int b, gpu_verdict_t *v)
                      (unsigned long long)(e.size >> 20),
                      cfg->stripe_adapt
                          ? "; lowered, down to not striping, while the "
-                           "staged part ends late (IPCPIPE_STRIPE_ADAPT)"
+                           "staged part ends late, raised up to a quarter "
+                           "past it while it ends well ahead "
+                           "(IPCPIPE_STRIPE_ADAPT)"
                          : "");
         else
             snprintf(v->stripe_text, sizeof(v->stripe_text),
