@@ -96,7 +96,7 @@ double ipcp__stripe_share(const ipcp__stripe_entry_t *e, uint64_t len,
  * parts end within a few per cent of each other, and a narrow band
  * ratcheted the factor down (both ways on 2 x H200: 804 against 833 GB/s
  * at 1 GiB); one more than IPCP_ADAPT_FAR late is no noise (another
- * process's copies: 26-60% late on 2 x H200) and lowers it to f / r^2.
+ * process's copies: 24-75% late on 2 x H200) and lowers it to f / r^2.
  * Off the calibrated share, one more than IPCP_ADAPT_SLACK late lowers it
  * to f / r^2: below it the staged path has been slow, and under load it
  * is uneven too (with f / r there, 512 MiB next to a copy loop ran at
