@@ -22,14 +22,14 @@
 #include "common/status.h"
 
 typedef struct ipcp__backend ipcp__backend_t; /* a backend instance */
+typedef struct ipcp__queue ipcp__queue_t;     /* defined by each backend */
 
-/* Whether a flag's value cur has reached value (the cyclic comparison
- * above). */
+/* Whether a flag's value cur has reached value: the wrapping comparison a
+ * wait makes (top of this file). */
 static inline int ipcp__flag_reached(uint64_t cur, uint64_t value)
 {
     return (int64_t)(cur - value) >= 0;
 }
-typedef struct ipcp__queue ipcp__queue_t;     /* defined by each backend */
 
 /* Completion tracking of a group of operations spread over queues.  The
  * engine sets pending to the number of notify operations it will enqueue

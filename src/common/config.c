@@ -96,10 +96,11 @@ static const ipcp__setting_t ipcp__settings[] = {
     {"IPCPIPE_STRIPE_ADAPT", IPCP_SET_ENUM, "on", "the receiver of a "
      "striped transfer notes when each part ended (on); under "
      "IPCPIPE_STRIPE=auto, a staged part that ended late (more than 10% at "
-     "the calibrated share, 2% below it) lowers the pair's staged share for "
+     "the calibrated share, 2% off it) lowers the pair's staged share for "
      "later transfers of that size, down to not striping them (with a "
-     "striped probe now and then), and one that ended early lets it back "
-     "up to the calibrated share", IPCP_OFF(stripe_adapt), 0, 0, 0,
+     "striped probe now and then), and two in a row that ended early raise "
+     "it, up to 1.25 times the calibrated share", IPCP_OFF(stripe_adapt), 0,
+     0, 0,
      ipcp__offon_choices},
     {"IPCPIPE_EAGER", IPCP_SET_SIZE, "8K", "largest host message sent inline "
      "with its control message (0 turns eager sends off)", IPCP_OFF(eager), 0,

@@ -847,10 +847,12 @@ static ipcp__stripe_memo_t *ipcp__stripe_memo_find(ipcp_comm_t *comm,
     return NULL;
 }
 
+/* Runs every turn of the progress loop while transfers are watched: the
+ * clock is read only when an end is newly seen. */
 void ipcp__stripe_watch(ipcp_comm_t *comm)
 {
     ipcp__list_t *e, *tmp;
-    uint64_t now = ipcp__now_ns();
+    uint64_t now = 0;
     ipcp__list_for_each_safe(e, tmp, &comm->watching) {
         ipcp__xfer_t *x = ipcp__list_entry(e, ipcp__xfer_t, watch.link);
         ipcp__watch_t *w = &x->watch;
@@ -863,10 +865,10 @@ void ipcp__stripe_watch(ipcp_comm_t *comm)
                        w->dseq))
                 i++;
             if (i == w->np)
-                w->t_direct = now;
+                w->t_direct = now ? now : (now = ipcp__now_ns());
         }
         if (!w->t_staged && ipcp__watch_reached(w->last, w->last_v))
-            w->t_staged = now;
+            w->t_staged = now ? now : (now = ipcp__now_ns());
     }
 }
 

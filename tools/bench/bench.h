@@ -376,7 +376,7 @@ int bench_cuda_ipc_handle(void *ptr, unsigned char h[BENCH_IPC_HANDLE_BYTES],
 typedef struct bench_load {
     int pid;  /* the worker, 0: none */
     int fd;   /* read end of its pipe */
-    int kind; /* bench_load_kind_t */
+    bench_load_kind_t kind;
     int device;
 } bench_load_t;
 
