@@ -898,6 +898,10 @@ void ipcp__stripe_watch_end(ipcp_comm_t *comm, ipcp__xfer_t *x, int ok)
     double f = a && seen ? ipcp__adapt_learn(a, td, w->t_direct || ts >= td
                                                         ? ts : td)
                          : -1;
+    /* The line is formatted only where it is written: this runs at the
+     * end of every watched transfer. */
+    if (!ipcp__log_enabled(IPCP_LOG_DEBUG, IPCP_SUB_ENGINE))
+        return;
     char fs[48] = "";
     if (f >= 0)
         snprintf(fs, sizeof(fs), "; %s share factor of its size now %.3f",
