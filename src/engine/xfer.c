@@ -922,12 +922,68 @@ void ipcp__stage_flush_all(ipcp_comm_t *comm)
 
 /* ---- Receiver side ------------------------------------------------------- */
 
+/* Why the path was chosen, kept as what was seen: the sentence is only
+ * written when it is logged or returned in an error (formatting it for
+ * every transfer cost a few tenths of a microsecond before each CTS). */
+enum {
+    IPCP_WHY_KINDS,      /* source and destination memory differ */
+    IPCP_WHY_NO_PEER,    /* the peer's GPU cannot reach this one */
+    IPCP_WHY_MAPPED,     /* the buffer lies in a shareable allocation */
+    IPCP_WHY_PVM,        /* process_vm_writev allowed */
+    IPCP_WHY_UNSHARED,   /* none of the above */
+    IPCP_WHY_FORCED_STAGED,
+};
+
 typedef struct ipcp__choice {
     ipcp_path_t path;
     int mode;               /* IPCP_DST_MAPPED or IPCP_DST_PVM */
     ipcp__region_t region;  /* MAPPED: copy of the allocation */
-    char why[160];
+    int why;                /* IPCP_WHY_* */
+    int src_type;           /* the RTS's ipcp_mem_type_t */
+    uint64_t staged;        /* striped: bytes staged at once */
 } ipcp__choice_t;
+
+static void ipcp__choice_why(const ipcp_comm_t *comm, const ipcp__peer_t *peer,
+                             const ipcp_request_t *req,
+                             const ipcp__choice_t *c, char *buf, size_t len)
+{
+    int n = 0;
+    switch (c->why) {
+    case IPCP_WHY_KINDS:
+        n = snprintf(buf, len, "source and destination are different kinds "
+                     "of memory (%s to %s)",
+                     c->src_type == IPCP_MEM_CUDA ? "cuda" : "host",
+                     req->attr.type == IPCP_MEM_CUDA ? "cuda" : "host");
+        break;
+    case IPCP_WHY_NO_PEER:
+        n = snprintf(buf, len, "rank %d's GPU cannot access this GPU "
+                     "directly (no peer access, or not visible to it)",
+                     peer->rank);
+        break;
+    case IPCP_WHY_MAPPED:
+        n = snprintf(buf, len, "receive buffer lies in shareable allocation "
+                     "%llu", (unsigned long long)c->region.id);
+        break;
+    case IPCP_WHY_PVM:
+        n = snprintf(buf, len, "rank %d may write this process's memory with "
+                     "process_vm_writev", peer->rank);
+        break;
+    case IPCP_WHY_UNSHARED:
+        n = snprintf(buf, len, "receive buffer is not shareable (not from "
+                     "ipcp_mem_alloc%s)",
+                     req->attr.type != IPCP_MEM_HOST ? ""
+                     : comm->cfg->pvm == IPCP_PVM_OFF
+                         ? "; IPCPIPE_PVM=off"
+                         : "; process_vm_writev not permitted to the sender");
+        break;
+    default:
+        n = snprintf(buf, len, "staged path forced");
+        break;
+    }
+    if (c->staged && n >= 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, "; %llu bytes staged at once",
+                 (unsigned long long)c->staged);
+}
 
 /* Device to device: may the sender's device write this buffer's device? */
 static int ipcp__reachable(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
@@ -954,6 +1010,8 @@ static void ipcp__choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
      * it, so a transfer already on its way stays harmless). */
     int found = 0, shareable = 0;
     ch->mode = 0;
+    ch->src_type = rts->src_type;
+    ch->staged = 0;
     pthread_mutex_lock(&comm->mem_lock);
     /* A stale region made for the user's memory: ipcp__region_auto below
      * replaces it. */
@@ -974,33 +1032,22 @@ static void ipcp__choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
             ch->region = *r;
         }
     }
+    (void)peer;
     if (rts->src_type != (int32_t)req->attr.type) {
-        snprintf(ch->why, sizeof(ch->why), "source and destination are "
-                 "different kinds of memory (%s to %s)",
-                 rts->src_type == IPCP_MEM_CUDA ? "cuda" : "host",
-                 req->attr.type == IPCP_MEM_CUDA ? "cuda" : "host");
+        ch->why = IPCP_WHY_KINDS;
     } else if (req->attr.type == IPCP_MEM_CUDA &&
                !ipcp__reachable(comm, rts, req)) {
-        snprintf(ch->why, sizeof(ch->why), "rank %d's GPU cannot access this "
-                 "GPU directly (no peer access, or not visible to it)",
-                 peer->rank);
+        ch->why = IPCP_WHY_NO_PEER;
     } else if (found && shareable) {
         ch->mode = IPCP_DST_MAPPED;
-        snprintf(ch->why, sizeof(ch->why), "receive buffer lies in shareable "
-                 "allocation %llu", (unsigned long long)ch->region.id);
+        ch->why = IPCP_WHY_MAPPED;
     } else if (req->attr.type == IPCP_MEM_HOST &&
                (rts->hdr.flags & IPCP_RTS_PVM_OK) &&
                comm->cfg->pvm != IPCP_PVM_OFF) {
         ch->mode = IPCP_DST_PVM;
-        snprintf(ch->why, sizeof(ch->why), "rank %d may write this process's "
-                 "memory with process_vm_writev", peer->rank);
+        ch->why = IPCP_WHY_PVM;
     } else {
-        snprintf(ch->why, sizeof(ch->why), "receive buffer is not shareable "
-                 "(not from ipcp_mem_alloc%s)",
-                 req->attr.type != IPCP_MEM_HOST ? ""
-                 : comm->cfg->pvm == IPCP_PVM_OFF
-                     ? "; IPCPIPE_PVM=off"
-                     : "; process_vm_writev not permitted to the sender");
+        ch->why = IPCP_WHY_UNSHARED;
     }
     ch->path = ch->mode ? IPCP_PATH_DIRECT : IPCP_PATH_STAGED;
 }
@@ -1012,10 +1059,13 @@ static void ipcp__log_choice(ipcp_comm_t *comm, ipcp__peer_t *peer,
     unsigned bit = 1u << (c->path * 3 + (unsigned)c->mode);
     int lvl = (peer->logged_paths & bit) ? IPCP_LOG_DEBUG : IPCP_LOG_INFO;
     peer->logged_paths |= bit;
+    if (!ipcp__log_enabled(lvl, IPCP_SUB_ENGINE))
+        return;
+    char why[200];
+    ipcp__choice_why(comm, peer, req, c, why, sizeof(why));
     IPCP_LOG(lvl, IPCP_SUB_ENGINE, "%zu bytes from rank %d: %s path%s (%s)",
              req->len, peer->rank, ipcp_path_name(c->path),
-             force != IPCP_PATH_AUTO ? " (forced)" : "", c->why);
-    (void)comm;
+             force != IPCP_PATH_AUTO ? " (forced)" : "", why);
 }
 
 
@@ -1264,16 +1314,17 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp__trace_mark(req, IPCP_TM_MEET);
     ipcp__choose(comm, peer, rts, req, &c);
     if (force == IPCP_PATH_DIRECT && c.path != IPCP_PATH_DIRECT) {
-        char msg[IPCP_ERRMSG_MAX];
+        char msg[IPCP_ERRMSG_MAX], why[200];
+        ipcp__choice_why(comm, peer, req, &c, why, sizeof(why));
         snprintf(msg, sizeof(msg), "the direct path was forced but cannot "
-                 "serve this transfer: %s", c.why);
+                 "serve this transfer: %s", why);
         ipcp__accept_fail(comm, peer, rts, req, IPCP_ERR_UNSUPPORTED, msg);
         return;
     }
     if (force == IPCP_PATH_STAGED && c.path != IPCP_PATH_STAGED) {
         c.path = IPCP_PATH_STAGED;
         c.mode = 0;
-        snprintf(c.why, sizeof(c.why), "staged path forced");
+        c.why = IPCP_WHY_FORCED_STAGED;
     }
     st = ipcp__chan_create(comm, &peer->rx,
                            rts->src_type == IPCP_MEM_CUDA ||
@@ -1293,9 +1344,7 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
     uint64_t dlen = rts->len - slen;
     if (c.path == IPCP_PATH_DIRECT && slen) {
         c.path = IPCP_PATH_STRIPED;
-        size_t w = strlen(c.why);
-        snprintf(c.why + w, sizeof(c.why) - w, "; %llu bytes staged at once",
-                 (unsigned long long)slen);
+        c.staged = slen;
     }
     ipcp__log_choice(comm, peer, req, &c, force);
     memset(&cts, 0, sizeof(cts));

@@ -312,6 +312,18 @@ def mode_mailbox(bench):
         want = set() if mb == "off" else {0, 1}
         check(got == want, f"IPCPIPE_MAILBOX={mb}: switched towards ranks "
               f"{sorted(got)}, expected {sorted(want)}")
+        # Every path choice gives its reason (written only when logged).
+        choices = re.findall(r"\d+ bytes from rank \d+: (\w+) path"
+                             r"( \(forced\))? \((.*)\)$", p.stderr, re.M)
+        why = {"direct": (r"receive buffer lies in shareable allocation "
+                          r"\d+|rank \d may write this process's memory "
+                          r"with process_vm_writev"),
+               "staged": r"staged path forced"}
+        check({c[0] for c in choices} == {"direct", "staged"},
+              f"IPCPIPE_MAILBOX={mb}: path choices {choices[:5]}")
+        for path, _, reason in choices:
+            check(re.fullmatch(why.get(path, "$^"), reason) is not None,
+                  f"{path} path chosen for the reason {reason!r}")
     return 0
 
 
@@ -346,6 +358,13 @@ def mode_adapt(bench):
               f"rows not all striped and verified with "
               f"IPCPIPE_STRIPE_ADAPT={mode}:\n{p.stdout}")
         seen = pat.findall(p.stderr)
+        # The choice's reason names the staged part (a tenth).
+        why = re.findall(r"(\d+) bytes from rank \d+: striped path \("
+                         r"receive buffer lies in shareable allocation \d+; "
+                         r"(\d+) bytes staged at once\)$", p.stderr, re.M)
+        check(why and all(int(s) == int(n) // 10 for n, s in why),
+              f"striped choices' reasons with IPCPIPE_STRIPE_ADAPT={mode}: "
+              f"{why[:5]}\n{p.stderr[-2000:]}")
         if mode == "off":
             check(not seen, f"part ends noted with IPCPIPE_STRIPE_ADAPT=off: "
                   f"{seen[:3]}")
