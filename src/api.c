@@ -363,7 +363,7 @@ static ipcp_status_t ipcp__wait_req(ipcp_request_t *req, ipcp_xfer_info_t *info)
             (now - t0 < IPCP_DEV_SPIN_NS &&
              atomic_load_explicit(&comm->dev_inflight,
                                   memory_order_relaxed) > 0))) {
-        ipcp__spin_relax(comm);
+        sched_yield();
         now = ipcp__now_ns();
     }
     pthread_mutex_lock(&comm->lock);

@@ -427,11 +427,6 @@ struct ipcp_comm {
     pthread_t thread;
     int thread_started;
     int wake_fd;              /* eventfd */
-    /* Idle turns of spinning loops yield the CPU (sched_yield) only where
-     * this rank's spinning threads could crowd the CPUs it may run on;
-     * elsewhere they pause: a sched_yield costs 0.2-0.3 us on the H200
-     * machines, which every hop between two threads paid about half of. */
-    int spin_yield;
     atomic_int stop;
     pthread_mutex_t lock;     /* cmds, dones, request completion */
     pthread_cond_t cond;
@@ -487,7 +482,6 @@ ipcp_status_t ipcp__comm_start(ipcp_comm_t *comm);
 void ipcp__comm_stop(ipcp_comm_t *comm);
 /* Wakes the progress thread (any thread). */
 void ipcp__comm_wake(ipcp_comm_t *comm);
-void ipcp__spin_relax(const ipcp_comm_t *comm);
 /* Hands a request to the progress thread. */
 void ipcp__comm_submit(ipcp_comm_t *comm, ipcp_request_t *req);
 /* Marks a request done (any thread); user requests wake their waiter,
