@@ -1000,9 +1000,8 @@ static int ipcp__reachable(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
     return 0;
 }
 
-static void ipcp__choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                         const ipcp__msg_rts_t *rts, ipcp_request_t *req,
-                         ipcp__choice_t *ch)
+static void ipcp__choose(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
+                         ipcp_request_t *req, ipcp__choice_t *ch)
 {
     ipcp__region_t *r;
     /* The region is copied under the lock: a user thread may free it
@@ -1032,7 +1031,6 @@ static void ipcp__choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
             ch->region = *r;
         }
     }
-    (void)peer;
     if (rts->src_type != (int32_t)req->attr.type) {
         ch->why = IPCP_WHY_KINDS;
     } else if (req->attr.type == IPCP_MEM_CUDA &&
@@ -1312,7 +1310,7 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp_status_t st;
 
     ipcp__trace_mark(req, IPCP_TM_MEET);
-    ipcp__choose(comm, peer, rts, req, &c);
+    ipcp__choose(comm, rts, req, &c);
     if (force == IPCP_PATH_DIRECT && c.path != IPCP_PATH_DIRECT) {
         char msg[IPCP_ERRMSG_MAX], why[200];
         ipcp__choice_why(comm, peer, req, &c, why, sizeof(why));
