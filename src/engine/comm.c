@@ -530,7 +530,8 @@ static void *ipcp__progress_main(void *arg)
         /* Starts of stream-ordered operations land in host memory without
          * waking us, and device transfers end within milliseconds: poll
          * while either is awaited. */
-        int spinning = missed || ipcp__now_ns() - last_busy < spin_ns ||
+        uint64_t now = ipcp__now_ns(); /* one clock read a turn */
+        int spinning = missed || now - last_busy < spin_ns ||
                        !ipcp__list_empty(&comm->staging) ||
                        ipcp__sync_pending(comm) ||
                        atomic_load_explicit(&comm->dev_inflight,
@@ -542,7 +543,6 @@ static void *ipcp__progress_main(void *arg)
         if (spinning || ipcp__mbox_sleep(comm))
             timeout_ms = 0;
         int ready = 0;
-        uint64_t now = spinning ? ipcp__now_ns() : 0;
         if (!spinning || missed || now - last_poll >= IPCP_POLL_GAP_NS ||
             !ipcp__poll_skippable(comm)) {
             ready = poll(pfd, (nfds_t)n, timeout_ms);

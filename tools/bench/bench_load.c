@@ -179,18 +179,16 @@ void bench_load_stop(bench_load_t *l)
     double bytes = 0, secs = 0;
     if (l->pid <= 0)
         return;
-    bench_load_kind_t kind = l->kind;
-    int dev = l->device;
     int status = reap(l, text, sizeof(text));
     if (sscanf(text, "%lf %lf", &bytes, &secs) == 2 && secs > 0)
         fprintf(stderr,
                 "ipcpipe-bench: --load %s on device %d: %.1f GB/s of pinned "
                 "copies over %.1f s, beside the cases\n",
-                bench_load_name(kind), dev,
-                bytes / secs / 1e9, secs);
+                bench_load_name(l->kind), l->device, bytes / secs / 1e9,
+                secs);
     else
         fprintf(stderr,
                 "ipcpipe-bench: --load %s on device %d: its process ended "
                 "without its figures (wait status %d)\n",
-                bench_load_name(kind), dev, status);
+                bench_load_name(l->kind), l->device, status);
 }
