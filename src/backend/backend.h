@@ -79,6 +79,14 @@ typedef struct ipcp__export {
     uint8_t data[IPCP_EXPORT_MAX];
 } ipcp__export_t;
 
+/* How the staged part of a striped copy is ordered, which sets what it
+ * can take (backend stripe_calibrate measures the one the engine will
+ * use): RING, the two-sided ring between processes (flags handed over in
+ * host memory for each chunk of a few slots); DRIVEN, one process's
+ * copies (IPCPIPE_DRIVE: the receiver copies out, then in, each chunk
+ * ordered by an event, through a buffer that holds the whole part). */
+enum { IPCP_STRIPE_RING = 0, IPCP_STRIPE_DRIVEN = 1 };
+
 /* A striping calibration between two devices (backend stripe_calibrate). */
 typedef struct ipcp__stripe_cal {
     double share;      /* staged share that gained most; 0: none gained */
@@ -141,6 +149,10 @@ typedef struct ipcp__backend_ops {
      * Returns how many were written (at most max).  NULL for host. */
     int (*device_reach)(ipcp__backend_t *be, int device, uint64_t *ids,
                         int max);
+    /* Lets copies on src's queues reach dst's memory directly, for memory
+     * this process allocated on dst outside mem_alloc (CUDA: peer access
+     * of src's context to dst's; once per pair).  NULL for host. */
+    ipcp_status_t (*device_link)(ipcp__backend_t *be, int src, int dst);
 
     /* Queues.  Enqueueing never waits for earlier operations.  destroy
      * waits for what was enqueued, then frees. */
@@ -191,8 +203,10 @@ typedef struct ipcp__backend_ops {
      * numbers are the call's).  NULL: always. */
     ipcp_status_t (*stream_check)(ipcp__backend_t *be, int device,
                                   void *native);
-    /* Makes dst wait for everything enqueued in src so far (queues of one
-     * device).  NULL where unsupported. */
+    /* Makes dst wait for everything enqueued in src so far (queues of
+     * this backend, also of two devices: a receiver-driven transfer joins
+     * a stream of the sender's GPU and one of its own).  NULL where
+     * unsupported. */
     ipcp_status_t (*join)(ipcp__queue_t *dst, ipcp__queue_t *src);
     /* Writes to *ns the CLOCK_MONOTONIC time (ns) at which every earlier
      * operation of the queue was done, before a later notify of the queue
@@ -236,9 +250,10 @@ typedef struct ipcp__backend_ops {
                         size_t len, int *driver);
     /* Measures, in this process, a copy from device src to device dst over
      * the direct link alone and split with a pipelined copy through pinned
-     * host memory at several shares (engine/stripe.h).  NULL for host. */
+     * host memory at several shares, its staged part ordered as layout
+     * (IPCP_STRIPE_*) orders it (engine/stripe.h).  NULL for host. */
     ipcp_status_t (*stripe_calibrate)(ipcp__backend_t *be, int src, int dst,
-                                      ipcp__stripe_cal_t *out);
+                                      int layout, ipcp__stripe_cal_t *out);
 } ipcp__backend_ops_t;
 
 extern const ipcp__backend_ops_t ipcp__host_backend_ops;

@@ -39,6 +39,8 @@ static const char *const ipcp__path_choices[] = {"auto", "direct", "staged",
 static const char *const ipcp__autooff_choices[] = {"auto", "off", NULL};
 static const char *const ipcp__notify_choices[] = {"event", "callback", NULL};
 static const char *const ipcp__offon_choices[] = {"off", "on", NULL};
+static const char *const ipcp__drive_choices[] = {"auto", "off", "on",
+                                                  NULL};
 static const char *const ipcp__level_choices[] = {
     "none", "error", "warn", "info", "debug", "trace", NULL};
 
@@ -102,6 +104,17 @@ static const ipcp__setting_t ipcp__settings[] = {
      "it, up to 1.25 times the calibrated share", IPCP_OFF(stripe_adapt), 0,
      0, 0,
      ipcp__offon_choices},
+    {"IPCPIPE_DRIVE", IPCP_SET_ENUM, "auto", "the receiver copies a transfer "
+     "itself, out of the sender's buffer mapped in its own process, with "
+     "queues on the sender's GPU (direct part and the staged part's "
+     "device-to-host copies) and on its own (the rest): no round trip "
+     "before the copy starts and no flag between the processes at its end. "
+     "auto: between GPUs, where this process can use the sender's GPU and "
+     "that GPU can write the receive buffer's; on: also host memory from "
+     "ipcp_mem_alloc (tests); off: the sender copies (off on a sender also "
+     "keeps its buffers from being offered).  Not for stream-ordered "
+     "transfers.  The receiver's setting decides",
+     IPCP_OFF(drive), 0, 0, 0, ipcp__drive_choices},
     {"IPCPIPE_EAGER", IPCP_SET_SIZE, "8K", "largest host message sent inline "
      "with its control message (0 turns eager sends off)", IPCP_OFF(eager), 0,
      32768, 0, NULL},

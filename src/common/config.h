@@ -34,6 +34,7 @@ typedef struct ipcp__config {
                                  staged share */
     char stripe_cache[IPCP_DIR_MAX]; /* IPCPIPE_STRIPE_CACHE, "" default */
     int stripe_adapt;         /* IPCPIPE_STRIPE_ADAPT: 0 off, 1 on */
+    int drive;                /* IPCPIPE_DRIVE: 0 auto, 1 off, 2 on */
     size_t eager;             /* IPCPIPE_EAGER */
     size_t small;             /* IPCPIPE_SMALL, 0 = no lane */
     size_t small_words;       /* IPCPIPE_SMALL_WORDS */
@@ -47,6 +48,8 @@ typedef struct ipcp__config {
     int log_level;            /* IPCPIPE_LOG_LEVEL */
     unsigned log_mask;        /* IPCPIPE_LOG_SUBSYS */
 } ipcp__config_t;
+
+enum { IPCP_DRIVE_AUTO, IPCP_DRIVE_OFF, IPCP_DRIVE_ON }; /* cfg.drive */
 
 /* Looks a variable up; returns NULL when unset. */
 typedef const char *(*ipcp__env_get_fn)(const char *name, void *arg);

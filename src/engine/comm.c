@@ -391,6 +391,27 @@ static ipcp_status_t ipcp__err_slot_check(const ipcp__xfer_t *x,
     return st;
 }
 
+/* Ends the sender's side of a transfer this process copied (a DRIVEN
+ * CTS): its buffer is free again, and it learns how the copy went. */
+static void ipcp__drive_end(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                            uint64_t id, ipcp_path_t path, ipcp_status_t st,
+                            const char *msg)
+{
+    ipcp__msg_cts_t cts;
+    if (peer->closed)
+        return;
+    memset(&cts, 0, sizeof(cts));
+    cts.hdr.type = IPCP_MSG_CTS;
+    cts.hdr.flags = IPCP_CTS_DRIVEN;
+    cts.status = st;
+    cts.path = path;
+    cts.id = id;
+    if (st != IPCP_OK)
+        snprintf(cts.errmsg, sizeof(cts.errmsg), "rank %d could not copy "
+                 "this transfer out of our buffer: %.120s", comm->rank, msg);
+    ipcp__peer_post(comm, peer, &cts, sizeof(cts), NULL, 0);
+}
+
 static void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
 {
     char msg[IPCP_ERRMSG_MAX] = "";
@@ -416,7 +437,16 @@ static void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
     if (st != IPCP_OK && !msg[0])
         ipcp__track_errmsg(&x->track, msg, sizeof(msg));
     ipcp__track_destroy(&x->track);
+    if (x->drive_staged)
+        x->peer->rx.dstage_busy--;
+    /* Read before the request completes: its owner may free it then. */
+    int drive = x->drive;
+    uint64_t drive_id = x->drive_id;
+    ipcp__peer_t *peer = x->peer;
+    ipcp_path_t path = x->req->path;
     ipcp__req_complete(x->req, st, msg);
+    if (drive) /* after our own caller's wake-up: the sender waits less */
+        ipcp__drive_end(comm, peer, drive_id, path, st, msg);
 }
 
 /* Returns how many commands and completions it ran. */

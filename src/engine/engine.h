@@ -133,6 +133,16 @@ typedef struct ipcp__chan {
 typedef struct ipcp__dir {
     ipcp__chan_t *chan;
     ipcp__qset_t *qsets[IPCP_MAX_QSETS];
+    /* Receiver-driven transfers (IPCPIPE_DRIVE, rx only): the buffer their
+     * staged parts pass through, pinned for the backend that copies, and
+     * the number of the next one (which queues its pieces start on). */
+    void *dstage;
+    size_t dstage_len;
+    void *dstage_reg; /* shm_register handle, NULL for host queues */
+    const ipcp__backend_ops_t *dstage_ops;
+    ipcp__backend_t *dstage_be;
+    unsigned dstage_busy; /* driven transfers with a staged part running */
+    uint64_t dseq;
 } ipcp__dir_t;
 
 /* A peer's memory we mapped (two-sided direct targets), by region id. */
@@ -301,6 +311,11 @@ typedef struct ipcp__xfer {
     ipcp__errslot_t *tx_slot;
     uint64_t tx_seq;
     ipcp__list_t done_link; /* comm->dones */
+    /* receiving side of a receiver-driven transfer: the sender's RTS id,
+     * answered with a DRIVEN CTS when it completes */
+    int drive;
+    int drive_staged; /* counted in peer->rx.dstage_busy */
+    uint64_t drive_id;
     ipcp__stage_t stage;    /* staged chunks still to enqueue */
     ipcp__watch_t watch;    /* receiving side of a striped transfer */
 } ipcp__xfer_t;
@@ -574,6 +589,8 @@ void ipcp__import_put(ipcp_comm_t *comm, ipcp__peer_t *peer,
                       ipcp__import_t *imp);
 /* Forgets the peer's export of region id (0: all of them). */
 void ipcp__rexport_drop(ipcp__peer_t *peer, uint64_t id);
+void ipcp__rexport_put(ipcp__peer_t *peer, uint64_t id,
+                       const ipcp__export_t *exp, int fd);
 /* Lost peer: releases device waits by writing the flags (host waits see
  * peer->lost themselves). */
 void ipcp__xfer_release_waits(ipcp_comm_t *comm, ipcp__peer_t *peer);

@@ -69,19 +69,70 @@ static void ipcp__rts_fill(ipcp_comm_t *comm, ipcp__peer_t *peer,
             comm->cuda, req->attr.device, rts->reach, IPCP_MAX_REACH);
 }
 
+/* IPCPIPE_DRIVE: names the send buffer's allocation, so that the receiver
+ * may copy out of it itself; its export goes along the first time this
+ * peer is offered it (the fd, if any, in *fds).  Device memory (the user's
+ * cudaMalloc'd allocations are exported on first use, as receive buffers
+ * are), and host memory from ipcp_mem_alloc under IPCPIPE_DRIVE=on only,
+ * so that host transfers keep their messages otherwise. */
+static void ipcp__rts_source(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                             ipcp_request_t *req, ipcp__msg_rts_t *rts,
+                             int *fds, int *nfds)
+{
+    int drive = comm->cfg->drive;
+    if (drive == IPCP_DRIVE_OFF || req->sync || !req->len ||
+        (req->attr.type == IPCP_MEM_HOST && drive != IPCP_DRIVE_ON))
+        return;
+    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__region_t *r = ipcp__region_find_live(comm, req->buf, req->len,
+                                               req->attr.buffer_id);
+    uint64_t id = r && r->exportable ? r->id : 0;
+    pthread_mutex_unlock(&comm->mem_lock);
+    if (!id && !r && req->attr.type == IPCP_MEM_CUDA) {
+        /* Touched by this thread only (ipcp__choose does the same). */
+        r = ipcp__region_auto(comm, &req->attr);
+        id = r ? r->id : 0;
+    }
+    if (!id)
+        return;
+    /* Again under the lock: a user's thread may free the region. */
+    pthread_mutex_lock(&comm->mem_lock);
+    r = ipcp__region_find_id(comm, id);
+    if (r) {
+        rts->hdr.flags |= IPCP_RTS_SRC;
+        rts->src_region = id;
+        rts->src_offset = (uint64_t)((char *)req->buf - (char *)r->ptr);
+        if (!r->shared_with[peer->rank]) {
+            int fd = r->exp_fd >= 0 ? dup(r->exp_fd) : -1;
+            if (r->exp_fd < 0 || fd >= 0) {
+                rts->hdr.flags |= IPCP_RTS_SRC_EXP;
+                rts->src_exp = r->exp;
+                if (fd >= 0) {
+                    fds[(*nfds)++] = fd;
+                    rts->hdr.flags |= IPCP_RTS_SRC_FD;
+                }
+                r->shared_with[peer->rank] = 1;
+            }
+        }
+    }
+    pthread_mutex_unlock(&comm->mem_lock);
+}
+
 /* Posts an RTS for req (a send, a staged put, or the owner's reply to a
- * get) and parks req until the CTS. */
+ * get) and parks req until the CTS.  fds go with it (owned). */
 static void ipcp__send_rts(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                           ipcp_request_t *req, ipcp__msg_rts_t *rts)
+                           ipcp_request_t *req, ipcp__msg_rts_t *rts,
+                           int *fds, int nfds)
 {
     ipcp__qset_t *qs;
     ipcp_status_t st = ipcp__qset_get(comm, peer, &peer->tx, &req->attr, &qs);
     if (st != IPCP_OK) {
+        ipcp__close_fds(fds, nfds);
         ipcp__req_complete(req, st, ipcp__last_error());
         return;
     }
     rts->src_nq = (uint32_t)qs->n;
-    st = ipcp__peer_post(comm, peer, rts, sizeof(*rts), NULL, 0);
+    st = ipcp__peer_post(comm, peer, rts, sizeof(*rts), fds, nfds);
     if (st != IPCP_OK) {
         ipcp__req_complete(req, st, ipcp__last_error());
         return;
@@ -108,7 +159,9 @@ static void ipcp__send_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
         ipcp__req_complete(req, st, st == IPCP_OK ? NULL : ipcp__last_error());
         return;
     }
-    ipcp__send_rts(comm, peer, req, &rts);
+    int fds[1], nfds = 0;
+    ipcp__rts_source(comm, peer, req, &rts, fds, &nfds);
+    ipcp__send_rts(comm, peer, req, &rts, fds, nfds);
 }
 
 /* ---- Receiving ---------------------------------------------------------- */
@@ -309,7 +362,7 @@ static void ipcp__on_get_req(ipcp_comm_t *comm, ipcp__peer_t *peer,
     rts.hdr.flags = IPCP_RTS_GET_REPLY;
     rts.get_id = g->id;
     rts.path = g->path;
-    ipcp__send_rts(comm, peer, req, &rts);
+    ipcp__send_rts(comm, peer, req, &rts, NULL, 0);
 }
 
 static void ipcp__on_rts_get_reply(ipcp_comm_t *comm, ipcp__peer_t *peer,
@@ -357,7 +410,7 @@ static void ipcp__put_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
     rts.reg_id = rm->reg_id;
     rts.offset = req->offset;
     rts.path = IPCP_PATH_STAGED;
-    ipcp__send_rts(comm, peer, req, &rts);
+    ipcp__send_rts(comm, peer, req, &rts, NULL, 0);
 }
 
 static void ipcp__get_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
@@ -454,6 +507,16 @@ void ipcp__match_msg(ipcp_comm_t *comm, ipcp__peer_t *peer,
     const ipcp__msg_hdr_t *hdr = (const void *)msg;
     switch (hdr->type) {
     case IPCP_MSG_RTS:
+        /* A source's export is kept as it comes: the RTS may wait for its
+         * receive, and the sender offers it once. */
+        if (len >= sizeof(ipcp__msg_rts_t)) {
+            ipcp__msg_rts_t rts;
+            memcpy(&rts, msg, sizeof(rts));
+            if ((rts.hdr.flags & IPCP_RTS_SRC_EXP) &&
+                (!(rts.hdr.flags & IPCP_RTS_SRC_FD) || nfds == 1))
+                ipcp__rexport_put(peer, rts.src_region, &rts.src_exp,
+                                  nfds == 1 ? fds[0] : -1);
+        }
         ipcp__close_fds(fds, nfds);
         ipcp__on_rts(comm, peer, msg, len);
         return;

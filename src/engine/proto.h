@@ -46,6 +46,12 @@ typedef struct ipcp__msg_hdr {
                                   with process_vm_writev */
 #define IPCP_RTS_PEER_RECV 0x10 /* the sender also has receives from the
                                    receiver posted or running */
+#define IPCP_RTS_SRC 0x20      /* src_region/src_offset name the source: the
+                                  receiver may copy it itself (IPCPIPE_DRIVE)
+                                  and then answers with a DRIVEN CTS only */
+#define IPCP_RTS_SRC_EXP 0x40  /* src_exp describes src_region (first time
+                                  to this receiver) */
+#define IPCP_RTS_SRC_FD 0x80   /* with SRC_EXP: its fd is attached */
 
 typedef struct ipcp__msg_rts {
     ipcp__msg_hdr_t hdr;
@@ -66,6 +72,9 @@ typedef struct ipcp__msg_rts {
      * directly (backend device_reach); the receiver picks the direct path
      * only when its buffer's device is among them. */
     uint64_t reach[IPCP_MAX_REACH];
+    uint64_t src_region;  /* SRC: the sender's allocation id */
+    uint64_t src_offset;  /* SRC: the buffer's offset in it */
+    ipcp__export_t src_exp; /* SRC_EXP */
     char errmsg[IPCP_ERRWIRE_MAX]; /* status < 0 */
 } ipcp__msg_rts_t;
 
@@ -74,6 +83,9 @@ typedef struct ipcp__msg_rts {
 #define IPCP_CTS_MAP_FD 0x2  /* an fd for the target export is attached
                                 (after the channel's, if both) */
 #define IPCP_CTS_HAS_EXP 0x4 /* exp describes the target allocation */
+#define IPCP_CTS_DRIVEN 0x8  /* the receiver copied the data itself (an
+                                RTS_SRC transfer): the send ends here, with
+                                status and path */
 
 enum { IPCP_DST_MAPPED = 1, IPCP_DST_PVM = 2 };
 

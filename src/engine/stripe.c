@@ -1,11 +1,12 @@
 /* Striping calibration cache (see stripe.h).  The file is text, one line
  * per pair of GPUs, so that a person can read it:
  *
- *   ipcpipe stripe calibration 2
+ *   ipcpipe stripe calibration 3
  *   host <machine id>
- *   pair <src uuid> <dst uuid> driver <n> share <f> at <bytes>
- *        share <f> at <bytes> bidir <f> min <bytes> direct <GB/s>
- *        staged <GB/s> striped <GB/s> time <unix seconds>     (one line)
+ *   pair <src uuid> <dst uuid> layout <ring|driven> driver <n>
+ *        share <f> at <bytes> share <f> at <bytes> bidir <f> min <bytes>
+ *        direct <GB/s> staged <GB/s> striped <GB/s> time <unix seconds>
+ *                                                              (one line)
  *
  * (the staged share at two sizes, then both ways at once at the second).
  */
@@ -25,7 +26,7 @@
 #include "common/util.h"
 #include "engine/stripe.h"
 
-#define IPCP_STRIPE_MAGIC "ipcpipe stripe calibration 2"
+#define IPCP_STRIPE_MAGIC "ipcpipe stripe calibration 3"
 #define IPCP_STRIPE_MAX_PAIRS 256
 #define IPCP_STRIPE_LOCK_TRIES 1000 /* of 10 ms */
 
@@ -83,19 +84,25 @@ static int ipcp__stripe_word_ok(const char *w, size_t len)
 
 static int ipcp__stripe_parse_pair(const char *line, ipcp__stripe_entry_t *e)
 {
-    char src[IPCP_STRIPE_UUID_MAX], dst[IPCP_STRIPE_UUID_MAX];
+    char src[IPCP_STRIPE_UUID_MAX], dst[IPCP_STRIPE_UUID_MAX], lay[8];
     unsigned long long min, at, at2;
     long long t;
     int n = -1;
     memset(e, 0, sizeof(*e));
     if (sscanf(line,
-               "pair %47s %47s driver %d share %lf at %llu share %lf at %llu "
-               "bidir %lf min %llu direct %lf staged %lf striped %lf "
-               "time %lld%n",
-               src, dst, &e->driver, &e->share, &at, &e->share_large, &at2,
-               &e->share_bidir, &min, &e->direct_gbs, &e->staged_gbs,
-               &e->striped_gbs, &t, &n) != 13 ||
+               "pair %47s %47s layout %7s driver %d share %lf at %llu share "
+               "%lf at %llu bidir %lf min %llu direct %lf staged %lf "
+               "striped %lf time %lld%n",
+               src, dst, lay, &e->driver, &e->share, &at, &e->share_large,
+               &at2, &e->share_bidir, &min, &e->direct_gbs, &e->staged_gbs,
+               &e->striped_gbs, &t, &n) != 14 ||
         n < 0)
+        return -1;
+    if (strcmp(lay, "ring") == 0)
+        e->layout = IPCP_STRIPE_RING;
+    else if (strcmp(lay, "driven") == 0)
+        e->layout = IPCP_STRIPE_DRIVEN;
+    else
         return -1;
     if (line[n] != '\0' && line[n] != '\n')
         return -1;
@@ -118,17 +125,24 @@ static int ipcp__stripe_parse_pair(const char *line, ipcp__stripe_entry_t *e)
 static int ipcp__stripe_same_pair(const ipcp__stripe_entry_t *a,
                                   const ipcp__stripe_entry_t *b)
 {
-    return strcmp(a->src, b->src) == 0 && strcmp(a->dst, b->dst) == 0;
+    return strcmp(a->src, b->src) == 0 && strcmp(a->dst, b->dst) == 0 &&
+           a->layout == b->layout;
+}
+
+const char *ipcp__stripe_layout_name(int layout)
+{
+    return layout == IPCP_STRIPE_DRIVEN ? "driven" : "ring";
 }
 
 /* One `pair` line, as ipcp__stripe_parse_pair reads it. */
 static void ipcp__stripe_write_pair(FILE *f, const ipcp__stripe_entry_t *e)
 {
     fprintf(f,
-            "pair %s %s driver %d share %.4f at %llu share %.4f at %llu "
-            "bidir %.4f min %llu direct %.1f staged %.1f striped %.1f "
-            "time %lld\n",
-            e->src, e->dst, e->driver, e->share, (unsigned long long)e->size,
+            "pair %s %s layout %s driver %d share %.4f at %llu share %.4f "
+            "at %llu bidir %.4f min %llu direct %.1f staged %.1f striped "
+            "%.1f time %lld\n",
+            e->src, e->dst, ipcp__stripe_layout_name(e->layout), e->driver,
+            e->share, (unsigned long long)e->size,
             e->share_large, (unsigned long long)e->size_large, e->share_bidir,
             (unsigned long long)e->min_size, e->direct_gbs, e->staged_gbs,
             e->striped_gbs, (long long)e->time);
@@ -215,8 +229,9 @@ ipcp__stripe_lookup_t ipcp__stripe_cache_load(const char *path,
                  "this is %s)", path, fhost, host);
         r = IPCP_STRIPE_FOREIGN;
     } else {
-        snprintf(why, whylen, "%s has no entry for GPU %s -> GPU %s", path,
-                 key->src, key->dst);
+        snprintf(why, whylen, "%s has no entry for GPU %s -> GPU %s (%s "
+                 "layout)", path, key->src, key->dst,
+                 ipcp__stripe_layout_name(key->layout));
         for (int i = 0; i < n; i++) {
             if (!ipcp__stripe_same_pair(&es[i], key))
                 continue;
@@ -429,6 +444,7 @@ ipcp_status_t ipcp__stripe_tune(const ipcp__config_t *cfg,
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_ENGINE, IPCP_ERR_UNSUPPORTED,
                           "the %s backend cannot measure striping", ops->name);
     memset(&key, 0, sizeof(key));
+    key.layout = ipcp__stripe_layout(cfg);
     if (ops->device_ident(be, src, key.src, sizeof(key.src), &key.driver) ||
         ops->device_ident(be, dst, key.dst, sizeof(key.dst), &key.driver))
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_ENGINE, IPCP_ERR_UNSUPPORTED,
@@ -445,10 +461,11 @@ ipcp_status_t ipcp__stripe_tune(const ipcp__config_t *cfg,
     }
     if (r != IPCP_STRIPE_HIT && r != IPCP_STRIPE_MISS)
         IPCP_WARN(IPCP_SUB_ENGINE, "striping calibration ignored: %s", why);
-    IPCP_INFO(IPCP_SUB_ENGINE, "measuring striping from GPU %d to GPU %d "
-              "(once per pair of GPUs%s%s)", src, dst,
+    IPCP_INFO(IPCP_SUB_ENGINE, "measuring striping from GPU %d to GPU %d, "
+              "%s layout (once per pair of GPUs%s%s)", src, dst,
+              ipcp__stripe_layout_name(key.layout),
               path[0] ? "; kept in " : "", path);
-    ipcp_status_t st = ops->stripe_calibrate(be, src, dst, &cal);
+    ipcp_status_t st = ops->stripe_calibrate(be, src, dst, key.layout, &cal);
     if (st != IPCP_OK) {
         if (lock >= 0)
             close(lock);

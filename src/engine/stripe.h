@@ -6,7 +6,10 @@
  * small text file, so that later runs start tuned.  The file is trusted
  * only when it parses completely, was written on this machine, and its
  * entry names the same two GPUs (UUIDs) under the same driver version;
- * anything else is ignored with a warning and measured again. */
+ * anything else is ignored with a warning and measured again.  An entry
+ * is also for one layout of the staged part (IPCP_STRIPE_*, backend.h):
+ * IPCPIPE_DRIVE=off stripes through the two-sided ring, else the receiver
+ * copies by itself, and each has its own best shares. */
 #ifndef IPCP_ENGINE_STRIPE_H
 #define IPCP_ENGINE_STRIPE_H
 
@@ -23,6 +26,7 @@
 typedef struct ipcp__stripe_entry {
     char src[IPCP_STRIPE_UUID_MAX]; /* sending GPU's UUID */
     char dst[IPCP_STRIPE_UUID_MAX]; /* receiving GPU's UUID */
+    int layout;                     /* IPCP_STRIPE_RING or _DRIVEN */
     int driver;                     /* cuDriverGetVersion */
     double share;      /* staged share; 0: striping does not gain here */
     uint64_t size;     /* where share was measured */
@@ -42,14 +46,18 @@ typedef enum {
     IPCP_STRIPE_STALE,    /* the pair's entry is for another driver */
 } ipcp__stripe_lookup_t;
 
+/* "ring" or "driven", as the file writes a layout. */
+const char *ipcp__stripe_layout_name(int layout);
+
 /* The cache file's path from the settings: "" when caching is off. */
 void ipcp__stripe_cache_path(const ipcp__config_t *cfg, char *buf, size_t len);
 
 /* This machine's identity as written in the file. */
 void ipcp__stripe_host_id(char *buf, size_t len);
 
-/* Looks the pair (key->src, key->dst, key->driver) up in the file at path
- * for the machine host.  why gets a sentence for everything but HIT. */
+/* Looks the pair (key->src, key->dst, key->layout, key->driver) up in the
+ * file at path for the machine host.  why gets a sentence for everything
+ * but HIT. */
 ipcp__stripe_lookup_t ipcp__stripe_cache_load(const char *path,
                                               const char *host,
                                               const ipcp__stripe_entry_t *key,
@@ -63,8 +71,9 @@ int ipcp__stripe_cache_store(const char *path, const char *host,
                              const ipcp__stripe_entry_t *e, char *why,
                              size_t whylen);
 
-/* Finds or measures the entry of GPUs src -> dst (ordinals of be) and
- * stores a new measurement.  force: measure even when the file has it.
+/* Finds or measures the entry of GPUs src -> dst (ordinals of be), for the
+ * layout cfg's IPCPIPE_DRIVE makes the engine use (ipcp__stripe_layout),
+ * and stores a new measurement.  force: measure even when the file has it.
  * Logs what it did.  IPCP_ERR_UNSUPPORTED when the backend cannot measure
  * (no calibration, a device missing). */
 ipcp_status_t ipcp__stripe_tune(const ipcp__config_t *cfg,
@@ -156,15 +165,25 @@ double ipcp__adapt_learn(ipcp__adapt_t *a, double td, double ts);
  * or neither end seen): a probe it was is tried again later. */
 void ipcp__adapt_forget(ipcp__adapt_t *a);
 
-/* The smallest transfer the engine stripes, from the calibration's
- * smallest gaining size.  The calibration runs in one process; between
- * two, each staged chunk's hand-over costs more (about 20 us a chunk on
- * H200s) and the gain starts later: on 2 x H200 the calibration found 8%
- * gaining from 128 MiB, but 128 MiB between processes lost 7% and 256 MiB
- * gained 1-3%.  So twice its size. */
-static inline uint64_t ipcp__stripe_engine_min(uint64_t calibrated)
+/* The layout the engine stripes with under cfg (IPCP_STRIPE_*). */
+static inline int ipcp__stripe_layout(const ipcp__config_t *cfg)
 {
-    return calibrated * 2;
+    return cfg->drive == IPCP_DRIVE_OFF ? IPCP_STRIPE_RING
+                                        : IPCP_STRIPE_DRIVEN;
+}
+
+/* The smallest transfer the engine stripes, from the calibration's
+ * smallest gaining size.  The calibration runs in one process.  Through
+ * the ring between two, each staged chunk's hand-over costs more (about
+ * 20 us a chunk on H200s) and the gain starts later: on 2 x H200 the
+ * calibration found 8% gaining from 128 MiB, but 128 MiB between
+ * processes lost 7% and 256 MiB gained 1-3%.  So twice its size there.
+ * A receiver copying by itself does what the calibration does (128 MiB
+ * at a fixed 9%: 411-414 GB/s against 376-379 direct). */
+static inline uint64_t ipcp__stripe_engine_min(uint64_t calibrated,
+                                               int layout)
+{
+    return layout == IPCP_STRIPE_DRIVEN ? calibrated : calibrated * 2;
 }
 
 #endif

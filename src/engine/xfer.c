@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "common/time.h"
@@ -221,6 +222,12 @@ void ipcp__dir_destroy(ipcp_comm_t *comm, ipcp__dir_t *dir)
             ipcp__qset_destroy(dir->qsets[i], dir->chan);
         dir->qsets[i] = NULL;
     }
+    /* The queues that copied through it are drained now. */
+    if (dir->dstage_reg)
+        dir->dstage_ops->shm_unregister(dir->dstage_be, dir->dstage_reg);
+    if (dir->dstage)
+        munmap(dir->dstage, dir->dstage_len);
+    dir->dstage = dir->dstage_reg = NULL;
     ipcp__chan_t *ch = dir->chan;
     if (!ch)
         return;
@@ -270,33 +277,36 @@ void ipcp__import_put(ipcp_comm_t *comm, ipcp__peer_t *peer,
     free(imp);
 }
 
-/* The peer's export of a region, kept as it came (with a duplicate of its
- * fd) so that a mapping can be made for another local device later: the
- * peer sends it once. */
-static ipcp__rexport_t *ipcp__rexport_get(ipcp__peer_t *peer,
-                                          const ipcp__msg_cts_t *cts, int fd)
+static ipcp__rexport_t *ipcp__rexport_find(ipcp__peer_t *peer, uint64_t id)
 {
     ipcp__list_t *e, *tmp;
-    ipcp__rexport_t *rx = NULL;
     ipcp__list_for_each_safe(e, tmp, &peer->rexports) {
         ipcp__rexport_t *x = ipcp__list_entry(e, ipcp__rexport_t, link);
-        if (x->id == cts->dst_region)
-            rx = x;
+        if (x->id == id)
+            return x;
     }
-    if (!(cts->hdr.flags & IPCP_CTS_HAS_EXP))
-        return rx;
+    return NULL;
+}
+
+/* The peer's export of a region, kept as it came (with a duplicate of its
+ * fd) so that a mapping can be made for another local device later: the
+ * peer sends it once (with the CTS of a target, or the RTS of a source).
+ * Region ids are the peer's, one space for both. */
+void ipcp__rexport_put(ipcp__peer_t *peer, uint64_t id,
+                       const ipcp__export_t *exp, int fd)
+{
+    ipcp__rexport_t *rx = ipcp__rexport_find(peer, id);
     if (!rx) {
         if (!(rx = calloc(1, sizeof(*rx))))
-            return NULL;
+            return; /* an import of it then fails, and says why */
         rx->fd = -1;
-        rx->id = cts->dst_region;
+        rx->id = id;
         ipcp__list_push_back(&peer->rexports, &rx->link);
     }
     if (rx->fd >= 0)
         close(rx->fd);
-    rx->exp = cts->exp;
+    rx->exp = *exp;
     rx->fd = fd >= 0 ? dup(fd) : -1;
-    return rx;
 }
 
 void ipcp__rexport_drop(ipcp__peer_t *peer, uint64_t id)
@@ -313,8 +323,9 @@ void ipcp__rexport_drop(ipcp__peer_t *peer, uint64_t id)
     }
 }
 
+/* The peer's region id mapped for queues of attr's device and backend. */
 static ipcp_status_t ipcp__import_get(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                                      const ipcp__msg_cts_t *cts, int fd,
+                                      uint64_t id,
                                       const ipcp__mem_attr_t *attr,
                                       ipcp__import_t **out)
 {
@@ -323,13 +334,13 @@ static ipcp_status_t ipcp__import_get(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp_status_t st;
 
     int device = attr->type == IPCP_MEM_CUDA ? attr->device : -1;
-    ipcp__rexport_t *rx = ipcp__rexport_get(peer, cts, fd);
+    ipcp__rexport_t *rx = ipcp__rexport_find(peer, id);
     /* Keyed by the local device too: a mapping belongs to the context of
      * the device that opened it, and copies issued by another device's
      * streams through it would be cross-context copies. */
     ipcp__list_for_each_safe(e, tmp, &peer->imports) {
         imp = ipcp__list_entry(e, ipcp__import_t, link);
-        if (imp->id == cts->dst_region && imp->device == device) {
+        if (imp->id == id && imp->device == device) {
             imp->refs++;
             *out = imp;
             return IPCP_OK;
@@ -338,8 +349,7 @@ static ipcp_status_t ipcp__import_get(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (!rx)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_STATE,
                           "rank %d named region %llu, whose export never "
-                          "came", peer->rank,
-                          (unsigned long long)cts->dst_region);
+                          "came", peer->rank, (unsigned long long)id);
     imp = calloc(1, sizeof(*imp));
     if (!imp)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_NOMEM,
@@ -351,7 +361,7 @@ static ipcp_status_t ipcp__import_get(ipcp_comm_t *comm, ipcp__peer_t *peer,
         free(imp);
         return st;
     }
-    imp->id = cts->dst_region;
+    imp->id = id;
     imp->device = device;
     imp->size = rx->exp.size;
     imp->refs = 2; /* the cache's and this transfer's */
@@ -423,6 +433,7 @@ static void ipcp__xfer_begin(ipcp_comm_t *comm, ipcp__peer_t *peer,
     x->tbase = 0;
     x->err_slot2 = NULL;
     x->err_seq2 = 0;
+    x->drive = x->drive_staged = 0;
     memset(&x->stage, 0, sizeof(x->stage)); /* no staged chunks */
     x->watch.on = 0;
     ipcp__track_init(&x->track, 1, ipcp__xfer_track_done, x);
@@ -932,6 +943,7 @@ enum {
     IPCP_WHY_PVM,        /* process_vm_writev allowed */
     IPCP_WHY_UNSHARED,   /* none of the above */
     IPCP_WHY_FORCED_STAGED,
+    IPCP_WHY_DRIVEN,     /* this process copies it (IPCPIPE_DRIVE) */
 };
 
 typedef struct ipcp__choice {
@@ -967,6 +979,12 @@ static void ipcp__choice_why(const ipcp_comm_t *comm, const ipcp__peer_t *peer,
     case IPCP_WHY_PVM:
         n = snprintf(buf, len, "rank %d may write this process's memory with "
                      "process_vm_writev", peer->rank);
+        break;
+    case IPCP_WHY_DRIVEN:
+        n = snprintf(buf, len, "this process copies it out of rank %d's "
+                     "buffer, mapped here%s", peer->rank,
+                     c->src_type == IPCP_MEM_CUDA ? ", with queues on its GPU"
+                                                  : "");
         break;
     case IPCP_WHY_UNSHARED:
         n = snprintf(buf, len, "receive buffer is not shareable (not from "
@@ -1135,6 +1153,53 @@ int ipcp__peer_busy(ipcp__peer_t *peer, int rx)
 _Static_assert(IPCP_ADAPT_CLASS0 == IPCP_STRIPE_MIN_SIZE,
                "adapt's first size class starts where auto striping does");
 
+/* IPCPIPE_STRIPE=auto: the staged share of a transfer between two GPUs
+ * (0: none) and *min, the smallest size it applies from on the path that
+ * moves it: driven (the receiver copies, as the calibration did), or the
+ * ring, which starts later whatever layout the pair was measured in (a
+ * stream-ordered transfer takes the ring under IPCPIPE_DRIVE too).  On the
+ * ring (ring = 1), with IPCPIPE_STRIPE_ADAPT on, the share follows the
+ * pair's adapt state (*a, which w then names).
+ *
+ * Below the smallest size a calibration picks, none is needed.  While both
+ * directions run, each GPU's copy engines move NVLink traffic both ways
+ * and both staged parts: on 2 x H200 the one-way share lost both ways at
+ * 256 MiB (striped 605-632 GB/s against 738-741 direct), and fixed shares
+ * from 9% lost at every size, while 7% gained from 512 MiB (793 / 762,
+ * 1 GiB 810-815 / 771).  So both ways stripe from IPCP_STRIPE_BIDIR_MIN
+ * only, at the share the calibration found both ways.  The sender says
+ * whether it receives from us too: our own send may not be posted yet when
+ * its RTS meets our receive (which left 655 against 741 at 256 MiB). */
+static double ipcp__stripe_auto_share(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                                      const ipcp__msg_rts_t *rts,
+                                      const ipcp_request_t *req,
+                                      ipcp_path_t force, int ring,
+                                      ipcp__watch_t *w, uint64_t *min,
+                                      ipcp__adapt_t **a)
+{
+    if (force != IPCP_PATH_AUTO || rts->len < IPCP_STRIPE_MIN_SIZE)
+        return 0;
+    int both = ipcp__peer_busy(peer, 0) ||
+               (rts->hdr.flags & IPCP_RTS_PEER_RECV);
+    if (both && rts->len < IPCP_STRIPE_BIDIR_MIN)
+        return 0;
+    ipcp__stripe_memo_t *m =
+        ipcp__stripe_auto(comm, peer, rts->reach[0], req->attr.device);
+    double share = ipcp__stripe_share(&m->e, rts->len, both);
+    *min = ipcp__stripe_engine_min(m->e.min_size, ring ? IPCP_STRIPE_RING
+                                                       : IPCP_STRIPE_DRIVEN);
+    if (ring && comm->cfg->stripe_adapt && share > 0 && rts->len >= *min) {
+        w->cls = ipcp__adapt_class(rts->len);
+        *a = &m->adapt[both][w->cls];
+        share *= ipcp__adapt_next(*a);
+        w->adapt = 1;
+    }
+    w->both = both;
+    w->src_id = m->src_id;
+    w->dst = m->dst;
+    return share;
+}
+
 /* The bytes of a direct transfer (at the end of the buffer) that go
  * through the ring at the same time: 0 for none.  Both GPUs must differ
  * (on one GPU both parts would share its memory) and each side needs a
@@ -1174,38 +1239,9 @@ static uint64_t ipcp__stripe_choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
     unsigned lr = (unsigned)ipcp__staged_queues(ch, qs);
     if (ls >= snq || lr >= (unsigned)qs->n)
         return 0;
-    if (share == 0) {
-        /* Below the smallest size a calibration picks, none is needed.
-         * While both directions run, each GPU's copy engines move NVLink
-         * traffic both ways and both staged parts: on 2 x H200 the one-way
-         * share lost both ways at 256 MiB (striped 605-632 GB/s against
-         * 738-741 direct), and fixed shares from 9% lost at every size,
-         * while 7% gained from 512 MiB (793 / 762, 1 GiB 810-815 / 771).
-         * So both ways stripe from IPCP_STRIPE_BIDIR_MIN only, at the share
-         * the calibration found both ways.  The sender says whether it
-         * receives from us too: our own send may not be posted yet when
-         * its RTS meets our receive (which left 655 against 741 at
-         * 256 MiB). */
-        if (force != IPCP_PATH_AUTO || rts->len < IPCP_STRIPE_MIN_SIZE)
-            return 0;
-        int both = ipcp__peer_busy(peer, 0) ||
-                   (rts->hdr.flags & IPCP_RTS_PEER_RECV);
-        if (both && rts->len < IPCP_STRIPE_BIDIR_MIN)
-            return 0;
-        ipcp__stripe_memo_t *m =
-            ipcp__stripe_auto(comm, peer, rts->reach[0], req->attr.device);
-        share = ipcp__stripe_share(&m->e, rts->len, both);
-        min = ipcp__stripe_engine_min(m->e.min_size);
-        if (comm->cfg->stripe_adapt && share > 0 && rts->len >= min) {
-            w->cls = ipcp__adapt_class(rts->len);
-            a = &m->adapt[both][w->cls];
-            share *= ipcp__adapt_next(a);
-            w->adapt = 1;
-        }
-        w->both = both;
-        w->src_id = m->src_id;
-        w->dst = m->dst;
-    }
+    if (share == 0)
+        share = ipcp__stripe_auto_share(comm, peer, rts, req, force, 1, w,
+                                        &min, &a);
     uint64_t n = ipcp__stripe_bytes(rts->len, share, min);
     if (a && !n) { /* not striped after all: nothing to learn */
         ipcp__adapt_forget(a);
@@ -1216,6 +1252,245 @@ static uint64_t ipcp__stripe_choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
         *lo_r = lr;
     }
     return n;
+}
+
+/* ---- Receiver-driven transfers (IPCPIPE_DRIVE) ------------------------- */
+
+/* The receiver maps the sender's buffer and copies it itself: the direct
+ * part with a queue on the sender's GPU (which pushes over the link, as
+ * the sender would), the staged part out through that GPU's copies into
+ * pinned memory of this process and in with a queue on our GPU, ordered
+ * between the two queues inside this process.  Against the sender's copy
+ * it saves the round trip before the copy starts (the CTS), the
+ * sender's enqueue calls after it, and the done flags between the
+ * processes: the transfer runs as one process's copy would (on 2 x H200 a
+ * lab run of this layout between two processes matched the in-process
+ * copy at every share: 256 MiB at 9% 626.9 us against 626.2).  The sender
+ * learns the end from a DRIVEN CTS. */
+
+/* Bytes of the buffer the staged parts pass through (a part is cut to
+ * fit), and the largest unit of a staged part. */
+#define IPCP_DRIVE_STAGE ((size_t)128 << 20)
+#define IPCP_DRIVE_UNIT_MAX ((uint64_t)16 << 20)
+
+/* Whether this process may copy the transfer itself; *src gets the local
+ * ordinal of the sender's GPU (-1 for host memory).  The sender offered its
+ * buffer (RTS_SRC); device to device, its GPU is visible here and can
+ * write the receive buffer's GPU (or is that GPU); host to host only with
+ * IPCPIPE_DRIVE=on.  Stream-ordered receives keep the sender's copy (their
+ * end is a flag in the user's stream). */
+static int ipcp__drive_ok(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
+                          const ipcp_request_t *req, ipcp_path_t force,
+                          int *src)
+{
+    if (comm->cfg->drive == IPCP_DRIVE_OFF || force == IPCP_PATH_STAGED ||
+        req->sync || !rts->len || !(rts->hdr.flags & IPCP_RTS_SRC) ||
+        rts->src_type != (int32_t)req->attr.type)
+        return 0;
+    if (req->attr.type == IPCP_MEM_HOST) {
+        *src = -1;
+        return comm->cfg->drive == IPCP_DRIVE_ON;
+    }
+    if (!comm->cuda || !comm->cuda_ops->device_reach || rts->nreach < 1)
+        return 0;
+    int s = ipcp__local_device(comm, rts->reach[0]);
+    if (s < 0)
+        return 0;
+    *src = s;
+    if (s == req->attr.device)
+        return 1;
+    uint64_t ids[IPCP_MAX_REACH], mine;
+    int n = comm->cuda_ops->device_reach(comm->cuda, s, ids, IPCP_MAX_REACH);
+    if (comm->cuda_ops->device_reach(comm->cuda, req->attr.device, &mine,
+                                     1) != 1)
+        return 0;
+    for (int i = 1; i < n; i++)
+        if (ids[i] == mine)
+            return 1;
+    return 0;
+}
+
+/* The stage buffer of dir, made (and pinned for qs's backend, for every
+ * device at once) on first use; NULL when it cannot be. */
+static void *ipcp__drive_stage(ipcp__dir_t *dir, const ipcp__qset_t *qs)
+{
+    if (dir->dstage)
+        return dir->dstage;
+    void *p = mmap(NULL, IPCP_DRIVE_STAGE, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        IPCP_INFO(IPCP_SUB_ENGINE, "no stage buffer for receiver-driven "
+                  "striping (%zu bytes): %s", IPCP_DRIVE_STAGE,
+                  strerror(errno));
+        return NULL;
+    }
+    void *reg = NULL;
+    if (qs->ops->type != IPCP_MEM_HOST &&
+        qs->ops->shm_register(qs->be, p, IPCP_DRIVE_STAGE, qs->device,
+                              &reg) != IPCP_OK) {
+        IPCP_INFO(IPCP_SUB_ENGINE, "no stage buffer for receiver-driven "
+                  "striping: %s", ipcp__last_error());
+        munmap(p, IPCP_DRIVE_STAGE);
+        return NULL;
+    }
+    dir->dstage = p;
+    dir->dstage_len = IPCP_DRIVE_STAGE;
+    dir->dstage_reg = reg;
+    dir->dstage_ops = qs->ops;
+    dir->dstage_be = qs->be;
+    return p;
+}
+
+/* Staged bytes of a driven transfer (0: none): IPCPIPE_STRIPE as for the
+ * sender's copy, between two GPUs (or host memory at a fixed share), cut
+ * to the stage buffer.  The adapt is not used: it learns from the done
+ * flags of the sender's copy.  qa copies out of the source, qb into the
+ * receive buffer; the staged part takes a queue of each (two of one queue
+ * set when they are the same), the direct part needs one more. */
+static uint64_t ipcp__drive_split(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                                  const ipcp__msg_rts_t *rts,
+                                  const ipcp_request_t *req, ipcp_path_t force,
+                                  int src, const ipcp__qset_t *qa,
+                                  const ipcp__qset_t *qb)
+{
+    double share = comm->cfg->stripe;
+    uint64_t min = 0;
+    ipcp__watch_t w = {0};
+    ipcp__adapt_t *a = NULL;
+    if (share < 0 || qa->n < (qa == qb ? 3 : 2))
+        return 0;
+    if (req->attr.type == IPCP_MEM_HOST) {
+        if (share == 0)
+            return 0;
+    } else if (src == req->attr.device) {
+        return 0; /* one GPU: both parts would share its memory */
+    } else if (share == 0) {
+        share = ipcp__stripe_auto_share(comm, peer, rts, req, force, 0, &w,
+                                        &min, &a);
+    }
+    uint64_t n = ipcp__stripe_bytes(rts->len, share, min);
+    if (n > IPCP_DRIVE_STAGE)
+        n = IPCP_DRIVE_STAGE;
+    if (n && !ipcp__drive_stage(&peer->rx, qa))
+        n = 0;
+    return n;
+}
+
+/* Takes the transfer when this process can copy it; returns 0 (and
+ * changes nothing) when the sender should copy instead. */
+static int ipcp__xfer_drive(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                            const ipcp__msg_rts_t *rts, ipcp_request_t *req,
+                            ipcp_path_t force)
+{
+    int src;
+    ipcp__qset_t *qa, *qb;
+    ipcp__import_t *imp = NULL;
+    ipcp__mem_attr_t sa;
+
+    if (!ipcp__drive_ok(comm, rts, req, force, &src))
+        return 0;
+    memset(&sa, 0, sizeof(sa));
+    sa.type = req->attr.type;
+    sa.device = src;
+    if ((src >= 0 && src != req->attr.device &&
+         comm->cuda_ops->device_link &&
+         comm->cuda_ops->device_link(comm->cuda, src, req->attr.device) !=
+             IPCP_OK) ||
+        ipcp__qset_get(comm, peer, &peer->rx, &sa, &qa) != IPCP_OK ||
+        ipcp__qset_get(comm, peer, &peer->rx, &req->attr, &qb) != IPCP_OK ||
+        ipcp__import_get(comm, peer, rts->src_region, &sa, &imp) !=
+            IPCP_OK) {
+        IPCP_INFO(IPCP_SUB_ENGINE, "cannot copy rank %d's buffer here, so "
+                  "it copies: %s", peer->rank, ipcp__last_error());
+        return 0;
+    }
+    if (rts->src_offset > imp->size || rts->len > imp->size - rts->src_offset) {
+        IPCP_INFO(IPCP_SUB_ENGINE, "rank %d's source lies outside its "
+                  "allocation %llu as mapped here, so it copies",
+                  peer->rank, (unsigned long long)rts->src_region);
+        ipcp__import_put(comm, peer, imp);
+        return 0;
+    }
+    const char *s = (const char *)imp->ptr + rts->src_offset;
+    char *d = req->buf;
+    uint64_t slen = ipcp__drive_split(comm, peer, rts, req, force, src, qa,
+                                      qb);
+    uint64_t dlen = rts->len - slen;
+    unsigned sa_q = 0, sb_q = qa == qb ? 1 : 0; /* the staged part's queues */
+    unsigned lo = slen ? (qa == qb ? 2u : 1u) : 0u;
+    uint64_t unit = slen ? ipcp__stripe_unit(slen, IPCP_DRIVE_UNIT_MAX) : 0;
+    uint64_t nchunks = slen ? ipcp__div_up(slen, unit) : 0;
+    unsigned np = dlen ? ipcp__npieces(comm, dlen, (unsigned)qa->n - lo,
+                                       req->attr.type == IPCP_MEM_CUDA)
+                       : 0;
+    ipcp__choice_t c;
+    memset(&c, 0, sizeof(c));
+    c.path = slen ? IPCP_PATH_STRIPED : IPCP_PATH_DIRECT;
+    c.why = IPCP_WHY_DRIVEN;
+    c.src_type = rts->src_type;
+    c.staged = slen;
+    ipcp__log_choice(comm, peer, req, &c, force);
+    req->path = c.path;
+    req->nbytes = rts->len;
+
+    ipcp__stage_flush(comm, qa);
+    ipcp__stage_flush(comm, qb);
+    ipcp__xfer_begin(comm, peer, req, 1, np + nchunks);
+    ipcp__xfer_t *x = &req->xfer;
+    ipcp__track_t *t = &x->track;
+    x->import = imp;
+    x->drive = 1;
+    x->drive_id = rts->id;
+    uint64_t seq = peer->rx.dseq++;
+    unsigned ma = 0, mb = 0;
+    for (unsigned i = 0; i < np; i++) {
+        uint64_t off, n;
+        int qi = (int)ipcp__direct_queue(seq, i, lo, (unsigned)qa->n);
+        ipcp__piece(dlen, np, i, &off, &n);
+        ipcp__trace_piece(x, i, qa, qi, n, 1);
+        ipcp__enq_check(t, qa->ops->copy(qa->q[qi], d + off, s + off, n, t));
+        ipcp__trace_piece(x, i, qa, qi, n, 0);
+        ma |= 1u << qi;
+    }
+    if (nchunks) {
+        ipcp__queue_t *a = qa->q[sa_q], *b = qb->q[sb_q];
+        char *st = peer->rx.dstage;
+        /* Out of the source on a, into the buffer on b once a has it.  The
+         * stage is reused only after the copies in of an earlier transfer
+         * still running are done (b's work so far); with none running, no
+         * join: its five driver calls before the first copy out held the
+         * staged part back by about 10 us against the direct part. */
+        __typeof__(qa->ops->join) join_a = qa->ops->join,
+                                  join_b = qb->ops->join;
+        if (peer->rx.dstage_busy)
+            ipcp__enq_check(t, join_a ? join_a(a, b) : IPCP_ERR_UNSUPPORTED);
+        peer->rx.dstage_busy++;
+        x->drive_staged = 1;
+        for (uint64_t k = 0; k < nchunks; k++) {
+            uint64_t off = k * unit, n = ipcp__min(unit, slen - off);
+            ipcp__enq_check(t, qa->ops->copy(a, st + off, s + dlen + off, n,
+                                             t));
+            ipcp__enq_check(t, join_b ? join_b(b, a) : IPCP_ERR_UNSUPPORTED);
+            ipcp__trace_piece(x, np + k, qb, (int)sb_q, n, 1);
+            ipcp__enq_check(t, qb->ops->copy(b, d + dlen + off, st + off, n,
+                                             t));
+            ipcp__trace_piece(x, np + k, qb, (int)sb_q, n, 0);
+        }
+        ma |= 1u << sa_q;
+        mb |= 1u << sb_q;
+    }
+    if (qa == qb) {
+        ma |= mb;
+        mb = 0;
+    }
+    for (int i = 0; i < qa->n; i++)
+        if (ma & (1u << i))
+            ipcp__enq_notify(qa, i, t);
+    for (int i = 0; i < qb->n; i++)
+        if (mb & (1u << i))
+            ipcp__enq_notify(qb, i, t);
+    ipcp__xfer_go(x);
+    return 1;
 }
 
 /* ---- Receiver side, continued ---------------------------------------------- */
@@ -1310,6 +1585,8 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp_status_t st;
 
     ipcp__trace_mark(req, IPCP_TM_MEET);
+    if (ipcp__xfer_drive(comm, peer, rts, req, force))
+        return;
     ipcp__choose(comm, rts, req, &c);
     if (force == IPCP_PATH_DIRECT && c.path != IPCP_PATH_DIRECT) {
         char msg[IPCP_ERRMSG_MAX], why[200];
@@ -1461,7 +1738,9 @@ static unsigned ipcp__tx_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
 
     if (cts->dst_mode == IPCP_DST_MAPPED) {
         ipcp__import_t *imp = NULL;
-        ipcp_status_t st = ipcp__import_get(comm, peer, cts, map_fd,
+        if (cts->hdr.flags & IPCP_CTS_HAS_EXP)
+            ipcp__rexport_put(peer, cts->dst_region, &cts->exp, map_fd);
+        ipcp_status_t st = ipcp__import_get(comm, peer, cts->dst_region,
                                             &req->attr, &imp);
         if (st == IPCP_OK) {
             req->xfer.import = imp;
@@ -1541,6 +1820,12 @@ void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
         char msg[IPCP_ERRMSG_MAX];
         snprintf(msg, sizeof(msg), "%.*s", IPCP_ERRWIRE_MAX - 1, cts->errmsg);
         ipcp__req_complete(req, (ipcp_status_t)cts->status, msg);
+        goto out;
+    }
+    if (cts->hdr.flags & IPCP_CTS_DRIVEN) { /* the receiver copied it */
+        req->path = (ipcp_path_t)cts->path;
+        req->nbytes = req->len;
+        ipcp__req_complete(req, IPCP_OK, NULL);
         goto out;
     }
     if (cts->hdr.flags & IPCP_CTS_CHAN_FD) {

@@ -3,7 +3,8 @@
  * dead peer fail the same way, and the survivor exits normally.
  *
  *   test_api_peerloss --role sender|receiver --path direct|staged
- *                     --kill self|peer [--size S]
+ *                     --kill self|peer [--size S] [--salloc malloc|mem]
+ *                     [--die-after-ms N]
  *
  * Rank 0 survives in the given role, rank 1 is killed with SIGKILL.
  * kill=self: rank 0 posts, tells rank 1, which posts its part of the
@@ -26,6 +27,8 @@ typedef struct cfg {
     ipcp_path_t path;
     int kill_self;
     size_t size;
+    api_alloc_t salloc; /* the send buffer's */
+    long die_after_ms;  /* kill=self: ms between posting and dying */
 } cfg_t;
 
 static cfg_t parse(int argc, char **argv)
@@ -41,6 +44,15 @@ static cfg_t parse(int argc, char **argv)
         T_FAIL("--kill %s: self or peer", kill_by);
     c.path = api_parse_path(api_opt(argc, argv, "--path", "staged"));
     c.size = api_opt_size(argc, argv, "--size", "64M");
+    /* mem: the send buffer from ipcp_mem_alloc, which a receiver may copy
+     * out of itself (IPCPIPE_DRIVE=on). */
+    const char *sa = api_opt(argc, argv, "--salloc", "malloc");
+    if (strcmp(sa, "malloc") != 0 && strcmp(sa, "mem") != 0)
+        T_FAIL("--salloc %s: malloc or mem", sa);
+    c.salloc = strcmp(sa, "mem") == 0 ? API_ALLOC_MEM : API_ALLOC_MALLOC;
+    /* Long enough for the transfer to start (a receiver copying out of
+     * the send buffer itself starts only once the RTS is out). */
+    c.die_after_ms = atol(api_opt(argc, argv, "--die-after-ms", "0"));
     return c;
 }
 
@@ -69,10 +81,12 @@ static int victim(ipcp_comm_t *comm, const cfg_t *c)
         void *p = api_buf_alloc(comm, recv_alloc(c), c->size, 0, &b);
         T_OK(ipcp_irecv(comm, p, c->size, 0, TAG_DATA, &req));
     } else {
-        void *p = api_buf_alloc(comm, API_ALLOC_MALLOC, c->size, 0, &b);
+        void *p = api_buf_alloc(comm, c->salloc, c->size, 0, &b);
         t_fill(p, c->size, 1);
         T_OK(ipcp_isend(comm, p, c->size, 0, TAG_DATA, &req));
     }
+    if (c->die_after_ms > 0)
+        usleep((useconds_t)(c->die_after_ms * 1000));
     kill(getpid(), SIGKILL);
     T_FAIL("still alive after SIGKILL");
 }
@@ -87,7 +101,7 @@ static int survivor(ipcp_comm_t *comm, const cfg_t *c)
     T_CHECK(pid > 0 && pid != getpid());
     void *p;
     if (c->survivor_sends) {
-        p = api_buf_alloc(comm, API_ALLOC_MALLOC, c->size, 0, &b);
+        p = api_buf_alloc(comm, c->salloc, c->size, 0, &b);
         t_fill(p, c->size, 2);
         T_OK(ipcp_isend(comm, p, c->size, 1, TAG_DATA, &req));
     } else {

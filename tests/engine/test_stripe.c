@@ -32,13 +32,17 @@ static int fake_ident(ipcp__backend_t *be, int device, char *uuid, size_t len,
     return 0;
 }
 
+static int cal_layout = -1; /* the layout of the last measurement */
+static int tune_drive = IPCP_DRIVE_AUTO; /* IPCPIPE_DRIVE of tune_captured */
+
 static ipcp_status_t fake_calibrate(ipcp__backend_t *be, int src, int dst,
-                                    ipcp__stripe_cal_t *out)
+                                    int layout, ipcp__stripe_cal_t *out)
 {
     (void)be;
     (void)src;
     (void)dst;
     calibrations++;
+    cal_layout = layout;
     memset(out, 0, sizeof(*out));
     out->share = 0.1;
     out->min_size = (uint64_t)64 << 20;
@@ -121,6 +125,7 @@ static ipcp__stripe_entry_t key(int src, int dst, int driver)
     memset(&k, 0, sizeof(k));
     snprintf(k.src, sizeof(k.src), "GPU-fake-%d", src);
     snprintf(k.dst, sizeof(k.dst), "GPU-fake-%d", dst);
+    k.layout = IPCP_STRIPE_DRIVEN; /* IPCPIPE_DRIVE's default */
     k.driver = driver;
     return k;
 }
@@ -140,6 +145,7 @@ static const char *tune_captured(int force, ipcp__stripe_entry_t *e)
     static char log[4096];
     char logpath[300];
     ipcp__config_t c = cfg_with_file();
+    c.drive = tune_drive;
     snprintf(logpath, sizeof(logpath), "%s/stderr.txt", dir);
     fflush(stderr);
     int saved = dup(2);
@@ -194,35 +200,45 @@ static void case_measure_then_hit(void)
  * again, and the file rewritten whole. */
 static void case_corrupt(void)
 {
-#define V2 "ipcpipe stripe calibration 2\nhost %s\npair GPU-fake-0 GPU-fake-1 "
+#define V3                                                                     \
+    "ipcpipe stripe calibration 3\nhost %s\npair GPU-fake-0 GPU-fake-1 "      \
+    "layout driven "
     static const char *const bad[] = {
         "",
         "garbage\n",
         /* another version of the file, valid as that version */
-        "ipcpipe stripe calibration 3\nhost %s\n",
+        "ipcpipe stripe calibration 4\nhost %s\n",
+        "ipcpipe stripe calibration 2\nhost %s\npair GPU-fake-0 GPU-fake-1 "
+        "driver 13000 share 0.1 at 268435456 share 0.1 at 1073741824 "
+        "bidir 0.07 min 67108864 direct 1 staged 1 striped 1 time 0\n",
+        /* a layout the file does not know */
+        "ipcpipe stripe calibration 3\nhost %s\npair GPU-fake-0 GPU-fake-1 "
+        "layout sideways driver 13000 share 0.1 at 268435456 share 0.1 at "
+        "1073741824 bidir 0.07 min 67108864 direct 1 staged 1 striped 1 "
+        "time 0\n",
         "ipcpipe stripe calibration 1\nhost %s\npair GPU-fake-0 GPU-fake-1 "
         "driver 13000 share 0.1000 min 67108864 direct 1 staged 1 striped 1 "
         "time 0\n",
-        "ipcpipe stripe calibration 2\n",
-        V2 "driver 13000 share 0.1000 at 268435456 min 67108864\n",
-        V2 "driver 13000 share 1.5 at 268435456 share 0.1 at 1073741824 "
+        "ipcpipe stripe calibration 3\n",
+        V3 "driver 13000 share 0.1000 at 268435456 min 67108864\n",
+        V3 "driver 13000 share 1.5 at 268435456 share 0.1 at 1073741824 "
         "bidir 0.07 min 67108864 direct 1 staged 1 striped 1 time 0\n",
-        V2 "driver 13000 share nan at 268435456 share 0.1 at 1073741824 "
+        V3 "driver 13000 share nan at 268435456 share 0.1 at 1073741824 "
         "bidir 0.07 min 67108864 direct 1 staged 1 striped 1 time 0\n",
-        V2 "driver 13000 share 0.1 at 268435456 share 1.5 at 1073741824 "
+        V3 "driver 13000 share 0.1 at 268435456 share 1.5 at 1073741824 "
         "bidir 0.07 min 67108864 direct 1 staged 1 striped 1 time 0\n",
-        V2 "driver 13000 share 0.1 at 268435456 share 0.1 at 1073741824 "
+        V3 "driver 13000 share 0.1 at 268435456 share 0.1 at 1073741824 "
         "bidir nan min 67108864 direct 1 staged 1 striped 1 time 0\n",
         /* the larger share measured at a size not larger */
-        V2 "driver 13000 share 0.1 at 268435456 share 0.1 at 268435456 "
+        V3 "driver 13000 share 0.1 at 268435456 share 0.1 at 268435456 "
         "bidir 0.07 min 67108864 direct 1 staged 1 striped 1 time 0\n",
-        V2 "driver 13000 share 0.1 at 0 share 0 at 0 bidir 0 min 67108864 "
+        V3 "driver 13000 share 0.1 at 0 share 0 at 0 bidir 0 min 67108864 "
         "direct 1 staged 1 striped 1 time 0\n",
-        V2 "driver 13000 share 0.1 at 268435456 share 0.1 at 1073741824 "
+        V3 "driver 13000 share 0.1 at 268435456 share 0.1 at 1073741824 "
         "bidir 0.07 min 0 direct 1 staged 1 striped 1 time 0\n",
-        V2 "driver 13000 share 0.1 at 268435456 share 0.1 at 1073741824 "
+        V3 "driver 13000 share 0.1 at 268435456 share 0.1 at 1073741824 "
         "bidir 0.07 min 67108864 direct 1 staged 1 striped 1 time 0 extra\n",
-        "ipcpipe stripe calibration 2\nhost %s\n\x01\x02\xff\n",
+        "ipcpipe stripe calibration 3\nhost %s\n\x01\x02\xff\n",
     };
     char host[IPCP_STRIPE_HOST_MAX], text[600], why[400];
     ipcp__stripe_host_id(host, sizeof(host));
@@ -244,7 +260,7 @@ static void case_corrupt(void)
         T_EQ_INT(load(&k, &e, why), IPCP_STRIPE_HIT);
         /* Only trusted content survives the rewrite. */
         const char *now = read_file();
-        T_CHECK(strncmp(now, "ipcpipe stripe calibration 2\nhost ", 34) == 0);
+        T_CHECK(strncmp(now, "ipcpipe stripe calibration 3\nhost ", 34) == 0);
         T_CHECK(strstr(now, "extra") == NULL && strstr(now, "garbage") == NULL);
     }
 }
@@ -254,11 +270,13 @@ static void case_foreign(void)
 {
     ipcp__stripe_entry_t e, k = key(0, 1, 13000);
     char why[400];
-    write_file("ipcpipe stripe calibration 2\nhost some-other-machine\n"
-               "pair GPU-fake-0 GPU-fake-1 driver 13000 share 0.5000 at 4096 "
+    write_file("ipcpipe stripe calibration 3\nhost some-other-machine\n"
+               "pair GPU-fake-0 GPU-fake-1 layout driven driver 13000 share "
+               "0.5000 at 4096 "
                "share 0 at 0 bidir 0 min 4096 direct 1.0 staged 1.0 "
                "striped 9.0 time 1\n"
-               "pair GPU-x GPU-y driver 13000 share 0.2000 at 4096 share 0 "
+               "pair GPU-x GPU-y layout ring driver 13000 share 0.2000 at 4096 "
+               "share 0 "
                "at 0 bidir 0 min 4096 direct 1.0 staged 1.0 striped 9.0 "
                "time 1\n");
     T_EQ_INT(load(&k, &e, why), IPCP_STRIPE_FOREIGN);
@@ -278,8 +296,9 @@ static void case_stale(void)
     char host[IPCP_STRIPE_HOST_MAX], text[600], why[400];
     ipcp__stripe_host_id(host, sizeof(host));
     snprintf(text, sizeof(text),
-             "ipcpipe stripe calibration 2\nhost %s\n"
-             "pair GPU-fake-0 GPU-fake-1 driver 12080 share 0.3000 at 4096 "
+             "ipcpipe stripe calibration 3\nhost %s\n"
+             "pair GPU-fake-0 GPU-fake-1 layout driven driver 12080 share "
+             "0.3000 at 4096 "
              "share 0 at 0 bidir 0 min 4096 direct 1.0 staged 1.0 "
              "striped 9.0 time 1\n",
              host);
@@ -291,6 +310,43 @@ static void case_stale(void)
     T_CHECK(strstr(log, " warn ") && strstr(log, "driver 12080"));
     expect_entry(&e);
     T_CHECK(strstr(read_file(), "driver 12080") == NULL);
+}
+
+/* The layout is part of an entry: IPCPIPE_DRIVE=auto measures the driven
+ * layout and IPCPIPE_DRIVE=off the ring, each kept beside the other, and
+ * neither stands in for the other. */
+static void case_layout(void)
+{
+    ipcp__stripe_entry_t e, got, k = key(0, 1, 13000);
+    char why[400];
+    tune_captured(0, &e);
+    T_EQ_INT(calibrations, 1);
+    T_EQ_INT(cal_layout, IPCP_STRIPE_DRIVEN);
+    T_EQ_INT(e.layout, IPCP_STRIPE_DRIVEN);
+    T_CHECK(strstr(read_file(), "layout driven") != NULL);
+    k.layout = IPCP_STRIPE_RING;
+    T_EQ_INT(load(&k, &got, why), IPCP_STRIPE_MISS);
+    T_CHECK(strstr(why, "no entry") && strstr(why, "ring layout"));
+    tune_drive = IPCP_DRIVE_OFF;
+    const char *log = tune_captured(0, &e);
+    T_EQ_INT(calibrations, 2);
+    T_EQ_INT(cal_layout, IPCP_STRIPE_RING);
+    T_EQ_INT(e.layout, IPCP_STRIPE_RING);
+    T_CHECK(strstr(log, " warn ") == NULL); /* a miss, not damage */
+    tune_captured(0, &e); /* now kept */
+    T_EQ_INT(calibrations, 2);
+    tune_drive = IPCP_DRIVE_ON;
+    tune_captured(0, &e); /* the driven entry is still there */
+    T_EQ_INT(calibrations, 2);
+    T_EQ_INT(e.layout, IPCP_STRIPE_DRIVEN);
+    T_EQ_INT(load(&k, &got, why), IPCP_STRIPE_HIT);
+    T_EQ_INT(got.layout, IPCP_STRIPE_RING);
+    /* Where transfers start to stripe: the calibration's smallest gaining
+     * size for the driven layout, twice it through the ring. */
+    T_EQ_U64(ipcp__stripe_engine_min(64 << 20, IPCP_STRIPE_DRIVEN),
+             (uint64_t)64 << 20);
+    T_EQ_U64(ipcp__stripe_engine_min(64 << 20, IPCP_STRIPE_RING),
+             (uint64_t)128 << 20);
 }
 
 /* Entries of other pairs stay when one pair is rewritten. */
@@ -579,6 +635,7 @@ int main(int argc, char **argv)
         {"foreign", case_foreign},
         {"stale", case_stale},
         {"keeps_others", case_keeps_others},
+        {"layout", case_layout},
         {"bytes", case_bytes},
         {"share", case_share},
         {"adapt", case_adapt},

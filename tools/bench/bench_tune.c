@@ -33,12 +33,19 @@ int bench_tune(void)
     printf("# striping calibration (IPCPIPE_STRIPE=auto): per ordered pair of "
            "GPUs, a copy over the direct link alone and split with the "
            "staged path at several shares, in this process; file: %s\n"
-           "# transfers between processes stripe from twice the smallest "
-           "size that gained here (\"from size\"); the best share at 256 "
-           "MiB, at 1 GiB and at 1 GiB both ways at once (a transfer's share "
-           "lies on the line through the first two in 1 / size);\n"
+           "# layout %s: %s; the best share at 256 MiB, at 1 GiB and at 1 "
+           "GiB both ways at once (a transfer's share lies on the line "
+           "through the first two in 1 / size);\n"
            "# GB/s at 256 MiB one way\n",
-           path[0] ? path : "(none: IPCPIPE_STRIPE_CACHE=off)");
+           path[0] ? path : "(none: IPCPIPE_STRIPE_CACHE=off)",
+           ipcp__stripe_layout_name(ipcp__stripe_layout(cfg)),
+           ipcp__stripe_layout(cfg) == IPCP_STRIPE_DRIVEN
+               ? "the receiver copies both parts itself, as measured here, "
+                 "and transfers stripe from the smallest size that gained "
+                 "here (\"from size\")"
+               : "IPCPIPE_DRIVE=off, the two-sided ring; transfers between "
+                 "processes stripe from twice the smallest size that gained "
+                 "here (\"from size\")");
     printf("%-9s %-8s %6s %6s %9s %10s %12s %12s %12s %8s\n", "from->to",
            "stripe", "share", "at 1G", "both ways", "from size",
            "direct GB/s", "staged GB/s", "striped GB/s", "gain %");

@@ -86,6 +86,7 @@ static void gpu_stripe(const gpu_facts_t *g, int a, int b, gpu_verdict_t *v)
                  u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9],
                  u[10], u[11], u[12], u[13], u[14], u[15]);
     }
+    key.layout = ipcp__stripe_layout(cfg);
     ipcp__stripe_cache_path(cfg, path, sizeof(path));
     ipcp__stripe_host_id(host, sizeof(host));
     switch (ipcp__stripe_cache_load(path, host, &key, &e, why, sizeof(why))) {
@@ -106,11 +107,15 @@ static void gpu_stripe(const gpu_facts_t *g, int a, int b, gpu_verdict_t *v)
                      e.share_large * 100,
                      (unsigned long long)(e.size_large >> 20),
                      e.share_bidir * 100,
-                     (unsigned long long)(ipcp__stripe_engine_min(e.min_size) >>
+                     (unsigned long long)(ipcp__stripe_engine_min(
+                                              e.min_size, e.layout) >>
                                           20),
                      when, e.direct_gbs, e.staged_gbs, e.striped_gbs,
                      (unsigned long long)(e.size >> 20),
-                     cfg->stripe_adapt
+                     e.layout == IPCP_STRIPE_DRIVEN
+                         ? "; the receiver copies both parts itself "
+                           "(IPCPIPE_DRIVE)"
+                     : cfg->stripe_adapt
                          ? "; lowered, down to not striping, while the "
                            "staged part ends late, raised up to a quarter "
                            "past it while it ends well ahead "

@@ -385,6 +385,43 @@ static int cuda_device_reach(ipcp__backend_t *be, int device, uint64_t *ids,
     return n;
 }
 
+/* Peer access of src's context to dst's memory, which cudaMalloc'd memory
+ * needs for a direct copy (mem_alloc's memory grants it by itself); without
+ * it the driver would still copy, through host memory. */
+static ipcp_status_t cuda_device_link(ipcp__backend_t *be, int src, int dst)
+{
+    CUcontext dctx;
+    ipcp__cuda_scope_t sc;
+    ipcp_status_t st = IPCP_OK;
+    if (src < 0 || dst < 0 || src >= be->ndev || dst >= be->ndev)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_INVALID,
+                          "no GPU %d or %d here", src, dst);
+    if (src == dst)
+        return IPCP_OK;
+    if (!be->peer[src][dst])
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
+                          "GPU %d cannot access GPU %d's memory directly", src,
+                          dst);
+    pthread_mutex_lock(&be->lock);
+    int done = be->linked[src][dst];
+    pthread_mutex_unlock(&be->lock);
+    if (done)
+        return IPCP_OK;
+    if ((st = ipcp__cuda_ctx(be, dst, IPCP_LOG_ERROR, &dctx)) != IPCP_OK ||
+        (st = ipcp__cuda_enter(be, src, IPCP_LOG_ERROR, &sc)) != IPCP_OK)
+        return st;
+    CUresult r = IPCP_CU(cuCtxEnablePeerAccess)(dctx, 0);
+    ipcp__cuda_leave(&sc);
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
+        return ipcp__cu_check(r, IPCP_LOG_ERROR,
+                              "cuCtxEnablePeerAccess(GPU %d to GPU %d)", src,
+                              dst);
+    pthread_mutex_lock(&be->lock);
+    be->linked[src][dst] = 1;
+    pthread_mutex_unlock(&be->lock);
+    return IPCP_OK;
+}
+
 const ipcp__backend_ops_t ipcp__cuda_backend_ops = {
     .name = "cuda",
     .type = IPCP_MEM_CUDA,
@@ -399,6 +436,7 @@ const ipcp__backend_ops_t ipcp__cuda_backend_ops = {
     .shm_register = ipcp__cuda_shm_register,
     .shm_unregister = ipcp__cuda_shm_unregister,
     .device_reach = cuda_device_reach,
+    .device_link = cuda_device_link,
     .queue_create = ipcp__cuda_queue_create,
     .queue_destroy = ipcp__cuda_queue_destroy,
     .copy = ipcp__cuda_copy,

@@ -49,7 +49,9 @@ struct ipcp__backend {
     ipcp__cuda_dev_t dev[IPCP_CU_MAX_DEVICES];
     /* peer[a][b]: device a can access device b's memory (1 when a == b). */
     unsigned char peer[IPCP_CU_MAX_DEVICES][IPCP_CU_MAX_DEVICES];
-    pthread_mutex_t lock; /* retaining contexts; allocs */
+    /* linked[a][b]: device_link turned peer access of a to b on */
+    unsigned char linked[IPCP_CU_MAX_DEVICES][IPCP_CU_MAX_DEVICES];
+    pthread_mutex_t lock; /* retaining contexts; allocs; linked */
     ipcp__list_t allocs;  /* ipcp__cuda_alloc_t */
 };
 
@@ -232,7 +234,8 @@ ipcp_status_t ipcp__cuda_poll_stamp(ipcp__backend_t *be, CUcontext ctx,
 ipcp_status_t ipcp__cuda_stamp(ipcp__queue_t *q, uint64_t *ns);
 /* ---- Striping (cuda_stripe.c) --------------------------------------------- */
 ipcp_status_t ipcp__cuda_stripe_calibrate(ipcp__backend_t *be, int src,
-                                          int dst, ipcp__stripe_cal_t *out);
+                                          int dst, int layout,
+                                          ipcp__stripe_cal_t *out);
 int ipcp__cuda_device_ident(ipcp__backend_t *be, int device, char *uuid,
                             size_t len, int *driver);
 

@@ -52,6 +52,7 @@
     X(cuCtxPushCurrent, 4000)                                                  \
     X(cuCtxPopCurrent, 4000)                                                   \
     X(cuCtxSynchronize, 2000)                                                  \
+    X(cuCtxEnablePeerAccess, 4000)                                             \
     X(cuPointerGetAttributes, 7000)                                            \
     X(cuMemGetAllocationGranularity, 10020)                                    \
     X(cuMemCreate, 10020)                                                      \

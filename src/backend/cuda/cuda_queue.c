@@ -165,7 +165,8 @@ ipcp_status_t ipcp__cuda_queue_wrap(ipcp__backend_t *be, int device,
 /* An event recorded in src and waited for by dst: dst goes on once src's
  * work so far is done, and neither waits on the CPU.  Destroying the event
  * at once is allowed; the driver frees it when the wait no longer needs
- * it. */
+ * it.  The queues may be of two devices (an event of one may be waited for
+ * by another's stream); each call is made in its stream's context. */
 ipcp_status_t ipcp__cuda_join(ipcp__queue_t *dst, ipcp__queue_t *src)
 {
     CUevent ev;
@@ -180,6 +181,8 @@ ipcp_status_t ipcp__cuda_join(ipcp__queue_t *dst, ipcp__queue_t *src)
     st = ipcp__cu_check(IPCP_CU(cuEventRecord)(ev, src->stream),
                         IPCP_LOG_ERROR, "cuEventRecord(stream of device %d)",
                         src->device);
+    if (st == IPCP_OK && dst->ctx != src->ctx && !dst->wrapped)
+        st = ipcp__cuda_bind(dst->be, dst->ctx);
     if (st == IPCP_OK)
         st = ipcp__cu_check(IPCP_CU(cuStreamWaitEvent)(dst->stream, ev, 0),
                             IPCP_LOG_ERROR,

@@ -128,5 +128,6 @@ ipcp_status_t ipcp__host_notify(ipcp__queue_t *q, ipcp__track_t *t);
 ipcp_status_t ipcp__host_stamp(ipcp__queue_t *q, uint64_t *ns);
 ipcp_status_t ipcp__host_call(ipcp__queue_t *q, void (*fn)(void *arg),
                               void *arg);
+ipcp_status_t ipcp__host_join(ipcp__queue_t *dst, ipcp__queue_t *src);
 
 #endif

@@ -94,6 +94,7 @@ const ipcp__backend_ops_t ipcp__host_backend_ops = {
     .rcopy = ipcp__host_rcopy,
     .flag_write = ipcp__host_flag_write,
     .flag_wait = ipcp__host_flag_wait,
+    .join = ipcp__host_join,
     .flag_write_wait = ipcp__host_flag_write_wait,
     .notify = ipcp__host_notify,
     .stamp = ipcp__host_stamp,

@@ -21,6 +21,8 @@ struct ipcp__queue {
     size_t head, tail; /* operations [head, tail) are pending */
     int idle;          /* the worker is waiting on wake */
     int stop;          /* destroy asked the worker to finish */
+    uint64_t joins;    /* joins that waited for this queue so far */
+    uint64_t join_word; /* raised to each join's number in queue order */
     pthread_t thread;
 };
 
@@ -69,9 +71,10 @@ static int host_ring_grow(ipcp__queue_t *q)
     return 0;
 }
 
-static ipcp_status_t host_enqueue(ipcp__queue_t *q, const ipcp__host_op_t *op)
+/* Enqueues op with q->lock held; the lock is released on return. */
+static ipcp_status_t host_enqueue_locked(ipcp__queue_t *q,
+                                         const ipcp__host_op_t *op)
 {
-    pthread_mutex_lock(&q->lock);
     if (q->tail - q->head == q->cap && host_ring_grow(q) != 0) {
         size_t cap = q->cap;
         pthread_mutex_unlock(&q->lock);
@@ -89,6 +92,12 @@ static ipcp_status_t host_enqueue(ipcp__queue_t *q, const ipcp__host_op_t *op)
     if (wake)
         pthread_cond_signal(&q->wake);
     return IPCP_OK;
+}
+
+static ipcp_status_t host_enqueue(ipcp__queue_t *q, const ipcp__host_op_t *op)
+{
+    pthread_mutex_lock(&q->lock);
+    return host_enqueue_locked(q, op);
 }
 
 /* The worker runs with every signal blocked, so the application's
@@ -262,4 +271,23 @@ ipcp_status_t ipcp__host_notify(ipcp__queue_t *q, ipcp__track_t *t)
                           "notify without a track");
     ipcp__host_op_t op = {.kind = IPCP_HOST_OP_NOTIFY, .t = t};
     return host_enqueue(q, &op);
+}
+
+/* src raises its join word to the join's number once everything before
+ * it has run, and dst waits for that number (a flag write wakes the
+ * waiter).  The number is taken and its write enqueued under src's lock,
+ * so that the word only grows in queue order. */
+ipcp_status_t ipcp__host_join(ipcp__queue_t *dst, ipcp__queue_t *src)
+{
+    if (dst == src)
+        return IPCP_OK;
+    ipcp__host_op_t op = {.kind = IPCP_HOST_OP_FLAG_WRITE};
+    pthread_mutex_lock(&src->lock);
+    uint64_t v = ++src->joins;
+    op.u.flag.flag = &src->join_word;
+    op.u.flag.value = v;
+    ipcp_status_t st = host_enqueue_locked(src, &op);
+    if (st != IPCP_OK)
+        return st;
+    return ipcp__host_flag_wait(dst, &src->join_word, v, NULL, NULL);
 }
