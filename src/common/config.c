@@ -111,9 +111,10 @@ static const ipcp__setting_t ipcp__settings[] = {
      "before the copy starts and no flag between the processes at its end. "
      "auto: between GPUs, where this process can use the sender's GPU and "
      "that GPU can write the receive buffer's; on: also host memory from "
-     "ipcp_mem_alloc (tests); off: the sender copies (off on a sender also "
-     "keeps its buffers from being offered).  Not for stream-ordered "
-     "transfers.  The receiver's setting decides",
+     "ipcp_mem_alloc (tests); off: the sender copies.  The receiver's setting "
+     "decides, from what the sender offers: a sender offers its device "
+     "buffers unless off, and its host buffers only under on.  Not for "
+     "stream-ordered transfers",
      IPCP_OFF(drive), 0, 0, 0, ipcp__drive_choices},
     {"IPCPIPE_EAGER", IPCP_SET_SIZE, "8K", "largest host message sent inline "
      "with its control message (0 turns eager sends off)", IPCP_OFF(eager), 0,

@@ -437,7 +437,10 @@ static void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
     if (st != IPCP_OK && !msg[0])
         ipcp__track_errmsg(&x->track, msg, sizeof(msg));
     ipcp__track_destroy(&x->track);
-    if (x->drive_staged)
+    /* A failed one may have ended before its copies (a notify that could
+     * not be enqueued ends its track at once): it stays counted, and later
+     * ones keep joining its queue. */
+    if (x->drive_staged && st == IPCP_OK)
         x->peer->rx.dstage_busy--;
     /* Read before the request completes: its owner may free it then. */
     int drive = x->drive;

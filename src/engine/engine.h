@@ -142,6 +142,7 @@ typedef struct ipcp__dir {
     const ipcp__backend_ops_t *dstage_ops;
     ipcp__backend_t *dstage_be;
     unsigned dstage_busy; /* driven transfers with a staged part running */
+    ipcp__queue_t *dstage_b; /* the queue of the last one's copies in */
     uint64_t dseq;
 } ipcp__dir_t;
 
@@ -314,7 +315,7 @@ typedef struct ipcp__xfer {
     /* receiving side of a receiver-driven transfer: the sender's RTS id,
      * answered with a DRIVEN CTS when it completes */
     int drive;
-    int drive_staged; /* counted in peer->rx.dstage_busy */
+    int drive_staged; /* counted in peer->rx.dstage_busy until it ends well */
     uint64_t drive_id;
     ipcp__stage_t stage;    /* staged chunks still to enqueue */
     ipcp__watch_t watch;    /* receiving side of a striped transfer */

@@ -70,14 +70,16 @@ static void ipcp__rts_fill(ipcp_comm_t *comm, ipcp__peer_t *peer,
 }
 
 /* IPCPIPE_DRIVE: names the send buffer's allocation, so that the receiver
- * may copy out of it itself; its export goes along the first time this
- * peer is offered it (the fd, if any, in *fds).  Device memory (the user's
- * cudaMalloc'd allocations are exported on first use, as receive buffers
- * are), and host memory from ipcp_mem_alloc under IPCPIPE_DRIVE=on only,
- * so that host transfers keep their messages otherwise. */
+ * may copy out of it itself; its export (*exp, with SRC_EXP) goes along
+ * the first time this peer is offered it (the fd, if any, in *fds).
+ * Device memory (the user's cudaMalloc'd allocations are exported on
+ * first use, as receive buffers are), and host memory from ipcp_mem_alloc
+ * under IPCPIPE_DRIVE=on only, so that host transfers keep their messages
+ * otherwise.  The region is marked shared with the peer: the caller posts
+ * the RTS next (a peer that misses it is lost). */
 static void ipcp__rts_source(ipcp_comm_t *comm, ipcp__peer_t *peer,
                              ipcp_request_t *req, ipcp__msg_rts_t *rts,
-                             int *fds, int *nfds)
+                             ipcp__export_t *exp, int *fds, int *nfds)
 {
     int drive = comm->cfg->drive;
     if (drive == IPCP_DRIVE_OFF || req->sync || !req->len ||
@@ -106,7 +108,7 @@ static void ipcp__rts_source(ipcp_comm_t *comm, ipcp__peer_t *peer,
             int fd = r->exp_fd >= 0 ? dup(r->exp_fd) : -1;
             if (r->exp_fd < 0 || fd >= 0) {
                 rts->hdr.flags |= IPCP_RTS_SRC_EXP;
-                rts->src_exp = r->exp;
+                *exp = r->exp;
                 if (fd >= 0) {
                     fds[(*nfds)++] = fd;
                     rts->hdr.flags |= IPCP_RTS_SRC_FD;
@@ -119,20 +121,26 @@ static void ipcp__rts_source(ipcp_comm_t *comm, ipcp__peer_t *peer,
 }
 
 /* Posts an RTS for req (a send, a staged put, or the owner's reply to a
- * get) and parks req until the CTS.  fds go with it (owned). */
+ * get) and parks req until the CTS.  offer: a two-sided send, which names
+ * its buffer for the receiver (ipcp__rts_source). */
 static void ipcp__send_rts(ipcp_comm_t *comm, ipcp__peer_t *peer,
                            ipcp_request_t *req, ipcp__msg_rts_t *rts,
-                           int *fds, int nfds)
+                           int offer)
 {
     ipcp__qset_t *qs;
+    ipcp__export_t exp;
+    int fds[1], nfds = 0;
     ipcp_status_t st = ipcp__qset_get(comm, peer, &peer->tx, &req->attr, &qs);
     if (st != IPCP_OK) {
-        ipcp__close_fds(fds, nfds);
         ipcp__req_complete(req, st, ipcp__last_error());
         return;
     }
     rts->src_nq = (uint32_t)qs->n;
-    st = ipcp__peer_post(comm, peer, rts, sizeof(*rts), fds, nfds);
+    if (offer)
+        ipcp__rts_source(comm, peer, req, rts, &exp, fds, &nfds);
+    int tail = (rts->hdr.flags & IPCP_RTS_SRC_EXP) != 0;
+    st = ipcp__peer_postv(comm, peer, rts, sizeof(*rts), tail ? &exp : NULL,
+                          tail ? sizeof(exp) : 0, fds, nfds);
     if (st != IPCP_OK) {
         ipcp__req_complete(req, st, ipcp__last_error());
         return;
@@ -159,9 +167,7 @@ static void ipcp__send_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
         ipcp__req_complete(req, st, st == IPCP_OK ? NULL : ipcp__last_error());
         return;
     }
-    int fds[1], nfds = 0;
-    ipcp__rts_source(comm, peer, req, &rts, fds, &nfds);
-    ipcp__send_rts(comm, peer, req, &rts, fds, nfds);
+    ipcp__send_rts(comm, peer, req, &rts, 1);
 }
 
 /* ---- Receiving ---------------------------------------------------------- */
@@ -362,7 +368,7 @@ static void ipcp__on_get_req(ipcp_comm_t *comm, ipcp__peer_t *peer,
     rts.hdr.flags = IPCP_RTS_GET_REPLY;
     rts.get_id = g->id;
     rts.path = g->path;
-    ipcp__send_rts(comm, peer, req, &rts, NULL, 0);
+    ipcp__send_rts(comm, peer, req, &rts, 0);
 }
 
 static void ipcp__on_rts_get_reply(ipcp_comm_t *comm, ipcp__peer_t *peer,
@@ -410,7 +416,7 @@ static void ipcp__put_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
     rts.reg_id = rm->reg_id;
     rts.offset = req->offset;
     rts.path = IPCP_PATH_STAGED;
-    ipcp__send_rts(comm, peer, req, &rts, NULL, 0);
+    ipcp__send_rts(comm, peer, req, &rts, 0);
 }
 
 static void ipcp__get_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
@@ -487,7 +493,11 @@ static void ipcp__on_rts(ipcp_comm_t *comm, ipcp__peer_t *peer,
     }
     memcpy(&rts, msg, sizeof(rts));
     int eager = (rts.hdr.flags & IPCP_RTS_EAGER) != 0;
-    if ((eager && len != sizeof(rts) + rts.len) || (!eager && len != sizeof(rts))
+    size_t tail = !eager && (rts.hdr.flags & IPCP_RTS_SRC_EXP)
+                      ? sizeof(ipcp__export_t)
+                      : 0; /* kept by ipcp__match_msg */
+    if ((eager && len != sizeof(rts) + rts.len) ||
+        (!eager && len != sizeof(rts) + tail)
         || rts.src_qset >= IPCP_MAX_QSETS || rts.src_nq > IPCP_MAX_QUEUES) {
         ipcp__peer_lost(comm, peer, "malformed RTS");
         return;
@@ -509,12 +519,14 @@ void ipcp__match_msg(ipcp_comm_t *comm, ipcp__peer_t *peer,
     case IPCP_MSG_RTS:
         /* A source's export is kept as it comes: the RTS may wait for its
          * receive, and the sender offers it once. */
-        if (len >= sizeof(ipcp__msg_rts_t)) {
+        if (len == sizeof(ipcp__msg_rts_t) + sizeof(ipcp__export_t)) {
             ipcp__msg_rts_t rts;
+            ipcp__export_t exp;
             memcpy(&rts, msg, sizeof(rts));
+            memcpy(&exp, msg + sizeof(rts), sizeof(exp));
             if ((rts.hdr.flags & IPCP_RTS_SRC_EXP) &&
                 (!(rts.hdr.flags & IPCP_RTS_SRC_FD) || nfds == 1))
-                ipcp__rexport_put(peer, rts.src_region, &rts.src_exp,
+                ipcp__rexport_put(peer, rts.src_region, &exp,
                                   nfds == 1 ? fds[0] : -1);
         }
         ipcp__close_fds(fds, nfds);

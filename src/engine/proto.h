@@ -49,8 +49,10 @@ typedef struct ipcp__msg_hdr {
 #define IPCP_RTS_SRC 0x20      /* src_region/src_offset name the source: the
                                   receiver may copy it itself (IPCPIPE_DRIVE)
                                   and then answers with a DRIVEN CTS only */
-#define IPCP_RTS_SRC_EXP 0x40  /* src_exp describes src_region (first time
-                                  to this receiver) */
+#define IPCP_RTS_SRC_EXP 0x40  /* an ipcp__export_t of src_region follows
+                                  the struct (first time to this receiver;
+                                  a tail, so that eager RTSs keep their
+                                  room in a mailbox slot) */
 #define IPCP_RTS_SRC_FD 0x80   /* with SRC_EXP: its fd is attached */
 
 typedef struct ipcp__msg_rts {
@@ -74,7 +76,6 @@ typedef struct ipcp__msg_rts {
     uint64_t reach[IPCP_MAX_REACH];
     uint64_t src_region;  /* SRC: the sender's allocation id */
     uint64_t src_offset;  /* SRC: the buffer's offset in it */
-    ipcp__export_t src_exp; /* SRC_EXP */
     char errmsg[IPCP_ERRWIRE_MAX]; /* status < 0 */
 } ipcp__msg_rts_t;
 

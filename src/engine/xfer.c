@@ -1270,7 +1270,7 @@ static uint64_t ipcp__stripe_choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
 
 /* Bytes of the buffer the staged parts pass through (a part is cut to
  * fit), and the largest unit of a staged part. */
-#define IPCP_DRIVE_STAGE ((size_t)128 << 20)
+#define IPCP_DRIVE_STAGE ((size_t)160 << 20) /* 15% of 1 GiB, as calibrated */
 #define IPCP_DRIVE_UNIT_MAX ((uint64_t)16 << 20)
 
 /* Whether this process may copy the transfer itself; *src gets the local
@@ -1311,11 +1311,13 @@ static int ipcp__drive_ok(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
 }
 
 /* The stage buffer of dir, made (and pinned for qs's backend, for every
- * device at once) on first use; NULL when it cannot be. */
+ * device at once) on first use; NULL when it cannot be, or when it was
+ * made for the other backend (host and device transfers from one peer
+ * under IPCPIPE_DRIVE=on: the first keeps it). */
 static void *ipcp__drive_stage(ipcp__dir_t *dir, const ipcp__qset_t *qs)
 {
     if (dir->dstage)
-        return dir->dstage;
+        return dir->dstage_ops == qs->ops ? dir->dstage : NULL;
     void *p = mmap(NULL, IPCP_DRIVE_STAGE, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
@@ -1346,7 +1348,10 @@ static void *ipcp__drive_stage(ipcp__dir_t *dir, const ipcp__qset_t *qs)
  * to the stage buffer.  The adapt is not used: it learns from the done
  * flags of the sender's copy.  qa copies out of the source, qb into the
  * receive buffer; the staged part takes a queue of each (two of one queue
- * set when they are the same), the direct part needs one more. */
+ * set when they are the same: b is qb's), the direct part needs one more.
+ * While an earlier staged part still runs, only one copied in by the same
+ * queue b can be joined to it (the stage is the peer's, whatever the
+ * receive buffer's device): others are not striped. */
 static uint64_t ipcp__drive_split(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                   const ipcp__msg_rts_t *rts,
                                   const ipcp_request_t *req, ipcp_path_t force,
@@ -1357,7 +1362,8 @@ static uint64_t ipcp__drive_split(ipcp_comm_t *comm, ipcp__peer_t *peer,
     uint64_t min = 0;
     ipcp__watch_t w = {0};
     ipcp__adapt_t *a = NULL;
-    if (share < 0 || qa->n < (qa == qb ? 3 : 2))
+    if (share < 0 || qa->n < (qa == qb ? 3 : 2) ||
+        (peer->rx.dstage_busy && peer->rx.dstage_b != qb->q[qa == qb]))
         return 0;
     if (req->attr.type == IPCP_MEM_HOST) {
         if (share == 0)
@@ -1376,8 +1382,9 @@ static uint64_t ipcp__drive_split(ipcp_comm_t *comm, ipcp__peer_t *peer,
     return n;
 }
 
-/* Takes the transfer when this process can copy it; returns 0 (and
- * changes nothing) when the sender should copy instead. */
+/* Takes the transfer when this process can copy it; returns 0 when the
+ * sender should copy instead (what was set up on the way, queues,
+ * mappings, peer access, stays for later transfers). */
 static int ipcp__xfer_drive(ipcp_comm_t *comm, ipcp__peer_t *peer,
                             const ipcp__msg_rts_t *rts, ipcp_request_t *req,
                             ipcp_path_t force)
@@ -1465,6 +1472,7 @@ static int ipcp__xfer_drive(ipcp_comm_t *comm, ipcp__peer_t *peer,
         if (peer->rx.dstage_busy)
             ipcp__enq_check(t, join_a ? join_a(a, b) : IPCP_ERR_UNSUPPORTED);
         peer->rx.dstage_busy++;
+        peer->rx.dstage_b = b;
         x->drive_staged = 1;
         for (uint64_t k = 0; k < nchunks; k++) {
             uint64_t off = k * unit, n = ipcp__min(unit, slen - off);

@@ -65,7 +65,18 @@ enum {
     IPCP_HOST_OP_NOTIFY,
     IPCP_HOST_OP_STAMP,
     IPCP_HOST_OP_CALL,
+    IPCP_HOST_OP_JOIN_WAIT, /* a flag wait on a join word, then drops it */
 };
+
+/* A queue's join word (ipcp__host_join): raised in the queue's order, and
+ * kept by its queue and by every wait on it, so that a wait still queued
+ * when the joined queue is destroyed reads live memory. */
+typedef struct ipcp__host_join_word {
+    uint64_t word;
+    atomic_uint refs;
+} ipcp__host_join_word_t;
+
+void ipcp__host_join_word_put(ipcp__host_join_word_t *j);
 
 typedef struct ipcp__host_op {
     int kind;
@@ -93,6 +104,10 @@ typedef struct ipcp__host_op {
             void (*fn)(void *arg);
             void *arg;
         } call;
+        struct {
+            ipcp__host_join_word_t *j;
+            uint64_t value;
+        } join;
     } u;
 } ipcp__host_op_t;
 

@@ -236,5 +236,13 @@ void ipcp__host_op_run(const ipcp__host_op_t *op)
     case IPCP_HOST_OP_CALL:
         op->u.call.fn(op->u.call.arg);
         break;
+    case IPCP_HOST_OP_JOIN_WAIT: {
+        ipcp__host_op_t w = {.kind = IPCP_HOST_OP_FLAG_WAIT};
+        w.u.flag.flag = &op->u.join.j->word;
+        w.u.flag.value = op->u.join.value;
+        host_op_flag_wait(&w);
+        ipcp__host_join_word_put(op->u.join.j);
+        break;
+    }
     }
 }

@@ -22,7 +22,7 @@ struct ipcp__queue {
     int idle;          /* the worker is waiting on wake */
     int stop;          /* destroy asked the worker to finish */
     uint64_t joins;    /* joins that waited for this queue so far */
-    uint64_t join_word; /* raised to each join's number in queue order */
+    ipcp__host_join_word_t *join; /* raised to each join's number */
     pthread_t thread;
 };
 
@@ -124,7 +124,10 @@ ipcp_status_t ipcp__host_queue_create(ipcp__backend_t *be, int device,
                           "cannot allocate a host queue");
     q->cap = HOST_RING_INIT;
     q->ring = malloc(q->cap * sizeof(*q->ring));
-    if (!q->ring) {
+    q->join = calloc(1, sizeof(*q->join));
+    if (q->join)
+        atomic_init(&q->join->refs, 1);
+    if (!q->ring || !q->join) {
         st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_HOST, IPCP_ERR_NOMEM,
                         "cannot allocate a host queue ring");
         goto free_queue;
@@ -144,8 +147,9 @@ ipcp_status_t ipcp__host_queue_create(ipcp__backend_t *be, int device,
 destroy_sync:
     pthread_cond_destroy(&q->wake);
     pthread_mutex_destroy(&q->lock);
-    free(q->ring);
 free_queue:
+    free(q->ring);
+    free(q->join);
     free(q);
     return st;
 }
@@ -164,8 +168,15 @@ void ipcp__host_queue_destroy(ipcp__queue_t *q)
                (void *)q, q->tail);
     pthread_cond_destroy(&q->wake);
     pthread_mutex_destroy(&q->lock);
+    ipcp__host_join_word_put(q->join);
     free(q->ring);
     free(q);
+}
+
+void ipcp__host_join_word_put(ipcp__host_join_word_t *j)
+{
+    if (atomic_fetch_sub_explicit(&j->refs, 1, memory_order_acq_rel) == 1)
+        free(j);
 }
 
 ipcp_status_t ipcp__host_copy(ipcp__queue_t *q, void *dst, const void *src,
@@ -276,7 +287,8 @@ ipcp_status_t ipcp__host_notify(ipcp__queue_t *q, ipcp__track_t *t)
 /* src raises its join word to the join's number once everything before
  * it has run, and dst waits for that number (a flag write wakes the
  * waiter).  The number is taken and its write enqueued under src's lock,
- * so that the word only grows in queue order. */
+ * so that the word only grows in queue order.  The wait holds a reference
+ * on the word: src may be destroyed before dst runs it. */
 ipcp_status_t ipcp__host_join(ipcp__queue_t *dst, ipcp__queue_t *src)
 {
     if (dst == src)
@@ -284,10 +296,16 @@ ipcp_status_t ipcp__host_join(ipcp__queue_t *dst, ipcp__queue_t *src)
     ipcp__host_op_t op = {.kind = IPCP_HOST_OP_FLAG_WRITE};
     pthread_mutex_lock(&src->lock);
     uint64_t v = ++src->joins;
-    op.u.flag.flag = &src->join_word;
+    op.u.flag.flag = &src->join->word;
     op.u.flag.value = v;
+    atomic_fetch_add_explicit(&src->join->refs, 1, memory_order_relaxed);
+    ipcp__host_op_t w = {.kind = IPCP_HOST_OP_JOIN_WAIT};
+    w.u.join.j = src->join;
+    w.u.join.value = v;
     ipcp_status_t st = host_enqueue_locked(src, &op);
+    if (st == IPCP_OK)
+        st = host_enqueue(dst, &w);
     if (st != IPCP_OK)
-        return st;
-    return ipcp__host_flag_wait(dst, &src->join_word, v, NULL, NULL);
+        ipcp__host_join_word_put(w.u.join.j);
+    return st;
 }
