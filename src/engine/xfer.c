@@ -1382,55 +1382,108 @@ static uint64_t ipcp__drive_split(ipcp_comm_t *comm, ipcp__peer_t *peer,
     return n;
 }
 
+/* Sets up what a driven transfer copies with: peer access of the sender's
+ * GPU to ours, the queue sets of both devices (*qa the sender's GPU, *qb
+ * the receive buffer's) and the sender's buffer mapped here (*imp, held).
+ * 0 (logged) when the sender should copy instead. */
+static int ipcp__drive_map(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                           const ipcp__msg_rts_t *rts, ipcp_request_t *req,
+                           int src, ipcp__qset_t **qa, ipcp__qset_t **qb,
+                           ipcp__import_t **imp)
+{
+    ipcp__mem_attr_t sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.type = req->attr.type;
+    sa.device = src;
+    *imp = NULL;
+    if ((src >= 0 && src != req->attr.device &&
+         comm->cuda_ops->device_link &&
+         comm->cuda_ops->device_link(comm->cuda, src, req->attr.device) !=
+             IPCP_OK) ||
+        ipcp__qset_get(comm, peer, &peer->rx, &sa, qa) != IPCP_OK ||
+        ipcp__qset_get(comm, peer, &peer->rx, &req->attr, qb) != IPCP_OK ||
+        ipcp__import_get(comm, peer, rts->src_region, &sa, imp) != IPCP_OK) {
+        IPCP_INFO(IPCP_SUB_ENGINE, "cannot copy rank %d's buffer here, so "
+                  "it copies: %s", peer->rank, ipcp__last_error());
+        return 0;
+    }
+    if (rts->src_offset > (*imp)->size ||
+        rts->len > (*imp)->size - rts->src_offset) {
+        IPCP_INFO(IPCP_SUB_ENGINE, "rank %d's source lies outside its "
+                  "allocation %llu as mapped here, so it copies",
+                  peer->rank, (unsigned long long)rts->src_region);
+        ipcp__import_put(comm, peer, *imp);
+        return 0;
+    }
+    return 1;
+}
+
+/* The staged part of a driven transfer, [dlen, dlen + slen) of s and d:
+ * out of the source on qa's first queue, into the buffer on qb's staged
+ * queue once that has it, through the peer's stage buffer; trace pieces
+ * from np on.  The stage is reused only after the copies in of an earlier
+ * transfer still running are done (b's work so far); with none running,
+ * no join: its five driver calls before the first copy out held the staged
+ * part back by about 10 us against the direct part.  Returns the queues
+ * used, of qa in *ma and of qb in *mb. */
+static void ipcp__drive_staged(ipcp__xfer_t *x, ipcp__qset_t *qa,
+                               ipcp__qset_t *qb, const char *s, char *d,
+                               uint64_t dlen, uint64_t slen, unsigned np,
+                               unsigned *ma, unsigned *mb)
+{
+    ipcp__dir_t *dir = &x->peer->rx;
+    ipcp__track_t *t = &x->track;
+    unsigned sb_q = qa == qb ? 1 : 0;
+    ipcp__queue_t *a = qa->q[0], *b = qb->q[sb_q];
+    uint64_t unit = ipcp__stripe_unit(slen, IPCP_DRIVE_UNIT_MAX);
+    char *st = dir->dstage;
+    __typeof__(qa->ops->join) join_a = qa->ops->join, join_b = qb->ops->join;
+    if (dir->dstage_busy)
+        ipcp__enq_check(t, join_a ? join_a(a, b) : IPCP_ERR_UNSUPPORTED);
+    dir->dstage_busy++;
+    dir->dstage_b = b;
+    x->drive_staged = 1;
+    for (uint64_t k = 0, off = 0; off < slen; k++, off += unit) {
+        uint64_t n = ipcp__min(unit, slen - off);
+        ipcp__enq_check(t, qa->ops->copy(a, st + off, s + dlen + off, n, t));
+        ipcp__enq_check(t, join_b ? join_b(b, a) : IPCP_ERR_UNSUPPORTED);
+        ipcp__trace_piece(x, np + k, qb, (int)sb_q, n, 1);
+        ipcp__enq_check(t, qb->ops->copy(b, d + dlen + off, st + off, n, t));
+        ipcp__trace_piece(x, np + k, qb, (int)sb_q, n, 0);
+    }
+    *ma |= 1u;
+    *mb |= 1u << sb_q;
+}
+
 /* Takes the transfer when this process can copy it; returns 0 when the
  * sender should copy instead (what was set up on the way, queues,
- * mappings, peer access, stays for later transfers). */
+ * mappings, peer access, stays for later transfers).  The direct part,
+ * [0, dlen), goes in pieces on qa's queues from lo on (clear of the staged
+ * part's). */
 static int ipcp__xfer_drive(ipcp_comm_t *comm, ipcp__peer_t *peer,
                             const ipcp__msg_rts_t *rts, ipcp_request_t *req,
                             ipcp_path_t force)
 {
     int src;
     ipcp__qset_t *qa, *qb;
-    ipcp__import_t *imp = NULL;
-    ipcp__mem_attr_t sa;
+    ipcp__import_t *imp;
+    ipcp__choice_t c;
 
-    if (!ipcp__drive_ok(comm, rts, req, force, &src))
+    if (!ipcp__drive_ok(comm, rts, req, force, &src) ||
+        !ipcp__drive_map(comm, peer, rts, req, src, &qa, &qb, &imp))
         return 0;
-    memset(&sa, 0, sizeof(sa));
-    sa.type = req->attr.type;
-    sa.device = src;
-    if ((src >= 0 && src != req->attr.device &&
-         comm->cuda_ops->device_link &&
-         comm->cuda_ops->device_link(comm->cuda, src, req->attr.device) !=
-             IPCP_OK) ||
-        ipcp__qset_get(comm, peer, &peer->rx, &sa, &qa) != IPCP_OK ||
-        ipcp__qset_get(comm, peer, &peer->rx, &req->attr, &qb) != IPCP_OK ||
-        ipcp__import_get(comm, peer, rts->src_region, &sa, &imp) !=
-            IPCP_OK) {
-        IPCP_INFO(IPCP_SUB_ENGINE, "cannot copy rank %d's buffer here, so "
-                  "it copies: %s", peer->rank, ipcp__last_error());
-        return 0;
-    }
-    if (rts->src_offset > imp->size || rts->len > imp->size - rts->src_offset) {
-        IPCP_INFO(IPCP_SUB_ENGINE, "rank %d's source lies outside its "
-                  "allocation %llu as mapped here, so it copies",
-                  peer->rank, (unsigned long long)rts->src_region);
-        ipcp__import_put(comm, peer, imp);
-        return 0;
-    }
     const char *s = (const char *)imp->ptr + rts->src_offset;
     char *d = req->buf;
     uint64_t slen = ipcp__drive_split(comm, peer, rts, req, force, src, qa,
                                       qb);
     uint64_t dlen = rts->len - slen;
-    unsigned sa_q = 0, sb_q = qa == qb ? 1 : 0; /* the staged part's queues */
     unsigned lo = slen ? (qa == qb ? 2u : 1u) : 0u;
-    uint64_t unit = slen ? ipcp__stripe_unit(slen, IPCP_DRIVE_UNIT_MAX) : 0;
-    uint64_t nchunks = slen ? ipcp__div_up(slen, unit) : 0;
+    uint64_t nchunks =
+        slen ? ipcp__div_up(slen, ipcp__stripe_unit(slen, IPCP_DRIVE_UNIT_MAX))
+             : 0;
     unsigned np = dlen ? ipcp__npieces(comm, dlen, (unsigned)qa->n - lo,
                                        req->attr.type == IPCP_MEM_CUDA)
                        : 0;
-    ipcp__choice_t c;
     memset(&c, 0, sizeof(c));
     c.path = slen ? IPCP_PATH_STRIPED : IPCP_PATH_DIRECT;
     c.why = IPCP_WHY_DRIVEN;
@@ -1444,7 +1497,6 @@ static int ipcp__xfer_drive(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp__stage_flush(comm, qb);
     ipcp__xfer_begin(comm, peer, req, 1, np + nchunks);
     ipcp__xfer_t *x = &req->xfer;
-    ipcp__track_t *t = &x->track;
     x->import = imp;
     x->drive = 1;
     x->drive_id = rts->id;
@@ -1455,48 +1507,24 @@ static int ipcp__xfer_drive(ipcp_comm_t *comm, ipcp__peer_t *peer,
         int qi = (int)ipcp__direct_queue(seq, i, lo, (unsigned)qa->n);
         ipcp__piece(dlen, np, i, &off, &n);
         ipcp__trace_piece(x, i, qa, qi, n, 1);
-        ipcp__enq_check(t, qa->ops->copy(qa->q[qi], d + off, s + off, n, t));
+        ipcp__enq_check(&x->track,
+                        qa->ops->copy(qa->q[qi], d + off, s + off, n,
+                                      &x->track));
         ipcp__trace_piece(x, i, qa, qi, n, 0);
         ma |= 1u << qi;
     }
-    if (nchunks) {
-        ipcp__queue_t *a = qa->q[sa_q], *b = qb->q[sb_q];
-        char *st = peer->rx.dstage;
-        /* Out of the source on a, into the buffer on b once a has it.  The
-         * stage is reused only after the copies in of an earlier transfer
-         * still running are done (b's work so far); with none running, no
-         * join: its five driver calls before the first copy out held the
-         * staged part back by about 10 us against the direct part. */
-        __typeof__(qa->ops->join) join_a = qa->ops->join,
-                                  join_b = qb->ops->join;
-        if (peer->rx.dstage_busy)
-            ipcp__enq_check(t, join_a ? join_a(a, b) : IPCP_ERR_UNSUPPORTED);
-        peer->rx.dstage_busy++;
-        peer->rx.dstage_b = b;
-        x->drive_staged = 1;
-        for (uint64_t k = 0; k < nchunks; k++) {
-            uint64_t off = k * unit, n = ipcp__min(unit, slen - off);
-            ipcp__enq_check(t, qa->ops->copy(a, st + off, s + dlen + off, n,
-                                             t));
-            ipcp__enq_check(t, join_b ? join_b(b, a) : IPCP_ERR_UNSUPPORTED);
-            ipcp__trace_piece(x, np + k, qb, (int)sb_q, n, 1);
-            ipcp__enq_check(t, qb->ops->copy(b, d + dlen + off, st + off, n,
-                                             t));
-            ipcp__trace_piece(x, np + k, qb, (int)sb_q, n, 0);
-        }
-        ma |= 1u << sa_q;
-        mb |= 1u << sb_q;
-    }
+    if (slen)
+        ipcp__drive_staged(x, qa, qb, s, d, dlen, slen, np, &ma, &mb);
     if (qa == qb) {
         ma |= mb;
         mb = 0;
     }
     for (int i = 0; i < qa->n; i++)
         if (ma & (1u << i))
-            ipcp__enq_notify(qa, i, t);
+            ipcp__enq_notify(qa, i, &x->track);
     for (int i = 0; i < qb->n; i++)
         if (mb & (1u << i))
-            ipcp__enq_notify(qb, i, t);
+            ipcp__enq_notify(qb, i, &x->track);
     ipcp__xfer_go(x);
     return 1;
 }
