@@ -448,7 +448,9 @@ static void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
     ipcp__peer_t *peer = x->peer;
     ipcp_path_t path = x->req->path;
     ipcp__req_complete(x->req, st, msg);
-    if (drive) /* after our own caller's wake-up: the sender waits less */
+    /* After our own caller is told: the receive's end is what is waited
+     * for (and timed); the sender's buffer is free a moment later. */
+    if (drive)
         ipcp__drive_end(comm, peer, drive_id, path, st, msg);
 }
 
