@@ -397,19 +397,13 @@ static void ipcp__drive_end(ipcp_comm_t *comm, ipcp__peer_t *peer,
                             uint64_t id, ipcp_path_t path, ipcp_status_t st,
                             const char *msg)
 {
-    ipcp__msg_cts_t cts;
+    char why[IPCP_ERRWIRE_MAX] = "";
     if (peer->closed)
         return;
-    memset(&cts, 0, sizeof(cts));
-    cts.hdr.type = IPCP_MSG_CTS;
-    cts.hdr.flags = IPCP_CTS_DRIVEN;
-    cts.status = st;
-    cts.path = path;
-    cts.id = id;
-    if (st != IPCP_OK)
-        snprintf(cts.errmsg, sizeof(cts.errmsg), "rank %d could not copy "
-                 "this transfer out of our buffer: %.120s", comm->rank, msg);
-    ipcp__peer_post(comm, peer, &cts, sizeof(cts), NULL, 0);
+    if (st != IPCP_OK) /* formatted only for a failure: it runs per transfer */
+        snprintf(why, sizeof(why), "rank %d could not copy this transfer out "
+                 "of our buffer: %.120s", comm->rank, msg);
+    ipcp__cts_end(comm, peer, id, IPCP_CTS_DRIVEN, path, st, why);
 }
 
 static void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
@@ -443,14 +437,13 @@ static void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
     if (x->drive_staged && st == IPCP_OK)
         x->peer->rx.dstage_busy--;
     /* Read before the request completes: its owner may free it then. */
-    int drive = x->drive;
     uint64_t drive_id = x->drive_id;
     ipcp__peer_t *peer = x->peer;
     ipcp_path_t path = x->req->path;
     ipcp__req_complete(x->req, st, msg);
     /* After our own caller is told: the receive's end is what is waited
      * for (and timed); the sender's buffer is free a moment later. */
-    if (drive)
+    if (drive_id)
         ipcp__drive_end(comm, peer, drive_id, path, st, msg);
 }
 

@@ -130,14 +130,18 @@ typedef struct ipcp__chan {
     uint64_t sseq;                   /* staged transfers */
 } ipcp__chan_t;
 
+/* Bytes of a peer's stage buffer for receiver-driven striped transfers (a
+ * staged part is cut to fit): 15% of 1 GiB, the calibration's largest
+ * share there. */
+#define IPCP_DRIVE_STAGE ((size_t)160 << 20)
+
 typedef struct ipcp__dir {
     ipcp__chan_t *chan;
     ipcp__qset_t *qsets[IPCP_MAX_QSETS];
     /* Receiver-driven transfers (IPCPIPE_DRIVE, rx only): the buffer their
      * staged parts pass through, pinned for the backend that copies, and
      * the number of the next one (which queues its pieces start on). */
-    void *dstage;
-    size_t dstage_len;
+    void *dstage; /* IPCP_DRIVE_STAGE bytes */
     void *dstage_reg; /* shm_register handle, NULL for host queues */
     const ipcp__backend_ops_t *dstage_ops;
     ipcp__backend_t *dstage_be;
@@ -312,9 +316,9 @@ typedef struct ipcp__xfer {
     ipcp__errslot_t *tx_slot;
     uint64_t tx_seq;
     ipcp__list_t done_link; /* comm->dones */
-    /* receiving side of a receiver-driven transfer: the sender's RTS id,
-     * answered with a DRIVEN CTS when it completes */
-    int drive;
+    /* receiving side of a receiver-driven transfer: the sender's RTS id
+     * (ids start at 1; 0: not driven), answered with a DRIVEN CTS when it
+     * completes */
     int drive_staged; /* counted in peer->rx.dstage_busy until it ends well */
     uint64_t drive_id;
     ipcp__stage_t stage;    /* staged chunks still to enqueue */
@@ -528,6 +532,9 @@ void ipcp__match_msg(ipcp_comm_t *comm, ipcp__peer_t *peer,
                      const unsigned char *msg, size_t len, int *fds,
                      int nfds);
 /* Answers an RTS with a CTS that carries an error. */
+void ipcp__cts_end(ipcp_comm_t *comm, ipcp__peer_t *peer, uint64_t id,
+                   uint32_t flags, int path, ipcp_status_t st,
+                   const char *msg);
 void ipcp__nack(ipcp_comm_t *comm, ipcp__peer_t *peer, uint64_t id,
                 ipcp_status_t st, const char *msg);
 void ipcp__match_fail_peer(ipcp_comm_t *comm, ipcp__peer_t *peer,

@@ -14,18 +14,30 @@ static void ipcp__close_fds(int *fds, int nfds)
         close(fds[i]);
 }
 
-/* Tells a sender that its transfer will not happen, and why. */
-void ipcp__nack(ipcp_comm_t *comm, ipcp__peer_t *peer, uint64_t id,
-                       ipcp_status_t st, const char *msg)
+/* A CTS that ends the sender's transfer: st (and msg, when st is an
+ * error), with flags and path for a transfer the receiver copied. */
+void ipcp__cts_end(ipcp_comm_t *comm, ipcp__peer_t *peer, uint64_t id,
+                   uint32_t flags, int path, ipcp_status_t st,
+                   const char *msg)
 {
     ipcp__msg_cts_t cts;
     memset(&cts, 0, sizeof(cts));
     cts.hdr.type = IPCP_MSG_CTS;
+    cts.hdr.flags = flags;
     cts.status = st;
+    cts.path = path;
     cts.id = id;
-    snprintf(cts.errmsg, sizeof(cts.errmsg), "%.*s",
-             (int)sizeof(cts.errmsg) - 1, msg);
+    if (st != IPCP_OK)
+        snprintf(cts.errmsg, sizeof(cts.errmsg), "%.*s",
+                 (int)sizeof(cts.errmsg) - 1, msg);
     ipcp__peer_post(comm, peer, &cts, sizeof(cts), NULL, 0);
+}
+
+/* Tells a sender that its transfer will not happen, and why. */
+void ipcp__nack(ipcp_comm_t *comm, ipcp__peer_t *peer, uint64_t id,
+                       ipcp_status_t st, const char *msg)
+{
+    ipcp__cts_end(comm, peer, id, 0, 0, st, msg);
 }
 
 static ipcp_request_t *ipcp__find_id(ipcp__list_t *list, uint64_t id)

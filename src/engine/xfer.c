@@ -226,7 +226,7 @@ void ipcp__dir_destroy(ipcp_comm_t *comm, ipcp__dir_t *dir)
     if (dir->dstage_reg)
         dir->dstage_ops->shm_unregister(dir->dstage_be, dir->dstage_reg);
     if (dir->dstage)
-        munmap(dir->dstage, dir->dstage_len);
+        munmap(dir->dstage, IPCP_DRIVE_STAGE);
     dir->dstage = dir->dstage_reg = NULL;
     ipcp__chan_t *ch = dir->chan;
     if (!ch)
@@ -433,7 +433,8 @@ static void ipcp__xfer_begin(ipcp_comm_t *comm, ipcp__peer_t *peer,
     x->tbase = 0;
     x->err_slot2 = NULL;
     x->err_seq2 = 0;
-    x->drive = x->drive_staged = 0;
+    x->drive_id = 0;
+    x->drive_staged = 0;
     memset(&x->stage, 0, sizeof(x->stage)); /* no staged chunks */
     x->watch.on = 0;
     ipcp__track_init(&x->track, 1, ipcp__xfer_track_done, x);
@@ -1268,9 +1269,7 @@ static uint64_t ipcp__stripe_choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
  * copy at every share: 256 MiB at 9% 626.9 us against 626.2).  The sender
  * learns the end from a DRIVEN CTS. */
 
-/* Bytes of the buffer the staged parts pass through (a part is cut to
- * fit), and the largest unit of a staged part. */
-#define IPCP_DRIVE_STAGE ((size_t)160 << 20) /* 15% of 1 GiB, as calibrated */
+/* The largest unit of a driven transfer's staged part. */
 #define IPCP_DRIVE_UNIT_MAX ((uint64_t)16 << 20)
 
 /* Whether this process may copy the transfer itself; *src gets the local
@@ -1293,21 +1292,8 @@ static int ipcp__drive_ok(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
     }
     if (!comm->cuda || !comm->cuda_ops->device_reach || rts->nreach < 1)
         return 0;
-    int s = ipcp__local_device(comm, rts->reach[0]);
-    if (s < 0)
-        return 0;
-    *src = s;
-    if (s == req->attr.device)
-        return 1;
-    uint64_t ids[IPCP_MAX_REACH], mine;
-    int n = comm->cuda_ops->device_reach(comm->cuda, s, ids, IPCP_MAX_REACH);
-    if (comm->cuda_ops->device_reach(comm->cuda, req->attr.device, &mine,
-                                     1) != 1)
-        return 0;
-    for (int i = 1; i < n; i++)
-        if (ids[i] == mine)
-            return 1;
-    return 0;
+    *src = ipcp__local_device(comm, rts->reach[0]);
+    return *src >= 0 && ipcp__reachable(comm, rts, req);
 }
 
 /* The stage buffer of dir, made (and pinned for qs's backend, for every
@@ -1336,7 +1322,6 @@ static void *ipcp__drive_stage(ipcp__dir_t *dir, const ipcp__qset_t *qs)
         return NULL;
     }
     dir->dstage = p;
-    dir->dstage_len = IPCP_DRIVE_STAGE;
     dir->dstage_reg = reg;
     dir->dstage_ops = qs->ops;
     dir->dstage_be = qs->be;
@@ -1498,7 +1483,6 @@ static int ipcp__xfer_drive(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp__xfer_begin(comm, peer, req, 1, np + nchunks);
     ipcp__xfer_t *x = &req->xfer;
     x->import = imp;
-    x->drive = 1;
     x->drive_id = rts->id;
     uint64_t seq = peer->rx.dseq++;
     unsigned ma = 0, mb = 0;
