@@ -65,6 +65,9 @@ typedef struct ipcp__stripe_memo {
     uint64_t src_id;
     int dst;
     ipcp__stripe_entry_t e; /* share 0: not striped */
+    /* 1: e is final; 0: the file had no entry and a user's stream waited,
+     * so nothing was measured (e says no striping); -1: new */
+    int measured;
     /* IPCPIPE_STRIPE_ADAPT: factors on e's share, one way and both ways,
      * by size class */
     ipcp__adapt_t adapt[2][IPCP_ADAPT_CLASSES];
@@ -469,6 +472,7 @@ struct ipcp_comm {
     ipcp__sync_t *sync_entries;
     ipcp__sync_t *sync_free;
     ipcp__sync_t *sync_draining; /* ended before their start landed */
+    atomic_int sync_held;        /* entries out of the pool */
     void *sync_reg[IPCP_MAX_DEVICES];
     ipcp__list_t deferred;       /* progress thread: waiting for a start */
     ipcp__list_t staging;        /* progress thread: ipcp__stage_t, in order */
@@ -654,6 +658,12 @@ void ipcp__sync_end(ipcp_comm_t *comm, ipcp__sync_t *e);
 /* Progress thread: starts deferred operations whose stream got there. */
 int ipcp__sync_poll(ipcp_comm_t *comm);
 int ipcp__sync_pending(ipcp_comm_t *comm);
+/* Whether a user's stream of this process may be waiting on a flag the
+ * progress thread writes: a stream-ordered operation or a small-message
+ * lane kernel in flight.  The driver calls that synchronize a context
+ * (memory allocation and registration, module loading) must not run then:
+ * they would wait for that stream, and it for us. */
+int ipcp__streams_wait(ipcp_comm_t *comm);
 void ipcp__sync_cleanup(ipcp_comm_t *comm);
 
 /* Whether this rank also moves data with the peer in one direction:

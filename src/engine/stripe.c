@@ -434,7 +434,7 @@ static int ipcp__stripe_lock(const char *path)
 ipcp_status_t ipcp__stripe_tune(const ipcp__config_t *cfg,
                                 const ipcp__backend_ops_t *ops,
                                 ipcp__backend_t *be, int src, int dst,
-                                int force, ipcp__stripe_entry_t *out)
+                                ipcp__tune_t mode, ipcp__stripe_entry_t *out)
 {
     char path[IPCP_DIR_MAX], host[IPCP_STRIPE_HOST_MAX], why[400];
     ipcp__stripe_entry_t key;
@@ -451,16 +451,20 @@ ipcp_status_t ipcp__stripe_tune(const ipcp__config_t *cfg,
                           "cannot identify GPU %d or %d", src, dst);
     ipcp__stripe_cache_path(cfg, path, sizeof(path));
     ipcp__stripe_host_id(host, sizeof(host));
-    int lock = ipcp__stripe_lock(path);
+    /* Reading needs no lock: the file is replaced whole (a rename). */
+    int lock = mode == IPCP_TUNE_CACHED ? -1 : ipcp__stripe_lock(path);
     ipcp__stripe_lookup_t r =
         ipcp__stripe_cache_load(path, host, &key, out, why, sizeof(why));
-    if (r == IPCP_STRIPE_HIT && !force) {
+    if (r == IPCP_STRIPE_HIT && mode != IPCP_TUNE_FORCE) {
         if (lock >= 0)
             close(lock);
         return IPCP_OK;
     }
     if (r != IPCP_STRIPE_HIT && r != IPCP_STRIPE_MISS)
         IPCP_WARN(IPCP_SUB_ENGINE, "striping calibration ignored: %s", why);
+    if (mode == IPCP_TUNE_CACHED)
+        return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_ENGINE, IPCP_ERR_STATE,
+                          "GPU %d -> GPU %d not measured yet", src, dst);
     IPCP_INFO(IPCP_SUB_ENGINE, "measuring striping from GPU %d to GPU %d, "
               "%s layout (once per pair of GPUs%s%s)", src, dst,
               ipcp__stripe_layout_name(key.layout),

@@ -71,15 +71,23 @@ int ipcp__stripe_cache_store(const char *path, const char *host,
                              const ipcp__stripe_entry_t *e, char *why,
                              size_t whylen);
 
+/* What ipcp__stripe_tune may do. */
+typedef enum {
+    IPCP_TUNE_CACHED = -1, /* read the file only; never measure */
+    IPCP_TUNE_AUTO = 0,    /* read the file, measure what it lacks */
+    IPCP_TUNE_FORCE = 1,   /* measure even when the file has it */
+} ipcp__tune_t;
+
 /* Finds or measures the entry of GPUs src -> dst (ordinals of be), for the
  * layout cfg's IPCPIPE_DRIVE makes the engine use (ipcp__stripe_layout),
- * and stores a new measurement.  force: measure even when the file has it.
- * Logs what it did.  IPCP_ERR_UNSUPPORTED when the backend cannot measure
- * (no calibration, a device missing). */
+ * and stores a new measurement.  Logs what it did.  IPCP_ERR_UNSUPPORTED
+ * when the backend cannot measure (no calibration, a device missing);
+ * IPCP_ERR_STATE when mode is IPCP_TUNE_CACHED and the file has no
+ * trusted entry. */
 ipcp_status_t ipcp__stripe_tune(const ipcp__config_t *cfg,
                                 const ipcp__backend_ops_t *ops,
                                 ipcp__backend_t *be, int src, int dst,
-                                int force, ipcp__stripe_entry_t *out);
+                                ipcp__tune_t mode, ipcp__stripe_entry_t *out);
 
 /* The staged bytes (at the end of the buffer) of a transfer of len bytes
  * under the given entry or fixed share: 0 for no striping. */

@@ -82,6 +82,7 @@ ipcp_status_t ipcp__sync_acquire(ipcp_comm_t *comm, int device,
     ipcp__sync_t *e = st == IPCP_OK ? comm->sync_free : NULL;
     if (e) {
         comm->sync_free = e->next_free;
+        atomic_fetch_add_explicit(&comm->sync_held, 1, memory_order_relaxed);
         e->gen++;
         e->device = device;
     } else if (st == IPCP_OK) {
@@ -102,6 +103,7 @@ void ipcp__sync_put(ipcp__sync_t *e)
     pthread_mutex_lock(&comm->sync_lock);
     e->next_free = comm->sync_free;
     comm->sync_free = e;
+    atomic_fetch_sub_explicit(&comm->sync_held, 1, memory_order_relaxed);
     pthread_mutex_unlock(&comm->sync_lock);
 }
 
@@ -168,6 +170,7 @@ int ipcp__sync_poll(ipcp_comm_t *comm)
         *pp = e->next_free;
         e->next_free = comm->sync_free;
         comm->sync_free = e;
+        atomic_fetch_sub_explicit(&comm->sync_held, 1, memory_order_relaxed);
         n++;
     }
     pthread_mutex_unlock(&comm->sync_lock);
@@ -177,6 +180,12 @@ int ipcp__sync_poll(ipcp_comm_t *comm)
 int ipcp__sync_pending(ipcp_comm_t *comm)
 {
     return !ipcp__list_empty(&comm->deferred) || comm->sync_draining;
+}
+
+int ipcp__streams_wait(ipcp_comm_t *comm)
+{
+    return atomic_load_explicit(&comm->sync_held, memory_order_relaxed) > 0 ||
+           atomic_load_explicit(&comm->lane_reqs, memory_order_relaxed) > 0;
 }
 
 void ipcp__sync_cleanup(ipcp_comm_t *comm)

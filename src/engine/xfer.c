@@ -1110,31 +1110,55 @@ static ipcp__stripe_memo_t *ipcp__stripe_auto(ipcp_comm_t *comm,
 {
     ipcp__stripe_memo_t *m = ipcp__stripe_memo_find(comm, src_id, dst);
     ipcp__stripe_entry_t e;
-    if (m)
+    if (m && m->measured)
         return m;
-    int i = comm->nstripe_memo;
-    if (i == IPCP_STRIPE_MEMO) /* full: replace in turn (the file has it) */
-        i = (int)(comm->stripe_memo_next++ % IPCP_STRIPE_MEMO);
-    m = &comm->stripe_memo[i];
-    m->src_id = src_id;
-    m->dst = dst;
+    if (!m) {
+        int i = comm->nstripe_memo;
+        if (i == IPCP_STRIPE_MEMO) /* full: replace in turn (the file has it) */
+            i = (int)(comm->stripe_memo_next++ % IPCP_STRIPE_MEMO);
+        m = &comm->stripe_memo[i];
+        m->src_id = src_id;
+        m->dst = dst;
+        m->measured = -1;
+        for (unsigned b = 0; b < 2; b++)
+            for (unsigned c = 0; c < IPCP_ADAPT_CLASSES; c++)
+                ipcp__adapt_init(&m->adapt[b][c]);
+        if (comm->nstripe_memo < IPCP_STRIPE_MEMO)
+            comm->nstripe_memo = i + 1;
+    }
+    /* A measurement allocates and registers memory, which waits for every
+     * stream of the context: with a user's stream waiting on us that never
+     * ends (a stream-ordered receive of 8 MiB with no cache file hung the
+     * benchmark).  Then only the file is read, once, and the transfers go
+     * unstriped until one finds no stream waiting. */
+    int waiting = ipcp__streams_wait(comm);
+    if (waiting && m->measured == 0)
+        return m;
     memset(&m->e, 0, sizeof(m->e));
-    for (unsigned b = 0; b < 2; b++)
-        for (unsigned c = 0; c < IPCP_ADAPT_CLASSES; c++)
-            ipcp__adapt_init(&m->adapt[b][c]);
+    m->measured = 1;
     int src = ipcp__local_device(comm, src_id);
-    if (src < 0)
+    ipcp_status_t st;
+    if (src < 0) {
         IPCP_INFO(IPCP_SUB_ENGINE, "no striping from rank %d: its GPU is "
                   "not visible to this process, so the links cannot be "
                   "measured here", peer->rank);
-    else if (ipcp__stripe_tune(comm->cfg, comm->cuda_ops, comm->cuda, src, dst,
-                               0, &e) != IPCP_OK)
+    } else if ((st = ipcp__stripe_tune(comm->cfg, comm->cuda_ops, comm->cuda,
+                                       src, dst,
+                                       waiting ? IPCP_TUNE_CACHED
+                                               : IPCP_TUNE_AUTO,
+                                       &e)) == IPCP_OK) {
+        m->e = e;
+    } else if (waiting && st == IPCP_ERR_STATE) {
+        m->measured = 0;
+        IPCP_INFO(IPCP_SUB_ENGINE, "striping from rank %d (GPU %d -> GPU "
+                  "%d) not measured yet, and a stream of this process waits "
+                  "on a transfer, so it is not measured now: unstriped until "
+                  "a transfer finds no stream waiting (ipcpipe-bench --tune "
+                  "measures it beforehand)", peer->rank, src, dst);
+    } else {
         IPCP_INFO(IPCP_SUB_ENGINE, "no striping from rank %d (GPU %d -> "
                   "GPU %d): %s", peer->rank, src, dst, ipcp__last_error());
-    else
-        m->e = e;
-    if (comm->nstripe_memo < IPCP_STRIPE_MEMO)
-        comm->nstripe_memo = i + 1;
+    }
     return m;
 }
 

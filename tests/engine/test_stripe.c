@@ -138,9 +138,10 @@ static ipcp__stripe_lookup_t load(const ipcp__stripe_entry_t *k,
     return ipcp__stripe_cache_load(file, host, k, out, why, 400);
 }
 
-/* Runs ipcp__stripe_tune(0 -> 1) with stderr captured; returns what the
- * library printed. */
-static const char *tune_captured(int force, ipcp__stripe_entry_t *e)
+/* Runs ipcp__stripe_tune(0 -> 1) in mode with stderr captured; *st gets
+ * its status.  Returns what the library printed. */
+static const char *tune_run(ipcp__tune_t mode, ipcp__stripe_entry_t *e,
+                            ipcp_status_t *st)
 {
     static char log[4096];
     char logpath[300];
@@ -153,12 +154,20 @@ static const char *tune_captured(int force, ipcp__stripe_entry_t *e)
     T_CHECK(saved >= 0 && fd >= 0);
     dup2(fd, 2);
     close(fd);
-    ipcp_status_t st = ipcp__stripe_tune(&c, &fake_ops, NULL, 0, 1, force, e);
+    *st = ipcp__stripe_tune(&c, &fake_ops, NULL, 0, 1, mode, e);
     fflush(stderr);
     dup2(saved, 2);
     close(saved);
-    T_OK(st);
     return slurp(logpath, log, sizeof(log));
+}
+
+/* The same, which must succeed. */
+static const char *tune_captured(ipcp__tune_t mode, ipcp__stripe_entry_t *e)
+{
+    ipcp_status_t st;
+    const char *log = tune_run(mode, e, &st);
+    T_OK(st);
+    return log;
 }
 
 static void expect_entry(const ipcp__stripe_entry_t *e)
@@ -183,17 +192,52 @@ static void case_measure_then_hit(void)
     ipcp__stripe_entry_t e, k = key(0, 1, 13000), got;
     char why[400];
     T_EQ_INT(load(&k, &got, why), IPCP_STRIPE_MISS);
-    const char *log = tune_captured(0, &e);
+    const char *log = tune_captured(IPCP_TUNE_AUTO, &e);
     T_EQ_INT(calibrations, 1);
     T_CHECK(strstr(log, " warn ") == NULL);
     expect_entry(&e);
     T_EQ_INT(load(&k, &got, why), IPCP_STRIPE_HIT);
     expect_entry(&got);
-    tune_captured(0, &e);
+    tune_captured(IPCP_TUNE_AUTO, &e);
     T_EQ_INT(calibrations, 1); /* trusted: not measured again */
     expect_entry(&e);
-    tune_captured(1, &e); /* --tune measures anyway */
+    tune_captured(IPCP_TUNE_FORCE, &e); /* --tune measures anyway */
     T_EQ_INT(calibrations, 2);
+}
+
+/* Read only (while a user's stream waits on a transfer): a missing entry
+ * is IPCP_ERR_STATE with nothing measured or written, a damaged file is
+ * warned about and left as it is, a trusted entry is used. */
+static void case_cached_only(void)
+{
+    ipcp__stripe_entry_t e, k = key(0, 1, 13000);
+    ipcp_status_t st;
+    char why[400];
+    int before = calibrations;
+    const char *log = tune_run(IPCP_TUNE_CACHED, &e, &st);
+    T_STATUS(st, IPCP_ERR_STATE);
+    T_MSG_HAS("GPU 0 -> GPU 1 not measured yet");
+    T_EQ_INT(calibrations, before);
+    T_CHECK(strstr(log, " warn ") == NULL);
+    T_EQ_INT(load(&k, &e, why), IPCP_STRIPE_MISS);
+    T_CHECK(access(file, F_OK) != 0);
+
+    write_file("garbage\n");
+    log = tune_run(IPCP_TUNE_CACHED, &e, &st);
+    T_STATUS(st, IPCP_ERR_STATE);
+    T_EQ_INT(calibrations, before);
+    if (!strstr(log, "calibration ignored") || !strstr(log, file))
+        T_FAIL("no warning about the damaged file in \"%s\"", log);
+    T_EQ_STR(read_file(), "garbage\n");
+
+    unlink(file);
+    tune_captured(IPCP_TUNE_AUTO, &e);
+    T_EQ_INT(calibrations, before + 1);
+    memset(&e, 0, sizeof(e));
+    log = tune_run(IPCP_TUNE_CACHED, &e, &st);
+    T_OK(st);
+    T_EQ_INT(calibrations, before + 1);
+    expect_entry(&e);
 }
 
 /* Every kind of damage: ignored with a warning naming the file, measured
@@ -251,7 +295,7 @@ static void case_corrupt(void)
             !strstr(why, "is not a striping calibration file"))
             T_FAIL("case %zu: reason \"%s\"", i, why);
         int before = calibrations;
-        const char *log = tune_captured(0, &e);
+        const char *log = tune_captured(IPCP_TUNE_AUTO, &e);
         T_EQ_INT(calibrations, before + 1);
         if (!strstr(log, " warn ") || !strstr(log, "calibration ignored") ||
             !strstr(log, "is not a striping calibration file"))
@@ -281,7 +325,7 @@ static void case_foreign(void)
                "time 1\n");
     T_EQ_INT(load(&k, &e, why), IPCP_STRIPE_FOREIGN);
     T_CHECK(strstr(why, "another machine") && strstr(why, "some-other-machine"));
-    const char *log = tune_captured(0, &e);
+    const char *log = tune_captured(IPCP_TUNE_AUTO, &e);
     T_EQ_INT(calibrations, 1);
     T_CHECK(strstr(log, " warn ") && strstr(log, "another machine"));
     expect_entry(&e); /* the measured share, not the file's 0.5 */
@@ -305,7 +349,7 @@ static void case_stale(void)
     write_file(text);
     T_EQ_INT(load(&k, &e, why), IPCP_STRIPE_STALE);
     T_CHECK(strstr(why, "driver 12080") && strstr(why, "13000"));
-    const char *log = tune_captured(0, &e);
+    const char *log = tune_captured(IPCP_TUNE_AUTO, &e);
     T_EQ_INT(calibrations, 1);
     T_CHECK(strstr(log, " warn ") && strstr(log, "driver 12080"));
     expect_entry(&e);
@@ -319,7 +363,7 @@ static void case_layout(void)
 {
     ipcp__stripe_entry_t e, got, k = key(0, 1, 13000);
     char why[400];
-    tune_captured(0, &e);
+    tune_captured(IPCP_TUNE_AUTO, &e);
     T_EQ_INT(calibrations, 1);
     T_EQ_INT(cal_layout, IPCP_STRIPE_DRIVEN);
     T_EQ_INT(e.layout, IPCP_STRIPE_DRIVEN);
@@ -328,15 +372,15 @@ static void case_layout(void)
     T_EQ_INT(load(&k, &got, why), IPCP_STRIPE_MISS);
     T_CHECK(strstr(why, "no entry") && strstr(why, "ring layout"));
     tune_drive = IPCP_DRIVE_OFF;
-    const char *log = tune_captured(0, &e);
+    const char *log = tune_captured(IPCP_TUNE_AUTO, &e);
     T_EQ_INT(calibrations, 2);
     T_EQ_INT(cal_layout, IPCP_STRIPE_RING);
     T_EQ_INT(e.layout, IPCP_STRIPE_RING);
     T_CHECK(strstr(log, " warn ") == NULL); /* a miss, not damage */
-    tune_captured(0, &e); /* now kept */
+    tune_captured(IPCP_TUNE_AUTO, &e); /* now kept */
     T_EQ_INT(calibrations, 2);
     tune_drive = IPCP_DRIVE_ON;
-    tune_captured(0, &e); /* the driven entry is still there */
+    tune_captured(IPCP_TUNE_AUTO, &e); /* the driven entry is still there */
     T_EQ_INT(calibrations, 2);
     T_EQ_INT(e.layout, IPCP_STRIPE_DRIVEN);
     T_EQ_INT(load(&k, &got, why), IPCP_STRIPE_HIT);
@@ -631,6 +675,7 @@ int main(int argc, char **argv)
 {
     static const stripe_case_t cases[] = {
         {"measure_then_hit", case_measure_then_hit},
+        {"cached_only", case_cached_only},
         {"corrupt", case_corrupt},
         {"foreign", case_foreign},
         {"stale", case_stale},
