@@ -181,6 +181,7 @@ struct ipcp__queue {
     CUstream stream;
     atomic_int polled; /* events the poller has not finished */
     int wrapped;       /* the user's stream: never drained or destroyed */
+    CUevent join_ev;   /* recorded here by joins, made on first use */
 };
 
 ipcp_status_t ipcp__cuda_queue_create(ipcp__backend_t *be, int device,

@@ -163,32 +163,37 @@ ipcp_status_t ipcp__cuda_queue_wrap(ipcp__backend_t *be, int device,
 }
 
 /* An event recorded in src and waited for by dst: dst goes on once src's
- * work so far is done, and neither waits on the CPU.  Destroying the event
- * at once is allowed; the driver frees it when the wait no longer needs
- * it.  The queues may be of two devices (an event of one may be waited for
- * by another's stream); each call is made in its stream's context. */
+ * work so far is done, and neither waits on the CPU.  One event per source
+ * queue serves every join: a wait takes the record made before it, so the
+ * next record does not move it (a driven transfer joins once per staged
+ * chunk, and creating and destroying an event each time cost two more
+ * driver calls).  The queues may be of two devices (an event of one may be
+ * waited for by another's stream); each call is made in its stream's
+ * context. */
 ipcp_status_t ipcp__cuda_join(ipcp__queue_t *dst, ipcp__queue_t *src)
 {
-    CUevent ev;
     ipcp_status_t st = ipcp__cuda_bind(src->be, src->ctx);
     if (st != IPCP_OK)
         return st;
-    st = ipcp__cu_check(IPCP_CU(cuEventCreate)(&ev, CU_EVENT_DISABLE_TIMING),
-                        IPCP_LOG_ERROR, "cuEventCreate(device %d)",
-                        src->device);
-    if (st != IPCP_OK)
-        return st;
-    st = ipcp__cu_check(IPCP_CU(cuEventRecord)(ev, src->stream),
+    if (!src->join_ev) {
+        st = ipcp__cu_check(
+            IPCP_CU(cuEventCreate)(&src->join_ev, CU_EVENT_DISABLE_TIMING),
+            IPCP_LOG_ERROR, "cuEventCreate(device %d)", src->device);
+        if (st != IPCP_OK) {
+            src->join_ev = NULL;
+            return st;
+        }
+    }
+    st = ipcp__cu_check(IPCP_CU(cuEventRecord)(src->join_ev, src->stream),
                         IPCP_LOG_ERROR, "cuEventRecord(stream of device %d)",
                         src->device);
     if (st == IPCP_OK && dst->ctx != src->ctx && !dst->wrapped)
         st = ipcp__cuda_bind(dst->be, dst->ctx);
     if (st == IPCP_OK)
-        st = ipcp__cu_check(IPCP_CU(cuStreamWaitEvent)(dst->stream, ev, 0),
-                            IPCP_LOG_ERROR,
-                            "cuStreamWaitEvent(stream of device %d)",
-                            dst->device);
-    IPCP_CU(cuEventDestroy)(ev);
+        st = ipcp__cu_check(
+            IPCP_CU(cuStreamWaitEvent)(dst->stream, src->join_ev, 0),
+            IPCP_LOG_ERROR, "cuStreamWaitEvent(stream of device %d)",
+            dst->device);
     return st;
 }
 
@@ -197,6 +202,8 @@ void ipcp__cuda_queue_destroy(ipcp__queue_t *q)
     ipcp__cuda_scope_t sc;
     if (!q)
         return;
+    if (q->join_ev) /* freed by the driver once no wait needs it */
+        IPCP_CU(cuEventDestroy)(q->join_ev);
     if (q->wrapped) {
         free(q);
         return;
