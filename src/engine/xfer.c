@@ -136,9 +136,9 @@ static ipcp_status_t ipcp__chan_create(ipcp_comm_t *comm, ipcp__dir_t *dir,
     if (!ch)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_NOMEM,
                           "no memory for a channel");
-    /* The first transfer decides: device memory wants large slots (copy
-     * engines reach full speed only on MiB-sized copies), host memory wants
-     * slots that stay in cache while they are copied out. */
+    /* Device memory wants large slots (copy engines reach full speed only
+     * on MiB-sized copies), host memory slots that stay in cache while they
+     * are copied out; the channel is made once, by the first transfer. */
     ch->slot_size = cfg->chunk ? cfg->chunk
                                : (device_mem ? IPCP_CUDA_CHUNK : IPCP_HOST_CHUNK);
     ch->nslots = (uint32_t)(cfg->slots ? cfg->slots
@@ -1645,8 +1645,13 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
         c.mode = 0;
         c.why = IPCP_WHY_FORCED_STAGED;
     }
+    /* Device slots wherever a GPU may send: a receiver that copies by
+     * itself makes no channel, so the first transfer to make one may be a
+     * small host message, whose 1 MiB slots then held every staged device
+     * transfer to 35-45 GB/s (16 MiB slots: 49-53). */
     st = ipcp__chan_create(comm, &peer->rx,
-                           rts->src_type == IPCP_MEM_CUDA ||
+                           comm->cuda != NULL ||
+                               rts->src_type == IPCP_MEM_CUDA ||
                                req->attr.type == IPCP_MEM_CUDA);
     if (st == IPCP_OK)
         st = ipcp__qset_get(comm, peer, &peer->rx, &req->attr, &qs);
