@@ -137,6 +137,10 @@ typedef struct ipcp__chan {
  * staged part is cut to fit): 15% of 1 GiB, the calibration's largest
  * share there. */
 #define IPCP_DRIVE_STAGE ((size_t)160 << 20)
+/* Its last bytes hold no data but the flags a watched driven transfer's
+ * queues raise (IPCPIPE_STRIPE_ADAPT): one per queue after its direct
+ * pieces, and one after the last copy in (ipcp__drive_flags). */
+#define IPCP_DRIVE_FLAGS_LEN ((size_t)4096)
 
 typedef struct ipcp__dir {
     ipcp__chan_t *chan;

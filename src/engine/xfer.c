@@ -919,9 +919,10 @@ void ipcp__stripe_watch_end(ipcp_comm_t *comm, ipcp__xfer_t *x, int ok)
         snprintf(fs, sizeof(fs), "; %s share factor of its size now %.3f",
                  w->both ? "both-ways" : "one-way", f);
     IPCP_DEBUG(IPCP_SUB_ENGINE, "striped transfer of %llu bytes from rank "
-               "%d: direct part ended %s%.1f us after the CTS, staged part "
+               "%d: direct part ended %s%.1f us after %s, staged part "
                "(%llu bytes) %s%.1f us%s", (unsigned long long)x->req->nbytes,
                x->peer->rank, w->t_direct ? "" : "by ", td,
+               x->drive_id ? "this process began copying" : "the CTS",
                (unsigned long long)w->slen, w->t_staged ? "" : "by ", ts, fs);
 }
 
@@ -1181,10 +1182,10 @@ _Static_assert(IPCP_ADAPT_CLASS0 == IPCP_STRIPE_MIN_SIZE,
 /* IPCPIPE_STRIPE=auto: the staged share of a transfer between two GPUs
  * (0: none) and *min, the smallest size it applies from on the path that
  * moves it: driven (the receiver copies, as the calibration did), or the
- * ring, which starts later whatever layout the pair was measured in (a
- * stream-ordered transfer takes the ring under IPCPIPE_DRIVE too).  On the
- * ring (ring = 1), with IPCPIPE_STRIPE_ADAPT on, the share follows the
- * pair's adapt state (*a, which w then names).
+ * ring (ring = 1), which starts later whatever layout the pair was
+ * measured in (a stream-ordered transfer takes the ring under
+ * IPCPIPE_DRIVE too).  With IPCPIPE_STRIPE_ADAPT on, the share follows the
+ * pair's adapt state (*a, which w then names), on either path.
  *
  * Below the smallest size a calibration picks, none is needed.  While both
  * directions run, each GPU's copy engines move NVLink traffic both ways
@@ -1213,7 +1214,7 @@ static double ipcp__stripe_auto_share(ipcp_comm_t *comm, ipcp__peer_t *peer,
     double share = ipcp__stripe_share(&m->e, rts->len, both);
     *min = ipcp__stripe_engine_min(m->e.min_size, ring ? IPCP_STRIPE_RING
                                                        : IPCP_STRIPE_DRIVEN);
-    if (ring && comm->cfg->stripe_adapt && share > 0 && rts->len >= *min) {
+    if (comm->cfg->stripe_adapt && share > 0 && rts->len >= *min) {
         w->cls = ipcp__adapt_class(rts->len);
         *a = &m->adapt[both][w->cls];
         share *= ipcp__adapt_next(*a);
@@ -1354,8 +1355,8 @@ static void *ipcp__drive_stage(ipcp__dir_t *dir, const ipcp__qset_t *qs)
 
 /* Staged bytes of a driven transfer (0: none): IPCPIPE_STRIPE as for the
  * sender's copy, between two GPUs (or host memory at a fixed share), cut
- * to the stage buffer.  The adapt is not used: it learns from the done
- * flags of the sender's copy.  qa copies out of the source, qb into the
+ * to the stage buffer; w gets what the adapt needs to learn from it (see
+ * ipcp__drive_watch).  qa copies out of the source, qb into the
  * receive buffer; the staged part takes a queue of each (two of one queue
  * set when they are the same: b is qb's), the direct part needs one more.
  * While an earlier staged part still runs, only one copied in by the same
@@ -1365,11 +1366,10 @@ static uint64_t ipcp__drive_split(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                   const ipcp__msg_rts_t *rts,
                                   const ipcp_request_t *req, ipcp_path_t force,
                                   int src, const ipcp__qset_t *qa,
-                                  const ipcp__qset_t *qb)
+                                  const ipcp__qset_t *qb, ipcp__watch_t *w)
 {
     double share = comm->cfg->stripe;
     uint64_t min = 0;
-    ipcp__watch_t w = {0};
     ipcp__adapt_t *a = NULL;
     if (share < 0 || qa->n < (qa == qb ? 3 : 2) ||
         (peer->rx.dstage_busy && peer->rx.dstage_b != qb->q[qa == qb]))
@@ -1380,14 +1380,18 @@ static uint64_t ipcp__drive_split(ipcp_comm_t *comm, ipcp__peer_t *peer,
     } else if (src == req->attr.device) {
         return 0; /* one GPU: both parts would share its memory */
     } else if (share == 0) {
-        share = ipcp__stripe_auto_share(comm, peer, rts, req, force, 0, &w,
+        share = ipcp__stripe_auto_share(comm, peer, rts, req, force, 0, w,
                                         &min, &a);
     }
     uint64_t n = ipcp__stripe_bytes(rts->len, share, min);
-    if (n > IPCP_DRIVE_STAGE)
-        n = IPCP_DRIVE_STAGE;
+    if (n > IPCP_DRIVE_STAGE - IPCP_DRIVE_FLAGS_LEN)
+        n = IPCP_DRIVE_STAGE - IPCP_DRIVE_FLAGS_LEN;
     if (n && !ipcp__drive_stage(&peer->rx, qa))
         n = 0;
+    if (a && !n) { /* not striped after all: nothing to learn */
+        ipcp__adapt_forget(a);
+        w->adapt = 0;
+    }
     return n;
 }
 
@@ -1464,6 +1468,57 @@ static void ipcp__drive_staged(ipcp__xfer_t *x, ipcp__qset_t *qa,
     *mb |= 1u << sb_q;
 }
 
+/* The flags in the last bytes of dir's stage buffer: [q] for queue q of
+ * the source's queue set, [IPCP_MAX_QUEUES] for the staged part's end. */
+_Static_assert((IPCP_MAX_QUEUES + 1) * sizeof(ipcp__flag_t) <=
+                   IPCP_DRIVE_FLAGS_LEN,
+               "a driven transfer's flags fit their place in the stage");
+static ipcp__flag_t *ipcp__drive_flags(ipcp__dir_t *dir)
+{
+    return (ipcp__flag_t *)((char *)dir->dstage + IPCP_DRIVE_STAGE -
+                            IPCP_DRIVE_FLAGS_LEN);
+}
+
+/* IPCPIPE_STRIPE_ADAPT: a striped driven transfer is watched as the
+ * sender's copy is (ipcp__stripe_watch), from flags its own queues raise:
+ * each queue of direct pieces after its last one, the staged part's queue
+ * after its last copy in.  Raised after everything else is enqueued, so
+ * that these calls (a stream memory operation each on GPUs) hold no copy
+ * back.  Transfer seq raises seq: per queue they come in order, and the
+ * staged parts of two running transfers copy in on one queue (see
+ * ipcp__drive_split). */
+static void ipcp__drive_watch(ipcp__xfer_t *x, ipcp__qset_t *qa,
+                              ipcp__qset_t *qb, ipcp__watch_t *w,
+                              uint64_t seq, unsigned np, unsigned lo,
+                              uint64_t slen)
+{
+    ipcp__flag_t *f = ipcp__drive_flags(&x->peer->rx);
+    unsigned raised = 0;
+    for (unsigned i = 0; i < np; i++) {
+        unsigned qi = ipcp__direct_queue(seq, i, lo, (unsigned)qa->n);
+        if (raised & (1u << qi))
+            continue;
+        raised |= 1u << qi;
+        ipcp__enq_check(&x->track, qa->ops->flag_write(qa->q[qi], &f[qi].v,
+                                                       seq, &x->track));
+    }
+    ipcp__enq_check(&x->track,
+                    qb->ops->flag_write(qb->q[qa == qb ? 1 : 0],
+                                        &f[IPCP_MAX_QUEUES].v, seq,
+                                        &x->track));
+    w->done = f;
+    w->dseq = seq;
+    w->np = np;
+    w->lo_s = lo;
+    w->snq = (unsigned)qa->n;
+    w->last = &f[IPCP_MAX_QUEUES].v;
+    w->last_v = seq;
+    w->slen = slen;
+    w->on = 1;
+    x->watch = *w;
+    ipcp__list_push_back(&x->comm->watching, &x->watch.link);
+}
+
 /* Takes the transfer when this process can copy it; returns 0 when the
  * sender should copy instead (what was set up on the way, queues,
  * mappings, peer access, stays for later transfers).  The direct part,
@@ -1483,8 +1538,10 @@ static int ipcp__xfer_drive(ipcp_comm_t *comm, ipcp__peer_t *peer,
         return 0;
     const char *s = (const char *)imp->ptr + rts->src_offset;
     char *d = req->buf;
+    ipcp__watch_t w;
+    memset(&w, 0, sizeof(w));
     uint64_t slen = ipcp__drive_split(comm, peer, rts, req, force, src, qa,
-                                      qb);
+                                      qb, &w);
     uint64_t dlen = rts->len - slen;
     unsigned lo = slen ? (qa == qb ? 2u : 1u) : 0u;
     uint64_t nchunks =
@@ -1508,8 +1565,11 @@ static int ipcp__xfer_drive(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp__xfer_t *x = &req->xfer;
     x->import = imp;
     x->drive_id = rts->id;
-    uint64_t seq = peer->rx.dseq++;
+    uint64_t seq = ++peer->rx.dseq; /* from 1: the watch's flags start at 0 */
     unsigned ma = 0, mb = 0;
+    int watched = comm->cfg->stripe_adapt && slen && np;
+    if (watched) /* both parts may start from the first copy on */
+        w.t0 = ipcp__now_ns();
     for (unsigned i = 0; i < np; i++) {
         uint64_t off, n;
         int qi = (int)ipcp__direct_queue(seq, i, lo, (unsigned)qa->n);
@@ -1523,6 +1583,8 @@ static int ipcp__xfer_drive(ipcp_comm_t *comm, ipcp__peer_t *peer,
     }
     if (slen)
         ipcp__drive_staged(x, qa, qb, s, d, dlen, slen, np, &ma, &mb);
+    if (watched)
+        ipcp__drive_watch(x, qa, qb, &w, seq, np, lo, slen);
     if (qa == qb) {
         ma |= mb;
         mb = 0;

@@ -332,16 +332,19 @@ def mode_adapt(bench):
     memory): the receiver notes when each part of every striped transfer
     ended (the engine's debug line: the staged part is a tenth of the
     transfer, both times lie between 0 and the run's length, and with a
-    fixed share no factor is adapted), and the data still verifies.  Off:
-    no such line."""
+    fixed share no factor is adapted), and the data still verifies; the
+    same where the receiver copies by itself (IPCPIPE_DRIVE=on: its own
+    queues raise the flags it watches).  Off: no such line."""
     pat = re.compile(r"striped transfer of (\d+) bytes from rank \d+: "
-                     r"direct part ended (by )?([0-9.]+) us after the CTS, "
+                     r"direct part ended (by )?([0-9.]+) us after "
+                     r"(the CTS|this process began copying), "
                      r"staged part \((\d+) bytes\) (by )?([0-9.]+) us(.*)$",
                      re.M)
-    for mode in ("on", "off"):
+    for mode, drive in (("on", "off"), ("off", "off"), ("on", "on")):
         env = dict(os.environ, IPCPIPE_STRIPE="0.1", IPCPIPE_QUEUES="4",
                    IPCPIPE_STRIPE_ADAPT=mode, IPCPIPE_LOG_LEVEL="debug",
-                   IPCPIPE_LOG_SUBSYS="engine")
+                   IPCPIPE_LOG_SUBSYS="engine", IPCPIPE_DRIVE=drive)
+        what = f"IPCPIPE_STRIPE_ADAPT={mode} IPCPIPE_DRIVE={drive}"
         t0 = time.monotonic()
         p = subprocess.run([bench, "--mem", "host", "--case", "auto",
                             "--case", "bidir", "--sizes", "1M+3,16M",
@@ -349,31 +352,34 @@ def mode_adapt(bench):
                             "0", "--timeout", "120"], capture_output=True,
                            text=True, timeout=300, env=env)
         wall_us = (time.monotonic() - t0) * 1e6
-        check(p.returncode == 0, f"bench with IPCPIPE_STRIPE_ADAPT={mode}: "
+        check(p.returncode == 0, f"bench with {what}: "
               f"exit {p.returncode}\n{p.stdout}\n{p.stderr[-4000:]}")
         rows = [ln for ln in p.stdout.splitlines()
                 if re.match(r"^ +[0-9]", ln)]
         check(rows and all(ln.split()[-1] == "yes" for ln in rows) and
               all("striped" in ln for ln in rows),
-              f"rows not all striped and verified with "
-              f"IPCPIPE_STRIPE_ADAPT={mode}:\n{p.stdout}")
+              f"rows not all striped and verified with {what}:\n{p.stdout}")
         seen = pat.findall(p.stderr)
         # The choice's reason names the staged part (a tenth).
-        why = re.findall(r"(\d+) bytes from rank \d+: striped path \("
-                         r"receive buffer lies in shareable allocation \d+; "
-                         r"(\d+) bytes staged at once\)$", p.stderr, re.M)
+        where = (r"this process copies it out of rank \d+'s buffer, mapped "
+                 r"here" if drive == "on" else
+                 r"receive buffer lies in shareable allocation \d+")
+        why = re.findall(r"(\d+) bytes from rank \d+: striped path (?:"
+                         r"\(forced\) )?\(" + where + r"; (\d+) bytes staged "
+                         r"at once\)$", p.stderr, re.M)
         check(why and all(int(s) == int(n) // 10 for n, s in why),
-              f"striped choices' reasons with IPCPIPE_STRIPE_ADAPT={mode}: "
+              f"striped choices' reasons with {what}: "
               f"{why[:5]}\n{p.stderr[-2000:]}")
         if mode == "off":
-            check(not seen, f"part ends noted with IPCPIPE_STRIPE_ADAPT=off: "
-                  f"{seen[:3]}")
+            check(not seen, f"part ends noted with {what}: {seen[:3]}")
             continue
         big = [s for s in seen if int(s[0]) in (1048579, 16 << 20)]
         # warm-up and timed transfers of both sizes, both cases
-        check(len(big) >= 8, f"{len(big)} striped transfers noted, "
-              f"expected at least 8:\n{p.stderr[-4000:]}")
-        for n, _, td, slen, _, ts, rest in big:
+        check(len(big) >= 8, f"{len(big)} striped transfers noted with "
+              f"{what}, expected at least 8:\n{p.stderr[-4000:]}")
+        start = "this process began copying" if drive == "on" else "the CTS"
+        for n, _, td, since, slen, _, ts, rest in big:
+            check(since == start, f"{what}: part ends timed from {since!r}")
             check(int(slen) == int(n) // 10,
                   f"staged part of {slen} bytes in a transfer of {n}")
             check(0 < float(td) < wall_us and 0 < float(ts) < wall_us,
