@@ -138,9 +138,10 @@ typedef struct ipcp__chan {
  * share there. */
 #define IPCP_DRIVE_STAGE ((size_t)160 << 20)
 /* Its last bytes hold no data but the flags a watched driven transfer's
- * queues raise (IPCPIPE_STRIPE_ADAPT): one per queue after its direct
- * pieces, and one after the last copy in (ipcp__drive_flags). */
-#define IPCP_DRIVE_FLAGS_LEN ((size_t)4096)
+ * queues raise (IPCPIPE_STRIPE_ADAPT): one per queue of every source queue
+ * set after its direct pieces, and one after the last copy in
+ * (ipcp__drive_flags). */
+#define IPCP_DRIVE_FLAGS_LEN ((size_t)32 << 10)
 
 typedef struct ipcp__dir {
     ipcp__chan_t *chan;
@@ -477,6 +478,7 @@ struct ipcp_comm {
     ipcp__sync_t *sync_free;
     ipcp__sync_t *sync_draining; /* ended before their start landed */
     atomic_int sync_held;        /* entries out of the pool */
+    atomic_int calibrating;      /* striping measured: streams wait to wait */
     void *sync_reg[IPCP_MAX_DEVICES];
     ipcp__list_t deferred;       /* progress thread: waiting for a start */
     ipcp__list_t staging;        /* progress thread: ipcp__stage_t, in order */

@@ -1131,10 +1131,15 @@ static ipcp__stripe_memo_t *ipcp__stripe_auto(ipcp_comm_t *comm,
      * stream of the context: with a user's stream waiting on us that never
      * ends (a stream-ordered receive of 8 MiB with no cache file hung the
      * benchmark).  Then only the file is read, once, and the transfers go
-     * unstriped until one finds no stream waiting. */
+     * unstriped until one finds no stream waiting.  calibrating, raised
+     * before the streams are counted, holds back stream-ordered calls made
+     * meanwhile (ipcp__sync_acquire) until the measurement is over. */
+    atomic_store(&comm->calibrating, 1);
     int waiting = ipcp__streams_wait(comm);
-    if (waiting && m->measured == 0)
+    if (waiting && m->measured == 0) {
+        atomic_store(&comm->calibrating, 0);
         return m;
+    }
     memset(&m->e, 0, sizeof(m->e));
     m->measured = 1;
     int src = ipcp__local_device(comm, src_id);
@@ -1160,6 +1165,7 @@ static ipcp__stripe_memo_t *ipcp__stripe_auto(ipcp_comm_t *comm,
         IPCP_INFO(IPCP_SUB_ENGINE, "no striping from rank %d (GPU %d -> "
                   "GPU %d): %s", peer->rank, src, dst, ipcp__last_error());
     }
+    atomic_store(&comm->calibrating, 0);
     return m;
 }
 
@@ -1216,9 +1222,14 @@ static double ipcp__stripe_auto_share(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                                        : IPCP_STRIPE_DRIVEN);
     if (comm->cfg->stripe_adapt && share > 0 && rts->len >= *min) {
         w->cls = ipcp__adapt_class(rts->len);
-        *a = &m->adapt[both][w->cls];
-        share *= ipcp__adapt_next(*a);
-        w->adapt = 1;
+        double f = ipcp__adapt_next(&m->adapt[both][w->cls]);
+        share *= f;
+        /* A zero factor (the class is off, or a probe of another transfer
+         * is in flight) teaches nothing, and must not end that probe. */
+        if (f > 0) {
+            *a = &m->adapt[both][w->cls];
+            w->adapt = 1;
+        }
     }
     w->both = both;
     w->src_id = m->src_id;
@@ -1468,15 +1479,26 @@ static void ipcp__drive_staged(ipcp__xfer_t *x, ipcp__qset_t *qa,
     *mb |= 1u << sb_q;
 }
 
-/* The flags in the last bytes of dir's stage buffer: [q] for queue q of
- * the source's queue set, [IPCP_MAX_QUEUES] for the staged part's end. */
-_Static_assert((IPCP_MAX_QUEUES + 1) * sizeof(ipcp__flag_t) <=
+/* The flags in the last bytes of dir's stage buffer: a row of
+ * IPCP_MAX_QUEUES per source queue set (two driven transfers from one peer
+ * may copy out of two of its GPUs at once, each set's queues raising their
+ * own in order), then one for the staged parts' ends (their copies in take
+ * one queue at a time, see ipcp__drive_split).  Returns qa's row; *last
+ * gets the staged parts' flag. */
+#define IPCP_DRIVE_FLAGS_N (IPCP_MAX_QSETS * IPCP_MAX_QUEUES + 1)
+_Static_assert(IPCP_DRIVE_FLAGS_N * sizeof(ipcp__flag_t) <=
                    IPCP_DRIVE_FLAGS_LEN,
                "a driven transfer's flags fit their place in the stage");
-static ipcp__flag_t *ipcp__drive_flags(ipcp__dir_t *dir)
+static ipcp__flag_t *ipcp__drive_flags(ipcp__dir_t *dir,
+                                       const ipcp__qset_t *qa,
+                                       ipcp__flag_t **last)
 {
-    return (ipcp__flag_t *)((char *)dir->dstage + IPCP_DRIVE_STAGE -
-                            IPCP_DRIVE_FLAGS_LEN);
+    ipcp__flag_t *f = (ipcp__flag_t *)((char *)dir->dstage +
+                                       IPCP_DRIVE_STAGE -
+                                       IPCP_DRIVE_FLAGS_LEN);
+    int set = qa->device >= 0 ? 1 + qa->device : 0; /* ipcp__qset_index */
+    *last = f + IPCP_DRIVE_FLAGS_N - 1;
+    return f + (size_t)set * IPCP_MAX_QUEUES;
 }
 
 /* IPCPIPE_STRIPE_ADAPT: a striped driven transfer is watched as the
@@ -1492,7 +1514,8 @@ static void ipcp__drive_watch(ipcp__xfer_t *x, ipcp__qset_t *qa,
                               uint64_t seq, unsigned np, unsigned lo,
                               uint64_t slen)
 {
-    ipcp__flag_t *f = ipcp__drive_flags(&x->peer->rx);
+    ipcp__flag_t *last;
+    ipcp__flag_t *f = ipcp__drive_flags(&x->peer->rx, qa, &last);
     unsigned raised = 0;
     for (unsigned i = 0; i < np; i++) {
         unsigned qi = ipcp__direct_queue(seq, i, lo, (unsigned)qa->n);
@@ -1503,15 +1526,14 @@ static void ipcp__drive_watch(ipcp__xfer_t *x, ipcp__qset_t *qa,
                                                        seq, &x->track));
     }
     ipcp__enq_check(&x->track,
-                    qb->ops->flag_write(qb->q[qa == qb ? 1 : 0],
-                                        &f[IPCP_MAX_QUEUES].v, seq,
-                                        &x->track));
+                    qb->ops->flag_write(qb->q[qa == qb ? 1 : 0], &last->v,
+                                        seq, &x->track));
     w->done = f;
     w->dseq = seq;
     w->np = np;
     w->lo_s = lo;
     w->snq = (unsigned)qa->n;
-    w->last = &f[IPCP_MAX_QUEUES].v;
+    w->last = &last->v;
     w->last_v = seq;
     w->slen = slen;
     w->on = 1;
