@@ -870,10 +870,9 @@ static ipcp_status_t ipcp__order_on_stream(ipcp_comm_t *comm, int device,
     if (st == IPCP_OK &&
         (st = ops->flag_wait(uq, ipcp__sync_done(e), ipcp__sync_gen(e), NULL,
                              NULL)) != IPCP_OK) {
-        /* The start is enqueued but the wait is not: release our side and
-         * keep the entry out of the pool (its start may land any time). */
-        __atomic_store_n(ipcp__sync_done(e), ipcp__sync_gen(e),
-                         __ATOMIC_RELEASE);
+        /* The start is enqueued but the wait is not: release our side;
+         * the entry drains back to the pool once its start lands. */
+        ipcp__sync_end(comm, e);
         ops->queue_destroy(uq);
         return st;
     }

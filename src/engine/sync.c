@@ -14,6 +14,7 @@
  * entry draining until the start lands. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/engine.h"
 
@@ -82,7 +83,7 @@ ipcp_status_t ipcp__sync_acquire(ipcp_comm_t *comm, int device,
     ipcp__sync_t *e = st == IPCP_OK ? comm->sync_free : NULL;
     if (e) {
         comm->sync_free = e->next_free;
-        atomic_fetch_add_explicit(&comm->sync_held, 1, memory_order_relaxed);
+        atomic_fetch_add(&comm->sync_held, 1); /* seq_cst: see below */
         e->gen++;
         e->device = device;
     } else if (st == IPCP_OK) {
@@ -91,9 +92,16 @@ ipcp_status_t ipcp__sync_acquire(ipcp_comm_t *comm, int device,
                         IPCP_SYNC_ENTRIES);
     }
     pthread_mutex_unlock(&comm->sync_lock);
-    if (st == IPCP_OK)
-        *out = e;
-    return st;
+    if (st != IPCP_OK)
+        return st;
+    /* A striping measurement that began before sync_held rose (the
+     * progress thread raises calibrating, then reads sync_held) must end
+     * before this operation's wait enters the user's stream: it waits for
+     * the context's streams.  Once per pair of GPUs, about a second. */
+    while (atomic_load(&comm->calibrating))
+        usleep(100);
+    *out = e;
+    return IPCP_OK;
 }
 
 /* Back to the pool; only once `start` was consumed (see the top). */
@@ -184,8 +192,8 @@ int ipcp__sync_pending(ipcp_comm_t *comm)
 
 int ipcp__streams_wait(ipcp_comm_t *comm)
 {
-    return atomic_load_explicit(&comm->sync_held, memory_order_relaxed) > 0 ||
-           atomic_load_explicit(&comm->lane_reqs, memory_order_relaxed) > 0;
+    return atomic_load(&comm->sync_held) > 0 ||
+           atomic_load(&comm->lane_reqs) > 0;
 }
 
 void ipcp__sync_cleanup(ipcp_comm_t *comm)
