@@ -479,6 +479,9 @@ struct ipcp_comm {
     ipcp__sync_t *sync_draining; /* ended before their start landed */
     atomic_int sync_held;        /* entries out of the pool */
     atomic_int calibrating;      /* striping measured: streams wait to wait */
+    /* Device memory seen in this process's calls (allocated, or a buffer
+     * of a transfer): staged rings it makes get device slots. */
+    atomic_int dev_used;
     void *sync_reg[IPCP_MAX_DEVICES];
     ipcp__list_t deferred;       /* progress thread: waiting for a start */
     ipcp__list_t staging;        /* progress thread: ipcp__stage_t, in order */

@@ -30,11 +30,15 @@ ipcp_status_t ipcp__mem_attr(ipcp_comm_t *comm, const void *ptr, size_t len,
         *be = r->be;
     }
     pthread_mutex_unlock(&comm->mem_lock);
-    if (r)
+    if (r) {
+        if (attr->type == IPCP_MEM_CUDA)
+            atomic_store_explicit(&comm->dev_used, 1, memory_order_relaxed);
         return IPCP_OK;
+    }
     if (comm->cuda && comm->cuda_ops->owns(comm->cuda, ptr, attr)) {
         *ops = comm->cuda_ops;
         *be = comm->cuda;
+        atomic_store_explicit(&comm->dev_used, 1, memory_order_relaxed);
         return IPCP_OK;
     }
     comm->host_ops->owns(comm->host, ptr, attr);
@@ -170,8 +174,10 @@ ipcp_status_t ipcp__mem_alloc(ipcp_comm_t *comm, size_t len,
     ops->owns(be, r->ptr, &r->attr);
     r->attr.type = type;
     r->attr.device = type == IPCP_MEM_CUDA ? device : -1;
-    if (type == IPCP_MEM_CUDA)
+    if (type == IPCP_MEM_CUDA) {
+        atomic_store_explicit(&comm->dev_used, 1, memory_order_relaxed);
         ipcp__lane_preload(comm, device);
+    }
     st = ops->mem_export(be, r->handle, r->ptr, len, &r->exp, &r->exp_fd);
     r->exportable = st == IPCP_OK;
     if (!r->exportable)

@@ -1729,12 +1729,14 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
         c.mode = 0;
         c.why = IPCP_WHY_FORCED_STAGED;
     }
-    /* Device slots wherever a GPU may send: a receiver that copies by
-     * itself makes no channel, so the first transfer to make one may be a
-     * small host message, whose 1 MiB slots then held every staged device
-     * transfer to 35-45 GB/s (16 MiB slots: 49-53). */
+    /* Device slots once this process has used device memory, or the
+     * sender does: a receiver that copies by itself makes no channel, so
+     * the first transfer to make one may be a small host message, whose
+     * 1 MiB slots then held every staged device transfer to 35-45 GB/s
+     * (16 MiB slots: 49-53).  Host-only processes keep host slots. */
     st = ipcp__chan_create(comm, &peer->rx,
-                           comm->cuda != NULL ||
+                           atomic_load_explicit(&comm->dev_used,
+                                                memory_order_relaxed) ||
                                rts->src_type == IPCP_MEM_CUDA ||
                                req->attr.type == IPCP_MEM_CUDA);
     if (st == IPCP_OK)
