@@ -716,6 +716,10 @@ void ipcp__trace_piece(ipcp__xfer_t *x, size_t i, ipcp__qset_t *qs, int qi,
                        uint64_t bytes, int before);
 void ipcp__trace_xfer(ipcp_comm_t *comm, ipcp__xfer_t *x, int rx, int qset,
                       int path);
+/* A send the receiver copied (IPCPIPE_DRIVE), ended by its last message:
+ * the protocol's marks on one span from the call (no copies of ours). */
+void ipcp__trace_send_driven(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                             ipcp_request_t *req, int path);
 void ipcp__trace_flush(ipcp_comm_t *comm);
 void ipcp__trace_merge(ipcp_comm_t *comm);
 void ipcp__trace_close(ipcp_comm_t *comm);

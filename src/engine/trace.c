@@ -155,6 +155,23 @@ out:
     x->nstamps = 0;
 }
 
+void ipcp__trace_send_driven(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                             ipcp_request_t *req, int path)
+{
+    ipcp__trace_ev_t e;
+    if (!comm->trace_on || !req->tm[IPCP_TM_CALL])
+        return;
+    memset(&e, 0, sizeof(e));
+    e.kind = IPCP_TEV_XFER;
+    e.path = (uint16_t)path;
+    e.peer = peer->rank;
+    e.ts = req->tm[IPCP_TM_CALL];
+    e.dur = ipcp__now_ns() - e.ts;
+    e.bytes = req->len;
+    memcpy(e.tm, req->tm, sizeof(e.tm));
+    ipcp__trace_add(comm, &e);
+}
+
 /* ---- Files ----------------------------------------------------------------- */
 
 static int ipcp__tev_cmp(const void *a, const void *b)

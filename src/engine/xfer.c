@@ -1960,6 +1960,7 @@ void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (cts->hdr.flags & IPCP_CTS_DRIVEN) { /* the receiver copied it */
         req->path = (ipcp_path_t)cts->path;
         req->nbytes = req->len;
+        ipcp__trace_send_driven(comm, peer, req, req->path);
         ipcp__req_complete(req, IPCP_OK, NULL);
         goto out;
     }

@@ -12,6 +12,7 @@ mailbox, adapt, load (runs the load where a GPU is usable)."""
 import csv
 import io
 import json
+import math
 import os
 import re
 import subprocess
@@ -439,15 +440,15 @@ def mode_load(bench, info):
     return 0
 
 
-def traced_stats(bench, stats, path, copies):
-    """Runs a staged 1 MiB case with a trace; returns trace_stats.py's
-    lines."""
+def traced_stats(bench, stats, path, copies, case="staged", drive="off"):
+    """Runs a 1 MiB case (staged by default) with a trace; returns
+    trace_stats.py's lines."""
     for old in (path, path + ".0.part", path + ".1.part"):
         if os.path.exists(old):
             os.remove(old)
-    env = dict(os.environ, IPCPIPE_TRACE=path,
+    env = dict(os.environ, IPCPIPE_TRACE=path, IPCPIPE_DRIVE=drive,
                IPCPIPE_TRACE_COPIES="on" if copies else "off")
-    p = subprocess.run([bench, "--mem", "host", "--case", "staged", "--sizes",
+    p = subprocess.run([bench, "--mem", "host", "--case", case, "--sizes",
                         "1M", "--iters", "2", "--warmup", "1", "--lat-max",
                         "0", "--timeout", "120"], capture_output=True,
                        text=True, timeout=300, env=env)
@@ -492,6 +493,33 @@ def check_protocol(lines, text):
         check(a <= b, f"{what}: {rows[0]}")
 
 
+def check_protocol_driven(lines, text):
+    """The protocol table of transfers the receiver copied (IPCPIPE_DRIVE):
+    the sender's span too (it has no copies, and ends on the receiver's
+    last message), every transfer paired, the steps in causal order, and no
+    CTS or sender's queueing."""
+    head = [i for i, ln in enumerate(lines) if ln.startswith("protocol")]
+    check(len(head) == 1, f"no protocol table:\n{text}")
+    rows = [ln for ln in lines[head[0] + 1:] if ln.startswith("1->0 direct 1M")]
+    check(len(rows) == 1, f"no protocol row for 1->0 direct 1M:\n{text}")
+    f = rows[0].split()
+    n, v = int(f[3]), [float(x) for x in f[4:]]
+    check(n >= 3, f"only {n} transfers paired:\n{text}")
+    (scall, rcall, rts, rstart, rmeet, cts, smeet, senq, renq, sdone, rdone,
+     send, rend) = v
+    check(all(math.isnan(x) for x in (cts, senq, sdone)),
+          f"a CTS or the sender's queueing in a driven transfer: {rows[0]}")
+    for a, b, what in ((scall, rts, "the RTS left before the call"),
+                       (rts, rmeet, "the receiver met the RTS before it left"),
+                       (rstart, rmeet, "the receiver met the RTS before it "
+                        "started"),
+                       (rmeet, renq, "the receiver queued before it met"),
+                       (renq, rend, "the receiver ended before it queued"),
+                       (rend, smeet, "the sender heard of the end before it"),
+                       (smeet, send, "the sender ended before it heard")):
+        check(a <= b, f"{what}: {rows[0]}")
+
+
 def mode_trace(bench, stats, outdir):
     os.makedirs(outdir, exist_ok=True)
     path = os.path.join(outdir, "staged.json")
@@ -518,6 +546,11 @@ def mode_trace(bench, stats, outdir):
     # 1 MiB in slots of 1 MiB: one chunk a transfer, warm-up and timed
     # repetitions of W transfers each, on both sides.
     check(n > 0 and a == b == n, f"chunks paired {n}, sides {a} / {b}")
+    # The receiver copies (IPCPIPE_DRIVE=on): the sender's span has marks.
+    path = os.path.join(outdir, "driven.json")
+    lines = traced_stats(bench, stats, path, copies=False, case="direct",
+                         drive="on")
+    check_protocol_driven(lines, "\n".join(lines))
     return 0
 
 
