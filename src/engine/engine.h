@@ -66,7 +66,7 @@ typedef struct ipcp__stripe_memo {
     int dst;
     ipcp__stripe_entry_t e; /* share 0: not striped */
     /* 1: e is final; 0: the file had no entry and a user's stream waited,
-     * so nothing was measured (e says no striping); -1: new */
+     * so nothing was measured (e says no striping) */
     int measured;
     /* IPCPIPE_STRIPE_ADAPT: factors on e's share, one way and both ways,
      * by size class */

@@ -81,6 +81,29 @@ static void ipcp__rts_fill(ipcp_comm_t *comm, ipcp__peer_t *peer,
             comm->cuda, req->attr.device, rts->reach, IPCP_MAX_REACH);
 }
 
+/* Names region r (comm->mem_lock held) as rts's source, with its export
+ * the first time this peer is offered it. */
+static void ipcp__rts_offer(ipcp__peer_t *peer, ipcp_request_t *req,
+                            ipcp__region_t *r, ipcp__msg_rts_t *rts,
+                            ipcp__export_t *exp, int *fds, int *nfds)
+{
+    rts->hdr.flags |= IPCP_RTS_SRC;
+    rts->src_region = r->id;
+    rts->src_offset = (uint64_t)((char *)req->buf - (char *)r->ptr);
+    if (r->shared_with[peer->rank])
+        return;
+    int fd = r->exp_fd >= 0 ? dup(r->exp_fd) : -1;
+    if (r->exp_fd >= 0 && fd < 0)
+        return;
+    rts->hdr.flags |= IPCP_RTS_SRC_EXP;
+    *exp = r->exp;
+    if (fd >= 0) {
+        fds[(*nfds)++] = fd;
+        rts->hdr.flags |= IPCP_RTS_SRC_FD;
+    }
+    r->shared_with[peer->rank] = 1;
+}
+
 /* IPCPIPE_DRIVE: names the send buffer's allocation, so that the receiver
  * may copy out of it itself; its export (*exp, with SRC_EXP) goes along
  * the first time this peer is offered it (the fd, if any, in *fds).
@@ -88,7 +111,8 @@ static void ipcp__rts_fill(ipcp_comm_t *comm, ipcp__peer_t *peer,
  * first use, as receive buffers are), and host memory from ipcp_mem_alloc
  * under IPCPIPE_DRIVE=on only, so that host transfers keep their messages
  * otherwise.  The region is marked shared with the peer: the caller posts
- * the RTS next (a peer that misses it is lost). */
+ * the RTS next (a peer that misses it is lost).  One hold of mem_lock per
+ * send where the region is known (every send after the first). */
 static void ipcp__rts_source(ipcp_comm_t *comm, ipcp__peer_t *peer,
                              ipcp_request_t *req, ipcp__msg_rts_t *rts,
                              ipcp__export_t *exp, int *fds, int *nfds)
@@ -100,35 +124,19 @@ static void ipcp__rts_source(ipcp_comm_t *comm, ipcp__peer_t *peer,
     pthread_mutex_lock(&comm->mem_lock);
     ipcp__region_t *r = ipcp__region_find_live(comm, req->buf, req->len,
                                                req->attr.buffer_id);
-    uint64_t id = r && r->exportable ? r->id : 0;
+    if (r && r->exportable)
+        ipcp__rts_offer(peer, req, r, rts, exp, fds, nfds);
     pthread_mutex_unlock(&comm->mem_lock);
-    if (!id && !r && req->attr.type == IPCP_MEM_CUDA) {
-        /* Touched by this thread only (ipcp__choose does the same). */
-        r = ipcp__region_auto(comm, &req->attr);
-        id = r ? r->id : 0;
-    }
-    if (!id)
+    if (r || req->attr.type != IPCP_MEM_CUDA)
         return;
+    /* Touched by this thread only (ipcp__choose does the same). */
+    if (!(r = ipcp__region_auto(comm, &req->attr)))
+        return;
+    uint64_t id = r->id;
     /* Again under the lock: a user's thread may free the region. */
     pthread_mutex_lock(&comm->mem_lock);
-    r = ipcp__region_find_id(comm, id);
-    if (r) {
-        rts->hdr.flags |= IPCP_RTS_SRC;
-        rts->src_region = id;
-        rts->src_offset = (uint64_t)((char *)req->buf - (char *)r->ptr);
-        if (!r->shared_with[peer->rank]) {
-            int fd = r->exp_fd >= 0 ? dup(r->exp_fd) : -1;
-            if (r->exp_fd < 0 || fd >= 0) {
-                rts->hdr.flags |= IPCP_RTS_SRC_EXP;
-                *exp = r->exp;
-                if (fd >= 0) {
-                    fds[(*nfds)++] = fd;
-                    rts->hdr.flags |= IPCP_RTS_SRC_FD;
-                }
-                r->shared_with[peer->rank] = 1;
-            }
-        }
-    }
+    if ((r = ipcp__region_find_id(comm, id)))
+        ipcp__rts_offer(peer, req, r, rts, exp, fds, nfds);
     pthread_mutex_unlock(&comm->mem_lock);
 }
 

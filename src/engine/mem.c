@@ -10,6 +10,14 @@
 #include "engine/engine.h"
 #include "engine/mem.h"
 
+/* Device memory was seen (comm->dev_used); read first, so that a call per
+ * message does not write a line the progress thread reads. */
+static void ipcp__dev_used(ipcp_comm_t *comm)
+{
+    if (!atomic_load_explicit(&comm->dev_used, memory_order_relaxed))
+        atomic_store_explicit(&comm->dev_used, 1, memory_order_relaxed);
+}
+
 ipcp_status_t ipcp__mem_attr(ipcp_comm_t *comm, const void *ptr, size_t len,
                              ipcp__mem_attr_t *attr,
                              const ipcp__backend_ops_t **ops,
@@ -32,13 +40,13 @@ ipcp_status_t ipcp__mem_attr(ipcp_comm_t *comm, const void *ptr, size_t len,
     pthread_mutex_unlock(&comm->mem_lock);
     if (r) {
         if (attr->type == IPCP_MEM_CUDA)
-            atomic_store_explicit(&comm->dev_used, 1, memory_order_relaxed);
+            ipcp__dev_used(comm);
         return IPCP_OK;
     }
     if (comm->cuda && comm->cuda_ops->owns(comm->cuda, ptr, attr)) {
         *ops = comm->cuda_ops;
         *be = comm->cuda;
-        atomic_store_explicit(&comm->dev_used, 1, memory_order_relaxed);
+        ipcp__dev_used(comm);
         return IPCP_OK;
     }
     comm->host_ops->owns(comm->host, ptr, attr);
@@ -175,7 +183,7 @@ ipcp_status_t ipcp__mem_alloc(ipcp_comm_t *comm, size_t len,
     r->attr.type = type;
     r->attr.device = type == IPCP_MEM_CUDA ? device : -1;
     if (type == IPCP_MEM_CUDA) {
-        atomic_store_explicit(&comm->dev_used, 1, memory_order_relaxed);
+        ipcp__dev_used(comm);
         ipcp__lane_preload(comm, device);
     }
     st = ops->mem_export(be, r->handle, r->ptr, len, &r->exp, &r->exp_fd);

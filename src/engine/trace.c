@@ -65,6 +65,25 @@ static void ipcp__trace_add(ipcp_comm_t *comm, const ipcp__trace_ev_t *e)
     comm->trace_ev[comm->trace_n++] = *e;
 }
 
+/* A transfer's slice on the rank's request track, from ts to now, with
+ * its protocol marks. */
+static void ipcp__trace_span(ipcp_comm_t *comm, int peer,
+                             const ipcp_request_t *req, int rx, int path,
+                             uint64_t ts)
+{
+    ipcp__trace_ev_t e;
+    memset(&e, 0, sizeof(e));
+    e.kind = IPCP_TEV_XFER;
+    e.path = (uint16_t)path;
+    e.peer = peer;
+    e.rx = rx;
+    e.ts = ts;
+    e.dur = ipcp__now_ns() - ts;
+    e.bytes = req->len;
+    memcpy(e.tm, req->tm, sizeof(e.tm));
+    ipcp__trace_add(comm, &e);
+}
+
 /* ---- Stamps of a transfer ------------------------------------------------ */
 
 /* A protocol mark of a request (IPCP_TM_*); no-op when tracing is off. */
@@ -140,15 +159,7 @@ void ipcp__trace_xfer(ipcp_comm_t *comm, ipcp__xfer_t *x, int rx, int qset,
         ipcp__trace_add(comm, &e);
         prev[s->q] = s->b;
     }
-    e.kind = IPCP_TEV_XFER;
-    e.path = (uint16_t)path;
-    e.tid = 0;
-    e.rx = rx;
-    e.ts = x->t_post;
-    e.dur = ipcp__now_ns() - x->t_post;
-    e.bytes = x->req->len;
-    memcpy(e.tm, x->req->tm, sizeof(e.tm));
-    ipcp__trace_add(comm, &e);
+    ipcp__trace_span(comm, x->peer->rank, x->req, rx, path, x->t_post);
 out:
     free(x->stamps);
     x->stamps = NULL;
@@ -158,18 +169,8 @@ out:
 void ipcp__trace_send_driven(ipcp_comm_t *comm, ipcp__peer_t *peer,
                              ipcp_request_t *req, int path)
 {
-    ipcp__trace_ev_t e;
-    if (!comm->trace_on || !req->tm[IPCP_TM_CALL])
-        return;
-    memset(&e, 0, sizeof(e));
-    e.kind = IPCP_TEV_XFER;
-    e.path = (uint16_t)path;
-    e.peer = peer->rank;
-    e.ts = req->tm[IPCP_TM_CALL];
-    e.dur = ipcp__now_ns() - e.ts;
-    e.bytes = req->len;
-    memcpy(e.tm, req->tm, sizeof(e.tm));
-    ipcp__trace_add(comm, &e);
+    if (comm->trace_on && req->tm[IPCP_TM_CALL])
+        ipcp__trace_span(comm, peer->rank, req, 0, path, req->tm[IPCP_TM_CALL]);
 }
 
 /* ---- Files ----------------------------------------------------------------- */

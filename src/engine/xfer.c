@@ -1111,16 +1111,16 @@ static ipcp__stripe_memo_t *ipcp__stripe_auto(ipcp_comm_t *comm,
 {
     ipcp__stripe_memo_t *m = ipcp__stripe_memo_find(comm, src_id, dst);
     ipcp__stripe_entry_t e;
+    int fresh = !m;
     if (m && m->measured)
         return m;
-    if (!m) {
+    if (fresh) {
         int i = comm->nstripe_memo;
         if (i == IPCP_STRIPE_MEMO) /* full: replace in turn (the file has it) */
             i = (int)(comm->stripe_memo_next++ % IPCP_STRIPE_MEMO);
         m = &comm->stripe_memo[i];
         m->src_id = src_id;
         m->dst = dst;
-        m->measured = -1;
         for (unsigned b = 0; b < 2; b++)
             for (unsigned c = 0; c < IPCP_ADAPT_CLASSES; c++)
                 ipcp__adapt_init(&m->adapt[b][c]);
@@ -1136,7 +1136,7 @@ static ipcp__stripe_memo_t *ipcp__stripe_auto(ipcp_comm_t *comm,
      * meanwhile (ipcp__sync_acquire) until the measurement is over. */
     atomic_store(&comm->calibrating, 1);
     int waiting = ipcp__streams_wait(comm);
-    if (waiting && m->measured == 0) {
+    if (waiting && !fresh) { /* the file was read already */
         atomic_store(&comm->calibrating, 0);
         return m;
     }
@@ -1237,6 +1237,18 @@ static double ipcp__stripe_auto_share(ipcp_comm_t *comm, ipcp__peer_t *peer,
     return share;
 }
 
+/* A transfer given adapt state a (may be NULL) that stages n bytes after
+ * all: with none, not striped, it has nothing to teach (a probe it took is
+ * tried again later). */
+static void ipcp__stripe_settle(ipcp__adapt_t *a, ipcp__watch_t *w,
+                                uint64_t n)
+{
+    if (a && !n) {
+        ipcp__adapt_forget(a);
+        w->adapt = 0;
+    }
+}
+
 /* The bytes of a direct transfer (at the end of the buffer) that go
  * through the ring at the same time: 0 for none.  Both GPUs must differ
  * (on one GPU both parts would share its memory) and each side needs a
@@ -1280,10 +1292,7 @@ static uint64_t ipcp__stripe_choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
         share = ipcp__stripe_auto_share(comm, peer, rts, req, force, 1, w,
                                         &min, &a);
     uint64_t n = ipcp__stripe_bytes(rts->len, share, min);
-    if (a && !n) { /* not striped after all: nothing to learn */
-        ipcp__adapt_forget(a);
-        w->adapt = 0;
-    }
+    ipcp__stripe_settle(a, w, n);
     if (n) { /* the direct part's queues, clear of the staged ones */
         *lo_s = ls;
         *lo_r = lr;
@@ -1399,10 +1408,7 @@ static uint64_t ipcp__drive_split(ipcp_comm_t *comm, ipcp__peer_t *peer,
         n = IPCP_DRIVE_STAGE - IPCP_DRIVE_FLAGS_LEN;
     if (n && !ipcp__drive_stage(&peer->rx, qa))
         n = 0;
-    if (a && !n) { /* not striped after all: nothing to learn */
-        ipcp__adapt_forget(a);
-        w->adapt = 0;
-    }
+    ipcp__stripe_settle(a, w, n);
     return n;
 }
 
@@ -1496,9 +1502,9 @@ static ipcp__flag_t *ipcp__drive_flags(ipcp__dir_t *dir,
     ipcp__flag_t *f = (ipcp__flag_t *)((char *)dir->dstage +
                                        IPCP_DRIVE_STAGE -
                                        IPCP_DRIVE_FLAGS_LEN);
-    int set = qa->device >= 0 ? 1 + qa->device : 0; /* ipcp__qset_index */
+    ipcp__mem_attr_t sa = {.type = qa->ops->type, .device = qa->device};
     *last = f + IPCP_DRIVE_FLAGS_N - 1;
-    return f + (size_t)set * IPCP_MAX_QUEUES;
+    return f + (size_t)ipcp__qset_index(&sa) * IPCP_MAX_QUEUES;
 }
 
 /* IPCPIPE_STRIPE_ADAPT: a striped driven transfer is watched as the

@@ -462,23 +462,30 @@ def traced_stats(bench, stats, path, copies, case="staged", drive="off"):
     return s.stdout.splitlines()
 
 
-def check_protocol(lines, text):
-    """The protocol table: one row for rank 1 -> rank 0, every transfer
-    paired, and the steps in their causal order (each holds per transfer,
-    so also for the medians)."""
+def protocol_row(lines, text, label):
+    """The protocol table's one row for label (rank 1 -> rank 0), with
+    every transfer paired: the row and its 13 figures."""
     head = [i for i, ln in enumerate(lines) if ln.startswith("protocol")]
     check(len(head) == 1, f"no protocol table:\n{text}")
-    rows = [ln for ln in lines[head[0] + 1:] if ln.startswith("1->0 staged 1M")]
-    check(len(rows) == 1, f"no protocol row for 1->0 staged 1M:\n{text}")
+    rows = [ln for ln in lines[head[0] + 1:] if ln.startswith(label)]
+    check(len(rows) == 1, f"no protocol row for {label}:\n{text}")
     f = rows[0].split()
     n, v = int(f[3]), [float(x) for x in f[4:]]
     # warm-up and timed repetitions, W transfers each
     check(n >= 3, f"only {n} transfers paired:\n{text}")
     check(len(v) == 13, f"protocol row has {len(v)} figures: {rows[0]}")
+    return rows[0], v
+
+
+def check_protocol(lines, text):
+    """The protocol table: one row for rank 1 -> rank 0, every transfer
+    paired, and the steps in their causal order (each holds per transfer,
+    so also for the medians)."""
+    row, v = protocol_row(lines, text, "1->0 staged 1M")
     (scall, rcall, rts, rstart, rmeet, cts, smeet, senq, renq, sdone, rdone,
      send, rend) = v
     check(scall <= 0 and rcall <= 0, f"times are not from the later call: "
-          f"{rows[0]}")
+          f"{row}")
     for a, b, what in ((scall, rts, "the RTS left before the call"),
                        (rcall, rstart, "the receive started before its call"),
                        (rts, rmeet, "the receiver met the RTS before it left"),
@@ -490,7 +497,7 @@ def check_protocol(lines, text):
                        (rmeet, renq, "the receiver queued before it met"),
                        (senq, send, "the sender ended before it queued"),
                        (renq, rend, "the receiver ended before it queued")):
-        check(a <= b, f"{what}: {rows[0]}")
+        check(a <= b, f"{what}: {row}")
 
 
 def check_protocol_driven(lines, text):
@@ -498,17 +505,11 @@ def check_protocol_driven(lines, text):
     the sender's span too (it has no copies, and ends on the receiver's
     last message), every transfer paired, the steps in causal order, and no
     CTS or sender's queueing."""
-    head = [i for i, ln in enumerate(lines) if ln.startswith("protocol")]
-    check(len(head) == 1, f"no protocol table:\n{text}")
-    rows = [ln for ln in lines[head[0] + 1:] if ln.startswith("1->0 direct 1M")]
-    check(len(rows) == 1, f"no protocol row for 1->0 direct 1M:\n{text}")
-    f = rows[0].split()
-    n, v = int(f[3]), [float(x) for x in f[4:]]
-    check(n >= 3, f"only {n} transfers paired:\n{text}")
+    row, v = protocol_row(lines, text, "1->0 direct 1M")
     (scall, rcall, rts, rstart, rmeet, cts, smeet, senq, renq, sdone, rdone,
      send, rend) = v
     check(all(math.isnan(x) for x in (cts, senq, sdone)),
-          f"a CTS or the sender's queueing in a driven transfer: {rows[0]}")
+          f"a CTS or the sender's queueing in a driven transfer: {row}")
     for a, b, what in ((scall, rts, "the RTS left before the call"),
                        (rts, rmeet, "the receiver met the RTS before it left"),
                        (rstart, rmeet, "the receiver met the RTS before it "
@@ -517,7 +518,7 @@ def check_protocol_driven(lines, text):
                        (renq, rend, "the receiver ended before it queued"),
                        (rend, smeet, "the sender heard of the end before it"),
                        (smeet, send, "the sender ended before it heard")):
-        check(a <= b, f"{what}: {rows[0]}")
+        check(a <= b, f"{what}: {row}")
 
 
 def mode_trace(bench, stats, outdir):
