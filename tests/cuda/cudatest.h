@@ -35,6 +35,16 @@ static inline CUcontext ct_use_device(int device)
     return ctx;
 }
 
+/* Writes n bytes of host memory h to device memory p and waits until they
+ * have landed: a pageable HtoD may return before its DMA does, and the
+ * library's streams (or a queue on another device) do not wait for the
+ * legacy stream that carries it. */
+static inline void ct_htod(CUdeviceptr p, const void *h, size_t n)
+{
+    CU_OK(IPCP_CU(cuMemcpyHtoD)(p, h, n));
+    CU_OK(IPCP_CU(cuCtxSynchronize)());
+}
+
 /* The value after `key` on the command line, or dflt. */
 static inline const char *ct_opt(int argc, char **argv, const char *key,
                                  const char *dflt)

@@ -43,7 +43,7 @@ static void dev_fill(CUdeviceptr p, size_t len, uint64_t seed)
         return;
     void *h = t_malloc(len);
     t_fill(h, len, seed);
-    CU_OK(IPCP_CU(cuMemcpyHtoD)(p, h, len));
+    ct_htod(p, h, len);
     free(h);
 }
 

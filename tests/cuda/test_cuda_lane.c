@@ -88,7 +88,7 @@ static void fill(side_t *s, size_t small, uint64_t seed, int from, int to)
     for (int i = from; i < to; i++)
         t_fill(s->host + t_lane_off(small, i), t_lane_size(small, i),
                seed + (uint64_t)i);
-    CU_OK(IPCP_CU(cuMemcpyHtoD)(s->buf, s->host, s->len));
+    ct_htod(s->buf, s->host, s->len);
 }
 
 /* Poisons the destination, so that a byte not written shows. */

@@ -120,11 +120,7 @@ static void buf_write(const buf_t *b, size_t at, const void *h, size_t n)
     if (!n)
         return;
     if (is_device(b->kind)) {
-        CU_OK(IPCP_CU(cuMemcpyHtoD)((CUdeviceptr)(uintptr_t)(b->base + at), h,
-                                    n));
-        /* A pageable HtoD may return before its DMA lands, and the
-         * library's streams do not wait for the legacy stream. */
-        CU_OK(IPCP_CU(cuCtxSynchronize)());
+        ct_htod((CUdeviceptr)(uintptr_t)(b->base + at), h, n);
     } else {
         memcpy(b->base + at, h, n);
     }

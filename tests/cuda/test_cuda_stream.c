@@ -266,7 +266,7 @@ static int rank_main(int argc, char **argv)
         if (c.op == OP_GET && t_rank == 0) {
             /* The owner of a get: fresh data, then a barrier. */
             t_fill(s.host, c.size, seed + (uint64_t)i);
-            CU_OK(IPCP_CU(cuMemcpyHtoD)(s.buf, s.host, c.size));
+            ct_htod(s.buf, s.host, c.size);
         }
         if (c.op == OP_GET)
             T_OK(ipcp_barrier(comm));
