@@ -676,9 +676,9 @@ int ipcp__streams_wait(ipcp_comm_t *comm);
 void ipcp__sync_cleanup(ipcp_comm_t *comm);
 
 /* Whether this rank also moves data with the peer in one direction:
- * receives (rx = 1: posted and not matched, or into device memory in
- * queues) or sends (rx = 0: waiting for a CTS, or from device memory in
- * queues).  Progress thread. */
+ * receives (rx = 1: posted and not matched, or in queues) or sends (rx = 0:
+ * waiting for a CTS, or in queues), of device memory and at least
+ * IPCP_STRIPE_MIN_SIZE bytes.  Progress thread. */
 int ipcp__peer_busy(ipcp__peer_t *peer, int rx);
 
 /* ---- engine/lane.c ----------------------------------------------------- */

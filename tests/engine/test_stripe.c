@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "engine/engine.h"
 #include "engine/stripe.h"
 #include "testutil.h"
 
@@ -666,6 +667,60 @@ static void case_setting(void)
     }
 }
 
+/* Whether the pair moves data the other way too (both-ways shares, and no
+ * striping below IPCP_STRIPE_BIDIR_MIN): only device transfers large enough
+ * to stripe count, posted, waiting for a CTS or in queues.  A small control
+ * receive posted ahead counted once, and left one-way transfers beside it
+ * unstriped. */
+static void case_busy(void)
+{
+    ipcp__peer_t peer;
+    ipcp_request_t ctl, host, small, big;
+    ipcp__xfer_t x;
+    memset(&peer, 0, sizeof(peer));
+    memset(&x, 0, sizeof(x));
+    ipcp__list_init(&peer.posted);
+    ipcp__list_init(&peer.wait_cts);
+    ipcp__list_init(&peer.active);
+    memset(&ctl, 0, sizeof(ctl));
+    ctl.attr.type = IPCP_MEM_HOST;
+    ctl.len = 4;
+    host = ctl;
+    host.len = (size_t)1 << 30;
+    small = ctl;
+    small.attr.type = IPCP_MEM_CUDA;
+    small.len = IPCP_STRIPE_MIN_SIZE - 1;
+    big = small;
+    big.len = IPCP_STRIPE_MIN_SIZE;
+    /* Each kind both ways: a request sits in one list at a time. */
+    ipcp_request_t quiet[2][3] = {{ctl, host, small}, {ctl, host, small}};
+    for (int i = 0; i < 3; i++) {
+        ipcp__list_push_back(&peer.posted, &quiet[0][i].link);
+        ipcp__list_push_back(&peer.wait_cts, &quiet[1][i].link);
+    }
+    T_EQ_INT(ipcp__peer_busy(&peer, 1), 0);
+    T_EQ_INT(ipcp__peer_busy(&peer, 0), 0);
+    ipcp__list_push_back(&peer.posted, &big.link);
+    T_EQ_INT(ipcp__peer_busy(&peer, 1), 1);
+    T_EQ_INT(ipcp__peer_busy(&peer, 0), 0);
+    ipcp__list_del(&big.link);
+    ipcp__list_push_back(&peer.wait_cts, &big.link);
+    T_EQ_INT(ipcp__peer_busy(&peer, 0), 1);
+    T_EQ_INT(ipcp__peer_busy(&peer, 1), 0);
+    ipcp__list_del(&big.link);
+    /* In queues: a device transfer of this side's direction. */
+    x.rx = 1;
+    x.dev = 1;
+    x.req = &small;
+    ipcp__list_push_back(&peer.active, &x.link);
+    T_EQ_INT(ipcp__peer_busy(&peer, 1), 0);
+    x.req = &big;
+    T_EQ_INT(ipcp__peer_busy(&peer, 1), 1);
+    T_EQ_INT(ipcp__peer_busy(&peer, 0), 0);
+    x.dev = 0;
+    T_EQ_INT(ipcp__peer_busy(&peer, 1), 0);
+}
+
 typedef struct {
     const char *name;
     void (*fn)(void);
@@ -686,6 +741,7 @@ int main(int argc, char **argv)
         {"adapt", case_adapt},
         {"path", case_path},
         {"setting", case_setting},
+        {"busy", case_busy},
     };
     int rc, i = t_pick_case(argc, argv, cases, sizeof(cases) / sizeof(cases[0]),
                             sizeof(cases[0]), &rc);
