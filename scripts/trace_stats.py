@@ -140,7 +140,7 @@ def transfers(events, names):
                *med))
 
 
-MARKS = ("call", "start", "meet", "cts", "enq", "done")
+MARKS = ("call", "start", "meet", "cts", "copy", "enq", "done")
 
 
 def protocol(events):
@@ -149,7 +149,9 @@ def protocol(events):
     leaving the barrier), when each side called and its progress thread
     took the call up (start: a sender's RTS leaves then), when the
     receiver met the RTS (recv meet) and sent its CTS, when the sender saw the
-    CTS (send meet), when each side had all its operations queued (enq),
+    CTS (send meet), when each side's first copy was enqueued (copy: the
+    driver call returned, and a copy starts only then), when each side had
+    all its operations queued (enq),
     when each saw its device work done, and when each completed (end).
     The k-th receive of a rank from a peer goes with the k-th send of that
     peer to it (one tag, in order: the benchmark's case).  Returns whether
@@ -165,7 +167,8 @@ def protocol(events):
         sides.setdefault((key, a["side"]), []).append(x)
     cols = (("send", "call"), ("recv", "call"), ("send", "start"),
             ("recv", "start"), ("recv", "meet"), ("recv", "cts"),
-            ("send", "meet"), ("send", "enq"), ("recv", "enq"),
+            ("send", "meet"), ("send", "copy"), ("recv", "copy"),
+            ("send", "enq"), ("recv", "enq"),
             ("send", "done"), ("recv", "done"), ("send", "end"),
             ("recv", "end"))
     rows = {}

@@ -108,10 +108,13 @@ void ipcp__trace_prepare(ipcp_comm_t *comm, ipcp__xfer_t *x, size_t n)
         x->nstamps = n;
 }
 
-/* Stamps before and after piece i's copy on queue qi of qs. */
+/* Stamps before and after piece i's copy on queue qi of qs; after the
+ * transfer's first copy, its IPCP_TM_COPY mark. */
 void ipcp__trace_piece(ipcp__xfer_t *x, size_t i, ipcp__qset_t *qs, int qi,
                        uint64_t bytes, int before)
 {
+    if (!before && x->comm->trace_on && x->req && !x->req->tm[IPCP_TM_COPY])
+        ipcp__trace_mark(x->req, IPCP_TM_COPY);
     if (i >= x->nstamps || !qs->ops->stamp)
         return;
     ipcp__stamp_t *s = &x->stamps[i];
@@ -231,8 +234,9 @@ static void ipcp__trace_write_part(ipcp_comm_t *comm, const char *path)
     qsort(comm->trace_ev, comm->trace_n, sizeof(*comm->trace_ev),
           ipcp__tev_cmp);
     ipcp__trace_names(comm, f);
-    static const char *const marks[IPCP_TM_N] = {"call", "start", "meet",
-                                                 "cts", "enq", "done"};
+    static const char *const marks[IPCP_TM_N] = {"call",  "start", "meet",
+                                                 "cts",   "copy",  "enq",
+                                                 "done"};
     for (size_t i = 0; i < comm->trace_n; i++) {
         const ipcp__trace_ev_t *e = &comm->trace_ev[i];
         fprintf(f, "{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":%d,"

@@ -464,7 +464,7 @@ def traced_stats(bench, stats, path, copies, case="staged", drive="off"):
 
 def protocol_row(lines, text, label):
     """The protocol table's one row for label (rank 1 -> rank 0), with
-    every transfer paired: the row and its 13 figures."""
+    every transfer paired: the row and its 15 figures."""
     head = [i for i, ln in enumerate(lines) if ln.startswith("protocol")]
     check(len(head) == 1, f"no protocol table:\n{text}")
     rows = [ln for ln in lines[head[0] + 1:] if ln.startswith(label)]
@@ -473,7 +473,7 @@ def protocol_row(lines, text, label):
     n, v = int(f[3]), [float(x) for x in f[4:]]
     # warm-up and timed repetitions, W transfers each
     check(n >= 3, f"only {n} transfers paired:\n{text}")
-    check(len(v) == 13, f"protocol row has {len(v)} figures: {rows[0]}")
+    check(len(v) == 15, f"protocol row has {len(v)} figures: {rows[0]}")
     return rows[0], v
 
 
@@ -482,8 +482,8 @@ def check_protocol(lines, text):
     paired, and the steps in their causal order (each holds per transfer,
     so also for the medians)."""
     row, v = protocol_row(lines, text, "1->0 staged 1M")
-    (scall, rcall, rts, rstart, rmeet, cts, smeet, senq, renq, sdone, rdone,
-     send, rend) = v
+    (scall, rcall, rts, rstart, rmeet, cts, smeet, scopy, rcopy, senq, renq,
+     sdone, rdone, send, rend) = v
     check(scall <= 0 and rcall <= 0, f"times are not from the later call: "
           f"{row}")
     for a, b, what in ((scall, rts, "the RTS left before the call"),
@@ -495,6 +495,10 @@ def check_protocol(lines, text):
                        (cts, smeet, "the sender saw the CTS before it left"),
                        (smeet, senq, "the sender queued before the CTS"),
                        (rmeet, renq, "the receiver queued before it met"),
+                       (scall, scopy, "the sender copied before its call"),
+                       (scopy, send, "the sender ended before it copied"),
+                       (rmeet, rcopy, "the receiver copied before it met"),
+                       (rcopy, rend, "the receiver ended before it copied"),
                        (senq, send, "the sender ended before it queued"),
                        (renq, rend, "the receiver ended before it queued")):
         check(a <= b, f"{what}: {row}")
@@ -506,15 +510,17 @@ def check_protocol_driven(lines, text):
     last message), every transfer paired, the steps in causal order, and no
     CTS or sender's queueing."""
     row, v = protocol_row(lines, text, "1->0 direct 1M")
-    (scall, rcall, rts, rstart, rmeet, cts, smeet, senq, renq, sdone, rdone,
-     send, rend) = v
-    check(all(math.isnan(x) for x in (cts, senq, sdone)),
-          f"a CTS or the sender's queueing in a driven transfer: {row}")
+    (scall, rcall, rts, rstart, rmeet, cts, smeet, scopy, rcopy, senq, renq,
+     sdone, rdone, send, rend) = v
+    check(all(math.isnan(x) for x in (cts, scopy, senq, sdone)),
+          f"a CTS or the sender's copies in a driven transfer: {row}")
     for a, b, what in ((scall, rts, "the RTS left before the call"),
                        (rts, rmeet, "the receiver met the RTS before it left"),
                        (rstart, rmeet, "the receiver met the RTS before it "
                         "started"),
-                       (rmeet, renq, "the receiver queued before it met"),
+                       (rmeet, rcopy, "the receiver copied before it met"),
+                       (rcopy, renq, "the receiver queued all before its "
+                        "first copy"),
                        (renq, rend, "the receiver ended before it queued"),
                        (rend, smeet, "the sender heard of the end before it"),
                        (smeet, send, "the sender ended before it heard")):
