@@ -140,18 +140,15 @@ def transfers(events, names):
                *med))
 
 
-MARKS = ("call", "start", "meet", "cts", "copy", "enq", "done")
-
-
 def protocol(events):
     """Per transfer between two ranks, the protocol's steps on one time
     line: from the later of the two calls (in the benchmark, both ranks
     leaving the barrier), when each side called and its progress thread
     took the call up (start: a sender's RTS leaves then), when the
     receiver met the RTS (recv meet) and sent its CTS, when the sender saw the
-    CTS (send meet), when each side's first copy was enqueued (copy: the
-    driver call returned, and a copy starts only then), when each side had
-    all its operations queued (enq),
+    CTS (send meet), when the call that enqueues each side's first copy
+    returned (copy: submitted by then), when each side had all its
+    operations queued (enq),
     when each saw its device work done, and when each completed (end).
     The k-th receive of a rank from a peer goes with the k-th send of that
     peer to it (one tag, in order: the benchmark's case).  Returns whether

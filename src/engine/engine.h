@@ -245,9 +245,9 @@ enum {
 /* Protocol marks of a request in a trace (CLOCK_MONOTONIC ns, 0 = not
  * reached): the call; the progress thread taking it up (a sender's RTS
  * leaves then); meeting the peer (receiver: its RTS matched; sender: the
- * CTS came); the receiver's CTS sent; this side's first copy enqueued (the
- * call that enqueues it returned: a copy may start only then); all of this
- * side's operations in its queues; its device work seen finished.
+ * CTS came); the receiver's CTS sent; the call that enqueues this side's
+ * first copy returned (the copy was submitted by then); all of this side's
+ * operations in its queues; its device work seen finished.
  * trace_stats.py lines the two sides up on them. */
 enum {
     IPCP_TM_CALL,

@@ -234,9 +234,11 @@ static void ipcp__trace_write_part(ipcp_comm_t *comm, const char *path)
     qsort(comm->trace_ev, comm->trace_n, sizeof(*comm->trace_ev),
           ipcp__tev_cmp);
     ipcp__trace_names(comm, f);
-    static const char *const marks[IPCP_TM_N] = {"call",  "start", "meet",
-                                                 "cts",   "copy",  "enq",
-                                                 "done"};
+    static const char *const marks[IPCP_TM_N] = {
+        [IPCP_TM_CALL] = "call", [IPCP_TM_START] = "start",
+        [IPCP_TM_MEET] = "meet", [IPCP_TM_CTS] = "cts",
+        [IPCP_TM_COPY] = "copy", [IPCP_TM_ENQ] = "enq",
+        [IPCP_TM_DONE] = "done"};
     for (size_t i = 0; i < comm->trace_n; i++) {
         const ipcp__trace_ev_t *e = &comm->trace_ev[i];
         fprintf(f, "{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":%d,"

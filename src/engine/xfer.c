@@ -1169,26 +1169,25 @@ static ipcp__stripe_memo_t *ipcp__stripe_auto(ipcp_comm_t *comm,
     return m;
 }
 
-/* Only transfers of device memory large enough to stripe count: a small
- * message the other way (a control receive posted ahead, as
- * ipcpipe-bench's rank 1 posts its verdict's) loads no link for long, and
- * counting it left every 256 MiB transfer beside it unstriped. */
-static int ipcp__busy_req(const ipcp_request_t *req)
-{
-    return req && req->attr.type == IPCP_MEM_CUDA &&
-           req->len >= IPCP_STRIPE_MIN_SIZE;
-}
-
+/* Only transfers large enough to stripe count: a small message the other
+ * way (a control receive posted ahead, as ipcpipe-bench's rank 1 posts one
+ * for rank 0's verdict) loads no link for long, and counting it left every
+ * 256 MiB transfer beside it unstriped.  Posted and waiting ones of any
+ * memory (a host buffer may still be filled from the peer's GPU, over the
+ * PCIe link a staged part uses), by their buffer's size; those in queues
+ * of device memory, as before, by what they move. */
 int ipcp__peer_busy(ipcp__peer_t *peer, int rx)
 {
     ipcp__list_t *e, *tmp;
     ipcp__list_for_each_safe(e, tmp, rx ? &peer->posted : &peer->wait_cts) {
-        if (ipcp__busy_req(ipcp__list_entry(e, ipcp_request_t, link)))
+        if (ipcp__list_entry(e, ipcp_request_t, link)->len >=
+            IPCP_STRIPE_MIN_SIZE)
             return 1;
     }
     ipcp__list_for_each_safe(e, tmp, &peer->active) {
         const ipcp__xfer_t *x = ipcp__list_entry(e, ipcp__xfer_t, link);
-        if (x->rx == rx && x->dev && ipcp__busy_req(x->req))
+        if (x->rx == rx && x->dev && x->req &&
+            x->req->nbytes >= IPCP_STRIPE_MIN_SIZE)
             return 1;
     }
     return 0;
@@ -1233,11 +1232,13 @@ static double ipcp__stripe_auto_share(ipcp_comm_t *comm, ipcp__peer_t *peer,
     double share = ipcp__stripe_share(&m->e, rts->len, both);
     *min = ipcp__stripe_engine_min(m->e.min_size, ring ? IPCP_STRIPE_RING
                                                        : IPCP_STRIPE_DRIVEN);
-    /* Driven both ways, the share stays the calibrated one: on 2 x H200 the
-     * adapt left 4 of 12 rounds of 512 MiB / 1 GiB both ways at 91-97% of
-     * the copy engines (their watched parts ending as usual, 1247-1264 us
-     * at 512 MiB, so the time went elsewhere), and none of 10 without it
-     * (105.9-108.1%; session 15, calls 1 and 8). */
+    /* Driven both ways, the share stays the calibrated one and nothing is
+     * watched (ipcp__xfer_drive): on 2 x H200 the adapt left 4 of 16 rounds
+     * of 512 MiB / 1 GiB both ways at 91-97% of the copy engines (their
+     * watched parts ending as usual, 1247-1264 us at 512 MiB, so the time
+     * went elsewhere), and none of 10 with IPCPIPE_STRIPE_ADAPT=off
+     * (105.9-108.1%; session 15, calls 1 and 8).  The price: no defence
+     * against a loaded staged path both ways. */
     if (comm->cfg->stripe_adapt && share > 0 && rts->len >= *min &&
         (ring || !both)) {
         w->cls = ipcp__adapt_class(rts->len);
@@ -1614,7 +1615,8 @@ static int ipcp__xfer_drive(ipcp_comm_t *comm, ipcp__peer_t *peer,
     x->drive_id = rts->id;
     uint64_t seq = ++peer->rx.dseq; /* from 1: the watch's flags start at 0 */
     unsigned ma = 0, mb = 0;
-    int watched = comm->cfg->stripe_adapt && slen && np;
+    /* Not both ways under auto: see ipcp__stripe_auto_share. */
+    int watched = comm->cfg->stripe_adapt && slen && np && !w.both;
     if (watched) /* both parts may start from the first copy on */
         w.t0 = ipcp__now_ns();
     for (unsigned i = 0; i < np; i++) {

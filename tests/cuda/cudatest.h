@@ -45,6 +45,15 @@ static inline void ct_htod(CUdeviceptr p, const void *h, size_t n)
     CU_OK(IPCP_CU(cuCtxSynchronize)());
 }
 
+/* Sets n bytes of device memory p to v and waits until that has landed: a
+ * cuMemsetD8 on device memory may return before it has (it runs on the
+ * legacy stream), and a peer may write the same bytes right after. */
+static inline void ct_memset(CUdeviceptr p, unsigned char v, size_t n)
+{
+    CU_OK(IPCP_CU(cuMemsetD8)(p, v, n));
+    CU_OK(IPCP_CU(cuCtxSynchronize)());
+}
+
 /* The value after `key` on the command line, or dflt. */
 static inline const char *ct_opt(int argc, char **argv, const char *key,
                                  const char *dflt)

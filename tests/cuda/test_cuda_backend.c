@@ -503,7 +503,7 @@ static void case_queue_skip(void)
     memset(r.out, 0x5a, n);
     t_fill(r.in, n, t_fresh_seed());
     CU_OK(IPCP_CU(cuMemAlloc)(&a, n));
-    CU_OK(IPCP_CU(cuMemsetD8)(a, 0x5a, n));
+    ct_memset(a, 0x5a, n);
     T_OK(ops->queue_create(be, 0, &q));
     tk_init(&k, 1);
     ipcp__track_fail(&k.t, IPCP_ERR_PEER_LOST, "failed on purpose");

@@ -94,7 +94,7 @@ static void fill(side_t *s, size_t small, uint64_t seed, int from, int to)
 /* Poisons the destination, so that a byte not written shows. */
 static void poison(side_t *s)
 {
-    CU_OK(IPCP_CU(cuMemsetD8)(s->buf, 0xA5, s->len));
+    ct_memset(s->buf, 0xA5, s->len);
 }
 
 static void check(side_t *s, size_t small, uint64_t seed, int from, int to,
@@ -154,7 +154,7 @@ static void pingpong(ipcp_comm_t *comm, side_t *s, size_t small, uint64_t seed,
     size_t half = (size_t)NPING * (small + 16);
     if (t_rank == 0) {
         fill(s, small, seed, 0, NPING);
-        CU_OK(IPCP_CU(cuMemsetD8)(s->buf + half, 0xA5, s->len - half));
+        ct_memset(s->buf + half, 0xA5, s->len - half);
     } else {
         poison(s);
     }

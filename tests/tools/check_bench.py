@@ -495,10 +495,12 @@ def check_protocol(lines, text):
                        (cts, smeet, "the sender saw the CTS before it left"),
                        (smeet, senq, "the sender queued before the CTS"),
                        (rmeet, renq, "the receiver queued before it met"),
-                       (scall, scopy, "the sender copied before its call"),
-                       (scopy, send, "the sender ended before it copied"),
+                       (smeet, scopy, "the sender copied before the CTS"),
+                       (scopy, senq, "the sender queued all before its first "
+                        "copy"),
                        (rmeet, rcopy, "the receiver copied before it met"),
-                       (rcopy, rend, "the receiver ended before it copied"),
+                       (rcopy, renq, "the receiver queued all before its "
+                        "first copy"),
                        (senq, send, "the sender ended before it queued"),
                        (renq, rend, "the receiver ended before it queued")):
         check(a <= b, f"{what}: {row}")
