@@ -546,10 +546,12 @@ void ipcp__match_cmd(ipcp_comm_t *comm, ipcp_request_t *req);
 void ipcp__match_msg(ipcp_comm_t *comm, ipcp__peer_t *peer,
                      const unsigned char *msg, size_t len, int *fds,
                      int nfds);
-/* Answers an RTS with a CTS that carries an error. */
+/* Answers an RTS with a CTS that ends the sender's transfer: st (msg with
+ * an error), flags and path (a DRIVEN one: the receiver copied it). */
 void ipcp__cts_end(ipcp_comm_t *comm, ipcp__peer_t *peer, uint64_t id,
                    uint32_t flags, int path, ipcp_status_t st,
                    const char *msg);
+/* Answers an RTS with a CTS that carries an error. */
 void ipcp__nack(ipcp_comm_t *comm, ipcp__peer_t *peer, uint64_t id,
                 ipcp_status_t st, const char *msg);
 void ipcp__match_fail_peer(ipcp_comm_t *comm, ipcp__peer_t *peer,
@@ -679,8 +681,8 @@ void ipcp__sync_cleanup(ipcp_comm_t *comm);
 
 /* Whether this rank also moves data with the peer in one direction:
  * receives (rx = 1: posted and not matched, or in queues) or sends (rx = 0:
- * waiting for a CTS, or in queues), of device memory and at least
- * IPCP_STRIPE_MIN_SIZE bytes.  Progress thread. */
+ * waiting for a CTS, or in queues) of at least IPCP_STRIPE_MIN_SIZE bytes,
+ * those in queues of device memory only.  Progress thread. */
 int ipcp__peer_busy(ipcp__peer_t *peer, int rx);
 
 /* ---- engine/lane.c ----------------------------------------------------- */

@@ -104,14 +104,20 @@ ipcp_status_t ipcp__sync_acquire(ipcp_comm_t *comm, int device,
     return IPCP_OK;
 }
 
+/* Into the free list, out of sync_held's count (sync_lock held). */
+static void ipcp__sync_free_locked(ipcp_comm_t *comm, ipcp__sync_t *e)
+{
+    e->next_free = comm->sync_free;
+    comm->sync_free = e;
+    atomic_fetch_sub_explicit(&comm->sync_held, 1, memory_order_relaxed);
+}
+
 /* Back to the pool; only once `start` was consumed (see the top). */
 void ipcp__sync_put(ipcp__sync_t *e)
 {
     ipcp_comm_t *comm = e->comm;
     pthread_mutex_lock(&comm->sync_lock);
-    e->next_free = comm->sync_free;
-    comm->sync_free = e;
-    atomic_fetch_sub_explicit(&comm->sync_held, 1, memory_order_relaxed);
+    ipcp__sync_free_locked(comm, e);
     pthread_mutex_unlock(&comm->sync_lock);
 }
 
@@ -176,9 +182,7 @@ int ipcp__sync_poll(ipcp_comm_t *comm)
             continue;
         }
         *pp = e->next_free;
-        e->next_free = comm->sync_free;
-        comm->sync_free = e;
-        atomic_fetch_sub_explicit(&comm->sync_held, 1, memory_order_relaxed);
+        ipcp__sync_free_locked(comm, e);
         n++;
     }
     pthread_mutex_unlock(&comm->sync_lock);

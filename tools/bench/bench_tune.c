@@ -56,7 +56,8 @@ int bench_tune(void)
             if (s == d)
                 continue;
             snprintf(pair, sizeof(pair), "%d->%d", s, d);
-            if (ipcp__stripe_tune(cfg, ops, be, s, d, IPCP_TUNE_FORCE, &e) != IPCP_OK) {
+            if (ipcp__stripe_tune(cfg, ops, be, s, d, IPCP_TUNE_FORCE, &e) !=
+                IPCP_OK) {
                 printf("%-9s %-8s %s\n", pair, "no", ipcp_last_error());
                 failed += !be->peer[s][d] ? 0 : 1;
                 continue;

@@ -11,10 +11,11 @@
  * D2H, through a buffer that holds the whole part, as a receiver copying
  * by itself does; on 2 x H200 its best share at 256 MiB was 9-10%, against
  * 8% for the ring.  The staged path alone is measured on the ring.  The
- * share that finishes soonest wins if it beats the direct copy by more than
- * noise; then the smallest size where it still does not lose is found.  Where the GPUs have the memory, the best share
- * is also found at 1 GiB (the staged part's fixed costs weigh less there,
- * so it can take more), and at 1 GiB in both directions at once (both
+ * share that finishes soonest wins if it beats the direct copy by more
+ * than noise; then the smallest size where it still does not lose is
+ * found.  Where the GPUs have the memory, the best share is also found
+ * at 1 GiB (the staged part's fixed costs weigh less there, so it can
+ * take more), and at 1 GiB in both directions at once (both
  * parts of each direction share each GPU's copy engines with the other
  * direction's).  Host clock around synchronized streams, best of several
  * runs. */
