@@ -102,7 +102,7 @@ static void gpu_stripe(const gpu_facts_t *g, int a, int b, gpu_verdict_t *v)
                      "%.0f%% staged at once at %llu MiB, %.0f%% at %llu MiB, "
                      "%.0f%% while both ways run; from %llu MiB up "
                      "(measured %s: direct %.1f, staged %.1f, striped %.1f "
-                     "GB/s at %llu MiB)%s",
+                     "GB/s at %llu MiB)%s%s%s",
                      e.share * 100, (unsigned long long)(e.size >> 20),
                      e.share_large * 100,
                      (unsigned long long)(e.size_large >> 20),
@@ -115,12 +115,16 @@ static void gpu_stripe(const gpu_facts_t *g, int a, int b, gpu_verdict_t *v)
                      e.layout == IPCP_STRIPE_DRIVEN
                          ? "; the receiver copies both parts itself "
                            "(IPCPIPE_DRIVE)"
-                     : cfg->stripe_adapt
+                         : "",
+                     cfg->stripe_adapt
                          ? "; lowered, down to not striping, while the "
                            "staged part ends late, raised up to a quarter "
                            "past it while it ends well ahead "
-                           "(IPCPIPE_STRIPE_ADAPT)"
-                         : "");
+                           "(IPCPIPE_STRIPE_ADAPT"
+                         : "",
+                     !cfg->stripe_adapt ? ""
+                     : e.layout == IPCP_STRIPE_DRIVEN ? "; one way only)"
+                                                      : ")");
         else
             snprintf(v->stripe_text, sizeof(v->stripe_text),
                      "measured %s: no share beat the direct path (direct "
