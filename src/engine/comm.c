@@ -61,10 +61,35 @@ void ipcp__comm_submit(ipcp_comm_t *comm, ipcp_request_t *req)
     ipcp__comm_wake(comm);
 }
 
+void ipcp__await_offer(ipcp_comm_t *comm, ipcp_request_t *req)
+{
+    if (!comm->cfg->spin_us || req->offered)
+        return; /* IPCPIPE_SPIN_US=0: sleep at once */
+    uint64_t until = ipcp__now_ns() + (uint64_t)comm->cfg->spin_us * 1000 +
+                     (uint64_t)req->len / IPCP_AWAIT_BYTES_PER_NS;
+    uint64_t cur =
+        atomic_load_explicit(&comm->await_until, memory_order_relaxed);
+    while (cur < until && !atomic_compare_exchange_weak_explicit(
+                              &comm->await_until, &cur, until,
+                              memory_order_relaxed, memory_order_relaxed))
+        ;
+    req->offered = 1;
+    atomic_fetch_add_explicit(&comm->offers, 1, memory_order_relaxed);
+}
+
+void ipcp__await_end(ipcp_request_t *req)
+{
+    if (!req->offered)
+        return;
+    req->offered = 0;
+    atomic_fetch_sub_explicit(&req->comm->offers, 1, memory_order_relaxed);
+}
+
 void ipcp__req_complete(ipcp_request_t *req, ipcp_status_t st,
                         const char *msg)
 {
     ipcp_comm_t *comm = req->comm;
+    ipcp__await_end(req);
     if (req->sync) {
         ipcp__sync_end(comm, req->sync);
         req->sync = NULL;
@@ -564,6 +589,7 @@ static void *ipcp__progress_main(void *arg)
                        ipcp__sync_pending(comm) ||
                        atomic_load_explicit(&comm->dev_inflight,
                                             memory_order_relaxed) > 0 ||
+                       ipcp__awaiting(comm, now) ||
                        atomic_load_explicit(&comm->lane_reqs,
                                             memory_order_relaxed) > 0;
         /* Before blocking, the inboxes' sleeping words go up (and come

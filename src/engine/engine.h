@@ -76,6 +76,10 @@ typedef struct ipcp__stripe_memo {
 /* Longest a caller waiting for a request polls while device transfers
  * are in flight, before it sleeps. */
 #define IPCP_DEV_SPIN_NS ((uint64_t)100 * 1000 * 1000)
+/* After a device send offers its buffer, the sender polls for as long as
+ * the receiver's copy of it would take at this rate (bytes per ns), so
+ * that the end comes without a wake-up (ipcp__await_offer). */
+#define IPCP_AWAIT_BYTES_PER_NS 100
 /* Staged chunks go round-robin over at most nslots / this many queues, so
  * that every queue has a slot filling while another drains (the default
  * of IPCPIPE_SLOTS_PER_QUEUE; one slot a queue ran at 48% of the copy
@@ -350,6 +354,7 @@ struct ipcp_request {
     ipcp_path_t path;
     size_t nbytes;
     int user;              /* 1: a user waits on it; 0: internal, freed */
+    int offered;           /* counted in comm->offers (ipcp__await_offer) */
     /* one-sided */
     ipcp_rmem_t *rmem;
     size_t offset;
@@ -440,6 +445,11 @@ struct ipcp_comm {
      * copies need no CPU, and in a virtual machine a sleeping thread's
      * wake-up cost up to a hundred microseconds a hop). */
     atomic_int dev_inflight;
+    /* Device sends that offered their buffer and wait for the CTS (the
+     * receiver may be copying it): while there are any, they poll too,
+     * until await_until (ipcp__now_ns; see ipcp__await_offer). */
+    atomic_int offers;
+    _Atomic uint64_t await_until;
     /* IPCPIPE_STRIPE=auto: measured pairs (progress thread only). */
     ipcp__stripe_memo_t stripe_memo[IPCP_STRIPE_MEMO];
     int nstripe_memo;
@@ -684,6 +694,19 @@ void ipcp__sync_cleanup(ipcp_comm_t *comm);
  * waiting for a CTS, or in queues) of at least IPCP_STRIPE_MIN_SIZE bytes,
  * those in queues of device memory only.  Progress thread. */
 int ipcp__peer_busy(ipcp__peer_t *peer, int rx);
+/* A device send offered its buffer (an RTS with IPCP_RTS_SRC): the sender
+ * polls until its CTS comes, at most as long as the receiver's copy would
+ * take at IPCP_AWAIT_BYTES_PER_NS.  ipcp__await_end when the CTS came (or
+ * the send ended otherwise; ipcp__req_complete calls it). */
+void ipcp__await_offer(ipcp_comm_t *comm, ipcp_request_t *req);
+void ipcp__await_end(ipcp_request_t *req);
+/* Whether an offered send may end at any moment (now: ipcp__now_ns). */
+static inline int ipcp__awaiting(ipcp_comm_t *comm, uint64_t now)
+{
+    return atomic_load_explicit(&comm->offers, memory_order_relaxed) > 0 &&
+           now < atomic_load_explicit(&comm->await_until,
+                                      memory_order_relaxed);
+}
 
 /* ---- engine/lane.c ----------------------------------------------------- */
 /* Whether a stream-ordered send or receive (a CUDA buffer, attr filled)

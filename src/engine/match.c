@@ -165,6 +165,10 @@ static void ipcp__send_rts(ipcp_comm_t *comm, ipcp__peer_t *peer,
         ipcp__req_complete(req, st, ipcp__last_error());
         return;
     }
+    /* The receiver may copy it and only tell us at the end: on 2 x H200
+     * a sleeping sender learned it ~30 us after the receiver did. */
+    if ((rts->hdr.flags & IPCP_RTS_SRC) && req->attr.type == IPCP_MEM_CUDA)
+        ipcp__await_offer(comm, req);
     ipcp__list_push_back(&peer->wait_cts, &req->link);
 }
 

@@ -1974,6 +1974,7 @@ void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
     const char *bad;
 
     ipcp__trace_mark(req, IPCP_TM_MEET);
+    ipcp__await_end(req); /* the sender's copies count as dev_inflight */
     if ((cts->hdr.flags & IPCP_CTS_CHAN_FD) && fi < nfds)
         chan_fd = fds[fi++];
     if ((cts->hdr.flags & IPCP_CTS_MAP_FD) && fi < nfds)
