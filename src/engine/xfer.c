@@ -1638,12 +1638,15 @@ static int ipcp__xfer_drive(ipcp_comm_t *comm, ipcp__peer_t *peer,
         ma |= mb;
         mb = 0;
     }
-    for (int i = 0; i < qa->n; i++)
-        if (ma & (1u << i))
-            ipcp__enq_notify(qa, i, &x->track);
+    /* qa's last: the next transfer from that GPU begins with a copy on
+     * qa, and the calls leave its context current, so that copy needs no
+     * cuCtxSetCurrent first (0.3-1.7 us on 2 x H200, median ~0.6). */
     for (int i = 0; i < qb->n; i++)
         if (mb & (1u << i))
             ipcp__enq_notify(qb, i, &x->track);
+    for (int i = 0; i < qa->n; i++)
+        if (ma & (1u << i))
+            ipcp__enq_notify(qa, i, &x->track);
     ipcp__xfer_go(x);
     return 1;
 }
