@@ -140,7 +140,9 @@ static const ipcp__setting_t ipcp__settings[] = {
      "transfers run) or callback (stream callbacks, which stall the stream)",
      IPCP_OFF(cuda_notify), 0, 0, 0, ipcp__notify_choices},
     {"IPCPIPE_SPIN_US", IPCP_SET_INT, "50", "microseconds the progress thread "
-     "and waiting callers poll before they sleep (0: sleep at once)",
+     "and waiting callers poll before they sleep; they also poll while "
+     "device transfers run and, unless 0, while a device send's receiver "
+     "may be copying it (up to its bytes at 100 GB/s)",
      IPCP_OFF(spin_us), 0, 100000, 0, NULL},
     {"IPCPIPE_MAILBOX", IPCP_SET_ENUM, "on", "control messages from the "
      "peers through a ring in shared memory (on) or the socket (off); the "

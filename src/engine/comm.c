@@ -64,7 +64,7 @@ void ipcp__comm_submit(ipcp_comm_t *comm, ipcp_request_t *req)
 void ipcp__await_offer(ipcp_comm_t *comm, ipcp_request_t *req)
 {
     if (!comm->cfg->spin_us || req->offered)
-        return; /* IPCPIPE_SPIN_US=0: sleep at once */
+        return; /* IPCPIPE_SPIN_US=0: no polling for it */
     uint64_t until = ipcp__now_ns() + (uint64_t)comm->cfg->spin_us * 1000 +
                      (uint64_t)req->len / IPCP_AWAIT_BYTES_PER_NS;
     uint64_t cur =

@@ -89,7 +89,7 @@ static void case_two(void)
     T_EQ_INT(ipcp__awaiting(&comm, ipcp__now_ns()), 0);
 }
 
-/* IPCPIPE_SPIN_US=0 asks for no polling at all. */
+/* IPCPIPE_SPIN_US=0: the sender does not poll for its CTS. */
 static void case_nospin(void)
 {
     ipcp_request_t req;
