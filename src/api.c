@@ -356,7 +356,8 @@ static ipcp_status_t ipcp__wait_req(ipcp_request_t *req, ipcp_xfer_info_t *info)
     /* A short spin first: a transfer that is about to finish costs less
      * than a sleep and a wake-up.  While device transfers are in flight
      * (they end within milliseconds), or a device send's receiver may be
-     * copying it, the spin goes on, up to a bound. */
+     * copying it, the spin goes on, up to a bound, whatever the request:
+     * the progress thread that completes it polls then too. */
     uint64_t t0 = ipcp__now_ns(), now = t0;
     uint64_t until = t0 + (uint64_t)comm->cfg->spin_us * 1000;
     while (!atomic_load_explicit(&req->done, memory_order_acquire) &&

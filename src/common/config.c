@@ -142,7 +142,8 @@ static const ipcp__setting_t ipcp__settings[] = {
     {"IPCPIPE_SPIN_US", IPCP_SET_INT, "50", "microseconds the progress thread "
      "and waiting callers poll before they sleep; they also poll while "
      "device transfers run and, unless 0, while a device send's receiver "
-     "may be copying it (up to its bytes at 100 GB/s)",
+     "may be copying it (from the offer, as long as its bytes take at "
+     "100 GB/s); callers at most 100 ms",
      IPCP_OFF(spin_us), 0, 100000, 0, NULL},
     {"IPCPIPE_MAILBOX", IPCP_SET_ENUM, "on", "control messages from the "
      "peers through a ring in shared memory (on) or the socket (off); the "

@@ -63,26 +63,43 @@ void ipcp__comm_submit(ipcp_comm_t *comm, ipcp_request_t *req)
 
 void ipcp__await_offer(ipcp_comm_t *comm, ipcp_request_t *req)
 {
+    /* IPCPIPE_SPIN_US=0 is how a user asks for no busy polling. */
     if (!comm->cfg->spin_us || req->offered)
-        return; /* IPCPIPE_SPIN_US=0: no polling for it */
-    uint64_t until = ipcp__now_ns() + (uint64_t)comm->cfg->spin_us * 1000 +
-                     (uint64_t)req->len / IPCP_AWAIT_BYTES_PER_NS;
-    uint64_t cur =
-        atomic_load_explicit(&comm->await_until, memory_order_relaxed);
-    while (cur < until && !atomic_compare_exchange_weak_explicit(
-                              &comm->await_until, &cur, until,
-                              memory_order_relaxed, memory_order_relaxed))
-        ;
+        return;
+    req->await_until = ipcp__now_ns() + (uint64_t)comm->cfg->spin_us * 1000 +
+                       (uint64_t)req->len / IPCP_AWAIT_BYTES_PER_NS;
     req->offered = 1;
+    if (req->await_until >
+        atomic_load_explicit(&comm->await_until, memory_order_relaxed))
+        atomic_store_explicit(&comm->await_until, req->await_until,
+                              memory_order_relaxed);
     atomic_fetch_add_explicit(&comm->offers, 1, memory_order_relaxed);
 }
 
+/* The window is the latest of the offered sends still waiting for their
+ * CTS (each in its peer's wait_cts): a send whose receive is posted late
+ * must not keep the sender polling after the others have ended. */
 void ipcp__await_end(ipcp_request_t *req)
 {
     if (!req->offered)
         return;
+    ipcp_comm_t *comm = req->comm;
     req->offered = 0;
-    atomic_fetch_sub_explicit(&req->comm->offers, 1, memory_order_relaxed);
+    if (atomic_fetch_sub_explicit(&comm->offers, 1, memory_order_relaxed) <=
+            1 ||
+        req->await_until <
+            atomic_load_explicit(&comm->await_until, memory_order_relaxed))
+        return;
+    uint64_t until = 0;
+    for (int r = 0; r < comm->size; r++) {
+        ipcp__list_t *e, *tmp;
+        ipcp__list_for_each_safe(e, tmp, &comm->peers[r].wait_cts) {
+            ipcp_request_t *o = ipcp__list_entry(e, ipcp_request_t, link);
+            if (o->offered && o->await_until > until)
+                until = o->await_until;
+        }
+    }
+    atomic_store_explicit(&comm->await_until, until, memory_order_relaxed);
 }
 
 void ipcp__req_complete(ipcp_request_t *req, ipcp_status_t st,

@@ -78,7 +78,10 @@ typedef struct ipcp__stripe_memo {
 #define IPCP_DEV_SPIN_NS ((uint64_t)100 * 1000 * 1000)
 /* After a device send offers its buffer, the sender polls for as long as
  * the receiver's copy of it would take at this rate (bytes per ns), so
- * that the end comes without a wake-up (ipcp__await_offer). */
+ * that the end comes without a wake-up (ipcp__await_offer).  A quarter of
+ * what NVLink moves on 2 x H200 (~390 GB/s), room for a receive posted a
+ * little late; copies over PCIe (25-50 GB/s) outlast it and sleep as
+ * before, rather than poll for tens of milliseconds. */
 #define IPCP_AWAIT_BYTES_PER_NS 100
 /* Staged chunks go round-robin over at most nslots / this many queues, so
  * that every queue has a slot filling while another drains (the default
@@ -355,6 +358,7 @@ struct ipcp_request {
     size_t nbytes;
     int user;              /* 1: a user waits on it; 0: internal, freed */
     int offered;           /* counted in comm->offers (ipcp__await_offer) */
+    uint64_t await_until;  /* when offered: its polling window's end */
     /* one-sided */
     ipcp_rmem_t *rmem;
     size_t offset;
@@ -446,8 +450,10 @@ struct ipcp_comm {
      * wake-up cost up to a hundred microseconds a hop). */
     atomic_int dev_inflight;
     /* Device sends that offered their buffer and wait for the CTS (the
-     * receiver may be copying it): while there are any, they poll too,
-     * until await_until (ipcp__now_ns; see ipcp__await_offer). */
+     * receiver may be copying it): while there are any, the progress
+     * thread and waiting callers poll too, until await_until
+     * (ipcp__now_ns; see ipcp__await_offer).  Written by the progress
+     * thread only; read by waiters. */
     atomic_int offers;
     _Atomic uint64_t await_until;
     /* IPCPIPE_STRIPE=auto: measured pairs (progress thread only). */
@@ -695,9 +701,10 @@ void ipcp__sync_cleanup(ipcp_comm_t *comm);
  * those in queues of device memory only.  Progress thread. */
 int ipcp__peer_busy(ipcp__peer_t *peer, int rx);
 /* A device send offered its buffer (an RTS with IPCP_RTS_SRC): the sender
- * polls until its CTS comes, at most as long as the receiver's copy would
- * take at IPCP_AWAIT_BYTES_PER_NS.  ipcp__await_end when the CTS came (or
- * the send ended otherwise; ipcp__req_complete calls it). */
+ * polls until its CTS comes, at most IPCPIPE_SPIN_US plus as long as the
+ * receiver's copy would take at IPCP_AWAIT_BYTES_PER_NS, from the offer.
+ * ipcp__await_end when the CTS came (or the send ended otherwise;
+ * ipcp__req_complete calls it).  Progress thread only. */
 void ipcp__await_offer(ipcp_comm_t *comm, ipcp_request_t *req);
 void ipcp__await_end(ipcp_request_t *req);
 /* Whether an offered send may end at any moment (now: ipcp__now_ns). */

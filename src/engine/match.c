@@ -166,7 +166,9 @@ static void ipcp__send_rts(ipcp_comm_t *comm, ipcp__peer_t *peer,
         return;
     }
     /* The receiver may copy it and only tell us at the end: on 2 x H200
-     * a sleeping sender learned it ~30 us after the receiver did. */
+     * a sleeping sender learned it ~30 us after the receiver did.  Not
+     * host memory (IPCPIPE_DRIVE=on): a receiver copies it at a few GB/s,
+     * long past any window worth polling through. */
     if ((rts->hdr.flags & IPCP_RTS_SRC) && req->attr.type == IPCP_MEM_CUDA)
         ipcp__await_offer(comm, req);
     ipcp__list_push_back(&peer->wait_cts, &req->link);

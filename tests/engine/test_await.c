@@ -17,15 +17,27 @@
 
 static ipcp__config_t cfg;
 static ipcp_comm_t comm;
+static ipcp__peer_t peers[2];
 
 static void fake_comm(int spin_us)
 {
     memset(&cfg, 0, sizeof(cfg));
     cfg.spin_us = spin_us;
     memset(&comm, 0, sizeof(comm));
+    memset(peers, 0, sizeof(peers));
     comm.cfg = &cfg;
+    comm.size = 2;
+    comm.peers = peers;
+    for (int r = 0; r < 2; r++)
+        ipcp__list_init(&peers[r].wait_cts);
     pthread_mutex_init(&comm.lock, NULL);
     pthread_cond_init(&comm.cond, NULL);
+}
+
+static void fake_comm_end(void)
+{
+    pthread_cond_destroy(&comm.cond);
+    pthread_mutex_destroy(&comm.lock);
 }
 
 static void fake_send(ipcp_request_t *req, size_t len)
@@ -38,6 +50,20 @@ static void fake_send(ipcp_request_t *req, size_t len)
     req->attr.type = IPCP_MEM_CUDA;
     ipcp__list_init(&req->link);
     ipcp__list_init(&req->all_link);
+}
+
+/* As ipcp__send_rts does: offered, then waiting for its CTS at rank 1. */
+static void offer(ipcp_request_t *req)
+{
+    ipcp__await_offer(&comm, req);
+    ipcp__list_push_back(&peers[1].wait_cts, &req->link);
+}
+
+/* As a CTS does: out of the list, then the end. */
+static void cts(ipcp_request_t *req)
+{
+    ipcp__list_del(&req->link);
+    ipcp__await_end(req);
 }
 
 static int offers(void)
@@ -54,7 +80,7 @@ static void case_window(void)
     fake_send(&req, 256 * MIB);
     T_EQ_INT(ipcp__awaiting(&comm, ipcp__now_ns()), 0);
     uint64_t t0 = ipcp__now_ns();
-    ipcp__await_offer(&comm, &req);
+    offer(&req);
     uint64_t t1 = ipcp__now_ns();
     uint64_t span = 50 * 1000 + 256 * MIB / IPCP_AWAIT_BYTES_PER_NS;
     T_EQ_INT(offers(), 1);
@@ -63,30 +89,44 @@ static void case_window(void)
     T_EQ_INT(ipcp__awaiting(&comm, t1 + span), 0);
     ipcp__await_offer(&comm, &req);
     T_EQ_INT(offers(), 1);
-    ipcp__await_end(&req);
+    cts(&req);
     T_EQ_INT(offers(), 0);
     T_EQ_INT(ipcp__awaiting(&comm, t1), 0);
     ipcp__await_end(&req); /* a second end changes nothing */
     T_EQ_INT(offers(), 0);
+    fake_comm_end();
 }
 
-/* Two sends: the window is the later one's, and polling goes on until
- * both have their CTS. */
+/* Two sends: the window is the later end of the two, and shrinks to the
+ * other's when the later one has its CTS (a send whose receive is posted
+ * late no longer keeps the sender polling after the others ended). */
 static void case_two(void)
 {
     ipcp_request_t big, small;
     fake_comm(50);
     fake_send(&big, 1024 * MIB);
     fake_send(&small, 8 * MIB);
-    ipcp__await_offer(&comm, &big);
-    uint64_t until = atomic_load(&comm.await_until);
-    ipcp__await_offer(&comm, &small);
-    T_EQ_U64(atomic_load(&comm.await_until), until); /* not shortened */
+    uint64_t t0 = ipcp__now_ns();
+    offer(&big);
+    offer(&small);
+    uint64_t t1 = ipcp__now_ns();
+    uint64_t sspan = 50 * 1000 + 8 * MIB / IPCP_AWAIT_BYTES_PER_NS;
+    uint64_t bspan = 50 * 1000 + 1024 * MIB / IPCP_AWAIT_BYTES_PER_NS;
     T_EQ_INT(offers(), 2);
-    ipcp__await_end(&big);
-    T_EQ_INT(ipcp__awaiting(&comm, ipcp__now_ns()), 1);
-    ipcp__await_end(&small);
-    T_EQ_INT(ipcp__awaiting(&comm, ipcp__now_ns()), 0);
+    T_EQ_INT(ipcp__awaiting(&comm, t0 + bspan - 1), 1);
+    cts(&big);
+    T_EQ_INT(offers(), 1);
+    T_EQ_INT(ipcp__awaiting(&comm, t0 + sspan - 1), 1);
+    T_EQ_INT(ipcp__awaiting(&comm, t1 + sspan), 0);
+    /* The other order: the shorter one ending keeps the longer window. */
+    offer(&big);
+    uint64_t t2 = ipcp__now_ns();
+    cts(&small);
+    T_EQ_INT(ipcp__awaiting(&comm, t2 + sspan), 1);
+    cts(&big);
+    T_EQ_INT(offers(), 0);
+    T_EQ_INT(ipcp__awaiting(&comm, t2), 0);
+    fake_comm_end();
 }
 
 /* IPCPIPE_SPIN_US=0: the sender does not poll for its CTS. */
@@ -95,9 +135,13 @@ static void case_nospin(void)
     ipcp_request_t req;
     fake_comm(0);
     fake_send(&req, 1024 * MIB);
-    ipcp__await_offer(&comm, &req);
+    uint64_t t0 = ipcp__now_ns();
+    offer(&req);
     T_EQ_INT(offers(), 0);
-    T_EQ_INT(ipcp__awaiting(&comm, ipcp__now_ns()), 0);
+    T_EQ_INT(ipcp__awaiting(&comm, t0), 0);
+    cts(&req);
+    T_EQ_INT(offers(), 0);
+    fake_comm_end();
 }
 
 /* A send that ends without its CTS (a failure, the peer lost) stops
@@ -107,14 +151,17 @@ static void case_complete(void)
     ipcp_request_t req;
     fake_comm(50);
     fake_send(&req, 64 * MIB);
-    ipcp__await_offer(&comm, &req);
+    uint64_t t0 = ipcp__now_ns();
+    offer(&req);
     T_EQ_INT(offers(), 1);
+    ipcp__list_del(&req.link);
     ipcp__req_complete(&req, IPCP_ERR_PEER_LOST, "rank 1 is gone");
     T_EQ_INT(offers(), 0);
-    T_EQ_INT(ipcp__awaiting(&comm, ipcp__now_ns()), 0);
+    T_EQ_INT(ipcp__awaiting(&comm, t0), 0);
     T_EQ_INT(atomic_load(&req.done), 1);
     T_EQ_INT(req.status, IPCP_ERR_PEER_LOST);
     T_EQ_STR(req.errmsg, "rank 1 is gone");
+    fake_comm_end();
 }
 
 typedef struct {
