@@ -97,12 +97,21 @@ static void gpu_stripe(const gpu_facts_t *g, int a, int b, gpu_verdict_t *v)
         if (gmtime_r(&t, &tm))
             strftime(when, sizeof(when), "%Y-%m-%d", &tm);
         v->stripe = e.share > 0 ? "yes" : "no";
+#define ADAPT_TEXT                                                             \
+    "; lowered, down to not striping, while the staged part ends late, "     \
+    "raised up to a quarter past it while it ends well ahead "              \
+    "(IPCPIPE_STRIPE_ADAPT"
+        const char *adapt = !cfg->stripe_adapt ? ""
+                            : e.layout == IPCP_STRIPE_DRIVEN
+                                ? ADAPT_TEXT "; one way only)"
+                                : ADAPT_TEXT ")";
+#undef ADAPT_TEXT
         if (e.share > 0)
             snprintf(v->stripe_text, sizeof(v->stripe_text),
                      "%.0f%% staged at once at %llu MiB, %.0f%% at %llu MiB, "
                      "%.0f%% while both ways run; from %llu MiB up "
                      "(measured %s: direct %.1f, staged %.1f, striped %.1f "
-                     "GB/s at %llu MiB)%s%s%s",
+                     "GB/s at %llu MiB)%s%s",
                      e.share * 100, (unsigned long long)(e.size >> 20),
                      e.share_large * 100,
                      (unsigned long long)(e.size_large >> 20),
@@ -116,15 +125,7 @@ static void gpu_stripe(const gpu_facts_t *g, int a, int b, gpu_verdict_t *v)
                          ? "; the receiver copies both parts itself "
                            "(IPCPIPE_DRIVE)"
                          : "",
-                     cfg->stripe_adapt
-                         ? "; lowered, down to not striping, while the "
-                           "staged part ends late, raised up to a quarter "
-                           "past it while it ends well ahead "
-                           "(IPCPIPE_STRIPE_ADAPT"
-                         : "",
-                     !cfg->stripe_adapt ? ""
-                     : e.layout == IPCP_STRIPE_DRIVEN ? "; one way only)"
-                                                      : ")");
+                     adapt);
         else
             snprintf(v->stripe_text, sizeof(v->stripe_text),
                      "measured %s: no share beat the direct path (direct "
