@@ -68,7 +68,9 @@ def main(argv):
                pct(inner, 0.9), len(gaps) - len(inner)))
 
     # Staged chunks: the sender's copies into the ring are on its "to rank
-    # R" tracks, the receiver's copies out on its "from rank S" tracks.
+    # R" tracks, the receiver's copies out on its "from rank S" tracks.  A
+    # receiver-driven transfer makes both in the receiver, on "from" tracks:
+    # its copies into the stage are marked "stage": "out".
     sides = {}
     for (pid, tid), cs in tracks.items():
         m = re.match(r"(to|from) rank (\d+)", names.get((pid, tid), ""))
@@ -76,9 +78,11 @@ def main(argv):
             continue
         peer = int(m.group(2))
         flow = (pid, peer) if m.group(1) == "to" else (peer, pid)
-        side = 0 if m.group(1) == "to" else 1
-        staged = [e for e in cs if e["args"].get("path") == "staged"]
-        sides.setdefault(flow, ([], []))[side].extend(staged)
+        for e in cs:
+            if e["args"].get("path") != "staged":
+                continue
+            out = m.group(1) == "to" or e["args"].get("stage") == "out"
+            sides.setdefault(flow, ([], []))[0 if out else 1].append(e)
     for (src, dst), (out, inn) in sorted(sides.items()):
         if not out or not inn:
             continue

@@ -468,8 +468,7 @@ static void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
         ipcp__import_put(comm, x->peer, x->import);
     x->import = NULL;
     if (comm->trace_on)
-        ipcp__trace_xfer(comm, x, x->rx, ipcp__qset_index(&x->req->attr),
-                         x->req->path);
+        ipcp__trace_xfer(comm, x, x->rx, x->req->path);
     if (st != IPCP_OK && !msg[0])
         ipcp__track_errmsg(&x->track, msg, sizeof(msg));
     ipcp__track_destroy(&x->track);

@@ -106,6 +106,8 @@ typedef struct ipcp__stamp {
     uint64_t a, b;
     uint64_t bytes;
     uint16_t q;
+    uint8_t qset; /* the queue's set: a driven transfer copies on two */
+    uint8_t out;  /* a driven staged part's copy out, into the stage */
 } ipcp__stamp_t;
 
 /* A set of queues of one backend and device, for one peer and direction. */
@@ -748,8 +750,9 @@ void ipcp__trace_prepare(ipcp_comm_t *comm, ipcp__xfer_t *x, size_t n);
 void ipcp__trace_mark(ipcp_request_t *req, int mark);
 void ipcp__trace_piece(ipcp__xfer_t *x, size_t i, ipcp__qset_t *qs, int qi,
                        uint64_t bytes, int before);
-void ipcp__trace_xfer(ipcp_comm_t *comm, ipcp__xfer_t *x, int rx, int qset,
-                      int path);
+/* Piece i is a driven staged part's copy out of the sender's buffer. */
+void ipcp__trace_piece_out(ipcp__xfer_t *x, size_t i);
+void ipcp__trace_xfer(ipcp_comm_t *comm, ipcp__xfer_t *x, int rx, int path);
 /* A send the receiver copied (IPCPIPE_DRIVE), ended by its last message:
  * the protocol's marks on one span from the call (no copies of ours). */
 void ipcp__trace_send_driven(ipcp_comm_t *comm, ipcp__peer_t *peer,

@@ -32,6 +32,7 @@ struct ipcp__trace_ev {
     uint16_t path;
     int32_t peer;
     int32_t rx; /* a transfer: 1 when this side receives */
+    int32_t out; /* a copy: a driven staged part's copy out */
 };
 
 /* Track ids: the peer, the direction, the queue set and the queue; the
@@ -118,35 +119,65 @@ void ipcp__trace_piece(ipcp__xfer_t *x, size_t i, ipcp__qset_t *qs, int qi,
     if (i >= x->nstamps || !qs->ops->stamp)
         return;
     ipcp__stamp_t *s = &x->stamps[i];
+    ipcp__mem_attr_t sa = {.type = qs->ops->type, .device = qs->device};
     s->q = (uint16_t)qi;
+    s->qset = (uint8_t)ipcp__qset_index(&sa);
     s->bytes = bytes;
     qs->ops->stamp(qs->q[qi], before ? &s->a : &s->b);
+}
+
+void ipcp__trace_piece_out(ipcp__xfer_t *x, size_t i)
+{
+    if (i < x->nstamps)
+        x->stamps[i].out = 1;
+}
+
+/* The end of the last piece on track tid, in a table of the tracks of one
+ * transfer (two queue sets at most: a driven transfer's); starts at the
+ * transfer's post. */
+typedef struct {
+    uint32_t tid[2 * IPCP_MAX_QUEUES];
+    uint64_t end[2 * IPCP_MAX_QUEUES];
+    unsigned n;
+} ipcp__trace_prev_t;
+
+static uint64_t *ipcp__trace_prev(ipcp__trace_prev_t *p, uint32_t tid,
+                                  uint64_t t_post)
+{
+    for (unsigned k = 0; k < p->n; k++)
+        if (p->tid[k] == tid)
+            return &p->end[k];
+    if (p->n == 2 * IPCP_MAX_QUEUES)
+        return NULL;
+    p->tid[p->n] = tid;
+    p->end[p->n] = t_post;
+    return &p->end[p->n++];
 }
 
 /* A finished transfer: its stamps become slices.  Waits run from the end of
  * the queue's previous piece of this transfer (or from when it was
  * posted) to the start of the copy. */
-void ipcp__trace_xfer(ipcp_comm_t *comm, ipcp__xfer_t *x, int rx, int qset,
-                      int path)
+void ipcp__trace_xfer(ipcp_comm_t *comm, ipcp__xfer_t *x, int rx, int path)
 {
-    uint64_t prev[IPCP_MAX_QUEUES];
+    ipcp__trace_prev_t prev;
     ipcp__trace_ev_t e;
     if (!comm->trace_on || !x->req)
         goto out;
-    for (int q = 0; q < IPCP_MAX_QUEUES; q++)
-        prev[q] = x->t_post;
+    prev.n = 0;
     memset(&e, 0, sizeof(e));
     e.peer = x->peer->rank;
-    e.path = (uint16_t)path;
     for (size_t i = 0; i < x->nstamps; i++) {
         ipcp__stamp_t *s = &x->stamps[i];
         if (!s->a || !s->b || s->q >= IPCP_MAX_QUEUES)
             continue;
-        e.tid = ipcp__trace_tid(x->peer->rank, rx, qset, s->q);
-        if (s->a > prev[s->q]) {
+        e.tid = ipcp__trace_tid(x->peer->rank, rx, s->qset, s->q);
+        uint64_t *p = ipcp__trace_prev(&prev, e.tid, x->t_post);
+        if (p && s->a > *p) {
             e.kind = IPCP_TEV_WAIT;
-            e.ts = prev[s->q];
-            e.dur = s->a - prev[s->q];
+            e.path = (uint16_t)path;
+            e.out = 0;
+            e.ts = *p;
+            e.dur = s->a - *p;
             e.bytes = 0;
             ipcp__trace_add(comm, &e);
         }
@@ -156,11 +187,13 @@ void ipcp__trace_xfer(ipcp_comm_t *comm, ipcp__xfer_t *x, int rx, int qset,
         e.path = (uint16_t)(path == IPCP_PATH_STRIPED && i >= x->tbase
                                 ? IPCP_PATH_STAGED
                                 : path);
+        e.out = s->out;
         e.ts = s->a;
         e.dur = s->b > s->a ? s->b - s->a : 0;
         e.bytes = s->bytes;
         ipcp__trace_add(comm, &e);
-        prev[s->q] = s->b;
+        if (p)
+            *p = s->b;
     }
     ipcp__trace_span(comm, x->peer->rank, x->req, rx, path, x->t_post);
 out:
@@ -251,6 +284,8 @@ static void ipcp__trace_write_part(ipcp_comm_t *comm, const char *path)
         /* Marks in the trace's time unit (us), on the same clock as ts. */
         if (e->kind == IPCP_TEV_XFER)
             fprintf(f, ",\"side\":\"%s\"", e->rx ? "recv" : "send");
+        if (e->kind == IPCP_TEV_COPY && e->out)
+            fputs(",\"stage\":\"out\"", f);
         for (int m = 0; m < IPCP_TM_N; m++)
             if (e->tm[m])
                 fprintf(f, ",\"%s\":%.3f", marks[m], (double)e->tm[m] / 1e3);

@@ -1493,9 +1493,15 @@ static void ipcp__drive_staged(ipcp__xfer_t *x, ipcp__qset_t *qa,
     dir->dstage_busy++;
     dir->dstage_b = b;
     x->drive_staged = 1;
+    /* Trace: the copies in after the direct pieces, the copies out after
+     * them (ipcp__xfer_drive makes room for both). */
+    uint64_t nchunks = ipcp__div_up(slen, unit);
     for (uint64_t k = 0, off = 0; off < slen; k++, off += unit) {
         uint64_t n = ipcp__min(unit, slen - off);
+        ipcp__trace_piece(x, np + nchunks + k, qa, 0, n, 1);
         ipcp__enq_check(t, qa->ops->copy(a, st + off, s + dlen + off, n, t));
+        ipcp__trace_piece(x, np + nchunks + k, qa, 0, n, 0);
+        ipcp__trace_piece_out(x, np + nchunks + k);
         ipcp__enq_check(t, join_b ? join_b(b, a) : IPCP_ERR_UNSUPPORTED);
         ipcp__trace_piece(x, np + k, qb, (int)sb_q, n, 1);
         ipcp__enq_check(t, qb->ops->copy(b, d + dlen + off, st + off, n, t));
@@ -1609,8 +1615,9 @@ static int ipcp__xfer_drive(ipcp_comm_t *comm, ipcp__peer_t *peer,
 
     ipcp__stage_flush(comm, qa);
     ipcp__stage_flush(comm, qb);
-    ipcp__xfer_begin(comm, peer, req, 1, np + nchunks);
+    ipcp__xfer_begin(comm, peer, req, 1, np + 2 * nchunks);
     ipcp__xfer_t *x = &req->xfer;
+    x->tbase = np; /* the staged part's copies are traced after the direct */
     x->import = imp;
     x->drive_id = rts->id;
     uint64_t seq = ++peer->rx.dseq; /* from 1: the watch's flags start at 0 */

@@ -1,9 +1,18 @@
 #!/usr/bin/env python3
-"""Checks a trace written by IPCPIPE_TRACE (test_trace.c's run)."""
+"""Checks a trace written by IPCPIPE_TRACE (test_trace.c's run).
+
+    check_trace.py TRACE.json
+    check_trace.py --driven TRACE.json TRACE_STATS.py
+
+The second form checks the run of test_trace.c's "driven" mode, and that
+trace_stats.py pairs the staged part's copies out and in."""
 import json
+import re
+import subprocess
 import sys
 
 STAGED, DIRECT = 3 << 20, (5 << 20) + 7
+DRIVEN = (9 << 20) + 5
 
 
 def fail(msg):
@@ -11,11 +20,55 @@ def fail(msg):
     sys.exit(1)
 
 
-def main(path):
+def load(path):
     with open(path) as f:
         events = json.load(f)
     if not isinstance(events, list) or not events:
         fail("not a non-empty JSON array")
+    return events
+
+
+def driven(path, stats):
+    """Rank 1 copied everything: direct pieces (path "striped"), the staged
+    part out of rank 0's buffer ("stage": "out") and into its own, the two
+    halves on tracks of their own and of equal bytes."""
+    copies = [e for e in load(path)
+              if e.get("ph") == "X" and e.get("name") == "copy"]
+    if any(e["pid"] != 1 for e in copies):
+        fail("rank 0 has copies: the receiver should have made them all")
+    parts = {"direct": [], "out": [], "in": []}
+    for e in copies:
+        a = e["args"]
+        if a["path"] == "striped":
+            parts["direct"].append(e)
+        elif a["path"] == "staged":
+            parts["out" if a.get("stage") == "out" else "in"].append(e)
+        else:
+            fail(f"a copy of path {a['path']}: {e}")
+    n = {k: sum(e["args"]["bytes"] for e in v) for k, v in parts.items()}
+    if not n["in"] or n["out"] != n["in"]:
+        fail(f"staged bytes out {n['out']}, in {n['in']}: expected equal, "
+             "and more than none")
+    if n["direct"] + n["in"] != DRIVEN:
+        fail(f"direct {n['direct']} + staged {n['in']} bytes, expected "
+             f"{DRIVEN}")
+    tracks = {k: {e["tid"] for e in v} for k, v in parts.items()}
+    if tracks["out"] & (tracks["in"] | tracks["direct"]):
+        fail(f"copies out share a track with others: {tracks}")
+    res = subprocess.run([sys.executable, stats, path], capture_output=True,
+                         text=True)
+    chunks = len(parts["in"])
+    want = (rf"staged rank 0 -> rank 1: {chunks} chunks paired "
+            rf"\({chunks} / {chunks}\)")
+    if res.returncode != 0 or not re.search(want, res.stdout):
+        fail(f"trace_stats.py (rc {res.returncode}) did not print "
+             f"'{want}':\n{res.stdout}{res.stderr}")
+    print(f"driven trace ok: direct {n['direct']}, staged {n['in']} bytes "
+          f"in {chunks} chunks")
+
+
+def main(path):
+    events = load(path)
     last = {}
     copied = {}
     summary = None
@@ -49,4 +102,10 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if len(sys.argv) == 4 and sys.argv[1] == "--driven":
+        driven(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 2:
+        main(sys.argv[1])
+    else:
+        print(__doc__.strip(), file=sys.stderr)
+        sys.exit(2)
