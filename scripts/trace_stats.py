@@ -9,7 +9,10 @@ longer than --gap-max-us, default 2000, are counted as pauses between
 transfers, not inside one).  Per direction of the staged path: the
 hand-over, from the end of the sender's copy of a chunk into the ring to
 the start of the receiver's copy of it out of the ring (the i-th staged
-copy of one side paired with the i-th of the other, in start order).
+copy of one side paired with the i-th of the other, in start order); for
+transfers the receiver copies itself, from the end of its copy of a chunk
+into its stage ("stage": "out") to the start of its copy of it into the
+receive buffer ("stage": "in"), on a line of their own.
 
 The trace's own stamps sit between the copies of a queue, so the gaps
 include their cost; compare runs traced the same way."""
@@ -69,8 +72,9 @@ def main(argv):
 
     # Staged chunks: the sender's copies into the ring are on its "to rank
     # R" tracks, the receiver's copies out on its "from rank S" tracks.  A
-    # receiver-driven transfer makes both in the receiver, on "from" tracks:
-    # its copies into the stage are marked "stage": "out".
+    # receiver-driven transfer makes both halves in the receiver, on "from"
+    # tracks, marked "stage": "out" (into its stage) and "in"; they are
+    # paired apart from the ring's.
     sides = {}
     for (pid, tid), cs in tracks.items():
         m = re.match(r"(to|from) rank (\d+)", names.get((pid, tid), ""))
@@ -81,9 +85,11 @@ def main(argv):
         for e in cs:
             if e["args"].get("path") != "staged":
                 continue
-            out = m.group(1) == "to" or e["args"].get("stage") == "out"
-            sides.setdefault(flow, ([], []))[0 if out else 1].append(e)
-    for (src, dst), (out, inn) in sorted(sides.items()):
+            half = e["args"].get("stage")
+            out = half == "out" if half else m.group(1) == "to"
+            key = flow + (half is not None,)
+            sides.setdefault(key, ([], []))[0 if out else 1].append(e)
+    for (src, dst, driven), (out, inn) in sorted(sides.items()):
         if not out or not inn:
             continue
         out.sort(key=lambda e: e["ts"])
@@ -91,9 +97,10 @@ def main(argv):
         n = min(len(out), len(inn))
         hand = [inn[i]["ts"] - (out[i]["ts"] + out[i]["dur"])
                 for i in range(n)]
-        print("staged rank %d -> rank %d: %d chunks paired (%d / %d), "
+        print("staged rank %d -> rank %d%s: %d chunks paired (%d / %d), "
               "hand-over median %.1f us, p10 %.1f, p90 %.1f" %
-              (src, dst, n, len(out), len(inn), statistics.median(hand),
+              (src, dst, " (receiver-driven)" if driven else "", n,
+               len(out), len(inn), statistics.median(hand),
                pct(hand, 0.1), pct(hand, 0.9)))
     transfers(events, names)
     protocol(events)

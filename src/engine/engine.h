@@ -106,9 +106,13 @@ typedef struct ipcp__stamp {
     uint64_t a, b;
     uint64_t bytes;
     uint16_t q;
-    uint8_t qset; /* the queue's set: a driven transfer copies on two */
-    uint8_t out;  /* a driven staged part's copy out, into the stage */
+    uint8_t qset;  /* the queue's set: a driven transfer copies on two */
+    uint8_t stage; /* a driven staged part's copy: IPCP_STAGE_OUT/IN */
 } ipcp__stamp_t;
+
+/* The two halves of a receiver-driven staged part, as a trace tells them
+ * apart: out of the sender's buffer into the stage, then into ours. */
+enum { IPCP_STAGE_OUT = 1, IPCP_STAGE_IN = 2 };
 
 /* A set of queues of one backend and device, for one peer and direction. */
 typedef struct ipcp__qset {
@@ -750,8 +754,8 @@ void ipcp__trace_prepare(ipcp_comm_t *comm, ipcp__xfer_t *x, size_t n);
 void ipcp__trace_mark(ipcp_request_t *req, int mark);
 void ipcp__trace_piece(ipcp__xfer_t *x, size_t i, ipcp__qset_t *qs, int qi,
                        uint64_t bytes, int before);
-/* Piece i is a driven staged part's copy out of the sender's buffer. */
-void ipcp__trace_piece_out(ipcp__xfer_t *x, size_t i);
+/* Piece i is one half of a driven staged part's chunk (IPCP_STAGE_*). */
+void ipcp__trace_piece_stage(ipcp__xfer_t *x, size_t i, int half);
 void ipcp__trace_xfer(ipcp_comm_t *comm, ipcp__xfer_t *x, int rx, int path);
 /* A send the receiver copied (IPCPIPE_DRIVE), ended by its last message:
  * the protocol's marks on one span from the call (no copies of ours). */

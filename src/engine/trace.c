@@ -1,7 +1,11 @@
 /* Timeline traces (IPCPIPE_TRACE=file.json): Chrome/Perfetto trace events,
  * one process per rank, one track per peer, direction and queue, one slice
  * per chunk copy (bytes and path in its arguments) and per flag wait, and
- * one per transfer on the rank's request track.
+ * one per transfer on the rank's request track.  A transfer the receiver
+ * copies itself has all its copies in the receiver, on the queues they ran
+ * on (the sender's GPU's for the direct part and for the staged part's
+ * copies out of its buffer, marked "stage": "out"; the receive buffer's
+ * for the copies in, "stage": "in").
  *
  * Times come from the queues themselves (backend stamp operations: the
  * host's clock, or CUDA events converted to it), all CLOCK_MONOTONIC, which
@@ -31,8 +35,8 @@ struct ipcp__trace_ev {
     uint16_t kind;
     uint16_t path;
     int32_t peer;
-    int32_t rx; /* a transfer: 1 when this side receives */
-    int32_t out; /* a copy: a driven staged part's copy out */
+    int32_t rx;    /* a transfer: 1 when this side receives */
+    int32_t stage; /* a copy: half of a driven staged part (IPCP_STAGE_*) */
 };
 
 /* Track ids: the peer, the direction, the queue set and the queue; the
@@ -126,10 +130,10 @@ void ipcp__trace_piece(ipcp__xfer_t *x, size_t i, ipcp__qset_t *qs, int qi,
     qs->ops->stamp(qs->q[qi], before ? &s->a : &s->b);
 }
 
-void ipcp__trace_piece_out(ipcp__xfer_t *x, size_t i)
+void ipcp__trace_piece_stage(ipcp__xfer_t *x, size_t i, int half)
 {
     if (i < x->nstamps)
-        x->stamps[i].out = 1;
+        x->stamps[i].stage = (uint8_t)half;
 }
 
 /* The end of the last piece on track tid, in a table of the tracks of one
@@ -175,7 +179,7 @@ void ipcp__trace_xfer(ipcp_comm_t *comm, ipcp__xfer_t *x, int rx, int path)
         if (p && s->a > *p) {
             e.kind = IPCP_TEV_WAIT;
             e.path = (uint16_t)path;
-            e.out = 0;
+            e.stage = 0;
             e.ts = *p;
             e.dur = s->a - *p;
             e.bytes = 0;
@@ -187,7 +191,7 @@ void ipcp__trace_xfer(ipcp_comm_t *comm, ipcp__xfer_t *x, int rx, int path)
         e.path = (uint16_t)(path == IPCP_PATH_STRIPED && i >= x->tbase
                                 ? IPCP_PATH_STAGED
                                 : path);
-        e.out = s->out;
+        e.stage = s->stage;
         e.ts = s->a;
         e.dur = s->b > s->a ? s->b - s->a : 0;
         e.bytes = s->bytes;
@@ -284,8 +288,9 @@ static void ipcp__trace_write_part(ipcp_comm_t *comm, const char *path)
         /* Marks in the trace's time unit (us), on the same clock as ts. */
         if (e->kind == IPCP_TEV_XFER)
             fprintf(f, ",\"side\":\"%s\"", e->rx ? "recv" : "send");
-        if (e->kind == IPCP_TEV_COPY && e->out)
-            fputs(",\"stage\":\"out\"", f);
+        if (e->kind == IPCP_TEV_COPY && e->stage)
+            fprintf(f, ",\"stage\":\"%s\"",
+                    e->stage == IPCP_STAGE_OUT ? "out" : "in");
         for (int m = 0; m < IPCP_TM_N; m++)
             if (e->tm[m])
                 fprintf(f, ",\"%s\":%.3f", marks[m], (double)e->tm[m] / 1e3);

@@ -1479,7 +1479,7 @@ static int ipcp__drive_map(ipcp_comm_t *comm, ipcp__peer_t *peer,
 static void ipcp__drive_staged(ipcp__xfer_t *x, ipcp__qset_t *qa,
                                ipcp__qset_t *qb, const char *s, char *d,
                                uint64_t dlen, uint64_t slen, unsigned np,
-                               unsigned *ma, unsigned *mb)
+                               uint64_t nchunks, unsigned *ma, unsigned *mb)
 {
     ipcp__dir_t *dir = &x->peer->rx;
     ipcp__track_t *t = &x->track;
@@ -1493,19 +1493,20 @@ static void ipcp__drive_staged(ipcp__xfer_t *x, ipcp__qset_t *qa,
     dir->dstage_busy++;
     dir->dstage_b = b;
     x->drive_staged = 1;
-    /* Trace: the copies in after the direct pieces, the copies out after
-     * them (ipcp__xfer_drive makes room for both). */
-    uint64_t nchunks = ipcp__div_up(slen, unit);
+    /* Trace pieces: np + k the chunk's copy in, np + nchunks + k its copy
+     * out; both past x->tbase, where a striped transfer's staged copies
+     * begin. */
     for (uint64_t k = 0, off = 0; off < slen; k++, off += unit) {
         uint64_t n = ipcp__min(unit, slen - off);
         ipcp__trace_piece(x, np + nchunks + k, qa, 0, n, 1);
         ipcp__enq_check(t, qa->ops->copy(a, st + off, s + dlen + off, n, t));
         ipcp__trace_piece(x, np + nchunks + k, qa, 0, n, 0);
-        ipcp__trace_piece_out(x, np + nchunks + k);
+        ipcp__trace_piece_stage(x, np + nchunks + k, IPCP_STAGE_OUT);
         ipcp__enq_check(t, join_b ? join_b(b, a) : IPCP_ERR_UNSUPPORTED);
         ipcp__trace_piece(x, np + k, qb, (int)sb_q, n, 1);
         ipcp__enq_check(t, qb->ops->copy(b, d + dlen + off, st + off, n, t));
         ipcp__trace_piece(x, np + k, qb, (int)sb_q, n, 0);
+        ipcp__trace_piece_stage(x, np + k, IPCP_STAGE_IN);
     }
     *ma |= 1u;
     *mb |= 1u << sb_q;
@@ -1615,9 +1616,12 @@ static int ipcp__xfer_drive(ipcp_comm_t *comm, ipcp__peer_t *peer,
 
     ipcp__stage_flush(comm, qa);
     ipcp__stage_flush(comm, qb);
+    /* Traced: the direct pieces, the staged part's copies in (at tbase + k,
+     * as the ring's receiving side traces chunk k), then its copies out
+     * (ipcp__drive_staged). */
     ipcp__xfer_begin(comm, peer, req, 1, np + 2 * nchunks);
     ipcp__xfer_t *x = &req->xfer;
-    x->tbase = np; /* the staged part's copies are traced after the direct */
+    x->tbase = np;
     x->import = imp;
     x->drive_id = rts->id;
     uint64_t seq = ++peer->rx.dseq; /* from 1: the watch's flags start at 0 */
@@ -1638,7 +1642,8 @@ static int ipcp__xfer_drive(ipcp_comm_t *comm, ipcp__peer_t *peer,
         ma |= 1u << qi;
     }
     if (slen)
-        ipcp__drive_staged(x, qa, qb, s, d, dlen, slen, np, &ma, &mb);
+        ipcp__drive_staged(x, qa, qb, s, d, dlen, slen, np, nchunks, &ma,
+                           &mb);
     if (watched)
         ipcp__drive_watch(x, qa, qb, &w, seq, np, lo, slen);
     if (qa == qb) {
