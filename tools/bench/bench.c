@@ -82,7 +82,7 @@ static const char usage_text[] =
     "  --list          print the selected case names and exit\n"
     "  --iters N       timed repetitions per case, and ping-pong rounds\n"
     "                  (default: 2 GiB / (window * size) repetitions and\n"
-    "                  2 GiB / size rounds, each between 30 and 1000)\n"
+    "                  2 GiB / size rounds, each between 40 and 1000)\n"
     "  --warmup N      untimed transfers before timing (default 2)\n"
     "  --lat-max SIZE  ping-pong latency up to this size (default 64K;\n"
     "                  0: never)\n"
@@ -186,7 +186,7 @@ int bench_window(const bench_opts_t *o, size_t size)
     return w < 1 ? 1 : w > BENCH_WINDOW_MAX ? BENCH_WINDOW_MAX : (int)w;
 }
 
-/* About 2 GiB per case, at least 30 repetitions and at most 1000 barriers.
+/* About 2 GiB per case, at least 40 repetitions and at most 1000 barriers.
  * With ten at least, the medians of 256 MiB striped runs on one machine
  * spread over 3-4% of the ceiling (105.3-108.6%; 104.0 and 108.1%), those
  * of 40 repetitions over 0.4% at most (108.1-108.5%; 107.3 and 107.3%):
@@ -195,7 +195,7 @@ int bench_window(const bench_opts_t *o, size_t size)
 static int clamp_reps(size_t bytes_per_rep)
 {
     size_t n = 2 * GIB / (bytes_per_rep ? bytes_per_rep : 1);
-    return n < 30 ? 30 : n > 1000 ? 1000 : (int)n;
+    return n < 40 ? 40 : n > 1000 ? 1000 : (int)n;
 }
 
 int bench_reps(const bench_opts_t *o, size_t size)
