@@ -2,17 +2,18 @@
 """Checks a trace written by IPCPIPE_TRACE (test_trace.c's run).
 
     check_trace.py TRACE.json
-    check_trace.py --driven TRACE.json TRACE_STATS.py
+    check_trace.py --driven TRACE.json TRACE_STATS.py BYTES [SRC:DST]
 
-The second form checks the run of test_trace.c's "driven" mode, and that
-trace_stats.py pairs the staged part's copies out and in."""
+The second form checks a transfer of BYTES from rank 0 to rank 1 that rank
+1 copied itself, striped (test_trace.c's "driven" mode on host memory, or
+test_cuda_sendrecv between GPUs SRC and DST), and that trace_stats.py
+pairs the staged part's copies out and in."""
 import json
 import re
 import subprocess
 import sys
 
 STAGED, DIRECT = 3 << 20, (5 << 20) + 7
-DRIVEN = (9 << 20) + 5
 
 
 def fail(msg):
@@ -28,13 +29,16 @@ def load(path):
     return events
 
 
-def driven(path, stats):
+def driven(path, stats, nbytes, devices):
     """Rank 1 copied everything: direct pieces (path "striped"), the staged
     part out of rank 0's buffer into its stage ("stage": "out") and from
     there into its own ("stage": "in"), the two halves on tracks of their
-    own and of equal bytes."""
+    own and of equal bytes; between GPUs, the direct part and the copies
+    out on the sender's GPU's queues, the copies in on the receiver's."""
     events = load(path)
     check_tracks(events)
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e.get("name") == "thread_name"}
     copies = [e for e in events
               if e.get("ph") == "X" and e.get("name") == "copy"]
     if any(e["pid"] != 1 for e in copies):
@@ -52,12 +56,20 @@ def driven(path, stats):
     if not n["in"] or n["out"] != n["in"]:
         fail(f"staged bytes out {n['out']}, in {n['in']}: expected equal, "
              "and more than none")
-    if n["direct"] + n["in"] != DRIVEN:
+    if n["direct"] + n["in"] != nbytes:
         fail(f"direct {n['direct']} + staged {n['in']} bytes, expected "
-             f"{DRIVEN}")
+             f"{nbytes}")
     tracks = {k: {e["tid"] for e in v} for k, v in parts.items()}
     if tracks["out"] & (tracks["in"] | tracks["direct"]):
         fail(f"copies out share a track with others: {tracks}")
+    if devices:
+        src, dst = devices.split(":")
+        for part, dev in (("direct", src), ("out", src), ("in", dst)):
+            for tid in tracks[part]:
+                name = names.get((1, tid), "")
+                if not name.startswith(f"from rank 0, cuda device {dev} "):
+                    fail(f"{part} copies on track '{name}', expected one "
+                         f"of rank 1's queues of GPU {dev}")
     res = subprocess.run([sys.executable, stats, path], capture_output=True,
                          text=True)
     chunks = len(parts["in"])
@@ -117,8 +129,9 @@ def main(path):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--driven":
-        driven(sys.argv[2], sys.argv[3])
+    if len(sys.argv) in (5, 6) and sys.argv[1] == "--driven":
+        driven(sys.argv[2], sys.argv[3], int(sys.argv[4]),
+               sys.argv[5] if len(sys.argv) == 6 else None)
     elif len(sys.argv) == 2:
         main(sys.argv[1])
     else:
