@@ -343,6 +343,7 @@ typedef struct ipcp__xfer {
      * (ids start at 1; 0: not driven), answered with a DRIVEN CTS when it
      * completes */
     int drive_staged; /* counted in peer->rx.dstage_busy until it ends well */
+    int early; /* its request completed before its notifies came back */
     uint64_t drive_id;
     ipcp__stage_t stage;    /* staged chunks still to enqueue */
     ipcp__watch_t watch;    /* receiving side of a striped transfer */
@@ -373,6 +374,10 @@ struct ipcp_request {
     /* completion (written under comm->lock; done is also read without it
      * by callers that spin before they sleep) */
     atomic_int done;
+    /* The owner's reference, and the engine's while a transfer whose
+     * request completed early still runs (ipcp__xfer_end_early); the last
+     * ipcp__req_free frees. */
+    atomic_int refs;
     ipcp_status_t status;
     char errmsg[IPCP_ERRMSG_MAX];
     ipcp__xfer_t xfer;
@@ -557,7 +562,13 @@ ipcp_status_t ipcp__peer_postv(ipcp_comm_t *comm, ipcp__peer_t *peer,
 void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why);
 /* Track callback: hands the finished transfer to the progress thread. */
 void ipcp__xfer_track_done(ipcp__track_t *t);
+/* Completes the user's request of a transfer whose data is all in place
+ * (its queues' flags seen), before its track ends; the request then stays
+ * allocated until ipcp__run_done.  Progress thread only. */
+void ipcp__xfer_end_early(ipcp__xfer_t *x);
 ipcp_request_t *ipcp__req_new(ipcp_comm_t *comm, int type);
+/* Drops a reference (the owner's, or the engine's after an early end);
+ * the last one frees. */
 void ipcp__req_free(ipcp_request_t *req);
 void ipcp__comm_teardown(ipcp_comm_t *comm);
 /* Tells every peer the path this rank forces on what it receives. */

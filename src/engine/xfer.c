@@ -435,6 +435,7 @@ static void ipcp__xfer_begin(ipcp_comm_t *comm, ipcp__peer_t *peer,
     x->err_seq2 = 0;
     x->drive_id = 0;
     x->drive_staged = 0;
+    x->early = 0;
     memset(&x->stage, 0, sizeof(x->stage)); /* no staged chunks */
     x->watch.on = 0;
     ipcp__track_init(&x->track, 1, ipcp__xfer_track_done, x);
@@ -881,6 +882,10 @@ void ipcp__stripe_watch(ipcp_comm_t *comm)
         }
         if (!w->t_staged && ipcp__watch_reached(w->last, w->last_v))
             w->t_staged = now ? now : (now = ipcp__now_ns());
+        /* A driven transfer's flags are its own queues', raised after the
+         * last copy of each: its data is in place. */
+        if (w->t_direct && w->t_staged && x->drive_id)
+            ipcp__xfer_end_early(x);
     }
 }
 
