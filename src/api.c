@@ -381,6 +381,9 @@ static ipcp_status_t ipcp__wait_req(ipcp_request_t *req, ipcp_xfer_info_t *info)
     }
     if (st != IPCP_OK)
         ipcp__set_last_error(req->errmsg);
+    /* Dead to its owner even while the engine still holds it (a transfer
+     * ended early): a second wait on it is refused, not a second free. */
+    req->magic = IPCP_DEAD_MAGIC;
     ipcp__req_free(req);
     return st;
 }

@@ -142,6 +142,10 @@ void ipcp__req_complete(ipcp_request_t *req, ipcp_status_t st,
  * H200 put 3 us between the last copy's end and the track's, 3 more to
  * the progress thread's end of it, at 256 MiB).  Stream-ordered requests
  * end in their stream; a send that offered its buffer ends at its CTS. */
+static void ipcp__drive_end(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                            uint64_t id, ipcp_path_t path, ipcp_status_t st,
+                            const char *msg);
+
 void ipcp__xfer_end_early(ipcp__xfer_t *x)
 {
     ipcp_request_t *req = x->req;
@@ -149,8 +153,15 @@ void ipcp__xfer_end_early(ipcp__xfer_t *x)
         !ipcp__track_ok(&x->track))
         return;
     x->early = 1;
+    x->comm->early_live++;
     atomic_fetch_add_explicit(&req->refs, 1, memory_order_relaxed);
     ipcp__req_complete(req, IPCP_OK, NULL);
+    /* Every read of the sender's buffer is done too (the copies out of it
+     * come before the flags): its end goes now, on this thread, so that
+     * no goodbye of ours can overtake it. */
+    if (x->drive_id)
+        ipcp__drive_end(x->comm, x->peer, x->drive_id, req->path, IPCP_OK,
+                        NULL);
 }
 
 void ipcp__xfer_track_done(ipcp__track_t *t)
@@ -390,6 +401,21 @@ static int ipcp__peer_read_inbox(ipcp_comm_t *comm, ipcp__peer_t *peer)
 
 /* ---- Commands and completions ------------------------------------------ */
 
+/* Goodbye to every peer.  The trace part goes out before: rank 0 merges
+ * the parts once every peer has said it. */
+static void ipcp__bye_send(ipcp_comm_t *comm, ipcp_request_t *req)
+{
+    ipcp__trace_flush(comm);
+    comm->bye_req = req;
+    for (int r = 0; r < comm->size; r++) {
+        ipcp__msg_hdr_t bye = {IPCP_MSG_BYE, 0};
+        if (r != comm->rank && !comm->peers[r].closed)
+            ipcp__peer_post(comm, &comm->peers[r], &bye, sizeof(bye), NULL,
+                            0);
+    }
+    comm->bye_deadline = ipcp__now_s() + comm->timeout_s;
+}
+
 static void ipcp__run_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
 {
     switch (req->type) {
@@ -421,17 +447,13 @@ static void ipcp__run_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
         ipcp__req_complete(req, IPCP_OK, NULL);
         break;
     case IPCP_REQ_BYE:
-        /* The trace part goes out before goodbye: rank 0 merges the parts
-         * once every peer has said it. */
-        ipcp__trace_flush(comm);
-        comm->bye_req = req;
-        for (int r = 0; r < comm->size; r++) {
-            ipcp__msg_hdr_t bye = {IPCP_MSG_BYE, 0};
-            if (r != comm->rank && !comm->peers[r].closed)
-                ipcp__peer_post(comm, &comm->peers[r], &bye, sizeof(bye),
-                                NULL, 0);
+        /* Transfers whose requests ended early end first (their trace
+         * events, their releases): ipcp__run_done sends it then. */
+        if (comm->early_live) {
+            comm->bye_held = req;
+            break;
         }
-        comm->bye_deadline = ipcp__now_s() + comm->timeout_s;
+        ipcp__bye_send(comm, req);
         break;
     default:
         ipcp__req_complete(req, IPCP_ERR_STATE, "unknown command");
@@ -495,15 +517,16 @@ static void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
     ipcp__track_destroy(&x->track);
     /* A failed one may have ended before its copies (a notify that could
      * not be enqueued ends its track at once): it stays counted, and later
-     * ones keep joining its queue. */
-    if (x->drive_staged && st == IPCP_OK)
+     * ones keep joining its queue.  One whose data was seen in place
+     * (early) ended after its copies. */
+    int early = x->early;
+    if (x->drive_staged && (st == IPCP_OK || early))
         x->peer->rx.dstage_busy--;
     /* Read before the request completes: its owner may free it then. */
     uint64_t drive_id = x->drive_id;
     ipcp__peer_t *peer = x->peer;
     ipcp_request_t *req = x->req;
     ipcp_path_t path = req->path;
-    int early = x->early;
     if (!early)
         ipcp__req_complete(req, st, msg);
     else if (st != IPCP_OK) /* its data was in place: only a notify failed */
@@ -511,10 +534,16 @@ static void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
                   "its data was in place: %s", peer->rank, msg);
     /* After our own caller is told: the receive's end is what is waited
      * for (and timed); the sender's buffer is free a moment later. */
-    if (drive_id)
+    if (drive_id && !early) /* else ipcp__xfer_end_early sent it */
         ipcp__drive_end(comm, peer, drive_id, path, st, msg);
-    if (early)
-        ipcp__req_free(req); /* the engine's reference */
+    if (!early)
+        return;
+    ipcp__req_free(req); /* the engine's reference */
+    if (--comm->early_live == 0 && comm->bye_held) {
+        ipcp_request_t *bye = comm->bye_held;
+        comm->bye_held = NULL;
+        ipcp__bye_send(comm, bye);
+    }
 }
 
 /* Returns how many commands and completions it ran. */

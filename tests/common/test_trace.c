@@ -66,7 +66,10 @@ static int rank_main(int argc, char **argv)
         driven(comm, buf, 43);
     else
         two_paths(comm, buf, 42);
-    T_OK(ipcp_barrier(comm));
+    /* Driven: each rank finalizes as soon as its call returned, so that the
+     * receiver's goodbye races what the sender still waits for. */
+    if (!drive)
+        T_OK(ipcp_barrier(comm));
     T_OK(ipcp_mem_free(comm, buf));
     T_OK(ipcp_finalize(comm));
     return 0;

@@ -4,7 +4,7 @@
  *
  *   test_cuda_sendrecv --size S --path direct|staged|auto --send KIND
  *       --recv KIND [--devices same|split|isolated] [--soff N] [--roff N]
- *       [--iters N] [--kill sender|receiver]
+ *       [--iters N] [--kill sender|receiver] [--end barrier|none]
  *
  * KIND: dev (cuMemAlloc: the user's memory, exported by legacy IPC), vmm
  * (ipcp_mem_alloc of CUDA memory), host (malloc), hostmem (ipcp_mem_alloc
@@ -23,6 +23,10 @@
  * A forced direct path can serve only a receive buffer from ipcp_mem_alloc
  * of the same kind of memory as the send buffer; otherwise both sides must
  * fail with IPCP_ERR_UNSUPPORTED and say why.
+ *
+ * --end none: each rank frees its buffer and finalizes as soon as its own
+ * call returned, with no barrier first (the receiver's goodbye must not
+ * overtake what the sender still waits for).
  *
  * --iters N repeats the transfer N times and has the receiver print the
  * bandwidth of all but the first (which makes the mappings, streams and
@@ -49,6 +53,7 @@ typedef struct cfg {
     int isolated;
     int kill; /* 0, or 1 + the rank that dies (0 sender, 1 receiver) */
     long iters;
+    int end_barrier; /* 0: each rank finalizes as soon as its side ended */
 } cfg_t;
 
 
@@ -80,6 +85,10 @@ static cfg_t parse(int argc, char **argv)
     c.send = parse_kind(ct_opt(argc, argv, "--send", "vmm"));
     c.recv = parse_kind(ct_opt(argc, argv, "--recv", "vmm"));
     c.iters = atol(ct_opt(argc, argv, "--iters", "1"));
+    const char *e = ct_opt(argc, argv, "--end", "barrier");
+    if (strcmp(e, "barrier") != 0 && strcmp(e, "none") != 0)
+        T_FAIL("unknown --end \"%s\" (barrier, none)", e);
+    c.end_barrier = strcmp(e, "barrier") == 0;
     if (c.iters < 1)
         T_FAIL("--iters must be at least 1");
     if (strcmp(p, "direct") == 0)
@@ -309,7 +318,8 @@ static void run_sender(ipcp_comm_t *comm, const cfg_t *c, int device,
     else
         T_STATUS(st, IPCP_ERR_UNSUPPORTED);
     buf_verify(&b, gseed, seed, "send buffer after the send");
-    T_OK(ipcp_barrier(comm));
+    if (c->end_barrier)
+        T_OK(ipcp_barrier(comm));
     buf_free(comm, &b);
 }
 
@@ -360,7 +370,8 @@ static void run_receiver(ipcp_comm_t *comm, const cfg_t *c, int device,
             T_CHECK(info.path != IPCP_PATH_AUTO);
         buf_verify(&b, gseed, seed, "received data");
     }
-    T_OK(ipcp_barrier(comm));
+    if (c->end_barrier)
+        T_OK(ipcp_barrier(comm));
     buf_free(comm, &b);
 }
 

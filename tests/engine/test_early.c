@@ -27,6 +27,7 @@ static void fake_comm(void)
     comm.cfg = &cfg;
     comm.size = 2;
     comm.peers = peers;
+    peers[1].closed = 1; /* the sender's end (a DRIVEN CTS) is not sent */
     ipcp__list_init(&comm.watching);
     pthread_mutex_init(&comm.lock, NULL);
     pthread_cond_init(&comm.cond, NULL);
@@ -97,9 +98,11 @@ static void case_both(void)
     T_EQ_INT(done(req), 1);
     T_EQ_INT(req->status, IPCP_OK);
     T_EQ_INT(req->xfer.early, 1);
+    T_EQ_INT(comm.early_live, 1);
     T_EQ_INT(atomic_load(&req->refs), 2);
     ipcp__stripe_watch(&comm); /* seen again: nothing more */
     T_EQ_INT(atomic_load(&req->refs), 2);
+    T_EQ_INT(comm.early_live, 1);
     drop(req);
     ipcp__req_free(req); /* the owner's */
     T_EQ_INT(atomic_load(&req->refs), 1);
@@ -128,6 +131,7 @@ static void case_not(void)
         T_EQ_INT(done(all[i]), 0);
         T_EQ_INT(all[i]->xfer.early, 0);
         T_EQ_INT(atomic_load(&all[i]->refs), 1);
+        T_EQ_INT(comm.early_live, 0);
         all[i]->sync = NULL;
         drop(all[i]);
         ipcp__req_free(all[i]);
