@@ -82,17 +82,46 @@ static void cuda_poll_finish(ipcp__cuda_poller_t *p, cuda_pending_t *e,
     pthread_mutex_unlock(&p->lock);
 }
 
+/* Queues a pass holds back at most; past that it holds back every queue. */
+#define CUDA_POLL_HELD 64
+
+/* Whether an earlier event of e's queue was found not ready in this pass.
+ * One queue's events end in order, but the GPU may pass an earlier one and
+ * a later one between two queries of a pass: ending the later one first (a
+ * notify, whose transfer may then end and free its trace stamps) before
+ * the earlier one (a stamp written into them) would write freed memory. */
+static int cuda_poll_held(const cuda_pending_t *e,
+                          const atomic_int *const *held, int nheld)
+{
+    if (nheld > CUDA_POLL_HELD)
+        return 1;
+    for (int i = 0; i < nheld; i++)
+        if (held[i] == e->count)
+            return 1;
+    return 0;
+}
+
 /* One pass over the outstanding events, in order; returns what is left. */
 static cuda_pending_t *cuda_poll_pass(ipcp__cuda_poller_t *p,
                                       ipcp__backend_t *be,
                                       cuda_pending_t *list)
 {
     cuda_pending_t *keep = NULL, **kt = &keep;
+    const atomic_int *held[CUDA_POLL_HELD];
+    int nheld = 0;
     while (list) {
         cuda_pending_t *e = list;
         list = e->next;
-        ipcp__cuda_bind(be, e->ctx);
-        CUresult r = IPCP_CU(cuEventQuery)(e->ev);
+        CUresult r = CUDA_ERROR_NOT_READY;
+        if (!cuda_poll_held(e, held, nheld)) {
+            ipcp__cuda_bind(be, e->ctx);
+            r = IPCP_CU(cuEventQuery)(e->ev);
+            if (r == CUDA_ERROR_NOT_READY) {
+                if (nheld < CUDA_POLL_HELD)
+                    held[nheld] = e->count;
+                nheld++;
+            }
+        }
         if (r == CUDA_ERROR_NOT_READY) {
             e->next = NULL;
             *kt = e;
