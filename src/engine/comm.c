@@ -135,6 +135,10 @@ void ipcp__req_complete(ipcp_request_t *req, ipcp_status_t st,
     pthread_mutex_unlock(&comm->lock);
 }
 
+static void ipcp__drive_end(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                            uint64_t id, ipcp_path_t path, ipcp_status_t st,
+                            const char *msg);
+
 /* A user's receive waits for the data only: once every queue of the
  * transfer has raised its flag after its last copy (a failed copy skips
  * the writes after it), the notifies behind the flags and their way back
@@ -142,10 +146,6 @@ void ipcp__req_complete(ipcp_request_t *req, ipcp_status_t st,
  * H200 put 3 us between the last copy's end and the track's, 3 more to
  * the progress thread's end of it, at 256 MiB).  Stream-ordered requests
  * end in their stream; a send that offered its buffer ends at its CTS. */
-static void ipcp__drive_end(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                            uint64_t id, ipcp_path_t path, ipcp_status_t st,
-                            const char *msg);
-
 void ipcp__xfer_end_early(ipcp__xfer_t *x)
 {
     ipcp_request_t *req = x->req;
@@ -451,6 +451,7 @@ static void ipcp__run_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
          * events, their releases): ipcp__run_done sends it then. */
         if (comm->early_live) {
             comm->bye_held = req;
+            comm->bye_deadline = ipcp__now_s() + comm->timeout_s;
             break;
         }
         ipcp__bye_send(comm, req);
@@ -529,9 +530,11 @@ static void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
     ipcp_path_t path = req->path;
     if (!early)
         ipcp__req_complete(req, st, msg);
-    else if (st != IPCP_OK) /* its data was in place: only a notify failed */
-        IPCP_WARN(IPCP_SUB_ENGINE, "a transfer from rank %d failed after "
-                  "its data was in place: %s", peer->rank, msg);
+    else if (st != IPCP_OK) /* after its data was in place: mostly the
+                              * peer gone after its send returned */
+        IPCP_LOG(peer->bye ? IPCP_LOG_INFO : IPCP_LOG_WARN, IPCP_SUB_ENGINE,
+                 "a transfer from rank %d failed after its data was in "
+                 "place (its receive had ended well): %s", peer->rank, msg);
     /* After our own caller is told: the receive's end is what is waited
      * for (and timed); the sender's buffer is free a moment later. */
     if (drive_id && !early) /* else ipcp__xfer_end_early sent it */
@@ -573,6 +576,15 @@ static int ipcp__drain(ipcp_comm_t *comm)
 static void ipcp__check_bye(ipcp_comm_t *comm)
 {
     int waiting = 0;
+    /* A held goodbye waits for early-ended transfers at most the timeout:
+     * a track that never ends must not hang finalize. */
+    if (comm->bye_held && ipcp__now_s() >= comm->bye_deadline) {
+        ipcp_request_t *bye = comm->bye_held;
+        IPCP_WARN(IPCP_SUB_ENGINE, "finalizing with %d transfer(s) whose "
+                  "receives ended still running", comm->early_live);
+        comm->bye_held = NULL;
+        ipcp__bye_send(comm, bye);
+    }
     if (!comm->bye_req)
         return;
     for (int r = 0; r < comm->size; r++)

@@ -341,8 +341,9 @@ typedef struct ipcp__xfer {
     ipcp__list_t done_link; /* comm->dones */
     /* receiving side of a receiver-driven transfer: the sender's RTS id
      * (ids start at 1; 0: not driven), answered with a DRIVEN CTS when it
-     * completes */
-    int drive_staged; /* counted in peer->rx.dstage_busy until it ends well */
+     * completes, or when its data is seen in place (early) */
+    int drive_staged; /* counted in peer->rx.dstage_busy until it ends
+                       * well, or ends after an early end */
     int early; /* its request completed before its notifies came back */
     uint64_t drive_id;
     ipcp__stage_t stage;    /* staged chunks still to enqueue */
