@@ -448,7 +448,7 @@ static void ipcp__run_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
         break;
     case IPCP_REQ_BYE:
         /* Transfers whose requests ended early end first (their trace
-         * events, their releases): ipcp__run_done sends it then. */
+         * events, their releases): ipcp__check_bye sends it then. */
         if (comm->early_live) {
             comm->bye_held = req;
             comm->bye_deadline = ipcp__now_s() + comm->timeout_s;
@@ -539,13 +539,9 @@ static void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
      * for (and timed); the sender's buffer is free a moment later. */
     if (drive_id && !early) /* else ipcp__xfer_end_early sent it */
         ipcp__drive_end(comm, peer, drive_id, path, st, msg);
-    if (!early)
-        return;
-    ipcp__req_free(req); /* the engine's reference */
-    if (--comm->early_live == 0 && comm->bye_held) {
-        ipcp_request_t *bye = comm->bye_held;
-        comm->bye_held = NULL;
-        ipcp__bye_send(comm, bye);
+    if (early) {
+        ipcp__req_free(req); /* the engine's reference */
+        comm->early_live--;
     }
 }
 
@@ -576,12 +572,15 @@ static int ipcp__drain(ipcp_comm_t *comm)
 static void ipcp__check_bye(ipcp_comm_t *comm)
 {
     int waiting = 0;
-    /* A held goodbye waits for early-ended transfers at most the timeout:
-     * a track that never ends must not hang finalize. */
-    if (comm->bye_held && ipcp__now_s() >= comm->bye_deadline) {
+    /* A held goodbye goes once the early-ended transfers are done, or at
+     * the timeout: a track that never ends must not hang finalize. */
+    if (comm->bye_held &&
+        (!comm->early_live || ipcp__now_s() >= comm->bye_deadline)) {
         ipcp_request_t *bye = comm->bye_held;
-        IPCP_WARN(IPCP_SUB_ENGINE, "finalizing with %d transfer(s) whose "
-                  "receives ended still running", comm->early_live);
+        if (comm->early_live)
+            IPCP_WARN(IPCP_SUB_ENGINE, "finalizing with %d transfer(s) "
+                      "whose receives ended still running",
+                      comm->early_live);
         comm->bye_held = NULL;
         ipcp__bye_send(comm, bye);
     }
@@ -665,7 +664,8 @@ static void *ipcp__progress_main(void *arg)
                 pfd[n].events |= POLLOUT;
             idx[n++] = r;
         }
-        int timeout_ms = comm->bye_req || comm->bar_pending ? 50 : 1000;
+        int timeout_ms =
+            comm->bye_req || comm->bye_held || comm->bar_pending ? 50 : 1000;
         /* Starts of stream-ordered operations land in host memory without
          * waking us, and device transfers end within milliseconds: poll
          * while either is awaited. */

@@ -493,7 +493,8 @@ struct ipcp_comm {
     ipcp__list_t reqs;        /* user requests not yet waited for */
     ipcp_request_t *bye_req;  /* progress thread: finalize in progress */
     /* Progress thread: transfers whose requests ended early still running
-     * (ipcp__xfer_end_early), and a goodbye held until they are done. */
+     * (ipcp__xfer_end_early), and a goodbye held until they are done
+     * (ipcp__check_bye sends it). */
     int early_live;
     ipcp_request_t *bye_held;
     double bye_deadline;

@@ -483,6 +483,17 @@ def in_order(row, steps):
         check(a <= b, f"{what}: {row}")
 
 
+def recv_steps(scall, rts, rstart, rmeet, rcopy, renq, rend):
+    """The steps both tables share: the RTS out and met, the receiver's
+    first copy and all of its queueing after it met, its end after."""
+    return ((scall, rts, "the RTS left before the call"),
+            (rts, rmeet, "the receiver met the RTS before it left"),
+            (rstart, rmeet, "the receiver met the RTS before it started"),
+            (rmeet, rcopy, "the receiver copied before it met"),
+            (rcopy, renq, "the receiver queued all before its first copy"),
+            (renq, rend, "the receiver ended before it queued"))
+
+
 def check_protocol(lines, text):
     """The protocol table: one row for rank 1 -> rank 0, every transfer
     paired, and the steps in their causal order (each holds per transfer,
@@ -492,23 +503,15 @@ def check_protocol(lines, text):
      sdone, rdone, send, rend) = v
     check(scall <= 0 and rcall <= 0, f"times are not from the later call: "
           f"{row}")
-    in_order(row, ((scall, rts, "the RTS left before the call"),
-                   (rcall, rstart, "the receive started before its call"),
-                   (rts, rmeet, "the receiver met the RTS before it left"),
-                   (rstart, rmeet, "the receiver met the RTS before it "
-                    "started"),
-                   (rmeet, cts, "the CTS left before the RTS was met"),
-                   (cts, smeet, "the sender saw the CTS before it left"),
-                   (smeet, senq, "the sender queued before the CTS"),
-                   (rmeet, renq, "the receiver queued before it met"),
-                   (smeet, scopy, "the sender copied before the CTS"),
-                   (scopy, senq, "the sender queued all before its first "
-                    "copy"),
-                   (rmeet, rcopy, "the receiver copied before it met"),
-                   (rcopy, renq, "the receiver queued all before its "
-                    "first copy"),
-                   (senq, send, "the sender ended before it queued"),
-                   (renq, rend, "the receiver ended before it queued")))
+    in_order(row, recv_steps(scall, rts, rstart, rmeet, rcopy, renq, rend) +
+             ((rcall, rstart, "the receive started before its call"),
+              (rmeet, cts, "the CTS left before the RTS was met"),
+              (cts, smeet, "the sender saw the CTS before it left"),
+              (smeet, senq, "the sender queued before the CTS"),
+              (rmeet, renq, "the receiver queued before it met"),
+              (smeet, scopy, "the sender copied before the CTS"),
+              (scopy, senq, "the sender queued all before its first copy"),
+              (senq, send, "the sender ended before it queued")))
 
 
 def check_protocol_driven(lines, text):
@@ -521,16 +524,9 @@ def check_protocol_driven(lines, text):
      sdone, rdone, send, rend) = v
     check(all(math.isnan(x) for x in (cts, scopy, senq, sdone)),
           f"a CTS or the sender's copies in a driven transfer: {row}")
-    in_order(row, ((scall, rts, "the RTS left before the call"),
-                   (rts, rmeet, "the receiver met the RTS before it left"),
-                   (rstart, rmeet, "the receiver met the RTS before it "
-                    "started"),
-                   (rmeet, rcopy, "the receiver copied before it met"),
-                   (rcopy, renq, "the receiver queued all before its "
-                    "first copy"),
-                   (renq, rend, "the receiver ended before it queued"),
-                   (rend, smeet, "the sender heard of the end before it"),
-                   (smeet, send, "the sender ended before it heard")))
+    in_order(row, recv_steps(scall, rts, rstart, rmeet, rcopy, renq, rend) +
+             ((rend, smeet, "the sender heard of the end before it"),
+              (smeet, send, "the sender ended before it heard")))
 
 
 def mode_trace(bench, stats, outdir):
