@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -26,6 +27,15 @@
 /* Accepted connections whose hello has not come yet; more wait in the
  * listen backlog. */
 #define BOOT_PENDING_MAX 16
+/* A rank sends its hello as soon as it is connected; an accepted
+ * connection that has sent none this long after it came gives its slot to
+ * the next one in the backlog, so that connections that never speak
+ * cannot keep the ranks of the job out. */
+#define BOOT_HELLO_GRACE_S 0.2
+/* Descriptors a rank needs besides one socket per peer and the pending
+ * slots: the listening socket, the engine's eventfd, mailboxes, channels
+ * and device handles on their way. */
+#define BOOT_FD_SPARE 32
 /* Delay before connecting again when the peer has not bound or listened
  * yet, and after a peer refused our hello. */
 #define BOOT_RETRY_S         0.005
@@ -59,8 +69,9 @@ typedef struct boot_token {
 #define BOOT_TOKEN_BARRIER 1u
 
 typedef struct boot_pending {
-    int fd;    /* accepted, waiting for its hello; -1: slot free */
-    pid_t pid; /* SO_PEERCRED of the connecting process */
+    int fd;       /* accepted, waiting for its hello; -1: slot free */
+    pid_t pid;    /* SO_PEERCRED of the connecting process */
+    double since; /* when it was accepted */
 } boot_pending_t;
 
 typedef struct boot_ctx {
@@ -80,6 +91,7 @@ typedef struct boot_ctx {
     struct pollfd *pfds; /* [1 + BOOT_PENDING_MAX + rank] */
     boot_pending_t pending[BOOT_PENDING_MAX];
     boot_hello_t hello; /* ours */
+    int silent;         /* connections dropped for sending no hello */
     char last_refusal[200];
 } boot_ctx_t;
 
@@ -576,15 +588,47 @@ static void boot_on_answer(boot_ctx_t *ctx, int j)
     boot_peer_set(ctx, j, fd, ctx->out_pid[j], h.probe_addr);
 }
 
+/* A free pending slot, else the one whose connection has been silent
+ * longest, once past the grace time (it is dropped); NULL if none. */
+static boot_pending_t *boot_free_slot(boot_ctx_t *ctx, double now)
+{
+    boot_pending_t *oldest = NULL;
+    for (int i = 0; i < BOOT_PENDING_MAX; i++) {
+        boot_pending_t *pc = &ctx->pending[i];
+        if (pc->fd < 0)
+            return pc;
+        if (!oldest || pc->since < oldest->since)
+            oldest = pc;
+    }
+    if (now < oldest->since + BOOT_HELLO_GRACE_S)
+        return NULL;
+    ctx->silent++;
+    boot_refuse(ctx, oldest->fd, IPCP_LOG_INFO,
+                "pid %d sent no hello within %.1f s of connecting",
+                (int)oldest->pid, BOOT_HELLO_GRACE_S);
+    oldest->fd = -1;
+    return oldest;
+}
+
+/* When a silent connection may be dropped to make room (no slot free). */
+static double boot_evict_at(const boot_ctx_t *ctx)
+{
+    double at = 0;
+    for (int i = 0; i < BOOT_PENDING_MAX; i++) {
+        if (ctx->pending[i].fd < 0)
+            return 0;
+        if (i == 0 || ctx->pending[i].since < at)
+            at = ctx->pending[i].since;
+    }
+    return at + BOOT_HELLO_GRACE_S;
+}
+
 /* Accepts what the backlog holds, as far as pending slots allow. */
-static ipcp_status_t boot_accept(boot_ctx_t *ctx)
+static ipcp_status_t boot_accept(boot_ctx_t *ctx, double now)
 {
     struct ucred cr;
     for (;;) {
-        boot_pending_t *slot = NULL;
-        for (int i = 0; i < BOOT_PENDING_MAX && slot == NULL; i++)
-            if (ctx->pending[i].fd < 0)
-                slot = &ctx->pending[i];
+        boot_pending_t *slot = boot_free_slot(ctx, now);
         if (slot == NULL)
             return IPCP_OK;
         int fd = accept4(ctx->lfd, NULL, NULL, SOCK_CLOEXEC);
@@ -606,6 +650,7 @@ static ipcp_status_t boot_accept(boot_ctx_t *ctx)
         } else {
             slot->fd = fd;
             slot->pid = cr.pid;
+            slot->since = now;
         }
     }
 }
@@ -651,11 +696,15 @@ static ipcp_status_t boot_timeout_error(const boot_ctx_t *ctx)
     const ipcp__boot_t *boot = ctx->boot;
     char list[96];
     int count = boot_rank_list(boot, NULL, list, sizeof(list));
+    char silent[96] = "";
+    if (ctx->silent)
+        snprintf(silent, sizeof(silent),
+                 "; %d connection(s) of this user sent no hello", ctx->silent);
     return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_BOOT, IPCP_ERR_TIMEOUT,
                       "%s %s of %d never joined job '%s' within %.1f s "
-                      "(rendezvous %s)%s%s",
+                      "(rendezvous %s)%s%s%s",
                       count == 1 ? "rank" : "ranks", list, boot->size,
-                      boot->job, boot->timeout_s, boot->path,
+                      boot->job, boot->timeout_s, boot->path, silent,
                       ctx->last_refusal[0] ? "; last refused: " : "",
                       ctx->last_refusal);
 }
@@ -667,12 +716,13 @@ static ipcp_status_t boot_poll_once(boot_ctx_t *ctx, double now, double wake)
 {
     const int me = ctx->boot->rank;
     const int np = 1 + BOOT_PENDING_MAX + me;
-    int free_slot = 0;
-    for (int i = 0; i < BOOT_PENDING_MAX; i++) {
+    for (int i = 0; i < BOOT_PENDING_MAX; i++)
         ctx->pfds[1 + i].fd = ctx->pending[i].fd;
-        free_slot |= ctx->pending[i].fd < 0;
-    }
-    ctx->pfds[0].fd = free_slot ? ctx->lfd : -1;
+    /* The backlog is looked at while a slot is free or can be freed. */
+    double evict_at = boot_evict_at(ctx);
+    ctx->pfds[0].fd = evict_at <= now ? ctx->lfd : -1;
+    if (evict_at > now)
+        wake = ipcp__min(wake, evict_at);
     for (int j = 0; j < me; j++)
         ctx->pfds[1 + BOOT_PENDING_MAX + j].fd = ctx->out_fd[j];
     for (int i = 0; i < np; i++) {
@@ -692,7 +742,7 @@ static ipcp_status_t boot_poll_once(boot_ctx_t *ctx, double now, double wake)
         if (ctx->pfds[1 + i].revents)
             boot_on_hello(ctx, &ctx->pending[i]);
     if (ctx->pfds[0].revents)
-        return boot_accept(ctx);
+        return boot_accept(ctx, ipcp__now_s());
     return IPCP_OK;
 }
 
@@ -829,12 +879,45 @@ static ipcp_status_t boot_check_params(const ipcp__boot_params_t *p)
     return IPCP_OK;
 }
 
+/* Each peer keeps a socket, and poll() refuses more entries than
+ * RLIMIT_NOFILE allows (EINVAL): a job larger than the limit is refused
+ * at once, by name, rather than failing in a poll or running into the
+ * timeout.  A soft limit below what the job needs is raised towards the
+ * hard one. */
+static ipcp_status_t boot_fd_budget(int size)
+{
+    uint64_t need = (uint64_t)size + BOOT_PENDING_MAX + BOOT_FD_SPARE;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+        (uint64_t)rl.rlim_cur >= need)
+        return IPCP_OK;
+    if (rl.rlim_max == RLIM_INFINITY || (uint64_t)rl.rlim_max >= need) {
+        rlim_t old = rl.rlim_cur;
+        rl.rlim_cur = (rlim_t)need;
+        if (setrlimit(RLIMIT_NOFILE, &rl) == 0) {
+            IPCP_INFO(IPCP_SUB_BOOT, "raised the soft RLIMIT_NOFILE from %llu "
+                      "to %llu for a job of %d ranks", (unsigned long long)old,
+                      (unsigned long long)need, size);
+            return IPCP_OK;
+        }
+    }
+    return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_BOOT, IPCP_ERR_SYSTEM,
+                      "a job of %d ranks needs about %llu file descriptors "
+                      "per rank; RLIMIT_NOFILE allows %llu (hard limit "
+                      "%llu): raise it (ulimit -n)", size,
+                      (unsigned long long)need,
+                      (unsigned long long)rl.rlim_cur,
+                      (unsigned long long)rl.rlim_max);
+}
+
 ipcp_status_t ipcp__boot_connect(const ipcp__boot_params_t *params,
                                  ipcp__boot_t **bootp)
 {
     boot_ctx_t ctx;
     ipcp__boot_t *boot;
     ipcp_status_t st = boot_check_params(params);
+    if (st == IPCP_OK && params->size > 1)
+        st = boot_fd_budget(params->size);
     if (st != IPCP_OK)
         return st;
 

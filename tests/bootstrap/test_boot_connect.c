@@ -8,9 +8,11 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -466,6 +468,37 @@ static int rank_peer_death(void)
     return 0;
 }
 
+/* Rank 1 first fills rank 0's rendezvous with connections that never say
+ * hello (more than it has slots for), keeps them open, then joins: rank 0
+ * must drop the silent ones to let it in, well before the timeout. */
+static int rank_silent_flood(void)
+{
+    enum { SILENT = 24 };
+    ipcp__boot_params_t p;
+    ipcp__boot_t *boot;
+    int fds[SILENT];
+    rank_params(&p);
+    if (p.rank == 1) {
+        char path[IPCP_DIR_MAX + 64 + 16];
+        t_fmt(path, sizeof(path), "%s/ipcpipe-%u/%s/r0.sock", p.dir,
+              (unsigned)getuid(), p.job);
+        for (int i = 0; i < SILENT; i++)
+            fds[i] = raw_connect(path);
+    }
+    double t0 = ipcp__now_s();
+    T_OK(ipcp__boot_connect(&p, &boot));
+    T_OK(ipcp__boot_barrier(boot));
+    double took = ipcp__now_s() - t0;
+    if (took > 5.0)
+        T_FAIL("the rendezvous took %.1f s behind %d silent connections",
+               took, SILENT);
+    if (p.rank == 1)
+        for (int i = 0; i < SILENT; i++)
+            close(fds[i]);
+    ipcp__boot_destroy(boot);
+    return 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Multi-process cases (parent side: set-up before, checks after)            */
 
@@ -611,6 +644,34 @@ static int solo_missing_rank(void)
     return 0;
 }
 
+/* In a child whose descriptor limit is 16 (soft and hard): a job of 2
+ * ranks, and one of 2^20, are refused at once, naming the limit. */
+static int solo_fd_limit(void)
+{
+    pid_t pid = fork();
+    T_CHECK(pid >= 0);
+    if (pid == 0) {
+        struct rlimit rl = {16, 16};
+        ipcp__boot_params_t p;
+        ipcp__boot_t *boot = NULL;
+        T_CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+        static const int sizes[] = {2, 1 << 20};
+        for (int i = 0; i < 2; i++) {
+            solo_params(&p, 0, sizes[i], "/tmp", 1.0);
+            double t0 = ipcp__now_s();
+            T_STATUS(ipcp__boot_connect(&p, &boot), IPCP_ERR_SYSTEM);
+            T_MSG_HAS("RLIMIT_NOFILE allows 16");
+            T_CHECK(ipcp__now_s() - t0 < 0.5);
+        }
+        T_CHECK(boot == NULL);
+        _exit(0);
+    }
+    int st;
+    T_CHECK(waitpid(pid, &st, 0) == pid);
+    T_CHECK(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
 /* The error for a directory we must not use names its path, owner and
  * mode. */
 static void expect_refused(const char *base, const char *path, const char *what)
@@ -753,12 +814,14 @@ static const t_case_t cases[] = {
     {"hello_refused", 2, rank_hello_refused, setup_base, after_clean, NULL},
     {"answer_refused", 2, rank_answer_refused, setup_answer, after_clean, NULL},
     {"peer_death", 2, rank_peer_death, setup_base, after_clean, NULL},
+    {"silent_flood", 2, rank_silent_flood, setup_base, after_clean, NULL},
     {"size_1", 0, NULL, NULL, NULL, solo_size1},
     {"missing_rank", 0, NULL, NULL, NULL, solo_missing_rank},
     {"foreign_owner", 0, NULL, NULL, NULL, solo_foreign_owner},
     {"bad_mode", 0, NULL, NULL, NULL, solo_bad_mode},
     {"sock_taken", 0, NULL, NULL, NULL, solo_sock_taken},
     {"bad_params", 0, NULL, NULL, NULL, solo_bad_params},
+    {"fd_limit", 0, NULL, NULL, NULL, solo_fd_limit},
 };
 
 static const t_case_t *the_case;
