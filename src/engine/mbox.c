@@ -24,6 +24,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/shm.h"
 #include "engine/engine.h"
 
 #define IPCP_MBOX_SLOTS 64
@@ -60,14 +61,16 @@ void ipcp__mbox_offer(ipcp_comm_t *comm)
         ipcp__peer_t *p = &comm->peers[r];
         if (r == comm->rank || p->closed)
             continue;
-        int fds[2] = {memfd_create("ipcpipe-mbox", MFD_CLOEXEC), -1};
+        /* Sealed: the peer gets the fd, and a peer that could shrink the
+         * file would make our next look at the ring a SIGBUS. */
+        int fds[2] = {ipcp__memfd_sealed("ipcpipe-mbox", IPCP_MBOX_SIZE), -1};
         void *m = MAP_FAILED;
         /* Both sides map the ring populated: otherwise the first message
          * in each page pays a page fault (7-13 us on the H200 machines,
          * where the bench's short runs never finish a lap of the ring and
          * a CTS took 7-9 us to post, median, against 1.5-1.9 once
          * populated). */
-        if (fds[0] >= 0 && ftruncate(fds[0], (off_t)IPCP_MBOX_SIZE) == 0)
+        if (fds[0] >= 0)
             m = mmap(NULL, IPCP_MBOX_SIZE, PROT_READ | PROT_WRITE,
                      MAP_SHARED | MAP_POPULATE, fds[0], 0);
         if (m != MAP_FAILED)
@@ -128,6 +131,11 @@ void ipcp__mbox_on_offer(ipcp_comm_t *comm, ipcp__peer_t *peer,
         if (m.size != IPCP_MBOX_SIZE || m.slots != IPCP_MBOX_SLOTS ||
             m.slot != IPCP_MBOX_SLOT || peer->outbox)
             bad = "mailbox offer of another layout, or a second one";
+        else if (ipcp__memfd_check(fds[0], IPCP_MBOX_SIZE, IPCP_LOG_DEBUG,
+                                   IPCP_SUB_ENGINE, "a mailbox") != IPCP_OK ||
+                 ipcp__eventfd_check(fds[1], IPCP_LOG_DEBUG, IPCP_SUB_ENGINE,
+                                     "a mailbox") != IPCP_OK)
+            bad = ipcp__last_error();
     }
     if (!bad) {
         ring = mmap(NULL, IPCP_MBOX_SIZE, PROT_READ | PROT_WRITE,

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "backend/host/host.h"
+#include "common/shm.h"
 #include "common/status.h"
 
 #ifndef MADV_POPULATE_WRITE
@@ -46,25 +47,6 @@ static int host_populate(void *ptr, size_t len, int fd)
     return fallocate(fd, 0, 0, (off_t)len) == 0 ? 0 : -1;
 }
 
-/* Creates the file: its size is fixed by seals, so a peer that maps it can
- * never see it shrink under its mapping (an access past the end of a
- * shared file mapping is SIGBUS). */
-static int host_memfd(size_t len)
-{
-    int fd = memfd_create("ipcpipe", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0)
-        return -1;
-    if (ftruncate(fd, (off_t)len) != 0 ||
-        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) !=
-            0) {
-        int err = errno;
-        close(fd);
-        errno = err;
-        return -1;
-    }
-    return fd;
-}
-
 static void host_register(ipcp__backend_t *be, ipcp__host_alloc_t *a)
 {
     pthread_mutex_lock(&be->lock);
@@ -87,11 +69,14 @@ ipcp_status_t ipcp__host_mem_alloc(ipcp__backend_t *be, size_t len, int device,
     if (!a)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_HOST, IPCP_ERR_NOMEM,
                           "cannot allocate an allocation record");
-    a->fd = host_memfd(maplen);
+    a->fd = ipcp__memfd_sealed("ipcpipe", maplen);
     if (a->fd < 0) {
         st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_HOST, IPCP_ERR_SYSTEM,
-                        "memfd_create/ftruncate of %zu bytes failed: %s",
-                        maplen, strerror(errno));
+                        "memfd_create/ftruncate of %zu bytes failed: %s%s",
+                        maplen, strerror(errno),
+                        errno == EFBIG ? " (above the file size limit, "
+                                         "RLIMIT_FSIZE: see ulimit -f)"
+                                       : "");
         goto free_record;
     }
     a->ptr = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
@@ -254,37 +239,6 @@ static ipcp_status_t host_export_validate(const ipcp__export_t *exp,
     return IPCP_OK;
 }
 
-/* Checks that fd is a sealed memfd large enough for the export.  Seals are
- * what makes mapping it safe: without F_SEAL_SHRINK the owner could shrink
- * the file and our accesses past its new end would raise SIGBUS. */
-static ipcp_status_t host_fd_validate(int fd, uint64_t need)
-{
-    struct stat sb;
-    if (fd < 0)
-        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_HOST,
-                          IPCP_ERR_BAD_DESCRIPTOR,
-                          "no file descriptor came with the host export");
-    if (fstat(fd, &sb) != 0)
-        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_HOST,
-                          IPCP_ERR_BAD_DESCRIPTOR, "fstat of fd %d failed: %s",
-                          fd, strerror(errno));
-    if (!S_ISREG(sb.st_mode))
-        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_HOST,
-                          IPCP_ERR_BAD_DESCRIPTOR,
-                          "fd %d of a host export is not a memfd", fd);
-    int seals = fcntl(fd, F_GET_SEALS);
-    if (seals < 0 || !(seals & F_SEAL_SHRINK))
-        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_HOST,
-                          IPCP_ERR_BAD_DESCRIPTOR,
-                          "fd %d of a host export is not a sealed memfd", fd);
-    if ((uint64_t)sb.st_size < need)
-        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_HOST,
-                          IPCP_ERR_BAD_DESCRIPTOR,
-                          "fd %d holds %lld bytes, the export needs %llu", fd,
-                          (long long)sb.st_size, (unsigned long long)need);
-    return IPCP_OK;
-}
-
 ipcp_status_t ipcp__host_mem_import(ipcp__backend_t *be,
                                     const ipcp__export_t *exp, int fd,
                                     int device, void **ptr, void **handle)
@@ -293,7 +247,8 @@ ipcp_status_t ipcp__host_mem_import(ipcp__backend_t *be,
     ipcp_status_t st = host_export_validate(exp, &d);
     if (st != IPCP_OK)
         return st;
-    st = host_fd_validate(fd, d.offset + exp->size);
+    st = ipcp__memfd_check(fd, d.offset + exp->size, IPCP_LOG_ERROR,
+                           IPCP_SUB_HOST, "a host export");
     if (st != IPCP_OK)
         return st;
     /* mmap offsets are whole pages; the export may start mid-page. */
