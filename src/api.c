@@ -1,4 +1,5 @@
 /* The public API: argument checks, then dispatch to the engine. */
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -211,6 +212,7 @@ static ipcp_status_t ipcp__comm_alloc(const ipcp__boot_params_t *bp,
     ipcp__list_init(&comm->regions);
     ipcp__list_init(&comm->rmems);
     ipcp__list_init(&comm->deferred);
+    ipcp__list_init(&comm->deregs);
     comm->peers = calloc((size_t)bp->size, sizeof(*comm->peers));
     comm->bar_seen = calloc((size_t)bp->size, sizeof(*comm->bar_seen));
     if (!comm->peers || !comm->bar_seen) {
@@ -284,6 +286,12 @@ static ipcp_status_t ipcp__resolve(const ipcp_comm_params_t *params,
     }
     if (p.path < IPCP_PATH_AUTO || p.path > IPCP_PATH_STAGED)
         return ipcp__bad_arg("params->path must be AUTO, DIRECT or STAGED");
+    /* NaN compares false with everything: it would pass for "not set". */
+    if (!isfinite(p.timeout_s) || p.timeout_s > 1e9)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
+                          "params->timeout_s is %g: a finite number of "
+                          "seconds (<= 0 for IPCPIPE_TIMEOUT) is needed",
+                          p.timeout_s);
     IPCP_CHECK(ipcp__boot_resolve(cfg, p.rank, p.size, p.job_id,
                                   p.timeout_s > 0 ? p.timeout_s
                                                   : cfg->timeout_s,
@@ -706,8 +714,12 @@ static ipcp_status_t ipcp__check_mem(const ipcp_mem_t *mem)
 
 ipcp_status_t ipcp_mem_deregister(ipcp_mem_t *mem)
 {
+    ipcp_request_t *req;
     IPCP_CHECK(ipcp__check_mem(mem));
-    ipcp_status_t st = ipcp__mem_deregister(mem->comm, mem);
+    IPCP_CHECK(ipcp__mem_deregister(mem->comm, mem, &req));
+    /* Until no peer's operation on it is in flight (ipcp__mem_dereg_cmd). */
+    ipcp_status_t st = ipcp__wait_req(req, NULL);
+    ipcp__region_release(&mem->region);
     mem->magic = IPCP_DEAD_MAGIC;
     free(mem);
     return st;
@@ -774,8 +786,15 @@ ipcp_status_t ipcp_rmem_release(ipcp_rmem_t *rm)
     IPCP_CHECK(ipcp__check_rmem(rm));
     ipcp_comm_t *comm = rm->comm;
     pthread_mutex_lock(&comm->mem_lock);
-    ipcp__list_del(&rm->link);
+    int busy = atomic_load(&rm->busy);
+    if (!busy)
+        ipcp__list_del(&rm->link);
     pthread_mutex_unlock(&comm->mem_lock);
+    if (busy)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_STATE,
+                          "imported region %llu of rank %d has %d "
+                          "operation(s) in flight: wait for them first",
+                          (unsigned long long)rm->reg_id, rm->owner, busy);
     ipcp__rmem_unmap(rm);
     rm->magic = IPCP_DEAD_MAGIC;
     free(rm);

@@ -377,6 +377,66 @@ static ipcp__config_t ipcp__config_global;
 static ipcp_status_t ipcp__config_status;
 static char ipcp__config_err[IPCP_ERRMSG_MAX];
 
+/* Edits (insert, delete, replace) between a and b, or more than 3 once
+ * it is sure to be; names are short. */
+static int ipcp__edits(const char *a, size_t la, const char *b)
+{
+    size_t lb = strlen(b);
+    int row[64];
+    if (la >= 64 || lb >= 64)
+        return 99;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0], best = row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j];
+            int v = diag + (a[i - 1] != b[j - 1]);
+            v = ipcp__min(v, up + 1);
+            v = ipcp__min(v, row[j - 1] + 1);
+            row[j] = v;
+            diag = up;
+            best = ipcp__min(best, v);
+        }
+        if (best > 3)
+            return best;
+    }
+    return row[lb];
+}
+
+/* IPCPIPE_* variables that are not settings: a misspelt one would
+ * otherwise be ignored without a word.  A name within two edits of a
+ * setting is most likely meant as that one (a warning that names it);
+ * others (a script's own variables) are noted at info level. */
+static void ipcp__config_warn_unknown(void)
+{
+    extern char **environ;
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, "IPCPIPE_", 8) != 0)
+            continue;
+        size_t len = strcspn(*e, "=");
+        const char *near = NULL;
+        int best = 3, known = 0;
+        for (int i = 0; i < IPCP_NSETTINGS && !known; i++) {
+            const char *name = ipcp__settings[i].name;
+            int d = ipcp__edits(*e, len, name);
+            known = d == 0;
+            if (d < best) {
+                best = d;
+                near = name;
+            }
+        }
+        if (known)
+            continue;
+        if (near)
+            IPCP_WARN(IPCP_SUB_ENV, "%.*s is not an ipcpipe setting (ignored); "
+                      "did you mean %s?", (int)len, *e, near);
+        else
+            IPCP_INFO(IPCP_SUB_ENV, "%.*s is not an ipcpipe setting (ignored)",
+                      (int)len, *e);
+    }
+}
+
 static void ipcp__config_load(void)
 {
     ipcp__config_status = ipcp__config_parse(
@@ -387,6 +447,7 @@ static void ipcp__config_load(void)
                          __ATOMIC_RELAXED);
         __atomic_store_n(&ipcp__log_mask, ipcp__config_global.log_mask,
                          __ATOMIC_RELAXED);
+        ipcp__config_warn_unknown();
     }
 }
 

@@ -56,3 +56,15 @@ ipcp_status_t ipcp__fail(int level, int subsys, ipcp_status_t st,
     IPCP_LOG(level, subsys, "%s (%s)", ipcp__errmsg, ipcp_strerror(st));
     return st;
 }
+
+ipcp_status_t ipcp__peer_status(int64_t v)
+{
+    switch (v) {
+#define IPCP_STATUS_PEER_(name, value, desc)                                   \
+    case IPCP_##name:                                                          \
+        return (value) < 0 ? IPCP_##name : IPCP_ERR_STATE;
+        IPCP_STATUS_MAP(IPCP_STATUS_PEER_)
+#undef IPCP_STATUS_PEER_
+    }
+    return IPCP_ERR_STATE;
+}

@@ -110,6 +110,10 @@ void ipcp__req_complete(ipcp_request_t *req, ipcp_status_t st,
 {
     ipcp_comm_t *comm = req->comm;
     ipcp__await_end(req);
+    if (req->type == IPCP_REQ_INTERNAL && req->region) {
+        ipcp__region_op_end(comm, req->region); /* a deregistration waits */
+        req->region = NULL;
+    }
     if (req->sync) {
         ipcp__sync_end(comm, req->sync);
         req->sync = NULL;
@@ -439,6 +443,9 @@ static void ipcp__run_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
     case IPCP_REQ_NOTIFY:
         ipcp__mem_notify_cmd(comm, req);
         break;
+    case IPCP_REQ_DEREG:
+        ipcp__mem_dereg_cmd(comm, req);
+        break;
     case IPCP_REQ_LANE:
         ipcp__lane_cmd(comm, req);
         break;
@@ -471,7 +478,7 @@ static ipcp_status_t ipcp__err_slot_check(const ipcp__xfer_t *x,
     if (!slot || __atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE) != seq)
         return IPCP_OK;
     ipcp_status_t st =
-        (ipcp_status_t)__atomic_load_n(&slot->status, __ATOMIC_RELAXED);
+        ipcp__peer_status(__atomic_load_n(&slot->status, __ATOMIC_RELAXED));
     snprintf(msg, len, "rank %d could not write this transfer (%s on its "
              "side)", x->peer->rank, ipcp_strerror(st));
     return st;
@@ -508,6 +515,9 @@ static void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
         st = ipcp__err_slot_check(x, x->err_slot2, x->err_seq2, msg,
                                   sizeof(msg));
     ipcp__stripe_watch_end(comm, x, st == IPCP_OK);
+    if (x->rmem_busy)
+        ipcp__rmem_op_end(comm, x->rmem_busy);
+    x->rmem_busy = NULL;
     if (x->import)
         ipcp__import_put(comm, x->peer, x->import);
     x->import = NULL;
@@ -664,8 +674,11 @@ static void *ipcp__progress_main(void *arg)
                 pfd[n].events |= POLLOUT;
             idx[n++] = r;
         }
-        int timeout_ms =
-            comm->bye_req || comm->bye_held || comm->bar_pending ? 50 : 1000;
+        int timeout_ms = comm->bye_req || comm->bye_held ||
+                                 comm->bar_pending ||
+                                 !ipcp__list_empty(&comm->deregs)
+                             ? 50
+                             : 1000;
         /* Starts of stream-ordered operations land in host memory without
          * waking us, and device transfers end within milliseconds: poll
          * while either is awaited. */
@@ -726,6 +739,8 @@ static void *ipcp__progress_main(void *arg)
             sched_yield();
         ipcp__check_bye(comm);
         ipcp__barrier_check(comm);
+        if (!ipcp__list_empty(&comm->deregs))
+            ipcp__mem_dereg_poll(comm);
     }
     /* Chunks still to enqueue go in: their peer waits for them, and the
      * teardown waits for the transfers they belong to. */

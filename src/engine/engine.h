@@ -253,6 +253,8 @@ enum {
     IPCP_REQ_BYE,      /* finalize: tell peers, wait for theirs */
     IPCP_REQ_PATH,     /* internal: tell peers our receive path */
     IPCP_REQ_LANE,     /* internal: send a peer our lane block */
+    IPCP_REQ_DEREG,    /* deregistration: tell peers, wait until no
+                          operation on the region is in flight */
 };
 
 /* Protocol marks of a request in a trace (CLOCK_MONOTONIC ns, 0 = not
@@ -346,6 +348,8 @@ typedef struct ipcp__xfer {
                        * well, or ends after an early end */
     int early; /* its request completed before its notifies came back */
     uint64_t drive_id;
+    ipcp_rmem_t *rmem_busy; /* one-sided without the owner: counted in
+                               this imported region's busy until it ends */
     ipcp__stage_t stage;    /* staged chunks still to enqueue */
     ipcp__watch_t watch;    /* receiving side of a striped transfer */
 } ipcp__xfer_t;
@@ -370,7 +374,10 @@ struct ipcp_request {
     /* one-sided */
     ipcp_rmem_t *rmem;
     size_t offset;
-    ipcp__region_t *region; /* internal: the owner's region */
+    ipcp__region_t *region; /* INTERNAL: the owner's region, counted in
+                               its busy while the request lives; DEREG:
+                               the region going away */
+    double deadline;        /* DEREG: when it stops waiting for peers */
     uint64_t region_id;
     /* completion (written under comm->lock; done is also read without it
      * by callers that spin before they sleep) */
@@ -415,6 +422,7 @@ struct ipcp__region {
     ipcp__region_t *parent; /* registration inside an allocation */
     size_t parent_off;
     unsigned char *shared_with; /* [size]: peers holding a mapping */
+    int busy; /* owner-side operations on it in flight (under mem_lock) */
 };
 
 struct ipcp_mem {
@@ -445,6 +453,11 @@ struct ipcp_rmem {
     void *handles[IPCP_MAX_QSETS];
     unsigned char map_failed[IPCP_MAX_QSETS];
     atomic_int valid;
+    /* One-sided operations of this process on the region in flight (the
+     * progress thread counts; ipcp_rmem_release reads), and whether the
+     * owner waits for them to end (REG_GONE asked for an answer). */
+    atomic_int busy;
+    int ack_owed;
 };
 
 struct ipcp_comm {
@@ -520,6 +533,7 @@ struct ipcp_comm {
     void *sync_reg[IPCP_MAX_DEVICES];
     ipcp__list_t deferred;       /* progress thread: waiting for a start */
     ipcp__list_t staging;        /* progress thread: ipcp__stage_t, in order */
+    ipcp__list_t deregs;         /* progress thread: DEREG requests */
     ipcp__list_t watching;       /* progress thread: ipcp__watch_t */
 
     /* small-message lanes (engine/lane.c), one per peer once used */
@@ -687,6 +701,15 @@ void ipcp__mem_on_map_rep(ipcp_comm_t *comm, ipcp__peer_t *peer,
 void ipcp__mem_on_reg_gone(ipcp_comm_t *comm, ipcp__peer_t *peer,
                            const ipcp__msg_reg_gone_t *m);
 void ipcp__mem_notify_cmd(ipcp_comm_t *comm, ipcp_request_t *req);
+/* Deregistration (mem.c): tells every peer, then waits for the answers of
+ * those that imported the region and for our own operations on it. */
+void ipcp__mem_dereg_cmd(ipcp_comm_t *comm, ipcp_request_t *req);
+/* Ends the DEREG requests that are done, gave up on a lost peer, or
+ * reached their deadline; returns 1 while any still waits. */
+int ipcp__mem_dereg_poll(ipcp_comm_t *comm);
+/* A one-sided operation without the owner, or an owner-side one, ended. */
+void ipcp__rmem_op_end(ipcp_comm_t *comm, ipcp_rmem_t *rm);
+void ipcp__region_op_end(ipcp_comm_t *comm, ipcp__region_t *r);
 void ipcp__mem_import_cmd(ipcp_comm_t *comm, ipcp_request_t *req);
 void ipcp__mem_cleanup(ipcp_comm_t *comm);
 /* pvm probe of a peer (cached in peer->pvm_to). */

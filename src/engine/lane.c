@@ -190,7 +190,7 @@ static void ipcp__lane_connect(ipcp_comm_t *comm, ipcp__lane_t *l)
         snprintf(why, sizeof(why),
                  "rank %d could not set its side up (%s; "
                  "see its log)",
-                 l->peer, ipcp_strerror((ipcp_status_t)m->status));
+                 l->peer, ipcp_strerror(ipcp__peer_status(m->status)));
         ipcp__lane_break(l,
                          m->status == IPCP_ERR_CONFIG ? IPCP_ERR_CONFIG
                                                       : IPCP_ERR_UNSUPPORTED,
@@ -392,7 +392,7 @@ void ipcp__lane_on_msg(ipcp_comm_t *comm, ipcp__peer_t *peer, const void *msg,
         /* The peer's side broke after its block came: a message of ours
          * it numbered was never launched, so our kernels would wait. */
         char why[IPCP_ERRMSG_MAX];
-        ipcp_status_t pst = (ipcp_status_t)m->status;
+        ipcp_status_t pst = ipcp__peer_status(m->status);
         snprintf(why, sizeof(why),
                  "rank %d's side of the lane broke (%s; see its log)",
                  l->peer, ipcp_strerror(pst));

@@ -301,13 +301,16 @@ static void ipcp__on_rts_twosided(ipcp_comm_t *comm, ipcp__peer_t *peer,
  * why and the status is returned. */
 static ipcp_status_t ipcp__owner_region(ipcp_comm_t *comm, uint64_t id,
                                         uint64_t offset, uint64_t len,
-                                        ipcp__region_t *out, char *msg,
+                                        ipcp__region_t *out,
+                                        ipcp__region_t **live, char *msg,
                                         size_t msglen)
 {
     ipcp_status_t st = IPCP_OK;
     pthread_mutex_lock(&comm->mem_lock);
     ipcp__region_t *r = ipcp__region_find_id(comm, id);
-    if (!r) {
+    /* Only registrations are targets: an allocation's record may go
+     * (ipcp_mem_free) without waiting for anyone. */
+    if (!r || r->is_alloc) {
         snprintf(msg, msglen, "region %llu is not registered on rank %d",
                  (unsigned long long)id, comm->rank);
         st = IPCP_ERR_NOT_REGISTERED;
@@ -320,6 +323,10 @@ static ipcp_status_t ipcp__owner_region(ipcp_comm_t *comm, uint64_t id,
         st = IPCP_ERR_OUT_OF_RANGE;
     } else {
         *out = *r;
+        /* Counted until the operation ends (ipcp__region_op_end): its
+         * deregistration waits for it. */
+        r->busy++;
+        *live = r;
     }
     pthread_mutex_unlock(&comm->mem_lock);
     return st;
@@ -327,11 +334,15 @@ static ipcp_status_t ipcp__owner_region(ipcp_comm_t *comm, uint64_t id,
 
 static ipcp_request_t *ipcp__internal_req(ipcp_comm_t *comm, int peer,
                                           const ipcp__region_t *r,
+                                          ipcp__region_t *live,
                                           uint64_t offset, uint64_t len)
 {
     ipcp_request_t *req = ipcp__req_new(comm, IPCP_REQ_INTERNAL);
-    if (!req)
+    if (!req) {
+        ipcp__region_op_end(comm, live);
         return NULL;
+    }
+    req->region = live;
     req->user = 0;
     req->peer = peer;
     req->buf = (char *)r->ptr + offset;
@@ -346,15 +357,16 @@ static void ipcp__on_rts_put(ipcp_comm_t *comm, ipcp__peer_t *peer,
                              const ipcp__msg_rts_t *rts)
 {
     char msg[IPCP_ERRMSG_MAX];
-    ipcp__region_t r;
+    ipcp__region_t r, *live;
     ipcp_status_t st = ipcp__owner_region(comm, rts->reg_id, rts->offset,
-                                          rts->len, &r, msg, sizeof(msg));
+                                          rts->len, &r, &live, msg,
+                                          sizeof(msg));
     if (st != IPCP_OK) {
         ipcp__nack(comm, peer, rts->id, st, msg);
         return;
     }
     ipcp_request_t *req =
-        ipcp__internal_req(comm, peer->rank, &r, rts->offset, rts->len);
+        ipcp__internal_req(comm, peer->rank, &r, live, rts->offset, rts->len);
     if (!req) {
         ipcp__nack(comm, peer, rts->id, IPCP_ERR_NOMEM, "owner out of memory");
         return;
@@ -367,12 +379,14 @@ static void ipcp__on_get_req(ipcp_comm_t *comm, ipcp__peer_t *peer,
                              const ipcp__msg_get_req_t *g)
 {
     ipcp__msg_rts_t rts;
-    ipcp__region_t r;
+    ipcp__region_t r, *live;
     ipcp_request_t *req = NULL;
-    ipcp_status_t st = ipcp__owner_region(comm, g->reg_id, g->offset, g->len,
-                                          &r, rts.errmsg, sizeof(rts.errmsg));
+    ipcp_status_t st =
+        ipcp__owner_region(comm, g->reg_id, g->offset, g->len, &r, &live,
+                           rts.errmsg, sizeof(rts.errmsg));
     if (st == IPCP_OK) {
-        req = ipcp__internal_req(comm, peer->rank, &r, g->offset, g->len);
+        req = ipcp__internal_req(comm, peer->rank, &r, live, g->offset,
+                                 g->len);
         if (!req) {
             st = IPCP_ERR_NOMEM;
             snprintf(rts.errmsg, sizeof(rts.errmsg), "owner out of memory");
@@ -408,7 +422,7 @@ static void ipcp__on_rts_get_reply(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (rts->status != IPCP_OK) {
         char msg[IPCP_ERRMSG_MAX];
         snprintf(msg, sizeof(msg), "%.*s", IPCP_ERRWIRE_MAX - 1, rts->errmsg);
-        ipcp__req_complete(req, (ipcp_status_t)rts->status, msg);
+        ipcp__req_complete(req, ipcp__peer_status(rts->status), msg);
         return;
     }
     ipcp__xfer_accept(comm, peer, rts, req, IPCP_PATH_STAGED);

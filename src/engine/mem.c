@@ -7,6 +7,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "common/time.h"
 #include "engine/engine.h"
 #include "engine/mem.h"
 
@@ -104,9 +105,8 @@ static ipcp_status_t ipcp__region_add(ipcp_comm_t *comm, ipcp__region_t *r)
     return IPCP_OK;
 }
 
-/* Tells the peers that hold a mapping (or may) that a region is gone.
- * Runs on the progress thread; the request carries a copy of shared_with
- * in scratch. */
+/* Tells the peers that hold a mapping that an allocation is gone.  Runs
+ * on the progress thread; the request carries shared_with in scratch. */
 void ipcp__mem_notify_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
 {
     const unsigned char *to = req->scratch;
@@ -115,15 +115,14 @@ void ipcp__mem_notify_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
     m.hdr.type = IPCP_MSG_REG_GONE;
     m.reg_id = req->region_id;
     for (int r = 0; r < comm->size; r++)
-        if (r != comm->rank && (!to || to[r]) && !comm->peers[r].closed)
+        if (r != comm->rank && to && to[r] && !comm->peers[r].closed)
             ipcp__peer_post(comm, &comm->peers[r], &m, sizeof(m), NULL, 0);
     ipcp__req_complete(req, IPCP_OK, NULL);
 }
 
-/* Removes r from the registry and tells peers; all_peers also tells ranks
- * that may have imported a descriptor (registrations). */
-ipcp_status_t ipcp__region_retire(ipcp_comm_t *comm, ipcp__region_t *r,
-                                  int all_peers)
+/* Removes an allocation's record from the registry and tells the peers
+ * that mapped it (their mappings keep its memory). */
+ipcp_status_t ipcp__region_retire(ipcp_comm_t *comm, ipcp__region_t *r)
 {
     ipcp_request_t *req = ipcp__req_new(comm, IPCP_REQ_NOTIFY);
     pthread_mutex_lock(&comm->mem_lock);
@@ -135,10 +134,8 @@ ipcp_status_t ipcp__region_retire(ipcp_comm_t *comm, ipcp__region_t *r,
                           (unsigned long long)r->id);
     req->user = 0;
     req->region_id = r->id;
-    if (!all_peers) {
-        req->scratch = r->shared_with;
-        r->shared_with = NULL;
-    }
+    req->scratch = r->shared_with;
+    r->shared_with = NULL;
     ipcp__comm_submit(comm, req);
     return IPCP_OK;
 }
@@ -219,7 +216,7 @@ ipcp_status_t ipcp__mem_free(ipcp_comm_t *comm, void *ptr)
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
                           "%p was not returned by ipcp_mem_alloc (or was "
                           "freed already)", ptr);
-    ipcp_status_t st = ipcp__region_retire(comm, r, 0);
+    ipcp_status_t st = ipcp__region_retire(comm, r);
     ipcp__region_release(r);
     r->ops->mem_free(r->be, r->handle);
     free(r);
@@ -248,7 +245,7 @@ ipcp__region_t *ipcp__region_auto(ipcp_comm_t *comm,
     }
     pthread_mutex_unlock(&comm->mem_lock);
     if (old) {
-        ipcp__region_retire(comm, old, 0);
+        ipcp__region_retire(comm, old);
         ipcp__region_release(old);
         free(old);
     }
@@ -313,11 +310,163 @@ ipcp_status_t ipcp__mem_register(ipcp_comm_t *comm, void *buf, size_t len,
     return ipcp__region_add(comm, r);
 }
 
-ipcp_status_t ipcp__mem_deregister(ipcp_comm_t *comm, ipcp_mem_t *mem)
+ipcp_status_t ipcp__mem_deregister(ipcp_comm_t *comm, ipcp_mem_t *mem,
+                                   ipcp_request_t **out)
 {
-    ipcp_status_t st = ipcp__region_retire(comm, &mem->region, 1);
-    ipcp__region_release(&mem->region);
-    return st;
+    ipcp__region_t *r = &mem->region;
+    ipcp_request_t *req = ipcp__req_new(comm, IPCP_REQ_DEREG);
+    if (!req)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_NOMEM,
+                          "no memory to deregister region %llu (it stays "
+                          "registered)", (unsigned long long)r->id);
+    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__list_del(&r->link);
+    pthread_mutex_unlock(&comm->mem_lock);
+    req->region = r;
+    req->region_id = r->id;
+    req->scratch = r->shared_with; /* who must answer; the request's now */
+    r->shared_with = NULL;
+    ipcp__comm_submit(comm, req);
+    *out = req;
+    return IPCP_OK;
+}
+
+/* ---- Deregistration -------------------------------------------------------
+ * A peer that imported a registration may write it on its own (mapped, or
+ * with process_vm_writev at its address), and our own progress thread may
+ * be copying into it for a peer (one-sided operations through the owner).
+ * Once the caller of ipcp_mem_deregister has it back the memory may be
+ * freed and reused, so the call waits until none of that is in flight:
+ * each peer that imported it answers REG_GONE once its operations on it
+ * have ended (and refuses new ones), and our own count goes to zero.  A
+ * peer that does not answer within the timeout is cut off (a stopped
+ * process could still write when it resumes: the caller learns of it by
+ * IPCP_ERR_TIMEOUT). */
+
+void ipcp__mem_dereg_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
+{
+    unsigned char *ask = req->scratch;
+    ipcp__msg_reg_gone_t m;
+    memset(&m, 0, sizeof(m));
+    m.hdr.type = IPCP_MSG_REG_GONE;
+    m.reg_id = req->region_id;
+    for (int r = 0; r < comm->size; r++) {
+        ipcp__peer_t *p = &comm->peers[r];
+        int want = ask && ask[r];
+        if (r == comm->rank || p->closed)
+            continue;
+        /* Every peer hears of it (a descriptor may be on its way to one
+         * that has not imported it yet); those that mapped it answer. */
+        m.hdr.flags = want ? IPCP_REG_GONE_ASK : 0;
+        if (ipcp__peer_post(comm, p, &m, sizeof(m), NULL, 0) != IPCP_OK &&
+            ask)
+            ask[r] = 0;
+    }
+    req->deadline = ipcp__now_s() + comm->timeout_s;
+    ipcp__list_push_back(&comm->deregs, &req->link);
+    ipcp__mem_dereg_poll(comm);
+}
+
+/* Peers that still owe an answer (a lost one owes none). */
+static int ipcp__dereg_owed(ipcp_comm_t *comm, const unsigned char *ask,
+                            int cut)
+{
+    int n = 0;
+    for (int r = 0; ask && r < comm->size; r++) {
+        if (!ask[r] || comm->peers[r].closed)
+            continue;
+        n++;
+        if (cut)
+            ipcp__peer_lost(comm, &comm->peers[r],
+                            "it did not confirm in time that it stopped "
+                            "using a region being deregistered");
+    }
+    return n;
+}
+
+int ipcp__mem_dereg_poll(ipcp_comm_t *comm)
+{
+    ipcp__list_t *e, *tmp;
+    double now = -1;
+    ipcp__list_for_each_safe(e, tmp, &comm->deregs) {
+        ipcp_request_t *req = ipcp__list_entry(e, ipcp_request_t, link);
+        pthread_mutex_lock(&comm->mem_lock);
+        int busy = req->region->busy;
+        pthread_mutex_unlock(&comm->mem_lock);
+        int owed = ipcp__dereg_owed(comm, req->scratch, 0);
+        if (!busy && !owed) {
+            ipcp__list_del(e);
+            ipcp__req_complete(req, IPCP_OK, NULL);
+            continue;
+        }
+        if (now < 0)
+            now = ipcp__now_s();
+        if (now < req->deadline)
+            continue;
+        char msg[IPCP_ERRMSG_MAX];
+        snprintf(msg, sizeof(msg),
+                 "region %llu: %d peer(s) did not confirm within %.1f s "
+                 "that they stopped using it (now cut off), %d operation(s) "
+                 "of this rank on it still running",
+                 (unsigned long long)req->region_id, owed, comm->timeout_s,
+                 busy);
+        ipcp__dereg_owed(comm, req->scratch, 1);
+        ipcp__list_del(e);
+        ipcp__req_complete(req, IPCP_ERR_TIMEOUT, msg);
+    }
+    return !ipcp__list_empty(&comm->deregs);
+}
+
+void ipcp__region_op_end(ipcp_comm_t *comm, ipcp__region_t *r)
+{
+    pthread_mutex_lock(&comm->mem_lock);
+    r->busy--;
+    pthread_mutex_unlock(&comm->mem_lock);
+}
+
+/* The owner asked (REG_GONE with ASK) and every operation of ours on the
+ * region has ended: say so.  Not under comm->mem_lock (a failed post
+ * declares the peer lost, which takes it). */
+static void ipcp__reg_gone_answer(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                                  uint64_t reg_id)
+{
+    ipcp__msg_reg_gone_t m;
+    memset(&m, 0, sizeof(m));
+    m.hdr.type = IPCP_MSG_REG_GONE;
+    m.hdr.flags = IPCP_REG_GONE_ACK;
+    m.reg_id = reg_id;
+    ipcp__peer_post(comm, peer, &m, sizeof(m), NULL, 0);
+}
+
+/* Sums the operations in flight on every import of (owner, reg_id); with
+ * owe, marks the busy ones as owing the owner an answer. */
+static int ipcp__rmem_busy(ipcp_comm_t *comm, int owner, uint64_t reg_id,
+                           int owe)
+{
+    ipcp__list_t *e, *tmp;
+    int busy = 0;
+    ipcp__list_for_each_safe(e, tmp, &comm->rmems) {
+        ipcp_rmem_t *rm = ipcp__list_entry(e, ipcp_rmem_t, link);
+        if (rm->owner != owner || rm->reg_id != reg_id)
+            continue;
+        int b = atomic_load(&rm->busy);
+        busy += b;
+        rm->ack_owed = owe && b ? 1 : owe ? 0 : rm->ack_owed;
+    }
+    return busy;
+}
+
+void ipcp__rmem_op_end(ipcp_comm_t *comm, ipcp_rmem_t *rm)
+{
+    int answer = 0;
+    pthread_mutex_lock(&comm->mem_lock);
+    if (atomic_fetch_sub(&rm->busy, 1) == 1 && rm->ack_owed) {
+        rm->ack_owed = 0;
+        answer = !ipcp__rmem_busy(comm, rm->owner, rm->reg_id, 0);
+    }
+    pthread_mutex_unlock(&comm->mem_lock);
+    if (answer)
+        ipcp__reg_gone_answer(comm, &comm->peers[rm->owner], rm->reg_id);
 }
 
 /* ---- Descriptors --------------------------------------------------------- */
@@ -463,6 +612,7 @@ void ipcp__mem_on_map_req(ipcp_comm_t *comm, ipcp__peer_t *peer,
     } else {
         rep.status = IPCP_OK;
         rep.len = r->len;
+        rep.addr = (uint64_t)(uintptr_t)r->ptr;
         rep.mem_type = (int32_t)r->attr.type;
         if (r->exportable) {
             rep.hdr.flags |= IPCP_MAP_HAS_EXP;
@@ -563,10 +713,22 @@ void ipcp__mem_on_map_rep(ipcp_comm_t *comm, ipcp__peer_t *peer,
     } else if (m->status != IPCP_OK) {
         char msg[IPCP_ERRMSG_MAX];
         snprintf(msg, sizeof(msg), "%.*s", IPCP_ERRWIRE_MAX - 1, m->errmsg);
-        ipcp__req_complete(req, (ipcp_status_t)m->status, msg);
-    } else if (m->len != req->rmem->len) {
-        ipcp__req_complete(req, IPCP_ERR_BAD_DESCRIPTOR,
-                           "descriptor length does not match the region");
+        ipcp__req_complete(req, ipcp__peer_status(m->status), msg);
+    } else if (m->len != req->rmem->len || m->addr != req->rmem->addr ||
+               m->mem_type != (int32_t)req->rmem->type) {
+        /* The checksum is no seal: anyone can recompute it.  The owner's
+         * word is what counts. */
+        char msg[IPCP_ERRMSG_MAX];
+        snprintf(msg, sizeof(msg),
+                 "descriptor does not match region %llu of rank %d (it "
+                 "names %llu bytes of memory type %d at 0x%llx; the region "
+                 "is %llu bytes of type %d at 0x%llx): forged or corrupted",
+                 (unsigned long long)m->reg_id, peer->rank,
+                 (unsigned long long)req->rmem->len, (int)req->rmem->type,
+                 (unsigned long long)req->rmem->addr,
+                 (unsigned long long)m->len, (int)m->mem_type,
+                 (unsigned long long)m->addr);
+        ipcp__req_complete(req, IPCP_ERR_BAD_DESCRIPTOR, msg);
     } else {
         ipcp__rmem_map(comm, peer, req->rmem, m, fd);
         ipcp__req_complete(req, IPCP_OK, NULL);
@@ -575,17 +737,40 @@ void ipcp__mem_on_map_rep(ipcp_comm_t *comm, ipcp__peer_t *peer,
         close(fds[i]);
 }
 
+/* The owner's answer to our REG_GONE: that peer is done with it. */
+static void ipcp__mem_on_reg_ack(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                                 uint64_t reg_id)
+{
+    ipcp__list_t *e, *tmp;
+    ipcp__list_for_each_safe(e, tmp, &comm->deregs) {
+        ipcp_request_t *req = ipcp__list_entry(e, ipcp_request_t, link);
+        unsigned char *ask = req->scratch;
+        if (req->region_id == reg_id && ask)
+            ask[peer->rank] = 0;
+    }
+}
+
 void ipcp__mem_on_reg_gone(ipcp_comm_t *comm, ipcp__peer_t *peer,
                            const ipcp__msg_reg_gone_t *m)
 {
     ipcp__list_t *e, *tmp;
+    if (m->hdr.flags & IPCP_REG_GONE_ACK) {
+        ipcp__mem_on_reg_ack(comm, peer, m->reg_id);
+        return;
+    }
     pthread_mutex_lock(&comm->mem_lock);
     ipcp__list_for_each_safe(e, tmp, &comm->rmems) {
         ipcp_rmem_t *rm = ipcp__list_entry(e, ipcp_rmem_t, link);
         if (rm->owner == peer->rank && rm->reg_id == m->reg_id)
             atomic_store(&rm->valid, 0);
     }
+    /* Operations already under way end first; new ones were refused from
+     * the moment valid dropped (they start on this thread). */
+    int answer = (m->hdr.flags & IPCP_REG_GONE_ASK) &&
+                 !ipcp__rmem_busy(comm, peer->rank, m->reg_id, 1);
     pthread_mutex_unlock(&comm->mem_lock);
+    if (answer)
+        ipcp__reg_gone_answer(comm, peer, m->reg_id);
     ipcp__list_for_each_safe(e, tmp, &peer->imports) {
         ipcp__import_t *imp = ipcp__list_entry(e, ipcp__import_t, link);
         if (imp->id != m->reg_id)

@@ -129,9 +129,17 @@ typedef struct ipcp__msg_map_rep {
     uint64_t reg_id;
     uint64_t len;
     uint64_t offset;      /* of the region in the export */
+    uint64_t addr;        /* of the region in the owner's process: the
+                             importer refuses a descriptor that names
+                             another (one-sided writes through
+                             process_vm_writev use the address) */
     ipcp__export_t exp;
     char errmsg[IPCP_ERRWIRE_MAX];
 } ipcp__msg_map_rep_t;
+
+/* REG_GONE flags */
+#define IPCP_REG_GONE_ASK 0x1 /* answer once nothing of yours touches it */
+#define IPCP_REG_GONE_ACK 0x2 /* that answer */
 
 typedef struct ipcp__msg_reg_gone {
     ipcp__msg_hdr_t hdr;

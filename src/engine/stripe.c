@@ -156,12 +156,22 @@ static int ipcp__stripe_read(const char *path, char *host, size_t hostlen,
 {
     char line[512];
     int lineno = 0;
-    FILE *f = fopen(path, "r");
+    struct stat sb;
+    /* Not blocking: a FIFO put there would hold the open until a writer
+     * came; only a regular file is read. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    FILE *f = NULL;
     *n = 0;
     *missing = 0;
-    if (!f) {
+    if (fd < 0) {
         *missing = errno == ENOENT;
         snprintf(why, whylen, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
+        !(f = fdopen(fd, "r"))) {
+        snprintf(why, whylen, "%s is not a regular file", path);
+        close(fd);
         return -1;
     }
     while (fgets(line, sizeof(line), f)) {

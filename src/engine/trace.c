@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/time.h"
@@ -49,9 +50,30 @@ static uint32_t ipcp__trace_tid(int peer, int rx, int qset, int q)
 
 void ipcp__trace_open(ipcp_comm_t *comm)
 {
+    struct stat sb;
     if (!comm->cfg->trace[0])
         return;
+    /* The parts go beside it and the merged file replaces it: a device,
+     * a FIFO or a directory there would swallow, block or refuse them. */
+    if (stat(comm->cfg->trace, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        IPCP_WARN(IPCP_SUB_ENGINE, "IPCPIPE_TRACE=%s is not a regular file: "
+                  "no trace is written", comm->cfg->trace);
+        return;
+    }
     comm->trace_on = 1;
+}
+
+/* Closes a file the trace wrote; 0, or -1 after a warning naming it. */
+static int ipcp__trace_fclose(FILE *f, const char *path)
+{
+    int err = ferror(f) ? EIO : 0;
+    if (fclose(f) != 0 && !err)
+        err = errno;
+    if (!err)
+        return 0;
+    IPCP_WARN(IPCP_SUB_ENGINE, "trace: writing %s failed: %s", path,
+              strerror(err));
+    return -1;
 }
 
 static void ipcp__trace_add(ipcp_comm_t *comm, const ipcp__trace_ev_t *e)
@@ -299,7 +321,7 @@ static void ipcp__trace_write_part(ipcp_comm_t *comm, const char *path)
     if (comm->trace_dropped)
         IPCP_WARN(IPCP_SUB_ENGINE, "trace: %zu events dropped (at most %u)",
                   comm->trace_dropped, IPCP_TRACE_MAX_EVENTS);
-    fclose(f);
+    ipcp__trace_fclose(f, path);
 }
 
 static void ipcp__part_name(const ipcp_comm_t *comm, int rank, char *buf,
@@ -370,7 +392,8 @@ void ipcp__trace_merge(ipcp_comm_t *comm)
                  "\"tid\":0,\"args\":{\"copy_us\":%.3f,\"wall_us\":%.3f,"
                  "\"overlap\":%.3f,\"ranks\":%d}}\n]\n",
             copy_us, wall, ratio, comm->size);
-    fclose(out);
+    if (ipcp__trace_fclose(out, comm->cfg->trace) != 0)
+        return;
     fprintf(stderr, "ipcpipe: trace of %d ranks in %s (%zu events): copies "
                     "%.1f us over %.1f us of wall time, overlap %.2f\n",
             comm->size, comm->cfg->trace, n, copy_us, wall, ratio);

@@ -2002,10 +2002,15 @@ void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (cts->status != IPCP_OK) {
         char msg[IPCP_ERRMSG_MAX];
         snprintf(msg, sizeof(msg), "%.*s", IPCP_ERRWIRE_MAX - 1, cts->errmsg);
-        ipcp__req_complete(req, (ipcp_status_t)cts->status, msg);
+        ipcp__req_complete(req, ipcp__peer_status(cts->status), msg);
         goto out;
     }
     if (cts->hdr.flags & IPCP_CTS_DRIVEN) { /* the receiver copied it */
+        if (cts->path < IPCP_PATH_DIRECT || cts->path > IPCP_PATH_LANE) {
+            ipcp__req_complete(req, IPCP_ERR_STATE,
+                               "the receiver reported an unknown path");
+            goto out;
+        }
         req->path = (ipcp_path_t)cts->path;
         req->nbytes = req->len;
         ipcp__trace_send_driven(comm, peer, req, req->path);
@@ -2114,6 +2119,9 @@ void ipcp__xfer_onesided_direct(ipcp_comm_t *comm, ipcp_request_t *req)
     req->path = IPCP_PATH_DIRECT;
     req->nbytes = req->len;
     ipcp__xfer_begin(comm, peer, req, !put, np);
+    /* Until it ends, the owner's deregistration waits for it. */
+    atomic_fetch_add(&rm->busy, 1);
+    req->xfer.rmem_busy = rm;
     unsigned base = qs->next++ % (unsigned)qs->n;
     for (unsigned i = 0; i < np; i++) {
         uint64_t off, n;

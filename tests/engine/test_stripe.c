@@ -727,6 +727,20 @@ static void case_busy(void)
     T_EQ_INT(ipcp__peer_busy(&peer, 1), 0);
 }
 
+/* A FIFO where the file should be is refused at once: opening it for
+ * reading would wait for a writer that never comes. */
+static void case_fifo(void)
+{
+    char sub[300], why[400];
+    ipcp__stripe_entry_t e, k = key(0, 1, 13000);
+    snprintf(sub, sizeof(sub), "%s/cache", dir);
+    T_CHECK(mkdir(sub, 0700) == 0);
+    T_CHECK(mkfifo(file, 0600) == 0);
+    T_EQ_INT(load(&k, &e, why), IPCP_STRIPE_CORRUPT);
+    if (!strstr(why, file) || !strstr(why, "is not a regular file"))
+        T_FAIL("reason \"%s\"", why);
+}
+
 typedef struct {
     const char *name;
     void (*fn)(void);
@@ -748,6 +762,7 @@ int main(int argc, char **argv)
         {"path", case_path},
         {"setting", case_setting},
         {"busy", case_busy},
+        {"fifo", case_fifo},
     };
     int rc, i = t_pick_case(argc, argv, cases, sizeof(cases) / sizeof(cases[0]),
                             sizeof(cases[0]), &rc);

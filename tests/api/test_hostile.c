@@ -1,0 +1,475 @@
+/* A peer that breaks the protocol on purpose must not crash a rank, make a
+ * call return a status outside ipcp_status_t, or steer its writes outside
+ * the memory it was given.
+ *
+ *   test_api_hostile --case mbox_empty|mbox_file|mbox_shrink|cts_status
+ *   test_api_hostile --case desc_addr|dereg_inflight [--path auto|staged]
+ *   test_api_hostile --case fsize|nan_timeout|misspelt|trace_full
+ *
+ * In the mbox_* and cts_status cases rank 1 is a fake peer: it joins the
+ * job through the real bootstrap and then speaks the engine's raw protocol
+ * on its socket (engine/proto.h), while rank 0 is an ordinary rank.  In the
+ * others both ranks are ordinary and rank 0 misuses what rank 1 gave it.
+ * The last four run one process under a hostile environment (limits,
+ * settings, a trace file that cannot be written). */
+#include "apitest.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bootstrap/bootstrap.h"
+#include "common/config.h"
+#include "common/time.h"
+#include "engine/proto.h"
+
+enum { TAG_DATA = 5, TAG_DESC = 6, TAG_GO = 7, TAG_DONE = 8 };
+
+static uint64_t probe_word = IPCP_BOOT_MAGIC;
+
+/* ---- The fake peer ------------------------------------------------------- */
+
+/* Joins the job as this rank through the real rendezvous; returns the
+ * socket to rank 0. */
+static int fake_join(ipcp__boot_t **boot)
+{
+    const ipcp__config_t *cfg;
+    ipcp__boot_params_t bp;
+    ipcp__boot_origin_t o;
+    T_OK(ipcp__config_get(&cfg));
+    T_OK(ipcp__boot_resolve(cfg, -1, -1, NULL, cfg->timeout_s, &bp, &o));
+    snprintf(bp.dir, sizeof(bp.dir), "%s", cfg->dir);
+    bp.probe_addr = (uint64_t)(uintptr_t)&probe_word;
+    T_OK(ipcp__boot_connect(&bp, boot));
+    t_rank = bp.rank;
+    return (*boot)->peers[0].fd;
+}
+
+/* Reads rank 0's messages until one of type `want` (its length returned,
+ * the message in buf; the fds of the others are closed); 0 when rank 0
+ * closed the connection first. */
+static size_t fake_read_until(int fd, uint32_t want, void *buf, size_t cap,
+                              int *fds, int *nfds)
+{
+    for (;;) {
+        size_t len = 0;
+        int n = 0;
+        ipcp_status_t st = ipcp__sock_recv(fd, buf, cap, &len, fds,
+                                           IPCP_SOCK_MAX_FDS, &n, 20.0);
+        if (st == IPCP_ERR_PEER_LOST)
+            return 0;
+        T_OK(st);
+        const ipcp__msg_hdr_t *h = buf;
+        if (len >= sizeof(*h) && h->type == want) {
+            *nfds = n;
+            return len;
+        }
+        for (int i = 0; i < n; i++)
+            close(fds[i]);
+    }
+}
+
+/* Until rank 0 says goodbye (answered) or closes the connection. */
+static void fake_bye(int fd)
+{
+    static uint64_t buf[IPCP_SOCK_MSG_MAX / 8];
+    int fds[IPCP_SOCK_MAX_FDS], n;
+    if (fake_read_until(fd, IPCP_MSG_BYE, buf, sizeof(buf), fds, &n) > 0) {
+        ipcp__msg_hdr_t bye = {IPCP_MSG_BYE, 0};
+        ipcp__sock_send(fd, &bye, sizeof(bye), NULL, 0, 0);
+        for (int i = 0; i < n; i++)
+            close(fds[i]);
+    }
+}
+
+/* Offers rank 0 a mailbox that is not one: an empty memfd without seals,
+ * or an empty regular file.  Mapping either and writing a message into it
+ * is SIGBUS. */
+static void fake_offer_mailbox(int fd, int file)
+{
+    ipcp__msg_mbox_t m;
+    int fds[2];
+    if (file) {
+        fds[0] = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        if (fds[0] < 0)
+            T_FAIL("O_TMPFILE in /tmp: %s", strerror(errno));
+    } else {
+        fds[0] = memfd_create("fake-mbox", MFD_CLOEXEC);
+    }
+    fds[1] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    T_CHECK(fds[0] >= 0 && fds[1] >= 0);
+    memset(&m, 0, sizeof(m));
+    m.hdr.type = IPCP_MSG_MBOX;
+    /* The layout rank 0 expects: 64 slots of 1 KiB after three lines. */
+    m.size = 3 * IPCP_CACHE_LINE + 64 * 1024;
+    m.slots = 64;
+    m.slot = 1024;
+    T_OK(ipcp__sock_send(fd, &m, sizeof(m), fds, 2, 0));
+    close(fds[0]);
+    close(fds[1]);
+}
+
+static int fake_main(const char *name)
+{
+    static uint64_t buf[IPCP_SOCK_MSG_MAX / 8];
+    ipcp__boot_t *boot;
+    int fds[IPCP_SOCK_MAX_FDS], nfds;
+    int fd = fake_join(&boot);
+
+    if (strcmp(name, "mbox_empty") == 0 || strcmp(name, "mbox_file") == 0) {
+        fake_offer_mailbox(fd, strcmp(name, "mbox_file") == 0);
+    } else if (strcmp(name, "mbox_shrink") == 0) {
+        /* Rank 0's inbox for us comes with its memfd: it must be sealed. */
+        T_CHECK(fake_read_until(fd, IPCP_MSG_MBOX, buf, sizeof(buf), fds,
+                                &nfds) > 0);
+        T_EQ_INT(nfds, 2);
+        if (ftruncate(fds[0], 0) == 0)
+            T_FAIL("rank 0's inbox could be shrunk");
+        T_EQ_INT(errno, EPERM);
+        close(fds[0]);
+        close(fds[1]);
+        /* Rank 0 reads (and sleeps on) that inbox from now on; then we
+         * leave without a word. */
+        ipcp__msg_hdr_t sw = {IPCP_MSG_SWITCH, 0};
+        T_OK(ipcp__sock_send(fd, &sw, sizeof(sw), NULL, 0, 0));
+        usleep(300000);
+        ipcp__boot_destroy(boot);
+        return 0;
+    } else if (strcmp(name, "cts_status") == 0) {
+        /* Each of rank 0's sends meets a CTS with a status that is not
+         * one of ipcp_status_t's errors. */
+        static const int32_t bad[] = {-12345, IPCP_IN_PROGRESS, INT32_MIN};
+        for (int i = 0; i < 3; i++) {
+            T_CHECK(fake_read_until(fd, IPCP_MSG_RTS, buf, sizeof(buf), fds,
+                                    &nfds) > 0);
+            const ipcp__msg_rts_t *rts = (const void *)buf;
+            ipcp__msg_cts_t cts;
+            memset(&cts, 0, sizeof(cts));
+            cts.hdr.type = IPCP_MSG_CTS;
+            cts.id = rts->id;
+            cts.len = rts->len;
+            cts.status = bad[i];
+            snprintf(cts.errmsg, sizeof(cts.errmsg), "forged status %d",
+                     (int)bad[i]);
+            T_OK(ipcp__sock_send(fd, &cts, sizeof(cts), NULL, 0, 0));
+        }
+    } else {
+        T_FAIL("unknown --case \"%s\"", name);
+    }
+    fake_bye(fd);
+    ipcp__boot_destroy(boot);
+    return 0;
+}
+
+/* ---- The honest rank facing it ------------------------------------------- */
+
+/* Sends small messages to the fake peer until one fails; it must fail as
+ * a lost peer whose message names the mailbox, without a crash. */
+static void victim_mbox(ipcp_comm_t *comm)
+{
+    unsigned char msg[64] = {1};
+    ipcp_status_t st = IPCP_OK;
+    double t0 = ipcp__now_s();
+    while (st == IPCP_OK && ipcp__now_s() - t0 < 5.0) {
+        st = ipcp_send(comm, msg, sizeof(msg), 1, TAG_DATA);
+        usleep(20000);
+    }
+    T_EQ_INT(st, IPCP_ERR_PEER_LOST);
+    T_MSG_HAS("mailbox");
+}
+
+static void victim_cts(ipcp_comm_t *comm)
+{
+    size_t len = 64 << 10; /* above IPCPIPE_EAGER: an RTS, then a CTS */
+    unsigned char *b = t_malloc(len);
+    for (int i = 0; i < 3; i++) {
+        T_STATUS(ipcp_send(comm, b, len, 1, TAG_DATA), IPCP_ERR_STATE);
+        T_MSG_HAS("forged status");
+    }
+    free(b);
+}
+
+static int victim_main(const char *name)
+{
+    ipcp_comm_t *comm = NULL;
+    T_OK(ipcp_init(NULL, &comm));
+    t_rank = 0;
+    if (strncmp(name, "mbox_", 5) == 0 && strcmp(name, "mbox_shrink") != 0) {
+        victim_mbox(comm);
+    } else if (strcmp(name, "mbox_shrink") == 0) {
+        /* Idle a while, so that the progress thread sleeps and wakes on
+         * its inbox, then find the peer gone. */
+        unsigned char b[8];
+        T_STATUS(ipcp_recv(comm, b, sizeof(b), 1, TAG_DATA, NULL),
+                 IPCP_ERR_PEER_LOST);
+    } else {
+        victim_cts(comm);
+    }
+    ipcp_status_t st = ipcp_finalize(comm);
+    T_CHECK(st == IPCP_OK || st == IPCP_ERR_TIMEOUT);
+    return 0;
+}
+
+/* ---- Two honest ranks ---------------------------------------------------- */
+
+typedef struct desc_msg {
+    uint64_t len;
+    unsigned char desc[IPCP_DESC_MAX];
+} desc_msg_t;
+
+/* Rank 1 registers len bytes (with guard bytes after them) and sends the
+ * descriptor; returns the buffer. */
+static unsigned char *owner_register(ipcp_comm_t *comm, size_t len,
+                                     ipcp_mem_t **mem, uint64_t seed)
+{
+    desc_msg_t d;
+    unsigned char *b = t_malloc(len + API_GUARD);
+    t_fill(b, len + API_GUARD, seed);
+    T_OK(ipcp_mem_register(comm, b, len, mem));
+    T_OK(ipcp_mem_pack(*mem, d.desc, sizeof(d.desc), &d.len));
+    api_ctl_send(comm, 0, TAG_DESC, &d, sizeof(d));
+    return b;
+}
+
+/* The descriptor's address field (after magic, version, size, job hash,
+ * owner, pid, region id and length) and its checksum, the FNV-1a of what
+ * precedes it: anyone can recompute it. */
+#define DESC_ADDR_OFF 48
+#define DESC_SUM_OFF 64
+
+static void forge_addr(unsigned char *desc, size_t len, uint64_t delta)
+{
+    uint64_t addr, sum;
+    T_EQ_U64(len, DESC_SUM_OFF + 8);
+    memcpy(&addr, desc + DESC_ADDR_OFF, 8);
+    addr += delta;
+    memcpy(desc + DESC_ADDR_OFF, &addr, 8);
+    sum = ipcp__fnv1a(desc, DESC_SUM_OFF, IPCP_FNV_SEED);
+    memcpy(desc + DESC_SUM_OFF, &sum, 8);
+}
+
+/* A descriptor whose address was moved past the region (checksum redone)
+ * is refused by the owner's word; the true one works, and a put through
+ * it stays inside the region. */
+static int mp_desc_addr(ipcp_comm_t *comm, int rank)
+{
+    const size_t len = 64 << 10;
+    uint64_t seed = t_shared_seed(comm, TAG_GO);
+    if (rank == 1) {
+        ipcp_mem_t *mem;
+        unsigned char *b = owner_register(comm, len, &mem, seed);
+        api_ctl_recv(comm, 0, TAG_DONE, NULL, 0);
+        t_verify(b, len, seed + 1, "the region after the put");
+        api_verify_at(b + len, API_GUARD, seed, len, "the bytes after the region");
+        T_OK(ipcp_mem_deregister(mem));
+        free(b);
+        return 0;
+    }
+    desc_msg_t d, forged;
+    ipcp_rmem_t *rm = NULL;
+    api_ctl_recv(comm, 1, TAG_DESC, &d, sizeof(d));
+    for (int i = 0; i < 2; i++) {
+        forged = d;
+        forge_addr(forged.desc, forged.len, i ? (uint64_t)len : 4096);
+        T_STATUS(ipcp_rmem_import(comm, forged.desc, forged.len, &rm),
+                 IPCP_ERR_BAD_DESCRIPTOR);
+        T_MSG_HAS("does not match region");
+        T_CHECK(rm == NULL);
+    }
+    T_OK(ipcp_rmem_import(comm, d.desc, d.len, &rm));
+    unsigned char *src = t_malloc(len);
+    t_fill(src, len, seed + 1);
+    T_OK(ipcp_put(comm, src, len, rm, 0));
+    T_OK(ipcp_rmem_release(rm));
+    api_ctl_send(comm, 1, TAG_DONE, NULL, 0);
+    free(src);
+    return 0;
+}
+
+/* Rank 0 starts a large put into rank 1's region and says so; rank 1
+ * deregisters at once.  Once ipcp_mem_deregister has returned, no write
+ * of the put may still be on its way (the memory may be freed and reused
+ * then): rank 0 must find its put ended when it hears of the return, and
+ * a put that succeeded must be in the region. */
+static int mp_dereg_inflight(ipcp_comm_t *comm, int rank)
+{
+    const size_t len = 128u << 20;
+    uint64_t seed = t_shared_seed(comm, TAG_GO);
+    int ok = 0;
+    if (rank == 1) {
+        ipcp_mem_t *mem;
+        unsigned char *b = owner_register(comm, len, &mem, seed);
+        api_ctl_recv(comm, 0, TAG_GO, NULL, 0);
+        T_OK(ipcp_mem_deregister(mem));
+        api_ctl_send(comm, 0, TAG_DONE, NULL, 0);
+        api_ctl_recv(comm, 0, TAG_DONE, &ok, sizeof(ok));
+        if (ok)
+            t_verify(b, len, seed + 1, "the region after the put");
+        api_verify_at(b + len, API_GUARD, seed, len, "the bytes after the region");
+        free(b);
+        return 0;
+    }
+    desc_msg_t d;
+    ipcp_rmem_t *rm = NULL;
+    ipcp_request_t *req = NULL;
+    api_ctl_recv(comm, 1, TAG_DESC, &d, sizeof(d));
+    T_OK(ipcp_rmem_import(comm, d.desc, d.len, &rm));
+    unsigned char *src = t_malloc(len);
+    t_fill(src, len, seed + 1);
+    T_OK(ipcp_iput(comm, src, len, rm, 0, &req));
+    api_ctl_send(comm, 1, TAG_GO, NULL, 0);
+    api_ctl_recv(comm, 1, TAG_DONE, NULL, 0);
+    int done = 0;
+    ipcp_status_t st = ipcp_test(req, &done, NULL);
+    if (!done)
+        T_FAIL("the put still ran after rank 1's deregistration returned");
+    if (st != IPCP_OK && st != IPCP_ERR_NOT_REGISTERED)
+        T_FAIL("the put ended with %s: %s", ipcp_strerror(st),
+               ipcp_last_error());
+    ok = st == IPCP_OK;
+    fprintf(stderr, "put %s\n", ok ? "completed" : "refused");
+    api_ctl_send(comm, 1, TAG_DONE, &ok, sizeof(ok));
+    T_OK(ipcp_rmem_release(rm));
+    free(src);
+    return 0;
+}
+
+static int rank_main(int argc, char **argv)
+{
+    const char *name = api_opt(argc, argv, "--case", "");
+    int two = strcmp(name, "desc_addr") == 0 ||
+              strcmp(name, "dereg_inflight") == 0;
+    if (!two) {
+        const char *r = getenv("IPCPIPE_RANK");
+        return r && strcmp(r, "1") == 0 ? fake_main(name) : victim_main(name);
+    }
+    ipcp_path_t path = api_parse_path(api_opt(argc, argv, "--path", "auto"));
+    ipcp_comm_t *comm = api_init(path, "set");
+    int rank = ipcp_comm_rank(comm);
+    int rc = strcmp(name, "desc_addr") == 0 ? mp_desc_addr(comm, rank)
+                                            : mp_dereg_inflight(comm, rank);
+    api_finalize(comm);
+    return rc;
+}
+
+/* ---- A hostile environment (one process) ------------------------------- */
+
+/* Runs fn in a child whose stderr goes to log (read back into out); the
+ * child must exit 0. */
+static void in_child(void (*fn)(void), char *out, size_t cap)
+{
+    char path[] = "/tmp/ipcpipe-hostile-log.XXXXXX";
+    int fd = mkstemp(path);
+    T_CHECK(fd >= 0);
+    fflush(stderr);
+    pid_t pid = fork();
+    T_CHECK(pid >= 0);
+    if (pid == 0) {
+        dup2(fd, 2);
+        fn();
+        fflush(stderr);
+        _exit(0);
+    }
+    int st;
+    T_CHECK(waitpid(pid, &st, 0) == pid);
+    ssize_t n = pread(fd, out, cap - 1, 0);
+    out[n > 0 ? n : 0] = '\0';
+    close(fd);
+    unlink(path);
+    fputs(out, stderr);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        T_FAIL("the child %s %d", WIFEXITED(st) ? "exited with" : "died of",
+               WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+}
+
+static ipcp_comm_t *init_alone(void)
+{
+    ipcp_comm_t *comm = NULL;
+    setenv("IPCPIPE_RANK", "0", 1);
+    setenv("IPCPIPE_SIZE", "1", 1);
+    T_OK(ipcp_init(NULL, &comm));
+    return comm;
+}
+
+/* Under a 4 MiB file size limit (ulimit -f 4096) a 64 MiB shared buffer
+ * is an error, not SIGXFSZ. */
+static void child_fsize(void)
+{
+    struct rlimit rl = {4u << 20, 4u << 20};
+    void *p = NULL;
+    T_CHECK(setrlimit(RLIMIT_FSIZE, &rl) == 0);
+    ipcp_comm_t *comm = init_alone();
+    T_STATUS(ipcp_mem_alloc(comm, 64u << 20, NULL, &p), IPCP_ERR_SYSTEM);
+    T_MSG_HAS("RLIMIT_FSIZE");
+    T_OK(ipcp_mem_alloc(comm, 1u << 20, NULL, &p));
+    T_OK(ipcp_mem_free(comm, p));
+    T_OK(ipcp_finalize(comm));
+}
+
+/* A NaN or infinite timeout is refused, not taken for "unset". */
+static void child_nan_timeout(void)
+{
+    ipcp_comm_params_t p;
+    ipcp_comm_t *comm = NULL;
+    const double bad[] = {NAN, INFINITY, -INFINITY};
+    setenv("IPCPIPE_RANK", "0", 1);
+    setenv("IPCPIPE_SIZE", "1", 1);
+    for (int i = 0; i < 3; i++) {
+        ipcp_comm_params_init(&p);
+        p.timeout_s = bad[i];
+        T_STATUS(ipcp_init(&p, &comm), IPCP_ERR_INVALID);
+        T_MSG_HAS("timeout_s");
+        T_CHECK(comm == NULL);
+    }
+}
+
+/* A misspelt setting is named, with the one it most likely meant. */
+static void child_misspelt(void)
+{
+    setenv("IPCPIPE_SPINUS", "5", 1);
+    setenv("IPCPIPE_TIMOUT", "5", 1);
+    T_OK(ipcp_settings_check());
+}
+
+/* A trace that cannot be written is said so, never announced as done. */
+static void child_trace_full(void)
+{
+    setenv("IPCPIPE_TRACE", "/dev/full", 1);
+    ipcp_comm_t *comm = init_alone();
+    T_OK(ipcp_finalize(comm));
+}
+
+static int solo(const char *name)
+{
+    static char log[16384];
+    if (strcmp(name, "fsize") == 0) {
+        in_child(child_fsize, log, sizeof(log));
+    } else if (strcmp(name, "nan_timeout") == 0) {
+        in_child(child_nan_timeout, log, sizeof(log));
+    } else if (strcmp(name, "misspelt") == 0) {
+        in_child(child_misspelt, log, sizeof(log));
+        T_CHECK(strstr(log, "IPCPIPE_SPINUS is not an ipcpipe setting "
+                            "(ignored); did you mean IPCPIPE_SPIN_US?"));
+        T_CHECK(strstr(log, "did you mean IPCPIPE_TIMEOUT?"));
+    } else if (strcmp(name, "trace_full") == 0) {
+        in_child(child_trace_full, log, sizeof(log));
+        T_CHECK(strstr(log, "IPCPIPE_TRACE=/dev/full is not a regular file"));
+        T_CHECK(!strstr(log, "ipcpipe: trace of"));
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int rc = solo(api_opt(argc, argv, "--case", ""));
+    if (rc >= 0)
+        return rc;
+    return t_mp_main(argc, argv, 2, 60, rank_main);
+}
