@@ -218,6 +218,14 @@ IPCP_API ipcp_status_t ipcp_mem_free(ipcp_comm_t *comm, void *ptr);
  * ipcp_mem_alloc and memory the user allocated are both accepted. */
 IPCP_API ipcp_status_t ipcp_mem_register(ipcp_comm_t *comm, void *buf,
                                          size_t len, ipcp_mem_t **mem);
+/* Ends the registration.  It returns once no operation on the region is in
+ * flight anywhere: every peer that imported it has finished its puts and
+ * gets on it (later ones fail with IPCP_ERR_NOT_REGISTERED), and so has
+ * this rank on their behalf; the memory may then be freed or reused.  A
+ * peer that does not confirm within IPCPIPE_TIMEOUT is cut off (its later
+ * operations fail with IPCP_ERR_PEER_LOST) and IPCP_ERR_TIMEOUT is
+ * returned: a stopped process could still write the region when it
+ * resumes, so keep the memory until that peer is known to be gone. */
 IPCP_API ipcp_status_t ipcp_mem_deregister(ipcp_mem_t *mem);
 
 /* Upper bound on a packed descriptor's size. */
@@ -229,10 +237,15 @@ IPCP_API ipcp_status_t ipcp_mem_deregister(ipcp_mem_t *mem);
 IPCP_API ipcp_status_t ipcp_mem_pack(const ipcp_mem_t *mem, void *desc,
                                      size_t cap, size_t *len);
 
-/* Checks a descriptor (size, checksum, job, owner) and maps the peer's
- * region where possible.  A bad descriptor is rejected without being used. */
+/* Checks a descriptor (size, checksum, job, owner), asks the owner to
+ * confirm the region it names (id, address, length, memory type: the
+ * checksum detects corruption, not forgery) and maps the region where
+ * possible.  A bad or forged descriptor is rejected with
+ * IPCP_ERR_BAD_DESCRIPTOR without being used. */
 IPCP_API ipcp_status_t ipcp_rmem_import(ipcp_comm_t *comm, const void *desc,
                                         size_t len, ipcp_rmem_t **rmem);
+/* Refused (IPCP_ERR_STATE) while operations on the region are in flight:
+ * wait for them first. */
 IPCP_API ipcp_status_t ipcp_rmem_release(ipcp_rmem_t *rmem);
 /* Size in bytes and owner rank of an imported region. */
 IPCP_API size_t ipcp_rmem_size(const ipcp_rmem_t *rmem);

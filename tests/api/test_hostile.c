@@ -30,6 +30,8 @@
 
 enum { TAG_DATA = 5, TAG_DESC = 6, TAG_GO = 7, TAG_DONE = 8 };
 
+static char none; /* where empty control messages "land" */
+
 static uint64_t probe_word = IPCP_BOOT_MAGIC;
 
 /* ---- The fake peer ------------------------------------------------------- */
@@ -263,7 +265,7 @@ static int mp_desc_addr(ipcp_comm_t *comm, int rank)
     if (rank == 1) {
         ipcp_mem_t *mem;
         unsigned char *b = owner_register(comm, len, &mem, seed);
-        api_ctl_recv(comm, 0, TAG_DONE, NULL, 0);
+        api_ctl_recv(comm, 0, TAG_DONE, &none, 0);
         t_verify(b, len, seed + 1, "the region after the put");
         api_verify_at(b + len, API_GUARD, seed, len, "the bytes after the region");
         T_OK(ipcp_mem_deregister(mem));
@@ -304,7 +306,7 @@ static int mp_dereg_inflight(ipcp_comm_t *comm, int rank)
     if (rank == 1) {
         ipcp_mem_t *mem;
         unsigned char *b = owner_register(comm, len, &mem, seed);
-        api_ctl_recv(comm, 0, TAG_GO, NULL, 0);
+        api_ctl_recv(comm, 0, TAG_GO, &none, 0);
         T_OK(ipcp_mem_deregister(mem));
         api_ctl_send(comm, 0, TAG_DONE, NULL, 0);
         api_ctl_recv(comm, 0, TAG_DONE, &ok, sizeof(ok));
@@ -323,7 +325,7 @@ static int mp_dereg_inflight(ipcp_comm_t *comm, int rank)
     t_fill(src, len, seed + 1);
     T_OK(ipcp_iput(comm, src, len, rm, 0, &req));
     api_ctl_send(comm, 1, TAG_GO, NULL, 0);
-    api_ctl_recv(comm, 1, TAG_DONE, NULL, 0);
+    api_ctl_recv(comm, 1, TAG_DONE, &none, 0);
     int done = 0;
     ipcp_status_t st = ipcp_test(req, &done, NULL);
     if (!done)
