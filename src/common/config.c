@@ -166,6 +166,10 @@ static const ipcp__setting_t ipcp__settings[] = {
     {"IPCPIPE_LOG_SUBSYS", IPCP_SET_SUBSYS, "all", "subsystems to log: all or "
      "a comma list of init,boot,engine,host,cuda,api,env", IPCP_OFF(log_mask),
      0, 0, 0, NULL},
+    {"IPCPIPE_LOG_FILE", IPCP_SET_STR, "", "append the log to this file "
+     "instead of stderr; %h in the name becomes the host name, %p the pid "
+     "(one file per process); every line is one write", IPCP_OFF(log_file),
+     0, 0, 0, NULL},
 };
 
 #define IPCP_NSETTINGS ((int)ipcp__array_size(ipcp__settings))
@@ -447,6 +451,8 @@ static void ipcp__config_load(void)
                          __ATOMIC_RELAXED);
         __atomic_store_n(&ipcp__log_mask, ipcp__config_global.log_mask,
                          __ATOMIC_RELAXED);
+        if (ipcp__config_global.log_file[0])
+            ipcp__log_open(ipcp__config_global.log_file);
         ipcp__config_warn_unknown();
     }
 }

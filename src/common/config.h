@@ -47,6 +47,7 @@ typedef struct ipcp__config {
     int trace_copies;         /* IPCPIPE_TRACE_COPIES: 0 off, 1 on */
     int log_level;            /* IPCPIPE_LOG_LEVEL */
     unsigned log_mask;        /* IPCPIPE_LOG_SUBSYS */
+    char log_file[IPCP_DIR_MAX]; /* IPCPIPE_LOG_FILE, "" = stderr */
 } ipcp__config_t;
 
 enum { IPCP_DRIVE_AUTO, IPCP_DRIVE_OFF, IPCP_DRIVE_ON }; /* cfg.drive */

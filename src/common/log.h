@@ -1,6 +1,8 @@
 /* Logging: lines start with host:pid, the rank when known, the subsystem
  * and the level.  IPCPIPE_LOG_LEVEL and IPCPIPE_LOG_SUBSYS choose what is
- * printed (to stderr). */
+ * printed, to stderr or IPCPIPE_LOG_FILE; each line is one write(2), so
+ * that the lines of several processes sharing a file or pipe never cut
+ * into each other. */
 #ifndef IPCP_COMMON_LOG_H
 #define IPCP_COMMON_LOG_H
 
@@ -41,6 +43,10 @@ extern int ipcp__log_level;
 extern unsigned ipcp__log_mask;
 
 void ipcp__log_set_rank(int rank);
+/* Sends the log to the file named by pattern (%h: host name, %p: pid,
+ * %%: a percent sign), appended; on failure it stays on stderr, with a
+ * line that says why. */
+void ipcp__log_open(const char *pattern);
 void ipcp__log_write(int level, int subsys, const char *file, int line,
                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 

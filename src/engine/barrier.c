@@ -55,9 +55,10 @@ void ipcp__barrier_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
     }
     for (int r = 0; r < comm->size; r++) {
         if (r != comm->rank && comm->peers[r].closed) {
-            char msg[96];
-            snprintf(msg, sizeof(msg), "rank %d is gone", r);
-            ipcp__req_complete(req, IPCP_ERR_PEER_LOST, msg);
+            char msg[IPCP_ERRMSG_MAX];
+            ipcp__req_complete(
+                req, IPCP_ERR_PEER_LOST,
+                ipcp__peer_gone(&comm->peers[r], msg, sizeof(msg)));
             return;
         }
     }

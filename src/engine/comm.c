@@ -276,6 +276,7 @@ void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why)
                  peer->rank, (int)peer->pid, why);
     if (!peer->bye || !ipcp__list_empty(&peer->active))
         IPCP_WARN(IPCP_SUB_ENGINE, "%s", msg);
+    snprintf(peer->lost_why, sizeof(peer->lost_why), "%s", why);
     while ((e = ipcp__list_pop_front(&peer->txq)))
         ipcp__txmsg_free(ipcp__list_entry(e, ipcp__txmsg_t, link));
     ipcp__match_fail_peer(comm, peer, IPCP_ERR_PEER_LOST, msg);
@@ -291,6 +292,17 @@ void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why)
     ipcp__lane_abort(comm, peer->rank, IPCP_ERR_PEER_LOST, msg);
     if (comm->bar_pending)
         ipcp__barrier_fail(comm, msg);
+}
+
+const char *ipcp__peer_gone(const ipcp__peer_t *peer, char *buf, size_t len)
+{
+    if (peer->bye)
+        snprintf(buf, len, "rank %d finalized", peer->rank);
+    else
+        snprintf(buf, len, "rank %d is gone%s%s%s", peer->rank,
+                 peer->lost_why[0] ? " (" : "", peer->lost_why,
+                 peer->lost_why[0] ? ")" : "");
+    return buf;
 }
 
 /* ---- Incoming messages -------------------------------------------------- */

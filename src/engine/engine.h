@@ -200,6 +200,7 @@ struct ipcp__peer {
     uint64_t probe_addr;
     atomic_int lost;      /* 0, or the status that aborts waits */
     int closed;           /* socket closed (lost or said bye) */
+    char lost_why[IPCP_ERRMSG_MAX]; /* why it was lost, for later calls */
     int bye;              /* the peer finalized */
     int pvm_to;           /* -1 unknown, 0/1: we may write its memory */
     int remote_path;      /* path the peer forces on receives; -1 unknown
@@ -580,6 +581,8 @@ ipcp_status_t ipcp__peer_postv(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                const void *tail, size_t tail_len,
                                const int *fds, int nfds);
 void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why);
+/* "rank N finalized", or "rank N is gone" with why it was lost, in buf. */
+const char *ipcp__peer_gone(const ipcp__peer_t *peer, char *buf, size_t len);
 /* Track callback: hands the finished transfer to the progress thread. */
 void ipcp__xfer_track_done(ipcp__track_t *t);
 /* Completes the user's request of a transfer whose data is all in place

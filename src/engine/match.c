@@ -261,10 +261,9 @@ static void ipcp__recv_post(ipcp_comm_t *comm, ipcp__peer_t *peer,
         return;
     }
     if (peer->closed || peer->bye) {
-        char msg[96];
-        snprintf(msg, sizeof(msg), "rank %d %s", peer->rank,
-                 peer->bye ? "finalized" : "is gone");
-        ipcp__req_complete(req, IPCP_ERR_PEER_LOST, msg);
+        char msg[IPCP_ERRMSG_MAX];
+        ipcp__req_complete(req, IPCP_ERR_PEER_LOST,
+                           ipcp__peer_gone(peer, msg, sizeof(msg)));
         return;
     }
     ipcp__list_push_back(&peer->posted, &req->link);
@@ -496,10 +495,9 @@ void ipcp__match_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
         return;
     }
     if (peer->closed || peer->bye) {
-        char msg[96];
-        snprintf(msg, sizeof(msg), "rank %d %s", peer->rank,
-                 peer->bye ? "finalized" : "is gone");
-        ipcp__req_complete(req, IPCP_ERR_PEER_LOST, msg);
+        char msg[IPCP_ERRMSG_MAX];
+        ipcp__req_complete(req, IPCP_ERR_PEER_LOST,
+                           ipcp__peer_gone(peer, msg, sizeof(msg)));
         return;
     }
     if ((req->type == IPCP_REQ_PUT || req->type == IPCP_REQ_GET) &&

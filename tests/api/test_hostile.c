@@ -4,7 +4,7 @@
  *
  *   test_api_hostile --case mbox_empty|mbox_file|mbox_shrink|cts_status
  *   test_api_hostile --case desc_addr|dereg_inflight [--path auto|staged]
- *   test_api_hostile --case fsize|nan_timeout|misspelt|trace_full
+ *   test_api_hostile --case fsize|nan_timeout|misspelt|trace_full|log_file
  *
  * In the mbox_* and cts_status cases rank 1 is a fake peer: it joins the
  * job through the real bootstrap and then speaks the engine's raw protocol
@@ -14,6 +14,7 @@
  * settings, a trace file that cannot be written). */
 #include "apitest.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -446,6 +447,56 @@ static void child_trace_full(void)
     T_OK(ipcp_finalize(comm));
 }
 
+/* IPCPIPE_LOG_FILE: the lines go to the file named after host and pid,
+ * none to stderr. */
+static char log_dir[64];
+
+static void child_log_file(void)
+{
+    char pattern[128];
+    snprintf(pattern, sizeof(pattern), "%s/log-%%h-%%p.txt", log_dir);
+    setenv("IPCPIPE_LOG_FILE", pattern, 1);
+    setenv("IPCPIPE_LOG_LEVEL", "info", 1);
+    ipcp_comm_t *comm = init_alone();
+    T_OK(ipcp_finalize(comm));
+}
+
+static void check_log_file(const char *log)
+{
+    char host[64] = "?", path[400], text[8192];
+    gethostname(host, sizeof(host) - 1);
+    T_CHECK(!strstr(log, "ipcpipe"));
+    DIR *d = opendir(log_dir);
+    struct dirent *e;
+    int files = 0;
+    T_CHECK(d != NULL);
+    while ((e = readdir(d))) {
+        int pid;
+        char prefix[128];
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(prefix, sizeof(prefix), "log-%s-", host);
+        T_CHECK(strncmp(e->d_name, prefix, strlen(prefix)) == 0);
+        T_CHECK(sscanf(e->d_name + strlen(prefix), "%d.txt", &pid) == 1);
+        snprintf(path, sizeof(path), "%s/%s", log_dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        T_CHECK(f != NULL);
+        size_t n = fread(text, 1, sizeof(text) - 1, f);
+        text[n] = '\0';
+        fclose(f);
+        unlink(path);
+        char head[96];
+        snprintf(head, sizeof(head), "%s:%d [", host, pid);
+        T_CHECK(strncmp(text, head, strlen(head)) == 0);
+        T_CHECK(strstr(text, "rank 0 of 1 ready"));
+        T_CHECK(n > 0 && text[n - 1] == '\n');
+        files++;
+    }
+    closedir(d);
+    rmdir(log_dir);
+    T_EQ_INT(files, 1);
+}
+
 static int solo(const char *name)
 {
     static char log[16384];
@@ -462,6 +513,11 @@ static int solo(const char *name)
         in_child(child_trace_full, log, sizeof(log));
         T_CHECK(strstr(log, "IPCPIPE_TRACE=/dev/full is not a regular file"));
         T_CHECK(!strstr(log, "ipcpipe: trace of"));
+    } else if (strcmp(name, "log_file") == 0) {
+        snprintf(log_dir, sizeof(log_dir), "/tmp/ipcpipe-log.XXXXXX");
+        T_CHECK(mkdtemp(log_dir) != NULL);
+        in_child(child_log_file, log, sizeof(log));
+        check_log_file(log);
     } else {
         return -1;
     }
