@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include "ipcpipe.h"
+#include "fault.h"
 
 #define IPCP_JOB_MAX 64
 #define IPCP_DIR_MAX 200
@@ -47,6 +48,7 @@ typedef struct ipcp__config {
     int trace_copies;         /* IPCPIPE_TRACE_COPIES: 0 off, 1 on */
     int log_level;            /* IPCPIPE_LOG_LEVEL */
     unsigned log_mask;        /* IPCPIPE_LOG_SUBSYS */
+    ipcp__fault_t fault;      /* IPCPIPE_FAULT (testing aid) */
 } ipcp__config_t;
 
 enum { IPCP_DRIVE_AUTO, IPCP_DRIVE_OFF, IPCP_DRIVE_ON }; /* cfg.drive */
