@@ -12,9 +12,10 @@
 #include "common/config.h"
 
 #define IPCP_BOOT_MAGIC 0x69706370626f6f74ULL /* "ipcpboot" */
-#define IPCP_BOOT_PROTO_VERSION 5 /* 2: striped transfers, 3: lane, 4: the
+#define IPCP_BOOT_PROTO_VERSION 6 /* 2: striped transfers, 3: lane, 4: the
                                      lane's flagged words and break message,
-                                     5: receiver-driven transfers */
+                                     5: receiver-driven transfers, 6:
+                                     keepalive PING/PONG */
 /* Largest message ipcp__sock_send/recv move (one SOCK_SEQPACKET datagram). */
 #define IPCP_SOCK_MSG_MAX (64 * 1024)
 /* Most file descriptors attached to one message. */
