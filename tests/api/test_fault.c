@@ -13,8 +13,9 @@
  * staged, put-mapped / get-mapped (one-sided into an ipcp_mem_alloc region,
  * no owner), put-pvm / get-pvm (one-sided with process_vm_writev/readv),
  * put-owner / get-owner (one-sided through the owner's staged ring),
- * barrier, finalize.  ROLE: sender|receiver (rank 0 sends), owner|origin
- * (rank 0 owns the region), rank0|rank1 (barrier and finalize).
+ * barrier, finalize; live (no fault, below).  ROLE: sender|receiver (rank 0
+ * sends), owner|origin (rank 0 owns the region), rank0|rank1 (barrier and
+ * finalize).
  *
  * What the survivor accepts: IPCP_ERR_PEER_LOST naming the victim (after a
  * SIGKILL through the hang-up, after a SIGSTOP through the keepalive: "did
@@ -87,6 +88,8 @@ static cfg_t parse(int argc, char **argv)
 {
     cfg_t c;
     memset(&c, 0, sizeof c);
+    if (strcmp(api_opt(argc, argv, "--path", ""), "live") == 0)
+        return c;
     const char *p = api_opt(argc, argv, "--path", "eager");
     for (c.path = 0; c.path < P_N; c.path++)
         if (strcmp(p, paths[c.path].name) == 0)
@@ -649,8 +652,43 @@ static int victim(ipcp_comm_t *comm, const cfg_t *c, int me)
     return 3;
 }
 
+/* No fault: the keepalive must not cut a live peer.  Rank 1 posts its
+ * receive twice the timeout after rank 0's send, then a staged transfer of
+ * --size bytes runs under the same 2 s timeout. */
+static int live_main(int argc, char **argv)
+{
+    size_t n = api_opt_size(argc, argv, "--size", "256M"), small = 4 << 20;
+    ipcp_comm_t *comm = NULL;
+    T_OK(ipcp_init(NULL, &comm));
+    int me = ipcp_comm_rank(comm);
+    if (me == 1)
+        T_OK(ipcp_comm_set_path(comm, IPCP_PATH_STAGED));
+    T_OK(ipcp_barrier(comm));
+    unsigned char *p = t_malloc(n);
+    double t0 = api_now();
+    if (me == 0) {
+        t_fill(p, small, 11);
+        T_OK(ipcp_send(comm, p, small, 1, TAG_DATA));
+        t_fill(p, n, 12);
+        T_OK(ipcp_send(comm, p, n, 1, TAG_DATA));
+    } else {
+        usleep((useconds_t)(2 * FAULT_TIMEOUT_S * 1e6));
+        T_OK(ipcp_recv(comm, p, small, 0, TAG_DATA, NULL));
+        t_verify(p, small, 11, "the late receive");
+        T_OK(ipcp_recv(comm, p, n, 0, TAG_DATA, NULL));
+        t_verify(p, n, 12, "the long staged transfer");
+    }
+    printf("rank %d: live peer, %zu + %zu bytes in %.3f s (timeout %.1f s)\n",
+           me, small, n, api_now() - t0, FAULT_TIMEOUT_S);
+    free(p);
+    T_OK(ipcp_finalize(comm));
+    return 0;
+}
+
 static int rank_main(int argc, char **argv)
 {
+    if (strcmp(api_opt(argc, argv, "--path", ""), "live") == 0)
+        return live_main(argc, argv);
     cfg_t c = parse(argc, argv);
     const char *r = getenv("IPCPIPE_RANK");
     int me = r ? atoi(r) : -1;
@@ -678,7 +716,7 @@ static void victim_env(int rank, void *arg)
 {
     char fault[128];
     (void)arg;
-    if (rank != launch_cfg->victim)
+    if (rank != launch_cfg->victim || !launch_cfg->stage)
         return;
     snprintf(fault, sizeof fault, "%s:%s:%ld", launch_cfg->stage,
              launch_cfg->stop ? "stop" : "kill", launch_cfg->count);
@@ -739,6 +777,10 @@ int main(int argc, char **argv)
         T_FAIL("ipcp_launch: %s", strerror(errno));
     if (r.timed_out)
         T_FAIL("the ranks did not finish within %.0f s", o.timeout_s);
+    if (strcmp(api_opt(argc, argv, "--path", ""), "live") == 0) {
+        cleanup_dir(dir);
+        return ipcp_launch_exit_code(&r);
+    }
     int v = c.victim, s = 1 - c.victim;
     int vs = r.wait_status[v], ss = r.wait_status[s];
     if (WIFEXITED(ss) && WEXITSTATUS(ss) == T_SKIP)
