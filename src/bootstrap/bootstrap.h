@@ -15,7 +15,8 @@
 #define IPCP_BOOT_PROTO_VERSION 6 /* 2: striped transfers, 3: lane, 4: the
                                      lane's flagged words and break message,
                                      5: receiver-driven transfers, 6: the
-                                     region's address in a map reply */
+                                     region's address in a map reply,
+                                     keepalive PING/PONG */
 /* Largest message ipcp__sock_send/recv move (one SOCK_SEQPACKET datagram). */
 #define IPCP_SOCK_MSG_MAX (64 * 1024)
 /* Most file descriptors attached to one message. */

@@ -21,6 +21,7 @@ typedef enum {
     IPCP_SET_ENUM,   /* one of choices; value = index */
     IPCP_SET_SUBSYS, /* "all" or comma list of subsystem names */
     IPCP_SET_SHARE,  /* "off" (-1), "auto" (0) or a number in [min, max] */
+    IPCP_SET_FAULT,  /* "stage:action[:n]" (common/fault.h) */
 } ipcp__set_type_t;
 
 typedef struct ipcp__setting {
@@ -56,7 +57,9 @@ static const ipcp__setting_t ipcp__settings[] = {
      "(else from the launcher, else the parent pid)", IPCP_OFF(job), 0, 0, 0,
      NULL},
     {"IPCPIPE_TIMEOUT", IPCP_SET_DOUBLE, "60", "seconds any wait on another "
-     "rank may last (rendezvous, barrier, a peer's death)", IPCP_OFF(timeout_s),
+     "rank may last (rendezvous, barrier, finalize, a peer's death; a peer "
+     "that stops answering while a request waits on it is declared lost "
+     "after 3/4 of it)", IPCP_OFF(timeout_s),
      0.001, 1e7, 0, NULL},
     {"IPCPIPE_DIR", IPCP_SET_STR, "", "base directory of the rendezvous "
      "sockets (default $XDG_RUNTIME_DIR, else $TMPDIR, else /tmp)",
@@ -170,6 +173,13 @@ static const ipcp__setting_t ipcp__settings[] = {
      "instead of stderr; %h in the name becomes the host name, %p the pid "
      "(one file per process); every line is one write", IPCP_OFF(log_file),
      0, 0, 0, NULL},
+    {"IPCPIPE_FAULT", IPCP_SET_FAULT, "", "testing aid: stage:action[:n] "
+     "makes this process send itself SIGKILL (action kill) or SIGSTOP "
+     "(stop) the n-th time (default 1) it reaches a protocol stage: "
+     "rts-posted, get-posted, rts-matched, cts-posted, cts-received, "
+     "staged-chunk, data-in-place, onesided-enqueued, map-requested, "
+     "barrier-entered, bye-sent, bye-received (tests/api/test_fault.c)",
+     IPCP_OFF(fault), 0, 0, 0, NULL},
 };
 
 #define IPCP_NSETTINGS ((int)ipcp__array_size(ipcp__settings))
@@ -330,6 +340,9 @@ static int ipcp__setting_parse(const ipcp__setting_t *st, const char *val,
             return -1;
         *(double *)field = d;
         return 0;
+    case IPCP_SET_FAULT:
+        *why = "is not stage:kill|stop[:n] with a known stage";
+        return ipcp__fault_parse(val, (ipcp__fault_t *)(void *)field);
     }
     return -1;
 }
@@ -454,6 +467,7 @@ static void ipcp__config_load(void)
         if (ipcp__config_global.log_file[0])
             ipcp__log_open(ipcp__config_global.log_file);
         ipcp__config_warn_unknown();
+        ipcp__fault_arm(&ipcp__config_global.fault);
     }
 }
 

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include "ipcpipe.h"
+#include "fault.h"
 
 #define IPCP_JOB_MAX 64
 #define IPCP_DIR_MAX 200
@@ -48,6 +49,7 @@ typedef struct ipcp__config {
     int log_level;            /* IPCPIPE_LOG_LEVEL */
     unsigned log_mask;        /* IPCPIPE_LOG_SUBSYS */
     char log_file[IPCP_DIR_MAX]; /* IPCPIPE_LOG_FILE, "" = stderr */
+    ipcp__fault_t fault;      /* IPCPIPE_FAULT (testing aid) */
 } ipcp__config_t;
 
 enum { IPCP_DRIVE_AUTO, IPCP_DRIVE_OFF, IPCP_DRIVE_ON }; /* cfg.drive */

@@ -34,6 +34,7 @@ static void ipcp__barrier_try_release(ipcp_comm_t *comm)
     if (!comm->bar_pending || comm->bar_count[e & 1] < comm->size - 1)
         return;
     comm->bar_count[e & 1] = 0;
+    ipcp__fault_point(IPCP_FAULT_BARRIER_ENTERED);
     for (int r = 1; r < comm->size; r++)
         ipcp__barrier_send(comm, r, IPCP_MSG_BARRIER_REL, e);
     ipcp__barrier_done(comm, IPCP_OK, NULL);
@@ -73,6 +74,8 @@ void ipcp__barrier_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
         ipcp__barrier_try_release(comm);
     else
         ipcp__barrier_send(comm, 0, IPCP_MSG_BARRIER, e);
+    if (comm->rank != 0)
+        ipcp__fault_point(IPCP_FAULT_BARRIER_ENTERED);
 }
 
 void ipcp__barrier_msg(ipcp_comm_t *comm, ipcp__peer_t *peer, int type,

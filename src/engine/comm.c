@@ -305,6 +305,88 @@ const char *ipcp__peer_gone(const ipcp__peer_t *peer, char *buf, size_t len)
     return buf;
 }
 
+/* ---- Keepalive ---------------------------------------------------------- */
+
+/* A peer that is stopped (SIGSTOP, a debugger) or hung keeps its socket
+ * open and never raises the flags our queues wait for, so nothing else
+ * would end a request that waits on it.  While one does, a peer silent for
+ * a quarter of the timeout is pinged (its progress thread answers, whatever
+ * its application does), and one that answered nothing for
+ * IPCP_KA_LOST_SHARE of the timeout, the ping having had half of it, is
+ * lost: the wait ends within the timeout of the peer's last message (the
+ * ping's age keeps a progress thread that was itself held up, by a long
+ * driver call, from declaring a live peer lost).  An
+ * unmatched receive from a peer that answers waits as long as it likes. */
+#define IPCP_KA_LOST_SHARE 0.75
+/* Peers are checked every timeout / IPCP_KA_STEPS, at most every
+ * IPCP_KA_STEP_MAX_NS. */
+#define IPCP_KA_STEPS 50
+#define IPCP_KA_STEP_MAX_NS ((uint64_t)100 * 1000 * 1000)
+
+/* Whether a request waits on the peer: a transfer, an import, a barrier
+ * that needs its message, or finalize that waits for its goodbye. */
+static int ipcp__peer_awaited(const ipcp_comm_t *comm, const ipcp__peer_t *p)
+{
+    if (comm->bye_req ||
+        (comm->bar_pending &&
+         (comm->rank ? p->rank == 0
+                     : comm->bar_seen[p->rank] != comm->bar_epoch)))
+        return 1;
+    return !ipcp__list_empty(&p->wait_cts) || !ipcp__list_empty(&p->posted) ||
+           !ipcp__list_empty(&p->gets) || !ipcp__list_empty(&p->maps) ||
+           !ipcp__list_empty(&p->active);
+}
+
+static uint64_t ipcp__ka_step_ns(const ipcp_comm_t *comm)
+{
+    uint64_t step = (uint64_t)(comm->timeout_s * 1e9 / IPCP_KA_STEPS);
+    if (step > IPCP_KA_STEP_MAX_NS)
+        step = IPCP_KA_STEP_MAX_NS;
+    return step < 1000000 ? 1000000 : step;
+}
+
+/* One peer a request waits on: ping it, or declare it lost. */
+static void ipcp__ka_check(ipcp_comm_t *comm, ipcp__peer_t *p, uint64_t now)
+{
+    uint64_t t_ns = (uint64_t)(comm->timeout_s * 1e9);
+    uint64_t quiet = now - p->heard_ns;
+    if (p->ping_ns > p->heard_ns && now - p->ping_ns >= t_ns / 2 &&
+        quiet >= (uint64_t)(IPCP_KA_LOST_SHARE * (double)t_ns)) {
+        char why[160];
+        snprintf(why, sizeof(why), "it did not answer for %.1f s: stopped "
+                 "or hung (IPCPIPE_TIMEOUT %.1f s)", (double)quiet * 1e-9,
+                 comm->timeout_s);
+        ipcp__peer_lost(comm, p, why);
+        return;
+    }
+    /* One ping at a time: the channel loses nothing, and the first one's
+     * age is what tells a silent peer from our own late turn. */
+    if (p->ping_ns <= p->heard_ns && quiet >= t_ns / 4) {
+        ipcp__msg_hdr_t ping = {IPCP_MSG_PING, 0};
+        p->ping_ns = now;
+        ipcp__peer_post(comm, p, &ping, sizeof(ping), NULL, 0);
+    }
+}
+
+/* Progress loop: checks the peers that requests wait on, every step. */
+static void ipcp__keepalive(ipcp_comm_t *comm, uint64_t now)
+{
+    /* Every turn while no request waits on a peer, so that the first one
+     * to wait is seen at once (the loop then sleeps a step at most). */
+    if (now < comm->ka_next && comm->ka_awaited)
+        return;
+    comm->ka_next = now + ipcp__ka_step_ns(comm);
+    comm->ka_awaited = 0;
+    for (int r = 0; r < comm->size; r++) {
+        ipcp__peer_t *p = &comm->peers[r];
+        if (r == comm->rank || p->closed || p->bye ||
+            !ipcp__peer_awaited(comm, p))
+            continue;
+        comm->ka_awaited = 1;
+        ipcp__ka_check(comm, p, now);
+    }
+}
+
 /* ---- Incoming messages -------------------------------------------------- */
 
 static void ipcp__dispatch(ipcp_comm_t *comm, ipcp__peer_t *peer,
@@ -314,6 +396,7 @@ static void ipcp__dispatch(ipcp_comm_t *comm, ipcp__peer_t *peer,
     const ipcp__msg_hdr_t *hdr = (const void *)msg;
     size_t need = 0;
 
+    peer->heard_ns = ipcp__now_ns();
     if (len < sizeof(*hdr))
         goto bad;
     switch (hdr->type) {
@@ -360,9 +443,22 @@ static void ipcp__dispatch(ipcp_comm_t *comm, ipcp__peer_t *peer,
     case IPCP_MSG_SWITCH:
         peer->in_on = 1;
         break;
+    case IPCP_MSG_PING: {
+        ipcp__msg_hdr_t pong = {IPCP_MSG_PONG, 0};
+        ipcp__peer_post(comm, peer, &pong, sizeof(pong), NULL, 0);
+        break;
+    }
+    case IPCP_MSG_PONG: /* heard_ns is all it is for */
+        break;
     case IPCP_MSG_BYE:
+        if (!comm->bye_req && !comm->bye_held)
+            ipcp__fault_point(IPCP_FAULT_BYE_RECEIVED);
         peer->bye = 1;
-        ipcp__match_fail_peer(comm, peer, IPCP_ERR_PEER_LOST, "peer finalized");
+        {
+            char why[64];
+            snprintf(why, sizeof(why), "rank %d finalized", peer->rank);
+            ipcp__match_fail_peer(comm, peer, IPCP_ERR_PEER_LOST, why);
+        }
         break;
     default:
         goto bad;
@@ -430,6 +526,7 @@ static void ipcp__bye_send(ipcp_comm_t *comm, ipcp_request_t *req)
                             0);
     }
     comm->bye_deadline = ipcp__now_s() + comm->timeout_s;
+    ipcp__fault_point(IPCP_FAULT_BYE_SENT);
 }
 
 static void ipcp__run_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
@@ -505,6 +602,7 @@ static void ipcp__drive_end(ipcp_comm_t *comm, ipcp__peer_t *peer,
     char why[IPCP_ERRWIRE_MAX] = "";
     if (peer->closed)
         return;
+    ipcp__fault_point(IPCP_FAULT_DATA_IN_PLACE);
     if (st != IPCP_OK) /* formatted only for a failure: it runs per transfer */
         snprintf(why, sizeof(why), "rank %d could not copy this transfer out "
                  "of our buffer: %.120s", comm->rank, msg);
@@ -691,6 +789,9 @@ static void *ipcp__progress_main(void *arg)
                                  !ipcp__list_empty(&comm->deregs)
                              ? 50
                              : 1000;
+        if (comm->ka_awaited &&
+            timeout_ms > (int)(ipcp__ka_step_ns(comm) / 1000000))
+            timeout_ms = (int)(ipcp__ka_step_ns(comm) / 1000000);
         /* Starts of stream-ordered operations land in host memory without
          * waking us, and device transfers end within milliseconds: poll
          * while either is awaited. */
@@ -753,6 +854,7 @@ static void *ipcp__progress_main(void *arg)
         ipcp__barrier_check(comm);
         if (!ipcp__list_empty(&comm->deregs))
             ipcp__mem_dereg_poll(comm);
+        ipcp__keepalive(comm, ipcp__now_ns());
     }
     /* Chunks still to enqueue go in: their peer waits for them, and the
      * teardown waits for the transfers they belong to. */

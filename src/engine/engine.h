@@ -20,6 +20,7 @@
 #include "backend/backend.h"
 #include "bootstrap/bootstrap.h"
 #include "common/config.h"
+#include "common/fault.h"
 #include "common/list.h"
 #include "common/status.h"
 #include "engine/stripe.h"
@@ -224,6 +225,10 @@ struct ipcp__peer {
     int out_wake;          /* the peer's wake eventfd, -1 none */
     int in_on;             /* the peer switched: read our inbox */
     int out_on;            /* we switched: write its inbox */
+    /* keepalive (engine/comm.c, ipcp__keepalive): when a message of the
+     * peer last came, and when we last asked it for one (ns) */
+    uint64_t heard_ns;
+    uint64_t ping_ns;
 };
 
 /* Outgoing message. */
@@ -512,6 +517,10 @@ struct ipcp_comm {
     int early_live;
     ipcp_request_t *bye_held;
     double bye_deadline;
+    /* Keepalive (progress thread): when peers are checked next (ns), and
+     * whether a request waited on any of them at the last check. */
+    uint64_t ka_next;
+    int ka_awaited;
 
     pthread_mutex_t mem_lock; /* regions, rmems, next_region_id */
     ipcp__list_t regions;

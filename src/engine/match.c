@@ -172,6 +172,7 @@ static void ipcp__send_rts(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if ((rts->hdr.flags & IPCP_RTS_SRC) && req->attr.type == IPCP_MEM_CUDA)
         ipcp__await_offer(comm, req);
     ipcp__list_push_back(&peer->wait_cts, &req->link);
+    ipcp__fault_point(IPCP_FAULT_RTS_POSTED);
 }
 
 static void ipcp__send_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
@@ -191,6 +192,7 @@ static void ipcp__send_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
         req->path = IPCP_PATH_EAGER;
         req->nbytes = req->len;
         ipcp__req_complete(req, st, st == IPCP_OK ? NULL : ipcp__last_error());
+        ipcp__fault_point(IPCP_FAULT_RTS_POSTED);
         return;
     }
     ipcp__send_rts(comm, peer, req, &rts, 1);
@@ -203,6 +205,7 @@ static void ipcp__deliver_eager(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                 const ipcp__msg_rts_t *rts,
                                 const unsigned char *data)
 {
+    ipcp__fault_point(IPCP_FAULT_RTS_MATCHED);
     if (rts->len && req->attr.type != IPCP_MEM_HOST) {
         /* A host sender cannot know the receive buffer is device memory:
          * the bytes go in with one copy on the receiver's queue. */
@@ -481,6 +484,7 @@ static void ipcp__get_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
         return;
     }
     ipcp__list_push_back(&peer->gets, &req->link);
+    ipcp__fault_point(IPCP_FAULT_GET_POSTED);
 }
 
 /* ---- Entry points ------------------------------------------------------- */

@@ -598,6 +598,7 @@ void ipcp__mem_on_map_req(ipcp_comm_t *comm, ipcp__peer_t *peer,
 {
     ipcp__msg_map_rep_t rep;
     int fd = -1;
+    ipcp__fault_point(IPCP_FAULT_MAP_REQUESTED);
     memset(&rep, 0, sizeof(rep));
     rep.hdr.type = IPCP_MSG_MAP_REP;
     rep.id = m->id;

@@ -29,6 +29,8 @@ enum {
     IPCP_MSG_LANE,        /* the peer's small-message lane block */
     IPCP_MSG_MBOX,        /* the sender's inbox for us (engine/mbox.c) */
     IPCP_MSG_SWITCH,      /* later messages come through our inbox */
+    IPCP_MSG_PING,        /* keepalive: answer with a PONG (a header) */
+    IPCP_MSG_PONG,
 };
 
 typedef struct ipcp__msg_hdr {

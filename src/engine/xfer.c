@@ -456,6 +456,25 @@ static void ipcp__enq_check(ipcp__track_t *t, ipcp_status_t st)
         ipcp__track_fail(t, st, "cannot enqueue: %s", ipcp__last_error());
 }
 
+static void ipcp__fault_in_queue(void *arg)
+{
+    ipcp__fault_point((int)(intptr_t)arg);
+}
+
+/* IPCPIPE_FAULT at a stage a queue reaches (a copy done): through the
+ * queue's order where the backend can call back, else at once. */
+static void ipcp__fault_enq(ipcp__qset_t *qs, ipcp__queue_t *q,
+                            ipcp__track_t *t, int stage)
+{
+    if (!ipcp__fault_armed(stage))
+        return;
+    if (qs->ops->call)
+        ipcp__enq_check(t, qs->ops->call(q, ipcp__fault_in_queue,
+                                         (void *)(intptr_t)stage));
+    else
+        ipcp__fault_hit(stage);
+}
+
 static void ipcp__enq_notify(ipcp__qset_t *qs, int q, ipcp__track_t *t)
 {
     atomic_fetch_add_explicit(&t->pending, 1, memory_order_relaxed);
@@ -690,6 +709,7 @@ static int ipcp__stage_step(ipcp__xfer_t *x, uint64_t n)
                                          st->send ? st->buf + off : sl, len,
                                          t));
         ipcp__trace_piece(x, x->tbase + c, qs, (int)qi, len, 0);
+        ipcp__fault_enq(qs, q, t, IPCP_FAULT_STAGED_CHUNK);
         /* A failed transfer keeps the ring moving (its copies are skipped,
          * its marks are not), so the peer is never left waiting; a sender
          * says so in the error slot before any later mark. */
@@ -1760,6 +1780,7 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp_status_t st;
 
     ipcp__trace_mark(req, IPCP_TM_MEET);
+    ipcp__fault_point(IPCP_FAULT_RTS_MATCHED);
     if (ipcp__xfer_drive(comm, peer, rts, req, force))
         return;
     ipcp__choose(comm, rts, req, &c);
@@ -1865,6 +1886,7 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
          * releases them and tells it. */
         ipcp__peer_lost(comm, peer, "cannot send a CTS");
     ipcp__trace_mark(req, IPCP_TM_CTS);
+    ipcp__fault_point(IPCP_FAULT_CTS_POSTED);
     ipcp__stage_flush(comm, qs);
     if (direct)
         mask |= ipcp__rx_direct(peer, rts, req, qs, cts.dseq, np, lo_s, lo_r);
@@ -1956,6 +1978,7 @@ static unsigned ipcp__tx_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
         if (n && cts->dst_mode == IPCP_DST_PVM && qs->ops->call)
             ipcp__enq_check(t, qs->ops->call(q, ipcp__tx_report_late,
                                              &req->xfer));
+        ipcp__fault_enq(qs, q, t, IPCP_FAULT_DATA_IN_PLACE);
         /* The done flag is written even after a failure so that the
          * receiver does not wait forever; the track carries the error. */
         ipcp__enq_check(t, qs->ops->flag_write(q, &ch->ctl->done[myq][qi].v,
@@ -2042,6 +2065,7 @@ void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
     }
     req->path = (ipcp_path_t)cts->path;
     req->nbytes = req->len;
+    ipcp__fault_point(IPCP_FAULT_CTS_RECEIVED);
     int striped = cts->path == IPCP_PATH_STRIPED;
     int direct = striped || cts->path == IPCP_PATH_DIRECT;
     uint64_t slen = striped ? cts->stripe_len : direct ? 0 : req->len;
@@ -2146,4 +2170,5 @@ void ipcp__xfer_onesided_direct(ipcp_comm_t *comm, ipcp_request_t *req)
     }
     ipcp__enq_end(req, qs, mask);
     ipcp__xfer_go(&req->xfer);
+    ipcp__fault_point(IPCP_FAULT_ONESIDED_ENQUEUED);
 }
