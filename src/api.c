@@ -64,7 +64,7 @@ void ipcp_alloc_params_init(ipcp_alloc_params_t *params)
     params->type = IPCP_MEM_HOST;
 }
 
-/* ---- Handles -------------------------------------------------------------- */
+/* ---- Handles ----------------------------------------------------------- */
 
 /* The public pointer types carry handle values (common/handle.h), never
  * addresses: every call resolves its handles before it touches an object,
@@ -93,20 +93,20 @@ static ipcp_status_t ipcp__handle_fail(const void *p, unsigned type)
     if (!h)
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
                           "%s is NULL", ipcp__hkind[type]);
-    if (t != type && t != 0 && t < IPCP_HANDLE_NTYPES &&
-        ipcp__handle_get(h, t))
+    if (t != type && t != 0 && t < IPCP_HANDLE_NTYPES && ipcp__handle_get(h, t))
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
-                          "0x%llx is %s handle, not %s handle", v,
-                          ipcp__ha[t], ipcp__ha[type]);
+                          "0x%llx is %s handle, not %s handle", v, ipcp__ha[t],
+                          ipcp__ha[type]);
     if (t == type && ipcp__handle_stale(h))
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API,
                           type == IPCP_HANDLE_COMM ? IPCP_ERR_STATE
                                                    : IPCP_ERR_INVALID,
-                          "%s handle 0x%llx is stale: %s", ipcp__hkind[type],
-                          v, ipcp__hgone[type]);
+                          "%s handle 0x%llx is stale: %s", ipcp__hkind[type], v,
+                          ipcp__hgone[type]);
     return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
                       "0x%llx is not %s handle (not a value this library "
-                      "issued)", v, ipcp__ha[type]);
+                      "issued)",
+                      v, ipcp__ha[type]);
 }
 
 static ipcp_status_t ipcp__comm_get(const ipcp_comm_t *h, ipcp_comm_t **comm)
@@ -705,12 +705,14 @@ ipcp_status_t ipcp_mem_register(ipcp_comm_t *comm_h, void *buf, size_t len,
     mem->comm = comm;
     /* Before the region is listed: finalize frees it with its handle. */
     ipcp_status_t st = ipcp__handle_new(IPCP_HANDLE_MEM, mem, &mem->handle);
-    if (st == IPCP_OK && (st = ipcp__mem_register(comm, buf, len, mem)) !=
-                             IPCP_OK) {
+    if (st != IPCP_OK) {
+        free(mem);
+        return st;
+    }
+    st = ipcp__mem_register(comm, buf, len, mem);
+    if (st != IPCP_OK) {
         ipcp__handle_free(mem->handle);
         ipcp__region_release(&mem->region);
-    }
-    if (st != IPCP_OK) {
         free(mem);
         return st;
     }

@@ -7,7 +7,7 @@
 #include "handle.h"
 #include "status.h"
 
-#define IPCP_HANDLE_CHUNK (1u << IPCP_HANDLE_CHUNK_BITS)
+#define IPCP_HANDLE_CHUNK     (1u << IPCP_HANDLE_CHUNK_BITS)
 #define IPCP_HANDLE_INDEX_MAX (1u << IPCP_HANDLE_INDEX_BITS)
 
 _Atomic(ipcp__hslot_t *) ipcp__hchunks[IPCP_HANDLE_CHUNKS];
@@ -18,6 +18,8 @@ _Atomic uint32_t ipcp__hslots;
  * fail when that slot was popped and pushed back meanwhile (ABA). */
 static _Atomic uint64_t ipcp__hfree;
 static pthread_mutex_t ipcp__hgrow = PTHREAD_MUTEX_INITIALIZER;
+/* Scatters first generations (ipcp__hgen0); set with the first chunk. */
+static uint64_t ipcp__hseed;
 
 static ipcp__hslot_t *ipcp__hslot_at(uint32_t i)
 {
@@ -28,8 +30,8 @@ static ipcp__hslot_t *ipcp__hslot_at(uint32_t i)
 
 static uint64_t ipcp__handle_make(uint64_t gen, uint32_t i, unsigned type)
 {
-    return gen << IPCP_HANDLE_GEN_SHIFT |
-           (uint64_t)i << IPCP_HANDLE_TYPE_BITS | type;
+    return gen << IPCP_HANDLE_GEN_SHIFT | (uint64_t)i << IPCP_HANDLE_TYPE_BITS |
+           type;
 }
 
 /* Index + 1 of a free slot taken off the list, or 0 when it is empty. */
@@ -59,8 +61,7 @@ static void ipcp__hfree_push(uint32_t first, ipcp__hslot_t *last)
     uint64_t old = atomic_load_explicit(&ipcp__hfree, memory_order_relaxed);
     uint64_t nw;
     do {
-        atomic_store_explicit(&last->next, (uint32_t)old,
-                              memory_order_relaxed);
+        atomic_store_explicit(&last->next, (uint32_t)old, memory_order_relaxed);
         nw = ((old >> 32) + 1) << 32 | first;
     } while (!atomic_compare_exchange_weak_explicit(
         &ipcp__hfree, &old, nw, memory_order_release, memory_order_relaxed));
@@ -68,9 +69,9 @@ static void ipcp__hfree_push(uint32_t first, ipcp__hslot_t *last)
 
 /* A slot's first generation: scattered, so that a small or made-up value
  * is unlikely to name a live handle. */
-static uint64_t ipcp__hgen0(uint32_t i, uint64_t seed)
+static uint64_t ipcp__hgen0(uint32_t i)
 {
-    uint64_t z = seed + (uint64_t)i * 0x9e3779b97f4a7c15ULL;
+    uint64_t z = ipcp__hseed + (uint64_t)i * 0x9e3779b97f4a7c15ULL;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return (z ^ (z >> 31)) >> IPCP_HANDLE_GEN_SHIFT;
@@ -91,12 +92,14 @@ static ipcp_status_t ipcp__hgrow_locked(uint32_t *got)
     if (!c)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
                           "no memory for %u more handles", IPCP_HANDLE_CHUNK);
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t seed = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    if (n == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ipcp__hseed = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    }
     for (uint32_t k = 0; k < IPCP_HANDLE_CHUNK; k++) {
-        atomic_init(&c[k].word, ipcp__handle_make(ipcp__hgen0(n + k, seed),
-                                                  n + k, 0));
+        atomic_init(&c[k].word,
+                    ipcp__handle_make(ipcp__hgen0(n + k), n + k, 0));
         atomic_init(&c[k].obj, NULL);
         atomic_init(&c[k].next, k + 1 < IPCP_HANDLE_CHUNK ? n + k + 2 : 0);
     }
@@ -139,13 +142,19 @@ void ipcp__handle_free(ipcp__handle_t h)
     if (!type || !s)
         return;
     uint32_t i = ipcp__handle_index(h);
-    uint64_t gen = (h >> IPCP_HANDLE_GEN_SHIFT) + 1; /* wraps in the shift */
+    uint64_t gen = ((h >> IPCP_HANDLE_GEN_SHIFT) + 1) &
+                   (((uint64_t)1 << IPCP_HANDLE_GEN_BITS) - 1);
     uint64_t expect = h;
     /* Only the free that changes the word puts the slot on the list, so a
      * second free of the same handle does nothing. */
     if (!atomic_compare_exchange_strong_explicit(
             &s->word, &expect, ipcp__handle_make(gen, i, 0),
             memory_order_release, memory_order_relaxed))
+        return;
+    /* A slot whose generations came full circle would issue its first
+     * values again: it is retired instead (24 bytes lost every 2^36 frees
+     * of one slot), so that no handle value is ever issued twice. */
+    if (gen == ipcp__hgen0(i))
         return;
     ipcp__hfree_push(i + 1, s);
 }

@@ -31,9 +31,9 @@ enum {
     IPCP_HANDLE_NTYPES = 5 /* one past the last type */
 };
 
-#define IPCP_HANDLE_TYPE_BITS 4
+#define IPCP_HANDLE_TYPE_BITS  4
 #define IPCP_HANDLE_INDEX_BITS 24
-#define IPCP_HANDLE_GEN_SHIFT (IPCP_HANDLE_TYPE_BITS + IPCP_HANDLE_INDEX_BITS)
+#define IPCP_HANDLE_GEN_SHIFT  (IPCP_HANDLE_TYPE_BITS + IPCP_HANDLE_INDEX_BITS)
 /* A slot's generations wrap after this many frees. */
 #define IPCP_HANDLE_GEN_BITS (64 - IPCP_HANDLE_GEN_SHIFT)
 /* Slots are added this many at a time, up to 2^IPCP_HANDLE_INDEX_BITS. */
@@ -96,8 +96,9 @@ static inline void *ipcp__handle_get(ipcp__handle_t h, unsigned type)
 
 /* A new handle of this type for obj (type 1..4, obj not NULL). */
 ipcp_status_t ipcp__handle_new(unsigned type, void *obj, ipcp__handle_t *h);
-/* Makes h stale and its slot reusable; 0 and handles already freed are
- * ignored. */
+/* Makes h stale and its slot reusable (in a later generation; a slot
+ * whose generations all were used is retired, so a value is never issued
+ * twice); 0 and handles already freed are ignored. */
 void ipcp__handle_free(ipcp__handle_t h);
 /* Whether h was issued and has been freed since (its slot moved to a later
  * generation), as opposed to a value never issued. */
