@@ -13,8 +13,8 @@
  *   The values of ipcp_comm_t *, ipcp_request_t *, ipcp_mem_t * and
  *   ipcp_rmem_t * are handles, not addresses: never NULL, to be compared
  *   and passed back only.  A handle goes stale when its object is released:
- *     - a request when ipcp_wait returns, or ipcp_test returns with
- *       *done = 1, whatever the transfer's status;
+ *     - a request at ipcp_wait (from the call on), or at the ipcp_test
+ *       that reports it done (*done = 1), whatever the transfer's status;
  *     - a registration at ipcp_mem_deregister, an imported region at
  *       ipcp_rmem_release;
  *     - a communicator at ipcp_finalize, and with it the handles of its
@@ -29,9 +29,10 @@
  *   ipcp_rmem_owner) return -1, 0 or "" and set ipcp_last_error().  No
  *   handle value is ever issued twice in a process (a slot of the handle
  *   table is retired after 2^36 releases), so a stale handle never names
- *   a newer object.  The check cannot help a handle released on one thread
- *   while another thread is still inside a call with it: that remains the
- *   caller's race.
+ *   a newer object.  Two threads that release one handle at once (two
+ *   ipcp_mem_deregister calls, say) are safe too: one call releases it,
+ *   the other fails as stale.  A call that merely uses a handle while
+ *   another thread releases it remains the caller's race.
  *
  * Thread safety
  *   Any function may be called from any thread, concurrently, on the same

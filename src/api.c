@@ -138,6 +138,15 @@ static ipcp_status_t ipcp__rmem_get(const ipcp_rmem_t *h, ipcp_rmem_t **rm)
                                      : ipcp__handle_fail(h, IPCP_HANDLE_RMEM);
 }
 
+/* Releases a live handle that a call is about to free the object of.  Of
+ * two threads releasing the same handle at once, the one that loses gets
+ * the stale error here, before it touches the object the other frees. */
+static ipcp_status_t ipcp__handle_claim(const void *p, unsigned type)
+{
+    return ipcp__handle_free((uintptr_t)p) ? IPCP_OK
+                                           : ipcp__handle_fail(p, type);
+}
+
 /* The value a caller gets for an object's handle. */
 static void *ipcp__hptr(ipcp__handle_t h)
 {
@@ -398,8 +407,9 @@ static ipcp_status_t ipcp__wait_req(ipcp_request_t *req, ipcp_xfer_info_t *info)
     }
     if (st != IPCP_OK)
         ipcp__set_last_error(req->errmsg);
-    /* Its handle is stale from here, even while the engine still holds
-     * the request (a transfer ended early): a second wait is refused. */
+    /* The caller released the handle (ipcp__claim_req; internal requests
+     * have none): a second wait is refused even while the engine still
+     * holds the request (a transfer that ended early). */
     ipcp__req_disown(req);
     return st;
 }
@@ -410,7 +420,7 @@ ipcp_status_t ipcp_finalize(ipcp_comm_t *comm_h)
     IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
     /* Stale from here on; teardown makes the handles of its requests,
      * registrations and imported regions stale as it frees them. */
-    ipcp__handle_free(comm->handle);
+    IPCP_CHECK(ipcp__handle_claim(comm_h, IPCP_HANDLE_COMM));
     ipcp_status_t st = IPCP_OK;
     ipcp_request_t *bye = ipcp__req_new(comm, IPCP_REQ_BYE);
     char msg[IPCP_ERRMSG_MAX] = "";
@@ -633,10 +643,21 @@ ipcp_status_t ipcp_recv(ipcp_comm_t *comm_h, void *buf, size_t len, int peer,
     return ipcp_wait(req, info);
 }
 
+/* The request's handle is released before the wait, so that a second
+ * wait or test of it, even on another thread meanwhile, is refused. */
+static ipcp_status_t ipcp__claim_req(const ipcp_request_t *req_h,
+                                     ipcp_request_t *req)
+{
+    IPCP_CHECK(ipcp__handle_claim(req_h, IPCP_HANDLE_REQ));
+    req->handle = 0;
+    return IPCP_OK;
+}
+
 ipcp_status_t ipcp_wait(ipcp_request_t *req_h, ipcp_xfer_info_t *info)
 {
     ipcp_request_t *req;
     IPCP_CHECK(ipcp__req_get(req_h, &req));
+    IPCP_CHECK(ipcp__claim_req(req_h, req));
     return ipcp__wait_req(req, info);
 }
 
@@ -647,10 +668,12 @@ ipcp_status_t ipcp_test(ipcp_request_t *req_h, int *done,
     IPCP_CHECK(ipcp__req_get(req_h, &req));
     if (!done)
         return ipcp__bad_arg("done is NULL");
-    int d = atomic_load_explicit(&req->done, memory_order_acquire);
-    *done = d;
-    if (!d)
+    if (!atomic_load_explicit(&req->done, memory_order_acquire)) {
+        *done = 0;
         return IPCP_IN_PROGRESS;
+    }
+    IPCP_CHECK(ipcp__claim_req(req_h, req));
+    *done = 1;
     return ipcp__wait_req(req, info);
 }
 
@@ -724,7 +747,7 @@ ipcp_status_t ipcp_mem_deregister(ipcp_mem_t *mem_h)
 {
     ipcp_mem_t *mem;
     IPCP_CHECK(ipcp__mem_get(mem_h, &mem));
-    ipcp__handle_free(mem->handle);
+    IPCP_CHECK(ipcp__handle_claim(mem_h, IPCP_HANDLE_MEM));
     ipcp_status_t st = ipcp__mem_deregister(mem->comm, mem);
     mem->magic = IPCP_DEAD_MAGIC;
     free(mem);
@@ -788,7 +811,7 @@ ipcp_status_t ipcp_rmem_release(ipcp_rmem_t *rm_h)
 {
     ipcp_rmem_t *rm;
     IPCP_CHECK(ipcp__rmem_get(rm_h, &rm));
-    ipcp__handle_free(rm->handle);
+    IPCP_CHECK(ipcp__handle_claim(rm_h, IPCP_HANDLE_RMEM));
     ipcp_comm_t *comm = rm->comm;
     pthread_mutex_lock(&comm->mem_lock);
     ipcp__list_del(&rm->link);

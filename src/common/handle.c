@@ -135,12 +135,12 @@ ipcp_status_t ipcp__handle_new(unsigned type, void *obj, ipcp__handle_t *h)
     return IPCP_OK;
 }
 
-void ipcp__handle_free(ipcp__handle_t h)
+int ipcp__handle_free(ipcp__handle_t h)
 {
     unsigned type = ipcp__handle_type(h);
     ipcp__hslot_t *s = ipcp__handle_slot(h);
     if (!type || !s)
-        return;
+        return 0;
     uint32_t i = ipcp__handle_index(h);
     uint64_t gen = ((h >> IPCP_HANDLE_GEN_SHIFT) + 1) &
                    (((uint64_t)1 << IPCP_HANDLE_GEN_BITS) - 1);
@@ -150,13 +150,13 @@ void ipcp__handle_free(ipcp__handle_t h)
     if (!atomic_compare_exchange_strong_explicit(
             &s->word, &expect, ipcp__handle_make(gen, i, 0),
             memory_order_release, memory_order_relaxed))
-        return;
+        return 0;
     /* A slot whose generations came full circle would issue its first
      * values again: it is retired instead (24 bytes lost every 2^36 frees
      * of one slot), so that no handle value is ever issued twice. */
-    if (gen == ipcp__hgen0(i))
-        return;
-    ipcp__hfree_push(i + 1, s);
+    if (gen != ipcp__hgen0(i))
+        ipcp__hfree_push(i + 1, s);
+    return 1;
 }
 
 int ipcp__handle_stale(ipcp__handle_t h)

@@ -98,8 +98,10 @@ static inline void *ipcp__handle_get(ipcp__handle_t h, unsigned type)
 ipcp_status_t ipcp__handle_new(unsigned type, void *obj, ipcp__handle_t *h);
 /* Makes h stale and its slot reusable (in a later generation; a slot
  * whose generations all were used is retired, so a value is never issued
- * twice); 0 and handles already freed are ignored. */
-void ipcp__handle_free(ipcp__handle_t h);
+ * twice).  Returns 1 when this call released h, 0 when h was not live (0,
+ * already released, or released by another thread at the same moment):
+ * of two threads releasing one handle, exactly one gets 1. */
+int ipcp__handle_free(ipcp__handle_t h);
 /* Whether h was issued and has been freed since (its slot moved to a later
  * generation), as opposed to a value never issued. */
 int ipcp__handle_stale(ipcp__handle_t h);

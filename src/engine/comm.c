@@ -41,7 +41,8 @@ void ipcp__req_free(ipcp_request_t *req)
     if (atomic_fetch_sub_explicit(&req->refs, 1, memory_order_acq_rel) > 1)
         return;
     /* Set only when a failure frees a request before its handle reached
-     * the user; ipcp__req_disown clears it otherwise. */
+     * the user; the owner's release (ipcp_wait, ipcp_test,
+     * ipcp__req_disown) clears it otherwise. */
     ipcp__handle_free(req->handle);
     free(req->scratch);
     req->magic = IPCP_DEAD_MAGIC;

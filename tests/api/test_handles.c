@@ -6,16 +6,18 @@
  *
  *   test_api_handles --case NAME
  *
- * comm_aba, mem_twice and made_up join a one-rank job in this process; the
- * others run 2 ranks through t_mp_main. */
+ * comm_aba, mem_twice, made_up and race_release join a one-rank job in
+ * this process; the others run 2 ranks through t_mp_main. */
 #include "apitest.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <unistd.h>
 
 #include "ipcpipe_cuda.h"
 
 enum { TAG_A = 1, TAG_B = 2, TAG_GO = 3, TAG_DESC = 4, TAG_NEVER = 5 };
+enum { RACE_ROUNDS = 2000 };
 
 #define GONE_COMM "already finalized"
 #define GONE_REQ                                                               \
@@ -169,6 +171,61 @@ static int case_made_up(void)
     size_t len = 0;
     T_OK(ipcp_mem_pack(mem, desc, sizeof desc, &len));
     T_OK(ipcp_mem_deregister(mem));
+    T_OK(ipcp_finalize(comm));
+    return 0;
+}
+
+/* Two threads release the same handle at once, over and over: exactly one
+ * succeeds, the other gets the stale error without touching what the
+ * first freed (ASan would see it). */
+typedef struct racer {
+    pthread_barrier_t *go;
+    ipcp_mem_t *volatile *mem;
+    ipcp_status_t st[RACE_ROUNDS];
+} racer_t;
+
+static void *race_deregister(void *arg)
+{
+    racer_t *r = arg;
+    for (int i = 0; i < RACE_ROUNDS; i++) {
+        pthread_barrier_wait(r->go);
+        r->st[i] = ipcp_mem_deregister(*r->mem);
+        pthread_barrier_wait(r->go);
+    }
+    return NULL;
+}
+
+static int case_race_release(void)
+{
+    ipcp_comm_t *comm = unit_init();
+    unsigned char buf[64];
+    ipcp_mem_t *volatile mem = NULL;
+    pthread_barrier_t go;
+    racer_t r[2];
+    pthread_t t[2];
+    T_CHECK(pthread_barrier_init(&go, NULL, 3) == 0);
+    for (int k = 0; k < 2; k++) {
+        r[k].go = &go;
+        r[k].mem = &mem;
+        T_CHECK(pthread_create(&t[k], NULL, race_deregister, &r[k]) == 0);
+    }
+    for (int i = 0; i < RACE_ROUNDS; i++) {
+        ipcp_mem_t *m = NULL;
+        T_OK(ipcp_mem_register(comm, buf, sizeof buf, &m));
+        mem = m;
+        pthread_barrier_wait(&go); /* both deregister */
+        pthread_barrier_wait(&go);
+        int ok = (r[0].st[i] == IPCP_OK) + (r[1].st[i] == IPCP_OK);
+        int stale =
+            (r[0].st[i] == IPCP_ERR_INVALID) + (r[1].st[i] == IPCP_ERR_INVALID);
+        if (ok != 1 || stale != 1)
+            T_FAIL("round %d: the two deregisters returned %s and %s, "
+                   "expected one IPCP_OK and one IPCP_ERR_INVALID",
+                   i, ipcp_strerror(r[0].st[i]), ipcp_strerror(r[1].st[i]));
+    }
+    for (int k = 0; k < 2; k++)
+        T_CHECK(pthread_join(t[k], NULL) == 0);
+    pthread_barrier_destroy(&go);
     T_OK(ipcp_finalize(comm));
     return 0;
 }
@@ -517,5 +574,7 @@ int main(int argc, char **argv)
         return case_mem_twice();
     if (strcmp(name, "made_up") == 0)
         return case_made_up();
+    if (strcmp(name, "race_release") == 0)
+        return case_race_release();
     return t_mp_main(argc, argv, 2, 60, rank_main);
 }
