@@ -34,7 +34,7 @@ enum {
 #define IPCP_HANDLE_TYPE_BITS  4
 #define IPCP_HANDLE_INDEX_BITS 24
 #define IPCP_HANDLE_GEN_SHIFT  (IPCP_HANDLE_TYPE_BITS + IPCP_HANDLE_INDEX_BITS)
-/* A slot's generations wrap after this many frees. */
+/* 2^this frees bring a slot's generation full circle: it is retired. */
 #define IPCP_HANDLE_GEN_BITS (64 - IPCP_HANDLE_GEN_SHIFT)
 /* Slots are added this many at a time, up to 2^IPCP_HANDLE_INDEX_BITS. */
 #define IPCP_HANDLE_CHUNK_BITS 10
@@ -50,7 +50,7 @@ typedef struct ipcp__hslot {
 } ipcp__hslot_t;
 
 extern _Atomic(ipcp__hslot_t *) ipcp__hchunks[IPCP_HANDLE_CHUNKS];
-extern _Atomic uint32_t ipcp__hslots; /* slots in use so far */
+extern _Atomic uint32_t ipcp__hslots; /* slots made so far */
 
 static inline unsigned ipcp__handle_type(ipcp__handle_t h)
 {
