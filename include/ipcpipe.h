@@ -10,6 +10,30 @@
  *   released with ipcp_mem_free.  On error, output arguments are left
  *   untouched and nothing stays allocated.
  *
+ *   The values of ipcp_comm_t *, ipcp_request_t *, ipcp_mem_t * and
+ *   ipcp_rmem_t * are handles, not addresses: never NULL, to be compared
+ *   and passed back only.  A handle goes stale when its object is released:
+ *     - a request at ipcp_wait (from the call on), or at the ipcp_test
+ *       that reports it done (*done = 1), whatever the transfer's status;
+ *     - a registration at ipcp_mem_deregister, an imported region at
+ *       ipcp_rmem_release;
+ *     - a communicator at ipcp_finalize, and with it the handles of its
+ *       requests not yet waited for, its registrations and its imported
+ *       regions.
+ *   A call given a stale handle touches nothing and fails with a message
+ *   naming the handle ("request handle 0x... is stale: ..."):
+ *   IPCP_ERR_STATE for a communicator, IPCP_ERR_INVALID for the others.
+ *   A value the library never issued, or a handle of another type, is
+ *   IPCP_ERR_INVALID.  Calls that return a value rather than a status
+ *   (ipcp_comm_rank, ipcp_comm_size, ipcp_comm_job, ipcp_rmem_size,
+ *   ipcp_rmem_owner) return -1, 0 or "" and set ipcp_last_error().  No
+ *   handle value is ever issued twice in a process (a slot of the handle
+ *   table is retired after 2^36 releases), so a stale handle never names
+ *   a newer object.  Two threads that release one handle at once (two
+ *   ipcp_mem_deregister calls, say) are safe too: one call releases it,
+ *   the other fails as stale.  A call that merely uses a handle while
+ *   another thread releases it remains the caller's race.
+ *
  * Thread safety
  *   Any function may be called from any thread, concurrently, on the same
  *   communicator, except ipcp_finalize, which must not race with other calls
@@ -134,9 +158,10 @@ IPCP_API ipcp_status_t ipcp_init(const ipcp_comm_params_t *params,
 /* Leaves the job and frees the communicator.  It tells every peer and waits
  * (at most IPCPIPE_TIMEOUT) for each to finalize or disconnect, so that no
  * transfer is cut short; peers' operations that still expect this rank fail
- * with IPCP_ERR_PEER_LOST.  Requests not yet waited for are freed: do not
- * use them afterwards.  A second call on the same handle returns
- * IPCP_ERR_STATE. */
+ * with IPCP_ERR_PEER_LOST.  Requests not yet waited for, registrations and
+ * imported regions are freed, and their handles go stale (IPCP_ERR_INVALID
+ * afterwards).  A second call on the same handle, like any call with it,
+ * returns IPCP_ERR_STATE. */
 IPCP_API ipcp_status_t ipcp_finalize(ipcp_comm_t *comm);
 
 IPCP_API int ipcp_comm_rank(const ipcp_comm_t *comm);
@@ -182,8 +207,9 @@ IPCP_API ipcp_status_t ipcp_send(ipcp_comm_t *comm, const void *buf,
 IPCP_API ipcp_status_t ipcp_recv(ipcp_comm_t *comm, void *buf, size_t len,
                                  int peer, int tag, ipcp_xfer_info_t *info);
 
-/* Waits for completion, frees the request, returns the transfer's status.
- * info (may be NULL) is written on success. */
+/* Waits for completion, frees the request (its handle is stale from then
+ * on), returns the transfer's status.  info (may be NULL) is written on
+ * success. */
 IPCP_API ipcp_status_t ipcp_wait(ipcp_request_t *req, ipcp_xfer_info_t *info);
 /* *done = 0: still running (returns IPCP_IN_PROGRESS, request kept).
  * *done = 1: completed; the request is freed and its status returned. */

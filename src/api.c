@@ -65,70 +65,98 @@ void ipcp_alloc_params_init(ipcp_alloc_params_t *params)
     params->type = IPCP_MEM_HOST;
 }
 
-/* ---- Live communicators ------------------------------------------------- */
+/* ---- Handles ----------------------------------------------------------- */
 
-/* Handles are checked against this list before they are dereferenced, so a
- * finalized or made-up handle is an error rather than a crash. */
-static pthread_mutex_t ipcp__live_lock = PTHREAD_MUTEX_INITIALIZER;
-static ipcp_comm_t **ipcp__live;
-static int ipcp__nlive, ipcp__caplive;
+/* The public pointer types carry handle values (common/handle.h), never
+ * addresses: every call resolves its handles before it touches an object,
+ * so a stale, made-up or mistyped handle is an error, not a use after
+ * free.  Names by handle type, with and without an article. */
+static const char *const ipcp__hkind[IPCP_HANDLE_NTYPES] = {
+    "handle", "communicator", "request", "registration", "imported region"};
+static const char *const ipcp__ha[IPCP_HANDLE_NTYPES] = {
+    "a handle", "a communicator", "a request", "a registration",
+    "an imported region"};
+/* What made a handle of each type stale. */
+static const char *const ipcp__hgone[IPCP_HANDLE_NTYPES] = {
+    "", "already finalized",
+    "already completed and freed, or its communicator was finalized",
+    "already deregistered, or its communicator was finalized",
+    "already released, or its communicator was finalized"};
 
-static int ipcp__live_add(ipcp_comm_t *comm)
+/* Why p is not a live handle of this type.  A stale communicator is
+ * IPCP_ERR_STATE (finalized: what a second ipcp_finalize has always
+ * returned); anything else is IPCP_ERR_INVALID. */
+static ipcp_status_t ipcp__handle_fail(const void *p, unsigned type)
 {
-    int rc = 0;
-    pthread_mutex_lock(&ipcp__live_lock);
-    if (ipcp__nlive == ipcp__caplive) {
-        int cap = ipcp__caplive ? 2 * ipcp__caplive : 4;
-        ipcp_comm_t **n = realloc(ipcp__live, (size_t)cap * sizeof(*n));
-        if (!n)
-            rc = -1;
-        else {
-            ipcp__live = n;
-            ipcp__caplive = cap;
-        }
-    }
-    if (rc == 0)
-        ipcp__live[ipcp__nlive++] = comm;
-    pthread_mutex_unlock(&ipcp__live_lock);
-    return rc;
+    ipcp__handle_t h = (uintptr_t)p;
+    unsigned t = ipcp__handle_type(h);
+    unsigned long long v = h;
+    if (!h)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
+                          "%s is NULL", ipcp__hkind[type]);
+    if (t != type && t != 0 && t < IPCP_HANDLE_NTYPES && ipcp__handle_get(h, t))
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
+                          "0x%llx is %s handle, not %s handle", v, ipcp__ha[t],
+                          ipcp__ha[type]);
+    if (t == type && ipcp__handle_stale(h))
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API,
+                          type == IPCP_HANDLE_COMM ? IPCP_ERR_STATE
+                                                   : IPCP_ERR_INVALID,
+                          "%s handle 0x%llx is stale: %s", ipcp__hkind[type], v,
+                          ipcp__hgone[type]);
+    return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
+                      "0x%llx is not %s handle (not a value this library "
+                      "issued)",
+                      v, ipcp__ha[type]);
 }
 
-/* Removes comm if live (remove = 1) or just checks; 1 if it was live. */
-static int ipcp__live_find(const ipcp_comm_t *comm, int remove)
+static ipcp_status_t ipcp__comm_get(const ipcp_comm_t *h, ipcp_comm_t **comm)
 {
-    int found = 0;
-    pthread_mutex_lock(&ipcp__live_lock);
-    for (int i = 0; i < ipcp__nlive; i++) {
-        if (ipcp__live[i] != comm)
-            continue;
-        found = 1;
-        if (remove)
-            ipcp__live[i] = ipcp__live[--ipcp__nlive];
-        break;
-    }
-    pthread_mutex_unlock(&ipcp__live_lock);
-    return found;
+    *comm = ipcp__handle_get((uintptr_t)h, IPCP_HANDLE_COMM);
+    return ipcp__likely(*comm != NULL) ? IPCP_OK
+                                       : ipcp__handle_fail(h, IPCP_HANDLE_COMM);
+}
+
+static ipcp_status_t ipcp__req_get(const ipcp_request_t *h,
+                                   ipcp_request_t **req)
+{
+    *req = ipcp__handle_get((uintptr_t)h, IPCP_HANDLE_REQ);
+    return ipcp__likely(*req != NULL) ? IPCP_OK
+                                      : ipcp__handle_fail(h, IPCP_HANDLE_REQ);
+}
+
+static ipcp_status_t ipcp__mem_get(const ipcp_mem_t *h, ipcp_mem_t **mem)
+{
+    *mem = ipcp__handle_get((uintptr_t)h, IPCP_HANDLE_MEM);
+    return ipcp__likely(*mem != NULL) ? IPCP_OK
+                                      : ipcp__handle_fail(h, IPCP_HANDLE_MEM);
+}
+
+static ipcp_status_t ipcp__rmem_get(const ipcp_rmem_t *h, ipcp_rmem_t **rm)
+{
+    *rm = ipcp__handle_get((uintptr_t)h, IPCP_HANDLE_RMEM);
+    return ipcp__likely(*rm != NULL) ? IPCP_OK
+                                     : ipcp__handle_fail(h, IPCP_HANDLE_RMEM);
+}
+
+/* Releases a live handle that a call is about to free the object of.  Of
+ * two threads releasing the same handle at once, the one that loses gets
+ * the stale error here, before it touches the object the other frees. */
+static ipcp_status_t ipcp__handle_claim(const void *p, unsigned type)
+{
+    return ipcp__handle_free((uintptr_t)p) ? IPCP_OK
+                                           : ipcp__handle_fail(p, type);
+}
+
+/* The value a caller gets for an object's handle. */
+static void *ipcp__hptr(ipcp__handle_t h)
+{
+    return (void *)(uintptr_t)h;
 }
 
 static int ipcp__misaligned(const void *p, size_t align)
 {
     return ((uintptr_t)p & (align - 1)) != 0;
-}
-
-static ipcp_status_t ipcp__check_comm(const ipcp_comm_t *comm)
-{
-    if (!comm)
-        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
-                          "communicator is NULL");
-    if (ipcp__misaligned(comm, 8))
-        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
-                          "communicator pointer %p is misaligned",
-                          (const void *)comm);
-    if (!ipcp__live_find(comm, 0))
-        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_STATE,
-                          "%p is not a live communicator (finalized?)",
-                          (const void *)comm);
-    return IPCP_OK;
 }
 
 #define IPCP_CHECK(expr)                                                       \
@@ -340,14 +368,12 @@ ipcp_status_t ipcp_init(const ipcp_comm_params_t *params, ipcp_comm_t **out)
     st = ipcp__comm_start(comm);
     if (st != IPCP_OK)
         goto err_free;
-    if (ipcp__live_add(comm) != 0) {
-        st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_INIT, IPCP_ERR_NOMEM,
-                        "no memory to record the communicator");
+    st = ipcp__handle_new(IPCP_HANDLE_COMM, comm, &comm->handle);
+    if (st != IPCP_OK)
         goto err_stop;
-    }
     IPCP_INFO(IPCP_SUB_INIT, "rank %d of %d ready (job '%s', cuda %s)",
               comm->rank, comm->size, comm->job, comm->cuda ? "on" : "off");
-    *out = comm;
+    *out = ipcp__hptr(comm->handle);
     return IPCP_OK;
 err_stop:
     ipcp__comm_stop(comm);
@@ -389,23 +415,20 @@ static ipcp_status_t ipcp__wait_req(ipcp_request_t *req, ipcp_xfer_info_t *info)
     }
     if (st != IPCP_OK)
         ipcp__set_last_error(req->errmsg);
-    /* Dead to its owner even while the engine still holds it (a transfer
-     * ended early): a second wait on it is refused, not a second free. */
-    req->magic = IPCP_DEAD_MAGIC;
-    ipcp__req_free(req);
+    /* The caller released the handle (ipcp__claim_req; internal requests
+     * have none): a second wait is refused even while the engine still
+     * holds the request (a transfer that ended early). */
+    ipcp__req_disown(req);
     return st;
 }
 
-ipcp_status_t ipcp_finalize(ipcp_comm_t *comm)
+ipcp_status_t ipcp_finalize(ipcp_comm_t *comm_h)
 {
-    if (!comm)
-        return ipcp__bad_arg("communicator is NULL");
-    if (ipcp__misaligned(comm, 8))
-        return ipcp__bad_arg("communicator pointer is misaligned");
-    if (!ipcp__live_find(comm, 1))
-        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_STATE,
-                          "communicator %p is already finalized (or was "
-                          "never initialized)", (void *)comm);
+    ipcp_comm_t *comm;
+    IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
+    /* Stale from here on; teardown makes the handles of its requests,
+     * registrations and imported regions stale as it frees them. */
+    IPCP_CHECK(ipcp__handle_claim(comm_h, IPCP_HANDLE_COMM));
     ipcp_status_t st = IPCP_OK;
     ipcp_request_t *bye = ipcp__req_new(comm, IPCP_REQ_BYE);
     char msg[IPCP_ERRMSG_MAX] = "";
@@ -426,24 +449,28 @@ ipcp_status_t ipcp_finalize(ipcp_comm_t *comm)
     return st;
 }
 
-int ipcp_comm_rank(const ipcp_comm_t *comm)
+int ipcp_comm_rank(const ipcp_comm_t *comm_h)
 {
-    return ipcp__check_comm(comm) == IPCP_OK ? comm->rank : -1;
+    ipcp_comm_t *comm;
+    return ipcp__comm_get(comm_h, &comm) == IPCP_OK ? comm->rank : -1;
 }
 
-int ipcp_comm_size(const ipcp_comm_t *comm)
+int ipcp_comm_size(const ipcp_comm_t *comm_h)
 {
-    return ipcp__check_comm(comm) == IPCP_OK ? comm->size : -1;
+    ipcp_comm_t *comm;
+    return ipcp__comm_get(comm_h, &comm) == IPCP_OK ? comm->size : -1;
 }
 
-const char *ipcp_comm_job(const ipcp_comm_t *comm)
+const char *ipcp_comm_job(const ipcp_comm_t *comm_h)
 {
-    return ipcp__check_comm(comm) == IPCP_OK ? comm->job : "";
+    ipcp_comm_t *comm;
+    return ipcp__comm_get(comm_h, &comm) == IPCP_OK ? comm->job : "";
 }
 
-ipcp_status_t ipcp_comm_set_path(ipcp_comm_t *comm, ipcp_path_t path)
+ipcp_status_t ipcp_comm_set_path(ipcp_comm_t *comm_h, ipcp_path_t path)
 {
-    IPCP_CHECK(ipcp__check_comm(comm));
+    ipcp_comm_t *comm;
+    IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
     if (path != IPCP_PATH_AUTO && path != IPCP_PATH_DIRECT &&
         path != IPCP_PATH_STAGED)
         return ipcp__bad_arg("path must be IPCP_PATH_AUTO, IPCP_PATH_DIRECT "
@@ -459,9 +486,10 @@ ipcp_status_t ipcp_comm_set_path(ipcp_comm_t *comm, ipcp_path_t path)
     return ipcp__wait_req(req, NULL);
 }
 
-ipcp_status_t ipcp_barrier(ipcp_comm_t *comm)
+ipcp_status_t ipcp_barrier(ipcp_comm_t *comm_h)
 {
-    IPCP_CHECK(ipcp__check_comm(comm));
+    ipcp_comm_t *comm;
+    IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
     ipcp_request_t *req = ipcp__req_new(comm, IPCP_REQ_BARRIER);
     if (!req)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
@@ -476,7 +504,6 @@ static ipcp_status_t ipcp__check_xfer(const ipcp_comm_t *comm, const void *buf,
                                       size_t len, int peer, int tag,
                                       ipcp_request_t **req)
 {
-    IPCP_CHECK(ipcp__check_comm(comm));
     if (!req || ipcp__misaligned(req, sizeof(void *)))
         return ipcp__bad_arg("request output pointer is NULL or misaligned");
     if (!buf && len)
@@ -513,20 +540,25 @@ static ipcp_status_t ipcp__check_extent(const ipcp_request_t *req)
     return IPCP_OK;
 }
 
-/* Classifies the buffer, checks its extent and hands req to the engine. */
+/* Classifies the buffer, checks its extent, gives req its handle and
+ * hands it to the engine. */
 static ipcp_status_t ipcp__submit(ipcp_comm_t *comm, ipcp_request_t *req,
                                   ipcp_request_t **out)
 {
     const ipcp__backend_ops_t *ops;
     ipcp__backend_t *be;
+    ipcp__handle_t h = 0;
     ipcp__mem_attr(comm, req->buf, req->len, &req->attr, &ops, &be);
     ipcp_status_t st = ipcp__check_extent(req);
+    if (st == IPCP_OK)
+        st = ipcp__handle_new(IPCP_HANDLE_REQ, req, &h);
     if (st != IPCP_OK) {
         ipcp__req_free(req);
         return st;
     }
+    req->handle = h;
     ipcp__comm_submit(comm, req);
-    *out = req;
+    *out = ipcp__hptr(h);
     return IPCP_OK;
 }
 
@@ -585,75 +617,82 @@ static ipcp_status_t ipcp__post_onesided(ipcp_comm_t *comm, int type,
     return req ? ipcp__submit(comm, req, out) : IPCP_ERR_NOMEM;
 }
 
-ipcp_status_t ipcp_isend(ipcp_comm_t *comm, const void *buf, size_t len,
+ipcp_status_t ipcp_isend(ipcp_comm_t *comm_h, const void *buf, size_t len,
                          int peer, int tag, ipcp_request_t **req)
 {
+    ipcp_comm_t *comm;
+    IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
     IPCP_CHECK(ipcp__check_xfer(comm, buf, len, peer, tag, req));
     return ipcp__post(comm, IPCP_REQ_SEND, (void *)buf, len, peer, tag, req);
 }
 
-ipcp_status_t ipcp_irecv(ipcp_comm_t *comm, void *buf, size_t len, int peer,
+ipcp_status_t ipcp_irecv(ipcp_comm_t *comm_h, void *buf, size_t len, int peer,
                          int tag, ipcp_request_t **req)
 {
+    ipcp_comm_t *comm;
+    IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
     IPCP_CHECK(ipcp__check_xfer(comm, buf, len, peer, tag, req));
     return ipcp__post(comm, IPCP_REQ_RECV, buf, len, peer, tag, req);
 }
 
-ipcp_status_t ipcp_send(ipcp_comm_t *comm, const void *buf, size_t len,
+ipcp_status_t ipcp_send(ipcp_comm_t *comm_h, const void *buf, size_t len,
                         int peer, int tag)
 {
     ipcp_request_t *req;
-    IPCP_CHECK(ipcp_isend(comm, buf, len, peer, tag, &req));
+    IPCP_CHECK(ipcp_isend(comm_h, buf, len, peer, tag, &req));
     return ipcp_wait(req, NULL);
 }
 
-ipcp_status_t ipcp_recv(ipcp_comm_t *comm, void *buf, size_t len, int peer,
+ipcp_status_t ipcp_recv(ipcp_comm_t *comm_h, void *buf, size_t len, int peer,
                         int tag, ipcp_xfer_info_t *info)
 {
     ipcp_request_t *req;
-    IPCP_CHECK(ipcp_irecv(comm, buf, len, peer, tag, &req));
+    IPCP_CHECK(ipcp_irecv(comm_h, buf, len, peer, tag, &req));
     return ipcp_wait(req, info);
 }
 
-static ipcp_status_t ipcp__check_req(const ipcp_request_t *req)
+/* The request's handle is released before the wait, so that a second
+ * wait or test of it, even on another thread meanwhile, is refused. */
+static ipcp_status_t ipcp__claim_req(const ipcp_request_t *req_h,
+                                     ipcp_request_t *req)
 {
-    if (!req)
-        return ipcp__bad_arg("request is NULL");
-    if (ipcp__misaligned(req, 8))
-        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
-                          "request pointer %p is misaligned",
-                          (const void *)req);
-    if (req->magic != IPCP_REQ_MAGIC || !req->user)
-        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
-                          "%p is not a live request", (const void *)req);
+    IPCP_CHECK(ipcp__handle_claim(req_h, IPCP_HANDLE_REQ));
+    req->handle = 0;
     return IPCP_OK;
 }
 
-ipcp_status_t ipcp_wait(ipcp_request_t *req, ipcp_xfer_info_t *info)
+ipcp_status_t ipcp_wait(ipcp_request_t *req_h, ipcp_xfer_info_t *info)
 {
-    IPCP_CHECK(ipcp__check_req(req));
+    ipcp_request_t *req;
+    IPCP_CHECK(ipcp__req_get(req_h, &req));
+    IPCP_CHECK(ipcp__claim_req(req_h, req));
     return ipcp__wait_req(req, info);
 }
 
-ipcp_status_t ipcp_test(ipcp_request_t *req, int *done, ipcp_xfer_info_t *info)
+ipcp_status_t ipcp_test(ipcp_request_t *req_h, int *done,
+                        ipcp_xfer_info_t *info)
 {
-    IPCP_CHECK(ipcp__check_req(req));
+    ipcp_request_t *req;
+    IPCP_CHECK(ipcp__req_get(req_h, &req));
     if (!done)
         return ipcp__bad_arg("done is NULL");
-    int d = atomic_load_explicit(&req->done, memory_order_acquire);
-    *done = d;
-    if (!d)
+    if (!atomic_load_explicit(&req->done, memory_order_acquire)) {
+        *done = 0;
         return IPCP_IN_PROGRESS;
+    }
+    IPCP_CHECK(ipcp__claim_req(req_h, req));
+    *done = 1;
     return ipcp__wait_req(req, info);
 }
 
 /* ---- Memory ------------------------------------------------------------------ */
 
-ipcp_status_t ipcp_mem_alloc(ipcp_comm_t *comm, size_t len,
+ipcp_status_t ipcp_mem_alloc(ipcp_comm_t *comm_h, size_t len,
                              const ipcp_alloc_params_t *params, void **ptr)
 {
     ipcp_alloc_params_t p;
-    IPCP_CHECK(ipcp__check_comm(comm));
+    ipcp_comm_t *comm;
+    IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
     if (!ptr || ipcp__misaligned(ptr, sizeof(void *)))
         return ipcp__bad_arg("ptr output pointer is NULL or misaligned");
     ipcp_alloc_params_init(&p);
@@ -670,18 +709,20 @@ ipcp_status_t ipcp_mem_alloc(ipcp_comm_t *comm, size_t len,
     return ipcp__mem_alloc(comm, len, p.type, p.device, ptr);
 }
 
-ipcp_status_t ipcp_mem_free(ipcp_comm_t *comm, void *ptr)
+ipcp_status_t ipcp_mem_free(ipcp_comm_t *comm_h, void *ptr)
 {
-    IPCP_CHECK(ipcp__check_comm(comm));
+    ipcp_comm_t *comm;
+    IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
     if (!ptr)
         return ipcp__bad_arg("ptr is NULL");
     return ipcp__mem_free(comm, ptr);
 }
 
-ipcp_status_t ipcp_mem_register(ipcp_comm_t *comm, void *buf, size_t len,
+ipcp_status_t ipcp_mem_register(ipcp_comm_t *comm_h, void *buf, size_t len,
                                 ipcp_mem_t **out)
 {
-    IPCP_CHECK(ipcp__check_comm(comm));
+    ipcp_comm_t *comm;
+    IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
     if (!out || ipcp__misaligned(out, sizeof(void *)))
         return ipcp__bad_arg("mem output pointer is NULL or misaligned");
     if (!buf && len)
@@ -693,51 +734,55 @@ ipcp_status_t ipcp_mem_register(ipcp_comm_t *comm, void *buf, size_t len,
                           "no memory for a registration");
     mem->magic = IPCP_MEM_MAGIC;
     mem->comm = comm;
-    ipcp_status_t st = ipcp__mem_register(comm, buf, len, mem);
+    /* Before the region is listed: finalize frees it with its handle. */
+    ipcp_status_t st = ipcp__handle_new(IPCP_HANDLE_MEM, mem, &mem->handle);
     if (st != IPCP_OK) {
+        free(mem);
+        return st;
+    }
+    st = ipcp__mem_register(comm, buf, len, mem);
+    if (st != IPCP_OK) {
+        ipcp__handle_free(mem->handle);
         ipcp__region_release(&mem->region);
         free(mem);
         return st;
     }
-    *out = mem;
+    *out = ipcp__hptr(mem->handle);
     return IPCP_OK;
 }
 
-static ipcp_status_t ipcp__check_mem(const ipcp_mem_t *mem)
+ipcp_status_t ipcp_mem_deregister(ipcp_mem_t *mem_h)
 {
-    if (!mem || ipcp__misaligned(mem, 8))
-        return ipcp__bad_arg("registration is NULL or misaligned");
-    if (mem->magic != IPCP_MEM_MAGIC)
-        return ipcp__bad_arg("not a live registration");
-    return ipcp__check_comm(mem->comm);
-}
-
-ipcp_status_t ipcp_mem_deregister(ipcp_mem_t *mem)
-{
+    ipcp_mem_t *mem;
     ipcp_request_t *req;
-    IPCP_CHECK(ipcp__check_mem(mem));
-    IPCP_CHECK(ipcp__mem_deregister(mem->comm, mem, &req));
+    IPCP_CHECK(ipcp__mem_get(mem_h, &mem));
+    IPCP_CHECK(ipcp__handle_claim(mem_h, IPCP_HANDLE_MEM));
+    ipcp_status_t st = ipcp__mem_deregister(mem->comm, mem, &req);
+    if (st != IPCP_OK)
+        return st; /* stays registered (freed at finalize) */
     /* Until no peer's operation on it is in flight (ipcp__mem_dereg_cmd). */
-    ipcp_status_t st = ipcp__wait_req(req, NULL);
+    st = ipcp__wait_req(req, NULL);
     ipcp__region_release(&mem->region);
     mem->magic = IPCP_DEAD_MAGIC;
     free(mem);
     return st;
 }
 
-ipcp_status_t ipcp_mem_pack(const ipcp_mem_t *mem, void *desc, size_t cap,
+ipcp_status_t ipcp_mem_pack(const ipcp_mem_t *mem_h, void *desc, size_t cap,
                             size_t *len)
 {
-    IPCP_CHECK(ipcp__check_mem(mem));
+    ipcp_mem_t *mem;
+    IPCP_CHECK(ipcp__mem_get(mem_h, &mem));
     if (!desc || !len)
         return ipcp__bad_arg("desc or len is NULL");
     return ipcp__mem_pack(mem, desc, cap, len);
 }
 
-ipcp_status_t ipcp_rmem_import(ipcp_comm_t *comm, const void *desc, size_t len,
-                               ipcp_rmem_t **out)
+ipcp_status_t ipcp_rmem_import(ipcp_comm_t *comm_h, const void *desc,
+                               size_t len, ipcp_rmem_t **out)
 {
-    IPCP_CHECK(ipcp__check_comm(comm));
+    ipcp_comm_t *comm;
+    IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
     if (!desc || !out || ipcp__misaligned(out, sizeof(void *)))
         return ipcp__bad_arg("desc or rmem output pointer is NULL or "
                              "misaligned");
@@ -749,7 +794,10 @@ ipcp_status_t ipcp_rmem_import(ipcp_comm_t *comm, const void *desc, size_t len,
     rm->comm = comm;
     rm->fd = -1;
     ipcp__list_init(&rm->link);
-    ipcp_status_t st = ipcp__rmem_prepare(comm, desc, len, rm);
+    /* Before the region is listed: finalize frees it with its handle. */
+    ipcp_status_t st = ipcp__handle_new(IPCP_HANDLE_RMEM, rm, &rm->handle);
+    if (st == IPCP_OK)
+        st = ipcp__rmem_prepare(comm, desc, len, rm);
     ipcp_request_t *req = NULL;
     if (st == IPCP_OK && !(req = ipcp__req_new(comm, IPCP_REQ_IMPORT)))
         st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
@@ -761,6 +809,7 @@ ipcp_status_t ipcp_rmem_import(ipcp_comm_t *comm, const void *desc, size_t len,
         st = ipcp__wait_req(req, NULL);
     }
     if (st != IPCP_OK) {
+        ipcp__handle_free(rm->handle);
         free(rm);
         return st;
     }
@@ -768,57 +817,59 @@ ipcp_status_t ipcp_rmem_import(ipcp_comm_t *comm, const void *desc, size_t len,
     pthread_mutex_lock(&comm->mem_lock);
     ipcp__list_push_back(&comm->rmems, &rm->link);
     pthread_mutex_unlock(&comm->mem_lock);
-    *out = rm;
+    *out = ipcp__hptr(rm->handle);
     return IPCP_OK;
 }
 
-static ipcp_status_t ipcp__check_rmem(const ipcp_rmem_t *rm)
+ipcp_status_t ipcp_rmem_release(ipcp_rmem_t *rm_h)
 {
-    if (!rm || ipcp__misaligned(rm, 8))
-        return ipcp__bad_arg("imported region is NULL or misaligned");
-    if (rm->magic != IPCP_RMEM_MAGIC)
-        return ipcp__bad_arg("not a live imported region");
-    return ipcp__check_comm(rm->comm);
-}
-
-ipcp_status_t ipcp_rmem_release(ipcp_rmem_t *rm)
-{
-    IPCP_CHECK(ipcp__check_rmem(rm));
+    ipcp_rmem_t *rm;
+    IPCP_CHECK(ipcp__rmem_get(rm_h, &rm));
     ipcp_comm_t *comm = rm->comm;
-    pthread_mutex_lock(&comm->mem_lock);
+    /* Refused before the handle is claimed, so that it stays usable. */
     int busy = atomic_load(&rm->busy);
-    if (!busy)
-        ipcp__list_del(&rm->link);
-    pthread_mutex_unlock(&comm->mem_lock);
     if (busy)
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_STATE,
                           "imported region %llu of rank %d has %d "
                           "operation(s) in flight: wait for them first",
                           (unsigned long long)rm->reg_id, rm->owner, busy);
+    IPCP_CHECK(ipcp__handle_claim(rm_h, IPCP_HANDLE_RMEM));
+    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__list_del(&rm->link);
+    pthread_mutex_unlock(&comm->mem_lock);
     ipcp__rmem_unmap(rm);
     rm->magic = IPCP_DEAD_MAGIC;
     free(rm);
     return IPCP_OK;
 }
 
-size_t ipcp_rmem_size(const ipcp_rmem_t *rm)
+size_t ipcp_rmem_size(const ipcp_rmem_t *rm_h)
 {
-    return ipcp__check_rmem(rm) == IPCP_OK ? rm->len : 0;
+    ipcp_rmem_t *rm;
+    return ipcp__rmem_get(rm_h, &rm) == IPCP_OK ? rm->len : 0;
 }
 
-int ipcp_rmem_owner(const ipcp_rmem_t *rm)
+int ipcp_rmem_owner(const ipcp_rmem_t *rm_h)
 {
-    return ipcp__check_rmem(rm) == IPCP_OK ? rm->owner : -1;
+    ipcp_rmem_t *rm;
+    return ipcp__rmem_get(rm_h, &rm) == IPCP_OK ? rm->owner : -1;
 }
 
-/* Checks shared by every one-sided call: the handles, the buffer, and the
- * range inside a region that is still registered. */
-static ipcp_status_t ipcp__check_onesided(const ipcp_comm_t *comm,
+/* Checks shared by every one-sided call: the handles (resolved into *comm
+ * and *rm), the buffer, and the range inside a region that is still
+ * registered. */
+static ipcp_status_t ipcp__check_onesided(const ipcp_comm_t *comm_h,
                                           const void *buf, size_t len,
-                                          const ipcp_rmem_t *rm, size_t offset)
+                                          const ipcp_rmem_t *rm_h,
+                                          size_t offset, ipcp_comm_t **comm_p,
+                                          ipcp_rmem_t **rm_p)
 {
-    IPCP_CHECK(ipcp__check_comm(comm));
-    IPCP_CHECK(ipcp__check_rmem(rm));
+    ipcp_comm_t *comm;
+    ipcp_rmem_t *rm;
+    IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
+    IPCP_CHECK(ipcp__rmem_get(rm_h, &rm));
+    *comm_p = comm;
+    *rm_p = rm;
     if (rm->comm != comm)
         return ipcp__bad_arg("imported region belongs to another "
                              "communicator");
@@ -836,42 +887,45 @@ static ipcp_status_t ipcp__check_onesided(const ipcp_comm_t *comm,
     return IPCP_OK;
 }
 
-static ipcp_status_t ipcp__onesided(ipcp_comm_t *comm, int type, void *buf,
-                                    size_t len, ipcp_rmem_t *rm, size_t offset,
-                                    ipcp_request_t **out)
+static ipcp_status_t ipcp__onesided(ipcp_comm_t *comm_h, int type, void *buf,
+                                    size_t len, ipcp_rmem_t *rm_h,
+                                    size_t offset, ipcp_request_t **out)
 {
-    IPCP_CHECK(ipcp__check_onesided(comm, buf, len, rm, offset));
+    ipcp_comm_t *comm;
+    ipcp_rmem_t *rm;
+    IPCP_CHECK(
+        ipcp__check_onesided(comm_h, buf, len, rm_h, offset, &comm, &rm));
     if (!out || ipcp__misaligned(out, sizeof(void *)))
         return ipcp__bad_arg("request output pointer is NULL or misaligned");
     return ipcp__post_onesided(comm, type, buf, len, rm, offset, out);
 }
 
-ipcp_status_t ipcp_iput(ipcp_comm_t *comm, const void *src, size_t len,
+ipcp_status_t ipcp_iput(ipcp_comm_t *comm_h, const void *src, size_t len,
                         ipcp_rmem_t *dst, size_t offset, ipcp_request_t **req)
 {
-    return ipcp__onesided(comm, IPCP_REQ_PUT, (void *)src, len, dst, offset,
+    return ipcp__onesided(comm_h, IPCP_REQ_PUT, (void *)src, len, dst, offset,
                           req);
 }
 
-ipcp_status_t ipcp_iget(ipcp_comm_t *comm, void *dst, size_t len,
+ipcp_status_t ipcp_iget(ipcp_comm_t *comm_h, void *dst, size_t len,
                         ipcp_rmem_t *src, size_t offset, ipcp_request_t **req)
 {
-    return ipcp__onesided(comm, IPCP_REQ_GET, dst, len, src, offset, req);
+    return ipcp__onesided(comm_h, IPCP_REQ_GET, dst, len, src, offset, req);
 }
 
-ipcp_status_t ipcp_put(ipcp_comm_t *comm, const void *src, size_t len,
+ipcp_status_t ipcp_put(ipcp_comm_t *comm_h, const void *src, size_t len,
                        ipcp_rmem_t *dst, size_t offset)
 {
     ipcp_request_t *req;
-    IPCP_CHECK(ipcp_iput(comm, src, len, dst, offset, &req));
+    IPCP_CHECK(ipcp_iput(comm_h, src, len, dst, offset, &req));
     return ipcp_wait(req, NULL);
 }
 
-ipcp_status_t ipcp_get(ipcp_comm_t *comm, void *dst, size_t len,
+ipcp_status_t ipcp_get(ipcp_comm_t *comm_h, void *dst, size_t len,
                        ipcp_rmem_t *src, size_t offset)
 {
     ipcp_request_t *req;
-    IPCP_CHECK(ipcp_iget(comm, dst, len, src, offset, &req));
+    IPCP_CHECK(ipcp_iget(comm_h, dst, len, src, offset, &req));
     return ipcp_wait(req, NULL);
 }
 
@@ -916,7 +970,14 @@ static ipcp_status_t ipcp__post_on_stream(ipcp_comm_t *comm,
     ipcp__backend_t *be;
     ipcp__sync_t *e;
     ipcp_status_t st;
+    ipcp__handle_t h = 0;
 
+    /* Before anything is enqueued; a failure below frees it with req. */
+    if (out && (st = ipcp__handle_new(IPCP_HANDLE_REQ, req, &h)) != IPCP_OK) {
+        ipcp__req_free(req);
+        return st;
+    }
+    req->handle = h;
     ipcp__mem_attr(comm, req->buf, req->len, &req->attr, &ops, &be);
     if ((st = ipcp__check_extent(req)) != IPCP_OK)
         ;
@@ -932,9 +993,13 @@ static ipcp_status_t ipcp__post_on_stream(ipcp_comm_t *comm,
              (st = comm->cuda_ops->stream_check(comm->cuda, req->attr.device,
                                                 (void *)stream)) != IPCP_OK)
         ; /* before the lane numbers a message or a flag is taken */
-    else if (ipcp__lane_takes(comm, req))
-        return ipcp__lane_post(comm, req, (void *)stream, out);
-    else
+    else if (ipcp__lane_takes(comm, req)) {
+        ipcp_request_t *posted;
+        st = ipcp__lane_post(comm, req, (void *)stream, out ? &posted : NULL);
+        if (st == IPCP_OK && out)
+            *out = ipcp__hptr(h);
+        return st;
+    } else
         st = ipcp__sync_acquire(comm, req->attr.device, &e);
     if (st == IPCP_OK)
         st = ipcp__order_on_stream(comm, req->attr.device, stream, e);
@@ -946,14 +1011,15 @@ static ipcp_status_t ipcp__post_on_stream(ipcp_comm_t *comm,
     req->user = out != NULL;
     ipcp__comm_submit(comm, req);
     if (out)
-        *out = req;
+        *out = ipcp__hptr(h);
     return IPCP_OK;
 }
 
-static ipcp_status_t ipcp__check_cuda(const ipcp_comm_t *comm)
+static ipcp_status_t ipcp__check_cuda(const ipcp_comm_t *comm_h,
+                                      ipcp_comm_t **comm)
 {
-    IPCP_CHECK(ipcp__check_comm(comm));
-    if (!comm->cuda)
+    IPCP_CHECK(ipcp__comm_get(comm_h, comm));
+    if (!(*comm)->cuda)
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
                           "stream-ordered transfers need the CUDA backend, "
                           "which is not available (no GPU driver or device, "
@@ -961,60 +1027,64 @@ static ipcp_status_t ipcp__check_cuda(const ipcp_comm_t *comm)
     return IPCP_OK;
 }
 
-static ipcp_status_t ipcp__twosided_on_stream(ipcp_comm_t *comm, int type,
+static ipcp_status_t ipcp__twosided_on_stream(ipcp_comm_t *comm_h, int type,
                                               void *buf, size_t len, int peer,
                                               int tag, ipcp_stream_t stream,
                                               ipcp_request_t **out)
 {
     ipcp_request_t *dummy;
-    IPCP_CHECK(ipcp__check_cuda(comm));
+    ipcp_comm_t *comm;
+    IPCP_CHECK(ipcp__check_cuda(comm_h, &comm));
     IPCP_CHECK(ipcp__check_xfer(comm, buf, len, peer, tag, out ? out : &dummy));
     ipcp_request_t *req = ipcp__twosided_req(comm, type, buf, len, peer, tag);
     return req ? ipcp__post_on_stream(comm, req, stream, out) : IPCP_ERR_NOMEM;
 }
 
-ipcp_status_t ipcp_isend_on_stream(ipcp_comm_t *comm, const void *buf,
+ipcp_status_t ipcp_isend_on_stream(ipcp_comm_t *comm_h, const void *buf,
                                    size_t len, int peer, int tag,
                                    ipcp_stream_t stream, ipcp_request_t **req)
 {
-    return ipcp__twosided_on_stream(comm, IPCP_REQ_SEND, (void *)buf, len,
+    return ipcp__twosided_on_stream(comm_h, IPCP_REQ_SEND, (void *)buf, len,
                                     peer, tag, stream, req);
 }
 
-ipcp_status_t ipcp_irecv_on_stream(ipcp_comm_t *comm, void *buf, size_t len,
+ipcp_status_t ipcp_irecv_on_stream(ipcp_comm_t *comm_h, void *buf, size_t len,
                                    int peer, int tag, ipcp_stream_t stream,
                                    ipcp_request_t **req)
 {
-    return ipcp__twosided_on_stream(comm, IPCP_REQ_RECV, buf, len, peer, tag,
+    return ipcp__twosided_on_stream(comm_h, IPCP_REQ_RECV, buf, len, peer, tag,
                                     stream, req);
 }
 
-static ipcp_status_t ipcp__onesided_on_stream(ipcp_comm_t *comm, int type,
+static ipcp_status_t ipcp__onesided_on_stream(ipcp_comm_t *comm_h, int type,
                                               void *buf, size_t len,
-                                              ipcp_rmem_t *rm, size_t offset,
+                                              ipcp_rmem_t *rm_h, size_t offset,
                                               ipcp_stream_t stream,
                                               ipcp_request_t **out)
 {
-    IPCP_CHECK(ipcp__check_cuda(comm));
-    IPCP_CHECK(ipcp__check_onesided(comm, buf, len, rm, offset));
+    ipcp_comm_t *comm;
+    ipcp_rmem_t *rm;
+    IPCP_CHECK(ipcp__check_cuda(comm_h, &comm));
+    IPCP_CHECK(
+        ipcp__check_onesided(comm_h, buf, len, rm_h, offset, &comm, &rm));
     if (out && ipcp__misaligned(out, sizeof(void *)))
         return ipcp__bad_arg("request output pointer is misaligned");
     ipcp_request_t *req = ipcp__onesided_req(comm, type, buf, len, rm, offset);
     return req ? ipcp__post_on_stream(comm, req, stream, out) : IPCP_ERR_NOMEM;
 }
 
-ipcp_status_t ipcp_iput_on_stream(ipcp_comm_t *comm, const void *src,
+ipcp_status_t ipcp_iput_on_stream(ipcp_comm_t *comm_h, const void *src,
                                   size_t len, ipcp_rmem_t *dst, size_t offset,
                                   ipcp_stream_t stream, ipcp_request_t **req)
 {
-    return ipcp__onesided_on_stream(comm, IPCP_REQ_PUT, (void *)src, len, dst,
+    return ipcp__onesided_on_stream(comm_h, IPCP_REQ_PUT, (void *)src, len, dst,
                                     offset, stream, req);
 }
 
-ipcp_status_t ipcp_iget_on_stream(ipcp_comm_t *comm, void *dst, size_t len,
+ipcp_status_t ipcp_iget_on_stream(ipcp_comm_t *comm_h, void *dst, size_t len,
                                   ipcp_rmem_t *src, size_t offset,
                                   ipcp_stream_t stream, ipcp_request_t **req)
 {
-    return ipcp__onesided_on_stream(comm, IPCP_REQ_GET, dst, len, src, offset,
+    return ipcp__onesided_on_stream(comm_h, IPCP_REQ_GET, dst, len, src, offset,
                                     stream, req);
 }

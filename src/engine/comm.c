@@ -40,9 +40,20 @@ void ipcp__req_free(ipcp_request_t *req)
 {
     if (atomic_fetch_sub_explicit(&req->refs, 1, memory_order_acq_rel) > 1)
         return;
+    /* Set only when a failure frees a request before its handle reached
+     * the user; the owner's release (ipcp_wait, ipcp_test,
+     * ipcp__req_disown) clears it otherwise. */
+    ipcp__handle_free(req->handle);
     free(req->scratch);
     req->magic = IPCP_DEAD_MAGIC;
     free(req);
+}
+
+void ipcp__req_disown(ipcp_request_t *req)
+{
+    ipcp__handle_free(req->handle);
+    req->handle = 0; /* before the reference goes: the engine may free */
+    ipcp__req_free(req);
 }
 
 void ipcp__comm_wake(ipcp_comm_t *comm)
@@ -946,8 +957,10 @@ void ipcp__comm_teardown(ipcp_comm_t *comm)
         ipcp__req_complete(ipcp__list_entry(e, ipcp_request_t, link),
                            IPCP_ERR_STATE, "finalized before it started");
     ipcp__lane_teardown(comm);
+    /* Their handles go stale here even where a transfer outlived the
+     * wait above and keeps its request. */
     while ((e = ipcp__list_pop_front(&comm->reqs)))
-        ipcp__req_free(ipcp__list_entry(e, ipcp_request_t, all_link));
+        ipcp__req_disown(ipcp__list_entry(e, ipcp_request_t, all_link));
     ipcp__mem_cleanup(comm);
     if (comm->cuda)
         ipcp__sync_cleanup(comm);

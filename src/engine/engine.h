@@ -21,6 +21,7 @@
 #include "bootstrap/bootstrap.h"
 #include "common/config.h"
 #include "common/fault.h"
+#include "common/handle.h"
 #include "common/list.h"
 #include "common/status.h"
 #include "engine/stripe.h"
@@ -363,6 +364,7 @@ typedef struct ipcp__xfer {
 struct ipcp_request {
     uint64_t magic;
     ipcp_comm_t *comm;
+    ipcp__handle_t handle; /* what the user holds; 0: none (internal) */
     ipcp__list_t link;     /* comm->cmds, then a peer list */
     ipcp__list_t all_link; /* comm->reqs (user requests) */
     int type;
@@ -434,6 +436,7 @@ struct ipcp__region {
 struct ipcp_mem {
     uint64_t magic;
     ipcp_comm_t *comm;
+    ipcp__handle_t handle;
     ipcp__region_t region;
 };
 
@@ -442,6 +445,7 @@ enum { IPCP_RMEM_MAPPED = 1, IPCP_RMEM_PVM, IPCP_RMEM_STAGED };
 struct ipcp_rmem {
     uint64_t magic;
     ipcp_comm_t *comm;
+    ipcp__handle_t handle;
     ipcp__list_t link;      /* comm->rmems */
     int owner;
     uint64_t reg_id;
@@ -468,6 +472,7 @@ struct ipcp_rmem {
 
 struct ipcp_comm {
     uint64_t magic;
+    ipcp__handle_t handle;
     int rank;
     int size;
     char job[IPCP_JOB_MAX];
@@ -569,6 +574,15 @@ struct ipcp_comm {
     int bar_broken;           /* a barrier timed out */
 };
 
+/* The object behind a public handle, or NULL when the handle is not live
+ * (the public pointer types carry handle values; api.c resolves them the
+ * same way before every use).  For tests that reach into internals. */
+static inline ipcp_comm_t *ipcp__comm_of(const ipcp_comm_t *handle)
+{
+    return (ipcp_comm_t *)ipcp__handle_get((uintptr_t)handle,
+                                           IPCP_HANDLE_COMM);
+}
+
 /* ---- engine/comm.c ---------------------------------------------------- */
 ipcp_status_t ipcp__comm_start(ipcp_comm_t *comm);
 void ipcp__comm_stop(ipcp_comm_t *comm);
@@ -600,8 +614,11 @@ void ipcp__xfer_track_done(ipcp__track_t *t);
 void ipcp__xfer_end_early(ipcp__xfer_t *x);
 ipcp_request_t *ipcp__req_new(ipcp_comm_t *comm, int type);
 /* Drops a reference (the owner's, or the engine's after an early end);
- * the last one frees. */
+ * the last one frees, and with it the request's handle if it has one. */
 void ipcp__req_free(ipcp_request_t *req);
+/* Drops the owner's reference: its handle goes stale at once, even while
+ * the engine still holds the request (a transfer that ended early). */
+void ipcp__req_disown(ipcp_request_t *req);
 void ipcp__comm_teardown(ipcp_comm_t *comm);
 /* Tells every peer the path this rank forces on what it receives. */
 void ipcp__comm_announce_path(ipcp_comm_t *comm);

@@ -804,6 +804,7 @@ void ipcp__mem_cleanup(ipcp_comm_t *comm)
     while ((e = ipcp__list_pop_front(&comm->rmems))) {
         ipcp_rmem_t *rm = ipcp__list_entry(e, ipcp_rmem_t, link);
         ipcp__rmem_unmap(rm);
+        ipcp__handle_free(rm->handle);
         rm->magic = IPCP_DEAD_MAGIC;
         free(rm);
     }
@@ -823,6 +824,7 @@ void ipcp__mem_cleanup(ipcp_comm_t *comm)
             free(r);
         } else {
             ipcp_mem_t *mem = ipcp__container_of(r, ipcp_mem_t, region);
+            ipcp__handle_free(mem->handle);
             mem->magic = IPCP_DEAD_MAGIC;
             free(mem);
         }

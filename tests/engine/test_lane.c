@@ -529,8 +529,11 @@ static void pingpong(side_t *s, int tracked)
     /* tracked: as if a thread posted without pause all along, which keeps
      * the progress thread off the lanes but for a poll every 50 us: the
      * calls collect most records they reuse themselves. */
+    /* The communicator behind the public handle (internals). */
+    ipcp_comm_t *comm = ipcp__comm_of(s->comm);
+    T_CHECK(comm != NULL);
     if (tracked)
-        atomic_fetch_add(&s->comm->lane_posting, 1);
+        atomic_fetch_add(&comm->lane_posting, 1);
     for (int c = 0; c < NPING; c += PING_CHUNK) {
         ipcp_request_t *rq[2] = {NULL, NULL};
         for (int i = c; i < c + PING_CHUNK; i++) {
@@ -555,7 +558,7 @@ static void pingpong(side_t *s, int tracked)
         fk_sync(s->stream, 30, "ping-pong");
     }
     if (tracked)
-        atomic_fetch_sub(&s->comm->lane_posting, 1);
+        atomic_fetch_sub(&comm->lane_posting, 1);
     for (int j = 0; tracked && j < 2 * NPING; j++) {
         ipcp_xfer_info_t info;
         T_OK(ipcp_wait(all[j], &info));

@@ -1,0 +1,109 @@
+/* Generation-checked handles: what the public API hands out in place of
+ * pointers to communicators, requests, registrations and imported regions.
+ *
+ * One table per process.  A handle names a slot (index), the kind of object
+ * (type) and the slot's generation when it was issued; freeing the handle
+ * moves the slot to the next generation, so a handle kept after its object
+ * was freed no longer resolves, even once the slot holds a newer object.
+ * Slots live in chunks that are never freed, so that resolving a stale or
+ * made-up handle reads only memory the table owns.
+ *
+ * Value: generation (36 bits) << 28 | index (24 bits) << 4 | type (4 bits).
+ * Types are 1..4, so a handle is never 0 (NULL), and a pointer to anything
+ * aligned to 8 bytes has no valid type. */
+#ifndef IPCP_COMMON_HANDLE_H
+#define IPCP_COMMON_HANDLE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "ipcpipe.h"
+
+typedef uint64_t ipcp__handle_t;
+_Static_assert(sizeof(void *) == sizeof(ipcp__handle_t),
+               "the public pointer types carry handle values");
+
+enum {
+    IPCP_HANDLE_COMM = 1,
+    IPCP_HANDLE_REQ = 2,
+    IPCP_HANDLE_MEM = 3,
+    IPCP_HANDLE_RMEM = 4,
+    IPCP_HANDLE_NTYPES = 5 /* one past the last type */
+};
+
+#define IPCP_HANDLE_TYPE_BITS  4
+#define IPCP_HANDLE_INDEX_BITS 24
+#define IPCP_HANDLE_GEN_SHIFT  (IPCP_HANDLE_TYPE_BITS + IPCP_HANDLE_INDEX_BITS)
+/* 2^this frees bring a slot's generation full circle: it is retired. */
+#define IPCP_HANDLE_GEN_BITS (64 - IPCP_HANDLE_GEN_SHIFT)
+/* Slots are added this many at a time, up to 2^IPCP_HANDLE_INDEX_BITS. */
+#define IPCP_HANDLE_CHUNK_BITS 10
+#define IPCP_HANDLE_CHUNKS                                                     \
+    (1u << (IPCP_HANDLE_INDEX_BITS - IPCP_HANDLE_CHUNK_BITS))
+
+typedef struct ipcp__hslot {
+    /* The handle that is live in this slot; once freed, the next
+     * generation's value with type 0 (which no handle has). */
+    _Atomic uint64_t word;
+    _Atomic(void *) obj;
+    _Atomic uint32_t next; /* free list: index + 1 of the next, 0 last */
+} ipcp__hslot_t;
+
+extern _Atomic(ipcp__hslot_t *) ipcp__hchunks[IPCP_HANDLE_CHUNKS];
+extern _Atomic uint32_t ipcp__hslots; /* slots made so far */
+
+static inline unsigned ipcp__handle_type(ipcp__handle_t h)
+{
+    return (unsigned)(h & ((1u << IPCP_HANDLE_TYPE_BITS) - 1));
+}
+
+static inline uint32_t ipcp__handle_index(ipcp__handle_t h)
+{
+    return (uint32_t)(h >> IPCP_HANDLE_TYPE_BITS) &
+           ((1u << IPCP_HANDLE_INDEX_BITS) - 1);
+}
+
+/* The slot of h, or NULL when its index was never handed out. */
+static inline ipcp__hslot_t *ipcp__handle_slot(ipcp__handle_t h)
+{
+    uint32_t i = ipcp__handle_index(h);
+    if (i >= atomic_load_explicit(&ipcp__hslots, memory_order_acquire))
+        return NULL;
+    ipcp__hslot_t *c = atomic_load_explicit(
+        &ipcp__hchunks[i >> IPCP_HANDLE_CHUNK_BITS], memory_order_relaxed);
+    return &c[i & ((1u << IPCP_HANDLE_CHUNK_BITS) - 1)];
+}
+
+/* The object of a live handle of this type, else NULL.  No lock: a few
+ * loads, so that every call can afford it.  A handle freed while this runs
+ * resolves to NULL, never to the object that took its slot; the object
+ * itself stays the caller's to keep alive (the API's lifetime rules). */
+static inline void *ipcp__handle_get(ipcp__handle_t h, unsigned type)
+{
+    if (ipcp__handle_type(h) != type)
+        return NULL;
+    ipcp__hslot_t *s = ipcp__handle_slot(h);
+    if (!s || atomic_load_explicit(&s->word, memory_order_acquire) != h)
+        return NULL;
+    void *obj = atomic_load_explicit(&s->obj, memory_order_relaxed);
+    /* Pairs with the release store of obj in ipcp__handle_new: had obj
+     * been replaced, the word that follows shows the free before it. */
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&s->word, memory_order_relaxed) != h)
+        return NULL;
+    return obj;
+}
+
+/* A new handle of this type for obj (type 1..4, obj not NULL). */
+ipcp_status_t ipcp__handle_new(unsigned type, void *obj, ipcp__handle_t *h);
+/* Makes h stale and its slot reusable (in a later generation; a slot
+ * whose generations all were used is retired, so a value is never issued
+ * twice).  Returns 1 when this call released h, 0 when h was not live (0,
+ * already released, or released by another thread at the same moment):
+ * of two threads releasing one handle, exactly one gets 1. */
+int ipcp__handle_free(ipcp__handle_t h);
+/* Whether h was issued and has been freed since (its slot moved to a later
+ * generation), as opposed to a value never issued. */
+int ipcp__handle_stale(ipcp__handle_t h);
+
+#endif
