@@ -98,6 +98,9 @@ static const char usage_text[] =
     "                  after a copy back to the host)\n"
     "  --ranks N       ranks to spawn without a launcher (default 2)\n"
     "  --timeout S     kill spawned ranks after S seconds (default none)\n"
+    "  --pin           bind each spawned rank to one CPU (rank i to the\n"
+    "                  i-th allowed one, as mpirun and srun do by\n"
+    "                  default); under a launcher its binding applies\n"
     "  --compare       also run, per size and on GPU memory, the reference\n"
     "                  points a user would otherwise pick, between the\n"
     "                  same ranks and buffers: nccl (ncclSend/ncclRecv,\n"
@@ -276,6 +279,7 @@ enum {
     OPT_WINDOW,
     OPT_TUNE,
     OPT_LOAD,
+    OPT_PIN,
     OPT_HELP,
 };
 
@@ -303,6 +307,7 @@ static const struct option long_opts[] = {
     {"window", required_argument, NULL, OPT_WINDOW},
     {"tune", no_argument, NULL, OPT_TUNE},
     {"load", required_argument, NULL, OPT_LOAD},
+    {"pin", no_argument, NULL, OPT_PIN},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -426,6 +431,9 @@ static int apply_opt(bench_opts_t *o, size_args_t *sa, int c, const char *arg)
         return 0;
     case OPT_TUNE:
         o->tune = 1;
+        return 0;
+    case OPT_PIN:
+        o->pin = 1;
         return 0;
     case OPT_LOAD:
         if (strcmp(arg, "d2h") == 0)
@@ -552,6 +560,7 @@ static int spawn_ranks(const bench_opts_t *o, char **argv)
         .nranks = o->nranks,
         .timeout_s = o->timeout_s,
         .argv_self = argv,
+        .pin = o->pin,
     };
     ipcp_launch_result_t res;
     if (ipcp_launch(&lo, &res) != 0) {

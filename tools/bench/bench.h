@@ -92,6 +92,7 @@ typedef struct bench_opts {
     size_t lat_max;   /* ping-pong latency for sizes <= this; 0: none */
     int stream_reqs_every; /* --stream-reqs every: a request per call */
     double timeout_s; /* launcher's, when it spawns the ranks */
+    int pin;          /* --pin: each spawned rank bound to one CPU */
     bench_mem_t mem;
     bench_devmode_t devmode;
     int devlist[BENCH_MAX_DEVLIST];

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -72,6 +73,26 @@ static void child_setenv_int(const char *name, int value)
     setenv(name, buf, 1);
 }
 
+/* Binds the calling process to the (rank mod n)-th CPU it may use; the
+ * error goes to stderr and the rank runs unbound. */
+static void child_pin(int rank)
+{
+    cpu_set_t allowed, one;
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0)
+        return;
+    int n = CPU_COUNT(&allowed), want = rank % (n > 0 ? n : 1), seen = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+        if (!CPU_ISSET(c, &allowed) || seen++ != want)
+            continue;
+        CPU_ZERO(&one);
+        CPU_SET(c, &one);
+        if (sched_setaffinity(0, sizeof(one), &one) != 0)
+            fprintf(stderr, "ipcp_launch: rank %d: cannot bind to CPU %d: "
+                            "%s\n", rank, c, strerror(errno));
+        return;
+    }
+}
+
 /* Runs in the forked child; never returns. */
 static void child_exec(const ipcp_launch_opts_t *opts, int rank, pid_t pgid,
                        const char *job, const char *self,
@@ -98,6 +119,9 @@ static void child_exec(const ipcp_launch_opts_t *opts, int rank, pid_t pgid,
     }
     if (opts->child_env)
         opts->child_env(rank, opts->child_env_arg);
+    const char *pin = getenv("IPCP_LAUNCH_PIN");
+    if (opts->pin || (pin && strcmp(pin, "1") == 0))
+        child_pin(rank);
 
     if (opts->argv) {
         execvp(opts->argv[0], opts->argv);

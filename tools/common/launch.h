@@ -25,6 +25,10 @@ typedef struct ipcp_launch_opts {
     void *child_env_arg;
     int keep_going;          /* 1: a failing rank does not stop the others
                                 (tests that kill a rank on purpose) */
+    int pin;                 /* 1: rank i runs bound to one CPU, the
+                                (i mod n)-th of the n this process may use,
+                                as mpirun and srun bind ranks by default;
+                                also when IPCP_LAUNCH_PIN=1 is set */
 } ipcp_launch_opts_t;
 
 typedef struct ipcp_launch_result {
