@@ -291,9 +291,8 @@ void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why)
 
 /* ---- Incoming messages -------------------------------------------------- */
 
-static void ipcp__dispatch(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                           const unsigned char *msg, size_t len, int *fds,
-                           int nfds)
+void ipcp__dispatch(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                    const unsigned char *msg, size_t len, int *fds, int nfds)
 {
     const ipcp__msg_hdr_t *hdr = (const void *)msg;
     size_t need = 0;

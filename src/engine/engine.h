@@ -566,6 +566,10 @@ ipcp_status_t ipcp__peer_postv(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                const void *tail, size_t tail_len,
                                const int *fds, int nfds);
 void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why);
+/* Handles one control message from a peer (socket or inbox); fds are owned
+ * by it afterwards.  Progress thread (and the fuzz harness of tests/fuzz). */
+void ipcp__dispatch(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                    const unsigned char *msg, size_t len, int *fds, int nfds);
 /* Track callback: hands the finished transfer to the progress thread. */
 void ipcp__xfer_track_done(ipcp__track_t *t);
 /* Completes the user's request of a transfer whose data is all in place
