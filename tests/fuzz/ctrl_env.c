@@ -278,6 +278,11 @@ static int ctrl_fd_make(ctrl_run_t *run, uint8_t b)
         break;
     case CTRL_FD_FILE:
         fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        if (fd < 0) { /* a file system without O_TMPFILE */
+            char name[] = "/tmp/ipcpipe-fuzz-XXXXXX";
+            if ((fd = mkostemp(name, O_CLOEXEC)) >= 0)
+                unlink(name);
+        }
         if (fd >= 0 && ftruncate(fd, (off_t)size) != 0)
             abort();
         break;
