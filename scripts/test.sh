@@ -3,11 +3,14 @@
 # its multi-process tests again with IPCPIPE_MAILBOX=off and with every
 # rank bound to one CPU (IPCP_LAUNCH_PIN=1), then the
 # multi-process tests (label mp, without the > 256 MiB ones) under
-# AddressSanitizer+UBSan and under ThreadSanitizer.  GPU tests skip (77)
+# AddressSanitizer+UBSan and under ThreadSanitizer, then a short run of
+# every fuzz harness (clang, ASan+UBSan).  GPU tests skip (77)
 # where there is no GPU and are counted as skipped, never as passed.
 #
 #   scripts/test.sh              everything
 #   IPCPIPE_TEST_SANITIZERS=0    only the normal build
+#   IPCPIPE_TEST_FUZZ=0          without the fuzz stage (scripts/fuzz.sh, 45 s
+#                                a harness; IPCPIPE_TEST_FUZZ_SECONDS=n)
 #   IPCPIPE_BUILD_ROOT=dir       where the build trees go (default ./build)
 set -euo pipefail
 
@@ -15,6 +18,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 out=${IPCPIPE_BUILD_ROOT:-$root/build}
 jobs=$(nproc 2>/dev/null || echo 2)
 sanitizers=${IPCPIPE_TEST_SANITIZERS:-1}
+fuzz=${IPCPIPE_TEST_FUZZ:-1}
 
 build() { # dir, cmake args...
     local dir=$1
@@ -51,5 +55,12 @@ if [ "$sanitizers" = 1 ]; then
     build "$out/tsan" -DCMAKE_BUILD_TYPE=Debug -DIPCPIPE_SANITIZE=thread
     (cd "$out/tsan" && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
         ctest --output-on-failure -L mp -LE large --timeout 900)
+fi
+if [ "$fuzz" = 1 ]; then
+    # A bounded run with a fixed seed: a crash, leak or UBSan report fails
+    # this stage (scripts/fuzz.sh exits 1 and names the input).
+    echo "== fuzz harnesses, ${IPCPIPE_TEST_FUZZ_SECONDS:-45} s each"
+    IPCPIPE_BUILD_ROOT=$out IPCPIPE_FUZZ_SECONDS=${IPCPIPE_TEST_FUZZ_SECONDS:-45} \
+        "$root/scripts/fuzz.sh"
 fi
 echo "== all test runs passed"

@@ -489,6 +489,40 @@ static int boot_hello_check(const boot_ctx_t *ctx, const void *buf, ssize_t n,
     return 0;
 }
 
+static void boot_hello_fill(boot_hello_t *h, const ipcp__boot_t *boot,
+                            uint64_t probe_addr)
+{
+    memset(h, 0, sizeof(*h));
+    h->magic = IPCP_BOOT_MAGIC;
+    h->version = IPCP_BOOT_PROTO_VERSION;
+    h->size = (uint32_t)boot->size;
+    h->rank = (uint32_t)boot->rank;
+    h->pid = (int32_t)getpid();
+    h->probe_addr = probe_addr;
+    memcpy(h->job, boot->job, sizeof(h->job));
+}
+
+size_t ipcp__boot_hello_pack(const ipcp__boot_t *boot, uint64_t probe_addr,
+                             void *out, size_t cap)
+{
+    boot_hello_t h;
+    if (cap < sizeof(h))
+        return 0;
+    boot_hello_fill(&h, boot, probe_addr);
+    memcpy(out, &h, sizeof(h));
+    return sizeof(h);
+}
+
+int ipcp__boot_hello_check(const ipcp__boot_t *boot, const void *buf, size_t n,
+                           pid_t pid, int want, char *why, size_t wlen)
+{
+    boot_ctx_t ctx;
+    boot_hello_t h;
+    memset(&ctx, 0, sizeof(ctx));
+    ctx.boot = (ipcp__boot_t *)boot;
+    return boot_hello_check(&ctx, buf, (ssize_t)n, pid, want, &h, why, wlen);
+}
+
 static void boot_peer_set(boot_ctx_t *ctx, int rank, int fd, pid_t pid,
                           uint64_t probe_addr)
 {
@@ -838,13 +872,7 @@ static ipcp_status_t boot_rendezvous(boot_ctx_t *ctx)
     for (size_t j = 0; j < lower; j++)
         ctx->out_fd[j] = -1;
 
-    ctx->hello.magic = IPCP_BOOT_MAGIC;
-    ctx->hello.version = IPCP_BOOT_PROTO_VERSION;
-    ctx->hello.size = (uint32_t)boot->size;
-    ctx->hello.rank = (uint32_t)boot->rank;
-    ctx->hello.pid = (int32_t)getpid();
-    ctx->hello.probe_addr = ctx->params->probe_addr;
-    memcpy(ctx->hello.job, boot->job, sizeof(ctx->hello.job));
+    boot_hello_fill(&ctx->hello, boot, ctx->params->probe_addr);
 
     st = boot_make_dirs(ctx);
     if (st == IPCP_OK)

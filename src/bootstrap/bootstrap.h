@@ -86,6 +86,15 @@ ipcp_status_t ipcp__boot_connect(const ipcp__boot_params_t *params,
 /* Closes every peer fd still >= 0 and frees boot. */
 void ipcp__boot_destroy(ipcp__boot_t *boot);
 
+/* The hello this process sends for boot (its bytes into out; 0 when cap is
+ * too small), and the check a received one passes (0, or -1 with the
+ * reason in why; want as for a connection we made to rank want, or -1 for
+ * one a higher rank made to us).  For the fuzz harness of tests/fuzz. */
+size_t ipcp__boot_hello_pack(const ipcp__boot_t *boot, uint64_t probe_addr,
+                             void *out, size_t cap);
+int ipcp__boot_hello_check(const ipcp__boot_t *boot, const void *buf, size_t n,
+                           pid_t pid, int want, char *why, size_t wlen);
+
 /* Blocking barrier over the peer sockets (used during init and in tests),
  * bounded by boot->timeout_s; the error names the missing ranks. */
 ipcp_status_t ipcp__boot_barrier(ipcp__boot_t *boot);

@@ -82,6 +82,13 @@ void ipcp__barrier_msg(ipcp_comm_t *comm, ipcp__peer_t *peer, int type,
                        uint64_t epoch)
 {
     if (type == IPCP_MSG_BARRIER && comm->rank == 0) {
+        /* A rank enters barriers one at a time, at most one ahead of us:
+         * a second arrival for one epoch (or one from the future) would
+         * release a barrier another rank has not reached. */
+        if (epoch != comm->bar_seen[peer->rank] || epoch > comm->bar_epoch) {
+            ipcp__peer_lost(comm, peer, "barrier message out of order");
+            return;
+        }
         comm->bar_count[epoch & 1]++;
         comm->bar_seen[peer->rank] = epoch + 1;
         ipcp__barrier_try_release(comm);

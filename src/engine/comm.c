@@ -400,9 +400,8 @@ static void ipcp__keepalive(ipcp_comm_t *comm, uint64_t now)
 
 /* ---- Incoming messages -------------------------------------------------- */
 
-static void ipcp__dispatch(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                           const unsigned char *msg, size_t len, int *fds,
-                           int nfds)
+void ipcp__dispatch(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                    const unsigned char *msg, size_t len, int *fds, int nfds)
 {
     const ipcp__msg_hdr_t *hdr = (const void *)msg;
     size_t need = 0;
@@ -444,6 +443,9 @@ static void ipcp__dispatch(ipcp_comm_t *comm, ipcp__peer_t *peer,
         if (len < sizeof(ipcp__msg_path_t))
             goto bad;
         peer->remote_path = ((const ipcp__msg_path_t *)(const void *)msg)->path;
+        if (peer->remote_path < IPCP_PATH_AUTO ||
+            peer->remote_path > IPCP_PATH_STAGED)
+            goto bad; /* a path it cannot force */
         break;
     case IPCP_MSG_LANE:
         ipcp__lane_on_msg(comm, peer, msg, len, fds, nfds);

@@ -606,6 +606,10 @@ ipcp_status_t ipcp__peer_postv(ipcp_comm_t *comm, ipcp__peer_t *peer,
 void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why);
 /* "rank N finalized", or "rank N is gone" with why it was lost, in buf. */
 const char *ipcp__peer_gone(const ipcp__peer_t *peer, char *buf, size_t len);
+/* Handles one control message from a peer (socket or inbox); fds are owned
+ * by it afterwards.  Progress thread (and the fuzz harness of tests/fuzz). */
+void ipcp__dispatch(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                    const unsigned char *msg, size_t len, int *fds, int nfds);
 /* Track callback: hands the finished transfer to the progress thread. */
 void ipcp__xfer_track_done(ipcp__track_t *t);
 /* Completes the user's request of a transfer whose data is all in place

@@ -427,6 +427,17 @@ static void ipcp__on_rts_get_reply(ipcp_comm_t *comm, ipcp__peer_t *peer,
         ipcp__req_complete(req, ipcp__peer_status(rts->status), msg);
         return;
     }
+    /* The data lands in the get's buffer: a longer reply would be written
+     * past its end. */
+    if (rts->len != req->len) {
+        char msg[IPCP_ERRMSG_MAX];
+        snprintf(msg, sizeof(msg), "rank %d answered a get of %zu bytes "
+                 "with %llu", peer->rank, req->len,
+                 (unsigned long long)rts->len);
+        ipcp__req_complete(req, IPCP_ERR_STATE, msg);
+        ipcp__peer_lost(comm, peer, "get reply of another length");
+        return;
+    }
     ipcp__xfer_accept(comm, peer, rts, req, IPCP_PATH_STAGED);
 }
 

@@ -326,7 +326,10 @@ out:
 
 uint64_t ipcp__stripe_bytes(uint64_t len, double share, uint64_t min_size)
 {
-    if (share <= 0 || len < min_size || len < 2)
+    /* A share from a calibration file is as good as the file: its points
+     * may put the fit at NaN or scale a both-ways share past 1, and
+     * converting such a product to an integer is undefined. */
+    if (!(share > 0 && share < 1) || len < min_size || len < 2)
         return 0;
     uint64_t s = (uint64_t)((double)len * share);
     if (min_size) /* measured: keep the ring's copies aligned */

@@ -3,6 +3,7 @@
  * the memory it was given.
  *
  *   test_api_hostile --case mbox_empty|mbox_file|mbox_shrink|cts_status
+ *   test_api_hostile --case bar_dup   (3 ranks: rank 1 fake, rank 2 late)
  *   test_api_hostile --case desc_addr|dereg_inflight [--path auto|staged]
  *   test_api_hostile --case fsize|nan_timeout|misspelt|trace_full|log_file
  *
@@ -161,6 +162,14 @@ static int fake_main(const char *name)
                      (int)bad[i]);
             T_OK(ipcp__sock_send(fd, &cts, sizeof(cts), NULL, 0, 0));
         }
+    } else if (strcmp(name, "bar_dup") == 0) {
+        /* Our arrival at rank 0's barrier, twice: the second must not
+         * count for rank 2, which has not come. */
+        ipcp__msg_barrier_t b;
+        memset(&b, 0, sizeof(b));
+        b.hdr.type = IPCP_MSG_BARRIER;
+        T_OK(ipcp__sock_send(fd, &b, sizeof(b), NULL, 0, 0));
+        T_OK(ipcp__sock_send(fd, &b, sizeof(b), NULL, 0, 0));
     } else {
         T_FAIL("unknown --case \"%s\"", name);
     }
@@ -201,8 +210,14 @@ static int victim_main(const char *name)
 {
     ipcp_comm_t *comm = NULL;
     T_OK(ipcp_init(NULL, &comm));
-    t_rank = 0;
-    if (strncmp(name, "mbox_", 5) == 0 && strcmp(name, "mbox_shrink") != 0) {
+    t_rank = ipcp_comm_rank(comm);
+    if (strcmp(name, "bar_dup") == 0 && t_rank == 2) {
+        usleep(500000); /* an honest rank that is late to the barrier */
+    } else if (strcmp(name, "bar_dup") == 0) {
+        T_STATUS(ipcp_barrier(comm), IPCP_ERR_PEER_LOST);
+        T_MSG_HAS("barrier message out of order");
+    } else if (strncmp(name, "mbox_", 5) == 0 &&
+               strcmp(name, "mbox_shrink") != 0) {
         victim_mbox(comm);
     } else if (strcmp(name, "mbox_shrink") == 0) {
         /* Idle a while, so that the progress thread sleeps and wakes on
@@ -526,8 +541,10 @@ static int solo(const char *name)
 
 int main(int argc, char **argv)
 {
-    int rc = solo(api_opt(argc, argv, "--case", ""));
+    const char *name = api_opt(argc, argv, "--case", "");
+    int rc = solo(name);
     if (rc >= 0)
         return rc;
-    return t_mp_main(argc, argv, 2, 60, rank_main);
+    return t_mp_main(argc, argv, strcmp(name, "bar_dup") == 0 ? 3 : 2, 60,
+                     rank_main);
 }

@@ -1,0 +1,526 @@
+/* Writes the seed corpus of the fuzz harnesses: gen_corpus <dir> makes
+ * <dir>/<harness>/<seed> from the library's own encoders (descriptors
+ * from ipcp__mem_pack, hellos from ipcp__boot_hello_pack, barrier tokens
+ * from ipcp__boot_barrier, calibration files from
+ * ipcp__stripe_cache_store, settings from the table's names and
+ * defaults, control messages as the engine sends them, caught from the
+ * harness's communicator).  Run by hand when a format changes; the
+ * output is committed in tests/fuzz/corpus. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bootstrap/bootstrap.h"
+#include "ctrl_env.h"
+#include "engine/engine.h"
+#include "engine/mem.h"
+#include "engine/stripe.h"
+
+static const char *gen_dir;
+
+typedef struct gen_buf {
+    unsigned char b[1 << 17];
+    size_t n;
+} gen_buf_t;
+
+static void gen_put(gen_buf_t *g, const void *p, size_t n)
+{
+    if (g->n + n > sizeof(g->b))
+        abort();
+    memcpy(g->b + g->n, p, n);
+    g->n += n;
+}
+
+static void gen_u8(gen_buf_t *g, unsigned v)
+{
+    unsigned char c = (unsigned char)v;
+    gen_put(g, &c, 1);
+}
+
+static void gen_u16(gen_buf_t *g, unsigned v)
+{
+    gen_u8(g, v & 0xff);
+    gen_u8(g, v >> 8);
+}
+
+static void gen_write(const char *harness, const char *name, const void *p,
+                      size_t n)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", gen_dir, harness);
+    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+        abort();
+    snprintf(path, sizeof(path), "%s/%s/%s", gen_dir, harness, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0) {
+        fprintf(stderr, "gen_corpus: cannot write %s\n", path);
+        exit(1);
+    }
+}
+
+/* ---- Descriptors ------------------------------------------------------- */
+
+static void gen_desc(void)
+{
+    ipcp_comm_t comm;
+    ipcp__peer_t peers[3];
+    memset(&comm, 0, sizeof(comm));
+    memset(peers, 0, sizeof(peers));
+    comm.size = 3;
+    comm.peers = peers;
+    snprintf(comm.job, sizeof(comm.job), "fuzzjob");
+    comm.job_hash = ipcp__fnv1a(comm.job, strlen(comm.job), IPCP_FNV_SEED);
+    static const struct {
+        const char *name;
+        int owner, type, fix;
+        uint64_t id, len;
+    } seeds[] = {
+        {"host_owner0", 0, IPCP_MEM_HOST, 3, 1, 4096},
+        {"host_owner2", 2, IPCP_MEM_HOST, 3, 7, 1 << 20},
+        {"cuda_owner0", 0, IPCP_MEM_CUDA, 3, 2, 64 << 20},
+        {"raw_pid", 0, IPCP_MEM_HOST, 0, 3, 100},
+        {"self_owner", 1, IPCP_MEM_HOST, 3, 4, 8},
+    };
+    for (size_t i = 0; i < ipcp__array_size(seeds); i++) {
+        ipcp_mem_t mem;
+        unsigned char out[1 + IPCP_DESC_MAX];
+        size_t len;
+        memset(&mem, 0, sizeof(mem));
+        comm.rank = seeds[i].owner;
+        mem.comm = &comm;
+        mem.region.id = seeds[i].id;
+        mem.region.len = seeds[i].len;
+        mem.region.ptr = (void *)(uintptr_t)(0x7f0000000000ull + i * 4096);
+        mem.region.attr.type = (ipcp_mem_type_t)seeds[i].type;
+        mem.region.attr.device = seeds[i].type == IPCP_MEM_CUDA ? 0 : -1;
+        out[0] = (unsigned char)seeds[i].fix;
+        if (ipcp__mem_pack(&mem, out + 1, IPCP_DESC_MAX, &len) != IPCP_OK)
+            abort();
+        gen_write("desc", seeds[i].name, out, len + 1);
+    }
+}
+
+/* ---- Hellos and barrier tokens ------------------------------------------ */
+
+static void gen_hello(void)
+{
+    ipcp__boot_t boot;
+    unsigned char out[1024];
+    memset(&boot, 0, sizeof(boot));
+    boot.size = 4;
+    snprintf(boot.job, sizeof(boot.job), "fuzzjob");
+    /* Mode byte: bits 0-1 the mode, 2-3 our rank, bit 4 the pid fix-up. */
+    static const struct {
+        const char *name;
+        int sender, mode, ours;
+    } seeds[] = {
+        {"hello_from_1", 1, 0, 0},
+        {"hello_from_3", 3, 0, 2},
+        {"answer_from_0", 0, 1, 1},
+        {"answer_from_2", 2, 1, 3},
+    };
+    for (size_t i = 0; i < ipcp__array_size(seeds); i++) {
+        boot.rank = seeds[i].sender;
+        out[0] = (unsigned char)(seeds[i].mode | seeds[i].ours << 2 | 0x10);
+        size_t n = ipcp__boot_hello_pack(&boot, 0x7ffc00001000ull, out + 1,
+                                         sizeof(out) - 1);
+        if (!n)
+            abort();
+        gen_write("hello", seeds[i].name, out, n + 1);
+    }
+    /* A token as rank r's barrier sends it (the barrier itself times out:
+     * nobody answers). */
+    for (int r = 0; r < 2; r++) {
+        ipcp__boot_peer_t peers[2];
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+            abort();
+        memset(&boot, 0, sizeof(boot));
+        boot.size = 2;
+        boot.rank = r;
+        boot.timeout_s = 0.01;
+        snprintf(boot.job, sizeof(boot.job), "fuzzjob");
+        boot.peers = peers;
+        peers[r].fd = -1;
+        peers[!r].fd = sv[0];
+        (void)ipcp__boot_barrier(&boot);
+        ssize_t n = recv(sv[1], out + 1, sizeof(out) - 1, MSG_DONTWAIT);
+        if (n <= 0)
+            abort();
+        out[0] = (unsigned char)(2 | (!r) << 2);
+        gen_write("hello", r ? "token_from_1" : "token_from_0", out,
+                  (size_t)n + 1);
+        close(sv[0]);
+        close(sv[1]);
+    }
+}
+
+/* ---- Calibration files --------------------------------------------------- */
+
+static void gen_stripe_entry(ipcp__stripe_entry_t *e, int layout, int driver,
+                             double share)
+{
+    memset(e, 0, sizeof(*e));
+    snprintf(e->src, sizeof(e->src),
+             "GPU-11111111-2222-3333-4444-"
+             "555555555555");
+    snprintf(e->dst, sizeof(e->dst),
+             "GPU-66666666-7777-8888-9999-"
+             "000000000000");
+    e->layout = layout;
+    e->driver = driver;
+    e->share = share;
+    e->size = 256 << 20;
+    e->share_large = share ? share * 1.1 : 0;
+    e->size_large = 1 << 30;
+    e->share_bidir = share / 2;
+    e->min_size = share ? 128 << 20 : 0;
+    e->direct_gbs = 380.5;
+    e->staged_gbs = 45.25;
+    e->striped_gbs = share ? 411 : 0;
+    e->time = 1700000000;
+}
+
+static void gen_stripe_file(const char *path, const char *name, int key)
+{
+    static unsigned char buf[1 << 16];
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        abort();
+    size_t n = fread(buf + 1, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[0] = (unsigned char)key;
+    gen_write("stripe", name, buf, n + 1);
+}
+
+static void gen_stripe(void)
+{
+    char dir[] = "/tmp/ipcpipe-gen-XXXXXX", path[256], why[256];
+    ipcp__stripe_entry_t e;
+    if (!mkdtemp(dir))
+        abort();
+    snprintf(path, sizeof(path), "%s/stripe.txt", dir);
+    /* Key byte: bit 0 the driven layout, bit 1 driver 12040 (else
+     * 12080). */
+    gen_stripe_entry(&e, IPCP_STRIPE_RING, 12080, 0.08);
+    if (ipcp__stripe_cache_store(path, "fuzzhost", &e, why, sizeof(why)))
+        abort();
+    gen_stripe_file(path, "ring_hit", 0);
+    gen_stripe_entry(&e, IPCP_STRIPE_DRIVEN, 12080, 0.12);
+    if (ipcp__stripe_cache_store(path, "fuzzhost", &e, why, sizeof(why)))
+        abort();
+    gen_stripe_file(path, "two_pairs_driven", 1);
+    gen_stripe_file(path, "two_pairs_stale", 3);
+    gen_stripe_entry(&e, IPCP_STRIPE_RING, 12080, 0);
+    if (ipcp__stripe_cache_store(path, "otherhost", &e, why, sizeof(why)))
+        abort();
+    gen_stripe_file(path, "foreign_host", 0);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* ---- Settings ------------------------------------------------------------ */
+
+static void gen_config(void)
+{
+    static char text[1 << 14];
+    size_t n = 0;
+    for (int i = 0; i < ipcp_settings_count(); i++) {
+        ipcp_setting_info_t info;
+        if (ipcp_setting_get(i, &info) != IPCP_OK)
+            abort();
+        n += (size_t)snprintf(
+            text + n, sizeof(text) - n, "%s=%s\n", info.name,
+            info.is_set || strcmp(info.deflt, "(unset)") ? info.deflt : "");
+    }
+    gen_write("config", "defaults", text, n);
+    static const struct {
+        const char *name, *text;
+    } seeds[] = {
+        {"sizes", "IPCPIPE_CHUNK=1M\nIPCPIPE_EAGER=8KiB\nIPCPIPE_SLOTS=8\n"
+                  "IPCPIPE_TIMEOUT=2.5\nIPCPIPE_STRIPE=0.1\n"},
+        {"enums", "IPCPIPE_PATH=staged\nIPCPIPE_LOG_LEVEL=debug\n"
+                  "IPCPIPE_LOG_SUBSYS=init,boot,engine\nIPCPIPE_DRIVE=on\n"},
+        {"explicit", "IPCPIPE_RANK=1\nIPCPIPE_SIZE=4\nIPCPIPE_JOB=abc.1\n"},
+        {"openmpi", "OMPI_COMM_WORLD_RANK=0\nOMPI_COMM_WORLD_SIZE=2\n"
+                    "PMIX_NAMESPACE=prterun-host-1234@1\n"},
+        {"slurm", "SLURM_PROCID=3\nSLURM_NTASKS=8\nSLURM_JOB_ID=991\n"
+                  "SLURM_STEP_ID=0\n"},
+        {"torchrun", "RANK=1\nWORLD_SIZE=2\nTORCHELASTIC_RUN_ID=none\n"},
+    };
+    for (size_t i = 0; i < ipcp__array_size(seeds); i++)
+        gen_write("config", seeds[i].name, seeds[i].text,
+                  strlen(seeds[i].text));
+}
+
+/* ---- Control messages ---------------------------------------------------- */
+
+/* A message the engine sent, and how many descriptors it had sent before
+ * it (its first one lands in that pool slot, modulo 8). */
+typedef struct gen_msg {
+    int peer;
+    uint32_t type, flags;
+    size_t len;
+    int nfds, fd_index;
+    unsigned char data[IPCP_SOCK_MSG_MAX];
+} gen_msg_t;
+
+static gen_msg_t gen_msgs[64];
+static int gen_nmsgs, gen_nfds;
+
+static void gen_tap(int peer, const void *msg, size_t len, int nfds, void *arg)
+{
+    (void)arg;
+    if (gen_nmsgs < (int)ipcp__array_size(gen_msgs) && len >= 8) {
+        gen_msg_t *m = &gen_msgs[gen_nmsgs++];
+        m->peer = peer;
+        memcpy(&m->type, msg, 4);
+        memcpy(&m->flags, (const char *)msg + 4, 4);
+        m->len = len;
+        m->nfds = nfds;
+        m->fd_index = gen_nfds;
+        memcpy(m->data, msg, len);
+    }
+    gen_nfds += nfds;
+}
+
+static void gen_run(const gen_buf_t *g)
+{
+    gen_nmsgs = gen_nfds = 0;
+    if (ctrl_env_run(g->b, g->n, gen_tap, NULL) != 0)
+        abort();
+}
+
+/* The last message of type the engine sent in the last run. */
+static const gen_msg_t *gen_find(uint32_t type)
+{
+    for (int i = gen_nmsgs - 1; i >= 0; i--)
+        if (gen_msgs[i].type == type)
+            return &gen_msgs[i];
+    fprintf(stderr, "gen_corpus: the engine sent no message of type %u\n",
+            type);
+    exit(1);
+}
+
+/* A MSG operation from peer k: the message, its descriptors handed back
+ * from the pool where the engine's went (pool) or made anew (kinds). */
+static void gen_op_msg(gen_buf_t *g, int k, const void *msg, size_t len,
+                       int nfds, const unsigned char *kinds)
+{
+    gen_u8(g, CTRL_OP_MSG);
+    gen_u8(g, (unsigned)(k | nfds << 1));
+    for (int i = 0; i < nfds; i++)
+        gen_u8(g, kinds[i]);
+    gen_u16(g, (unsigned)len);
+    gen_put(g, msg, len);
+}
+
+static void gen_op_echo(gen_buf_t *g, int k, const gen_msg_t *m)
+{
+    unsigned char kinds[IPCP_SOCK_MAX_FDS];
+    for (int i = 0; i < m->nfds; i++)
+        kinds[i] = (unsigned char)(CTRL_FD_POOL | ((m->fd_index + i) % 8) << 3);
+    gen_op_msg(g, k, m->data, m->len, m->nfds, kinds);
+}
+
+static void gen_op(gen_buf_t *g, unsigned op, unsigned b, unsigned tag,
+                   unsigned len)
+{
+    gen_u8(g, op);
+    gen_u8(g, b);
+    if (op == CTRL_OP_RECV || op == CTRL_OP_SEND)
+        gen_u8(g, tag);
+    gen_u16(g, len);
+}
+
+static void gen_op_onesided(gen_buf_t *g, unsigned b, unsigned reg,
+                            unsigned off, unsigned len)
+{
+    gen_u8(g, CTRL_OP_ONESIDED);
+    gen_u8(g, b);
+    gen_u8(g, reg);
+    gen_u16(g, off);
+    gen_u16(g, len);
+}
+
+static void gen_ctrl_twosided(void)
+{
+    gen_buf_t g = {.n = 0};
+    gen_msg_t path, rts, eager, cts;
+    /* A rendezvous RTS (12800 bytes is past the eager limit) and the
+     * PATH every rank sends first. */
+    gen_u8(&g, 0);
+    gen_op(&g, CTRL_OP_SEND, 4, 0, 200);
+    gen_run(&g);
+    path = *gen_find(IPCP_MSG_PATH);
+    rts = *gen_find(IPCP_MSG_RTS);
+    gen_write("ctrl", "send_rts", g.b, g.n);
+    /* With the peer's PATH known, a small send goes eager. */
+    g.n = 0;
+    gen_u8(&g, 0);
+    gen_op_msg(&g, 0, path.data, path.len, 0, NULL);
+    gen_op(&g, CTRL_OP_SEND, 0, 1, 100);
+    gen_run(&g);
+    eager = *gen_find(IPCP_MSG_RTS);
+    gen_write("ctrl", "path_then_eager_send", g.b, g.n);
+    /* Receiving them: eager, then the rendezvous one, which the engine
+     * answers with a CTS and its channel. */
+    g.n = 0;
+    gen_u8(&g, 0);
+    gen_op(&g, CTRL_OP_RECV, 0, 1, 100);
+    gen_op_msg(&g, 0, eager.data, eager.len, 0, NULL);
+    gen_op(&g, CTRL_OP_RECV, 4, 0, 200);
+    gen_op_msg(&g, 0, rts.data, rts.len, 0, NULL);
+    gen_run(&g);
+    cts = *gen_find(IPCP_MSG_CTS);
+    gen_write("ctrl", "recv_eager_and_rts", g.b, g.n);
+    /* A send to the other peer, whose CTS hands our own channel back. */
+    g.n = 0;
+    gen_u8(&g, 0);
+    gen_op(&g, CTRL_OP_SEND, 1 | 4, 0, 200);
+    gen_op(&g, CTRL_OP_RECV, 4, 0, 200);
+    gen_op_msg(&g, 0, rts.data, rts.len, 0, NULL);
+    gen_op_echo(&g, 1, &cts);
+    gen_write("ctrl", "send_cts_staged", g.b, g.n);
+    /* The same under IPCPIPE_DRIVE=on from rank 1. */
+    g.b[0] = CTRL_VAR_DRIVE | CTRL_VAR_RANK1;
+    gen_write("ctrl", "send_cts_drive_rank1", g.b, g.n);
+}
+
+static void gen_ctrl_onesided(void)
+{
+    gen_buf_t g = {.n = 0};
+    gen_msg_t req, rep, get, put;
+    /* Import (MAP_REQ), answered by our own MAP_REP of a registration. */
+    gen_u8(&g, 0);
+    gen_u8(&g, CTRL_OP_REGION);
+    gen_u8(&g, 1);
+    gen_u16(&g, 4096);
+    gen_op_onesided(&g, 0, 1, 0, 4096);
+    gen_run(&g);
+    req = *gen_find(IPCP_MSG_MAP_REQ);
+    gen_op_msg(&g, 0, req.data, req.len, 0, NULL);
+    gen_run(&g);
+    rep = *gen_find(IPCP_MSG_MAP_REP);
+    gen_op_echo(&g, 0, &rep);
+    gen_write("ctrl", "import_map", g.b, g.n);
+    /* Get through the owner: GET_REQ, the owner's RTS reply. */
+    g.n = 0;
+    gen_u8(&g, 0);
+    gen_u8(&g, CTRL_OP_REGION);
+    gen_u8(&g, 0);
+    gen_u16(&g, 8192);
+    gen_op_onesided(&g, 2 << 1, 1, 0, 1024);
+    gen_run(&g);
+    get = *gen_find(IPCP_MSG_GET_REQ);
+    gen_op_msg(&g, 0, get.data, get.len, 0, NULL);
+    gen_run(&g);
+    gen_op_echo(&g, 0, gen_find(IPCP_MSG_RTS));
+    gen_write("ctrl", "get_staged", g.b, g.n);
+    /* Put through the owner: RTS PUT, the owner's CTS. */
+    g.n = 0;
+    gen_u8(&g, 0);
+    gen_u8(&g, CTRL_OP_REGION);
+    gen_u8(&g, 0);
+    gen_u16(&g, 8192);
+    gen_op_onesided(&g, 1 << 1, 1, 100, 1000);
+    gen_run(&g);
+    put = *gen_find(IPCP_MSG_RTS);
+    gen_op_msg(&g, 0, put.data, put.len, 0, NULL);
+    gen_run(&g);
+    gen_op_echo(&g, 0, gen_find(IPCP_MSG_CTS));
+    gen_write("ctrl", "put_staged", g.b, g.n);
+}
+
+static void gen_ctrl_misc(void)
+{
+    gen_buf_t g = {.n = 0};
+    gen_msg_t bar, mbox, sw;
+    /* Barrier: rank 1 enters, rank 0 (the harness's rank) gathers. */
+    gen_u8(&g, CTRL_VAR_RANK1);
+    gen_u8(&g, CTRL_OP_BARRIER);
+    gen_run(&g);
+    bar = *gen_find(IPCP_MSG_BARRIER);
+    g.n = 0;
+    gen_u8(&g, 0);
+    gen_u8(&g, CTRL_OP_BARRIER);
+    gen_op_msg(&g, 0, bar.data, bar.len, 0, NULL);
+    gen_op_msg(&g, 1, bar.data, bar.len, 0, NULL);
+    gen_run(&g);
+    gen_write("ctrl", "barrier_rank0", g.b, g.n);
+    g.n = 0;
+    gen_u8(&g, CTRL_VAR_RANK1);
+    gen_u8(&g, CTRL_OP_BARRIER);
+    gen_op_echo(&g, 0, gen_find(IPCP_MSG_BARRIER_REL));
+    gen_write("ctrl", "barrier_rank1", g.b, g.n);
+    /* Mailbox: the peer's offer, its SWITCH, then a PATH and a goodbye
+     * through the inbox we offered (ring words, then slot 0 and 1). */
+    g.n = 0;
+    gen_u8(&g, CTRL_VAR_MAILBOX);
+    gen_run(&g);
+    mbox = *gen_find(IPCP_MSG_MBOX);
+    unsigned char kinds[2] = {CTRL_FD_MEMFD, CTRL_FD_EVENTFD};
+    gen_op_msg(&g, 0, mbox.data, mbox.len, 2, kinds);
+    gen_run(&g);
+    sw = *gen_find(IPCP_MSG_SWITCH);
+    gen_op_msg(&g, 0, sw.data, sw.len, 0, NULL);
+    ipcp__msg_path_t pm;
+    memset(&pm, 0, sizeof(pm));
+    pm.hdr.type = IPCP_MSG_PATH;
+    ipcp__msg_hdr_t bye = {IPCP_MSG_BYE, 0};
+    uint32_t words[2] = {sizeof(pm), 0};
+    gen_u8(&g, CTRL_OP_INBOX);
+    gen_u8(&g, 0);
+    gen_u16(&g, 192);
+    gen_u8(&g, 8 + sizeof(pm));
+    gen_put(&g, words, 8);
+    gen_put(&g, &pm, sizeof(pm));
+    words[0] = sizeof(bye);
+    gen_u8(&g, CTRL_OP_INBOX);
+    gen_u8(&g, 0);
+    gen_u16(&g, 192 + 1024);
+    gen_u8(&g, 8 + sizeof(bye));
+    gen_put(&g, words, 8);
+    gen_put(&g, &bye, sizeof(bye));
+    uint64_t head = 2;
+    gen_u8(&g, CTRL_OP_INBOX);
+    gen_u8(&g, 0);
+    gen_u16(&g, 0);
+    gen_u8(&g, sizeof(head));
+    gen_put(&g, &head, sizeof(head));
+    gen_write("ctrl", "mailbox", g.b, g.n);
+    /* A region gone, and a goodbye on the socket. */
+    g.n = 0;
+    gen_u8(&g, 0);
+    ipcp__msg_reg_gone_t gone;
+    memset(&gone, 0, sizeof(gone));
+    gone.hdr.type = IPCP_MSG_REG_GONE;
+    gone.reg_id = 1;
+    gen_op_onesided(&g, 0, 1, 0, 64);
+    gen_op_msg(&g, 0, &gone, sizeof(gone), 0, NULL);
+    gen_op_msg(&g, 1, &bye, sizeof(bye), 0, NULL);
+    gen_write("ctrl", "reg_gone_bye", g.b, g.n);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s <corpus directory>\n", argv[0]);
+        return 2;
+    }
+    gen_dir = argv[1];
+    setenv("IPCPIPE_LOG_LEVEL", "none", 0);
+    ctrl_env_init();
+    gen_desc();
+    gen_hello();
+    gen_stripe();
+    gen_config();
+    gen_ctrl_twosided();
+    gen_ctrl_onesided();
+    gen_ctrl_misc();
+    return 0;
+}
