@@ -584,6 +584,10 @@ static inline ipcp_comm_t *ipcp__comm_of(const ipcp_comm_t *handle)
 }
 
 /* ---- engine/comm.c ---------------------------------------------------- */
+/* A communicator of rank in size for job, with its locks, lists and
+ * peers set up (no sockets, backends or thread yet). */
+ipcp_status_t ipcp__comm_new(int rank, int size, const char *job,
+                             double timeout_s, ipcp_comm_t **out);
 ipcp_status_t ipcp__comm_start(ipcp_comm_t *comm);
 void ipcp__comm_stop(ipcp_comm_t *comm);
 /* Wakes the progress thread (any thread). */

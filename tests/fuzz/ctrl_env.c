@@ -118,55 +118,19 @@ void ctrl_env_init(void)
 
 static ipcp_comm_t *ctrl_comm_new(unsigned variant, ctrl_run_t *run)
 {
-    ipcp_comm_t *comm = calloc(1, sizeof(*comm));
-    if (!comm)
+    ipcp_comm_t *comm = NULL;
+    if (ipcp__comm_new(variant & CTRL_VAR_RANK1 ? 1 : 0, CTRL_SIZE, "fuzzjob",
+                       ctrl_cfg[variant & 7].timeout_s, &comm) != IPCP_OK)
         abort();
-    comm->magic = IPCP_COMM_MAGIC;
-    comm->rank = variant & CTRL_VAR_RANK1 ? 1 : 0;
-    comm->size = CTRL_SIZE;
-    snprintf(comm->job, sizeof(comm->job), "fuzzjob");
-    comm->job_hash = ipcp__fnv1a(comm->job, strlen(comm->job), IPCP_FNV_SEED);
     comm->cfg = &ctrl_cfg[variant & 7];
-    comm->timeout_s = comm->cfg->timeout_s;
     comm->eager_max = comm->cfg->eager;
-    comm->probe_word = IPCP_BOOT_MAGIC;
     atomic_init(&comm->path, IPCP_PATH_AUTO);
-    pthread_mutex_init(&comm->lock, NULL);
-    pthread_cond_init(&comm->cond, NULL);
-    pthread_mutex_init(&comm->mem_lock, NULL);
-    pthread_mutex_init(&comm->sync_lock, NULL);
-    pthread_mutex_init(&comm->lane_lock, NULL);
-    ipcp__list_init(&comm->cmds);
-    ipcp__list_init(&comm->dones);
-    ipcp__list_init(&comm->staging);
-    ipcp__list_init(&comm->watching);
-    ipcp__list_init(&comm->reqs);
-    ipcp__list_init(&comm->regions);
-    ipcp__list_init(&comm->rmems);
-    ipcp__list_init(&comm->deferred);
-    comm->peers = calloc(CTRL_SIZE, sizeof(*comm->peers));
-    comm->bar_seen = calloc(CTRL_SIZE, sizeof(*comm->bar_seen));
     comm->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (!comm->peers || !comm->bar_seen || comm->wake_fd < 0)
+    if (comm->wake_fd < 0)
         abort();
     int k = 0;
     for (int r = 0; r < CTRL_SIZE; r++) {
         ipcp__peer_t *p = &comm->peers[r];
-        p->rank = r;
-        p->fd = -1;
-        p->pvm_to = -1;
-        p->remote_path = -1;
-        p->out_wake = -1;
-        p->closed = r == comm->rank;
-        ipcp__list_init(&p->txq);
-        ipcp__list_init(&p->wait_cts);
-        ipcp__list_init(&p->posted);
-        ipcp__list_init(&p->unexp);
-        ipcp__list_init(&p->gets);
-        ipcp__list_init(&p->maps);
-        ipcp__list_init(&p->active);
-        ipcp__list_init(&p->imports);
-        ipcp__list_init(&p->rexports);
         if (r == comm->rank)
             continue;
         int sv[2];
