@@ -208,15 +208,7 @@ static void ipcp__comm_free(ipcp_comm_t *comm)
         comm->cuda_ops->close(comm->cuda);
     if (comm->host && !comm->lane_leaked)
         comm->host_ops->close(comm->host);
-    pthread_mutex_destroy(&comm->lock);
-    pthread_cond_destroy(&comm->cond);
-    pthread_mutex_destroy(&comm->mem_lock);
-    pthread_mutex_destroy(&comm->sync_lock);
-    pthread_mutex_destroy(&comm->lane_lock);
-    free(comm->peers);
-    free(comm->bar_seen);
-    comm->magic = IPCP_DEAD_MAGIC;
-    free(comm);
+    ipcp__comm_delete(comm);
 }
 
 static ipcp_status_t ipcp__resolve(const ipcp_comm_params_t *params,

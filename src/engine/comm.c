@@ -97,6 +97,19 @@ ipcp_status_t ipcp__comm_new(int rank, int size, const char *job,
     return IPCP_OK;
 }
 
+void ipcp__comm_delete(ipcp_comm_t *comm)
+{
+    pthread_mutex_destroy(&comm->lock);
+    pthread_cond_destroy(&comm->cond);
+    pthread_mutex_destroy(&comm->mem_lock);
+    pthread_mutex_destroy(&comm->sync_lock);
+    pthread_mutex_destroy(&comm->lane_lock);
+    free(comm->peers);
+    free(comm->bar_seen);
+    comm->magic = IPCP_DEAD_MAGIC;
+    free(comm);
+}
+
 /* ---- Requests ------------------------------------------------------------ */
 
 ipcp_request_t *ipcp__req_new(ipcp_comm_t *comm, int type)

@@ -588,6 +588,9 @@ static inline ipcp_comm_t *ipcp__comm_of(const ipcp_comm_t *handle)
  * peers set up (no sockets, backends or thread yet). */
 ipcp_status_t ipcp__comm_new(int rank, int size, const char *job,
                              double timeout_s, ipcp_comm_t **out);
+/* Frees what ipcp__comm_new made (sockets, backends and thread are the
+ * caller's to end first). */
+void ipcp__comm_delete(ipcp_comm_t *comm);
 ipcp_status_t ipcp__comm_start(ipcp_comm_t *comm);
 void ipcp__comm_stop(ipcp_comm_t *comm);
 /* Wakes the progress thread (any thread). */

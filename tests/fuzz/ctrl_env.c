@@ -159,14 +159,7 @@ static void ctrl_comm_free(ipcp_comm_t *comm)
         if (comm->peers[r].fd >= 0)
             close(comm->peers[r].fd);
     comm->host_ops->close(comm->host);
-    pthread_mutex_destroy(&comm->lock);
-    pthread_cond_destroy(&comm->cond);
-    pthread_mutex_destroy(&comm->mem_lock);
-    pthread_mutex_destroy(&comm->sync_lock);
-    pthread_mutex_destroy(&comm->lane_lock);
-    free(comm->peers);
-    free(comm->bar_seen);
-    free(comm);
+    ipcp__comm_delete(comm);
 }
 
 /* ---- What the engine sent -------------------------------------------------
