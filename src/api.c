@@ -260,6 +260,9 @@ ipcp_status_t ipcp_init(const ipcp_comm_params_t *params, ipcp_comm_t **out)
     IPCP_CHECK(ipcp__config_get(&cfg));
     memset(&bp, 0, sizeof(bp));
     IPCP_CHECK(ipcp__resolve(params, cfg, &bp, &path));
+    /* Before anything is allocated per rank: a job too large for the
+     * descriptor limit is refused at once. */
+    IPCP_CHECK(ipcp__boot_check(&bp));
     IPCP_CHECK(ipcp__comm_new(bp.rank, bp.size, bp.job, bp.timeout_s, &comm));
     comm->cfg = cfg;
     atomic_init(&comm->path, path);

@@ -938,14 +938,20 @@ static ipcp_status_t boot_fd_budget(int size)
                       (unsigned long long)rl.rlim_max);
 }
 
+ipcp_status_t ipcp__boot_check(const ipcp__boot_params_t *params)
+{
+    ipcp_status_t st = boot_check_params(params);
+    if (st == IPCP_OK && params->size > 1)
+        st = boot_fd_budget(params->size);
+    return st;
+}
+
 ipcp_status_t ipcp__boot_connect(const ipcp__boot_params_t *params,
                                  ipcp__boot_t **bootp)
 {
     boot_ctx_t ctx;
     ipcp__boot_t *boot;
-    ipcp_status_t st = boot_check_params(params);
-    if (st == IPCP_OK && params->size > 1)
-        st = boot_fd_budget(params->size);
+    ipcp_status_t st = ipcp__boot_check(params);
     if (st != IPCP_OK)
         return st;
 

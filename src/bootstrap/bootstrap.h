@@ -83,6 +83,11 @@ typedef struct ipcp__boot {
 ipcp_status_t ipcp__boot_connect(const ipcp__boot_params_t *params,
                                  ipcp__boot_t **boot);
 
+/* The checks ipcp__boot_connect makes before it starts (parameters, and
+ * the descriptors a job of that size needs), for callers that allocate
+ * per rank before it. */
+ipcp_status_t ipcp__boot_check(const ipcp__boot_params_t *params);
+
 /* Closes every peer fd still >= 0 and frees boot. */
 void ipcp__boot_destroy(ipcp__boot_t *boot);
 

@@ -99,6 +99,8 @@ ipcp_status_t ipcp__comm_new(int rank, int size, const char *job,
 
 void ipcp__comm_delete(ipcp_comm_t *comm)
 {
+    for (int r = 0; r < comm->size; r++)
+        free(comm->peers[r].lost_why);
     pthread_mutex_destroy(&comm->lock);
     pthread_cond_destroy(&comm->cond);
     pthread_mutex_destroy(&comm->mem_lock);
@@ -381,7 +383,8 @@ void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why)
                  peer->rank, (int)peer->pid, why);
     if (!peer->bye || !ipcp__list_empty(&peer->active))
         IPCP_WARN(IPCP_SUB_ENGINE, "%s", msg);
-    snprintf(peer->lost_why, sizeof(peer->lost_why), "%s", why);
+    free(peer->lost_why);
+    peer->lost_why = strdup(why); /* NULL: later calls say less */
     while ((e = ipcp__list_pop_front(&peer->txq)))
         ipcp__txmsg_free(ipcp__list_entry(e, ipcp__txmsg_t, link));
     ipcp__match_fail_peer(comm, peer, IPCP_ERR_PEER_LOST, msg);
@@ -405,8 +408,9 @@ const char *ipcp__peer_gone(const ipcp__peer_t *peer, char *buf, size_t len)
         snprintf(buf, len, "rank %d finalized", peer->rank);
     else
         snprintf(buf, len, "rank %d is gone%s%s%s", peer->rank,
-                 peer->lost_why[0] ? " (" : "", peer->lost_why,
-                 peer->lost_why[0] ? ")" : "");
+                 peer->lost_why ? " (" : "",
+                 peer->lost_why ? peer->lost_why : "",
+                 peer->lost_why ? ")" : "");
     return buf;
 }
 

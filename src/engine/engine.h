@@ -202,7 +202,7 @@ struct ipcp__peer {
     uint64_t probe_addr;
     atomic_int lost;      /* 0, or the status that aborts waits */
     int closed;           /* socket closed (lost or said bye) */
-    char lost_why[IPCP_ERRMSG_MAX]; /* why it was lost, for later calls */
+    char *lost_why;       /* why it was lost, for later calls (owned) */
     int bye;              /* the peer finalized */
     int pvm_to;           /* -1 unknown, 0/1: we may write its memory */
     int remote_path;      /* path the peer forces on receives; -1 unknown

@@ -6,6 +6,7 @@
  *   test_api_hostile --case bar_dup   (3 ranks: rank 1 fake, rank 2 late)
  *   test_api_hostile --case desc_addr|dereg_inflight [--path auto|staged]
  *   test_api_hostile --case fsize|nan_timeout|misspelt|trace_full|log_file
+ *   test_api_hostile --case huge_job
  *
  * In the mbox_* and cts_status cases rank 1 is a fake peer: it joins the
  * job through the real bootstrap and then speaks the engine's raw protocol
@@ -446,6 +447,23 @@ static void child_nan_timeout(void)
     }
 }
 
+/* A job of 2^20 ranks under a descriptor limit of 4096 is refused at
+ * once, naming the limit, before anything is allocated per rank. */
+static void child_huge_job(void)
+{
+    struct rlimit rl = {4096, 4096};
+    ipcp_comm_t *comm = NULL;
+    T_CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+    setenv("IPCPIPE_RANK", "0", 1);
+    setenv("IPCPIPE_SIZE", "1048576", 1);
+    setenv("IPCPIPE_TIMEOUT", "1", 1);
+    double t0 = ipcp__now_s();
+    T_STATUS(ipcp_init(NULL, &comm), IPCP_ERR_SYSTEM);
+    T_MSG_HAS("RLIMIT_NOFILE allows 4096");
+    if (ipcp__now_s() - t0 > 0.5)
+        T_FAIL("ipcp_init took %.2f s to refuse", ipcp__now_s() - t0);
+}
+
 /* A misspelt setting is named, with the one it most likely meant. */
 static void child_misspelt(void)
 {
@@ -519,6 +537,8 @@ static int solo(const char *name)
         in_child(child_fsize, log, sizeof(log));
     } else if (strcmp(name, "nan_timeout") == 0) {
         in_child(child_nan_timeout, log, sizeof(log));
+    } else if (strcmp(name, "huge_job") == 0) {
+        in_child(child_huge_job, log, sizeof(log));
     } else if (strcmp(name, "misspelt") == 0) {
         in_child(child_misspelt, log, sizeof(log));
         T_CHECK(strstr(log, "IPCPIPE_SPINUS is not an ipcpipe setting "
