@@ -962,7 +962,7 @@ void ipcp__comm_teardown(ipcp_comm_t *comm)
     while ((e = ipcp__list_pop_front(&comm->reqs)))
         ipcp__req_disown(ipcp__list_entry(e, ipcp_request_t, all_link));
     ipcp__mem_cleanup(comm);
-    if (comm->cuda)
+    if (ipcp__dev(comm))
         ipcp__sync_cleanup(comm);
     for (int r = 0; r < comm->size; r++) {
         ipcp__peer_t *p = &comm->peers[r];

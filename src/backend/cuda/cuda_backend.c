@@ -427,6 +427,7 @@ const ipcp__backend_ops_t ipcp__cuda_backend_ops = {
     .type = IPCP_MEM_CUDA,
     .open = cuda_open,
     .close = cuda_close,
+    .present = ipcp__cu_present,
     .owns = cuda_owns,
     .mem_alloc = ipcp__cuda_mem_alloc,
     .mem_free = ipcp__cuda_mem_free,
