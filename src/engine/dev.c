@@ -76,8 +76,9 @@ ipcp__backend_t *ipcp__dev_for_ptr(ipcp_comm_t *comm)
         ipcp__dev_state(comm) == IPCP_DEV_FAILED ||
         (comm->cuda_ops->present && !comm->cuda_ops->present()))
         return be;
-    return ipcp__dev_get(comm, IPCP_LOG_DEBUG, "a buffer that may be device "
-                                               "memory");
+    return ipcp__dev_get(comm, IPCP_LOG_DEBUG,
+                         "a buffer that may be device "
+                         "memory");
 }
 
 int ipcp__dev_possible(ipcp_comm_t *comm)

@@ -127,7 +127,8 @@ static void *fk_user_alloc(size_t len)
     return p;
 }
 
-/* ---- Transfers ------------------------------------------------------------ */
+/* ---- Transfers ------------------------------------------------------------
+ */
 
 static const size_t sizes[] = {8, 4096, 100000, 3u << 20};
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
@@ -242,7 +243,8 @@ static void peer(ipcp_comm_t *comm)
     free(dst);
 }
 
-/* ---- Cases ---------------------------------------------------------------- */
+/* ---- Cases ----------------------------------------------------------------
+ */
 
 typedef struct cold_case {
     const char *name;
@@ -257,9 +259,8 @@ static const cold_case_t cases[] = {
 
 static int pick(int argc, char **argv)
 {
-    int rc, i = t_pick_case(argc, argv, cases,
-                            sizeof(cases) / sizeof(cases[0]), sizeof(cases[0]),
-                            &rc);
+    int rc, i = t_pick_case(argc, argv, cases, sizeof(cases) / sizeof(cases[0]),
+                            sizeof(cases[0]), &rc);
     if (i < 0)
         exit(rc);
     return i;
