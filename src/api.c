@@ -1012,7 +1012,8 @@ static ipcp_status_t ipcp__post_on_stream(ipcp_comm_t *comm,
         st = ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
                         "this CUDA backend cannot order on user streams");
     else if (comm->cuda_ops->stream_check &&
-             (st = comm->cuda_ops->stream_check(ipcp__dev(comm), req->attr.device,
+             (st = comm->cuda_ops->stream_check(ipcp__dev(comm),
+                                                req->attr.device,
                                                 (void *)stream)) != IPCP_OK)
         ; /* before the lane numbers a message or a flag is taken */
     else if (ipcp__lane_takes(comm, req)) {

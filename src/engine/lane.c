@@ -254,6 +254,7 @@ static ipcp_status_t ipcp__lane_create(ipcp_comm_t *comm, ipcp__lane_t *l,
                                        int device)
 {
     const ipcp__backend_ops_t *ops = comm->cuda_ops;
+    ipcp__backend_t *be = ipcp__dev(comm);
     ipcp_status_t st;
     uint32_t sb = ipcp__lane_slot_bytes(comm->cfg->small);
     size_t len = (size_t)IPCP_LANE_SLOTS * sb + IPCP_LANE_SLOTS * 8;
@@ -263,19 +264,19 @@ static ipcp_status_t ipcp__lane_create(ipcp_comm_t *comm, ipcp__lane_t *l,
                         "IPCPIPE_SMALL is set, but this build of ipcpipe has "
                         "no small-message lane (nvcc was not found when it "
                         "was built)");
-    else if ((st = ops->mem_alloc(ipcp__dev(comm), len, device, &l->block,
+    else if ((st = ops->mem_alloc(be, len, device, &l->block,
                                   &l->block_handle)) != IPCP_OK)
         l->block = NULL;
-    else if ((st = ops->lane_prepare(ipcp__dev(comm), device, l->block, len)) ==
+    else if ((st = ops->lane_prepare(be, device, l->block, len)) ==
                  IPCP_OK &&
-             (st = ops->mem_export(ipcp__dev(comm), l->block_handle, l->block, len,
+             (st = ops->mem_export(be, l->block_handle, l->block, len,
                                    &l->exp, &l->exp_fd)) == IPCP_OK &&
              (st = comm->host_ops->mem_alloc(comm->host, sizeof(*l->host), -1,
                                              (void **)&l->host,
                                              &l->host_handle)) != IPCP_OK)
         l->host = NULL;
     if (st == IPCP_OK &&
-        (st = ops->shm_register(ipcp__dev(comm), l->host, sizeof(*l->host), device,
+        (st = ops->shm_register(be, l->host, sizeof(*l->host), device,
                                 &l->host_reg)) != IPCP_OK)
         l->host_reg = NULL;
     if (st == IPCP_OK) {
@@ -564,7 +565,8 @@ static ipcp_status_t ipcp__lane_post_(ipcp_comm_t *comm, ipcp_request_t *req,
     int numbered = st == IPCP_OK;
     if (numbered)
         st =
-            comm->cuda_ops->lane_launch(ipcp__dev(comm), l->device, stream, dir, &a);
+            comm->cuda_ops->lane_launch(ipcp__dev(comm), l->device, stream,
+                                        dir, &a);
     if (st != IPCP_OK && numbered) {
         /* Message a.k was numbered but never launched: the peer's side of
          * the numbering cannot follow any more. */

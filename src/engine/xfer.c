@@ -1173,7 +1173,8 @@ static ipcp__stripe_memo_t *ipcp__stripe_auto(ipcp_comm_t *comm,
         IPCP_INFO(IPCP_SUB_ENGINE, "no striping from rank %d: its GPU is "
                   "not visible to this process, so the links cannot be "
                   "measured here", peer->rank);
-    } else if ((st = ipcp__stripe_tune(comm->cfg, comm->cuda_ops, ipcp__dev(comm),
+    } else if ((st = ipcp__stripe_tune(comm->cfg, comm->cuda_ops,
+                                       ipcp__dev(comm),
                                        src, dst,
                                        waiting ? IPCP_TUNE_CACHED
                                                : IPCP_TUNE_AUTO,
