@@ -29,7 +29,7 @@ FIELDS = ["case", "size", "path", "path_used", "mem", "alloc",
           "devices.receiver", "devices.sender", "devices.receiver_bus",
           "devices.sender_bus", "ceiling_devices.from", "ceiling_devices.to",
           "window", "gbps", "ceiling_gbps", "ceiling_kind", "ratio",
-          "latency_us", "post_us", "start_skew_us", "verified", "iters", "status", "reason", "reference",
+          "latency_us", "first_us", "post_us", "start_skew_us", "verified", "iters", "status", "reason", "reference",
           "vs_nccl", "vs_naive"]
 SVG = "{http://www.w3.org/2000/svg}"
 
