@@ -167,8 +167,9 @@ def mode_plot(bench, outdir):
 
 def mode_compare_host(bench):
     p = run(bench, SMALL + ["--compare"])
+    # Rows, without the notes under them ("^ first transfer ...").
     rows = [l for l in p.stdout.splitlines() if l and not l.startswith("#")
-            and not l.lstrip().startswith("size")]
+            and not l.lstrip().startswith(("size", "^"))]
     check(len(rows) == 2 * len(PATHS), f"{len(rows)} rows:\n{p.stdout}")
     check("# note: --compare" in p.stdout, f"no note:\n{p.stdout}")
     for r in rows:
