@@ -176,22 +176,23 @@ static ipcp_status_t ipcp__bad_arg(const char *what)
 
 const ipcp__backend_ops_t *ipcp__device_backend_for_tests;
 
+/* The host backend opens now; the device backend is only chosen here and
+ * opens on first use (engine/dev.c), so that a job that moves host memory
+ * only never initializes CUDA. */
 static ipcp_status_t ipcp__open_backends(ipcp_comm_t *comm)
 {
     const ipcp__backend_ops_t *dev = ipcp__device_backend_for_tests;
+    uint64_t t0 = ipcp__now_ns();
     comm->host_ops = &ipcp__host_backend_ops;
     IPCP_CHECK(comm->host_ops->open(comm->cfg, &comm->host));
+    IPCP_DEBUG(IPCP_SUB_INIT, "host backend opened in %.2f ms",
+               (double)(ipcp__now_ns() - t0) / 1e6);
 #ifdef IPCP_HAVE_CUDA
     if (!dev)
         dev = &ipcp__cuda_backend_ops;
 #endif
-    if (dev && comm->cfg->cuda != IPCP_CUDA_OFF) {
-        if (dev->open(comm->cfg, &comm->cuda) == IPCP_OK)
-            comm->cuda_ops = dev;
-        else
-            IPCP_INFO(IPCP_SUB_INIT, "%s backend not used: %s", dev->name,
-                      ipcp__last_error());
-    }
+    if (dev && comm->cfg->cuda != IPCP_CUDA_OFF)
+        comm->cuda_ops = dev;
     return IPCP_OK;
 }
 
@@ -204,8 +205,12 @@ static void ipcp__comm_free(ipcp_comm_t *comm)
         ipcp__boot_destroy(comm->boot);
     /* Closing would free memory that lane kernels still queued behind a
      * user's work will touch (ipcp__lane_teardown warned). */
-    if (comm->cuda && !comm->lane_leaked)
-        comm->cuda_ops->close(comm->cuda);
+    if (ipcp__dev(comm) && !comm->lane_leaked) {
+        uint64_t t0 = ipcp__now_ns();
+        comm->cuda_ops->close(ipcp__dev(comm));
+        IPCP_DEBUG(IPCP_SUB_INIT, "%s backend closed in %.2f ms",
+                   comm->cuda_ops->name, (double)(ipcp__now_ns() - t0) / 1e6);
+    }
     if (comm->host && !comm->lane_leaked)
         comm->host_ops->close(comm->host);
     ipcp__comm_delete(comm);
@@ -254,6 +259,7 @@ ipcp_status_t ipcp_init(const ipcp_comm_params_t *params, ipcp_comm_t **out)
     ipcp_comm_t *comm = NULL;
     ipcp_path_t path = IPCP_PATH_AUTO;
     ipcp_status_t st;
+    uint64_t t0 = ipcp__now_ns();
 
     if (!out || ipcp__misaligned(out, sizeof(void *)))
         return ipcp__bad_arg("comm output pointer is NULL or misaligned");
@@ -273,6 +279,8 @@ ipcp_status_t ipcp_init(const ipcp_comm_params_t *params, ipcp_comm_t **out)
     st = ipcp__boot_connect(&bp, &comm->boot);
     if (st != IPCP_OK)
         goto err_free;
+    IPCP_DEBUG(IPCP_SUB_INIT, "bootstrap done %.1f ms into init (it waits "
+               "for every rank)", (double)(ipcp__now_ns() - t0) / 1e6);
     for (int r = 0; r < comm->size; r++) {
         ipcp__peer_t *p = &comm->peers[r];
         p->fd = comm->boot->peers[r].fd;
@@ -289,8 +297,10 @@ ipcp_status_t ipcp_init(const ipcp_comm_params_t *params, ipcp_comm_t **out)
     st = ipcp__handle_new(IPCP_HANDLE_COMM, comm, &comm->handle);
     if (st != IPCP_OK)
         goto err_stop;
-    IPCP_INFO(IPCP_SUB_INIT, "rank %d of %d ready (job '%s', cuda %s)",
-              comm->rank, comm->size, comm->job, comm->cuda ? "on" : "off");
+    IPCP_INFO(IPCP_SUB_INIT, "rank %d of %d ready in %.1f ms (job '%s', "
+              "cuda %s)", comm->rank, comm->size,
+              (double)(ipcp__now_ns() - t0) / 1e6, comm->job,
+              comm->cuda_ops ? "on first use" : "off");
     *out = ipcp__hptr(comm->handle);
     return IPCP_OK;
 err_stop:
@@ -348,6 +358,7 @@ ipcp_status_t ipcp_finalize(ipcp_comm_t *comm_h)
      * registrations and imported regions stale as it frees them. */
     IPCP_CHECK(ipcp__handle_claim(comm_h, IPCP_HANDLE_COMM));
     ipcp_status_t st = IPCP_OK;
+    uint64_t t0 = ipcp__now_ns();
     ipcp_request_t *bye = ipcp__req_new(comm, IPCP_REQ_BYE);
     char msg[IPCP_ERRMSG_MAX] = "";
     if (bye) {
@@ -359,9 +370,18 @@ ipcp_status_t ipcp_finalize(ipcp_comm_t *comm_h)
             IPCP_WARN(IPCP_SUB_INIT, "finalize: %s", msg);
         }
     }
+    /* Each step's time at debug level: the goodbye waits for the slowest
+     * peer; the rest is this process's own cost. */
+    uint64_t t1 = ipcp__now_ns();
     ipcp__comm_stop(comm);
+    uint64_t t2 = ipcp__now_ns();
     ipcp__comm_teardown(comm);
+    uint64_t t3 = ipcp__now_ns();
     ipcp__comm_free(comm);
+    IPCP_DEBUG(IPCP_SUB_INIT, "finalize: goodbye %.2f ms, progress thread "
+               "%.2f ms, teardown %.2f ms, backends %.2f ms",
+               (double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6,
+               (double)(t3 - t2) / 1e6, (double)(ipcp__now_ns() - t3) / 1e6);
     if (st != IPCP_OK)
         ipcp__set_last_error(msg);
     return st;
@@ -857,7 +877,7 @@ static ipcp_status_t ipcp__order_on_stream(ipcp_comm_t *comm, int device,
 {
     const ipcp__backend_ops_t *ops = comm->cuda_ops;
     ipcp__queue_t *uq;
-    ipcp_status_t st = ops->queue_wrap(comm->cuda, device, (void *)stream,
+    ipcp_status_t st = ops->queue_wrap(ipcp__dev(comm), device, (void *)stream,
                                        &uq);
     if (st != IPCP_OK) {
         ipcp__sync_put(e);
@@ -908,7 +928,8 @@ static ipcp_status_t ipcp__post_on_stream(ipcp_comm_t *comm,
         st = ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
                         "this CUDA backend cannot order on user streams");
     else if (comm->cuda_ops->stream_check &&
-             (st = comm->cuda_ops->stream_check(comm->cuda, req->attr.device,
+             (st = comm->cuda_ops->stream_check(ipcp__dev(comm),
+                                                req->attr.device,
                                                 (void *)stream)) != IPCP_OK)
         ; /* before the lane numbers a message or a flag is taken */
     else if (ipcp__lane_takes(comm, req)) {
@@ -937,11 +958,8 @@ static ipcp_status_t ipcp__check_cuda(const ipcp_comm_t *comm_h,
                                       ipcp_comm_t **comm)
 {
     IPCP_CHECK(ipcp__comm_get(comm_h, comm));
-    if (!(*comm)->cuda)
-        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
-                          "stream-ordered transfers need the CUDA backend, "
-                          "which is not available (no GPU driver or device, "
-                          "or IPCPIPE_CUDA=off)");
+    if (!ipcp__dev_get(*comm, IPCP_LOG_INFO, "a stream-ordered transfer"))
+        return IPCP_ERR_UNSUPPORTED;
     return IPCP_OK;
 }
 

@@ -111,6 +111,13 @@ typedef struct ipcp__backend_ops {
     ipcp_status_t (*open)(const ipcp__config_t *cfg, ipcp__backend_t **be);
     void (*close)(ipcp__backend_t *be);
 
+    /* Whether memory of this backend can exist in this process, answered
+     * without opening it and cheaply enough for every transfer (CUDA:
+     * whether libcuda.so.1 is loaded; no process holds device memory
+     * without it).  The engine opens a device backend for a buffer of
+     * unknown kind only when this says 1.  NULL: always 1. */
+    int (*present)(void);
+
     /* 1 if ptr is this backend's memory (attr filled), else 0. */
     int (*owns)(ipcp__backend_t *be, const void *ptr, ipcp__mem_attr_t *attr);
 

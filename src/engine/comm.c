@@ -57,6 +57,7 @@ ipcp_status_t ipcp__comm_new(int rank, int size, const char *job,
     ipcp__mutex_init_spin(&comm->mem_lock);
     ipcp__mutex_init_spin(&comm->sync_lock);
     ipcp__mutex_init_spin(&comm->lane_lock);
+    pthread_mutex_init(&comm->dev_lock, NULL);
     ipcp__list_init(&comm->cmds);
     ipcp__list_init(&comm->dones);
     ipcp__list_init(&comm->staging);
@@ -106,6 +107,7 @@ void ipcp__comm_delete(ipcp_comm_t *comm)
     pthread_mutex_destroy(&comm->mem_lock);
     pthread_mutex_destroy(&comm->sync_lock);
     pthread_mutex_destroy(&comm->lane_lock);
+    pthread_mutex_destroy(&comm->dev_lock);
     free(comm->peers);
     free(comm->bar_seen);
     comm->magic = IPCP_DEAD_MAGIC;
@@ -1006,9 +1008,19 @@ void ipcp__comm_stop(ipcp_comm_t *comm)
 /* After the thread stopped: aborts what is left, drains the queues, and
  * frees every request, channel and mapping.  Single-threaded from here on,
  * except for backend threads finishing their last operations. */
+/* The time since *t0 in ms, and *t0 moved to now (teardown's log). */
+static double ipcp__lap_ms(uint64_t *t0)
+{
+    uint64_t now = ipcp__now_ns(), d = now - *t0;
+    *t0 = now;
+    return (double)d / 1e6;
+}
+
 void ipcp__comm_teardown(ipcp_comm_t *comm)
 {
     ipcp__list_t *e;
+    uint64_t t = ipcp__now_ns();
+    double ms[4];
 
     for (int r = 0; r < comm->size; r++) {
         ipcp__peer_t *p = &comm->peers[r];
@@ -1038,6 +1050,7 @@ void ipcp__comm_teardown(ipcp_comm_t *comm)
             break;
         usleep(100);
     }
+    ms[0] = ipcp__lap_ms(&t);
     for (int r = 0; r < comm->size; r++) {
         if (r == comm->rank)
             continue;
@@ -1045,6 +1058,7 @@ void ipcp__comm_teardown(ipcp_comm_t *comm)
         ipcp__dir_destroy(comm, &comm->peers[r].rx);
         ipcp__mbox_close(&comm->peers[r]);
     }
+    ms[1] = ipcp__lap_ms(&t);
     /* The queues are drained: every finished transfer is in dones. */
     while ((e = ipcp__list_pop_front(&comm->dones)))
         ipcp__run_done(comm, ipcp__list_entry(e, ipcp__xfer_t, done_link));
@@ -1057,13 +1071,18 @@ void ipcp__comm_teardown(ipcp_comm_t *comm)
         ipcp__req_complete(ipcp__list_entry(e, ipcp_request_t, link),
                            IPCP_ERR_STATE, "finalized before it started");
     ipcp__lane_teardown(comm);
+    ms[2] = ipcp__lap_ms(&t);
     /* Their handles go stale here even where a transfer outlived the
      * wait above and keeps its request. */
     while ((e = ipcp__list_pop_front(&comm->reqs)))
         ipcp__req_disown(ipcp__list_entry(e, ipcp_request_t, all_link));
     ipcp__mem_cleanup(comm);
-    if (comm->cuda)
+    if (ipcp__dev(comm))
         ipcp__sync_cleanup(comm);
+    ms[3] = ipcp__lap_ms(&t);
+    IPCP_DEBUG(IPCP_SUB_ENGINE, "teardown: transfers ended %.2f ms, channels "
+               "and queues %.2f ms, lanes %.2f ms, memory %.2f ms",
+               ms[0], ms[1], ms[2], ms[3]);
     for (int r = 0; r < comm->size; r++) {
         ipcp__peer_t *p = &comm->peers[r];
         while ((e = ipcp__list_pop_front(&p->unexp))) {

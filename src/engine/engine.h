@@ -503,8 +503,15 @@ struct ipcp_comm {
 
     const ipcp__backend_ops_t *host_ops;
     ipcp__backend_t *host;
+    /* The device backend: its table is chosen at init (NULL: none built,
+     * or IPCPIPE_CUDA=off) and never changes; its instance is opened on
+     * first use (engine/dev.c) and read through ipcp__dev().  dev_lock
+     * serializes the opening and is taken with no other lock held. */
     const ipcp__backend_ops_t *cuda_ops;
     ipcp__backend_t *cuda;
+    pthread_mutex_t dev_lock;
+    atomic_int dev_state;              /* IPCP_DEV_* */
+    char dev_err[IPCP_ERRMSG_MAX];     /* why it did not open (dev_lock) */
 
     pthread_t thread;
     int thread_started;
@@ -712,6 +719,27 @@ void ipcp__rexport_put(ipcp__peer_t *peer, uint64_t id,
 /* Lost peer: releases device waits by writing the flags (host waits see
  * peer->lost themselves). */
 void ipcp__xfer_release_waits(ipcp_comm_t *comm, ipcp__peer_t *peer);
+
+/* ---- engine/dev.c ------------------------------------------------------ */
+/* Where the device backend stands (comm->dev_state). */
+enum { IPCP_DEV_CLOSED = 0, IPCP_DEV_OPEN = 1, IPCP_DEV_FAILED = 2 };
+
+/* The device backend's instance if it is open, else NULL (any thread). */
+static inline ipcp__backend_t *ipcp__dev(ipcp_comm_t *comm)
+{
+    return __atomic_load_n(&comm->cuda, __ATOMIC_ACQUIRE);
+}
+/* The device backend's instance, opened now if it is not yet (once per
+ * communicator, whichever thread comes first); NULL when there is none or
+ * it cannot open here, with the reason as last error (logged once, at the
+ * level of `level`).  why names the use, for the log.  No lock held. */
+ipcp__backend_t *ipcp__dev_get(ipcp_comm_t *comm, int level, const char *why);
+/* As ipcp__dev_get for a pointer of unknown kind: opens the backend only
+ * if memory of its kind can exist in this process (its ops' present). */
+ipcp__backend_t *ipcp__dev_for_ptr(ipcp_comm_t *comm);
+/* Whether the device backend is open or may still open (a peer's lane
+ * waits for us then, rather than being told we have none). */
+int ipcp__dev_possible(ipcp_comm_t *comm);
 
 /* ---- engine/mem.c ------------------------------------------------------ */
 ipcp_status_t ipcp__mem_attr(ipcp_comm_t *comm, const void *ptr, size_t len,

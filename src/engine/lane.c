@@ -206,7 +206,7 @@ static void ipcp__lane_connect(ipcp_comm_t *comm, ipcp__lane_t *l)
         return; /* mapped once our block exists; the fd waits */
     } else if (l->broken != IPCP_OK) {
         /* nothing to map: the fd goes */
-    } else if (comm->cuda_ops->mem_import(comm->cuda, &m->exp, l->peer_fd,
+    } else if (comm->cuda_ops->mem_import(ipcp__dev(comm), &m->exp, l->peer_fd,
                                           l->device, &l->remote,
                                           &l->remote_handle) != IPCP_OK) {
         l->remote = NULL;
@@ -237,11 +237,11 @@ static void ipcp__lane_free_block(ipcp_comm_t *comm, ipcp__lane_t *l)
         close(l->exp_fd);
     l->exp_fd = -1;
     if (l->host_reg)
-        comm->cuda_ops->shm_unregister(comm->cuda, l->host_reg);
+        comm->cuda_ops->shm_unregister(ipcp__dev(comm), l->host_reg);
     if (l->host)
         comm->host_ops->mem_free(comm->host, l->host_handle);
     if (l->block)
-        comm->cuda_ops->mem_free(comm->cuda, l->block_handle);
+        comm->cuda_ops->mem_free(ipcp__dev(comm), l->block_handle);
     l->host_reg = NULL;
     l->host = NULL;
     l->block = NULL;
@@ -254,6 +254,7 @@ static ipcp_status_t ipcp__lane_create(ipcp_comm_t *comm, ipcp__lane_t *l,
                                        int device)
 {
     const ipcp__backend_ops_t *ops = comm->cuda_ops;
+    ipcp__backend_t *be = ipcp__dev(comm);
     ipcp_status_t st;
     uint32_t sb = ipcp__lane_slot_bytes(comm->cfg->small);
     size_t len = (size_t)IPCP_LANE_SLOTS * sb + IPCP_LANE_SLOTS * 8;
@@ -263,19 +264,19 @@ static ipcp_status_t ipcp__lane_create(ipcp_comm_t *comm, ipcp__lane_t *l,
                         "IPCPIPE_SMALL is set, but this build of ipcpipe has "
                         "no small-message lane (nvcc was not found when it "
                         "was built)");
-    else if ((st = ops->mem_alloc(comm->cuda, len, device, &l->block,
+    else if ((st = ops->mem_alloc(be, len, device, &l->block,
                                   &l->block_handle)) != IPCP_OK)
         l->block = NULL;
-    else if ((st = ops->lane_prepare(comm->cuda, device, l->block, len)) ==
+    else if ((st = ops->lane_prepare(be, device, l->block, len)) ==
                  IPCP_OK &&
-             (st = ops->mem_export(comm->cuda, l->block_handle, l->block, len,
+             (st = ops->mem_export(be, l->block_handle, l->block, len,
                                    &l->exp, &l->exp_fd)) == IPCP_OK &&
              (st = comm->host_ops->mem_alloc(comm->host, sizeof(*l->host), -1,
                                              (void **)&l->host,
                                              &l->host_handle)) != IPCP_OK)
         l->host = NULL;
     if (st == IPCP_OK &&
-        (st = ops->shm_register(comm->cuda, l->host, sizeof(*l->host), device,
+        (st = ops->shm_register(be, l->host, sizeof(*l->host), device,
                                 &l->host_reg)) != IPCP_OK)
         l->host_reg = NULL;
     if (st == IPCP_OK) {
@@ -420,8 +421,10 @@ void ipcp__lane_on_msg(ipcp_comm_t *comm, ipcp__peer_t *peer, const void *msg,
     l->have_peer = 1;
     /* A rank that will never make a block says so at once, so that the
      * peer's kernels do not wait for it: no lane in this build, or a
-     * setting that differs (ipcp__lane_connect breaks the lane). */
-    if (!comm->cuda || !comm->cuda_ops->lane_prepare)
+     * setting that differs (ipcp__lane_connect breaks the lane).  A rank
+     * whose device backend has not opened yet may still make one (it
+     * opens on first use, engine/dev.c): the peer's block waits here. */
+    if (!ipcp__dev_possible(comm) || !comm->cuda_ops->lane_prepare)
         ipcp__lane_break(l, IPCP_ERR_UNSUPPORTED,
                          "this rank has no small-message lane (no CUDA, or "
                          "built without nvcc)");
@@ -562,7 +565,8 @@ static ipcp_status_t ipcp__lane_post_(ipcp_comm_t *comm, ipcp_request_t *req,
     int numbered = st == IPCP_OK;
     if (numbered)
         st =
-            comm->cuda_ops->lane_launch(comm->cuda, l->device, stream, dir, &a);
+            comm->cuda_ops->lane_launch(ipcp__dev(comm), l->device, stream,
+                                        dir, &a);
     if (st != IPCP_OK && numbered) {
         /* Message a.k was numbered but never launched: the peer's side of
          * the numbering cannot follow any more. */
@@ -775,7 +779,7 @@ void ipcp__lane_teardown(ipcp_comm_t *comm)
                 close(l->exp_fd);
         } else {
             if (l->remote)
-                comm->cuda_ops->mem_unimport(comm->cuda, l->remote_handle);
+                comm->cuda_ops->mem_unimport(ipcp__dev(comm), l->remote_handle);
             ipcp__lane_free_block(comm, l);
         }
         if (l->peer_fd >= 0)

@@ -75,10 +75,10 @@ static void ipcp__rts_fill(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (req->attr.type == IPCP_MEM_CUDA && req->len >= IPCP_STRIPE_MIN_SIZE &&
         ipcp__peer_busy(peer, 1))
         rts->hdr.flags |= IPCP_RTS_PEER_RECV;
-    if (req->attr.type == IPCP_MEM_CUDA && comm->cuda &&
+    if (req->attr.type == IPCP_MEM_CUDA && ipcp__dev(comm) &&
         comm->cuda_ops->device_reach)
         rts->nreach = (uint32_t)comm->cuda_ops->device_reach(
-            comm->cuda, req->attr.device, rts->reach, IPCP_MAX_REACH);
+            ipcp__dev(comm), req->attr.device, rts->reach, IPCP_MAX_REACH);
 }
 
 /* Names region r (comm->mem_lock held) as rts's source, with its export

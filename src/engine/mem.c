@@ -44,9 +44,12 @@ ipcp_status_t ipcp__mem_attr(ipcp_comm_t *comm, const void *ptr, size_t len,
             ipcp__dev_used(comm);
         return IPCP_OK;
     }
-    if (comm->cuda && comm->cuda_ops->owns(comm->cuda, ptr, attr)) {
+    /* Not yet open: opened here if device memory can exist in this process
+     * (engine/dev.c); otherwise the buffer is host memory. */
+    ipcp__backend_t *dev = ipcp__dev_for_ptr(comm);
+    if (dev && comm->cuda_ops->owns(dev, ptr, attr)) {
         *ops = comm->cuda_ops;
-        *be = comm->cuda;
+        *be = dev;
         ipcp__dev_used(comm);
         return IPCP_OK;
     }
@@ -157,12 +160,9 @@ ipcp_status_t ipcp__mem_alloc(ipcp_comm_t *comm, size_t len,
     ipcp_status_t st;
 
     if (type == IPCP_MEM_CUDA) {
-        if (!comm->cuda)
-            return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
-                              "CUDA memory asked for, but the CUDA backend is "
-                              "not available in this process");
+        if (!(be = ipcp__dev_get(comm, IPCP_LOG_INFO, "a device allocation")))
+            return IPCP_ERR_UNSUPPORTED;
         ops = comm->cuda_ops;
-        be = comm->cuda;
     }
     ipcp__region_t *r = calloc(1, sizeof(*r));
     if (!r)
@@ -229,8 +229,9 @@ ipcp__region_t *ipcp__region_auto(ipcp_comm_t *comm,
     ipcp__region_t *r, *old = NULL;
     ipcp__list_t *e, *tmp;
     const ipcp__backend_ops_t *ops = comm->cuda_ops;
+    ipcp__backend_t *dev = ipcp__dev(comm);
 
-    if (!comm->cuda || !attr->base || !attr->size)
+    if (!dev || !attr->base || !attr->size)
         return NULL;
     pthread_mutex_lock(&comm->mem_lock);
     ipcp__list_for_each_safe(e, tmp, &comm->regions) {
@@ -257,8 +258,8 @@ ipcp__region_t *ipcp__region_auto(ipcp_comm_t *comm,
     r->len = attr->size;
     r->attr = *attr;
     r->ops = ops;
-    r->be = comm->cuda;
-    if (ops->mem_export(comm->cuda, NULL, r->ptr, r->len, &r->exp,
+    r->be = dev;
+    if (ops->mem_export(dev, NULL, r->ptr, r->len, &r->exp,
                         &r->exp_fd) != IPCP_OK) {
         IPCP_INFO(IPCP_SUB_ENGINE, "device buffer cannot be shared, using the "
                   "staged path: %s", ipcp__last_error());
@@ -673,7 +674,7 @@ void *ipcp__rmem_mapping(ipcp_comm_t *comm, ipcp_rmem_t *rm,
 {
     int i = ipcp__qset_index(attr);
     const ipcp__backend_ops_t *ops = i ? comm->cuda_ops : comm->host_ops;
-    ipcp__backend_t *be = i ? comm->cuda : comm->host;
+    ipcp__backend_t *be = i ? ipcp__dev(comm) : comm->host;
     void *base;
     if (rm->mode != IPCP_RMEM_MAPPED || attr->type != rm->type)
         return NULL;
@@ -789,7 +790,8 @@ void ipcp__rmem_unmap(ipcp_rmem_t *rm)
     for (int i = 0; i < IPCP_MAX_QSETS; i++) {
         if (rm->handles[i])
             (i ? comm->cuda_ops : comm->host_ops)
-                ->mem_unimport(i ? comm->cuda : comm->host, rm->handles[i]);
+                ->mem_unimport(i ? ipcp__dev(comm) : comm->host,
+                               rm->handles[i]);
         rm->handles[i] = NULL;
         rm->maps[i] = NULL;
     }

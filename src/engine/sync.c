@@ -67,7 +67,7 @@ static ipcp_status_t ipcp__sync_register(ipcp_comm_t *comm, int device)
                           "device %d out of range", device);
     if (comm->sync_reg[device])
         return IPCP_OK;
-    return comm->cuda_ops->shm_register(comm->cuda, comm->sync_mem,
+    return comm->cuda_ops->shm_register(ipcp__dev(comm), comm->sync_mem,
                                         comm->sync_size, device,
                                         &comm->sync_reg[device]);
 }
@@ -204,7 +204,7 @@ void ipcp__sync_cleanup(ipcp_comm_t *comm)
 {
     for (int d = 0; d < IPCP_MAX_DEVICES; d++) {
         if (comm->sync_reg[d])
-            comm->cuda_ops->shm_unregister(comm->cuda, comm->sync_reg[d]);
+            comm->cuda_ops->shm_unregister(ipcp__dev(comm), comm->sync_reg[d]);
         comm->sync_reg[d] = NULL;
     }
     if (comm->sync_mem)

@@ -32,9 +32,9 @@ static void ipcp__backend_of(ipcp_comm_t *comm, const ipcp__mem_attr_t *attr,
                              const ipcp__backend_ops_t **ops,
                              ipcp__backend_t **be)
 {
-    if (attr->type == IPCP_MEM_CUDA && comm->cuda) {
+    if (attr->type == IPCP_MEM_CUDA && ipcp__dev(comm)) {
         *ops = comm->cuda_ops;
-        *be = comm->cuda;
+        *be = ipcp__dev(comm);
     } else {
         *ops = comm->host_ops;
         *be = comm->host;
@@ -1035,8 +1035,8 @@ static int ipcp__reachable(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
                            const ipcp_request_t *req)
 {
     uint64_t mine;
-    if (!comm->cuda || !comm->cuda_ops->device_reach ||
-        comm->cuda_ops->device_reach(comm->cuda, req->attr.device, &mine,
+    if (!ipcp__dev(comm) || !comm->cuda_ops->device_reach ||
+        comm->cuda_ops->device_reach(ipcp__dev(comm), req->attr.device, &mine,
                                      1) != 1)
         return 0;
     for (uint32_t i = 0; i < rts->nreach && i < IPCP_MAX_REACH; i++)
@@ -1119,7 +1119,7 @@ static int ipcp__local_device(ipcp_comm_t *comm, uint64_t id)
 {
     for (int d = 0; d < IPCP_MAX_DEVICES; d++) {
         uint64_t mine;
-        if (comm->cuda_ops->device_reach(comm->cuda, d, &mine, 1) != 1)
+        if (comm->cuda_ops->device_reach(ipcp__dev(comm), d, &mine, 1) != 1)
             break;
         if (mine == id)
             return d;
@@ -1173,7 +1173,8 @@ static ipcp__stripe_memo_t *ipcp__stripe_auto(ipcp_comm_t *comm,
         IPCP_INFO(IPCP_SUB_ENGINE, "no striping from rank %d: its GPU is "
                   "not visible to this process, so the links cannot be "
                   "measured here", peer->rank);
-    } else if ((st = ipcp__stripe_tune(comm->cfg, comm->cuda_ops, comm->cuda,
+    } else if ((st = ipcp__stripe_tune(comm->cfg, comm->cuda_ops,
+                                       ipcp__dev(comm),
                                        src, dst,
                                        waiting ? IPCP_TUNE_CACHED
                                                : IPCP_TUNE_AUTO,
@@ -1321,10 +1322,10 @@ static uint64_t ipcp__stripe_choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (rts->src_type == IPCP_MEM_HOST && req->attr.type == IPCP_MEM_HOST) {
         if (share == 0)
             return 0;
-    } else if (!comm->cuda || c->mode != IPCP_DST_MAPPED ||
+    } else if (!ipcp__dev(comm) || c->mode != IPCP_DST_MAPPED ||
                rts->src_type != IPCP_MEM_CUDA ||
                req->attr.type != IPCP_MEM_CUDA || rts->nreach < 1 ||
-               comm->cuda_ops->device_reach(comm->cuda, req->attr.device,
+               comm->cuda_ops->device_reach(ipcp__dev(comm), req->attr.device,
                                             &mine, 1) != 1 ||
                mine == rts->reach[0]) {
         return 0;
@@ -1380,7 +1381,7 @@ static int ipcp__drive_ok(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
         *src = -1;
         return comm->cfg->drive == IPCP_DRIVE_ON;
     }
-    if (!comm->cuda || !comm->cuda_ops->device_reach || rts->nreach < 1)
+    if (!ipcp__dev(comm) || !comm->cuda_ops->device_reach || rts->nreach < 1)
         return 0;
     *src = ipcp__local_device(comm, rts->reach[0]);
     return *src >= 0 && ipcp__reachable(comm, rts, req);
@@ -1473,7 +1474,7 @@ static int ipcp__drive_map(ipcp_comm_t *comm, ipcp__peer_t *peer,
     *imp = NULL;
     if ((src >= 0 && src != req->attr.device &&
          comm->cuda_ops->device_link &&
-         comm->cuda_ops->device_link(comm->cuda, src, req->attr.device) !=
+         comm->cuda_ops->device_link(ipcp__dev(comm), src, req->attr.device) !=
              IPCP_OK) ||
         ipcp__qset_get(comm, peer, &peer->rx, &sa, qa) != IPCP_OK ||
         ipcp__qset_get(comm, peer, &peer->rx, &req->attr, qb) != IPCP_OK ||

@@ -29,7 +29,7 @@ FIELDS = ["case", "size", "path", "path_used", "mem", "alloc",
           "devices.receiver", "devices.sender", "devices.receiver_bus",
           "devices.sender_bus", "ceiling_devices.from", "ceiling_devices.to",
           "window", "gbps", "ceiling_gbps", "ceiling_kind", "ratio",
-          "latency_us", "post_us", "start_skew_us", "verified", "iters", "status", "reason", "reference",
+          "latency_us", "first_us", "post_us", "start_skew_us", "verified", "iters", "status", "reason", "reference",
           "vs_nccl", "vs_naive"]
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -167,8 +167,9 @@ def mode_plot(bench, outdir):
 
 def mode_compare_host(bench):
     p = run(bench, SMALL + ["--compare"])
+    # Rows, without the notes under them ("^ first transfer ...").
     rows = [l for l in p.stdout.splitlines() if l and not l.startswith("#")
-            and not l.lstrip().startswith("size")]
+            and not l.lstrip().startswith(("size", "^"))]
     check(len(rows) == 2 * len(PATHS), f"{len(rows)} rows:\n{p.stdout}")
     check("# note: --compare" in p.stdout, f"no note:\n{p.stdout}")
     for r in rows:

@@ -139,6 +139,11 @@ typedef struct bench_result {
     double ceiling_gbps;
     bench_ceil_kind_t ceiling_kind;
     double latency_us;     /* half round trip, median; < 0: not measured */
+    double first_us;       /* the first transfer of the case (receiver's
+                              clock, from posting to completion), with the
+                              one-time costs the timed ones do not pay:
+                              mappings, handle imports, pinning, device
+                              start-up; < 0: not measured */
     double post_us;        /* stream ping-pong: CPU time a call took to
                               enqueue (median batch); < 0: not measured */
     double skew_us;        /* median of how much later rank 1 left a timed

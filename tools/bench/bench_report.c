@@ -288,6 +288,13 @@ static void table_row(const bench_opts_t *o, const bench_result_t *r)
            lat, verified_word(r));
     if (r->verified == 0)
         printf("%10s  ^ %s\n", "", r->reason);
+    /* One-time costs apart from the steady state: the first transfer
+     * against one transfer's share of the timed median. */
+    if (r->first_us >= 0 && isfinite(r->first_us) && r->gbps > 0)
+        printf("%10s  ^ first transfer %.1f us, steady %.1f us: %.1f us of "
+               "one-time costs (mappings, imports, pinning, device start)\n",
+               "", r->first_us, (double)r->c->size / r->gbps / 1e3,
+               r->first_us - (double)r->c->size / r->gbps / 1e3);
     if (r->post_us >= 0 && isfinite(r->post_us))
         printf("%10s  ^ the calls took %.2f us each to enqueue (CPU); %s\n",
                "", r->post_us,
@@ -386,6 +393,7 @@ static void row_fields(const bench_ctx_t *ctx, const bench_result_t *r,
     field_num(fs, "ratio", r->gbps / r->ceiling_gbps,
               ok && r->gbps > 0 && r->ceiling_gbps > 0);
     field_num(fs, "latency_us", r->latency_us, ok && r->latency_us >= 0);
+    field_num(fs, "first_us", r->first_us, ok && r->first_us >= 0);
     field_num(fs, "post_us", r->post_us, ok && r->post_us >= 0);
     field_num(fs, "start_skew_us", r->skew_us, ok && isfinite(r->skew_us));
     field_bool(fs, "verified", !ok || r->verified < 0 ? -1 : r->verified);

@@ -931,8 +931,11 @@ static int recv_warmup(bench_ctx_t *ctx, const bench_case_t *c, int i,
         const char *what = "warm-up";
         if (check && bench_poison(ctx, c->size, res) < 0)
             return 0;
+        double a = bench_now_s();
         ipcp_status_t st = xfer_window(
             ctx, c->size, 1, 0, 1, bench_case_tag(i, T_DATA), 0, res, &what);
+        if (w == 0 && st == IPCP_OK)
+            res->first_us = (bench_now_s() - a) * 1e6;
         if (st != IPCP_OK) {
             bench_set_reason(res, classify(c, st), "warm-up receive", st);
             return 0;
@@ -1611,6 +1614,7 @@ int bench_run_case(bench_ctx_t *ctx, const bench_case_t *c, int i,
         .outcome = BENCH_OK,
         .gbps = NAN,
         .latency_us = -1,
+        .first_us = -1,
         .post_us = -1,
         .skew_us = NAN,
         .verified = ctx->o->verify ? 1 : -1,

@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "common/status.h"
+#include "common/time.h"
 #include "common/util.h"
 
 /* Instances (open ones and generations), so that the last close can clear
@@ -16,6 +17,15 @@
 static pthread_mutex_t cuda_open_lock = PTHREAD_MUTEX_INITIALIZER;
 static int cuda_open_count;
 static unsigned cuda_next_gen;
+/* Devices whose primary context the process keeps one reference to after
+ * the instance that retained it closed (cuda_open_lock).  Releasing the
+ * last reference destroys the context, which took about 0.1 s of
+ * ipcp_finalize (issue 24) when nothing else in the process held it;
+ * process exit destroys it anyway, a later instance finds it ready, and
+ * where the user's CUDA runtime holds it (the usual case) it would have
+ * stayed alive regardless.  Its memory stays in use until exit;
+ * cuDevicePrimaryCtxReset (cudaDeviceReset) frees it. */
+static unsigned char cuda_kept[IPCP_CU_MAX_DEVICES];
 
 /* The context this thread made current through ipcp__cuda_bind, and for
  * which instance; NULL when unknown. */
@@ -210,6 +220,15 @@ static int cuda_owns(ipcp__backend_t *be, const void *ptr,
 
 /* ---- Open and close ------------------------------------------------------ */
 
+/* The time since *t0 in ms, and *t0 moved to now (debug logs of open
+ * and close). */
+static double cuda_lap(uint64_t *t0)
+{
+    uint64_t now = ipcp__now_ns(), d = now - *t0;
+    *t0 = now;
+    return (double)d / 1e6;
+}
+
 static int cuda_attr(CUdevice dev, CUdevice_attribute a)
 {
     int v = 0;
@@ -301,7 +320,10 @@ static ipcp_status_t cuda_open_devices(ipcp__backend_t *be)
 
 static ipcp_status_t cuda_open(const ipcp__config_t *cfg, ipcp__backend_t **out)
 {
+    uint64_t t = ipcp__now_ns();
+    double load_ms, init_ms;
     ipcp_status_t st = ipcp__cu_load();
+    load_ms = cuda_lap(&t);
     if (st != IPCP_OK)
         return st;
     ipcp__backend_t *be = calloc(1, sizeof(*be));
@@ -313,6 +335,7 @@ static ipcp_status_t cuda_open(const ipcp__config_t *cfg, ipcp__backend_t **out)
     pthread_mutex_init(&be->lock, NULL);
     ipcp__list_init(&be->allocs);
     st = cuda_open_devices(be);
+    init_ms = cuda_lap(&t);
     if (st != IPCP_OK) {
         pthread_mutex_destroy(&be->lock);
         free(be);
@@ -331,19 +354,49 @@ static ipcp_status_t cuda_open(const ipcp__config_t *cfg, ipcp__backend_t **out)
     IPCP_INFO(IPCP_SUB_CUDA, "CUDA backend open: driver %d.%d, %d device%s",
               be->driver_version / 1000, be->driver_version % 1000 / 10,
               be->ndev, be->ndev == 1 ? "" : "s");
+    IPCP_DEBUG(IPCP_SUB_CUDA, "open: loading libcuda %.2f ms, cuInit and "
+               "devices %.2f ms, the rest %.2f ms", load_ms, init_ms,
+               cuda_lap(&t));
     *out = be;
     return IPCP_OK;
+}
+
+/* Drops this instance's reference to each primary context it retained,
+ * but keeps the process's first one (cuda_kept says why). */
+static void cuda_release_contexts(ipcp__backend_t *be)
+{
+    for (int d = 0; d < be->ndev; d++) {
+        if (!be->dev[d].ctx)
+            continue;
+        pthread_mutex_lock(&cuda_open_lock);
+        int keep = !cuda_kept[d];
+        cuda_kept[d] = 1;
+        pthread_mutex_unlock(&cuda_open_lock);
+        if (keep)
+            IPCP_DEBUG(IPCP_SUB_CUDA,
+                       "primary context of device %d kept until the "
+                       "process exits",
+                       d);
+        else
+            ipcp__cu_check(IPCP_CU(cuDevicePrimaryCtxRelease)(be->dev[d].dev),
+                           IPCP_LOG_WARN,
+                           "cuDevicePrimaryCtxRelease(device %d)", d);
+    }
 }
 
 static void cuda_close(ipcp__backend_t *be)
 {
     if (!be)
         return;
+    uint64_t t = ipcp__now_ns();
+    double ms[5];
     /* The engine destroyed every queue first, so no event is outstanding
      * for long. */
     ipcp__cuda_poller_stop(be);
+    ms[0] = cuda_lap(&t);
     ipcp__cuda_lane_unload(be);
     ipcp__cuda_mem_release_all(be);
+    ms[1] = cuda_lap(&t);
     pthread_mutex_lock(&cuda_open_lock);
     int last = --cuda_open_count == 0;
     if (last) {
@@ -353,6 +406,7 @@ static void cuda_close(ipcp__backend_t *be)
         ipcp__cuda_shm_drop_all(be);
     }
     pthread_mutex_unlock(&cuda_open_lock);
+    ms[2] = cuda_lap(&t);
     for (int d = 0; d < be->ndev; d++) {
         ipcp__cuda_scope_t sc;
         if (be->dev[d].anchor &&
@@ -361,11 +415,14 @@ static void cuda_close(ipcp__backend_t *be)
             ipcp__cuda_leave(&sc);
         }
     }
-    for (int d = 0; d < be->ndev; d++)
-        if (be->dev[d].ctx)
-            ipcp__cu_check(IPCP_CU(cuDevicePrimaryCtxRelease)(be->dev[d].dev),
-                           IPCP_LOG_WARN,
-                           "cuDevicePrimaryCtxRelease(device %d)", d);
+    ms[3] = cuda_lap(&t);
+    cuda_release_contexts(be);
+    ms[4] = cuda_lap(&t);
+    IPCP_DEBUG(IPCP_SUB_CUDA,
+               "closed: event poller %.2f ms, lane and allocations %.2f ms, "
+               "mappings and registrations %.2f ms, events %.2f ms, "
+               "contexts %.2f ms",
+               ms[0], ms[1], ms[2], ms[3], ms[4]);
     if (cuda_tls_gen == be->gen)
         cuda_tls_ctx = NULL;
     pthread_mutex_destroy(&be->lock);
@@ -427,6 +484,7 @@ const ipcp__backend_ops_t ipcp__cuda_backend_ops = {
     .type = IPCP_MEM_CUDA,
     .open = cuda_open,
     .close = cuda_close,
+    .present = ipcp__cu_present,
     .owns = cuda_owns,
     .mem_alloc = ipcp__cuda_mem_alloc,
     .mem_free = ipcp__cuda_mem_free,

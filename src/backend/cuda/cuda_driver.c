@@ -1,6 +1,9 @@
 /* Loading the CUDA driver, naming its errors, and describing the devices
  * (see cuda_driver.h). */
 #include <dlfcn.h>
+#include <link.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -110,6 +113,51 @@ static void cu_load_once(void)
         return;
     }
     cu_load_status = IPCP_OK;
+}
+
+/* The loader's count of objects loaded and unloaded so far, shifted left
+ * once, with whether libcuda was among them in bit 0; all ones: not yet
+ * looked.  dlopen(RTLD_NOLOAD) would answer too, but it searches the
+ * library path when the library is absent (about 0.6 ms a call), so the
+ * list of loaded objects is read instead, and only when it changed. */
+static _Atomic uint64_t cu_seen = UINT64_MAX;
+
+typedef struct cu_scan {
+    uint64_t gen;  /* the count this scan saw */
+    int first;     /* no object looked at yet */
+    int unchanged; /* the count is the one cu_seen holds */
+    int found;
+} cu_scan_t;
+
+static int cu_scan_one(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    cu_scan_t *s = arg;
+    (void)size;
+    if (s->first) {
+        s->first = 0;
+        s->gen = (uint64_t)(info->dlpi_adds + info->dlpi_subs);
+        uint64_t seen = atomic_load_explicit(&cu_seen, memory_order_acquire);
+        if (seen != UINT64_MAX && seen >> 1 == s->gen) {
+            s->unchanged = 1;
+            s->found = (int)(seen & 1);
+            return 1;
+        }
+    }
+    const char *name = info->dlpi_name ? info->dlpi_name : "";
+    const char *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    s->found = strncmp(base, "libcuda.so", 10) == 0;
+    return s->found;
+}
+
+int ipcp__cu_present(void)
+{
+    cu_scan_t s = {0, 1, 0, 0};
+    dl_iterate_phdr(cu_scan_one, &s);
+    if (!s.unchanged)
+        atomic_store_explicit(&cu_seen, s.gen << 1 | (uint64_t)s.found,
+                              memory_order_release);
+    return s.found;
 }
 
 ipcp_status_t ipcp__cu_load(void)

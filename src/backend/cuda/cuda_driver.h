@@ -128,6 +128,10 @@ extern ipcp__cu_table_t ipcp__cu;
  * entry point; the reason is the last error ("no GPU driver: libcuda.so.1
  * not found ..." when it is absent).  Does not call cuInit. */
 ipcp_status_t ipcp__cu_load(void);
+/* Whether libcuda is loaded in this process (by anyone), without loading
+ * it: about 20 ns while no library was loaded or unloaded since the last
+ * call (the ops' present). */
+int ipcp__cu_present(void);
 
 /* "CUDA_ERROR_X: description" for r, in buf. */
 const char *ipcp__cu_strerror(CUresult r, char *buf, size_t len);

@@ -1,0 +1,87 @@
+/* Opening the device backend on first use.
+ *
+ * Opening CUDA costs cuInit (about 0.1 s on an H200 machine) and a thread,
+ * which a job that moves host memory only should not pay in ipcp_init.  So
+ * the backend opens at the first call that needs it: a device allocation,
+ * a stream-ordered call, or a buffer that may be device memory.  A buffer
+ * of unknown kind may be device memory only when the backend's present()
+ * says memory of its kind can exist in this process (CUDA: libcuda.so.1 is
+ * loaded, by the user's runtime or a framework); by then cuInit is cheap.
+ *
+ * No peer's message needs it: a device source offered to a host buffer
+ * goes through the staged path, whose device copies are the sender's, and
+ * a peer's lane block waits until this rank makes its own (engine/lane.c). */
+#include <stdio.h>
+
+#include "common/time.h"
+#include "engine/engine.h"
+
+static int ipcp__dev_state(ipcp_comm_t *comm)
+{
+    return atomic_load_explicit(&comm->dev_state, memory_order_acquire);
+}
+
+/* Under dev_lock: opens the backend once; a failure is kept for good. */
+static void ipcp__dev_open_locked(ipcp_comm_t *comm, const char *why)
+{
+    const ipcp__backend_ops_t *ops = comm->cuda_ops;
+    ipcp__backend_t *be = NULL;
+    uint64_t t0 = ipcp__now_ns();
+    ipcp_status_t st = ops->open(comm->cfg, &be);
+    double ms = (double)(ipcp__now_ns() - t0) / 1e6;
+    if (st == IPCP_OK) {
+        __atomic_store_n(&comm->cuda, be, __ATOMIC_RELEASE);
+        atomic_store_explicit(&comm->dev_state, IPCP_DEV_OPEN,
+                              memory_order_release);
+        IPCP_INFO(IPCP_SUB_INIT, "%s backend opened for %s in %.1f ms",
+                  ops->name, why, ms);
+        return;
+    }
+    snprintf(comm->dev_err, sizeof(comm->dev_err), "%s", ipcp__last_error());
+    atomic_store_explicit(&comm->dev_state, IPCP_DEV_FAILED,
+                          memory_order_release);
+    IPCP_INFO(IPCP_SUB_INIT, "%s backend not used (asked for %s; %.1f ms): %s",
+              ops->name, why, ms, comm->dev_err);
+}
+
+ipcp__backend_t *ipcp__dev_get(ipcp_comm_t *comm, int level, const char *why)
+{
+    ipcp__backend_t *be = ipcp__dev(comm);
+    if (ipcp__likely(be != NULL))
+        return be;
+    if (!comm->cuda_ops) {
+        ipcp__fail(level, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                   "%s needs the CUDA backend, which is not available (not "
+                   "built in, or IPCPIPE_CUDA=off)",
+                   why);
+        return NULL;
+    }
+    pthread_mutex_lock(&comm->dev_lock);
+    if (ipcp__dev_state(comm) == IPCP_DEV_CLOSED)
+        ipcp__dev_open_locked(comm, why);
+    be = ipcp__dev(comm);
+    if (!be)
+        ipcp__fail(level, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                   "%s needs the CUDA backend, which is not available in "
+                   "this process: %s",
+                   why, comm->dev_err);
+    pthread_mutex_unlock(&comm->dev_lock);
+    return be;
+}
+
+ipcp__backend_t *ipcp__dev_for_ptr(ipcp_comm_t *comm)
+{
+    ipcp__backend_t *be = ipcp__dev(comm);
+    if (ipcp__likely(be != NULL) || !comm->cuda_ops ||
+        ipcp__dev_state(comm) == IPCP_DEV_FAILED ||
+        (comm->cuda_ops->present && !comm->cuda_ops->present()))
+        return be;
+    return ipcp__dev_get(comm, IPCP_LOG_DEBUG,
+                         "a buffer that may be device "
+                         "memory");
+}
+
+int ipcp__dev_possible(ipcp_comm_t *comm)
+{
+    return comm->cuda_ops && ipcp__dev_state(comm) != IPCP_DEV_FAILED;
+}

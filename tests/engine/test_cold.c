@@ -1,0 +1,290 @@
+/* When the device backend opens (engine/dev.c), between two processes on a
+ * machine without a GPU: a fake device backend (the host backend's
+ * functions, with "device memory" that is host memory it keeps a list of)
+ * counts its opens.  Its present() answers what the test sets, as CUDA's
+ * answers whether libcuda.so.1 is loaded.
+ *
+ *   test_cold hostonly|alloc|owned|race|peer
+ *
+ * hostonly: host buffers only, the library "not loaded": never opened.
+ * alloc:    a device allocation opens it, once for several.
+ * owned:    the library loaded and a buffer the backend owns (as one from
+ *           the user's cudaMalloc): the transfer opens it, once.
+ * race:     eight threads allocating device memory at once open it once.
+ * peer:     rank 1 sends from device memory into rank 0's host buffer;
+ *           rank 0 never opens its backend and gets every byte. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "testutil.h"
+
+enum { TAG_SEED = 1, TAG_MSG = 7 };
+
+/* ---- The fake device backend ------------------------------------------- */
+
+#define FK_MAX 64
+static const ipcp__backend_ops_t *const H = &ipcp__host_backend_ops;
+static ipcp__backend_ops_t fk_ops;
+static atomic_int fk_opens;
+static atomic_int fk_loaded; /* what present() answers */
+static pthread_mutex_t fk_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    char *p;
+    size_t n;
+    void *handle;
+} fk_allocs[FK_MAX];
+
+static ipcp_status_t fk_open(const ipcp__config_t *cfg, ipcp__backend_t **be)
+{
+    atomic_fetch_add(&fk_opens, 1);
+    /* As slow as a cuInit, so that racing first uses overlap. */
+    usleep(20000);
+    return H->open(cfg, be);
+}
+
+static int fk_present(void)
+{
+    return atomic_load(&fk_loaded);
+}
+
+static void fk_add(void *p, size_t n, void *handle)
+{
+    pthread_mutex_lock(&fk_lock);
+    int i = 0;
+    while (i < FK_MAX && fk_allocs[i].p)
+        i++;
+    if (i == FK_MAX)
+        T_FAIL("more than %d fake device allocations", FK_MAX);
+    fk_allocs[i].p = p;
+    fk_allocs[i].n = n;
+    fk_allocs[i].handle = handle;
+    pthread_mutex_unlock(&fk_lock);
+}
+
+static int fk_owns(ipcp__backend_t *be, const void *ptr, ipcp__mem_attr_t *attr)
+{
+    (void)be;
+    int found = 0;
+    const char *c = ptr;
+    pthread_mutex_lock(&fk_lock);
+    for (int i = 0; i < FK_MAX && !found; i++) {
+        if (fk_allocs[i].p && c >= fk_allocs[i].p &&
+            c < fk_allocs[i].p + fk_allocs[i].n) {
+            memset(attr, 0, sizeof(*attr));
+            attr->type = IPCP_MEM_CUDA;
+            attr->device = 0;
+            attr->base = (uintptr_t)fk_allocs[i].p;
+            attr->size = fk_allocs[i].n;
+            attr->buffer_id = (uint64_t)i + 1;
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&fk_lock);
+    return found;
+}
+
+static ipcp_status_t fk_mem_alloc(ipcp__backend_t *be, size_t len, int device,
+                                  void **ptr, void **handle)
+{
+    (void)device;
+    ipcp_status_t st = H->mem_alloc(be, len, -1, ptr, handle);
+    if (st == IPCP_OK)
+        fk_add(*ptr, len, *handle);
+    return st;
+}
+
+static ipcp_status_t fk_mem_free(ipcp__backend_t *be, void *handle)
+{
+    pthread_mutex_lock(&fk_lock);
+    for (int i = 0; i < FK_MAX; i++)
+        if (fk_allocs[i].handle == handle)
+            fk_allocs[i].p = NULL;
+    pthread_mutex_unlock(&fk_lock);
+    return H->mem_free(be, handle);
+}
+
+/* The host backend's queues copy the fake device memory (host memory). */
+static void fk_install(void)
+{
+    fk_ops = *H;
+    fk_ops.name = "fake-gpu";
+    fk_ops.type = IPCP_MEM_CUDA;
+    fk_ops.open = fk_open;
+    fk_ops.present = fk_present;
+    fk_ops.owns = fk_owns;
+    fk_ops.mem_alloc = fk_mem_alloc;
+    fk_ops.mem_free = fk_mem_free;
+    ipcp__device_backend_for_tests = &fk_ops;
+}
+
+/* "Device memory" the user allocated outside the library (cudaMalloc). */
+static void *fk_user_alloc(size_t len)
+{
+    void *p = t_malloc(len);
+    fk_add(p, len, NULL);
+    return p;
+}
+
+/* ---- Transfers ------------------------------------------------------------
+ */
+
+static const size_t sizes[] = {8, 4096, 100000, 3u << 20};
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+/* Rank 1 sends each size from src, rank 0 receives each into dst; every
+ * byte is checked. */
+static void one_way(ipcp_comm_t *comm, void *src, void *dst)
+{
+    for (size_t i = 0; i < NSIZES; i++) {
+        uint64_t seed = t_shared_seed(comm, TAG_SEED) + i;
+        ipcp_request_t *req;
+        if (t_rank == 1) {
+            t_fill(src, sizes[i], seed);
+            T_OK(ipcp_isend(comm, src, sizes[i], 0, TAG_MSG, &req));
+            T_OK(ipcp_wait(req, NULL));
+        } else {
+            memset(dst, 0, sizes[i]);
+            T_OK(ipcp_irecv(comm, dst, sizes[i], 1, TAG_MSG, &req));
+            T_OK(ipcp_wait(req, NULL));
+            t_verify(dst, sizes[i], seed, "received");
+        }
+    }
+    T_OK(ipcp_barrier(comm));
+}
+
+#define BIG (3u << 20)
+
+static void hostonly(ipcp_comm_t *comm)
+{
+    void *a = t_malloc(BIG), *b = t_malloc(BIG);
+    one_way(comm, a, b);
+    T_EQ_INT(atomic_load(&fk_opens), 0);
+    free(a);
+    free(b);
+}
+
+static void alloc(ipcp_comm_t *comm)
+{
+    ipcp_alloc_params_t p;
+    void *a, *b;
+    ipcp_alloc_params_init(&p);
+    p.type = IPCP_MEM_CUDA;
+    T_EQ_INT(atomic_load(&fk_opens), 0);
+    T_OK(ipcp_mem_alloc(comm, BIG, &p, &a));
+    T_EQ_INT(atomic_load(&fk_opens), 1);
+    T_OK(ipcp_mem_alloc(comm, BIG, &p, &b));
+    one_way(comm, a, b);
+    T_EQ_INT(atomic_load(&fk_opens), 1);
+    T_OK(ipcp_mem_free(comm, a));
+    T_OK(ipcp_mem_free(comm, b));
+}
+
+static void owned(ipcp_comm_t *comm)
+{
+    void *a = fk_user_alloc(BIG), *b = fk_user_alloc(BIG);
+    T_EQ_INT(atomic_load(&fk_opens), 0);
+    one_way(comm, a, b);
+    T_EQ_INT(atomic_load(&fk_opens), 1);
+}
+
+#define NTHREADS 8
+static pthread_barrier_t race_bar;
+typedef struct race_arg {
+    ipcp_comm_t *comm;
+    void *ptr;
+} race_arg_t;
+
+static void *race_main(void *arg)
+{
+    race_arg_t *a = arg;
+    ipcp_alloc_params_t p;
+    ipcp_alloc_params_init(&p);
+    p.type = IPCP_MEM_CUDA;
+    pthread_barrier_wait(&race_bar);
+    T_OK(ipcp_mem_alloc(a->comm, 4096, &p, &a->ptr));
+    return NULL;
+}
+
+static void race(ipcp_comm_t *comm)
+{
+    pthread_t th[NTHREADS];
+    race_arg_t args[NTHREADS];
+    pthread_barrier_init(&race_bar, NULL, NTHREADS);
+    for (int i = 0; i < NTHREADS; i++) {
+        args[i].comm = comm;
+        args[i].ptr = NULL;
+        T_EQ_INT(pthread_create(&th[i], NULL, race_main, &args[i]), 0);
+    }
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&race_bar);
+    T_EQ_INT(atomic_load(&fk_opens), 1);
+    for (int i = 0; i < NTHREADS; i++)
+        T_OK(ipcp_mem_free(comm, args[i].ptr));
+}
+
+static void peer(ipcp_comm_t *comm)
+{
+    void *src = NULL, *dst = NULL;
+    if (t_rank == 1) {
+        ipcp_alloc_params_t p;
+        ipcp_alloc_params_init(&p);
+        p.type = IPCP_MEM_CUDA;
+        T_OK(ipcp_mem_alloc(comm, BIG, &p, &src));
+    } else {
+        dst = t_malloc(BIG);
+    }
+    one_way(comm, src, dst);
+    T_EQ_INT(atomic_load(&fk_opens), t_rank == 1 ? 1 : 0);
+    if (src)
+        T_OK(ipcp_mem_free(comm, src));
+    free(dst);
+}
+
+/* ---- Cases ----------------------------------------------------------------
+ */
+
+typedef struct cold_case {
+    const char *name;
+    void (*run)(ipcp_comm_t *comm);
+    int loaded; /* present() answers 1 */
+} cold_case_t;
+
+static const cold_case_t cases[] = {
+    {"hostonly", hostonly, 0}, {"alloc", alloc, 0}, {"owned", owned, 1},
+    {"race", race, 0},         {"peer", peer, 0},
+};
+
+static int pick(int argc, char **argv)
+{
+    int rc, i = t_pick_case(argc, argv, cases, sizeof(cases) / sizeof(cases[0]),
+                            sizeof(cases[0]), &rc);
+    if (i < 0)
+        exit(rc);
+    return i;
+}
+
+static int rank_main(int argc, char **argv)
+{
+    const cold_case_t *c = &cases[pick(argc, argv)];
+    ipcp_comm_t *comm;
+    fk_install();
+    atomic_store(&fk_loaded, c->loaded);
+    T_OK(ipcp_init(NULL, &comm));
+    t_rank = ipcp_comm_rank(comm);
+    T_EQ_INT(atomic_load(&fk_opens), 0);
+    c->run(comm);
+    int opened = atomic_load(&fk_opens);
+    T_OK(ipcp_finalize(comm));
+    T_EQ_INT(atomic_load(&fk_opens), opened);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (!ipcp_launch_is_rank())
+        pick(argc, argv);
+    return t_mp_main(argc, argv, 2, 60, rank_main);
+}
