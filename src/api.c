@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/cpu.h"
 #include "common/time.h"
 #include "engine/engine.h"
 #include "engine/mem.h"
@@ -322,9 +323,12 @@ static ipcp_status_t ipcp__wait_req(ipcp_request_t *req, ipcp_xfer_info_t *info)
      * the progress thread that completes it polls then too. */
     uint64_t t0 = ipcp__now_ns(), now = t0;
     uint64_t until = t0 + (uint64_t)comm->cfg->spin_us * 1000;
+    /* On one CPU no longer than spin_us: the threads that complete a
+     * device transfer need that CPU (common/cpu.h). */
+    uint64_t dev_ns = ipcp__one_cpu() ? 0 : IPCP_DEV_SPIN_NS;
     while (!atomic_load_explicit(&req->done, memory_order_acquire) &&
            (now < until ||
-            (now - t0 < IPCP_DEV_SPIN_NS &&
+            (now - t0 < dev_ns &&
              (atomic_load_explicit(&comm->dev_inflight,
                                    memory_order_relaxed) > 0 ||
               ipcp__awaiting(comm, now))))) {

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "common/cpu.h"
 #include "common/status.h"
 #include "common/time.h"
 
@@ -201,7 +202,7 @@ static void *cuda_poll_main(void *arg)
         /* Events all done first: a watch left at stop has no writer. */
         wl = cuda_watch_pass(wl, stop && !out);
         if (out || wl)
-            sched_yield();
+            ipcp__relax(1); /* the device's work is what it waits for */
         pthread_mutex_lock(&p->lock);
     }
     pthread_mutex_unlock(&p->lock);
