@@ -259,7 +259,7 @@ static unsigned char *owner_register(ipcp_comm_t *comm, size_t len,
  * owner, pid, region id and length) and its checksum, the FNV-1a of what
  * precedes it: anyone can recompute it. */
 #define DESC_ADDR_OFF 48
-#define DESC_SUM_OFF 64
+#define DESC_SUM_OFF  64
 
 static void forge_addr(unsigned char *desc, size_t len, uint64_t delta)
 {
@@ -284,7 +284,8 @@ static int mp_desc_addr(ipcp_comm_t *comm, int rank)
         unsigned char *b = owner_register(comm, len, &mem, seed);
         api_ctl_recv(comm, 0, TAG_DONE, &none, 0);
         t_verify(b, len, seed + 1, "the region after the put");
-        api_verify_at(b + len, API_GUARD, seed, len, "the bytes after the region");
+        api_verify_at(b + len, API_GUARD, seed, len,
+                      "the bytes after the region");
         T_OK(ipcp_mem_deregister(mem));
         free(b);
         return 0;
@@ -329,7 +330,8 @@ static int mp_dereg_inflight(ipcp_comm_t *comm, int rank)
         api_ctl_recv(comm, 0, TAG_DONE, &ok, sizeof(ok));
         if (ok)
             t_verify(b, len, seed + 1, "the region after the put");
-        api_verify_at(b + len, API_GUARD, seed, len, "the bytes after the region");
+        api_verify_at(b + len, API_GUARD, seed, len,
+                      "the bytes after the region");
         free(b);
         return 0;
     }
@@ -361,8 +363,8 @@ static int mp_dereg_inflight(ipcp_comm_t *comm, int rank)
 static int rank_main(int argc, char **argv)
 {
     const char *name = api_opt(argc, argv, "--case", "");
-    int two = strcmp(name, "desc_addr") == 0 ||
-              strcmp(name, "dereg_inflight") == 0;
+    int two =
+        strcmp(name, "desc_addr") == 0 || strcmp(name, "dereg_inflight") == 0;
     if (!two) {
         const char *r = getenv("IPCPIPE_RANK");
         return r && strcmp(r, "1") == 0 ? fake_main(name) : victim_main(name);
