@@ -194,6 +194,15 @@ static ipcp_status_t ipcp__open_backends(ipcp_comm_t *comm)
 #endif
     if (dev && comm->cfg->cuda != IPCP_CUDA_OFF)
         comm->cuda_ops = dev;
+    /* The small-message lane is for device memory only: a job that sets it
+     * pays the device's start here, so that its blocks are made and
+     * exchanged in the order they were before the device opened on first
+     * use (under compute-sanitizer, lane kernels between two processes of
+     * one GPU hung and reported writes out of bounds otherwise; without
+     * it the lane's tests passed either way). */
+    if (comm->cuda_ops && comm->cfg->small > 0)
+        (void)ipcp__dev_get(comm, IPCP_LOG_INFO,
+                            "the small-message lane (IPCPIPE_SMALL)");
     return IPCP_OK;
 }
 
