@@ -739,9 +739,6 @@ static void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
         st = ipcp__err_slot_check(x, x->err_slot2, x->err_seq2, msg,
                                   sizeof(msg));
     ipcp__stripe_watch_end(comm, x, st == IPCP_OK);
-    if (x->rmem_busy)
-        ipcp__rmem_op_end(comm, x->rmem_busy);
-    x->rmem_busy = NULL;
     if (x->import)
         ipcp__import_put(comm, x->peer, x->import);
     x->import = NULL;
@@ -762,8 +759,19 @@ static void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
     ipcp__peer_t *peer = x->peer;
     ipcp_request_t *req = x->req;
     ipcp_path_t path = req->path;
+    /* Not busy before the request ends (its caller may release the
+     * imported region then), but the owner hears of it after: an owner
+     * told that its region is free may tell our caller, who must then
+     * find the operation ended. */
+    int owner = -1, answer = 0;
+    uint64_t reg_id = 0;
+    if (x->rmem_busy)
+        answer = ipcp__rmem_op_end(comm, x->rmem_busy, &owner, &reg_id);
+    x->rmem_busy = NULL;
     if (!early)
         ipcp__req_complete(req, st, msg);
+    if (answer)
+        ipcp__rmem_answer(comm, owner, reg_id);
     else if (st != IPCP_OK) /* after its data was in place: mostly the
                               * peer gone after its send returned */
         IPCP_LOG(peer->bye ? IPCP_LOG_INFO : IPCP_LOG_WARN, IPCP_SUB_ENGINE,

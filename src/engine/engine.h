@@ -776,7 +776,14 @@ void ipcp__mem_dereg_cmd(ipcp_comm_t *comm, ipcp_request_t *req);
  * reached their deadline; returns 1 while any still waits. */
 int ipcp__mem_dereg_poll(ipcp_comm_t *comm);
 /* A one-sided operation without the owner, or an owner-side one, ended. */
-void ipcp__rmem_op_end(ipcp_comm_t *comm, ipcp_rmem_t *rm);
+/* The end of a one-sided operation without the owner: 1 when the owner
+ * waits for an answer (ipcp__rmem_answer, after the request completed, so
+ * that the caller the owner tells finds it ended); *owner and *reg_id
+ * name the region (the imported region may be released once the request
+ * completed). */
+int ipcp__rmem_op_end(ipcp_comm_t *comm, ipcp_rmem_t *rm, int *owner,
+                      uint64_t *reg_id);
+void ipcp__rmem_answer(ipcp_comm_t *comm, int owner, uint64_t reg_id);
 void ipcp__region_op_end(ipcp_comm_t *comm, ipcp__region_t *r);
 void ipcp__mem_import_cmd(ipcp_comm_t *comm, ipcp_request_t *req);
 void ipcp__mem_cleanup(ipcp_comm_t *comm);

@@ -242,8 +242,9 @@ static void ipcp__recv_matched(ipcp_comm_t *comm, ipcp__peer_t *peer,
         return;
     }
     if (peer->closed) {
+        char gone[IPCP_ERRMSG_MAX];
         ipcp__req_complete(req, IPCP_ERR_PEER_LOST,
-                           "the sender finalized before the transfer");
+                           ipcp__peer_gone(peer, gone, sizeof(gone)));
         return;
     }
     ipcp__xfer_accept(comm, peer, rts, req, atomic_load(&comm->path));

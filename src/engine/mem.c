@@ -457,7 +457,8 @@ static int ipcp__rmem_busy(ipcp_comm_t *comm, int owner, uint64_t reg_id,
     return busy;
 }
 
-void ipcp__rmem_op_end(ipcp_comm_t *comm, ipcp_rmem_t *rm)
+int ipcp__rmem_op_end(ipcp_comm_t *comm, ipcp_rmem_t *rm, int *owner,
+                      uint64_t *reg_id)
 {
     int answer = 0;
     pthread_mutex_lock(&comm->mem_lock);
@@ -465,9 +466,15 @@ void ipcp__rmem_op_end(ipcp_comm_t *comm, ipcp_rmem_t *rm)
         rm->ack_owed = 0;
         answer = !ipcp__rmem_busy(comm, rm->owner, rm->reg_id, 0);
     }
+    *owner = rm->owner;
+    *reg_id = rm->reg_id;
     pthread_mutex_unlock(&comm->mem_lock);
-    if (answer)
-        ipcp__reg_gone_answer(comm, &comm->peers[rm->owner], rm->reg_id);
+    return answer;
+}
+
+void ipcp__rmem_answer(ipcp_comm_t *comm, int owner, uint64_t reg_id)
+{
+    ipcp__reg_gone_answer(comm, &comm->peers[owner], reg_id);
 }
 
 /* ---- Descriptors --------------------------------------------------------- */
