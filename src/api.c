@@ -335,6 +335,11 @@ static ipcp_status_t ipcp__wait_req(ipcp_request_t *req, ipcp_xfer_info_t *info)
     /* On one CPU no longer than spin_us: the threads that complete a
      * device transfer need that CPU (common/cpu.h). */
     uint64_t dev_ns = ipcp__one_cpu() ? 0 : IPCP_DEV_SPIN_NS;
+    /* A receive the caller posted itself: it reads the peer's inbox while
+     * it spins (engine/mbox.c). */
+    if (req->watch && until > t0 &&
+        !atomic_load_explicit(&req->done, memory_order_acquire))
+        ipcp__mbox_wait(comm, req, until - t0);
     while (!atomic_load_explicit(&req->done, memory_order_acquire) &&
            (now < until ||
             (now - t0 < dev_ns &&
@@ -508,7 +513,10 @@ static ipcp_status_t ipcp__submit(ipcp_comm_t *comm, ipcp_request_t *req,
         return st;
     }
     req->handle = h;
-    ipcp__comm_submit(comm, req);
+    if (ipcp__match_fast(comm, req))
+        ipcp__comm_track(comm, req);
+    else
+        ipcp__comm_submit(comm, req);
     *out = ipcp__hptr(h);
     return IPCP_OK;
 }

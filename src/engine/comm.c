@@ -38,6 +38,15 @@ static void ipcp__mutex_init_spin(pthread_mutex_t *m)
     pthread_mutexattr_destroy(&a);
 }
 
+static void ipcp__mutex_init_recursive(pthread_mutex_t *m)
+{
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(m, &a);
+    pthread_mutexattr_destroy(&a);
+}
+
 ipcp_status_t ipcp__comm_new(int rank, int size, const char *job,
                             double timeout_s, ipcp_comm_t **out)
 {
@@ -94,6 +103,8 @@ ipcp_status_t ipcp__comm_new(int rank, int size, const char *job,
         ipcp__list_init(&p->active);
         ipcp__list_init(&p->imports);
         ipcp__list_init(&p->rexports);
+        ipcp__mutex_init_recursive(&p->rx_lock);
+        ipcp__mutex_init_spin(&p->tx_lock);
     }
     *out = comm;
     return IPCP_OK;
@@ -101,8 +112,11 @@ ipcp_status_t ipcp__comm_new(int rank, int size, const char *job,
 
 void ipcp__comm_delete(ipcp_comm_t *comm)
 {
-    for (int r = 0; r < comm->size; r++)
+    for (int r = 0; r < comm->size; r++) {
         free(comm->peers[r].lost_why);
+        pthread_mutex_destroy(&comm->peers[r].rx_lock);
+        pthread_mutex_destroy(&comm->peers[r].tx_lock);
+    }
     pthread_mutex_destroy(&comm->lock);
     pthread_cond_destroy(&comm->cond);
     pthread_mutex_destroy(&comm->mem_lock);
@@ -164,8 +178,35 @@ void ipcp__comm_wake(ipcp_comm_t *comm)
         IPCP_WARN(IPCP_SUB_ENGINE, "eventfd write: %s", strerror(errno));
 }
 
+/* Requests that talk to one peer: counted in its pending until they ran,
+ * so that a caller's own way does not overtake them (ipcp__match_fast). */
+static ipcp__peer_t *ipcp__req_peer(ipcp_comm_t *comm,
+                                    const ipcp_request_t *req)
+{
+    switch (req->type) {
+    case IPCP_REQ_SEND:
+    case IPCP_REQ_RECV:
+    case IPCP_REQ_PUT:
+    case IPCP_REQ_GET:
+        return &comm->peers[req->peer];
+    }
+    return NULL;
+}
+
+/* A user request the caller's own way took: listed for finalize, as a
+ * submitted one is. */
+void ipcp__comm_track(ipcp_comm_t *comm, ipcp_request_t *req)
+{
+    pthread_mutex_lock(&comm->lock);
+    ipcp__list_push_back(&comm->reqs, &req->all_link);
+    pthread_mutex_unlock(&comm->lock);
+}
+
 void ipcp__comm_submit(ipcp_comm_t *comm, ipcp_request_t *req)
 {
+    ipcp__peer_t *peer = ipcp__req_peer(comm, req);
+    if (peer)
+        atomic_fetch_add(&peer->pending, 1);
     pthread_mutex_lock(&comm->lock);
     if (req->user)
         ipcp__list_push_back(&comm->reqs, &req->all_link);
@@ -317,6 +358,7 @@ static void ipcp__peer_flush(ipcp_comm_t *comm, ipcp__peer_t *peer)
         }
         ipcp__list_del(e);
         ipcp__txmsg_free(m);
+        atomic_fetch_sub(&peer->backlog, 1);
     }
     /* An offered mailbox is taken once nothing waits for the socket. */
     ipcp__mbox_try_switch(comm, peer);
@@ -355,6 +397,7 @@ ipcp_status_t ipcp__peer_postv(ipcp_comm_t *comm, ipcp__peer_t *peer,
     memcpy(m->data, msg, len);
     if (tail_len)
         memcpy(m->data + len, tail, tail_len);
+    atomic_fetch_add(&peer->backlog, 1);
     ipcp__list_push_back(&peer->txq, &m->link);
     ipcp__peer_flush(comm, peer);
     /* The send may have found the peer dead: callers must not park a
@@ -375,6 +418,7 @@ void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why)
     if (peer->closed)
         return;
     peer->closed = 1;
+    atomic_store(&peer->gone, 1);
     /* When the loss is declared here (a protocol error) the peer is alive:
      * end the connection so that it sees the loss too. */
     shutdown(peer->fd, SHUT_RDWR);
@@ -388,8 +432,10 @@ void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why)
         IPCP_WARN(IPCP_SUB_ENGINE, "%s", msg);
     free(peer->lost_why);
     peer->lost_why = strdup(why); /* NULL: later calls say less */
-    while ((e = ipcp__list_pop_front(&peer->txq)))
+    while ((e = ipcp__list_pop_front(&peer->txq))) {
         ipcp__txmsg_free(ipcp__list_entry(e, ipcp__txmsg_t, link));
+        atomic_fetch_sub(&peer->backlog, 1);
+    }
     ipcp__match_fail_peer(comm, peer, IPCP_ERR_PEER_LOST, msg);
     ipcp__list_for_each_safe(e, tmp, &peer->active) {
         ipcp__xfer_t *x = ipcp__list_entry(e, ipcp__xfer_t, link);
@@ -437,16 +483,21 @@ const char *ipcp__peer_gone(const ipcp__peer_t *peer, char *buf, size_t len)
 
 /* Whether a request waits on the peer: a transfer, an import, a barrier
  * that needs its message, or finalize that waits for its goodbye. */
-static int ipcp__peer_awaited(const ipcp_comm_t *comm, const ipcp__peer_t *p)
+static int ipcp__peer_awaited(const ipcp_comm_t *comm, ipcp__peer_t *p)
 {
     if (comm->bye_req ||
         (comm->bar_pending &&
          (comm->rank ? p->rank == 0
                      : comm->bar_seen[p->rank] != comm->bar_epoch)))
         return 1;
-    return !ipcp__list_empty(&p->wait_cts) || !ipcp__list_empty(&p->posted) ||
-           !ipcp__list_empty(&p->gets) || !ipcp__list_empty(&p->maps) ||
-           !ipcp__list_empty(&p->active);
+    if (!ipcp__list_empty(&p->wait_cts) || !ipcp__list_empty(&p->gets) ||
+        !ipcp__list_empty(&p->maps) || !ipcp__list_empty(&p->active))
+        return 1;
+    /* Callers post receives too (ipcp__match_fast). */
+    pthread_mutex_lock(&p->rx_lock);
+    int posted = !ipcp__list_empty(&p->posted);
+    pthread_mutex_unlock(&p->rx_lock);
+    return posted;
 }
 
 static uint64_t ipcp__ka_step_ns(const ipcp_comm_t *comm)
@@ -461,8 +512,11 @@ static uint64_t ipcp__ka_step_ns(const ipcp_comm_t *comm)
 static void ipcp__ka_check(ipcp_comm_t *comm, ipcp__peer_t *p, uint64_t now)
 {
     uint64_t t_ns = (uint64_t)(comm->timeout_s * 1e9);
-    uint64_t quiet = now - p->heard_ns;
-    if (p->ping_ns > p->heard_ns && now - p->ping_ns >= t_ns / 2 &&
+    /* Callers that read the inbox stamp it too: once, and maybe later
+     * than now. */
+    uint64_t heard = p->heard_ns;
+    uint64_t quiet = now > heard ? now - heard : 0;
+    if (p->ping_ns > heard && now - p->ping_ns >= t_ns / 2 &&
         quiet >= (uint64_t)(IPCP_KA_LOST_SHARE * (double)t_ns)) {
         char why[160];
         snprintf(why, sizeof(why), "it did not answer for %.1f s: stopped "
@@ -473,7 +527,7 @@ static void ipcp__ka_check(ipcp_comm_t *comm, ipcp__peer_t *p, uint64_t now)
     }
     /* One ping at a time: the channel loses nothing, and the first one's
      * age is what tells a silent peer from our own late turn. */
-    if (p->ping_ns <= p->heard_ns && quiet >= t_ns / 4) {
+    if (p->ping_ns <= heard && quiet >= t_ns / 4) {
         ipcp__msg_hdr_t ping = {IPCP_MSG_PING, 0};
         p->ping_ns = now;
         ipcp__peer_post(comm, p, &ping, sizeof(ping), NULL, 0);
@@ -516,6 +570,9 @@ void ipcp__dispatch(ipcp_comm_t *comm, ipcp__peer_t *peer,
     case IPCP_MSG_GET_REQ:
         ipcp__match_msg(comm, peer, msg, len, fds, nfds);
         return;
+    case IPCP_MSG_EAGER:
+        ipcp__match_eager(comm, peer, msg, len, 0);
+        break;
     case IPCP_MSG_MAP_REQ:
         need = sizeof(ipcp__msg_map_req_t);
         if (len < need)
@@ -543,11 +600,13 @@ void ipcp__dispatch(ipcp_comm_t *comm, ipcp__peer_t *peer,
     case IPCP_MSG_PATH:
         if (len < sizeof(ipcp__msg_path_t))
             goto bad;
-        peer->remote_path = ((const ipcp__msg_path_t *)(const void *)msg)->path;
-        if (peer->remote_path < IPCP_PATH_AUTO ||
-            peer->remote_path > IPCP_PATH_STAGED)
-            goto bad; /* a path it cannot force */
-        break;
+        {
+            int path = ((const ipcp__msg_path_t *)(const void *)msg)->path;
+            if (path < IPCP_PATH_AUTO || path > IPCP_PATH_STAGED)
+                goto bad; /* a path it cannot force */
+            __atomic_store_n(&peer->remote_path, path, __ATOMIC_RELEASE);
+            break;
+        }
     case IPCP_MSG_LANE:
         ipcp__lane_on_msg(comm, peer, msg, len, fds, nfds);
         return;
@@ -555,7 +614,7 @@ void ipcp__dispatch(ipcp_comm_t *comm, ipcp__peer_t *peer,
         ipcp__mbox_on_offer(comm, peer, msg, len, fds, nfds);
         return;
     case IPCP_MSG_SWITCH:
-        peer->in_on = 1;
+        __atomic_store_n(&peer->in_on, 1, __ATOMIC_RELEASE);
         break;
     case IPCP_MSG_PING: {
         ipcp__msg_hdr_t pong = {IPCP_MSG_PONG, 0};
@@ -568,6 +627,7 @@ void ipcp__dispatch(ipcp_comm_t *comm, ipcp__peer_t *peer,
         if (!comm->bye_req && !comm->bye_held)
             ipcp__fault_point(IPCP_FAULT_BYE_RECEIVED);
         peer->bye = 1;
+        atomic_store(&peer->gone, 1);
         {
             char why[64];
             snprintf(why, sizeof(why), "rank %d finalized", peer->rank);
@@ -806,8 +866,13 @@ static int ipcp__drain(ipcp_comm_t *comm)
      * may want. */
     while ((e = ipcp__list_pop_front(&dones)) && ++n)
         ipcp__run_done(comm, ipcp__list_entry(e, ipcp__xfer_t, done_link));
-    while ((e = ipcp__list_pop_front(&cmds)) && ++n)
-        ipcp__run_cmd(comm, ipcp__list_entry(e, ipcp_request_t, link));
+    while ((e = ipcp__list_pop_front(&cmds)) && ++n) {
+        ipcp_request_t *req = ipcp__list_entry(e, ipcp_request_t, link);
+        ipcp__peer_t *peer = ipcp__req_peer(comm, req); /* req may end */
+        ipcp__run_cmd(comm, req);
+        if (peer)
+            atomic_fetch_sub(&peer->pending, 1);
+    }
     return n;
 }
 

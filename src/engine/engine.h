@@ -226,9 +226,22 @@ struct ipcp__peer {
     int out_wake;          /* the peer's wake eventfd, -1 none */
     int in_on;             /* the peer switched: read our inbox */
     int out_on;            /* we switched: write its inbox */
+    /* Callers' own way for small host messages (engine/mbox.c): they write
+     * the outbox and read the inbox themselves.  rx_lock (recursive: the
+     * progress thread may meet a loss while it holds it) guards reading
+     * the inbox, posted and unexp; tx_lock writing the outbox.  in_on,
+     * out_on and remote_path are read by callers with atomic loads. */
+    pthread_mutex_t rx_lock;
+    pthread_mutex_t tx_lock;
+    atomic_int pending; /* our commands to the peer not yet run */
+    atomic_int backlog; /* messages in txq */
+    atomic_int waiters; /* callers reading the inbox */
+    atomic_int blind;   /* the progress thread sleeps without the
+                           inbox's sleeping word: callers read it */
+    atomic_int gone;    /* lost or finalized, as callers see it */
     /* keepalive (engine/comm.c, ipcp__keepalive): when a message of the
      * peer last came, and when we last asked it for one (ns) */
-    uint64_t heard_ns;
+    _Atomic uint64_t heard_ns;
     uint64_t ping_ns;
 };
 
@@ -377,6 +390,8 @@ struct ipcp_request {
     ipcp_path_t path;
     size_t nbytes;
     int user;              /* 1: a user waits on it; 0: internal, freed */
+    int watch;             /* a receive its caller posted itself: the
+                              waiter reads the peer's inbox (mbox.c) */
     int offered;           /* counted in comm->offers (ipcp__await_offer) */
     uint64_t await_until;  /* when offered: its polling window's end */
     /* one-sided */
@@ -603,6 +618,7 @@ void ipcp__comm_stop(ipcp_comm_t *comm);
 /* Wakes the progress thread (any thread). */
 void ipcp__comm_wake(ipcp_comm_t *comm);
 /* Hands a request to the progress thread. */
+void ipcp__comm_track(ipcp_comm_t *comm, ipcp_request_t *req);
 void ipcp__comm_submit(ipcp_comm_t *comm, ipcp_request_t *req);
 /* Marks a request done (any thread); user requests wake their waiter,
  * internal ones are freed. */
@@ -656,6 +672,16 @@ void ipcp__nack(ipcp_comm_t *comm, ipcp__peer_t *peer, uint64_t id,
                 ipcp_status_t st, const char *msg);
 void ipcp__match_fail_peer(ipcp_comm_t *comm, ipcp__peer_t *peer,
                            ipcp_status_t st, const char *msg);
+/* The caller's own way (no progress thread): a small host send written
+ * into the peer's inbox, or a host receive matched or posted at once.
+ * Returns 1 when it took req (a send is complete then), 0 when req must
+ * go to the progress thread. */
+int ipcp__match_fast(ipcp_comm_t *comm, ipcp_request_t *req);
+/* An eager message (IPCP_MSG_EAGER): to the first receive posted with its
+ * tag, or kept.  caller: a waiting caller reads it, which leaves it (0)
+ * when it would need the device or the message is malformed. */
+int ipcp__match_eager(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                      const unsigned char *msg, size_t len, int caller);
 
 /* ---- engine/xfer.c ----------------------------------------------------- */
 /* Receiver side: chooses the path for a matched RTS, enqueues its half and
@@ -684,6 +710,15 @@ int ipcp__mbox_read(ipcp_comm_t *comm, ipcp__peer_t *peer,
                     void *buf, size_t cap);
 int ipcp__mbox_sleep(ipcp_comm_t *comm);
 void ipcp__mbox_awake(ipcp_comm_t *comm);
+/* Longest message the mailbox carries in its slots (headers included). */
+size_t ipcp__mbox_msg_max(void);
+/* A caller's message into the peer's inbox, when nothing of ours waits
+ * before it (commands, the socket's queue); IPCP_IN_PROGRESS: not now. */
+ipcp_status_t ipcp__mbox_send_fast(ipcp__peer_t *peer, const void *hdr,
+                                   size_t hlen, const void *data, size_t len);
+/* A caller waits for req (a receive it posted) reading the peer's inbox
+ * itself, up to spin_ns. */
+void ipcp__mbox_wait(ipcp_comm_t *comm, ipcp_request_t *req, uint64_t spin_ns);
 void ipcp__mbox_close(ipcp__peer_t *peer);
 
 /* Progress loop: enqueues the next chunk of the oldest transfer still

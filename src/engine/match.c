@@ -1,6 +1,8 @@
 /* Two-sided matching (in order per peer and tag), eager messages, and the
  * control flow of one-sided operations that need the owner (staged put and
- * get).  All of it runs on the progress thread. */
+ * get).  All of it runs on the progress thread, except the callers' own way
+ * for small host messages (ipcp__match_fast, ipcp__match_eager): a peer's
+ * posted and unexp lists are guarded by its rx_lock. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,9 +188,17 @@ static void ipcp__send_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
      * that forces a path gets that path, even for one byte. */
     if (req->attr.type == IPCP_MEM_HOST && req->len <= comm->eager_max &&
         peer->remote_path == IPCP_PATH_AUTO) {
-        rts.hdr.flags |= IPCP_RTS_EAGER;
-        ipcp_status_t st = ipcp__peer_postv(comm, peer, &rts, sizeof(rts),
-                                            req->buf, req->len, NULL, 0);
+        ipcp_status_t st;
+        ipcp__msg_eager_t e = {
+            {IPCP_MSG_EAGER, 0}, req->tag, (uint32_t)req->len};
+        if (sizeof(e) + req->len <= ipcp__mbox_msg_max()) {
+            st = ipcp__peer_postv(comm, peer, &e, sizeof(e), req->buf, req->len,
+                                  NULL, 0);
+        } else {
+            rts.hdr.flags |= IPCP_RTS_EAGER;
+            st = ipcp__peer_postv(comm, peer, &rts, sizeof(rts), req->buf,
+                                  req->len, NULL, 0);
+        }
         req->path = IPCP_PATH_EAGER;
         req->nbytes = req->len;
         ipcp__req_complete(req, st, st == IPCP_OK ? NULL : ipcp__last_error());
@@ -200,23 +210,39 @@ static void ipcp__send_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
 
 /* ---- Receiving ---------------------------------------------------------- */
 
+/* Into the receive's buffer; a caller's own way only ever meets host
+ * buffers here (ipcp__match_eager). */
 static void ipcp__deliver_eager(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                                ipcp_request_t *req,
-                                const ipcp__msg_rts_t *rts,
-                                const unsigned char *data)
+                                ipcp_request_t *req, const unsigned char *data,
+                                size_t len)
 {
     ipcp__fault_point(IPCP_FAULT_RTS_MATCHED);
-    if (rts->len && req->attr.type != IPCP_MEM_HOST) {
+    if (len && req->attr.type != IPCP_MEM_HOST) {
         /* A host sender cannot know the receive buffer is device memory:
          * the bytes go in with one copy on the receiver's queue. */
-        ipcp__xfer_eager_to_device(comm, peer, req, data, rts->len);
+        ipcp__xfer_eager_to_device(comm, peer, req, data, len);
         return;
     }
-    if (rts->len)
-        memcpy(req->buf, data, rts->len);
+    if (len)
+        memcpy(req->buf, data, len);
     req->path = IPCP_PATH_EAGER;
-    req->nbytes = rts->len;
+    req->nbytes = len;
     ipcp__req_complete(req, IPCP_OK, NULL);
+}
+
+/* 1 when a message of len bytes does not fit the receive: msg says so. */
+static int ipcp__truncated(const ipcp_comm_t *comm, const ipcp__peer_t *peer,
+                           const ipcp_request_t *req, int tag, uint64_t len,
+                           char *msg, size_t cap)
+{
+    if (len <= req->len)
+        return 0;
+    snprintf(msg, cap,
+             "message from rank %d (tag %d) has %llu bytes but the receive "
+             "buffer of rank %d has %zu",
+             peer->rank, tag, (unsigned long long)len, comm->rank, req->len);
+    IPCP_INFO(IPCP_SUB_ENGINE, "%s", msg);
+    return 1;
 }
 
 /* A receive met its RTS. */
@@ -225,20 +251,15 @@ static void ipcp__recv_matched(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                const unsigned char *eager)
 {
     char msg[IPCP_ERRMSG_MAX];
-    if (rts->len > req->len) {
-        snprintf(msg, sizeof(msg),
-                 "message from rank %d (tag %d) has %llu bytes but the "
-                 "receive buffer of rank %d has %zu",
-                 peer->rank, rts->tag, (unsigned long long)rts->len,
-                 comm->rank, req->len);
-        IPCP_INFO(IPCP_SUB_ENGINE, "%s", msg);
+    if (ipcp__truncated(comm, peer, req, rts->tag, rts->len, msg,
+                        sizeof(msg))) {
         if (!(rts->hdr.flags & IPCP_RTS_EAGER))
             ipcp__nack(comm, peer, rts->id, IPCP_ERR_TRUNCATED, msg);
         ipcp__req_complete(req, IPCP_ERR_TRUNCATED, msg);
         return;
     }
     if (rts->hdr.flags & IPCP_RTS_EAGER) {
-        ipcp__deliver_eager(comm, peer, req, rts, eager);
+        ipcp__deliver_eager(comm, peer, req, eager, rts->len);
         return;
     }
     if (peer->closed) {
@@ -250,52 +271,192 @@ static void ipcp__recv_matched(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp__xfer_accept(comm, peer, rts, req, atomic_load(&comm->path));
 }
 
-static void ipcp__recv_post(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                            ipcp_request_t *req)
+/* The oldest message kept with req's tag (rx_lock held). */
+static ipcp__unexp_t *ipcp__unexp_find(ipcp__peer_t *peer,
+                                       const ipcp_request_t *req)
 {
     ipcp__list_t *e, *tmp;
     ipcp__list_for_each_safe(e, tmp, &peer->unexp) {
         ipcp__unexp_t *u = ipcp__list_entry(e, ipcp__unexp_t, link);
-        if (u->rts.tag != req->tag)
-            continue;
-        ipcp__list_del(e);
-        ipcp__recv_matched(comm, peer, req, &u->rts, u->eager);
-        free(u->eager);
-        free(u);
-        return;
+        if (u->rts.tag == req->tag)
+            return u;
     }
-    if (peer->closed || peer->bye) {
+    return NULL;
+}
+
+/* rx_lock held. */
+static void ipcp__unexp_match(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                              ipcp_request_t *req, ipcp__unexp_t *u)
+{
+    ipcp__list_del(&u->link);
+    ipcp__recv_matched(comm, peer, req, &u->rts, u->eager);
+    free(u->eager);
+    free(u);
+}
+
+static void ipcp__recv_post(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                            ipcp_request_t *req)
+{
+    pthread_mutex_lock(&peer->rx_lock);
+    ipcp__unexp_t *u = ipcp__unexp_find(peer, req);
+    if (u) {
+        ipcp__unexp_match(comm, peer, req, u);
+    } else if (peer->closed || peer->bye) {
         char msg[IPCP_ERRMSG_MAX];
         ipcp__req_complete(req, IPCP_ERR_PEER_LOST,
                            ipcp__peer_gone(peer, msg, sizeof(msg)));
-        return;
+    } else {
+        ipcp__list_push_back(&peer->posted, &req->link);
     }
-    ipcp__list_push_back(&peer->posted, &req->link);
+    pthread_mutex_unlock(&peer->rx_lock);
+}
+
+/* The oldest receive posted with tag (rx_lock held). */
+static ipcp_request_t *ipcp__posted_find(ipcp__peer_t *peer, int tag)
+{
+    ipcp__list_t *e, *tmp;
+    ipcp__list_for_each_safe(e, tmp, &peer->posted) {
+        ipcp_request_t *r = ipcp__list_entry(e, ipcp_request_t, link);
+        if (r->tag == tag)
+            return r;
+    }
+    return NULL;
+}
+
+/* Keeps a message no receive waits for yet (rx_lock held); NULL: no
+ * memory (the caller decides what that means). */
+static ipcp__unexp_t *ipcp__unexp_keep(ipcp__peer_t *peer,
+                                       const unsigned char *eager, size_t len)
+{
+    ipcp__unexp_t *u = calloc(1, sizeof(*u));
+    if (!u || (eager && len && !(u->eager = malloc(len)))) {
+        free(u);
+        return NULL;
+    }
+    if (eager && len)
+        memcpy(u->eager, eager, len);
+    ipcp__list_push_back(&peer->unexp, &u->link);
+    return u;
 }
 
 static void ipcp__on_rts_twosided(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                   const ipcp__msg_rts_t *rts,
                                   const unsigned char *eager)
 {
-    ipcp__list_t *e, *tmp;
-    ipcp__list_for_each_safe(e, tmp, &peer->posted) {
-        ipcp_request_t *r = ipcp__list_entry(e, ipcp_request_t, link);
-        if (r->tag != rts->tag)
-            continue;
-        ipcp__list_del(e);
+    pthread_mutex_lock(&peer->rx_lock);
+    ipcp_request_t *r = ipcp__posted_find(peer, rts->tag);
+    ipcp__unexp_t *u = NULL;
+    if (r) {
+        ipcp__list_del(&r->link);
         ipcp__recv_matched(comm, peer, r, rts, eager);
-        return;
+    } else if ((u = ipcp__unexp_keep(peer, eager, rts->len))) {
+        u->rts = *rts;
     }
-    ipcp__unexp_t *u = calloc(1, sizeof(*u));
-    if (!u || (eager && rts->len && !(u->eager = malloc(rts->len)))) {
-        free(u);
+    pthread_mutex_unlock(&peer->rx_lock);
+    if (!r && !u)
         ipcp__peer_lost(comm, peer, "no memory for an unexpected message");
-        return;
+}
+
+/* ---- The callers' own way ----------------------------------------------- */
+
+int ipcp__match_eager(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                      const unsigned char *msg, size_t len, int caller)
+{
+    ipcp__msg_eager_t e = {{0, 0}, 0, 0};
+    if (len >= sizeof(e))
+        memcpy(&e, msg, sizeof(e));
+    if (len < sizeof(e) || len != sizeof(e) + e.len) {
+        if (!caller)
+            ipcp__peer_lost(comm, peer, "malformed eager message");
+        return !caller;
     }
-    u->rts = *rts;
-    if (eager && rts->len)
-        memcpy(u->eager, eager, rts->len);
-    ipcp__list_push_back(&peer->unexp, &u->link);
+    const unsigned char *data = msg + sizeof(e);
+    char why[IPCP_ERRMSG_MAX];
+    pthread_mutex_lock(&peer->rx_lock);
+    ipcp_request_t *r = ipcp__posted_find(peer, e.tag);
+    ipcp__unexp_t *u = NULL;
+    if (r && caller && r->attr.type != IPCP_MEM_HOST) {
+        pthread_mutex_unlock(&peer->rx_lock);
+        return 0; /* the progress thread copies it to the device */
+    }
+    if (r) {
+        ipcp__list_del(&r->link);
+        if (ipcp__truncated(comm, peer, r, e.tag, e.len, why, sizeof(why)))
+            ipcp__req_complete(r, IPCP_ERR_TRUNCATED, why);
+        else
+            ipcp__deliver_eager(comm, peer, r, data, e.len);
+    } else if ((u = ipcp__unexp_keep(peer, data, e.len))) {
+        u->rts.hdr.type = IPCP_MSG_RTS;
+        u->rts.hdr.flags = IPCP_RTS_EAGER;
+        u->rts.tag = e.tag;
+        u->rts.len = e.len;
+    }
+    pthread_mutex_unlock(&peer->rx_lock);
+    if (!r && !u) {
+        if (caller)
+            return 0;
+        ipcp__peer_lost(comm, peer, "no memory for an unexpected message");
+    }
+    return 1;
+}
+
+/* A small host send, written by the caller into the peer's inbox. */
+static int ipcp__send_fast(ipcp_comm_t *comm, ipcp_request_t *req)
+{
+    ipcp__peer_t *peer = &comm->peers[req->peer];
+    ipcp__msg_eager_t e = {{IPCP_MSG_EAGER, 0}, req->tag, (uint32_t)req->len};
+    if (req->len > comm->eager_max ||
+        sizeof(e) + req->len > ipcp__mbox_msg_max() ||
+        __atomic_load_n(&peer->remote_path, __ATOMIC_ACQUIRE) !=
+            IPCP_PATH_AUTO ||
+        ipcp__mbox_send_fast(peer, &e, sizeof(e), req->buf, req->len) !=
+            IPCP_OK)
+        return 0;
+    /* Nobody waits on it yet: no lock, no wake-up. */
+    req->path = IPCP_PATH_EAGER;
+    req->nbytes = req->len;
+    req->status = IPCP_OK;
+    atomic_store_explicit(&req->done, 1, memory_order_release);
+    ipcp__fault_point(IPCP_FAULT_RTS_POSTED);
+    return 1;
+}
+
+/* A host receive matched against what came, or posted, by the caller.
+ * Only once our earlier commands to the peer ran: receives match in the
+ * order they were posted. */
+static int ipcp__recv_fast(ipcp_comm_t *comm, ipcp_request_t *req)
+{
+    ipcp__peer_t *peer = &comm->peers[req->peer];
+    int took = 0;
+    if (!__atomic_load_n(&peer->in_on, __ATOMIC_ACQUIRE))
+        return 0; /* nothing for the caller to read */
+    pthread_mutex_lock(&peer->rx_lock);
+    if (!atomic_load(&peer->pending) && !atomic_load(&peer->gone)) {
+        ipcp__unexp_t *u = ipcp__unexp_find(peer, req);
+        if (!u) {
+            req->watch = 1;
+            ipcp__list_push_back(&peer->posted, &req->link);
+            took = 1;
+        } else if (u->rts.hdr.flags & IPCP_RTS_EAGER) {
+            ipcp__unexp_match(comm, peer, req, u);
+            took = 1;
+        }
+    }
+    pthread_mutex_unlock(&peer->rx_lock);
+    if (took)
+        ipcp__trace_mark(req, IPCP_TM_START);
+    return took;
+}
+
+int ipcp__match_fast(ipcp_comm_t *comm, ipcp_request_t *req)
+{
+    if (req->sync || req->attr.type != IPCP_MEM_HOST)
+        return 0;
+    if (req->type == IPCP_REQ_SEND)
+        return ipcp__send_fast(comm, req);
+    if (req->type == IPCP_REQ_RECV)
+        return ipcp__recv_fast(comm, req);
+    return 0;
 }
 
 /* ---- One-sided through the owner ---------------------------------------- */
@@ -627,7 +788,9 @@ void ipcp__match_fail_peer(ipcp_comm_t *comm, ipcp__peer_t *peer,
 {
     (void)comm;
     ipcp__fail_list(&peer->wait_cts, st, msg);
+    pthread_mutex_lock(&peer->rx_lock);
     ipcp__fail_list(&peer->posted, st, msg);
+    pthread_mutex_unlock(&peer->rx_lock);
     ipcp__fail_list(&peer->gets, st, msg);
     ipcp__fail_list(&peer->maps, st, msg);
 }

@@ -16,19 +16,39 @@
  * word writes the eventfd.  A hang-up on the socket still means the peer
  * is gone, once the inbox is read to its end.
  *
- * Only the progress threads touch the rings: one writer and one reader per
- * ring. */
+ * Callers take a shorter way for small host messages: a sender writes an
+ * EAGER message into the peer's inbox itself when nothing of ours waits
+ * before it (tx_lock: one writer at a time), and a caller waiting for a
+ * receive reads its inbox itself (rx_lock: one reader at a time), as long
+ * as the message at its head is an EAGER one for host memory; anything else
+ * stays for the progress thread, which it wakes.  While a caller reads an
+ * inbox the progress thread may sleep without raising that inbox's sleeping
+ * word (blind): writers then make no system call, and the caller that
+ * leaves last raises the word for it. */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/cpu.h"
 #include "common/shm.h"
+#include "common/time.h"
 #include "engine/engine.h"
 
-#define IPCP_MBOX_SLOTS 64
-#define IPCP_MBOX_SLOT 1024 /* bytes of a slot, its words included */
+/* A message takes as many slots as it needs, one after another, and never
+ * wraps: where it would, a skip record fills the ring to its end first.
+ * 128 KiB a peer: small messages take one slot, 8 KiB ones 33. */
+#define IPCP_MBOX_SLOTS     512
+#define IPCP_MBOX_SLOT      256 /* bytes of a slot, its words included */
+#define IPCP_MBOX_MSG_SLOTS 64  /* most slots one message takes */
+
+enum {
+    IPCP_MBOX_DATA = 0,   /* len bytes of message from data on */
+    IPCP_MBOX_SOCKET = 1, /* the next message is on the socket */
+    IPCP_MBOX_SKIP = 2,   /* len slots to the ring's end hold nothing */
+};
 
 typedef struct ipcp__mbox_ring {
     _Alignas(IPCP_CACHE_LINE) uint64_t head; /* writer: messages written */
@@ -37,9 +57,9 @@ typedef struct ipcp__mbox_ring {
 } ipcp__mbox_ring_t;
 
 typedef struct ipcp__mbox_slot {
-    uint32_t len;    /* bytes of data */
-    uint32_t marker; /* 1: the next message is on the socket */
-    unsigned char data[IPCP_MBOX_SLOT - 8];
+    uint32_t len;                           /* bytes of data (SKIP: slots) */
+    uint32_t marker;                        /* IPCP_MBOX_* */
+    unsigned char data[IPCP_MBOX_SLOT - 8]; /* and on into the next slots */
 } ipcp__mbox_slot_t;
 
 #define IPCP_MBOX_SIZE \
@@ -49,6 +69,17 @@ static ipcp__mbox_slot_t *ipcp__mbox_slot(void *ring, uint64_t i)
 {
     return (ipcp__mbox_slot_t *)((char *)ring + sizeof(ipcp__mbox_ring_t)) +
            i % IPCP_MBOX_SLOTS;
+}
+
+size_t ipcp__mbox_msg_max(void)
+{
+    return (size_t)IPCP_MBOX_MSG_SLOTS * IPCP_MBOX_SLOT - 8;
+}
+
+/* Slots a message of len bytes takes. */
+static uint64_t ipcp__mbox_span(size_t len)
+{
+    return (8 + len + IPCP_MBOX_SLOT - 1) / IPCP_MBOX_SLOT;
 }
 
 /* ---- Setting up ----------------------------------------------------------- */
@@ -112,7 +143,7 @@ void ipcp__mbox_try_switch(ipcp_comm_t *comm, ipcp__peer_t *peer)
         ipcp__peer_lost(comm, peer, ipcp__last_error());
         return;
     }
-    peer->out_on = 1;
+    __atomic_store_n(&peer->out_on, 1, __ATOMIC_RELEASE);
     IPCP_DEBUG(IPCP_SUB_ENGINE, "messages to rank %d go through its mailbox",
                peer->rank);
 }
@@ -175,72 +206,158 @@ void ipcp__mbox_close(ipcp__peer_t *peer)
 
 /* ---- Writing -------------------------------------------------------------- */
 
-ipcp_status_t ipcp__mbox_send(ipcp__peer_t *peer, const void *data,
-                              size_t len, const int *fds, int nfds)
+/* Publishes what was written up to head (tx_lock held). */
+static void ipcp__mbox_publish(ipcp__peer_t *peer, ipcp__mbox_ring_t *ring,
+                               uint64_t head)
 {
-    ipcp__mbox_ring_t *ring = peer->outbox;
-    uint64_t head = ring->head;
-    if (head - __atomic_load_n(&ring->tail, __ATOMIC_ACQUIRE) >=
-        IPCP_MBOX_SLOTS)
-        return IPCP_IN_PROGRESS; /* full: the reader frees slots soon */
-    ipcp__mbox_slot_t *s = ipcp__mbox_slot(ring, head);
-    if (nfds || len > sizeof(s->data)) {
-        /* The message first, then its marker: when the reader sees the
-         * marker the message is in its socket already. */
-        ipcp_status_t st = ipcp__sock_send(peer->fd, data, len, fds, nfds, 1);
-        if (st != IPCP_OK)
-            return st;
-        s->len = 0;
-        s->marker = 1;
-    } else {
-        memcpy(s->data, data, len);
-        s->len = (uint32_t)len;
-        s->marker = 0;
-    }
     /* Against the reader's sleeping word: it raises the word, then looks
      * at head; we publish head, then look at the word.  All four in one
      * total order (seq_cst): one of us sees the other. */
-    __atomic_store_n(&ring->head, head + 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&ring->head, head, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&ring->sleeping, __ATOMIC_SEQ_CST)) {
         uint64_t one = 1;
         if (write(peer->out_wake, &one, sizeof(one)) < 0 && errno != EAGAIN)
             IPCP_WARN(IPCP_SUB_ENGINE, "waking rank %d: %s", peer->rank,
                       strerror(errno));
     }
-    return IPCP_OK;
+}
+
+/* Room for n slots (tx_lock held): the first one's slot index, after a
+ * skip record where they would wrap; NULL when full (the reader frees
+ * slots soon). */
+static ipcp__mbox_slot_t *ipcp__mbox_reserve(ipcp__mbox_ring_t *ring,
+                                             uint64_t n, uint64_t *at)
+{
+    uint64_t head = ring->head, pad = 0;
+    if (head % IPCP_MBOX_SLOTS + n > IPCP_MBOX_SLOTS)
+        pad = IPCP_MBOX_SLOTS - head % IPCP_MBOX_SLOTS;
+    if (head + pad + n - __atomic_load_n(&ring->tail, __ATOMIC_ACQUIRE) >
+        IPCP_MBOX_SLOTS)
+        return NULL;
+    if (pad) {
+        ipcp__mbox_slot_t *s = ipcp__mbox_slot(ring, head);
+        s->len = (uint32_t)pad;
+        s->marker = IPCP_MBOX_SKIP;
+    }
+    *at = head + pad;
+    return ipcp__mbox_slot(ring, *at);
+}
+
+ipcp_status_t ipcp__mbox_send(ipcp__peer_t *peer, const void *data,
+                              size_t len, const int *fds, int nfds)
+{
+    ipcp__mbox_ring_t *ring = peer->outbox;
+    ipcp_status_t st = IPCP_IN_PROGRESS;
+    int inline_ok = !nfds && len <= ipcp__mbox_msg_max();
+    uint64_t at, n = inline_ok ? ipcp__mbox_span(len) : 1;
+    pthread_mutex_lock(&peer->tx_lock);
+    ipcp__mbox_slot_t *s = ipcp__mbox_reserve(ring, n, &at);
+    if (s && !inline_ok) {
+        /* The message first, then its marker: when the reader sees the
+         * marker the message is in its socket already. */
+        st = ipcp__sock_send(peer->fd, data, len, fds, nfds, 1);
+        s->len = 0;
+        s->marker = IPCP_MBOX_SOCKET;
+    } else if (s) {
+        memcpy(s->data, data, len);
+        s->len = (uint32_t)len;
+        s->marker = IPCP_MBOX_DATA;
+        st = IPCP_OK;
+    }
+    if (st == IPCP_OK)
+        ipcp__mbox_publish(peer, ring, at + n);
+    pthread_mutex_unlock(&peer->tx_lock);
+    return st;
+}
+
+ipcp_status_t ipcp__mbox_send_fast(ipcp__peer_t *peer, const void *hdr,
+                                   size_t hlen, const void *data, size_t len)
+{
+    ipcp__mbox_ring_t *ring = peer->outbox;
+    ipcp_status_t st = IPCP_IN_PROGRESS;
+    uint64_t at, n = ipcp__mbox_span(hlen + len);
+    ipcp__mbox_slot_t *s;
+    if (!__atomic_load_n(&peer->out_on, __ATOMIC_ACQUIRE))
+        return st;
+    pthread_mutex_lock(&peer->tx_lock);
+    /* Behind our commands still queued for the progress thread, or its
+     * messages waiting for room: their order is the peer's matching
+     * order. */
+    if (!atomic_load(&peer->pending) && !atomic_load(&peer->backlog) &&
+        !atomic_load(&peer->gone) && (s = ipcp__mbox_reserve(ring, n, &at))) {
+        memcpy(s->data, hdr, hlen);
+        if (len)
+            memcpy(s->data + hlen, data, len);
+        s->len = (uint32_t)(hlen + len);
+        s->marker = IPCP_MBOX_DATA;
+        ipcp__mbox_publish(peer, ring, at + n);
+        st = IPCP_OK;
+    }
+    pthread_mutex_unlock(&peer->tx_lock);
+    return st;
 }
 
 /* ---- Reading -------------------------------------------------------------- */
 
-/* Reads what the peer put in our inbox, in order; returns how many
- * messages it handled.  dispatch handles one message (socket messages keep
- * their descriptors). */
-int ipcp__mbox_read(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                    void (*dispatch)(ipcp_comm_t *, ipcp__peer_t *,
-                                     const unsigned char *, size_t, int *,
-                                     int),
-                    void *buf, size_t cap)
+/* The next message from *tail on (skip records passed over, *tail moved
+ * past them), with its bytes and kind read once: the peer may be hostile
+ * and write them meanwhile.  NULL: none, or *bad (a record that leaves its
+ * bounds). */
+static ipcp__mbox_slot_t *ipcp__mbox_peek(ipcp__mbox_ring_t *ring,
+                                          uint64_t *tail, uint64_t head,
+                                          size_t *len, uint32_t *kind, int *bad)
+{
+    while (*tail != head) {
+        ipcp__mbox_slot_t *s = ipcp__mbox_slot(ring, *tail);
+        uint64_t room = IPCP_MBOX_SLOTS - *tail % IPCP_MBOX_SLOTS;
+        uint64_t avail = head - *tail;
+        if (avail > IPCP_MBOX_SLOTS)
+            break; /* a head no writer of ours would publish */
+        uint32_t n = __atomic_load_n(&s->len, __ATOMIC_RELAXED);
+        *kind = __atomic_load_n(&s->marker, __ATOMIC_RELAXED);
+        *len = *kind == IPCP_MBOX_DATA ? n : 0;
+        if (*kind == IPCP_MBOX_SKIP && n && n <= room && n <= avail) {
+            *tail += n;
+            continue;
+        }
+        if (*kind == IPCP_MBOX_SOCKET ||
+            (*kind == IPCP_MBOX_DATA && n <= ipcp__mbox_msg_max() &&
+             ipcp__mbox_span(n) <= room && ipcp__mbox_span(n) <= avail))
+            return s;
+        break;
+    }
+    *bad = *tail != head;
+    return NULL;
+}
+
+static int ipcp__mbox_read_locked(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                                  void (*dispatch)(ipcp_comm_t *,
+                                                   ipcp__peer_t *,
+                                                   const unsigned char *,
+                                                   size_t, int *, int),
+                                  void *buf, size_t cap)
 {
     ipcp__mbox_ring_t *ring = peer->inbox;
-    int n = 0;
-    if (!peer->in_on || !ring)
-        return 0;
+    int n = 0, bad = 0;
     uint64_t tail = ring->tail;
     uint64_t head = __atomic_load_n(&ring->head, __ATOMIC_ACQUIRE);
-    while (tail != head && !peer->closed) {
-        ipcp__mbox_slot_t *s = ipcp__mbox_slot(ring, tail);
-        size_t len = s->len;
-        int marker = s->marker != 0;
+    ipcp__mbox_slot_t *s;
+    size_t len;
+    uint32_t kind;
+    while (!peer->closed &&
+           (s = ipcp__mbox_peek(ring, &tail, head, &len, &kind, &bad))) {
         int fds[IPCP_SOCK_MAX_FDS], nfds = 0;
-        if (len > sizeof(s->data) || len > cap) {
-            ipcp__peer_lost(comm, peer, "malformed mailbox slot");
-            return n + 1;
+        if (len > cap) {
+            bad = 1;
+            break;
         }
-        if (!marker)
+        if (kind == IPCP_MBOX_DATA)
             memcpy(buf, s->data, len);
-        /* The slot is ours no longer once tail moves: copied out first. */
-        __atomic_store_n(&ring->tail, ++tail, __ATOMIC_RELEASE);
-        if (marker) {
+        /* The slots are ours no longer once tail moves: copied out
+         * first. */
+        tail += kind == IPCP_MBOX_DATA ? ipcp__mbox_span(len) : 1;
+        __atomic_store_n(&ring->tail, tail, __ATOMIC_RELEASE);
+        if (kind == IPCP_MBOX_SOCKET) {
             ipcp_status_t st = ipcp__sock_recv(peer->fd, buf, cap, &len, fds,
                                                IPCP_SOCK_MAX_FDS, &nfds, 0);
             if (st != IPCP_OK) {
@@ -254,11 +371,132 @@ int ipcp__mbox_read(ipcp_comm_t *comm, ipcp__peer_t *peer,
         dispatch(comm, peer, buf, len, fds, nfds);
         n++;
     }
+    if (bad) {
+        ipcp__peer_lost(comm, peer, "malformed mailbox slot");
+        n++;
+    }
     return n;
 }
 
+/* Reads what the peer put in our inbox, in order; returns how many
+ * messages it handled.  dispatch handles one message (socket messages keep
+ * their descriptors). */
+int ipcp__mbox_read(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                    void (*dispatch)(ipcp_comm_t *, ipcp__peer_t *,
+                                     const unsigned char *, size_t, int *, int),
+                    void *buf, size_t cap)
+{
+    ipcp__mbox_ring_t *ring = peer->inbox;
+    int n = 0;
+    if (!peer->in_on || !ring ||
+        __atomic_load_n(&ring->head, __ATOMIC_ACQUIRE) ==
+            __atomic_load_n(&ring->tail, __ATOMIC_RELAXED))
+        return 0;
+    pthread_mutex_lock(&peer->rx_lock);
+    n = ipcp__mbox_read_locked(comm, peer, dispatch, buf, cap);
+    pthread_mutex_unlock(&peer->rx_lock);
+    return n;
+}
+
+/* ---- Callers that read ----------------------------------------------------
+ */
+
+/* Reads the EAGER messages at the head of the peer's inbox for a waiting
+ * caller (rx_lock taken only if free: else the progress thread reads).
+ * At anything else it stops, and wakes the progress thread if that sleeps
+ * leaving the inbox to callers; *kicked remembers the slot it woke it
+ * for.  Returns how many messages it took. */
+static int ipcp__mbox_read_fast(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                                uint64_t *kicked)
+{
+    ipcp__mbox_ring_t *ring = peer->inbox;
+    int n = 0, bad = 0;
+    if (__atomic_load_n(&ring->head, __ATOMIC_RELAXED) ==
+            __atomic_load_n(&ring->tail, __ATOMIC_RELAXED) ||
+        pthread_mutex_trylock(&peer->rx_lock) != 0)
+        return 0;
+    /* Both under the lock: the progress thread may have read past a head
+     * loaded before. */
+    uint64_t tail = ring->tail;
+    uint64_t head = __atomic_load_n(&ring->head, __ATOMIC_SEQ_CST);
+    ipcp__mbox_slot_t *s;
+    size_t len;
+    uint32_t kind;
+    while ((s = ipcp__mbox_peek(ring, &tail, head, &len, &kind, &bad))) {
+        const ipcp__msg_hdr_t *h = (const void *)s->data;
+        /* Delivered from the slots, which stay ours until tail moves. */
+        if (kind != IPCP_MBOX_DATA || len < sizeof(*h) ||
+            h->type != IPCP_MSG_EAGER ||
+            !ipcp__match_eager(comm, peer, s->data, len, 1))
+            break;
+        tail += ipcp__mbox_span(len);
+        __atomic_store_n(&ring->tail, tail, __ATOMIC_RELEASE);
+        n++;
+    }
+    pthread_mutex_unlock(&peer->rx_lock);
+    if (n)
+        peer->heard_ns = ipcp__now_ns();
+    /* Left for the progress thread, which may sleep blind (see
+     * ipcp__mbox_sleep: it looks at the head after raising blind). */
+    if ((s || bad) && *kicked != tail + 1 && atomic_load(&peer->blind)) {
+        *kicked = tail + 1;
+        ipcp__comm_wake(comm);
+    }
+    return n;
+}
+
+/* The last caller to leave an inbox the progress thread sleeps blind on
+ * raises its sleeping word (writers wake the thread from then on) and
+ * wakes the thread itself for what came before. */
+static void ipcp__mbox_leave(ipcp_comm_t *comm, ipcp__peer_t *peer)
+{
+    ipcp__mbox_ring_t *ring = peer->inbox;
+    if (atomic_fetch_sub(&peer->waiters, 1) != 1 || !atomic_load(&peer->blind))
+        return;
+    __atomic_store_n(&ring->sleeping, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&ring->head, __ATOMIC_SEQ_CST) !=
+        __atomic_load_n(&ring->tail, __ATOMIC_SEQ_CST))
+        ipcp__comm_wake(comm);
+}
+
+static inline void ipcp__cpu_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+void ipcp__mbox_wait(ipcp_comm_t *comm, ipcp_request_t *req, uint64_t spin_ns)
+{
+    ipcp__peer_t *peer = &comm->peers[req->peer];
+    uint64_t t0 = ipcp__now_ns(), kicked = 0;
+    /* On one CPU the thread that would complete it needs that CPU. */
+    int yield = ipcp__one_cpu();
+    atomic_fetch_add(&peer->waiters, 1);
+    for (unsigned i = 1;
+         !atomic_load_explicit(&req->done, memory_order_acquire); i++) {
+        if (ipcp__mbox_read_fast(comm, peer, &kicked))
+            continue;
+        if (yield)
+            sched_yield();
+        else
+            ipcp__cpu_pause();
+        /* A clock read costs more than a look at the ring. */
+        if (!(i % 64) && ipcp__now_ns() - t0 >= spin_ns)
+            break;
+    }
+    ipcp__mbox_leave(comm, peer);
+}
+
+/* ---- The progress thread's sleep
+ * --------------------------------------------- */
+
 /* Before the progress thread blocks: raises the sleeping word of every
- * inbox in use; returns 1 if a message came meanwhile (do not block). */
+ * inbox in use, except those callers read (blind: a caller that meets a
+ * message for us, or leaves last, wakes us); returns 1 if a message came
+ * meanwhile (do not block). */
 int ipcp__mbox_sleep(ipcp_comm_t *comm)
 {
     int pending = 0;
@@ -267,8 +505,14 @@ int ipcp__mbox_sleep(ipcp_comm_t *comm)
         ipcp__mbox_ring_t *ring = p->inbox;
         if (!p->in_on || !ring || p->closed)
             continue;
-        __atomic_store_n(&ring->sleeping, 1, __ATOMIC_SEQ_CST);
-        if (__atomic_load_n(&ring->head, __ATOMIC_SEQ_CST) != ring->tail)
+        /* Against ipcp__mbox_leave and ipcp__mbox_read_fast: blind goes up
+         * before waiters and the head are looked at, and they look at
+         * blind after waiters went down or the head moved (seq_cst). */
+        atomic_store(&p->blind, 1);
+        if (!atomic_load(&p->waiters))
+            __atomic_store_n(&ring->sleeping, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&ring->head, __ATOMIC_SEQ_CST) !=
+            __atomic_load_n(&ring->tail, __ATOMIC_SEQ_CST))
             pending = 1;
     }
     return pending;
@@ -277,8 +521,11 @@ int ipcp__mbox_sleep(ipcp_comm_t *comm)
 void ipcp__mbox_awake(ipcp_comm_t *comm)
 {
     for (int r = 0; r < comm->size; r++) {
-        ipcp__mbox_ring_t *ring = comm->peers[r].inbox;
-        if (comm->peers[r].in_on && ring)
+        ipcp__peer_t *p = &comm->peers[r];
+        ipcp__mbox_ring_t *ring = p->inbox;
+        if (p->in_on && ring) {
+            atomic_store(&p->blind, 0);
             __atomic_store_n(&ring->sleeping, 0, __ATOMIC_RELAXED);
+        }
     }
 }

@@ -16,21 +16,22 @@
 #define IPCP_MAX_REACH 16
 
 enum {
-    IPCP_MSG_RTS = 1,     /* a sender (or a get's owner) offers data */
-    IPCP_MSG_CTS,         /* the receiver says where and how */
-    IPCP_MSG_MAP_REQ,     /* importer asks for a region's export */
+    IPCP_MSG_RTS = 1, /* a sender (or a get's owner) offers data */
+    IPCP_MSG_CTS,     /* the receiver says where and how */
+    IPCP_MSG_MAP_REQ, /* importer asks for a region's export */
     IPCP_MSG_MAP_REP,
-    IPCP_MSG_REG_GONE,    /* owner freed or deregistered a region */
-    IPCP_MSG_GET_REQ,     /* origin asks the owner to send a range */
+    IPCP_MSG_REG_GONE, /* owner freed or deregistered a region */
+    IPCP_MSG_GET_REQ,  /* origin asks the owner to send a range */
     IPCP_MSG_BARRIER,
     IPCP_MSG_BARRIER_REL,
-    IPCP_MSG_BYE,         /* the peer is finalizing */
-    IPCP_MSG_PATH,        /* the path the peer forces on what it receives */
-    IPCP_MSG_LANE,        /* the peer's small-message lane block */
-    IPCP_MSG_MBOX,        /* the sender's inbox for us (engine/mbox.c) */
-    IPCP_MSG_SWITCH,      /* later messages come through our inbox */
-    IPCP_MSG_PING,        /* keepalive: answer with a PONG (a header) */
+    IPCP_MSG_BYE,    /* the peer is finalizing */
+    IPCP_MSG_PATH,   /* the path the peer forces on what it receives */
+    IPCP_MSG_LANE,   /* the peer's small-message lane block */
+    IPCP_MSG_MBOX,   /* the sender's inbox for us (engine/mbox.c) */
+    IPCP_MSG_SWITCH, /* later messages come through our inbox */
+    IPCP_MSG_PING,   /* keepalive: answer with a PONG (a header) */
     IPCP_MSG_PONG,
+    IPCP_MSG_EAGER, /* a small message, its bytes after the header */
 };
 
 typedef struct ipcp__msg_hdr {
@@ -39,6 +40,14 @@ typedef struct ipcp__msg_hdr {
 } ipcp__msg_hdr_t;
 
 #define IPCP_ERRWIRE_MAX 200
+
+/* A two-sided message that fits the mailbox (ipcp__mbox_msg_max), whole: len
+ * bytes follow.  (Larger eager messages are RTSs with IPCP_RTS_EAGER.) */
+typedef struct ipcp__msg_eager {
+    ipcp__msg_hdr_t hdr;
+    int32_t tag;
+    uint32_t len;
+} ipcp__msg_eager_t;
 
 /* RTS flags */
 #define IPCP_RTS_EAGER 0x1     /* data follows the struct */
