@@ -183,6 +183,7 @@ void t_log_to_file(void)
     unlink(t_log_path);
     setenv("IPCPIPE_LOG_FILE", t_log_path, 1);
     setenv("IPCPIPE_LOG_LEVEL", "info", 1);
+    unsetenv("IPCPIPE_LOG_SUBSYS"); /* every subsystem */
 }
 
 int t_log_lines(const char *needle, int remove)
