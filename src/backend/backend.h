@@ -156,6 +156,10 @@ typedef struct ipcp__backend_ops {
      * Returns how many were written (at most max).  NULL for host. */
     int (*device_reach)(ipcp__backend_t *be, int device, uint64_t *ids,
                         int max);
+    /* Whether work of several processes on `device` runs at once through
+     * an MPS server (1), in turns of time slices (0), or unknown (-1).
+     * NULL for host, and where the backend cannot tell. */
+    int (*device_mps)(ipcp__backend_t *be, int device);
     /* Lets copies on src's queues reach dst's memory directly, for memory
      * this process allocated on dst outside mem_alloc (CUDA: peer access
      * of src's context to dst's; once per pair).  NULL for host. */

@@ -220,6 +220,7 @@ struct ipcp__peer {
     ipcp__dir_t tx;
     ipcp__dir_t rx;
     unsigned logged_paths; /* path reasons already logged at info */
+    int samegpu_noted;     /* engine/samegpu.c said it shares our GPU */
     /* shared-memory mailbox (engine/mbox.c) */
     void *inbox;           /* ours: the peer writes, we read */
     void *outbox;          /* the peer's inbox: we write */

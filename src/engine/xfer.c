@@ -18,6 +18,7 @@
 
 #include "common/time.h"
 #include "engine/engine.h"
+#include "engine/samegpu.h"
 #include "engine/stripe.h"
 
 int ipcp__qset_index(const ipcp__mem_attr_t *attr)
@@ -1782,6 +1783,7 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
 
     ipcp__trace_mark(req, IPCP_TM_MEET);
     ipcp__fault_point(IPCP_FAULT_RTS_MATCHED);
+    ipcp__samegpu_note(comm, peer, rts, req);
     if (ipcp__xfer_drive(comm, peer, rts, req, force))
         return;
     ipcp__choose(comm, rts, req, &c);

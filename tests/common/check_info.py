@@ -1,10 +1,49 @@
 #!/usr/bin/env python3
 """ipcpipe-info on a machine without a usable GPU: exits 0, says so plainly
 (text and JSON agree), and lists every setting.  Skips (77) where a GPU is
-usable: the GPU doctor is checked by scripts/gpu-check.sh there."""
+usable: the GPU doctor is checked by scripts/gpu-check.sh there.
+
+With --gpu, the other way round (skips without a usable GPU): every GPU
+says whether MPS is on (yes, no, or unknown only with a driver older than
+CUDA 13), in the JSON and as one line of the text."""
 import json
 import subprocess
 import sys
+
+
+def check_gpu(info):
+    js = subprocess.run([info, "--json"], capture_output=True, text=True)
+    if js.returncode != 0:
+        print(f"FAIL: ipcpipe-info --json exited {js.returncode}: {js.stderr}")
+        return 1
+    g = json.loads(js.stdout)["gpus"]
+    if not g["usable"]:
+        print(f"SKIP: no usable GPU: {g.get('reason', '')}")
+        return 77
+    tx = subprocess.run([info], capture_output=True, text=True)
+    if tx.returncode != 0:
+        print(f"FAIL: ipcpipe-info exited {tx.returncode}")
+        return 1
+    lines = [l.strip() for l in tx.stdout.splitlines()
+             if l.strip().startswith("MPS: ")]
+    if len(lines) != len(g["devices"]):
+        print(f"FAIL: {len(lines)} MPS lines for {len(g['devices'])} GPUs")
+        return 1
+    for dev, line in zip(g["devices"], lines):
+        mps = dev.get("mps")
+        if mps not in ("yes", "no", "unknown"):
+            print(f"FAIL: GPU {dev['index']}: mps is {mps!r}")
+            return 1
+        if mps == "unknown" and g["driver_version"] >= 13000:
+            print(f"FAIL: GPU {dev['index']}: MPS unknown with driver "
+                  f"{g['driver_version']}, which reports it")
+            return 1
+        if not dev.get("mps_note") or line != f"MPS: {mps}; {dev['mps_note']}":
+            print(f"FAIL: GPU {dev['index']}: text {line!r} does not match "
+                  f"the JSON ({mps!r}, {dev.get('mps_note')!r})")
+            return 1
+        print(f"ok: GPU {dev['index']}: {line}")
+    return 0
 
 
 def main(info):
@@ -37,4 +76,6 @@ def main(info):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--gpu":
+        sys.exit(check_gpu(sys.argv[2]))
     sys.exit(main(sys.argv[1]))

@@ -122,15 +122,20 @@ static void case_probe(void)
     T_CHECK(p.driver_version >= 12000);
     for (int i = 0; i < p.ndev; i++) {
         printf("device %d: %s, pci %s, uva %d, vmm %d, vmm fd %d, memops64 "
-               "%d, host va %d, peers",
+               "%d, host va %d, mps %d, peers",
                i, p.dev[i].name, p.dev[i].pci_bus_id, p.dev[i].uva,
                p.dev[i].vmm, p.dev[i].vmm_fd, p.dev[i].memops64,
-               p.dev[i].host_va);
+               p.dev[i].host_va, p.dev[i].mps);
         for (int j = 0; j < p.ndev; j++)
             printf(" %d", p.peer[i][j]);
         printf("\n");
         T_EQ_INT(p.peer[i][i], 1);
         T_EQ_INT(p.dev[i].uva, 1);
+        /* The backend asks the driver the same way; a CUDA 13 driver
+         * knows the attribute (its headers name it), so never unknown. */
+        T_EQ_INT(ops->device_mps(be, i), p.dev[i].mps);
+        if (p.driver_version >= 13000)
+            T_CHECK(p.dev[i].mps == 0 || p.dev[i].mps == 1);
     }
     T_EQ_INT(p.ndev, be->ndev);
 }

@@ -173,6 +173,38 @@ void t_lane_wait_all(ipcp_request_t **reqs, int n, size_t small, int recv)
     }
 }
 
+static char t_log_path[256];
+
+void t_log_to_file(void)
+{
+    const char *dir = getenv("TMPDIR");
+    snprintf(t_log_path, sizeof(t_log_path), "%s/ipcpipe-test-%d.log",
+             dir && *dir ? dir : "/tmp", (int)getpid());
+    unlink(t_log_path);
+    setenv("IPCPIPE_LOG_FILE", t_log_path, 1);
+    setenv("IPCPIPE_LOG_LEVEL", "info", 1);
+    unsetenv("IPCPIPE_LOG_SUBSYS"); /* every subsystem */
+}
+
+int t_log_lines(const char *needle, int remove)
+{
+    char line[4096];
+    int n = 0;
+    FILE *f = fopen(t_log_path, "r");
+    if (!f)
+        T_FAIL("cannot read the log %s: %s", t_log_path, strerror(errno));
+    while (fgets(line, sizeof(line), f)) {
+        if (!strstr(line, needle))
+            continue;
+        printf("[rank %d] log: %s", t_rank, line);
+        n++;
+    }
+    fclose(f);
+    if (remove)
+        unlink(t_log_path);
+    return n;
+}
+
 uint64_t t_shared_seed(ipcp_comm_t *comm, int tag)
 {
     uint64_t seed = 0;

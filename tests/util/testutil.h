@@ -133,6 +133,14 @@ static inline size_t t_lane_off(size_t small, int i)
  * report the lane's path and, for receives, its message's size. */
 void t_lane_wait_all(ipcp_request_t **reqs, int n, size_t small, int recv);
 
+/* Log capture in a rank, for tests of what the library logs: t_log_to_file
+ * sends this process's log (at info level) to a fresh file named after its
+ * pid, before ipcp_init reads the settings; t_log_lines counts the file's
+ * lines that contain needle, printing each, and removes the file when
+ * told to. */
+void t_log_to_file(void);
+int t_log_lines(const char *needle, int remove);
+
 /* Multi-process main: outside a launcher, re-runs this binary as nranks
  * ranks (timeout_s, children cleaned up) and returns their folded exit code;
  * inside, calls rank_main(argc, argv) and returns its result. */

@@ -264,6 +264,11 @@ static ipcp_status_t cuda_open_device(ipcp__backend_t *be, int i)
     d->memops =
         cuda_attr(d->dev, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS);
     d->flush = cuda_attr(d->dev, CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES);
+    d->mps = ipcp__cu_device_mps(d->dev);
+    IPCP_DEBUG(IPCP_SUB_CUDA, "CUDA device %d: MPS %s", i,
+               d->mps > 0    ? "on"
+               : d->mps == 0 ? "off"
+                             : "unknown");
     if (!d->memops)
         IPCP_INFO(IPCP_SUB_CUDA,
                   "CUDA device %d cannot run 64-bit stream "
@@ -442,6 +447,13 @@ static int cuda_device_reach(ipcp__backend_t *be, int device, uint64_t *ids,
     return n;
 }
 
+static int cuda_device_mps(ipcp__backend_t *be, int device)
+{
+    if (device < 0 || device >= be->ndev)
+        return -1;
+    return be->dev[device].mps;
+}
+
 /* Peer access of src's context to dst's memory, which cudaMalloc'd memory
  * needs for a direct copy (mem_alloc's memory grants it by itself); without
  * it the driver would still copy, through host memory. */
@@ -494,6 +506,7 @@ const ipcp__backend_ops_t ipcp__cuda_backend_ops = {
     .shm_register = ipcp__cuda_shm_register,
     .shm_unregister = ipcp__cuda_shm_unregister,
     .device_reach = cuda_device_reach,
+    .device_mps = cuda_device_mps,
     .device_link = cuda_device_link,
     .queue_create = ipcp__cuda_queue_create,
     .queue_destroy = ipcp__cuda_queue_destroy,

@@ -28,6 +28,7 @@ typedef struct ipcp__cuda_dev {
     size_t gran;   /* VMM allocation granularity; 0 until asked (atomic) */
     uint64_t id;   /* hash of the PCI bus id: the same in every process */
     int flush;     /* waits can flush remote writes */
+    int mps;       /* ipcp__cu_device_mps() */
     /* Tracing: an event and the CLOCK_MONOTONIC time it completed, to turn
      * event times into host times (progress thread only). */
     CUevent anchor;

@@ -243,6 +243,24 @@ static int cu_attr(CUdevice dev, CUdevice_attribute a)
     return v;
 }
 
+/* CU_DEVICE_ATTRIBUTE_MPS_ENABLED, by number: the headers of older CUDA
+ * 12 toolkits do not name it, and a driver older than the attribute
+ * refuses the number (CUDA_ERROR_INVALID_VALUE), which reads as unknown. */
+#define IPCP_CU_ATTR_MPS_ENABLED ((CUdevice_attribute)133)
+#if CUDA_VERSION >= 13000
+_Static_assert(IPCP_CU_ATTR_MPS_ENABLED == CU_DEVICE_ATTRIBUTE_MPS_ENABLED,
+               "CU_DEVICE_ATTRIBUTE_MPS_ENABLED");
+#endif
+
+int ipcp__cu_device_mps(CUdevice dev)
+{
+    int v = 0;
+    if (IPCP_CU(cuDeviceGetAttribute)(&v, IPCP_CU_ATTR_MPS_ENABLED, dev) !=
+        CUDA_SUCCESS)
+        return -1;
+    return v != 0;
+}
+
 static void cu_probe_device(ipcp__cu_dev_info_t *d, CUdevice dev)
 {
     if (IPCP_CU(cuDeviceGetName)(d->name, (int)sizeof(d->name), dev) !=
@@ -260,6 +278,7 @@ static void cu_probe_device(ipcp__cu_dev_info_t *d, CUdevice dev)
         cu_attr(dev, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS);
     d->host_va = cu_attr(
         dev, CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM);
+    d->mps = ipcp__cu_device_mps(dev);
 }
 
 ipcp_status_t ipcp__cu_probe(ipcp__cu_probe_t *p)

@@ -165,6 +165,7 @@ typedef struct ipcp__cu_dev_info {
     int vmm_fd;          /* VMM export as a POSIX file descriptor */
     int memops64;        /* 64-bit stream memory operations */
     int host_va;         /* registered host memory at the host's address */
+    int mps;             /* ipcp__cu_device_mps() */
 } ipcp__cu_dev_info_t;
 
 typedef struct ipcp__cu_probe {
@@ -175,6 +176,13 @@ typedef struct ipcp__cu_probe {
      * (cuDeviceCanAccessPeer); 1 on the diagonal. */
     unsigned char peer[IPCP_CU_MAX_DEVICES][IPCP_CU_MAX_DEVICES];
 } ipcp__cu_probe_t;
+
+/* Whether contexts made on dev in this process are clients of an MPS
+ * server (the multi-process service, which runs the work of several
+ * processes on one GPU at once instead of in turns): 1 yes, 0 no, -1 when
+ * the driver does not say (drivers older than the attribute).  Needs
+ * cuInit, not a context. */
+int ipcp__cu_device_mps(CUdevice dev);
 
 /* Loads the driver, calls cuInit and describes the devices, without
  * creating a context.  IPCP_ERR_UNSUPPORTED (quietly, reason as last
