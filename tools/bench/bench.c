@@ -20,7 +20,8 @@
 /* --compare's references come first within a size, so that each row of
  * ipcpipe can be set against them as it is printed.  Their ceilings: d2d
  * for what moves device to device (NCCL goes over P2P where it can), the
- * pinned copies for what stages through host memory. */
+ * pinned copies for what stages through host memory, memcpy for Open MPI
+ * (host memory, as ipcpipe's host rows). */
 const bench_path_t bench_paths[] = {
     {"d2d", IPCP_PATH_AUTO, 0, BENCH_KIND_LOCAL, BENCH_CEIL_D2D,
      BENCH_CEIL_D2D, 0},
@@ -30,6 +31,7 @@ const bench_path_t bench_paths[] = {
      BENCH_CEIL_H2D, 0},
     {"nccl", IPCP_PATH_AUTO, 0, BENCH_KIND_NCCL, BENCH_CEIL_D2D, 0, 0},
     {"naive", IPCP_PATH_AUTO, 0, BENCH_KIND_NAIVE, BENCH_CEIL_STAGED, 0, 0},
+    {"ompi", IPCP_PATH_AUTO, 0, BENCH_KIND_MPI, BENCH_CEIL_MEMCPY, 0, 0},
     {"direct", IPCP_PATH_DIRECT, 0, BENCH_KIND_IPCP, 0, 0, 0},
     {"staged", IPCP_PATH_STAGED, 0, BENCH_KIND_IPCP, 0, 0, 0},
     {"auto", IPCP_PATH_AUTO, 0, BENCH_KIND_IPCP, 0, 0, 0},
@@ -77,7 +79,8 @@ static const char usage_text[] =
     "                  for, and a ping-pong of batches of 32 round\n"
     "                  trips enqueued back to back) or its prefix,\n"
     "                  PATH:SIZE (direct:256M), or a glob (\"*:4K\");\n"
-    "                  with --compare also nccl, naive, d2d, d2h, h2d.\n"
+    "                  with --compare also nccl, naive, d2d, d2h, h2d\n"
+    "                  (GPU memory) and ompi (host memory).\n"
     "                  Default: every path at every size\n"
     "  --list          print the selected case names and exit\n"
     "  --iters N       timed repetitions per case, and ping-pong rounds\n"
@@ -101,8 +104,8 @@ static const char usage_text[] =
     "  --pin           bind each spawned rank to one CPU (rank i to the\n"
     "                  i-th allowed one, as mpirun and srun do by\n"
     "                  default); under a launcher its binding applies\n"
-    "  --compare       also run, per size and on GPU memory, the reference\n"
-    "                  points a user would otherwise pick, between the\n"
+    "  --compare       also run, per size, the reference points a user\n"
+    "                  would otherwise pick.  On GPU memory, between the\n"
     "                  same ranks and buffers: nccl (ncclSend/ncclRecv,\n"
     "                  libnccl.so.2 loaded at run time; waived without\n"
     "                  it), naive (the forum post's staged pattern of\n"
@@ -111,8 +114,20 @@ static const char usage_text[] =
     "                  is current, 4 streams a side), and rows for the\n"
     "                  single-process copies the ceilings measure (d2d,\n"
     "                  d2h, h2d).  Each row of ipcpipe is then also given\n"
-    "                  as a ratio to nccl and to naive.  Host memory has\n"
-    "                  no references (a note says so)\n"
+    "                  as a ratio to nccl and to naive.  On host memory:\n"
+    "                  ompi, Open MPI's shared-memory transport (mpirun\n"
+    "                  -np 2 --mca pml ob1 --mca btl self,vader, or sm\n"
+    "                  from Open MPI 5, running ipcpipe-bench-mpi from\n"
+    "                  this program's directory) with the same sizes, W,\n"
+    "                  repetitions, warm-up, clock and data checks, its\n"
+    "                  ranks on the CPUs of ipcpipe's (--pin included):\n"
+    "                  MPI_Isend/MPI_Irecv windows and an MPI_Send/\n"
+    "                  MPI_Recv ping-pong, all sizes in one mpirun at\n"
+    "                  the first ompi case.  Each ipcpipe row is then\n"
+    "                  given as GB/s and latency ratios to ompi's.\n"
+    "                  Without mpirun on PATH a note says so and there\n"
+    "                  are no ompi rows; an mpirun that fails fails them,\n"
+    "                  its output on stderr\n"
     "  --json          a JSON array, one object per case, not the table\n"
     "  --csv           CSV, not the table: a header line with the JSON\n"
     "                  fields (nested ones as devices.receiver, ...),\n"
@@ -145,8 +160,9 @@ static const char usage_text[] =
     "(host), d2d, min(d2h,h2d) and d2d-bidir (CUDA), in the receiving\n"
     "process; the header says what each is.\n"
     "References: the figures a user compares against (NCCL send/recv, the\n"
-    "forum post's pattern, pinned copies; the README's \"Measured\" lists\n"
-    "those of one 2 x H200 run) hold for one machine, driver and run.\n"
+    "forum post's pattern, pinned copies, Open MPI; the README's\n"
+    "\"Measured\" lists those of one 2 x H200 run) hold for one machine,\n"
+    "driver and run.\n"
     "--compare measures them here instead, in the same run, with the same\n"
     "window, buffers and clock, so that the ratios mean something.\n"
     "A progress line is shown when stderr is a terminal, never in pipes,\n"
@@ -544,8 +560,8 @@ static int build_cases(const bench_opts_t *o, bench_case_t **out)
                     "ipcpipe-bench: no case matches \"%s\" (see --list%s)\n",
                     o->patterns[i],
                     o->compare ? ""
-                               : "; nccl, naive, d2d, d2h and h2d need "
-                                 "--compare");
+                               : "; nccl, naive, d2d, d2h, h2d and ompi "
+                                 "need --compare");
             free(cs);
             return -1;
         }
@@ -571,23 +587,56 @@ static int spawn_ranks(const bench_opts_t *o, char **argv)
     return ipcp_launch_exit_code(&res);
 }
 
-/* The cases that run: --compare's references are GPU copies, so on host
- * memory they are left out (every rank knows the memory once the context
- * exists, and drops the same ones).  Returns the count; *dropped says how
- * many were left out. */
-static int runnable_cases(const bench_ctx_t *ctx, const bench_case_t *all,
-                          int nall, bench_case_t *out, int *dropped)
+/* Joins a note to the ones before it. */
+static void add_note(char *note, size_t len, const char *text)
 {
-    int n = 0;
-    *dropped = 0;
+    size_t used = strlen(note);
+    bench_fmt(note + used, len - used, "%s%s", used ? "; " : "", text);
+}
+
+/* The cases that run: --compare's GPU references on GPU memory only, Open
+ * MPI's rows on host memory only and where it is installed (rank 0 finds
+ * out and tells the others; every rank knows the memory once the context
+ * exists, and drops the same ones).  Returns the count, or -1 when the
+ * ranks lost step; note says what was left out and why (rank 0). */
+static int runnable_cases(bench_ctx_t *ctx, const bench_case_t *all, int nall,
+                          bench_case_t *out, char *note, size_t nlen)
+{
+    int host = bench_ctx_mem(ctx) != BENCH_MEM_CUDA, any_mpi = 0;
+    int n = 0, gpu_out = 0, mpi_out = 0;
+    char why[BENCH_REASON_MAX], text[2 * BENCH_REASON_MAX];
+    for (int i = 0; i < nall; i++)
+        any_mpi |= all[i].path->kind == BENCH_KIND_MPI;
+    int mpi = any_mpi && host ? bench_ompi_select(ctx, why, sizeof(why)) : 0;
+    if (mpi < 0)
+        return -1;
     for (int i = 0; i < nall; i++) {
-        if (all[i].path->kind != BENCH_KIND_IPCP &&
-            bench_ctx_mem(ctx) != BENCH_MEM_CUDA) {
-            ++*dropped;
-            continue;
-        }
-        out[n++] = all[i];
+        bench_kind_t k = all[i].path->kind;
+        if (k != BENCH_KIND_IPCP && k != BENCH_KIND_MPI && host)
+            gpu_out++;
+        else if (k == BENCH_KIND_MPI && !mpi)
+            mpi_out++;
+        else
+            out[n++] = all[i];
     }
+    note[0] = '\0';
+    if (gpu_out) {
+        bench_fmt(text, sizeof(text),
+                  "--compare's GPU references (NCCL, the forum post's "
+                  "staged pattern, single-process GPU copies) need GPU "
+                  "memory; %d case%s left out",
+                  gpu_out, gpu_out == 1 ? "" : "s");
+        add_note(note, nlen, text);
+    }
+    if (mpi_out && host)
+        bench_fmt(text, sizeof(text), "--compare has no ompi rows: %s", why);
+    else if (mpi_out)
+        bench_fmt(text, sizeof(text),
+                  "--compare's ompi reference runs on host memory only "
+                  "(--mem host); %d case%s left out",
+                  mpi_out, mpi_out == 1 ? "" : "s");
+    if (mpi_out)
+        add_note(note, nlen, text);
     return n;
 }
 
@@ -632,19 +681,18 @@ static int run_cases(ipcp_comm_t *comm, const bench_opts_t *o,
         free(cs);
         return -1;
     }
-    int rank = ipcp_comm_rank(comm), nfailed = 0, dropped;
-    int n = runnable_cases(ctx, all, nall, cs, &dropped);
+    int rank = ipcp_comm_rank(comm), nfailed = 0;
+    char note[3 * BENCH_REASON_MAX];
+    int n = runnable_cases(ctx, all, nall, cs, note, sizeof(note));
+    if (n < 0) {
+        bench_ctx_destroy(ctx);
+        free(cs);
+        return -1;
+    }
     bench_result_t *rs =
         rank == 0 && o->plot ? calloc((size_t)n + 1, sizeof(*rs)) : NULL;
-    if (rank == 0) {
-        char note[BENCH_REASON_MAX];
-        bench_fmt(note, sizeof(note),
-                  "--compare adds nothing on host memory: its references "
-                  "(NCCL, the forum post's staged pattern, single-process "
-                  "GPU copies) need GPU memory; %d reference case%s left out",
-                  dropped, dropped == 1 ? "" : "s");
-        bench_report_begin(o, comm, ctx, n, dropped ? note : NULL);
-    }
+    if (rank == 0)
+        bench_report_begin(o, comm, ctx, n, note[0] ? note : NULL);
     for (int i = 0; i < n; i++) {
         bench_result_t res;
         if (rank == 0) {

@@ -21,13 +21,15 @@
 #define BENCH_WINDOW_BYTES ((size_t)64 << 20)
 #define BENCH_WINDOW_MAX   64
 
-/* What a case measures: a path of ipcpipe, or (--compare, GPU memory
- * only) a reference a user would otherwise compare against. */
+/* What a case measures: a path of ipcpipe, or (--compare) a reference a
+ * user would otherwise compare against: NCCL, naive and the local copies on
+ * GPU memory, Open MPI on host memory. */
 typedef enum {
     BENCH_KIND_IPCP = 0,  /* ipcpipe between the two ranks */
     BENCH_KIND_NCCL = 1,  /* ncclSend/ncclRecv between the two ranks */
     BENCH_KIND_NAIVE = 2, /* the forum post's staged pattern (seed.c) */
     BENCH_KIND_LOCAL = 3, /* a single-process copy in rank 0 (a ceiling) */
+    BENCH_KIND_MPI = 4,   /* Open MPI's shared memory (ipcpipe-bench-mpi) */
 } bench_kind_t;
 
 /* Paths a case can force on the receiver.  "auto" lets the library pick
@@ -372,6 +374,16 @@ void bench_naive_destroy(bench_naive_t *nv);
 /* Rank 1: the legacy IPC handle of a cuMemAlloc buffer. */
 int bench_cuda_ipc_handle(void *ptr, unsigned char h[BENCH_IPC_HANDLE_BYTES],
                           char *err, size_t elen);
+
+/* Open MPI's rows on host memory (bench_ompi.c).  Whether the run has
+ * them: rank 0 looks for mpirun on PATH, ipcpipe-bench-mpi next to this
+ * program and Open MPI's shared-memory BTL, and tells the other ranks
+ * (every rank calls it).  1 yes (the rows may still fail, where Open MPI
+ * is there but broken), 0 no with why (for a note), -1 the ranks lost
+ * step. */
+int bench_ompi_select(bench_ctx_t *ctx, char *why, size_t len);
+/* "Open MPI 4.1.4, btl self,vader, ..." on rank 0, "" without rows. */
+void bench_ompi_describe(const bench_ctx_t *ctx, char *buf, size_t len);
 
 /* ---- --load (bench_load.c) -------------------------------------------- */
 

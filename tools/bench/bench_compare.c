@@ -1,6 +1,7 @@
 /* ipcpipe-bench --compare: the reference points a user would otherwise
  * pick, run between the same two ranks, on the same buffers, with the same
- * window and the same clock as ipcpipe's cases (GPU memory only):
+ * window and the same clock as ipcpipe's cases (GPU memory; Open MPI's
+ * rows on host memory are bench_ompi.c's, dispatched from here):
  *
  *   nccl   ncclSend on rank 1, ncclRecv on rank 0 into the window's slots;
  *   naive  the forum post's pattern (examples/seed.c run_naive) with rank 0
@@ -535,6 +536,8 @@ static int rank0(bench_ctx_t *ctx, const bench_case_t *c, int i,
         return -1;
     if (c->path->kind == BENCH_KIND_LOCAL)
         local_row(ctx, c, res);
+    else if (c->path->kind == BENCH_KIND_MPI)
+        rc = bench_ompi_rank0(ctx, c, i, res);
     else if (c->path->kind == BENCH_KIND_NCCL)
         rc = nccl_rank0(ctx, c, i, res);
     else
@@ -556,6 +559,8 @@ static int rank_other(bench_ctx_t *ctx, const bench_case_t *c, int i)
         return -1;
     if (kind == BENCH_KIND_LOCAL)
         return 0;
+    if (kind == BENCH_KIND_MPI)
+        return bench_ompi_other(ctx, c, i);
     if (one) {
         if (recv_msg(ctx, &h, sizeof(h), RECV, bench_case_tag(i, T_CMP_HELLO),
                      "hello from rank 0") < 0)
@@ -618,4 +623,5 @@ void bench_cmp_destroy(bench_ctx_t *ctx)
     if (ctx->naive_buf.ptr)
         bench_cuda_buf_free(ctx->comm, &ctx->naive_buf);
     memset(&ctx->naive_buf, 0, sizeof(ctx->naive_buf));
+    bench_ompi_destroy(ctx);
 }

@@ -14,6 +14,7 @@ enum {
     TAG_ALLOC = 2,
     TAG_ALLOC_OK = 3,
     TAG_LOAD = 4,
+    TAG_OMPI = 5,
     TAG_CASE0 = 16
 };
 /* Tags of case i: TAG_CASE0 + 8 * i + one of these, so that a transfer
@@ -67,6 +68,7 @@ struct bench_ctx {
     char nccl_why[BENCH_REASON_MAX];
     bench_naive_t *naive;  /* rank 0 */
     bench_buf_t naive_buf; /* rank 1: the cuMemAlloc buffer it exports */
+    struct bench_ompi *ompi; /* rank 0: Open MPI's rows (bench_ompi.c) */
     /* The stream case: transfers go through the stream-ordered calls on
      * this stream while set (NULL otherwise). */
     void *ustream;
@@ -148,6 +150,17 @@ int bench_size_waived(const bench_ctx_t *ctx, const bench_case_t *c,
 int bench_recv_peer_msg(bench_ctx_t *ctx, int tag, peer_msg_t *m,
                         bench_result_t *res);
 int bench_send_peer_msg(bench_ctx_t *ctx, int tag, const bench_result_t *lr);
+
+/* Bytes this job may still take for buffers (MemAvailable, the cgroup's
+ * limit, /dev/shm's free space); UINT64_MAX when unknown. */
+uint64_t bench_mem_available(void);
+
+/* The ompi case (bench_ompi.c): rank 0 runs Open MPI at the first one and
+ * fills res from its results; the others wait for rank 0's verdict. */
+int bench_ompi_rank0(bench_ctx_t *ctx, const bench_case_t *c, int i,
+                     bench_result_t *res);
+int bench_ompi_other(bench_ctx_t *ctx, const bench_case_t *c, int i);
+void bench_ompi_destroy(bench_ctx_t *ctx);
 
 /* A reference case on this rank (bench_compare.c); as bench_run_case. */
 int bench_cmp_run(bench_ctx_t *ctx, const bench_case_t *c, int i,

@@ -22,11 +22,13 @@ static struct {
     double t0; /* start of the run, for the progress line */
     /* --compare: the references of the size being printed */
     size_t size;
-    double nccl, naive; /* GB/s; 0: none */
+    double nccl, naive, ompi; /* GB/s; 0: none */
+    double ompi_lat;          /* us; 0: none */
     int nsum;
     struct {
         char name[32];
-        double vs_nccl, vs_naive; /* 0: none */
+        double vs_nccl, vs_naive, vs_ompi; /* GB/s over GB/s; 0: none */
+        double lat_vs_ompi;                /* us over us; 0: none */
     } sum[SUMMARY_MAX];
 } rep;
 
@@ -96,10 +98,33 @@ static void header_ceilings(const bench_setup_info_t *in)
 
 static void csv_header(const bench_ctx_t *ctx);
 
+static void header_compare_host(const bench_ctx_t *ctx)
+{
+    char ompi[BENCH_REASON_MAX + 64];
+    bench_ompi_describe(ctx, ompi, sizeof(ompi));
+    if (!ompi[0])
+        return;
+    printf("# --compare: a reference on the same cores, with the same sizes, "
+           "W, slots, repetitions, warm-up and clock:\n"
+           "#   ompi = %s: two MPI ranks of its\n"
+           "#     own (ipcpipe-bench-mpi), each bound to the CPUs of "
+           "ipcpipe's rank of that number; W MPI_Isend (rank 1) /\n"
+           "#     MPI_Irecv (rank 0) and MPI_Waitall per repetition, the "
+           "ping-pong with MPI_Send/MPI_Recv; its own buffers\n"
+           "#     (posix_memalign, touched), data checked as ipcpipe's "
+           "(fresh data, poisoned slots, first and last checked)\n"
+           "#   each ipcpipe row is then set against ompi of its size "
+           "(\"vs references\" lines: GB/s over ompi's GB/s, latency\n"
+           "#     over ompi's latency; vs_ompi, lat_vs_ompi in JSON/CSV)\n",
+           ompi);
+}
+
 static void header_compare(const bench_opts_t *o, const bench_ctx_t *ctx)
 {
     const bench_setup_info_t *in = bench_ctx_info(ctx);
     char nccl[BENCH_REASON_MAX];
+    if (o->compare && in->mem != BENCH_MEM_CUDA)
+        header_compare_host(ctx);
     if (!o->compare || in->mem != BENCH_MEM_CUDA)
         return;
     bench_nccl_describe(nccl, sizeof(nccl));
@@ -360,6 +385,18 @@ static double vs_ref(const bench_result_t *r, double ref)
     return r->gbps / ref;
 }
 
+/* Latency of r over its size's Open MPI latency (0 when either is not
+ * measured). */
+static double lat_vs_ompi(const bench_result_t *r)
+{
+    const bench_path_t *p = r->c->path;
+    if (p->kind != BENCH_KIND_IPCP || p->bidir || r->outcome != BENCH_OK ||
+        !(r->latency_us > 0) || !isfinite(r->latency_us) ||
+        !(rep.ompi_lat > 0) || r->c->size != rep.size)
+        return 0;
+    return r->latency_us / rep.ompi_lat;
+}
+
 static void row_fields(const bench_ctx_t *ctx, const bench_result_t *r,
                        fields_t *fs)
 {
@@ -402,8 +439,11 @@ static void row_fields(const bench_ctx_t *ctx, const bench_result_t *r,
     field_str(fs, "reason", r->reason[0] ? r->reason : NULL);
     field_bool(fs, "reference", ref);
     double vn = vs_ref(r, rep.nccl), vv = vs_ref(r, rep.naive);
+    double vo = vs_ref(r, rep.ompi), lo = lat_vs_ompi(r);
     field_num(fs, "vs_nccl", vn, vn > 0);
     field_num(fs, "vs_naive", vv, vv > 0);
+    field_num(fs, "vs_ompi", vo, vo > 0);
+    field_num(fs, "lat_vs_ompi", lo, lo > 0);
 }
 
 static void json_value(const field_t *f)
@@ -521,12 +561,22 @@ static void summary_flush(const bench_opts_t *o)
         bench_format_size(rep.size, sz, sizeof(sz));
         printf("#   %s vs references:", sz);
         for (int k = 0; k < rep.nsum; k++) {
+            const char *sep = "";
             printf("%s %s", k ? ";" : "", rep.sum[k].name);
-            if (rep.sum[k].vs_nccl > 0)
+            if (rep.sum[k].vs_nccl > 0) {
                 printf(" %.2f x nccl", rep.sum[k].vs_nccl);
-            if (rep.sum[k].vs_naive > 0)
-                printf("%s %.2f x naive", rep.sum[k].vs_nccl > 0 ? "," : "",
-                       rep.sum[k].vs_naive);
+                sep = ",";
+            }
+            if (rep.sum[k].vs_naive > 0) {
+                printf("%s %.2f x naive", sep, rep.sum[k].vs_naive);
+                sep = ",";
+            }
+            if (rep.sum[k].vs_ompi > 0) {
+                printf("%s %.2f x ompi", sep, rep.sum[k].vs_ompi);
+                sep = ",";
+            }
+            if (rep.sum[k].lat_vs_ompi > 0)
+                printf("%s latency %.2f x ompi's", sep, rep.sum[k].lat_vs_ompi);
         }
         printf("\n");
     }
@@ -539,18 +589,26 @@ static void summary_note(const bench_opts_t *o, const bench_result_t *r)
     if (r->c->size != rep.size) {
         summary_flush(o);
         rep.size = r->c->size;
-        rep.nccl = rep.naive = 0;
+        rep.nccl = rep.naive = rep.ompi = rep.ompi_lat = 0;
     }
     int ok = r->outcome == BENCH_OK && r->gbps > 0;
     if (p->kind == BENCH_KIND_NCCL && ok)
         rep.nccl = r->gbps;
     else if (p->kind == BENCH_KIND_NAIVE && ok)
         rep.naive = r->gbps;
+    else if (p->kind == BENCH_KIND_MPI && ok) {
+        rep.ompi = r->gbps;
+        rep.ompi_lat =
+            r->latency_us > 0 && isfinite(r->latency_us) ? r->latency_us : 0;
+    }
     double vn = vs_ref(r, rep.nccl), vv = vs_ref(r, rep.naive);
-    if ((vn > 0 || vv > 0) && rep.nsum < SUMMARY_MAX) {
+    double vo = vs_ref(r, rep.ompi), lo = lat_vs_ompi(r);
+    if ((vn > 0 || vv > 0 || vo > 0 || lo > 0) && rep.nsum < SUMMARY_MAX) {
         path_label(r, rep.sum[rep.nsum].name, sizeof(rep.sum[0].name));
         rep.sum[rep.nsum].vs_nccl = vn;
         rep.sum[rep.nsum].vs_naive = vv;
+        rep.sum[rep.nsum].vs_ompi = vo;
+        rep.sum[rep.nsum].lat_vs_ompi = lo;
         rep.nsum++;
     }
 }
@@ -566,7 +624,8 @@ void bench_report_case(const bench_opts_t *o, const bench_ctx_t *ctx,
         rep.failed++;
     else
         rep.measured++;
-    if (isfinite(r->skew_us)) {
+    /* Open MPI's rows leave barriers of their own (MPI_Barrier). */
+    if (isfinite(r->skew_us) && r->c->path->kind != BENCH_KIND_MPI) {
         if (!rep.nskew++ || r->skew_us < rep.skew_lo)
             rep.skew_lo = r->skew_us;
         if (rep.nskew == 1 || r->skew_us > rep.skew_hi)

@@ -116,7 +116,7 @@ static uint64_t read_u64_file(const char *path)
 /* Bytes this job may still take: MemAvailable, the cgroup's limit, and
  * /dev/shm's free space (shared memory may live there; a full tmpfs turns a
  * page fault into SIGBUS rather than an error). */
-static uint64_t mem_available(void)
+uint64_t bench_mem_available(void)
 {
     uint64_t avail = UINT64_MAX;
     FILE *f = fopen("/proc/meminfo", "r");
@@ -162,7 +162,7 @@ static uint64_t host_need(const bench_ctx_t *ctx, size_t s)
  * that no memory is taken for sizes nobody asked for. */
 static size_t mem_cap(bench_ctx_t *ctx, size_t below)
 {
-    uint64_t avail = mem_available();
+    uint64_t avail = bench_mem_available();
     uint64_t usable = avail / 10 * 8;
     usable = usable > MEM_SLACK ? usable - MEM_SLACK : 0;
     size_t cap = 0;
@@ -597,8 +597,11 @@ static void ceil_needs(const bench_ctx_t *ctx, const bench_case_t *c, int *need)
 {
     if (c->path->kind != BENCH_KIND_IPCP) {
         /* References: what their rows report and are compared with. */
-        if (ctx->mem == BENCH_MEM_HOST)
+        if (ctx->mem == BENCH_MEM_HOST) {
+            if (c->path->kind == BENCH_KIND_MPI)
+                need[c->path->ceil] = 1;
             return;
+        }
         need[c->path->ceil] = 1;
         if (c->path->kind == BENCH_KIND_LOCAL)
             need[c->path->local] = 1;
@@ -669,7 +672,8 @@ void bench_pick_ceiling(const bench_ctx_t *ctx, const bench_case_t *c,
     bench_ceil_kind_t k = BENCH_CEIL_NONE;
     int bidir = c->path->bidir;
     if (c->path->kind != BENCH_KIND_IPCP) {
-        if (ctx->mem == BENCH_MEM_CUDA)
+        /* Open MPI's rows are the host references, the others GPU ones. */
+        if ((ctx->mem == BENCH_MEM_CUDA) != (c->path->kind == BENCH_KIND_MPI))
             k = (bench_ceil_kind_t)c->path->ceil;
     } else if (ctx->mem == BENCH_MEM_HOST) {
         k = bidir ? BENCH_CEIL_MEMCPY_BIDIR : BENCH_CEIL_MEMCPY;
