@@ -122,7 +122,7 @@ static const ipcp__setting_t ipcp__settings[] = {
      "buffers unless off, and its host buffers only under on.  Not for "
      "stream-ordered transfers",
      IPCP_OFF(drive), 0, 0, 0, ipcp__drive_choices},
-    {"IPCPIPE_EAGER", IPCP_SET_SIZE, "8K", "largest host message sent inline "
+    {"IPCPIPE_EAGER", IPCP_SET_SIZE, "32K", "largest host message sent inline "
      "with its control message (0 turns eager sends off)", IPCP_OFF(eager), 0,
      32768, 0, NULL},
     {"IPCPIPE_SMALL", IPCP_SET_SIZE, "0", "stream-ordered messages of up to "

@@ -104,6 +104,7 @@ ipcp_status_t ipcp__comm_new(int rank, int size, const char *job,
         ipcp__list_init(&p->imports);
         ipcp__list_init(&p->rexports);
         ipcp__mutex_init_recursive(&p->rx_lock);
+        p->mbox_slots = ipcp__mbox_slots(size);
         ipcp__mutex_init_spin(&p->tx_lock);
     }
     *out = comm;

@@ -240,6 +240,8 @@ struct ipcp__peer {
     atomic_int blind;   /* the progress thread sleeps without the
                            inbox's sleeping word: callers read it */
     atomic_int gone;    /* lost or finalized, as callers see it */
+    atomic_int kick;    /* a caller left a message for the thread */
+    uint32_t mbox_slots; /* of both rings (ipcp__mbox_slots) */
     /* keepalive (engine/comm.c, ipcp__keepalive): when a message of the
      * peer last came, and when we last asked it for one (ns) */
     _Atomic uint64_t heard_ns;
@@ -712,7 +714,9 @@ int ipcp__mbox_read(ipcp_comm_t *comm, ipcp__peer_t *peer,
 int ipcp__mbox_sleep(ipcp_comm_t *comm);
 void ipcp__mbox_awake(ipcp_comm_t *comm);
 /* Longest message the mailbox carries in its slots (headers included). */
-size_t ipcp__mbox_msg_max(void);
+size_t ipcp__mbox_msg_max(const ipcp__peer_t *peer);
+/* Slots of every ring of a job of size ranks (engine/mbox.c). */
+uint32_t ipcp__mbox_slots(int size);
 /* A caller's message into the peer's inbox, when nothing of ours waits
  * before it (commands, the socket's queue); IPCP_IN_PROGRESS: not now. */
 ipcp_status_t ipcp__mbox_send_fast(ipcp__peer_t *peer, const void *hdr,

@@ -191,7 +191,7 @@ static void ipcp__send_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
         ipcp_status_t st;
         ipcp__msg_eager_t e = {
             {IPCP_MSG_EAGER, 0}, req->tag, (uint32_t)req->len};
-        if (sizeof(e) + req->len <= ipcp__mbox_msg_max()) {
+        if (sizeof(e) + req->len <= ipcp__mbox_msg_max(peer)) {
             st = ipcp__peer_postv(comm, peer, &e, sizeof(e), req->buf, req->len,
                                   NULL, 0);
         } else {
@@ -406,7 +406,7 @@ static int ipcp__send_fast(ipcp_comm_t *comm, ipcp_request_t *req)
     ipcp__peer_t *peer = &comm->peers[req->peer];
     ipcp__msg_eager_t e = {{IPCP_MSG_EAGER, 0}, req->tag, (uint32_t)req->len};
     if (req->len > comm->eager_max ||
-        sizeof(e) + req->len > ipcp__mbox_msg_max() ||
+        sizeof(e) + req->len > ipcp__mbox_msg_max(peer) ||
         __atomic_load_n(&peer->remote_path, __ATOMIC_ACQUIRE) !=
             IPCP_PATH_AUTO ||
         ipcp__mbox_send_fast(peer, &e, sizeof(e), req->buf, req->len) !=

@@ -364,7 +364,7 @@ static void run_receiver(ipcp_comm_t *comm, const cfg_t *c, int device,
                                                  is_device(c->recv)));
         else if (c->path != IPCP_PATH_AUTO)
             T_EQ_INT(info.path, c->path);
-        else if (c->isolated && c->size > 8192)
+        else if (c->isolated && c->size > 32768) /* IPCPIPE_EAGER */
             T_EQ_INT(info.path, IPCP_PATH_STAGED);
         else
             T_CHECK(info.path != IPCP_PATH_AUTO);

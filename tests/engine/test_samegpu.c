@@ -254,8 +254,11 @@ static int rank_main(int argc, char **argv)
         T_EQ_INT(n, 1);
         T_EQ_INT(t_log_lines(want, 0), 1);
     }
-    /* The transfers ran, so the receiver did log its path choices. */
-    T_CHECK(t_log_lines(" path (", 1) > 0);
+    /* The transfers ran, so rank 0 did log its path choices (rank 1
+     * receives eager messages only, which go no path way once the peer's
+     * path setting is known). */
+    if (t_rank == 0)
+        T_CHECK(t_log_lines(" path (", 1) > 0);
     return 0;
 }
 

@@ -1,0 +1,202 @@
+/* The callers' own way for small host messages (engine/mbox.c): senders
+ * write eager messages into the peer's mailbox, waiting receivers read it
+ * themselves.  These cases check that it keeps the library's promises
+ * where it meets the progress thread's way:
+ *
+ *   order.posted, order.late  messages of every size (eager ones through
+ *       the mailbox, larger ones through the progress thread, more than
+ *       the mailbox holds at once) arrive in the order sent, with the
+ *       receives posted before the sends or long after them
+ *   trunc.posted, trunc.late  an eager message longer than its receive
+ *       fails that receive with IPCP_ERR_TRUNCATED and the sizes, and the
+ *       next message still arrives
+ *   threads  two threads of each rank, each with its own tag, send and
+ *       receive at once
+ *
+ *   test_api_fast --case NAME */
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "apitest.h"
+
+#define TAG_SEED    1
+#define TAG_MSG     2
+#define TAG_BACK    3
+#define NMSG        160
+#define WINDOW      32
+#define THREAD_MSGS 2000
+
+/* Eager through the mailbox, eager past it, the direct path; with empty
+ * messages among them. */
+static const size_t sizes[] = {
+    8, 1,        0,        2048,     20000,         (1 << 20) + 3,
+    8, 40 << 10, 16 << 10, 32 << 10, (64 << 10) + 1};
+#define NSIZES  (sizeof(sizes) / sizeof(sizes[0]))
+#define MAXSIZE ((size_t)(1 << 20) + 3)
+#define STRIDE  (MAXSIZE + 64) /* room for a byte that must stay */
+
+static size_t msg_size(int i)
+{
+    return sizes[(size_t)i % NSIZES];
+}
+
+/* Rank 1 sends NMSG messages, W at a time; rank 0 receives them posted
+ * first (all at once, before the sends) or late (one by one, after the
+ * sends had time to fill the mailbox). */
+static void order(ipcp_comm_t *comm, int late)
+{
+    uint64_t seed = t_shared_seed(comm, TAG_SEED);
+    unsigned char *buf = t_malloc((size_t)NMSG * STRIDE);
+    ipcp_request_t *reqs[NMSG];
+    if (t_rank == 1) {
+        for (int i = 0; i < NMSG; i++)
+            t_fill(buf + (size_t)i * STRIDE, msg_size(i), seed + (uint64_t)i);
+        T_OK(ipcp_barrier(comm));
+        for (int i = 0; i < NMSG; i += WINDOW) {
+            for (int j = i; j < i + WINDOW && j < NMSG; j++)
+                T_OK(ipcp_isend(comm, buf + (size_t)j * STRIDE, msg_size(j), 0,
+                                TAG_MSG, &reqs[j]));
+            for (int j = i; j < i + WINDOW && j < NMSG; j++)
+                T_OK(ipcp_wait(reqs[j], NULL));
+        }
+    } else {
+        memset(buf, 0xA5, (size_t)NMSG * STRIDE);
+        ipcp_xfer_info_t info;
+        if (!late)
+            for (int i = 0; i < NMSG; i++)
+                T_OK(ipcp_irecv(comm, buf + (size_t)i * STRIDE, MAXSIZE, 1,
+                                TAG_MSG, &reqs[i]));
+        T_OK(ipcp_barrier(comm));
+        if (late)
+            usleep(200 * 1000);
+        for (int i = 0; i < NMSG; i++) {
+            unsigned char *b = buf + (size_t)i * STRIDE;
+            if (late)
+                T_OK(ipcp_recv(comm, b, MAXSIZE, 1, TAG_MSG, &info));
+            else
+                T_OK(ipcp_wait(reqs[i], &info));
+            T_EQ_U64(info.nbytes, msg_size(i));
+            if (msg_size(i) <= (32 << 10))
+                T_EQ_INT(info.path, IPCP_PATH_EAGER);
+            else
+                T_CHECK(info.path != IPCP_PATH_EAGER);
+            t_verify(b, msg_size(i), seed + (uint64_t)i, "message");
+            /* Nothing past the message's end was written. */
+            T_CHECK(b[msg_size(i)] == 0xA5);
+        }
+    }
+    free(buf);
+    T_OK(ipcp_barrier(comm));
+}
+
+/* 100 bytes into a 50-byte receive, then 8 bytes into a fitting one. */
+static void trunc_case(ipcp_comm_t *comm, int late)
+{
+    uint64_t seed = t_shared_seed(comm, TAG_SEED);
+    unsigned char big[100], small[50 + API_GUARD];
+    if (t_rank == 1) {
+        t_fill(big, sizeof(big), seed);
+        if (!late)
+            T_OK(ipcp_barrier(comm)); /* rank 0's receive is posted */
+        T_OK(ipcp_send(comm, big, sizeof(big), 0, TAG_MSG));
+        T_OK(ipcp_send(comm, big, 8, 0, TAG_MSG));
+        if (late)
+            T_OK(ipcp_barrier(comm));
+    } else {
+        ipcp_request_t *req = NULL;
+        memset(small, 0x5A, sizeof(small));
+        if (!late) {
+            T_OK(ipcp_irecv(comm, small, 50, 1, TAG_MSG, &req));
+            T_OK(ipcp_barrier(comm));
+            T_STATUS(ipcp_wait(req, NULL), IPCP_ERR_TRUNCATED);
+        } else {
+            T_OK(ipcp_barrier(comm)); /* both messages were sent */
+            T_STATUS(ipcp_recv(comm, small, 50, 1, TAG_MSG, NULL),
+                     IPCP_ERR_TRUNCATED);
+        }
+        T_MSG_HAS("message from rank 1 (tag 2) has 100 bytes but the "
+                  "receive buffer of rank 0 has 50");
+        for (size_t i = 0; i < sizeof(small); i++)
+            T_CHECK(small[i] == 0x5A); /* a refused message writes nothing */
+        ipcp_xfer_info_t info;
+        T_OK(ipcp_recv(comm, small, 50, 1, TAG_MSG, &info));
+        T_EQ_U64(info.nbytes, 8);
+        t_verify(small, 8, seed, "the message after the truncated one");
+    }
+    T_OK(ipcp_barrier(comm));
+}
+
+typedef struct th_arg {
+    ipcp_comm_t *comm;
+    int tag;
+    uint64_t seed;
+} th_arg_t;
+
+/* One thread: THREAD_MSGS messages of its own tag, sizes 1 to 3000,
+ * rank 1 sending each and rank 0 answering it (a ping-pong per tag). */
+static void *th_main(void *p)
+{
+    th_arg_t *a = p;
+    unsigned char buf[3000];
+    for (int i = 0; i < THREAD_MSGS; i++) {
+        size_t len = 1 + (size_t)(i * 37) % sizeof(buf);
+        uint64_t s = a->seed + (uint64_t)a->tag * 1000003u + (uint64_t)i;
+        ipcp_xfer_info_t info;
+        if (t_rank == 1) {
+            t_fill(buf, len, s);
+            T_OK(ipcp_send(a->comm, buf, len, 0, a->tag));
+            T_OK(ipcp_recv(a->comm, buf, sizeof(buf), 0, a->tag, &info));
+            T_EQ_U64(info.nbytes, len);
+            t_verify(buf, len, s + 1, "answer");
+        } else {
+            T_OK(ipcp_recv(a->comm, buf, sizeof(buf), 1, a->tag, &info));
+            T_EQ_U64(info.nbytes, len);
+            t_verify(buf, len, s, "message");
+            t_fill(buf, len, s + 1);
+            T_OK(ipcp_send(a->comm, buf, len, 1, a->tag));
+        }
+    }
+    return NULL;
+}
+
+static void threads(ipcp_comm_t *comm)
+{
+    uint64_t seed = t_shared_seed(comm, TAG_SEED);
+    pthread_t th[2];
+    th_arg_t args[2];
+    for (int i = 0; i < 2; i++) {
+        args[i] = (th_arg_t){comm, 10 + i, seed};
+        T_EQ_INT(pthread_create(&th[i], NULL, th_main, &args[i]), 0);
+    }
+    for (int i = 0; i < 2; i++)
+        T_EQ_INT(pthread_join(th[i], NULL), 0);
+    T_OK(ipcp_barrier(comm));
+}
+
+static int rank_main(int argc, char **argv)
+{
+    const char *name = api_opt(argc, argv, "--case", "");
+    ipcp_comm_t *comm;
+    T_OK(ipcp_init(NULL, &comm));
+    t_rank = ipcp_comm_rank(comm);
+    if (strcmp(name, "order.posted") == 0)
+        order(comm, 0);
+    else if (strcmp(name, "order.late") == 0)
+        order(comm, 1);
+    else if (strcmp(name, "trunc.posted") == 0)
+        trunc_case(comm, 0);
+    else if (strcmp(name, "trunc.late") == 0)
+        trunc_case(comm, 1);
+    else if (strcmp(name, "threads") == 0)
+        threads(comm);
+    else
+        T_FAIL("unknown --case \"%s\"", name);
+    T_OK(ipcp_finalize(comm));
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    return t_mp_main(argc, argv, 2, 120, rank_main);
+}
