@@ -321,10 +321,12 @@ err_free:
     return st;
 }
 
-/* Waits for a request the caller owns; returns its status. */
-static ipcp_status_t ipcp__wait_req(ipcp_request_t *req, ipcp_xfer_info_t *info)
+/* Until req is done. */
+static void ipcp__await(ipcp_request_t *req)
 {
     ipcp_comm_t *comm = req->comm;
+    if (atomic_load_explicit(&req->done, memory_order_acquire))
+        return;
     /* A short spin first: a transfer that is about to finish costs less
      * than a sleep and a wake-up.  While device transfers are in flight
      * (they end within milliseconds), or a device send's receiver may be
@@ -352,8 +354,13 @@ static ipcp_status_t ipcp__wait_req(ipcp_request_t *req, ipcp_xfer_info_t *info)
     pthread_mutex_lock(&comm->lock);
     while (!atomic_load_explicit(&req->done, memory_order_relaxed))
         pthread_cond_wait(&comm->cond, &comm->lock);
-    ipcp__list_del(&req->all_link);
     pthread_mutex_unlock(&comm->lock);
+}
+
+/* A done request's status, its info, and its message as the last error. */
+static ipcp_status_t ipcp__req_result(const ipcp_request_t *req,
+                                      ipcp_xfer_info_t *info)
+{
     ipcp_status_t st = req->status;
     if (st == IPCP_OK && info) {
         info->nbytes = req->nbytes;
@@ -361,6 +368,18 @@ static ipcp_status_t ipcp__wait_req(ipcp_request_t *req, ipcp_xfer_info_t *info)
     }
     if (st != IPCP_OK)
         ipcp__set_last_error(req->errmsg);
+    return st;
+}
+
+/* Waits for a request the caller owns; returns its status. */
+static ipcp_status_t ipcp__wait_req(ipcp_request_t *req, ipcp_xfer_info_t *info)
+{
+    ipcp_comm_t *comm = req->comm;
+    ipcp__await(req);
+    pthread_mutex_lock(&comm->lock);
+    ipcp__list_del(&req->all_link);
+    pthread_mutex_unlock(&comm->lock);
+    ipcp_status_t st = ipcp__req_result(req, info);
     /* The caller released the handle (ipcp__claim_req; internal requests
      * have none): a second wait is refused even while the engine still
      * holds the request (a transfer that ended early). */
@@ -594,10 +613,41 @@ ipcp_status_t ipcp_irecv(ipcp_comm_t *comm_h, void *buf, size_t len, int peer,
     return ipcp__post(comm, IPCP_REQ_RECV, buf, len, peer, tag, req);
 }
 
+/* A blocking call's own way for host memory: its request on its stack, no
+ * handle, nothing to free (engine/mbox.c: a small send is written into the
+ * peer's mailbox, a receive read from it).  Returns 1 with *st when it
+ * took the call, 0 when the call must go the way of requests. */
+static int ipcp__now(ipcp_comm_t *comm, int type, void *buf, size_t len,
+                     int peer, int tag, ipcp_xfer_info_t *info,
+                     ipcp_status_t *st)
+{
+    const ipcp__backend_ops_t *ops;
+    ipcp__backend_t *be;
+    ipcp_request_t req;
+    memset(&req, 0, sizeof(req));
+    ipcp__req_init(comm, &req, type);
+    req.buf = buf;
+    req.len = len;
+    req.peer = peer;
+    req.tag = tag;
+    ipcp__mem_attr(comm, buf, len, &req.attr, &ops, &be);
+    if (req.attr.type != IPCP_MEM_HOST || !ipcp__match_fast(comm, &req))
+        return 0;
+    ipcp__await(&req);
+    *st = ipcp__req_result(&req, info);
+    return 1;
+}
+
 ipcp_status_t ipcp_send(ipcp_comm_t *comm_h, const void *buf, size_t len,
                         int peer, int tag)
 {
+    ipcp_comm_t *comm;
     ipcp_request_t *req;
+    ipcp_status_t st;
+    IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
+    IPCP_CHECK(ipcp__check_xfer(comm, buf, len, peer, tag, &req));
+    if (ipcp__now(comm, IPCP_REQ_SEND, (void *)buf, len, peer, tag, NULL, &st))
+        return st;
     IPCP_CHECK(ipcp_isend(comm_h, buf, len, peer, tag, &req));
     return ipcp_wait(req, NULL);
 }
@@ -605,7 +655,13 @@ ipcp_status_t ipcp_send(ipcp_comm_t *comm_h, const void *buf, size_t len,
 ipcp_status_t ipcp_recv(ipcp_comm_t *comm_h, void *buf, size_t len, int peer,
                         int tag, ipcp_xfer_info_t *info)
 {
+    ipcp_comm_t *comm;
     ipcp_request_t *req;
+    ipcp_status_t st;
+    IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
+    IPCP_CHECK(ipcp__check_xfer(comm, buf, len, peer, tag, &req));
+    if (ipcp__now(comm, IPCP_REQ_RECV, buf, len, peer, tag, info, &st))
+        return st;
     IPCP_CHECK(ipcp_irecv(comm_h, buf, len, peer, tag, &req));
     return ipcp_wait(req, info);
 }

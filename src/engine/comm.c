@@ -137,6 +137,12 @@ ipcp_request_t *ipcp__req_new(ipcp_comm_t *comm, int type)
     ipcp_request_t *req = calloc(1, sizeof(*req));
     if (!req)
         return NULL;
+    ipcp__req_init(comm, req, type);
+    return req;
+}
+
+void ipcp__req_init(ipcp_comm_t *comm, ipcp_request_t *req, int type)
+{
     req->magic = IPCP_REQ_MAGIC;
     req->comm = comm;
     req->type = type;
@@ -147,7 +153,6 @@ ipcp_request_t *ipcp__req_new(ipcp_comm_t *comm, int type)
     ipcp__list_init(&req->all_link);
     ipcp__list_init(&req->xfer.link);
     ipcp__trace_mark(req, IPCP_TM_CALL);
-    return req;
 }
 
 void ipcp__req_free(ipcp_request_t *req)

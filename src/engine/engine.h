@@ -649,6 +649,10 @@ void ipcp__xfer_track_done(ipcp__track_t *t);
  * (its queues' flags seen), before its track ends; the request then stays
  * allocated until ipcp__run_done.  Progress thread only. */
 void ipcp__xfer_end_early(ipcp__xfer_t *x);
+/* A zeroed request of the caller's own (a blocking call's, on its stack:
+ * never freed, never listed in comm->reqs) made ready as ipcp__req_new
+ * makes one. */
+void ipcp__req_init(ipcp_comm_t *comm, ipcp_request_t *req, int type);
 ipcp_request_t *ipcp__req_new(ipcp_comm_t *comm, int type);
 /* Drops a reference (the owner's, or the engine's after an early end);
  * the last one frees, and with it the request's handle if it has one. */

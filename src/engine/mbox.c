@@ -492,18 +492,30 @@ static inline void ipcp__cpu_pause(void)
 #endif
 }
 
+/* The first caller to read an inbox the progress thread sleeps blind on
+ * lowers its sleeping word, which the last one raised when it left:
+ * writers then make no system call while a caller reads (a ping-pong
+ * leaves and enters between every two messages). */
+static void ipcp__mbox_enter(ipcp__peer_t *peer)
+{
+    ipcp__mbox_ring_t *ring = peer->inbox;
+    if (atomic_fetch_add(&peer->waiters, 1) == 0 && atomic_load(&peer->blind))
+        __atomic_store_n(&ring->sleeping, 0, __ATOMIC_SEQ_CST);
+}
+
 void ipcp__mbox_wait(ipcp_comm_t *comm, ipcp_request_t *req, uint64_t spin_ns)
 {
     ipcp__peer_t *peer = &comm->peers[req->peer];
     uint64_t t0 = ipcp__now_ns(), kicked = 0;
-    /* On one CPU the thread that would complete it needs that CPU. */
+    /* On one CPU, threads of ours that may complete it need that CPU now
+     * and then; the peer's messages come from another one. */
     int yield = ipcp__one_cpu();
-    atomic_fetch_add(&peer->waiters, 1);
+    ipcp__mbox_enter(peer);
     for (unsigned i = 1;
          !atomic_load_explicit(&req->done, memory_order_acquire); i++) {
         if (ipcp__mbox_read_fast(comm, peer, &kicked))
             continue;
-        if (yield)
+        if (yield && !(i % 16))
             sched_yield();
         else
             ipcp__cpu_pause();
@@ -514,8 +526,7 @@ void ipcp__mbox_wait(ipcp_comm_t *comm, ipcp_request_t *req, uint64_t spin_ns)
     ipcp__mbox_leave(comm, peer);
 }
 
-/* ---- The progress thread's sleep
- * --------------------------------------------- */
+/* ---- The progress thread's sleep ------------------------------------------ */
 
 /* Before the progress thread blocks: raises the sleeping word of every
  * inbox in use, except those callers read (blind: a caller that meets a
