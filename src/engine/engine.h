@@ -241,7 +241,15 @@ struct ipcp__peer {
                            inbox's sleeping word: callers read it */
     atomic_int gone;    /* lost or finalized, as callers see it */
     atomic_int kick;    /* a caller left a message for the thread */
+    /* mailbox counts for the log at finalize (relaxed): messages written
+     * by callers and by the thread, sends the callers left to the thread,
+     * wake-ups written, messages read by callers and by the thread */
+    _Atomic uint64_t n_tx_fast, n_tx_thread, n_tx_refused, n_wakes;
+    _Atomic uint64_t n_rx_fast, n_rx_thread;
     uint32_t mbox_slots; /* of both rings (ipcp__mbox_slots) */
+    /* the thread: the eager message at the inbox's head (its slot + 1)
+     * and when it saw it first (ipcp__mbox_fresh_eager) */
+    uint64_t eager_tail, eager_ns;
     /* keepalive (engine/comm.c, ipcp__keepalive): when a message of the
      * peer last came, and when we last asked it for one (ns) */
     _Atomic uint64_t heard_ns;
