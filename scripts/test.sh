@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds ipcpipe and runs its test suite: every test of the normal build,
-# its multi-process tests again with IPCPIPE_MAILBOX=off, then the
+# its multi-process tests again with IPCPIPE_MAILBOX=off and with every
+# rank bound to one CPU (IPCP_LAUNCH_PIN=1), then the
 # multi-process tests (label mp, without the > 256 MiB ones) under
 # AddressSanitizer+UBSan and under ThreadSanitizer, then a short run of
 # every fuzz harness (clang, ASan+UBSan).  GPU tests skip (77)
@@ -35,6 +36,12 @@ build "$out/normal" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 # only (IPCPIPE_MAILBOX=off; the shared-memory mailbox is the default).
 echo "== normal build: multi-process tests up to 256 MiB, IPCPIPE_MAILBOX=off"
 (cd "$out/normal" && IPCPIPE_MAILBOX=off ctest --output-on-failure -L mp -LE large \
+    --timeout 900)
+
+# Launchers bind each rank to one CPU by default (mpirun, srun): the same
+# tests with every rank bound to one CPU (IPCP_LAUNCH_PIN=1).
+echo "== normal build: multi-process tests up to 256 MiB, each rank bound to one CPU"
+(cd "$out/normal" && IPCP_LAUNCH_PIN=1 ctest --output-on-failure -L mp -LE large \
     --timeout 900)
 
 if [ "$sanitizers" = 1 ]; then

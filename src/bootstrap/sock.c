@@ -150,6 +150,7 @@ ipcp_status_t ipcp__sock_recv(int fd, void *buf, size_t cap, size_t *len,
     struct iovec iov = {.iov_base = buf, .iov_len = cap};
     struct msghdr msg;
     ssize_t n;
+    int reset = 0;
 
     if (maxfds < 0 || (maxfds > 0 && (fds == NULL || nfds == NULL)))
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_BOOT, IPCP_ERR_INVALID,
@@ -167,6 +168,14 @@ ipcp_status_t ipcp__sock_recv(int fd, void *buf, size_t cap, size_t *len,
         /* MSG_CMSG_CLOEXEC sets close-on-exec atomically, so a concurrent
          * fork+exec elsewhere in the process cannot inherit the fds. */
         n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+        /* A peer that ended with messages of ours unread leaves a reset on
+         * the socket, which Linux hands to the next call once, ahead of the
+         * messages the peer sent before it ended: read on, they come, and
+         * after them the end (a hang-up, never EAGAIN). */
+        if (n < 0 && errno == ECONNRESET && !reset) {
+            reset = 1;
+            continue;
+        }
         if (n >= 0 || (errno != EINTR && errno != EAGAIN))
             break;
     }

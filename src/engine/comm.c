@@ -359,7 +359,7 @@ static void ipcp__peer_flush(ipcp_comm_t *comm, ipcp__peer_t *peer)
         if (st == IPCP_IN_PROGRESS)
             return; /* socket or mailbox full: the loop comes back */
         if (st != IPCP_OK) {
-            ipcp__peer_lost(comm, peer, ipcp__last_error());
+            ipcp__peer_wr_broken(comm, peer, ipcp__last_error());
             return;
         }
         ipcp__list_del(e);
@@ -368,6 +368,15 @@ static void ipcp__peer_flush(ipcp_comm_t *comm, ipcp__peer_t *peer)
     }
     /* An offered mailbox is taken once nothing waits for the socket. */
     ipcp__mbox_try_switch(comm, peer);
+}
+
+/* A message for a peer that is gone, or whose writes broke: the failure,
+ * naming it and why. */
+static ipcp_status_t ipcp__peer_unwritable(const ipcp__peer_t *peer)
+{
+    char gone[IPCP_ERRMSG_MAX];
+    return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_ENGINE, IPCP_ERR_PEER_LOST, "%s",
+                      ipcp__peer_gone(peer, gone, sizeof(gone)));
 }
 
 ipcp_status_t ipcp__peer_post(ipcp_comm_t *comm, ipcp__peer_t *peer,
@@ -383,11 +392,10 @@ ipcp_status_t ipcp__peer_postv(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                const int *fds, int nfds)
 {
     ipcp__txmsg_t *m;
-    if (peer->closed) {
+    if (peer->closed || peer->wr_broken) {
         for (int i = 0; i < nfds; i++)
             close(fds[i]);
-        return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_ENGINE, IPCP_ERR_PEER_LOST,
-                          "rank %d is gone", peer->rank);
+        return ipcp__peer_unwritable(peer);
     }
     m = malloc(sizeof(*m) + len + tail_len);
     if (!m) {
@@ -407,14 +415,58 @@ ipcp_status_t ipcp__peer_postv(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp__list_push_back(&peer->txq, &m->link);
     ipcp__peer_flush(comm, peer);
     /* The send may have found the peer dead: callers must not park a
-     * request on a peer whose lists were already failed. */
-    if (peer->closed)
-        return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_ENGINE, IPCP_ERR_PEER_LOST,
-                          "rank %d is gone", peer->rank);
+     * request on a peer whose lists were already failed, nor one that
+     * waits for an answer to a message that never left. */
+    if (peer->closed || peer->wr_broken)
+        return ipcp__peer_unwritable(peer);
     return IPCP_OK;
 }
 
 /* ---- Peer loss ---------------------------------------------------------- */
+
+/* How long a peer whose writes broke stays before it is lost, when its
+ * socket does not end.  A dead peer's socket ends at once; a live one (a
+ * write that failed for another reason) reads the end of ours and closes
+ * its side within a turn of its loop. */
+#define IPCP_WR_LOST_NS ((uint64_t)100 * 1000 * 1000)
+
+void ipcp__peer_wr_broken(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                          const char *why)
+{
+    ipcp__list_t *e;
+    if (peer->closed || peer->wr_broken)
+        return;
+    /* A peer that died may have sent what a request here waits for (a
+     * barrier's release, an eager message) just before: it lies unread in
+     * our inbox or socket, and the loss would fail that request.  The loss
+     * comes from the end of the socket instead, read after the inbox
+     * (ipcp__progress_main), or after IPCP_WR_LOST_NS. */
+    peer->wr_broken = 1;
+    peer->wr_lost_ns = ipcp__now_ns() + IPCP_WR_LOST_NS;
+    comm->wr_broken++;
+    free(peer->lost_why);
+    peer->lost_why = strdup(why); /* NULL: the loss names the end instead */
+    atomic_store(&peer->gone, 1); /* callers write to it no more */
+    shutdown(peer->fd, SHUT_WR);
+    while ((e = ipcp__list_pop_front(&peer->txq))) {
+        ipcp__txmsg_free(ipcp__list_entry(e, ipcp__txmsg_t, link));
+        atomic_fetch_sub(&peer->backlog, 1);
+    }
+    IPCP_DEBUG(IPCP_SUB_ENGINE,
+               "cannot write to rank %d (%s): lost once what it sent is read",
+               peer->rank, why);
+}
+
+/* Peers whose writes broke and whose socket did not end in time. */
+static void ipcp__wr_expire(ipcp_comm_t *comm, uint64_t now)
+{
+    for (int r = 0; r < comm->size && comm->wr_broken; r++) {
+        ipcp__peer_t *p = &comm->peers[r];
+        if (p->wr_broken && !p->closed && now >= p->wr_lost_ns)
+            ipcp__peer_lost(comm, p,
+                            "its socket did not end after a write failed");
+    }
+}
 
 void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why)
 {
@@ -425,6 +477,12 @@ void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why)
         return;
     peer->closed = 1;
     atomic_store(&peer->gone, 1);
+    /* A failed write was the first sign: it is the reason. */
+    if (peer->wr_broken) {
+        comm->wr_broken--;
+        if (peer->lost_why)
+            why = peer->lost_why;
+    }
     /* When the loss is declared here (a protocol error) the peer is alive:
      * end the connection so that it sees the loss too. */
     shutdown(peer->fd, SHUT_RDWR);
@@ -436,8 +494,10 @@ void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why)
                  peer->rank, (int)peer->pid, why);
     if (!peer->bye || !ipcp__list_empty(&peer->active))
         IPCP_WARN(IPCP_SUB_ENGINE, "%s", msg);
-    free(peer->lost_why);
-    peer->lost_why = strdup(why); /* NULL: later calls say less */
+    if (why != peer->lost_why) {
+        free(peer->lost_why);
+        peer->lost_why = strdup(why); /* NULL: later calls say less */
+    }
     while ((e = ipcp__list_pop_front(&peer->txq))) {
         ipcp__txmsg_free(ipcp__list_entry(e, ipcp__txmsg_t, link));
         atomic_fetch_sub(&peer->backlog, 1);
@@ -990,8 +1050,8 @@ static void *ipcp__progress_main(void *arg)
                 pfd[n].events |= POLLOUT;
             idx[n++] = r;
         }
-        int timeout_ms = comm->bye_req || comm->bye_held ||
-                                 comm->bar_pending ||
+        int timeout_ms = comm->bye_req || comm->bye_held || comm->bar_pending ||
+                                 comm->wr_broken ||
                                  !ipcp__list_empty(&comm->deregs)
                              ? 50
                              : 1000;
@@ -1062,6 +1122,8 @@ static void *ipcp__progress_main(void *arg)
         if (!ipcp__list_empty(&comm->deregs))
             ipcp__mem_dereg_poll(comm);
         ipcp__keepalive(comm, ipcp__now_ns());
+        if (comm->wr_broken)
+            ipcp__wr_expire(comm, ipcp__now_ns());
     }
     /* Chunks still to enqueue go in: their peer waits for them, and the
      * teardown waits for the transfers they belong to. */

@@ -203,6 +203,11 @@ struct ipcp__peer {
     atomic_int lost;      /* 0, or the status that aborts waits */
     int closed;           /* socket closed (lost or said bye) */
     char *lost_why;       /* why it was lost, for later calls (owned) */
+    /* A write to it failed (ipcp__peer_wr_broken): nothing more goes out
+     * (lost_why says why), and it is lost once its socket has ended, what
+     * it sent before read, or at wr_lost_ns (ipcp__now_ns) */
+    int wr_broken;
+    uint64_t wr_lost_ns;
     int bye;              /* the peer finalized */
     int pvm_to;           /* -1 unknown, 0/1: we may write its memory */
     int remote_path;      /* path the peer forces on receives; -1 unknown
@@ -559,6 +564,7 @@ struct ipcp_comm {
      * whether a request waited on any of them at the last check. */
     uint64_t ka_next;
     int ka_awaited;
+    int wr_broken; /* progress thread: peers with wr_broken, not yet lost */
 
     pthread_mutex_t mem_lock; /* regions, rmems, next_region_id */
     ipcp__list_t regions;
@@ -645,6 +651,10 @@ ipcp_status_t ipcp__peer_postv(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                const void *tail, size_t tail_len,
                                const int *fds, int nfds);
 void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why);
+/* A write to the peer failed (why): later ones fail at once, and the loss
+ * waits until what it sent is read (the end of its socket). */
+void ipcp__peer_wr_broken(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                          const char *why);
 /* "rank N finalized", or "rank N is gone" with why it was lost, in buf. */
 const char *ipcp__peer_gone(const ipcp__peer_t *peer, char *buf, size_t len);
 /* Handles one control message from a peer (socket or inbox); fds are owned

@@ -143,7 +143,7 @@ void ipcp__mbox_offer(ipcp_comm_t *comm)
  * ours waits for the socket (what waits there must arrive first). */
 void ipcp__mbox_try_switch(ipcp_comm_t *comm, ipcp__peer_t *peer)
 {
-    if (!peer->outbox || peer->out_on || peer->closed ||
+    if (!peer->outbox || peer->out_on || peer->closed || peer->wr_broken ||
         !ipcp__list_empty(&peer->txq))
         return;
     ipcp__msg_hdr_t sw = {IPCP_MSG_SWITCH, 0};
@@ -151,7 +151,7 @@ void ipcp__mbox_try_switch(ipcp_comm_t *comm, ipcp__peer_t *peer)
     if (st == IPCP_IN_PROGRESS)
         return; /* socket full: the next flush tries again */
     if (st != IPCP_OK) {
-        ipcp__peer_lost(comm, peer, ipcp__last_error());
+        ipcp__peer_wr_broken(comm, peer, ipcp__last_error());
         return;
     }
     __atomic_store_n(&peer->out_on, 1, __ATOMIC_RELEASE);

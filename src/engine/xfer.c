@@ -1884,9 +1884,11 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
     int watched = comm->cfg->stripe_adapt && direct && slen && nchunks;
     if (watched) /* no part can start before the CTS */
         wt.t0 = ipcp__now_ns();
-    if (ipcp__peer_post(comm, peer, &cts, sizeof(cts), fds, nfds) != IPCP_OK)
+    if (ipcp__peer_post(comm, peer, &cts, sizeof(cts), fds, nfds) != IPCP_OK &&
+        !peer->wr_broken)
         /* The sender would never write what our queues wait for; a loss
-         * releases them and tells it. */
+         * releases them and tells it (one whose writes broke is lost once
+         * what it sent is read). */
         ipcp__peer_lost(comm, peer, "cannot send a CTS");
     ipcp__trace_mark(req, IPCP_TM_CTS);
     ipcp__fault_point(IPCP_FAULT_CTS_POSTED);

@@ -219,6 +219,31 @@ static void case_peer_gone(void)
     close(sv[1]);
 }
 
+/* A peer that ends with messages of ours unread leaves a reset, which the
+ * kernel reports to the next call on the socket ahead of what the peer sent
+ * before it ended: a receive reads on, the messages come, then the end. */
+static void case_reset(void)
+{
+    int sv[2];
+    char buf[16] = {0};
+    size_t len = 0;
+    pair(sv);
+    T_OK(ipcp__sock_send(sv[1], "unread", 6, NULL, 0, 0));
+    T_OK(ipcp__sock_send(sv[0], "first", 5, NULL, 0, 0));
+    T_OK(ipcp__sock_send(sv[0], "second!", 7, NULL, 0, 0));
+    close(sv[0]);
+    T_OK(ipcp__sock_recv(sv[1], buf, sizeof(buf), &len, NULL, 0, NULL, 0));
+    T_EQ_INT(len, 5);
+    T_CHECK(memcmp(buf, "first", 5) == 0);
+    T_OK(ipcp__sock_recv(sv[1], buf, sizeof(buf), &len, NULL, 0, NULL, 0));
+    T_EQ_INT(len, 7);
+    T_CHECK(memcmp(buf, "second!", 7) == 0);
+    T_STATUS(ipcp__sock_recv(sv[1], buf, sizeof(buf), &len, NULL, 0, NULL, 0),
+             IPCP_ERR_PEER_LOST);
+    T_MSG_HAS("closed the connection");
+    close(sv[1]);
+}
+
 static const struct {
     const char *name;
     void (*fn)(void);
@@ -230,6 +255,7 @@ static const struct {
     {"sock_fds", case_fds},
     {"sock_ctrunc", case_ctrunc},
     {"sock_peer_gone", case_peer_gone},
+    {"sock_reset", case_reset},
 };
 
 int main(int argc, char **argv)

@@ -1,0 +1,200 @@
+/* A peer whose last messages lie unread in our socket when a write to it
+ * fails: what it sent must still be read (a barrier's release, an eager
+ * message), a request that needs to write to it fails at once naming it,
+ * and it is lost once its socket has ended (or, when it never does, after a
+ * short bound).  This process is rank 1 of 2; rank 0 is the other end of a
+ * socket pair that the test writes and then closes (dead) or keeps open
+ * with its read side shut (alive: writes fail, no hang-up).  The requests
+ * are queued and rank 0's messages written before the progress thread
+ * starts, and the thread's first turn writes before it reads: the order is
+ * the same on every run.
+ *
+ *   test_wrloss dead | alive */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "common/config.h"
+#include "common/time.h"
+#include "engine/engine.h"
+#include "testutil.h"
+
+enum { TAG_EAGER = 5, TAG_AFTER = 6, TAG_OURS = 9, EAGER_LEN = 700 };
+
+typedef struct fake {
+    ipcp_comm_t *comm; /* the engine's object */
+    ipcp_comm_t *h;    /* its public handle */
+    int rank0;         /* rank 0's end of the socket */
+} fake_t;
+
+/* Rank 1 of 2 with its progress thread not started yet; requests may be
+ * queued (they wake an eventfd of the test's until then). */
+static void fake_new(fake_t *f)
+{
+    const ipcp__config_t *cfg;
+    ipcp__handle_t h;
+    int sv[2];
+    T_OK(ipcp__config_get(&cfg));
+    T_OK(ipcp__comm_new(1, 2, "wrloss", cfg->timeout_s, &f->comm));
+    ipcp_comm_t *comm = f->comm;
+    comm->cfg = cfg;
+    comm->eager_max = cfg->eager;
+    atomic_init(&comm->path, IPCP_PATH_AUTO);
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+        T_FAIL("socketpair: %s", strerror(errno));
+    comm->peers[0].fd = sv[0];
+    comm->peers[0].pid = getpid();
+    f->rank0 = sv[1];
+    comm->host_ops = &ipcp__host_backend_ops;
+    T_OK(comm->host_ops->open(cfg, &comm->host));
+    comm->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    T_CHECK(comm->wake_fd >= 0);
+    T_OK(ipcp__handle_new(IPCP_HANDLE_COMM, comm, &h));
+    comm->handle = h;
+    f->h = (ipcp_comm_t *)(uintptr_t)h;
+}
+
+static void fake_start(fake_t *f)
+{
+    int early = f->comm->wake_fd;
+    T_OK(ipcp__comm_start(f->comm)); /* its own eventfd */
+    close(early);
+}
+
+/* What rank 0 sent before it ended: its path, the release of barrier 0,
+ * and an eager message of EAGER_LEN bytes from seed. */
+static void rank0_sends(const fake_t *f, uint64_t seed)
+{
+    ipcp__msg_path_t path;
+    ipcp__msg_barrier_t rel;
+    static unsigned char rts[sizeof(ipcp__msg_rts_t) + EAGER_LEN];
+    ipcp__msg_rts_t r;
+    memset(&path, 0, sizeof(path));
+    path.hdr.type = IPCP_MSG_PATH;
+    path.path = IPCP_PATH_AUTO;
+    T_OK(ipcp__sock_send(f->rank0, &path, sizeof(path), NULL, 0, 0));
+    memset(&rel, 0, sizeof(rel));
+    rel.hdr.type = IPCP_MSG_BARRIER_REL;
+    rel.epoch = 0;
+    T_OK(ipcp__sock_send(f->rank0, &rel, sizeof(rel), NULL, 0, 0));
+    memset(&r, 0, sizeof(r));
+    r.hdr.type = IPCP_MSG_RTS;
+    r.hdr.flags = IPCP_RTS_EAGER;
+    r.tag = TAG_EAGER;
+    r.id = 1;
+    r.len = EAGER_LEN;
+    r.src_type = IPCP_MEM_HOST;
+    memcpy(rts, &r, sizeof(r));
+    t_fill(rts + sizeof(r), EAGER_LEN, seed);
+    T_OK(ipcp__sock_send(f->rank0, rts, sizeof(rts), NULL, 0, 0));
+}
+
+/* Waits for a request made with ipcp__req_new, as ipcp_wait does. */
+static ipcp_status_t wait_internal(ipcp_comm_t *comm, ipcp_request_t *req,
+                                   char *msg, size_t len)
+{
+    pthread_mutex_lock(&comm->lock);
+    while (!atomic_load(&req->done))
+        pthread_cond_wait(&comm->cond, &comm->lock);
+    ipcp__list_del(&req->all_link);
+    pthread_mutex_unlock(&comm->lock);
+    ipcp_status_t st = req->status;
+    snprintf(msg, len, "%s", st == IPCP_OK ? "" : req->errmsg);
+    ipcp__req_disown(req);
+    return st;
+}
+
+static void expect_lost(ipcp_status_t st, const char *what)
+{
+    if (st != IPCP_ERR_PEER_LOST)
+        T_FAIL("%s returned %s, expected IPCP_ERR_PEER_LOST (%s)", what,
+               ipcp_strerror(st), ipcp_last_error());
+    if (!strstr(ipcp_last_error(), "rank 0"))
+        T_FAIL("%s: \"%s\" does not name rank 0", what, ipcp_last_error());
+    /* The reason is the write that failed, not a bare "gone". */
+    if (!strstr(ipcp_last_error(), "send on socket"))
+        T_FAIL("%s: \"%s\" does not say which write failed", what,
+               ipcp_last_error());
+}
+
+static void run(int alive)
+{
+    fake_t f;
+    uint64_t seed = t_fresh_seed();
+    unsigned char got[EAGER_LEN + 16], ours[64] = {0};
+    ipcp_request_t *recv = NULL, *send = NULL;
+    char msg[IPCP_ERRMSG_MAX];
+    uint64_t x = 0;
+
+    fake_new(&f);
+    rank0_sends(&f, seed);
+    if (alive)
+        T_CHECK(shutdown(f.rank0, SHUT_RD) == 0);
+    else
+        close(f.rank0);
+    ipcp_request_t *bar = ipcp__req_new(f.comm, IPCP_REQ_BARRIER);
+    T_CHECK(bar != NULL);
+    ipcp__comm_submit(f.comm, bar);
+    memset(got, 0x5a, sizeof(got));
+    T_OK(ipcp_irecv(f.h, got, sizeof(got), 0, TAG_EAGER, &recv));
+    T_OK(ipcp_isend(f.h, ours, sizeof(ours), 0, TAG_OURS, &send));
+    double t0 = ipcp__now_s();
+    fake_start(&f);
+
+    ipcp_status_t st = wait_internal(f.comm, bar, msg, sizeof(msg));
+    if (st != IPCP_OK)
+        T_FAIL("the barrier rank 0 released returned %s: %s", ipcp_strerror(st),
+               msg);
+    ipcp_xfer_info_t info;
+    T_OK(ipcp_wait(recv, &info));
+    T_EQ_U64(info.nbytes, EAGER_LEN);
+    t_verify(got, EAGER_LEN, seed, "rank 0's eager message");
+    for (size_t i = EAGER_LEN; i < sizeof(got); i++)
+        T_EQ_INT(got[i], 0x5a);
+    expect_lost(ipcp_wait(send, NULL), "a send to rank 0");
+    /* Lost by now or soon: a receive posted now fails, well within the
+     * timeout (a hang-up, or the bound when the socket never ends). */
+    expect_lost(ipcp_recv(f.h, &x, sizeof(x), 0, TAG_AFTER, NULL),
+                "a receive from rank 0 posted afterwards");
+    double el = ipcp__now_s() - t0;
+    if (el >= 1.0)
+        T_FAIL("the loss took %.3f s", el);
+    if (alive)
+        close(f.rank0);
+    T_OK(ipcp_finalize(f.h));
+    printf("%s peer: barrier and eager message read, send refused, lost "
+           "after %.3f s\n",
+           alive ? "live" : "dead", el);
+}
+
+static void case_dead(void)
+{
+    run(0);
+}
+
+static void case_alive(void)
+{
+    run(1);
+}
+
+static const struct {
+    const char *name;
+    void (*fn)(void);
+} cases[] = {
+    {"dead", case_dead},
+    {"alive", case_alive},
+};
+
+int main(int argc, char **argv)
+{
+    int rc, i = t_pick_case(argc, argv, cases, sizeof(cases) / sizeof(cases[0]),
+                            sizeof(cases[0]), &rc);
+    if (i < 0)
+        return rc;
+    cases[i].fn();
+    return 0;
+}
