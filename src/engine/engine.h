@@ -250,7 +250,7 @@ struct ipcp__peer {
      * by callers and by the thread, sends the callers left to the thread,
      * wake-ups written, messages read by callers and by the thread */
     _Atomic uint64_t n_tx_fast, n_tx_thread, n_tx_refused, n_wakes;
-    _Atomic uint64_t n_rx_fast, n_rx_thread;
+    _Atomic uint64_t n_rx_fast, n_rx_thread, n_rx_refused;
     uint32_t mbox_slots; /* of both rings (ipcp__mbox_slots) */
     /* the thread: the eager message at the inbox's head (its slot + 1)
      * and when it saw it first (ipcp__mbox_fresh_eager) */
@@ -702,6 +702,9 @@ void ipcp__match_fail_peer(ipcp_comm_t *comm, ipcp__peer_t *peer,
  * Returns 1 when it took req (a send is complete then), 0 when req must
  * go to the progress thread. */
 int ipcp__match_fast(ipcp_comm_t *comm, ipcp_request_t *req);
+/* Whether a receive with tag is posted for peer's messages: 0 none, 1 one
+ * whose caller reads the inbox itself (watch), 2 another. */
+int ipcp__match_posted(ipcp__peer_t *peer, int tag);
 /* An eager message (IPCP_MSG_EAGER): to the first receive posted with its
  * tag, or kept.  caller: a waiting caller reads it, which leaves it (0)
  * when it would need the device or the message is malformed. */

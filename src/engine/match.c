@@ -359,6 +359,15 @@ static void ipcp__on_rts_twosided(ipcp_comm_t *comm, ipcp__peer_t *peer,
 
 /* ---- The callers' own way ----------------------------------------------- */
 
+int ipcp__match_posted(ipcp__peer_t *peer, int tag)
+{
+    pthread_mutex_lock(&peer->rx_lock);
+    const ipcp_request_t *r = ipcp__posted_find(peer, tag);
+    int posted = !r ? 0 : r->watch ? 1 : 2;
+    pthread_mutex_unlock(&peer->rx_lock);
+    return posted;
+}
+
 int ipcp__match_eager(ipcp_comm_t *comm, ipcp__peer_t *peer,
                       const unsigned char *msg, size_t len, int caller)
 {
@@ -428,8 +437,11 @@ static int ipcp__recv_fast(ipcp_comm_t *comm, ipcp_request_t *req)
 {
     ipcp__peer_t *peer = &comm->peers[req->peer];
     int took = 0;
-    if (!__atomic_load_n(&peer->in_on, __ATOMIC_ACQUIRE))
+    if (!__atomic_load_n(&peer->in_on, __ATOMIC_ACQUIRE)) {
+        atomic_fetch_add_explicit(&peer->n_rx_refused, 1,
+                                  memory_order_relaxed);
         return 0; /* nothing for the caller to read */
+    }
     pthread_mutex_lock(&peer->rx_lock);
     if (!atomic_load(&peer->pending) && !atomic_load(&peer->gone)) {
         ipcp__unexp_t *u = ipcp__unexp_find(peer, req);
@@ -445,6 +457,9 @@ static int ipcp__recv_fast(ipcp_comm_t *comm, ipcp_request_t *req)
     pthread_mutex_unlock(&peer->rx_lock);
     if (took)
         ipcp__trace_mark(req, IPCP_TM_START);
+    else
+        atomic_fetch_add_explicit(&peer->n_rx_refused, 1,
+                                  memory_order_relaxed);
     return took;
 }
 

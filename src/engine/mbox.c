@@ -208,13 +208,15 @@ void ipcp__mbox_close(ipcp__peer_t *peer)
         IPCP_DEBUG(IPCP_SUB_ENGINE,
                    "mailbox with rank %d: sent %llu by callers, %llu by the "
                    "thread (%llu callers' sends left to it), %llu wake-ups; "
-                   "read %llu by callers, %llu by the thread",
+                   "read %llu by callers, %llu by the thread; %llu receives "
+                   "left to the thread",
                    peer->rank, (unsigned long long)peer->n_tx_fast,
                    (unsigned long long)peer->n_tx_thread,
                    (unsigned long long)peer->n_tx_refused,
                    (unsigned long long)peer->n_wakes,
                    (unsigned long long)peer->n_rx_fast,
-                   (unsigned long long)peer->n_rx_thread);
+                   (unsigned long long)peer->n_rx_thread,
+                   (unsigned long long)peer->n_rx_refused);
     if (peer->inbox)
         munmap(peer->inbox, ipcp__mbox_size(peer->mbox_slots));
     if (peer->outbox)
@@ -414,11 +416,14 @@ static int ipcp__mbox_read_locked(ipcp_comm_t *comm, ipcp__peer_t *peer,
  * messages it handled.  dispatch handles one message (socket messages keep
  * their descriptors). */
 /* Whether the message at the inbox's head is an eager one that came less
- * than spin_us ago: callers read those (they post or wait for their
- * receives meanwhile).  On one H200 the thread, spinning after a barrier,
- * took 64 776 of 66 000 messages of a window the caller was still posting
- * receives for, as unexpected ones (8 B: 0.0066 GB/s, Open MPI 0.08).
- * Past that time it reads them: a receive nobody waits for still ends. */
+ * than spin_us ago, for which no receive is posted yet or the first is one
+ * its caller reads itself (watch): that caller reads it.  On one H200 the
+ * thread, spinning after a barrier, took 64 776 of 66 000 messages of a
+ * window the caller was still posting receives for (8 B: 0.0066 GB/s,
+ * Open MPI 0.08).  Read at once: a message for a receive posted the
+ * thread's way, or whose caller stopped spinning (ipcp__mbox_wait clears
+ * watch then: with the thread waiting too, each side slept through the
+ * other's message, 65 us a half round trip); past that time, any. */
 static int ipcp__mbox_fresh_eager(const ipcp_comm_t *comm, ipcp__peer_t *peer)
 {
     ipcp__mbox_ring_t *ring = peer->inbox;
@@ -426,10 +431,12 @@ static int ipcp__mbox_fresh_eager(const ipcp_comm_t *comm, ipcp__peer_t *peer)
     const ipcp__mbox_slot_t *s =
         ipcp__mbox_slot(ring, peer->mbox_slots, tail);
     uint32_t kind = __atomic_load_n(&s->marker, __ATOMIC_RELAXED);
-    uint32_t len = __atomic_load_n(&s->len, __ATOMIC_RELAXED), type;
-    memcpy(&type, s->data, sizeof(type));
-    if (kind != IPCP_MBOX_DATA || len < sizeof(ipcp__msg_hdr_t) ||
-        type != IPCP_MSG_EAGER || !comm->cfg->spin_us)
+    uint32_t len = __atomic_load_n(&s->len, __ATOMIC_RELAXED);
+    ipcp__msg_eager_t e;
+    memcpy(&e, s->data, sizeof(e));
+    if (kind != IPCP_MBOX_DATA || len < sizeof(e) ||
+        e.hdr.type != IPCP_MSG_EAGER || !comm->cfg->spin_us ||
+        ipcp__match_posted(peer, e.tag) == 2)
         return 0;
     uint64_t now = ipcp__now_ns();
     if (peer->eager_tail != tail + 1) {
@@ -573,6 +580,12 @@ void ipcp__mbox_wait(ipcp_comm_t *comm, ipcp_request_t *req, uint64_t spin_ns)
         /* A clock read costs more than a look at the ring. */
         if (!(i % 64) && ipcp__now_ns() - t0 >= spin_ns)
             break;
+    }
+    /* It sleeps now: the thread reads its message at once. */
+    if (!atomic_load_explicit(&req->done, memory_order_acquire)) {
+        pthread_mutex_lock(&peer->rx_lock);
+        req->watch = 0;
+        pthread_mutex_unlock(&peer->rx_lock);
     }
     ipcp__mbox_leave(comm, peer);
 }
