@@ -594,6 +594,8 @@ struct ipcp_comm {
     pthread_mutex_t lane_lock;
     ipcp__lane_t **lanes;        /* [size] */
     atomic_int lane_reqs;        /* user requests in lanes' lists */
+    atomic_int queued;           /* in cmds and dones (under lock; read
+                                    without it by the progress thread) */
     atomic_int lane_posting;     /* user threads in ipcp__lane_post */
     uint64_t lane_poll_ns;       /* progress thread: its last lane poll */
     int lane_leaked;             /* finalize left lane kernels queued: the
