@@ -153,8 +153,9 @@ static const ipcp__setting_t ipcp__settings[] = {
      IPCP_OFF(spin_us), 0, 100000, 0, NULL},
     {"IPCPIPE_MAILBOX", IPCP_SET_ENUM, "on", "control messages from the "
      "peers through a ring in shared memory (on) or the socket (off); the "
-     "ring saves a few microseconds a message, the socket still carries "
-     "descriptors and long messages", IPCP_OFF(mailbox), 0, 0, 0,
+     "ring saves a few microseconds a message and carries small host "
+     "messages that callers write and read themselves, the socket still "
+     "carries descriptors and long messages", IPCP_OFF(mailbox), 0, 0, 0,
      ipcp__offon_choices},
     {"IPCPIPE_TRACE", IPCP_SET_STR, "", "write a Chrome/Perfetto timeline of "
      "every transfer to this file (rank 0 merges the ranks' parts at "
