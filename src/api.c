@@ -626,6 +626,7 @@ static int ipcp__now(ipcp_comm_t *comm, int type, void *buf, size_t len,
     ipcp_request_t req;
     memset(&req, 0, sizeof(req));
     ipcp__req_init(comm, &req, type);
+    req.on_stack = 1;
     req.buf = buf;
     req.len = len;
     req.peer = peer;

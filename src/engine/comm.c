@@ -312,7 +312,7 @@ void ipcp__xfer_end_early(ipcp__xfer_t *x)
 {
     ipcp_request_t *req = x->req;
     if (x->early || !req || !req->user || req->sync || req->offered ||
-        !ipcp__track_ok(&x->track))
+        req->on_stack || !ipcp__track_ok(&x->track))
         return;
     x->early = 1;
     x->comm->early_live++;

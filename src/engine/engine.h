@@ -408,6 +408,8 @@ struct ipcp_request {
     int user;              /* 1: a user waits on it; 0: internal, freed */
     int watch;             /* a receive its caller posted itself: the
                               waiter reads the peer's inbox (mbox.c) */
+    int on_stack;          /* a blocking call's (api.c): it lives until
+                              the call returns, so it never ends early */
     int offered;           /* counted in comm->offers (ipcp__await_offer) */
     uint64_t await_until;  /* when offered: its polling window's end */
     /* one-sided */
