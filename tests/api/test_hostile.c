@@ -3,6 +3,7 @@
  * the memory it was given.
  *
  *   test_api_hostile --case mbox_empty|mbox_file|mbox_shrink|cts_status
+ *   test_api_hostile --case mbox_forged_head|mbox_forged_len|mbox_forged_skip
  *   test_api_hostile --case bar_dup   (3 ranks: rank 1 fake, rank 2 late)
  *   test_api_hostile --case desc_addr|dereg_inflight [--path auto|staged]
  *   test_api_hostile --case fsize|nan_timeout|misspelt|trace_full|log_file
@@ -110,11 +111,50 @@ static void fake_offer_mailbox(int fd, int file)
     T_CHECK(fds[0] >= 0 && fds[1] >= 0);
     memset(&m, 0, sizeof(m));
     m.hdr.type = IPCP_MSG_MBOX;
-    /* The layout rank 0 expects: 64 slots of 1 KiB after three lines. */
-    m.size = 3 * IPCP_CACHE_LINE + 64 * 1024;
-    m.slots = 64;
-    m.slot = 1024;
+    /* The layout rank 0 expects in a job of two: 2048 slots of 256 bytes
+     * after three lines (engine/mbox.c), so that what is refused is the
+     * file itself. */
+    m.size = 3 * IPCP_CACHE_LINE + 2048 * 256;
+    m.slots = 2048;
+    m.slot = 256;
     T_OK(ipcp__sock_send(fd, &m, sizeof(m), fds, 2, 0));
+    close(fds[0]);
+    close(fds[1]);
+}
+
+/* Takes rank 0's inbox for us, writes a record into it that no writer of
+ * the engine would (what: head, a head a ring and more ahead; len, a
+ * message longer than any; skip, a skip record past the ring's end),
+ * publishes it, and then turns rank 0 to its inbox. */
+static void fake_forge_inbox(int fd, const char *what)
+{
+    static uint64_t buf[IPCP_SOCK_MSG_MAX / 8];
+    int fds[IPCP_SOCK_MAX_FDS], nfds;
+    T_CHECK(fake_read_until(fd, IPCP_MSG_MBOX, buf, sizeof(buf), fds,
+                            &nfds) > 0);
+    T_EQ_INT(nfds, 2);
+    const ipcp__msg_mbox_t *m = (const void *)buf;
+    unsigned char *ring = mmap(NULL, m->size, PROT_READ | PROT_WRITE,
+                               MAP_SHARED, fds[0], 0);
+    T_CHECK(ring != MAP_FAILED);
+    uint64_t *head = (uint64_t *)(void *)ring; /* then tail, sleeping */
+    uint32_t *slot0 = (uint32_t *)(void *)(ring + 3 * IPCP_CACHE_LINE);
+    uint64_t h = 1;
+    if (strcmp(what, "head") == 0) {
+        h = (uint64_t)m->slots * 4 + 3;
+    } else if (strcmp(what, "len") == 0) {
+        slot0[0] = 0xFFFFFF00u; /* bytes */
+        slot0[1] = 0;           /* a message in the ring */
+    } else if (strcmp(what, "skip") == 0) {
+        slot0[0] = m->slots + 5; /* slots to skip */
+        slot0[1] = 2;            /* a skip record */
+    } else {
+        T_FAIL("unknown forgery \"%s\"", what);
+    }
+    __atomic_store_n(head, h, __ATOMIC_SEQ_CST);
+    ipcp__msg_hdr_t sw = {IPCP_MSG_SWITCH, 0};
+    T_OK(ipcp__sock_send(fd, &sw, sizeof(sw), NULL, 0, 0));
+    munmap(ring, m->size);
     close(fds[0]);
     close(fds[1]);
 }
@@ -145,6 +185,8 @@ static int fake_main(const char *name)
         usleep(300000);
         ipcp__boot_destroy(boot);
         return 0;
+    } else if (strncmp(name, "mbox_forged_", 12) == 0) {
+        fake_forge_inbox(fd, name + 12);
     } else if (strcmp(name, "cts_status") == 0) {
         /* Each of rank 0's sends meets a CTS with a status that is not
          * one of ipcp_status_t's errors. */
@@ -217,6 +259,15 @@ static int victim_main(const char *name)
     } else if (strcmp(name, "bar_dup") == 0) {
         T_STATUS(ipcp_barrier(comm), IPCP_ERR_PEER_LOST);
         T_MSG_HAS("barrier message out of order");
+    } else if (strncmp(name, "mbox_forged_", 12) == 0) {
+        /* The forged record ends the peer, whether the receive's caller
+         * or the progress thread meets it first; nothing is delivered. */
+        unsigned char b[8] = {0};
+        T_STATUS(ipcp_recv(comm, b, sizeof(b), 1, TAG_DATA, NULL),
+                 IPCP_ERR_PEER_LOST);
+        T_MSG_HAS("malformed mailbox slot");
+        for (size_t i = 0; i < sizeof(b); i++)
+            T_CHECK(b[i] == 0);
     } else if (strncmp(name, "mbox_", 5) == 0 &&
                strcmp(name, "mbox_shrink") != 0) {
         victim_mbox(comm);
