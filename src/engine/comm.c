@@ -1064,8 +1064,11 @@ static void *ipcp__progress_main(void *arg)
                                  !ipcp__list_empty(&comm->deregs)
                              ? 50
                              : 1000;
-        if (comm->ka_awaited &&
-            timeout_ms > (int)(ipcp__ka_step_ns(comm) / 1000000))
+        /* Not only while a request is known to wait on a peer: callers
+         * post receives themselves without waking us (engine/mbox.c), and
+         * the keepalive must see them within a step (a stopped peer was
+         * found up to a second late: 2.0 s with IPCPIPE_TIMEOUT=2). */
+        if (timeout_ms > (int)(ipcp__ka_step_ns(comm) / 1000000))
             timeout_ms = (int)(ipcp__ka_step_ns(comm) / 1000000);
         /* Starts of stream-ordered operations land in host memory without
          * waking us, and device transfers end within milliseconds: poll
