@@ -517,13 +517,19 @@ static ipcp_status_t ipcp__check_extent(const ipcp_request_t *req)
 
 /* Classifies the buffer, checks its extent, gives req its handle and
  * hands it to the engine. */
-static ipcp_status_t ipcp__submit(ipcp_comm_t *comm, ipcp_request_t *req,
-                                  ipcp_request_t **out)
+static void ipcp__classify(ipcp_comm_t *comm, ipcp_request_t *req)
 {
     const ipcp__backend_ops_t *ops;
     ipcp__backend_t *be;
-    ipcp__handle_t h = 0;
     ipcp__mem_attr(comm, req->buf, req->len, &req->attr, &ops, &be);
+}
+
+/* ipcp__submit for a request whose buffer is classified already. */
+static ipcp_status_t ipcp__submit_classified(ipcp_comm_t *comm,
+                                             ipcp_request_t *req,
+                                             ipcp_request_t **out)
+{
+    ipcp__handle_t h = 0;
     ipcp_status_t st = ipcp__check_extent(req);
     if (st == IPCP_OK)
         st = ipcp__handle_new(IPCP_HANDLE_REQ, req, &h);
@@ -538,6 +544,13 @@ static ipcp_status_t ipcp__submit(ipcp_comm_t *comm, ipcp_request_t *req,
         ipcp__comm_submit(comm, req);
     *out = ipcp__hptr(h);
     return IPCP_OK;
+}
+
+static ipcp_status_t ipcp__submit(ipcp_comm_t *comm, ipcp_request_t *req,
+                                  ipcp_request_t **out)
+{
+    ipcp__classify(comm, req);
+    return ipcp__submit_classified(comm, req, out);
 }
 
 static ipcp_request_t *ipcp__twosided_req(ipcp_comm_t *comm, int type,
@@ -613,17 +626,18 @@ ipcp_status_t ipcp_irecv(ipcp_comm_t *comm_h, void *buf, size_t len, int peer,
     return ipcp__post(comm, IPCP_REQ_RECV, buf, len, peer, tag, req);
 }
 
-/* A blocking call's own way for host memory: its request on its stack, no
- * handle, nothing to free (engine/mbox.c: a small send is written into the
- * peer's mailbox, a receive read from it).  Returns 1 with *st when it
- * took the call, 0 when the call must go the way of requests. */
-static int ipcp__now(ipcp_comm_t *comm, int type, void *buf, size_t len,
-                     int peer, int tag, ipcp_xfer_info_t *info,
-                     ipcp_status_t *st)
+/* A blocking send or receive.  Host memory the mailbox takes goes the
+ * caller's own way with its request on its stack: no allocation, handle
+ * or finalize list (engine/mbox.c).  Anything else goes the way of
+ * requests, with the buffer classified once. */
+static ipcp_status_t ipcp__blocking(ipcp_comm_t *comm_h, int type, void *buf,
+                                    size_t len, int peer, int tag,
+                                    ipcp_xfer_info_t *info)
 {
-    const ipcp__backend_ops_t *ops;
-    ipcp__backend_t *be;
-    ipcp_request_t req;
+    ipcp_comm_t *comm;
+    ipcp_request_t *out, req;
+    IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
+    IPCP_CHECK(ipcp__check_xfer(comm, buf, len, peer, tag, &out));
     memset(&req, 0, sizeof(req));
     ipcp__req_init(comm, &req, type);
     req.on_stack = 1;
@@ -631,40 +645,30 @@ static int ipcp__now(ipcp_comm_t *comm, int type, void *buf, size_t len,
     req.len = len;
     req.peer = peer;
     req.tag = tag;
-    ipcp__mem_attr(comm, buf, len, &req.attr, &ops, &be);
-    if (req.attr.type != IPCP_MEM_HOST || !ipcp__match_fast(comm, &req))
-        return 0;
-    ipcp__await(&req);
-    *st = ipcp__req_result(&req, info);
-    return 1;
+    ipcp__classify(comm, &req);
+    if (req.attr.type == IPCP_MEM_HOST && ipcp__match_fast(comm, &req)) {
+        ipcp__await(&req);
+        return ipcp__req_result(&req, info);
+    }
+    ipcp_request_t *heap = ipcp__twosided_req(comm, type, buf, len, peer, tag);
+    if (!heap)
+        return IPCP_ERR_NOMEM;
+    heap->attr = req.attr;
+    IPCP_CHECK(ipcp__submit_classified(comm, heap, &out));
+    return ipcp_wait(out, info);
 }
 
 ipcp_status_t ipcp_send(ipcp_comm_t *comm_h, const void *buf, size_t len,
                         int peer, int tag)
 {
-    ipcp_comm_t *comm;
-    ipcp_request_t *req;
-    ipcp_status_t st;
-    IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
-    IPCP_CHECK(ipcp__check_xfer(comm, buf, len, peer, tag, &req));
-    if (ipcp__now(comm, IPCP_REQ_SEND, (void *)buf, len, peer, tag, NULL, &st))
-        return st;
-    IPCP_CHECK(ipcp_isend(comm_h, buf, len, peer, tag, &req));
-    return ipcp_wait(req, NULL);
+    return ipcp__blocking(comm_h, IPCP_REQ_SEND, (void *)buf, len, peer, tag,
+                          NULL);
 }
 
 ipcp_status_t ipcp_recv(ipcp_comm_t *comm_h, void *buf, size_t len, int peer,
                         int tag, ipcp_xfer_info_t *info)
 {
-    ipcp_comm_t *comm;
-    ipcp_request_t *req;
-    ipcp_status_t st;
-    IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
-    IPCP_CHECK(ipcp__check_xfer(comm, buf, len, peer, tag, &req));
-    if (ipcp__now(comm, IPCP_REQ_RECV, buf, len, peer, tag, info, &st))
-        return st;
-    IPCP_CHECK(ipcp_irecv(comm_h, buf, len, peer, tag, &req));
-    return ipcp_wait(req, info);
+    return ipcp__blocking(comm_h, IPCP_REQ_RECV, buf, len, peer, tag, info);
 }
 
 /* The request's handle is released before the wait, so that a second

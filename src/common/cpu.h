@@ -22,4 +22,15 @@ int ipcp__one_cpu(void);
  * sleeping). */
 void ipcp__relax(int others);
 
+/* One turn of a busy wait on a value another CPU writes: tells the core
+ * so (a hyperthread sibling gets the pipeline meanwhile). */
+static inline void ipcp__cpu_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 #endif

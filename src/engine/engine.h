@@ -246,11 +246,12 @@ struct ipcp__peer {
                            inbox's sleeping word: callers read it */
     atomic_int gone;    /* lost or finalized, as callers see it */
     atomic_int kick;    /* a caller left a message for the thread */
-    /* mailbox counts for the log at finalize (relaxed): messages written
-     * by callers and by the thread, sends the callers left to the thread,
-     * wake-ups written, messages read by callers and by the thread */
-    _Atomic uint64_t n_tx_fast, n_tx_thread, n_tx_refused, n_wakes;
-    _Atomic uint64_t n_rx_fast, n_rx_thread, n_rx_refused;
+    /* mailbox counts for the log at finalize: messages written by callers
+     * and by the thread, sends the callers left to the thread, wake-ups
+     * written (under tx_lock); messages read by callers and by the thread,
+     * receives the callers left to it (under rx_lock) */
+    uint64_t n_tx_fast, n_tx_thread, n_tx_refused, n_wakes;
+    uint64_t n_rx_fast, n_rx_thread, n_rx_refused;
     uint32_t mbox_slots; /* of both rings (ipcp__mbox_slots) */
     /* the thread: the eager message at the inbox's head (its slot + 1)
      * and when it saw it first (ipcp__mbox_fresh_eager) */

@@ -437,11 +437,8 @@ static int ipcp__recv_fast(ipcp_comm_t *comm, ipcp_request_t *req)
 {
     ipcp__peer_t *peer = &comm->peers[req->peer];
     int took = 0;
-    if (!__atomic_load_n(&peer->in_on, __ATOMIC_ACQUIRE)) {
-        atomic_fetch_add_explicit(&peer->n_rx_refused, 1,
-                                  memory_order_relaxed);
+    if (!__atomic_load_n(&peer->in_on, __ATOMIC_ACQUIRE))
         return 0; /* nothing for the caller to read */
-    }
     pthread_mutex_lock(&peer->rx_lock);
     if (!atomic_load(&peer->pending) && !atomic_load(&peer->gone)) {
         ipcp__unexp_t *u = ipcp__unexp_find(peer, req);
@@ -454,12 +451,10 @@ static int ipcp__recv_fast(ipcp_comm_t *comm, ipcp_request_t *req)
             took = 1;
         }
     }
+    peer->n_rx_refused += !took;
     pthread_mutex_unlock(&peer->rx_lock);
     if (took)
         ipcp__trace_mark(req, IPCP_TM_START);
-    else
-        atomic_fetch_add_explicit(&peer->n_rx_refused, 1,
-                                  memory_order_relaxed);
     return took;
 }
 

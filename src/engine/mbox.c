@@ -240,7 +240,7 @@ static void ipcp__mbox_publish(ipcp__peer_t *peer, ipcp__mbox_ring_t *ring,
     __atomic_store_n(&ring->head, head, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&ring->sleeping, __ATOMIC_SEQ_CST)) {
         uint64_t one = 1;
-        atomic_fetch_add_explicit(&peer->n_wakes, 1, memory_order_relaxed);
+        peer->n_wakes++;
         if (write(peer->out_wake, &one, sizeof(one)) < 0 && errno != EAGAIN)
             IPCP_WARN(IPCP_SUB_ENGINE, "waking rank %d: %s", peer->rank,
                       strerror(errno));
@@ -290,12 +290,11 @@ ipcp_status_t ipcp__mbox_send(ipcp__peer_t *peer, const void *data,
         s->marker = IPCP_MBOX_DATA;
         st = IPCP_OK;
     }
-    if (st == IPCP_OK)
+    if (st == IPCP_OK) {
         ipcp__mbox_publish(peer, ring, at + n);
+        peer->n_tx_thread++;
+    }
     pthread_mutex_unlock(&peer->tx_lock);
-    if (st == IPCP_OK)
-        atomic_fetch_add_explicit(&peer->n_tx_thread, 1,
-                                  memory_order_relaxed);
     return st;
 }
 
@@ -323,10 +322,8 @@ ipcp_status_t ipcp__mbox_send_fast(ipcp__peer_t *peer, const void *hdr,
         ipcp__mbox_publish(peer, ring, at + n);
         st = IPCP_OK;
     }
+    *(st == IPCP_OK ? &peer->n_tx_fast : &peer->n_tx_refused) += 1;
     pthread_mutex_unlock(&peer->tx_lock);
-    atomic_fetch_add_explicit(st == IPCP_OK ? &peer->n_tx_fast
-                                            : &peer->n_tx_refused,
-                              1, memory_order_relaxed);
     return st;
 }
 
@@ -469,9 +466,8 @@ int ipcp__mbox_read(ipcp_comm_t *comm, ipcp__peer_t *peer,
     atomic_store(&peer->kick, 0);
     pthread_mutex_lock(&peer->rx_lock);
     n = ipcp__mbox_read_locked(comm, peer, dispatch, buf, cap);
+    peer->n_rx_thread += (uint64_t)n;
     pthread_mutex_unlock(&peer->rx_lock);
-    atomic_fetch_add_explicit(&peer->n_rx_thread, (uint64_t)n,
-                              memory_order_relaxed);
     return n;
 }
 
@@ -510,12 +506,10 @@ static int ipcp__mbox_read_fast(ipcp_comm_t *comm, ipcp__peer_t *peer,
         __atomic_store_n(&ring->tail, tail, __ATOMIC_RELEASE);
         n++;
     }
+    peer->n_rx_fast += (uint64_t)n;
     pthread_mutex_unlock(&peer->rx_lock);
-    if (n) {
+    if (n)
         peer->heard_ns = ipcp__now_ns();
-        atomic_fetch_add_explicit(&peer->n_rx_fast, (uint64_t)n,
-                                  memory_order_relaxed);
-    }
     /* Left for the progress thread, which may sleep blind (see
      * ipcp__mbox_sleep: it looks at the head after raising blind). */
     if ((s || bad) && *kicked != tail + 1) {
@@ -539,15 +533,6 @@ static void ipcp__mbox_leave(ipcp_comm_t *comm, ipcp__peer_t *peer)
     if (__atomic_load_n(&ring->head, __ATOMIC_SEQ_CST) !=
         __atomic_load_n(&ring->tail, __ATOMIC_SEQ_CST))
         ipcp__comm_wake(comm);
-}
-
-static inline void ipcp__cpu_pause(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
 }
 
 /* The first caller to read an inbox the progress thread sleeps blind on
