@@ -351,10 +351,7 @@ static void ipcp__await(ipcp_request_t *req)
         sched_yield();
         now = ipcp__now_ns();
     }
-    pthread_mutex_lock(&comm->lock);
-    while (!atomic_load_explicit(&req->done, memory_order_relaxed))
-        pthread_cond_wait(&comm->cond, &comm->lock);
-    pthread_mutex_unlock(&comm->lock);
+    ipcp__req_sleep(req);
 }
 
 /* A done request's status, its info, and its message as the last error. */

@@ -65,6 +65,7 @@ ipcp_status_t ipcp__comm_new(int rank, int size, const char *job,
     ipcp__mutex_init_spin(&comm->lock);
     pthread_cond_init(&comm->cond, NULL);
     ipcp__mutex_init_spin(&comm->mem_lock);
+    ipcp__mutex_init_spin(&comm->req_lock);
     ipcp__mutex_init_spin(&comm->sync_lock);
     ipcp__mutex_init_spin(&comm->lane_lock);
     pthread_mutex_init(&comm->dev_lock, NULL);
@@ -121,6 +122,12 @@ void ipcp__comm_delete(ipcp_comm_t *comm)
     pthread_mutex_destroy(&comm->lock);
     pthread_cond_destroy(&comm->cond);
     pthread_mutex_destroy(&comm->mem_lock);
+    pthread_mutex_destroy(&comm->req_lock);
+    while (comm->req_cache) {
+        ipcp_request_t *req = comm->req_cache;
+        comm->req_cache = req->cache_next;
+        free(req);
+    }
     pthread_mutex_destroy(&comm->sync_lock);
     pthread_mutex_destroy(&comm->lane_lock);
     pthread_mutex_destroy(&comm->dev_lock);
@@ -132,10 +139,36 @@ void ipcp__comm_delete(ipcp_comm_t *comm)
 
 /* ---- Requests ------------------------------------------------------------ */
 
+/* Freed requests are kept for reuse, up to this many: a request is 1.6 KB,
+ * past what malloc keeps per thread, and its calloc and free took 480 of
+ * the 1,800 instructions a small isend and its wait cost (2 CPUs, 64 in
+ * flight).  None under AddressSanitizer, which then sees a request used
+ * after its free. */
+#if defined(__SANITIZE_ADDRESS__)
+#define IPCP_REQ_CACHE 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define IPCP_REQ_CACHE 0
+#endif
+#endif
+#ifndef IPCP_REQ_CACHE
+#define IPCP_REQ_CACHE 256
+#endif
+
 ipcp_request_t *ipcp__req_new(ipcp_comm_t *comm, int type)
 {
-    ipcp_request_t *req = calloc(1, sizeof(*req));
-    if (!req)
+    ipcp_request_t *req = NULL;
+    if (IPCP_REQ_CACHE) {
+        pthread_mutex_lock(&comm->req_lock);
+        if ((req = comm->req_cache)) {
+            comm->req_cache = req->cache_next;
+            comm->req_cached--;
+        }
+        pthread_mutex_unlock(&comm->req_lock);
+    }
+    if (req)
+        memset(req, 0, sizeof(*req));
+    else if (!(req = calloc(1, sizeof(*req))))
         return NULL;
     ipcp__req_init(comm, req, type);
     return req;
@@ -165,6 +198,17 @@ void ipcp__req_free(ipcp_request_t *req)
     ipcp__handle_free(req->handle);
     free(req->scratch);
     req->magic = IPCP_DEAD_MAGIC;
+    ipcp_comm_t *comm = req->comm;
+    if (IPCP_REQ_CACHE) {
+        pthread_mutex_lock(&comm->req_lock);
+        if (comm->req_cached < IPCP_REQ_CACHE) {
+            req->cache_next = comm->req_cache;
+            comm->req_cache = req;
+            comm->req_cached++;
+            req = NULL;
+        }
+        pthread_mutex_unlock(&comm->req_lock);
+    }
     free(req);
 }
 
@@ -288,12 +332,34 @@ void ipcp__req_complete(ipcp_request_t *req, ipcp_status_t st,
         ipcp__req_free(req);
         return;
     }
-    pthread_mutex_lock(&comm->lock);
     req->status = st;
-    snprintf(req->errmsg, sizeof(req->errmsg), "%s",
-             st == IPCP_OK ? "" : (msg ? msg : ipcp_status_desc(st)));
-    atomic_store_explicit(&req->done, 1, memory_order_release);
+    if (st == IPCP_OK)
+        req->errmsg[0] = '\0';
+    else
+        snprintf(req->errmsg, sizeof(req->errmsg), "%s",
+                 msg ? msg : ipcp_status_desc(st));
+    /* Against ipcp__await: it counts itself a sleeper, then looks at done;
+     * we raise done, then look at the sleepers (both seq_cst: one of us
+     * sees the other).  A caller that spins costs no lock or broadcast
+     * (on 2 CPUs, 670 instructions of 1,700 a small receive took). */
+    atomic_store(&req->done, 1);
+    if (!atomic_load(&comm->sleepers))
+        return;
+    pthread_mutex_lock(&comm->lock);
     pthread_cond_broadcast(&comm->cond);
+    pthread_mutex_unlock(&comm->lock);
+}
+
+void ipcp__req_sleep(ipcp_request_t *req)
+{
+    ipcp_comm_t *comm = req->comm;
+    /* Counted before done is looked at under the lock (ipcp__req_complete
+     * broadcasts only to counted sleepers). */
+    pthread_mutex_lock(&comm->lock);
+    atomic_fetch_add(&comm->sleepers, 1);
+    while (!atomic_load(&req->done))
+        pthread_cond_wait(&comm->cond, &comm->lock);
+    atomic_fetch_sub(&comm->sleepers, 1);
     pthread_mutex_unlock(&comm->lock);
 }
 

@@ -253,6 +253,11 @@ struct ipcp__peer {
     uint64_t n_tx_fast, n_tx_thread, n_tx_refused, n_wakes;
     uint64_t n_rx_fast, n_rx_thread, n_rx_refused;
     uint32_t mbox_slots; /* of both rings (ipcp__mbox_slots) */
+    /* the outbox's next record and its reader's tail when we last read it
+     * (tx_lock); the inbox's next record (written under rx_lock, read
+     * without it by ipcp__mbox_ready): ours, not in the shared ring,
+     * which the peer may write */
+    uint64_t out_head, out_tail, in_tail;
     /* the thread: the eager message at the inbox's head (its slot + 1)
      * and when it saw it first (ipcp__mbox_fresh_eager) */
     uint64_t eager_tail, eager_ns;
@@ -394,6 +399,7 @@ typedef struct ipcp__xfer {
 struct ipcp_request {
     uint64_t magic;
     ipcp_comm_t *comm;
+    ipcp_request_t *cache_next; /* comm->req_cache */
     ipcp__handle_t handle; /* what the user holds; 0: none (internal) */
     ipcp__list_t link;     /* comm->cmds, then a peer list */
     ipcp__list_t all_link; /* comm->reqs (user requests) */
@@ -553,6 +559,10 @@ struct ipcp_comm {
     atomic_int stop;
     pthread_mutex_t lock;     /* cmds, dones, request completion */
     pthread_cond_t cond;
+    atomic_int sleepers;      /* callers in (or going to) cond's wait */
+    pthread_mutex_t req_lock; /* req_cache */
+    ipcp_request_t *req_cache; /* freed requests kept for reuse */
+    int req_cached;
     ipcp__list_t cmds;
     ipcp__list_t dones;
     ipcp__list_t reqs;        /* user requests not yet waited for */
@@ -677,6 +687,8 @@ void ipcp__xfer_end_early(ipcp__xfer_t *x);
  * makes one. */
 void ipcp__req_init(ipcp_comm_t *comm, ipcp_request_t *req, int type);
 ipcp_request_t *ipcp__req_new(ipcp_comm_t *comm, int type);
+/* Sleeps until req is done (completion broadcasts to sleepers). */
+void ipcp__req_sleep(ipcp_request_t *req);
 /* Drops a reference (the owner's, or the engine's after an early end);
  * the last one frees, and with it the request's handle if it has one. */
 void ipcp__req_free(ipcp_request_t *req);
@@ -708,7 +720,8 @@ void ipcp__match_fail_peer(ipcp_comm_t *comm, ipcp__peer_t *peer,
  * go to the progress thread. */
 int ipcp__match_fast(ipcp_comm_t *comm, ipcp_request_t *req);
 /* Whether a receive with tag is posted for peer's messages: 0 none, 1 one
- * whose caller reads the inbox itself (watch), 2 another. */
+ * whose caller reads the inbox itself (watch), or rx_lock is taken, 2
+ * another. */
 int ipcp__match_posted(ipcp__peer_t *peer, int tag);
 /* An eager message (IPCP_MSG_EAGER): to the first receive posted with its
  * tag, or kept.  caller: a waiting caller reads it, which leaves it (0)
@@ -747,6 +760,8 @@ void ipcp__mbox_awake(ipcp_comm_t *comm);
 size_t ipcp__mbox_msg_max(const ipcp__peer_t *peer);
 /* Slots of every ring of a job of size ranks (engine/mbox.c). */
 uint32_t ipcp__mbox_slots(int size);
+/* Bytes of a ring of that many slots, its header included. */
+size_t ipcp__mbox_bytes(uint32_t slots);
 /* A caller's message into the peer's inbox, when nothing of ours waits
  * before it (commands, the socket's queue); IPCP_IN_PROGRESS: not now. */
 ipcp_status_t ipcp__mbox_send_fast(ipcp__peer_t *peer, const void *hdr,

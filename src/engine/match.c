@@ -361,7 +361,10 @@ static void ipcp__on_rts_twosided(ipcp_comm_t *comm, ipcp__peer_t *peer,
 
 int ipcp__match_posted(ipcp__peer_t *peer, int tag)
 {
-    pthread_mutex_lock(&peer->rx_lock);
+    /* Taken: a caller posts or reads, as for a watch receive.  The
+     * progress thread asks on its turns and never waits for a caller. */
+    if (pthread_mutex_trylock(&peer->rx_lock) != 0)
+        return 1;
     const ipcp_request_t *r = ipcp__posted_find(peer, tag);
     int posted = !r ? 0 : r->watch ? 1 : 2;
     pthread_mutex_unlock(&peer->rx_lock);

@@ -27,6 +27,7 @@
  * leaves last raises the word for it. */
 #include <errno.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -39,7 +40,15 @@
 
 /* A message takes as many slots as it needs, one after another, and never
  * wraps: where it would, a skip record fills the ring to its end first.
- * Small messages take one slot.  A ring is 512 KiB in jobs of up to
+ * Small messages take one slot.  A record's first slot carries its
+ * position in the writer's sequence, plus one, written last: the reader
+ * polls the slot it expects next, not a shared head, and the writer reads
+ * the reader's tail only when its last look at it says the ring is full.
+ * So a small message costs each side one cache line from the other (the
+ * slot), where a head and a tail cost each side three.  Slots a message
+ * runs on into hold its bytes where a record's position would be: the
+ * reader clears those words before it gives the slots back, so that no
+ * byte of a message is ever taken for a record's position.  A ring is 512 KiB in jobs of up to
  * IPCP_MBOX_BIG_JOB ranks (messages up to 64 KiB, so the default 32 KiB
  * eager size fits), 128 KiB in larger ones (16 KiB), where every rank maps
  * two per peer. */
@@ -53,16 +62,18 @@ enum {
 };
 
 typedef struct ipcp__mbox_ring {
-    _Alignas(IPCP_CACHE_LINE) uint64_t head; /* writer: messages written */
-    _Alignas(IPCP_CACHE_LINE) uint64_t tail; /* reader: messages taken */
+    _Alignas(IPCP_CACHE_LINE) uint64_t tail; /* reader: slots taken */
     _Alignas(IPCP_CACHE_LINE) uint32_t sleeping; /* reader may block */
 } ipcp__mbox_ring_t;
 
 typedef struct ipcp__mbox_slot {
-    uint32_t len;                           /* bytes of data (SKIP: slots) */
-    uint32_t marker;                        /* IPCP_MBOX_* */
-    unsigned char data[IPCP_MBOX_SLOT - 8]; /* and on into the next slots */
+    uint64_t seq;    /* the record's position + 1; written last */
+    uint32_t len;    /* bytes of data (SKIP: slots) */
+    uint32_t marker; /* IPCP_MBOX_* */
+    unsigned char data[IPCP_MBOX_SLOT - 16]; /* and on into the next slots */
 } ipcp__mbox_slot_t;
+
+#define IPCP_MBOX_HDR offsetof(ipcp__mbox_slot_t, data)
 
 static size_t ipcp__mbox_size(uint64_t slots)
 {
@@ -76,6 +87,11 @@ static ipcp__mbox_slot_t *ipcp__mbox_slot(void *ring, uint64_t slots,
            i % slots;
 }
 
+size_t ipcp__mbox_bytes(uint32_t slots)
+{
+    return ipcp__mbox_size(slots);
+}
+
 uint32_t ipcp__mbox_slots(int size)
 {
     return size <= IPCP_MBOX_BIG_JOB ? 2048 : 512;
@@ -84,13 +100,25 @@ uint32_t ipcp__mbox_slots(int size)
 /* An eighth of the ring: several such messages fit at once. */
 size_t ipcp__mbox_msg_max(const ipcp__peer_t *peer)
 {
-    return (size_t)peer->mbox_slots / 8 * IPCP_MBOX_SLOT - 8;
+    return (size_t)peer->mbox_slots / 8 * IPCP_MBOX_SLOT - IPCP_MBOX_HDR;
 }
 
 /* Slots a message of len bytes takes. */
 static uint64_t ipcp__mbox_span(size_t len)
 {
-    return (8 + len + IPCP_MBOX_SLOT - 1) / IPCP_MBOX_SLOT;
+    return (IPCP_MBOX_HDR + len + IPCP_MBOX_SLOT - 1) / IPCP_MBOX_SLOT;
+}
+
+/* Whether a record waits at the reader's tail.  Without rx_lock: a caller
+ * may take records meanwhile, and a tail that moved while we looked says
+ * yes (look again) rather than no.  seq_cst: against the writer's
+ * sleeping-word check (ipcp__mbox_publish). */
+static int ipcp__mbox_ready(const ipcp__peer_t *peer)
+{
+    uint64_t t = __atomic_load_n(&peer->in_tail, __ATOMIC_SEQ_CST);
+    const ipcp__mbox_slot_t *s = ipcp__mbox_slot(peer->inbox, peer->mbox_slots, t);
+    return __atomic_load_n(&s->seq, __ATOMIC_SEQ_CST) == t + 1 ||
+           __atomic_load_n(&peer->in_tail, __ATOMIC_SEQ_CST) != t;
 }
 
 /* ---- Setting up ----------------------------------------------------------- */
@@ -224,20 +252,24 @@ void ipcp__mbox_close(ipcp__peer_t *peer)
     if (peer->out_wake >= 0)
         close(peer->out_wake);
     peer->inbox = peer->outbox = NULL;
+    peer->out_head = peer->out_tail = peer->in_tail = 0;
     peer->out_wake = -1;
     peer->in_on = peer->out_on = 0;
 }
 
 /* ---- Writing -------------------------------------------------------------- */
 
-/* Publishes what was written up to head (tx_lock held). */
-static void ipcp__mbox_publish(ipcp__peer_t *peer, ipcp__mbox_ring_t *ring,
-                               uint64_t head)
+/* Publishes the record written at slot s, position at, n slots (tx_lock
+ * held). */
+static void ipcp__mbox_publish(ipcp__peer_t *peer, ipcp__mbox_slot_t *s,
+                               uint64_t at, uint64_t n)
 {
+    ipcp__mbox_ring_t *ring = peer->outbox;
     /* Against the reader's sleeping word: it raises the word, then looks
-     * at head; we publish head, then look at the word.  All four in one
-     * total order (seq_cst): one of us sees the other. */
-    __atomic_store_n(&ring->head, head, __ATOMIC_SEQ_CST);
+     * at the slot it expects; we publish the slot, then look at the word.
+     * All four in one total order (seq_cst): one of us sees the other. */
+    __atomic_store_n(&s->seq, at + 1, __ATOMIC_SEQ_CST);
+    peer->out_head = at + n;
     if (__atomic_load_n(&ring->sleeping, __ATOMIC_SEQ_CST)) {
         uint64_t one = 1;
         peer->n_wakes++;
@@ -250,20 +282,24 @@ static void ipcp__mbox_publish(ipcp__peer_t *peer, ipcp__mbox_ring_t *ring,
 /* Room for n slots (tx_lock held): the first one's slot index, after a
  * skip record where they would wrap; NULL when full (the reader frees
  * slots soon). */
-static ipcp__mbox_slot_t *ipcp__mbox_reserve(const ipcp__peer_t *peer,
-                                             uint64_t n, uint64_t *at)
+static ipcp__mbox_slot_t *ipcp__mbox_reserve(ipcp__peer_t *peer, uint64_t n,
+                                             uint64_t *at)
 {
     ipcp__mbox_ring_t *ring = peer->outbox;
-    uint64_t slots = peer->mbox_slots, head = ring->head, pad = 0;
+    uint64_t slots = peer->mbox_slots, head = peer->out_head, pad = 0;
     if (head % slots + n > slots)
         pad = slots - head % slots;
-    if (head + pad + n - __atomic_load_n(&ring->tail, __ATOMIC_ACQUIRE) >
-        slots)
-        return NULL;
+    if (head + pad + n - peer->out_tail > slots) {
+        peer->out_tail = __atomic_load_n(&ring->tail, __ATOMIC_ACQUIRE);
+        if (head + pad + n - peer->out_tail > slots)
+            return NULL;
+    }
     if (pad) {
         ipcp__mbox_slot_t *s = ipcp__mbox_slot(ring, slots, head);
         s->len = (uint32_t)pad;
         s->marker = IPCP_MBOX_SKIP;
+        /* The reader may pass it before the message is written. */
+        __atomic_store_n(&s->seq, head + 1, __ATOMIC_RELEASE);
     }
     *at = head + pad;
     return ipcp__mbox_slot(ring, slots, *at);
@@ -272,7 +308,6 @@ static ipcp__mbox_slot_t *ipcp__mbox_reserve(const ipcp__peer_t *peer,
 ipcp_status_t ipcp__mbox_send(ipcp__peer_t *peer, const void *data,
                               size_t len, const int *fds, int nfds)
 {
-    ipcp__mbox_ring_t *ring = peer->outbox;
     ipcp_status_t st = IPCP_IN_PROGRESS;
     int inline_ok = !nfds && len <= ipcp__mbox_msg_max(peer);
     uint64_t at, n = inline_ok ? ipcp__mbox_span(len) : 1;
@@ -291,7 +326,7 @@ ipcp_status_t ipcp__mbox_send(ipcp__peer_t *peer, const void *data,
         st = IPCP_OK;
     }
     if (st == IPCP_OK) {
-        ipcp__mbox_publish(peer, ring, at + n);
+        ipcp__mbox_publish(peer, s, at, n);
         peer->n_tx_thread++;
     }
     pthread_mutex_unlock(&peer->tx_lock);
@@ -307,7 +342,6 @@ ipcp_status_t ipcp__mbox_send_fast(ipcp__peer_t *peer, const void *hdr,
     /* outbox is set before out_on goes up (release). */
     if (!__atomic_load_n(&peer->out_on, __ATOMIC_ACQUIRE))
         return st;
-    ipcp__mbox_ring_t *ring = peer->outbox;
     pthread_mutex_lock(&peer->tx_lock);
     /* Behind our commands still queued for the progress thread, or its
      * messages waiting for room: their order is the peer's matching
@@ -319,7 +353,7 @@ ipcp_status_t ipcp__mbox_send_fast(ipcp__peer_t *peer, const void *hdr,
             memcpy(s->data + hlen, data, len);
         s->len = (uint32_t)(hlen + len);
         s->marker = IPCP_MBOX_DATA;
-        ipcp__mbox_publish(peer, ring, at + n);
+        ipcp__mbox_publish(peer, s, at, n);
         st = IPCP_OK;
     }
     *(st == IPCP_OK ? &peer->n_tx_fast : &peer->n_tx_refused) += 1;
@@ -331,34 +365,52 @@ ipcp_status_t ipcp__mbox_send_fast(ipcp__peer_t *peer, const void *hdr,
 
 /* The next message from *tail on (skip records passed over, *tail moved
  * past them), with its bytes and kind read once: the peer may be hostile
- * and write them meanwhile.  NULL: none, or *bad (a record that leaves its
- * bounds). */
-static ipcp__mbox_slot_t *ipcp__mbox_peek(const ipcp__peer_t *peer,
-                                          uint64_t *tail, uint64_t head,
-                                          size_t *len, uint32_t *kind, int *bad)
+ * and write them meanwhile.  NULL: none yet, or *bad (a record that leaves
+ * its bounds or has no kind of ours).  rx_lock held. */
+static ipcp__mbox_slot_t *ipcp__mbox_peek(ipcp__peer_t *peer, uint64_t *tail,
+                                          size_t *len, uint32_t *kind,
+                                          int *bad)
 {
-    while (*tail != head) {
-        uint64_t slots = peer->mbox_slots;
+    uint64_t slots = peer->mbox_slots;
+    for (;;) {
         ipcp__mbox_slot_t *s = ipcp__mbox_slot(peer->inbox, slots, *tail);
         uint64_t room = slots - *tail % slots;
-        uint64_t avail = head - *tail;
-        if (avail > slots)
-            break; /* a head no writer of ours would publish */
+        if (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) != *tail + 1)
+            return NULL;
         uint32_t n = __atomic_load_n(&s->len, __ATOMIC_RELAXED);
         *kind = __atomic_load_n(&s->marker, __ATOMIC_RELAXED);
         *len = *kind == IPCP_MBOX_DATA ? n : 0;
-        if (*kind == IPCP_MBOX_SKIP && n && n <= room && n <= avail) {
+        if (*kind == IPCP_MBOX_SKIP && n && n <= room) {
+            /* Passed for good: the message after it may not be written
+             * yet, and a skip left at the tail would look like work. */
             *tail += n;
+            __atomic_store_n(&peer->in_tail, *tail, __ATOMIC_SEQ_CST);
+            __atomic_store_n(&((ipcp__mbox_ring_t *)peer->inbox)->tail, *tail,
+                             __ATOMIC_RELEASE);
             continue;
         }
         if (*kind == IPCP_MBOX_SOCKET ||
             (*kind == IPCP_MBOX_DATA && n <= ipcp__mbox_msg_max(peer) &&
-             ipcp__mbox_span(n) <= room && ipcp__mbox_span(n) <= avail))
+             ipcp__mbox_span(n) <= room))
             return s;
-        break;
+        *bad = 1;
+        return NULL;
     }
-    *bad = *tail != head;
-    return NULL;
+}
+
+/* Gives the span slots of the record at *tail back to the writer, once its
+ * bytes are copied out (rx_lock held): the words where the slots after the
+ * first would carry a position are cleared first (they hold the message's
+ * bytes). */
+static void ipcp__mbox_take(ipcp__peer_t *peer, uint64_t *tail, uint64_t span)
+{
+    ipcp__mbox_ring_t *ring = peer->inbox;
+    for (uint64_t i = 1; i < span; i++)
+        __atomic_store_n(&ipcp__mbox_slot(ring, peer->mbox_slots, *tail + i)->seq,
+                         0, __ATOMIC_RELAXED);
+    *tail += span;
+    __atomic_store_n(&peer->in_tail, *tail, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&ring->tail, *tail, __ATOMIC_RELEASE);
 }
 
 static int ipcp__mbox_read_locked(ipcp_comm_t *comm, ipcp__peer_t *peer,
@@ -368,15 +420,13 @@ static int ipcp__mbox_read_locked(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                                    size_t, int *, int),
                                   void *buf, size_t cap)
 {
-    ipcp__mbox_ring_t *ring = peer->inbox;
     int n = 0, bad = 0;
-    uint64_t tail = ring->tail;
-    uint64_t head = __atomic_load_n(&ring->head, __ATOMIC_ACQUIRE);
+    uint64_t tail = peer->in_tail;
     ipcp__mbox_slot_t *s;
     size_t len;
     uint32_t kind;
     while (!peer->closed &&
-           (s = ipcp__mbox_peek(peer, &tail, head, &len, &kind, &bad))) {
+           (s = ipcp__mbox_peek(peer, &tail, &len, &kind, &bad))) {
         int fds[IPCP_SOCK_MAX_FDS], nfds = 0;
         if (len > cap) {
             bad = 1;
@@ -386,8 +436,8 @@ static int ipcp__mbox_read_locked(ipcp_comm_t *comm, ipcp__peer_t *peer,
             memcpy(buf, s->data, len);
         /* The slots are ours no longer once tail moves: copied out
          * first. */
-        tail += kind == IPCP_MBOX_DATA ? ipcp__mbox_span(len) : 1;
-        __atomic_store_n(&ring->tail, tail, __ATOMIC_RELEASE);
+        ipcp__mbox_take(peer, &tail,
+                        kind == IPCP_MBOX_DATA ? ipcp__mbox_span(len) : 1);
         if (kind == IPCP_MBOX_SOCKET) {
             ipcp_status_t st = ipcp__sock_recv(peer->fd, buf, cap, &len, fds,
                                                IPCP_SOCK_MAX_FDS, &nfds, 0);
@@ -409,9 +459,6 @@ static int ipcp__mbox_read_locked(ipcp_comm_t *comm, ipcp__peer_t *peer,
     return n;
 }
 
-/* Reads what the peer put in our inbox, in order; returns how many
- * messages it handled.  dispatch handles one message (socket messages keep
- * their descriptors). */
 /* Whether the message at the inbox's head is an eager one that came less
  * than spin_us ago, for which no receive is posted yet or the first is one
  * its caller reads itself (watch): that caller reads it.  On one H200 the
@@ -423,36 +470,38 @@ static int ipcp__mbox_read_locked(ipcp_comm_t *comm, ipcp__peer_t *peer,
  * other's message, 65 us a half round trip); past that time, any. */
 static int ipcp__mbox_fresh_eager(const ipcp_comm_t *comm, ipcp__peer_t *peer)
 {
-    ipcp__mbox_ring_t *ring = peer->inbox;
-    uint64_t tail = __atomic_load_n(&ring->tail, __ATOMIC_ACQUIRE);
+    uint64_t tail = __atomic_load_n(&peer->in_tail, __ATOMIC_ACQUIRE);
     const ipcp__mbox_slot_t *s =
-        ipcp__mbox_slot(ring, peer->mbox_slots, tail);
+        ipcp__mbox_slot(peer->inbox, peer->mbox_slots, tail);
+    if (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) != tail + 1)
+        return 0; /* a skip record, or a caller took it */
     uint32_t kind = __atomic_load_n(&s->marker, __ATOMIC_RELAXED);
     uint32_t len = __atomic_load_n(&s->len, __ATOMIC_RELAXED);
     ipcp__msg_eager_t e;
     memcpy(&e, s->data, sizeof(e));
     if (kind != IPCP_MBOX_DATA || len < sizeof(e) ||
-        e.hdr.type != IPCP_MSG_EAGER || !comm->cfg->spin_us ||
-        ipcp__match_posted(peer, e.tag) == 2)
+        e.hdr.type != IPCP_MSG_EAGER || !comm->cfg->spin_us)
         return 0;
     uint64_t now = ipcp__now_ns();
     if (peer->eager_tail != tail + 1) {
         peer->eager_tail = tail + 1;
         peer->eager_ns = now;
     }
-    return now - peer->eager_ns < (uint64_t)comm->cfg->spin_us * 1000;
+    return now - peer->eager_ns < (uint64_t)comm->cfg->spin_us * 1000 &&
+           ipcp__match_posted(peer, e.tag) != 2;
 }
+
+/* Reads what the peer put in our inbox, in order; returns how many
+ * messages it handled.  dispatch handles one message (socket messages keep
+ * their descriptors). */
 
 int ipcp__mbox_read(ipcp_comm_t *comm, ipcp__peer_t *peer,
                     void (*dispatch)(ipcp_comm_t *, ipcp__peer_t *,
                                      const unsigned char *, size_t, int *, int),
                     void *buf, size_t cap)
 {
-    ipcp__mbox_ring_t *ring = peer->inbox;
     int n = 0;
-    if (!peer->in_on || !ring ||
-        __atomic_load_n(&ring->head, __ATOMIC_ACQUIRE) ==
-            __atomic_load_n(&ring->tail, __ATOMIC_RELAXED))
+    if (!peer->in_on || !peer->inbox || !ipcp__mbox_ready(peer))
         return 0;
     /* A caller reads it (ipcp__mbox_wait), and says when a message is for
      * us: two readers would take turns at the lock, and the thread's
@@ -482,28 +531,22 @@ int ipcp__mbox_read(ipcp_comm_t *comm, ipcp__peer_t *peer,
 static int ipcp__mbox_read_fast(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                 uint64_t *kicked)
 {
-    ipcp__mbox_ring_t *ring = peer->inbox;
     int n = 0, bad = 0;
-    if (__atomic_load_n(&ring->head, __ATOMIC_RELAXED) ==
-            __atomic_load_n(&ring->tail, __ATOMIC_RELAXED) ||
-        pthread_mutex_trylock(&peer->rx_lock) != 0)
+    if (!ipcp__mbox_ready(peer) || pthread_mutex_trylock(&peer->rx_lock) != 0)
         return 0;
-    /* Both under the lock: the progress thread may have read past a head
-     * loaded before. */
-    uint64_t tail = ring->tail;
-    uint64_t head = __atomic_load_n(&ring->head, __ATOMIC_SEQ_CST);
+    /* Under the lock: the progress thread may have read on meanwhile. */
+    uint64_t tail = peer->in_tail;
     ipcp__mbox_slot_t *s;
     size_t len;
     uint32_t kind;
-    while ((s = ipcp__mbox_peek(peer, &tail, head, &len, &kind, &bad))) {
+    while ((s = ipcp__mbox_peek(peer, &tail, &len, &kind, &bad))) {
         const ipcp__msg_hdr_t *h = (const void *)s->data;
         /* Delivered from the slots, which stay ours until tail moves. */
         if (kind != IPCP_MBOX_DATA || len < sizeof(*h) ||
             h->type != IPCP_MSG_EAGER ||
             !ipcp__match_eager(comm, peer, s->data, len, 1))
             break;
-        tail += ipcp__mbox_span(len);
-        __atomic_store_n(&ring->tail, tail, __ATOMIC_RELEASE);
+        ipcp__mbox_take(peer, &tail, ipcp__mbox_span(len));
         n++;
     }
     peer->n_rx_fast += (uint64_t)n;
@@ -530,8 +573,7 @@ static void ipcp__mbox_leave(ipcp_comm_t *comm, ipcp__peer_t *peer)
     if (atomic_fetch_sub(&peer->waiters, 1) != 1 || !atomic_load(&peer->blind))
         return;
     __atomic_store_n(&ring->sleeping, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&ring->head, __ATOMIC_SEQ_CST) !=
-        __atomic_load_n(&ring->tail, __ATOMIC_SEQ_CST))
+    if (ipcp__mbox_ready(peer))
         ipcp__comm_wake(comm);
 }
 
@@ -597,9 +639,7 @@ int ipcp__mbox_sleep(ipcp_comm_t *comm)
         if (!callers)
             __atomic_store_n(&ring->sleeping, 1, __ATOMIC_SEQ_CST);
         /* What callers read is theirs, unless one left it for us. */
-        if (__atomic_load_n(&ring->head, __ATOMIC_SEQ_CST) !=
-                __atomic_load_n(&ring->tail, __ATOMIC_SEQ_CST) &&
-            (!callers || atomic_load(&p->kick)))
+        if (ipcp__mbox_ready(p) && (!callers || atomic_load(&p->kick)))
             pending = 1;
     }
     return pending;

@@ -3,7 +3,7 @@
  * the memory it was given.
  *
  *   test_api_hostile --case mbox_empty|mbox_file|mbox_shrink|cts_status
- *   test_api_hostile --case mbox_forged_head|mbox_forged_len|mbox_forged_skip
+ *   test_api_hostile --case mbox_forged_kind|mbox_forged_len|mbox_forged_skip
  *   test_api_hostile --case bar_dup   (3 ranks: rank 1 fake, rank 2 late)
  *   test_api_hostile --case desc_addr|dereg_inflight [--path auto|staged]
  *   test_api_hostile --case fsize|nan_timeout|misspelt|trace_full|log_file
@@ -112,9 +112,9 @@ static void fake_offer_mailbox(int fd, int file)
     memset(&m, 0, sizeof(m));
     m.hdr.type = IPCP_MSG_MBOX;
     /* The layout rank 0 expects in a job of two: 2048 slots of 256 bytes
-     * after three lines (engine/mbox.c), so that what is refused is the
+     * after two lines (engine/mbox.c), so that what is refused is the
      * file itself. */
-    m.size = 3 * IPCP_CACHE_LINE + 2048 * 256;
+    m.size = 2 * IPCP_CACHE_LINE + 2048 * 256;
     m.slots = 2048;
     m.slot = 256;
     T_OK(ipcp__sock_send(fd, &m, sizeof(m), fds, 2, 0));
@@ -123,9 +123,10 @@ static void fake_offer_mailbox(int fd, int file)
 }
 
 /* Takes rank 0's inbox for us, writes a record into it that no writer of
- * the engine would (what: head, a head a ring and more ahead; len, a
- * message longer than any; skip, a skip record past the ring's end),
- * publishes it, and then turns rank 0 to its inbox. */
+ * the engine would (what: kind, a record of no kind the engine writes;
+ * len, a message longer than any; skip, a skip record past the ring's
+ * end), publishes it at the first position, and then turns rank 0 to its
+ * inbox. */
 static void fake_forge_inbox(int fd, const char *what)
 {
     static uint64_t buf[IPCP_SOCK_MSG_MAX / 8];
@@ -137,21 +138,24 @@ static void fake_forge_inbox(int fd, const char *what)
     unsigned char *ring = mmap(NULL, m->size, PROT_READ | PROT_WRITE,
                                MAP_SHARED, fds[0], 0);
     T_CHECK(ring != MAP_FAILED);
-    uint64_t *head = (uint64_t *)(void *)ring; /* then tail, sleeping */
-    uint32_t *slot0 = (uint32_t *)(void *)(ring + 3 * IPCP_CACHE_LINE);
-    uint64_t h = 1;
-    if (strcmp(what, "head") == 0) {
-        h = (uint64_t)m->slots * 4 + 3;
+    /* After the tail's and the sleeping word's lines, slot 0: its record's
+     * position + 1, then the record's length and kind. */
+    unsigned char *slot0 = ring + 2 * IPCP_CACHE_LINE;
+    uint64_t *seq = (uint64_t *)(void *)slot0;
+    uint32_t *rec = (uint32_t *)(void *)(slot0 + 8);
+    if (strcmp(what, "kind") == 0) {
+        rec[0] = 8;
+        rec[1] = 7; /* no kind of record */
     } else if (strcmp(what, "len") == 0) {
-        slot0[0] = 0xFFFFFF00u; /* bytes */
-        slot0[1] = 0;           /* a message in the ring */
+        rec[0] = 0xFFFFFF00u; /* bytes */
+        rec[1] = 0;           /* a message in the ring */
     } else if (strcmp(what, "skip") == 0) {
-        slot0[0] = m->slots + 5; /* slots to skip */
-        slot0[1] = 2;            /* a skip record */
+        rec[0] = m->slots + 5; /* slots to skip */
+        rec[1] = 2;            /* a skip record */
     } else {
         T_FAIL("unknown forgery \"%s\"", what);
     }
-    __atomic_store_n(head, h, __ATOMIC_SEQ_CST);
+    __atomic_store_n(seq, 1, __ATOMIC_SEQ_CST);
     ipcp__msg_hdr_t sw = {IPCP_MSG_SWITCH, 0};
     T_OK(ipcp__sock_send(fd, &sw, sizeof(sw), NULL, 0, 0));
     munmap(ring, m->size);

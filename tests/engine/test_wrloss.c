@@ -97,9 +97,8 @@ static void rank0_sends(const fake_t *f, uint64_t seed)
 static ipcp_status_t wait_internal(ipcp_comm_t *comm, ipcp_request_t *req,
                                    char *msg, size_t len)
 {
+    ipcp__req_sleep(req);
     pthread_mutex_lock(&comm->lock);
-    while (!atomic_load(&req->done))
-        pthread_cond_wait(&comm->cond, &comm->lock);
     ipcp__list_del(&req->all_link);
     pthread_mutex_unlock(&comm->lock);
     ipcp_status_t st = req->status;
