@@ -627,11 +627,10 @@ static int ipcp__peer_awaited(const ipcp_comm_t *comm, ipcp__peer_t *p)
     if (!ipcp__list_empty(&p->wait_cts) || !ipcp__list_empty(&p->gets) ||
         !ipcp__list_empty(&p->maps) || !ipcp__list_empty(&p->active))
         return 1;
-    /* Callers post receives too (ipcp__match_fast). */
-    pthread_mutex_lock(&p->rx_lock);
-    int posted = !ipcp__list_empty(&p->posted);
-    pthread_mutex_unlock(&p->rx_lock);
-    return posted;
+    /* Callers post receives too (ipcp__match_fast).  Not under rx_lock:
+     * while no request waits this runs on every turn, and a spinning
+     * thread would take the lock's line from a caller reading its inbox. */
+    return atomic_load_explicit(&p->n_posted, memory_order_relaxed) > 0;
 }
 
 static uint64_t ipcp__ka_step_ns(const ipcp_comm_t *comm)

@@ -216,6 +216,7 @@ struct ipcp__peer {
     uint64_t next_id;     /* ids of our operations towards this peer */
     ipcp__list_t wait_cts; /* our sends/puts waiting for a CTS */
     ipcp__list_t posted;   /* our receives not matched yet */
+    atomic_int n_posted;   /* how many (ipcp__posted_add) */
     ipcp__list_t unexp;    /* RTS not matched yet (ipcp__unexp_t) */
     ipcp__list_t gets;     /* our gets waiting for the owner's RTS */
     ipcp__list_t maps;     /* our imports waiting for MAP_REP */

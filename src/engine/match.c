@@ -294,6 +294,20 @@ static void ipcp__unexp_match(ipcp_comm_t *comm, ipcp__peer_t *peer,
     free(u);
 }
 
+/* A receive into peer->posted, and out of it (rx_lock held); n_posted
+ * counts them for the progress thread, which looks without the lock. */
+static void ipcp__posted_add(ipcp__peer_t *peer, ipcp_request_t *req)
+{
+    ipcp__list_push_back(&peer->posted, &req->link);
+    atomic_fetch_add_explicit(&peer->n_posted, 1, memory_order_relaxed);
+}
+
+static void ipcp__posted_del(ipcp__peer_t *peer, ipcp_request_t *req)
+{
+    ipcp__list_del(&req->link);
+    atomic_fetch_sub_explicit(&peer->n_posted, 1, memory_order_relaxed);
+}
+
 static void ipcp__recv_post(ipcp_comm_t *comm, ipcp__peer_t *peer,
                             ipcp_request_t *req)
 {
@@ -306,7 +320,7 @@ static void ipcp__recv_post(ipcp_comm_t *comm, ipcp__peer_t *peer,
         ipcp__req_complete(req, IPCP_ERR_PEER_LOST,
                            ipcp__peer_gone(peer, msg, sizeof(msg)));
     } else {
-        ipcp__list_push_back(&peer->posted, &req->link);
+        ipcp__posted_add(peer, req);
     }
     pthread_mutex_unlock(&peer->rx_lock);
 }
@@ -347,7 +361,7 @@ static void ipcp__on_rts_twosided(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp_request_t *r = ipcp__posted_find(peer, rts->tag);
     ipcp__unexp_t *u = NULL;
     if (r) {
-        ipcp__list_del(&r->link);
+        ipcp__posted_del(peer, r);
         ipcp__recv_matched(comm, peer, r, rts, eager);
     } else if ((u = ipcp__unexp_keep(peer, eager, rts->len))) {
         u->rts = *rts;
@@ -392,7 +406,7 @@ int ipcp__match_eager(ipcp_comm_t *comm, ipcp__peer_t *peer,
         return 0; /* the progress thread copies it to the device */
     }
     if (r) {
-        ipcp__list_del(&r->link);
+        ipcp__posted_del(peer, r);
         if (ipcp__truncated(comm, peer, r, e.tag, e.len, why, sizeof(why)))
             ipcp__req_complete(r, IPCP_ERR_TRUNCATED, why);
         else
@@ -447,7 +461,7 @@ static int ipcp__recv_fast(ipcp_comm_t *comm, ipcp_request_t *req)
         ipcp__unexp_t *u = ipcp__unexp_find(peer, req);
         if (!u) {
             req->watch = 1;
-            ipcp__list_push_back(&peer->posted, &req->link);
+            ipcp__posted_add(peer, req);
             took = 1;
         } else if (u->rts.hdr.flags & IPCP_RTS_EAGER) {
             ipcp__unexp_match(comm, peer, req, u);
@@ -803,6 +817,7 @@ void ipcp__match_fail_peer(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp__fail_list(&peer->wait_cts, st, msg);
     pthread_mutex_lock(&peer->rx_lock);
     ipcp__fail_list(&peer->posted, st, msg);
+    atomic_store_explicit(&peer->n_posted, 0, memory_order_relaxed);
     pthread_mutex_unlock(&peer->rx_lock);
     ipcp__fail_list(&peer->gets, st, msg);
     ipcp__fail_list(&peer->maps, st, msg);
