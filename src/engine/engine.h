@@ -416,6 +416,8 @@ struct ipcp_request {
     int user;              /* 1: a user waits on it; 0: internal, freed */
     int watch;             /* a receive its caller posted itself: the
                               waiter reads the peer's inbox (mbox.c) */
+    uint64_t polled;       /* ipcp__mbox_poll: the slot + 1 it left to the
+                              progress thread last */
     int on_stack;          /* a blocking call's (api.c): it lives until
                               the call returns, so it never ends early */
     int offered;           /* counted in comm->offers (ipcp__await_offer) */
@@ -770,6 +772,10 @@ ipcp_status_t ipcp__mbox_send_fast(ipcp__peer_t *peer, const void *hdr,
 /* A caller waits for req (a receive it posted) reading the peer's inbox
  * itself, up to spin_ns. */
 void ipcp__mbox_wait(ipcp_comm_t *comm, ipcp_request_t *req, uint64_t spin_ns);
+/* One look at the inbox for req (a receive its caller posted itself), as
+ * ipcp_test makes: the progress thread leaves such messages to callers
+ * for spin_us. */
+void ipcp__mbox_poll(ipcp_comm_t *comm, ipcp_request_t *req);
 void ipcp__mbox_close(ipcp__peer_t *peer);
 
 /* Progress loop: enqueues the next chunk of the oldest transfer still

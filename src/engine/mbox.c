@@ -617,6 +617,11 @@ void ipcp__mbox_wait(ipcp_comm_t *comm, ipcp_request_t *req, uint64_t spin_ns)
     ipcp__mbox_leave(comm, peer);
 }
 
+void ipcp__mbox_poll(ipcp_comm_t *comm, ipcp_request_t *req)
+{
+    ipcp__mbox_read_fast(comm, &comm->peers[req->peer], &req->polled);
+}
+
 /* ---- The progress thread's sleep ------------------------------------------ */
 
 /* Before the progress thread blocks: raises the sleeping word of every

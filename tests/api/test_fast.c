@@ -12,10 +12,15 @@
  *       next message still arrives
  *   threads  two threads of each rank, each with its own tag, send and
  *       receive at once
+ *   test  a ping-pong of isend/irecv, each receive polled with ipcp_test
+ *       only: the poll reads the mailbox, which the progress thread leaves
+ *       to callers for IPCPIPE_SPIN_US (set to 50 ms by the test: with
+ *       nobody reading, each message would be that late)
  *
  *   test_api_fast --case NAME */
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "apitest.h"
@@ -174,6 +179,63 @@ static void threads(ipcp_comm_t *comm)
     T_OK(ipcp_barrier(comm));
 }
 
+#define TEST_ROUNDS 100
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Polls req with ipcp_test until it is done (no ipcp_wait). */
+static void test_until_done(ipcp_request_t *req, ipcp_xfer_info_t *info)
+{
+    int done = 0;
+    ipcp_status_t st;
+    while ((st = ipcp_test(req, &done, info)) == IPCP_IN_PROGRESS && !done)
+        ;
+    T_STATUS(st, IPCP_OK);
+    T_CHECK(done);
+}
+
+static void test_case(ipcp_comm_t *comm)
+{
+    uint64_t seed = t_shared_seed(comm, TAG_SEED);
+    unsigned char out[64], in[64];
+    int peer = 1 - t_rank;
+    T_OK(ipcp_barrier(comm));
+    double t0 = now_s();
+    for (int i = 0; i < TEST_ROUNDS; i++) {
+        uint64_t s = seed + (uint64_t)i;
+        size_t len = 1 + (size_t)i % sizeof(out);
+        ipcp_request_t *rr, *sr;
+        ipcp_xfer_info_t info;
+        memset(in, 0xee, sizeof(in));
+        T_OK(ipcp_irecv(comm, in, sizeof(in), peer, TAG_MSG, &rr));
+        if (t_rank == 1) {
+            t_fill(out, len, s);
+            T_OK(ipcp_isend(comm, out, len, peer, TAG_MSG, &sr));
+            test_until_done(sr, NULL);
+        }
+        test_until_done(rr, &info);
+        T_EQ_U64(info.nbytes, len);
+        t_verify(in, len, t_rank == 0 ? s : s + 1, "message");
+        if (t_rank == 0) {
+            t_fill(out, len, s + 1);
+            T_OK(ipcp_isend(comm, out, len, peer, TAG_MSG, &sr));
+            test_until_done(sr, NULL);
+        }
+    }
+    double el = now_s() - t0;
+    /* Left to the progress thread, 2 x TEST_ROUNDS messages would take
+     * 50 ms each: 10 s. */
+    if (el > 2.5)
+        T_FAIL("%d round trips polled with ipcp_test took %.2f s", TEST_ROUNDS,
+               el);
+    T_OK(ipcp_barrier(comm));
+}
+
 static int rank_main(int argc, char **argv)
 {
     const char *name = api_opt(argc, argv, "--case", "");
@@ -190,6 +252,8 @@ static int rank_main(int argc, char **argv)
         trunc_case(comm, 1);
     else if (strcmp(name, "threads") == 0)
         threads(comm);
+    else if (strcmp(name, "test") == 0)
+        test_case(comm);
     else
         T_FAIL("unknown --case \"%s\"", name);
     T_OK(ipcp_finalize(comm));
