@@ -310,10 +310,11 @@ int ipcp_launch(const ipcp_launch_opts_t *opts, ipcp_launch_result_t *res)
 }
 
 /* A rank that ended by a signal we send when stopping the job is less
- * likely to be the cause of the failure than one that failed on its own. */
+ * likely to be the cause of the failure than one that failed on its own,
+ * and one that skipped (77) while others ran is not the cause at all. */
 static int failure_rank(const ipcp_launch_result_t *res)
 {
-    int first_exit = -1, first_stop = -1;
+    int first_exit = -1, first_stop = -1, first_skip = -1;
     for (int i = 0; i < res->nranks; i++) {
         int s = res->wait_status[i];
         if (!is_failure(s))
@@ -324,11 +325,16 @@ static int failure_rank(const ipcp_launch_result_t *res)
                 return i;
             if (first_stop < 0)
                 first_stop = i;
+        } else if (WEXITSTATUS(s) == 77) {
+            if (first_skip < 0)
+                first_skip = i;
         } else if (first_exit < 0) {
             first_exit = i;
         }
     }
-    return first_exit >= 0 ? first_exit : first_stop;
+    return first_exit >= 0 ? first_exit
+           : first_stop >= 0 ? first_stop
+                             : first_skip;
 }
 
 static int status_code(int s)
@@ -351,22 +357,43 @@ static void print_failure(const ipcp_launch_result_t *res, int i)
                 WEXITSTATUS(s) == 77 ? " (skipped)" : "");
 }
 
+/* A signal the launcher sends when it stops the job. */
+static int is_stop(int status)
+{
+    return WIFSIGNALED(status) &&
+           (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGKILL ||
+            WTERMSIG(status) == SIGINT);
+}
+
 int ipcp_launch_exit_code(const ipcp_launch_result_t *res)
 {
-    int all_ok = 1, all_skip = 1;
+    int all_ok = 1, skipped = 0, skip_or_stop = 1;
     for (int i = 0; i < res->nranks; i++) {
         int s = res->wait_status[i];
+        int skip = WIFEXITED(s) && WEXITSTATUS(s) == 77;
         if (is_failure(s))
             all_ok = 0;
-        if (!WIFEXITED(s) || WEXITSTATUS(s) != 77)
-            all_skip = 0;
+        skipped |= skip;
+        /* A rank stopped because another one skipped first (it might have
+         * skipped too) does not make the job a failure; one that passed
+         * while another skipped does. */
+        if (!skip && !is_stop(s))
+            skip_or_stop = 0;
     }
-    if (!res->timed_out && (all_ok || all_skip))
+    if (!res->timed_out && (all_ok || (skipped && skip_or_stop)))
         return all_ok ? 0 : 77;
     for (int i = 0; i < res->nranks; i++)
         if (is_failure(res->wait_status[i]))
             print_failure(res, i);
     if (res->timed_out)
         return 124;
-    return status_code(res->wait_status[failure_rank(res)]);
+    int code = status_code(res->wait_status[failure_rank(res)]);
+    /* Some ranks skipped while others ran (or failed): the job did not
+     * skip, and the test runner must not count it as skipped. */
+    if (code == 77) {
+        fprintf(stderr, "ipcp_launch: some ranks skipped (77) and others "
+                        "did not: a failure\n");
+        code = 1;
+    }
+    return code;
 }

@@ -48,8 +48,12 @@ typedef struct ipcp_launch_result {
 int ipcp_launch(const ipcp_launch_opts_t *opts, ipcp_launch_result_t *res);
 
 /* Folds a result into one exit code: 0 if every rank exited 0, 77 if every
- * rank exited 77 (skipped), else the first failing rank's exit code (or 128 +
- * signal), and 124 on timeout.  Prints one line per failing rank to stderr. */
+ * rank exited 77 (skipped) or was stopped by the launcher after one did,
+ * 124 on timeout, else the code of the rank that
+ * most likely caused the failure (an exit code other than 77 first, then
+ * 128 + a signal, those the launcher sends when stopping the job last),
+ * never 0 or 77 (1 when ranks that skipped met ranks that passed).  Prints
+ * one line per failing rank to stderr. */
 int ipcp_launch_exit_code(const ipcp_launch_result_t *res);
 
 #endif
