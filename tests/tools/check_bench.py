@@ -702,6 +702,31 @@ def mode_trace(bench, stats, outdir):
     return 0
 
 
+def mode_corrupt(bench):
+    """The data check fails when a received byte is wrong: with
+    IPCP_BENCH_CORRUPT=1 the bench flips one byte of each host buffer
+    before checking it, and every case must say so and the exit be 1."""
+    env = dict(os.environ, IPCP_BENCH_CORRUPT="1")
+    args = ["--mem", "host", "--case", "direct:4K", "--case", "auto:4K",
+            "--iters", "3", "--lat-max", "0", "--csv"]
+    p = run(bench, args, want_rc=1, env=env)
+    header, rows = read_csv(p.stdout)
+    check(len(rows) == 2, f"{len(rows)} rows, expected 2:\n{p.stdout}")
+    for r in rows:
+        check(r["verified"] == "false",
+              f"{r['case']}: verified is {r['verified']!r} with a byte "
+              f"flipped")
+        check(re.search(r"byte 2048 of 4096 is 0x[0-9a-f]{2}, expected "
+                        r"0x[0-9a-f]{2}", r["reason"]) is not None,
+              f"{r['case']}: reason {r['reason']!r} does not name the byte")
+    # And without the aid, the same cases verify (exit 0).
+    p = run(bench, args, want_rc=0)
+    _, rows = read_csv(p.stdout)
+    for r in rows:
+        check(r["verified"] == "true", f"{r['case']}: not verified: {r}")
+    return 0
+
+
 def main(argv):
     mode, bench = argv[1], argv[2]
     try:
@@ -727,6 +752,8 @@ def main(argv):
             rc = mode_load(bench, argv[3])
         elif mode == "ompi":
             rc = mode_ompi(bench)
+        elif mode == "corrupt":
+            rc = mode_corrupt(bench)
         else:
             print(f"unknown mode {mode}")
             return 2

@@ -755,11 +755,27 @@ int bench_fill_src(bench_ctx_t *ctx, size_t len, uint64_t seed,
     return -1;
 }
 
+/* Testing aid (IPCP_BENCH_CORRUPT=1, tools.bench.corrupt): flips the
+ * middle byte of a host buffer before it is checked, so that the check is
+ * seen to fail.  Not an IPCPIPE_* setting: the library knows nothing of
+ * it. */
+static void corrupt_for_test(bench_buf_t *b, size_t off, size_t len)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("IPCP_BENCH_CORRUPT");
+        on = v && strcmp(v, "1") == 0;
+    }
+    if (on && len && b->device < 0)
+        ((unsigned char *)b->ptr)[off + len / 2] ^= 0xff;
+}
+
 void bench_check_buf(bench_ctx_t *ctx, bench_buf_t *b, bench_result_t *res,
                      size_t off, size_t len, uint64_t seed, const char *what)
 {
     char err[BENCH_REASON_MAX];
     unsigned char got = 0;
+    corrupt_for_test(b, off, len);
     size_t bad = bench_buf_check(b, off, len, seed, ctx->staging, &got, err,
                                  sizeof(err));
     if (bad == len)
