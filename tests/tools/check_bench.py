@@ -86,6 +86,13 @@ def mode_csv(bench):
         check(r["verified"] == "true",
               f"{r['case']}: verified is {r['verified']!r}, not true")
         check(r["reference"] == "false", f"{r['case']}: marked a reference")
+        # Host rows: the faster of one thread and the library's queues'
+        # worth of threads one way, both directions at once for bidir.
+        want_ceil = ({"memcpy-bidir"} if r["case"].startswith("bidir")
+                     else {"memcpy", "memcpy-par"})
+        check(r["ceiling_kind"] in want_ceil,
+              f"{r['case']}: ceiling {r['ceiling_kind']!r}, expected one of "
+              f"{sorted(want_ceil)}")
     got = sorted(r["case"] for r in rows)
     want = sorted(f"{p}:{s}" for p in PATHS for s in ("4K", "1M"))
     check(got == want, f"cases {got}, expected {want}")

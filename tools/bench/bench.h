@@ -121,17 +121,23 @@ typedef enum {
 typedef enum {
     BENCH_CEIL_NONE = 0,
     BENCH_CEIL_MEMCPY,       /* host: one thread's memcpy in the receiver */
-    BENCH_CEIL_MEMCPY_BIDIR, /* host: two threads copying at once */
+    BENCH_CEIL_MEMCPY_BIDIR, /* host: each direction copied at once, by
+                                as many threads as the library's queues */
     BENCH_CEIL_D2D,          /* cuda: cuMemcpyAsync sender dev -> recv dev */
     BENCH_CEIL_STAGED,       /* cuda: min(pinned D2H, pinned H2D) */
     BENCH_CEIL_D2D_BIDIR,    /* cuda: both directions at once, 2 streams */
     BENCH_CEIL_STAGED_BIDIR, /* cuda: 2 * min(D2H, H2D) (staged bidir) */
     BENCH_CEIL_D2H,          /* cuda: pinned D2H on the sender's device */
     BENCH_CEIL_H2D,          /* cuda: pinned H2D on the receiver's device */
+    BENCH_CEIL_MEMCPY_PAR,   /* host: the window copied by as many threads
+                                of the receiver as the library's queues */
     BENCH_CEIL_COUNT
 } bench_ceil_kind_t;
 
 const char *bench_ceil_name(bench_ceil_kind_t k);
+/* Copy threads the library runs per direction on host memory: the value
+ * of IPCPIPE_QUEUES, or 2 where it is auto (docs/settings.md). */
+int bench_host_queues(void);
 
 typedef struct bench_result {
     const bench_case_t *c;

@@ -1,7 +1,9 @@
 /* ipcpipe-bench: ceilings, measured by rank 0 alone in the same run and
  * with the same window as the transfers they are compared with.  Host
- * memory: memcpy by one thread of the receiving process (two threads at
- * once for bidir).  GPU memory: single-process CUDA copies (bench_cuda.c). */
+ * memory: memcpy by one thread of the receiving process, and by as many
+ * threads as the library copies with (each its share of every transfer;
+ * for bidir, that many for each direction at once).  GPU memory:
+ * single-process CUDA copies (bench_cuda.c). */
 #include "bench.h"
 
 #include <math.h>
@@ -23,6 +25,7 @@ const char *bench_ceil_name(bench_ceil_kind_t k)
         [BENCH_CEIL_STAGED_BIDIR] = "2*min(d2h,h2d)",
         [BENCH_CEIL_D2H] = "d2h",
         [BENCH_CEIL_H2D] = "h2d",
+        [BENCH_CEIL_MEMCPY_PAR] = "memcpy-par",
     };
     return (unsigned)k < BENCH_CEIL_COUNT ? names[k] : "?";
 }
@@ -104,14 +107,16 @@ typedef struct copy_plan {
     const unsigned char *src;
     size_t size;
     int window, slots;
-    size_t batch; /* windows per timed sample */
+    size_t batch;  /* windows per timed sample */
+    size_t stride; /* bytes from one receive slot to the next */
 } copy_plan_t;
 
 static void copy_windows(const copy_plan_t *p)
 {
     for (size_t b = 0; b < p->batch; b++)
         for (int k = 0; k < p->window; k++)
-            copy_fn(p->dst + (size_t)(k % p->slots) * p->size, p->src, p->size);
+            copy_fn(p->dst + (size_t)(k % p->slots) * p->stride, p->src,
+                    p->size);
 }
 
 /* Small windows are batched so that a sample lasts well beyond a clock
@@ -137,7 +142,7 @@ static double host_memcpy(bench_ceil_t *cl, size_t size, int window, int slots,
                           double *t, int reps)
 {
     copy_plan_t p = {cl->dst, cl->src, size,
-                     window,  slots,   batch_for(size, window, MIB)};
+                     window,  slots,   batch_for(size, window, MIB), size};
     reps = cap_reps(reps, size, window, p.batch);
     copy_windows(&p);
     for (int r = 0; r < reps; r++) {
@@ -149,15 +154,37 @@ static double host_memcpy(bench_ceil_t *cl, size_t size, int window, int slots,
     return med > 0 ? (double)window * (double)size / med / 1e9 : 0;
 }
 
-typedef struct bidir_arg {
+int bench_host_queues(void)
+{
+    for (int i = 0; i < ipcp_settings_count(); i++) {
+        ipcp_setting_info_t info;
+        if (ipcp_setting_get(i, &info) == IPCP_OK &&
+            strcmp(info.name, "IPCPIPE_QUEUES") == 0) {
+            int n = atoi(info.value);
+            return n > 0 ? n : 2;
+        }
+    }
+    return 2;
+}
+
+#define PAR_MAX 16 /* threads of a ceiling at most */
+
+typedef struct par_arg {
     copy_plan_t plan;
     pthread_barrier_t *bar;
+    pthread_mutex_t *gate; /* held until every thread is started */
+    const int *abort;      /* set (under gate) when one could not be */
     int reps;
-} bidir_arg_t;
+} par_arg_t;
 
-static void *bidir_peer(void *argp)
+static void *par_thread(void *argp)
 {
-    bidir_arg_t *a = argp;
+    par_arg_t *a = argp;
+    pthread_mutex_lock(a->gate);
+    int abort = *a->abort;
+    pthread_mutex_unlock(a->gate);
+    if (abort)
+        return NULL;
     for (int r = 0; r <= a->reps; r++) {
         pthread_barrier_wait(a->bar);
         copy_windows(&a->plan);
@@ -166,46 +193,108 @@ static void *bidir_peer(void *argp)
     return NULL;
 }
 
-/* Two threads, each copying its own window at once; a repetition lasts
- * from the barrier that starts both to the one both reach when done. */
+/* n plans copied by n threads at once (plan 0 by this one); a repetition
+ * lasts from the barrier that starts them to the one all reach when done.
+ * Returns the median seconds of one batch, or a negative value. */
+static double par_copy(par_arg_t *a, int n, double *t, int reps, char *err,
+                       size_t elen)
+{
+    pthread_barrier_t bar;
+    pthread_mutex_t gate = PTHREAD_MUTEX_INITIALIZER;
+    pthread_t th[PAR_MAX];
+    int started = 1, abort = 0;
+    if (pthread_barrier_init(&bar, NULL, (unsigned)n) != 0) {
+        bench_fmt(err, elen, "pthread_barrier_init failed");
+        return -1;
+    }
+    pthread_mutex_lock(&gate);
+    for (int i = 0; i < n; i++)
+        a[i] = (par_arg_t){a[i].plan, &bar, &gate, &abort, reps};
+    for (; started < n; started++)
+        if (pthread_create(&th[started], NULL, par_thread, &a[started]) != 0)
+            break;
+    abort = started < n;
+    pthread_mutex_unlock(&gate);
+    double med = -1;
+    if (abort) {
+        bench_fmt(err, elen, "pthread_create failed");
+    } else {
+        for (int r = 0; r <= reps; r++) { /* round 0 is a warm-up */
+            pthread_barrier_wait(&bar);
+            double t0 = bench_now_s();
+            copy_windows(&a[0].plan);
+            pthread_barrier_wait(&bar);
+            if (r > 0)
+                t[r - 1] = (bench_now_s() - t0) / (double)a[0].plan.batch;
+        }
+        med = bench_median(t, reps);
+    }
+    for (int i = 1; i < started; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&bar);
+    return med;
+}
+
+/* The plans of q threads sharing each transfer of base's window: thread i
+ * copies the i-th of q pieces of every transfer (the library splits a
+ * transfer over its queues the same way). */
+static void share_plan(const copy_plan_t *base, int q, par_arg_t *out)
+{
+    size_t piece = base->size / (size_t)q, off = 0;
+    for (int i = 0; i < q; i++) {
+        size_t len = i == q - 1 ? base->size - off : piece;
+        out[i].plan = *base;
+        out[i].plan.dst += off;
+        out[i].plan.src += off;
+        out[i].plan.size = len;
+        out[i].plan.stride = base->size;
+        off += len;
+    }
+}
+
+static double host_memcpy_par(bench_ceil_t *cl, size_t size, int window,
+                              int slots, double *t, int reps, char *err,
+                              size_t elen)
+{
+    int q = bench_host_queues();
+    par_arg_t a[PAR_MAX];
+    if (q > PAR_MAX)
+        q = PAR_MAX;
+    if ((size_t)q > size)
+        q = (int)size;
+    size_t batch = batch_for(size, window, 16 * MIB);
+    reps = cap_reps(reps, size, window, batch);
+    copy_plan_t base = {cl->dst, cl->src, size, window, slots, batch, size};
+    share_plan(&base, q, a);
+    double med = par_copy(a, q, t, reps, err, elen);
+    return med > 0 ? (double)window * (double)size / med / 1e9 : 0;
+}
+
+/* Both directions at once, each shared by as many threads as the library
+ * runs per direction; aggregate. */
 static double host_memcpy_bidir(bench_ceil_t *cl, size_t size, int window,
                                 int slots, double *t, int reps, char *err,
                                 size_t elen)
 {
     size_t wl = (size_t)slots * size;
+    int q = bench_host_queues();
+    par_arg_t a[PAR_MAX];
     if (!cl->scratch || cl->scratch_len < wl + size) {
         bench_fmt(err, elen, "no scratch memory for the bidir ceiling");
         return 0;
     }
-    pthread_barrier_t bar;
-    pthread_t th;
+    if (q > PAR_MAX / 2)
+        q = PAR_MAX / 2;
+    if ((size_t)q > size)
+        q = (int)size;
     size_t batch = batch_for(size, window, 16 * MIB);
     reps = cap_reps(reps, size, window, batch);
-    copy_plan_t mine = {cl->dst, cl->src, size, window, slots, batch};
-    bidir_arg_t peer = {
-        {cl->scratch, cl->scratch + wl, size, window, slots, batch},
-        &bar,
-        reps};
-    if (pthread_barrier_init(&bar, NULL, 2) != 0) {
-        bench_fmt(err, elen, "pthread_barrier_init failed");
-        return 0;
-    }
-    if (pthread_create(&th, NULL, bidir_peer, &peer) != 0) {
-        pthread_barrier_destroy(&bar);
-        bench_fmt(err, elen, "pthread_create failed");
-        return 0;
-    }
-    for (int r = 0; r <= reps; r++) { /* round 0 is a warm-up */
-        pthread_barrier_wait(&bar);
-        double t0 = bench_now_s();
-        copy_windows(&mine);
-        pthread_barrier_wait(&bar);
-        if (r > 0)
-            t[r - 1] = (bench_now_s() - t0) / (double)batch;
-    }
-    pthread_join(th, NULL);
-    pthread_barrier_destroy(&bar);
-    double med = bench_median(t, reps);
+    copy_plan_t mine = {cl->dst, cl->src, size, window, slots, batch, size};
+    copy_plan_t other = {cl->scratch, cl->scratch + wl, size,
+                         window,      slots,            batch, size};
+    share_plan(&mine, q, a);
+    share_plan(&other, q, a + q);
+    double med = par_copy(a, 2 * q, t, reps, err, elen);
     return med > 0 ? 2.0 * (double)window * (double)size / med / 1e9 : 0;
 }
 
@@ -232,6 +321,8 @@ double bench_ceil_measure(bench_ceil_t *cl, bench_ceil_kind_t kind, size_t size,
     }
     if (kind == BENCH_CEIL_MEMCPY)
         v = host_memcpy(cl, size, window, slots, t, reps);
+    else if (kind == BENCH_CEIL_MEMCPY_PAR)
+        v = host_memcpy_par(cl, size, window, slots, t, reps, err, elen);
     else if (kind == BENCH_CEIL_MEMCPY_BIDIR)
         v = host_memcpy_bidir(cl, size, window, slots, t, reps, err, elen);
     else

@@ -70,11 +70,15 @@ static void header_memory(const bench_setup_info_t *in)
 static void header_ceilings(const bench_setup_info_t *in)
 {
     if (in->mem != BENCH_MEM_CUDA) {
+        int q = bench_host_queues();
         printf("# ceilings, measured in this run with the same W, median: "
                "memcpy = one thread's memcpy of W*size bytes in the\n"
-               "#   receiving process (single-threaded); memcpy-bidir = two "
-               "threads of the receiving process copying at once, "
-               "aggregate\n");
+               "#   receiving process; memcpy-par = %d threads of it (as many "
+               "as the library's copy queues), each a\n"
+               "#   share of every transfer; a row is set against the faster "
+               "of the two; memcpy-bidir = both directions\n"
+               "#   at once, %d threads each, aggregate\n",
+               q, q);
         return;
     }
     int a = in->ceil_dev[0], b = in->ceil_dev[1];

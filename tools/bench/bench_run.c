@@ -608,7 +608,10 @@ static void ceil_needs(const bench_ctx_t *ctx, const bench_case_t *c, int *need)
         return;
     }
     if (ctx->mem == BENCH_MEM_HOST) {
-        need[c->path->bidir ? BENCH_CEIL_MEMCPY_BIDIR : BENCH_CEIL_MEMCPY] = 1;
+        if (c->path->bidir)
+            need[BENCH_CEIL_MEMCPY_BIDIR] = 1;
+        else
+            need[BENCH_CEIL_MEMCPY] = need[BENCH_CEIL_MEMCPY_PAR] = 1;
         return;
     }
     if (c->path->bidir) {
@@ -676,7 +679,13 @@ void bench_pick_ceiling(const bench_ctx_t *ctx, const bench_case_t *c,
         if ((ctx->mem == BENCH_MEM_CUDA) != (c->path->kind == BENCH_KIND_MPI))
             k = (bench_ceil_kind_t)c->path->ceil;
     } else if (ctx->mem == BENCH_MEM_HOST) {
+        /* One way: the faster of one thread and as many as the library's
+         * queues (either can win: small copies lose to the threads'
+         * start, large ones share the memory bus). */
         k = bidir ? BENCH_CEIL_MEMCPY_BIDIR : BENCH_CEIL_MEMCPY;
+        if (!bidir && ctx->ceil_val[BENCH_CEIL_MEMCPY_PAR] >
+                          ctx->ceil_val[BENCH_CEIL_MEMCPY])
+            k = BENCH_CEIL_MEMCPY_PAR;
     } else {
         ipcp_path_t p =
             res->outcome == BENCH_OK ? res->path_used : c->path->path;
