@@ -3,7 +3,8 @@
  * window and the same clock as ipcpipe's cases (GPU memory; Open MPI's
  * rows on host memory are bench_ompi.c's, dispatched from here):
  *
- *   nccl   ncclSend on rank 1, ncclRecv on rank 0 into the window's slots;
+ *   nccl   ncclSend on rank 1, ncclRecv on rank 0 into the window's slots,
+ *          each window's calls in one ncclGroupStart/ncclGroupEnd;
  *   naive  the forum post's pattern (examples/seed.c run_naive) with rank 0
  *          driving: rank 1's buffer opened while rank 0's device is current,
  *          chunks D2H through pinned memory, H2D on rank 1's device;

@@ -55,7 +55,9 @@ _Static_assert(__builtin_types_compatible_p(cudaStream_t, CUstream),
     X(ncclCommAbort)                                                           \
     X(ncclCommGetAsyncError)                                                   \
     X(ncclSend)                                                                \
-    X(ncclRecv)
+    X(ncclRecv)                                                                \
+    X(ncclGroupStart)                                                          \
+    X(ncclGroupEnd)
 
 static struct {
 #define BENCH_NCCL_FIELD_(name) __typeof__(&name) pfn_##name;
@@ -328,10 +330,18 @@ int bench_nccl_post(bench_nccl_t *nc, int send, void *buf, size_t len, int n,
         bench_fmt(err, elen, "the NCCL communicator was aborted");
         return -1;
     }
+    /* The window in one group, as NCCL's documentation has several
+     * point-to-point calls issued: one launch for all of them, where
+     * ungrouped each is its own kernel after the previous one. */
+    ncclResult_t r = NC(ncclGroupStart)();
+    if (r != ncclSuccess) {
+        nc_msg(err, elen, "ncclGroupStart", r, nc->comm);
+        nc_abort(nc);
+        return -1;
+    }
     for (int k = 0; k < n; k++) {
         char *p = (char *)buf + (send ? 0 : (size_t)(k % slots) * len);
-        ncclResult_t r =
-            send ? NC(ncclSend)(p, len, ncclUint8, peer, nc->comm, nc->stream)
+        r = send ? NC(ncclSend)(p, len, ncclUint8, peer, nc->comm, nc->stream)
                  : NC(ncclRecv)(p, len, ncclUint8, peer, nc->comm, nc->stream);
         if (r != ncclSuccess) {
             char what[96];
@@ -339,9 +349,19 @@ int bench_nccl_post(bench_nccl_t *nc, int send, void *buf, size_t len, int n,
                       send ? "ncclSend" : "ncclRecv", len, send ? "to" : "from",
                       peer, k + 1, n);
             nc_msg(err, elen, what, r, nc->comm);
+            NC(ncclGroupEnd)();
             nc_abort(nc);
             return -1;
         }
+    }
+    r = NC(ncclGroupEnd)();
+    if (r != ncclSuccess && !NC_IN_PROGRESS(r)) {
+        char what[96];
+        bench_fmt(what, sizeof(what), "ncclGroupEnd(%d %s of %zu bytes)", n,
+                  send ? "sends" : "receives", len);
+        nc_msg(err, elen, what, r, nc->comm);
+        nc_abort(nc);
+        return -1;
     }
     return 0;
 }
