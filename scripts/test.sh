@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds ipcpipe and runs its test suite: every test of the normal build,
+# Checks the formatting (scripts/format.sh), then builds ipcpipe and runs
+# its test suite: every test of the normal build,
 # its multi-process tests again with IPCPIPE_MAILBOX=off and with every
 # rank bound to one CPU (IPCP_LAUNCH_PIN=1), then the
 # multi-process tests (label mp, without the > 256 MiB ones) under
@@ -29,6 +30,14 @@ build() { # dir, cmake args...
 }
 
 mkdir -p "$out"
+# The tree as .clang-format says (scripts/format.sh).  CI installs
+# clang-format; elsewhere a machine without it skips this check, saying so.
+echo "== format"
+if command -v clang-format >/dev/null 2>&1 || [ "${CI:-}" = true ]; then
+    "$root/scripts/format.sh"
+else
+    echo "clang-format is not installed: formatting not checked"
+fi
 echo "== normal build: all tests"
 build "$out/normal" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 (cd "$out/normal" && ctest --output-on-failure --timeout 900)
