@@ -119,8 +119,8 @@ static double run_naive(ipcp_comm_t *comm, int rank, int ndev, void *buf,
     cudaEvent_t ev[NSTREAMS];
     CHECK_IPCP(ipcp_recv(comm, &handle, sizeof(handle), 1, 1, NULL));
     CHECK_CUDA(cudaSetDevice(0));
-    CHECK_CUDA(cudaIpcOpenMemHandle(&dst, handle,
-                                    cudaIpcMemLazyEnablePeerAccess));
+    CHECK_CUDA(
+        cudaIpcOpenMemHandle(&dst, handle, cudaIpcMemLazyEnablePeerAccess));
     CHECK_CUDA(cudaMallocHost(&host, o->size));
     for (int s = 0; s < NSTREAMS; s++) {
         CHECK_CUDA(cudaStreamCreateWithFlags(&d2h[s], cudaStreamNonBlocking));
@@ -136,15 +136,15 @@ static double run_naive(ipcp_comm_t *comm, int rank, int ndev, void *buf,
         for (int c = 0; c < o->chunks; c++) {
             size_t off = (size_t)c * chunk;
             size_t n = c == o->chunks - 1 ? o->size - off : chunk;
-            CHECK_CUDA(cudaMemcpyAsync((char *)host + off, (char *)buf + off,
-                                       n, cudaMemcpyDeviceToHost,
+            CHECK_CUDA(cudaMemcpyAsync((char *)host + off, (char *)buf + off, n,
+                                       cudaMemcpyDeviceToHost,
                                        d2h[c % NSTREAMS]));
             CHECK_CUDA(cudaEventRecord(ev[c % NSTREAMS], d2h[c % NSTREAMS]));
             CHECK_CUDA(cudaSetDevice(dev1));
-            CHECK_CUDA(cudaStreamWaitEvent(h2d[c % NSTREAMS], ev[c % NSTREAMS],
-                                           0));
-            CHECK_CUDA(cudaMemcpyAsync((char *)dst + off, (char *)host + off,
-                                       n, cudaMemcpyHostToDevice,
+            CHECK_CUDA(
+                cudaStreamWaitEvent(h2d[c % NSTREAMS], ev[c % NSTREAMS], 0));
+            CHECK_CUDA(cudaMemcpyAsync((char *)dst + off, (char *)host + off, n,
+                                       cudaMemcpyHostToDevice,
                                        h2d[c % NSTREAMS]));
             CHECK_CUDA(cudaSetDevice(0));
         }
@@ -175,8 +175,10 @@ static void parse(int argc, char **argv, opts_t *o)
         else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
             o->iters = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--size BYTES] [--chunks N] "
-                            "[--iters N] [--naive]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--size BYTES] [--chunks N] "
+                    "[--iters N] [--naive]\n",
+                    argv[0]);
             exit(2);
         }
     }
@@ -219,13 +221,15 @@ static int rank_main(const opts_t *o)
     }
     if (rank == 1) {
         printf("%zu bytes, GPU %d -> GPU %d, best of %d: ipcpipe %.1f GB/s "
-               "(data %s)\n", o->size, 0, ndev > 1 ? 1 : 0, o->iters, with,
+               "(data %s)\n",
+               o->size, 0, ndev > 1 ? 1 : 0, o->iters, with,
                rc ? "WRONG" : "verified");
     }
     CHECK_IPCP(ipcp_barrier(comm));
     if (o->naive && rank == 0)
         printf("%zu bytes, the post's pattern (%d chunks, %d streams a side): "
-               "%.1f GB/s\n", o->size, o->chunks, NSTREAMS, naive);
+               "%.1f GB/s\n",
+               o->size, o->chunks, NSTREAMS, naive);
     CHECK_CUDA(cudaFree(buf));
     CHECK_IPCP(ipcp_finalize(comm));
     return rc;
@@ -241,8 +245,8 @@ int main(int argc, char **argv)
             printf("SKIP: no GPU visible\n");
             return 77;
         }
-        ipcp_launch_opts_t lo = {.nranks = 2, .timeout_s = 600,
-                                 .argv_self = argv};
+        ipcp_launch_opts_t lo = {
+            .nranks = 2, .timeout_s = 600, .argv_self = argv};
         ipcp_launch_result_t res;
         if (ipcp_launch(&lo, &res) != 0) {
             perror("ipcp_launch");

@@ -67,9 +67,9 @@ extern "C" {
 #define IPCP_API
 #endif
 
-#define IPCP_VERSION_MAJOR 0
-#define IPCP_VERSION_MINOR 1
-#define IPCP_VERSION_PATCH 0
+#define IPCP_VERSION_MAJOR              0
+#define IPCP_VERSION_MINOR              1
+#define IPCP_VERSION_PATCH              0
 #define IPCP_VERSION_ENCODE(ma, mi, pa) (((ma) << 16) | ((mi) << 8) | (pa))
 #define IPCP_VERSION                                                           \
     IPCP_VERSION_ENCODE(IPCP_VERSION_MAJOR, IPCP_VERSION_MINOR,                \
@@ -139,12 +139,12 @@ IPCP_API const char *ipcp_path_name(ipcp_path_t path);
 /* Communicator                                                              */
 
 typedef struct ipcp_comm_params {
-    size_t struct_size;  /* sizeof(ipcp_comm_params_t); set by _init */
-    int rank;            /* < 0: from the environment */
-    int size;            /* < 0: from the environment */
-    const char *job_id;  /* NULL: from the environment */
-    double timeout_s;    /* <= 0: IPCPIPE_TIMEOUT */
-    ipcp_path_t path;    /* AUTO: IPCPIPE_PATH */
+    size_t struct_size; /* sizeof(ipcp_comm_params_t); set by _init */
+    int rank;           /* < 0: from the environment */
+    int size;           /* < 0: from the environment */
+    const char *job_id; /* NULL: from the environment */
+    double timeout_s;   /* <= 0: IPCPIPE_TIMEOUT */
+    ipcp_path_t path;   /* AUTO: IPCPIPE_PATH */
 } ipcp_comm_params_t;
 
 /* Fills *params with "take everything from the environment". */
@@ -184,8 +184,8 @@ IPCP_API ipcp_status_t ipcp_barrier(ipcp_comm_t *comm);
 /* Two-sided transfers and requests                                          */
 
 typedef struct ipcp_xfer_info {
-    size_t nbytes;     /* bytes moved */
-    ipcp_path_t path;  /* path that moved them */
+    size_t nbytes;    /* bytes moved */
+    ipcp_path_t path; /* path that moved them */
 } ipcp_xfer_info_t;
 
 /* Non-blocking.  buf may be host or device memory; the library tells which.
@@ -202,8 +202,8 @@ IPCP_API ipcp_status_t ipcp_irecv(ipcp_comm_t *comm, void *buf, size_t len,
                                   int peer, int tag, ipcp_request_t **req);
 
 /* Blocking forms. info may be NULL. */
-IPCP_API ipcp_status_t ipcp_send(ipcp_comm_t *comm, const void *buf,
-                                 size_t len, int peer, int tag);
+IPCP_API ipcp_status_t ipcp_send(ipcp_comm_t *comm, const void *buf, size_t len,
+                                 int peer, int tag);
 IPCP_API ipcp_status_t ipcp_recv(ipcp_comm_t *comm, void *buf, size_t len,
                                  int peer, int tag, ipcp_xfer_info_t *info);
 
@@ -225,9 +225,9 @@ typedef enum {
 } ipcp_mem_type_t;
 
 typedef struct ipcp_alloc_params {
-    size_t struct_size;    /* sizeof(ipcp_alloc_params_t) */
-    ipcp_mem_type_t type;  /* HOST (default) or CUDA */
-    int device;            /* CUDA device ordinal, for IPCP_MEM_CUDA */
+    size_t struct_size;   /* sizeof(ipcp_alloc_params_t) */
+    ipcp_mem_type_t type; /* HOST (default) or CUDA */
+    int device;           /* CUDA device ordinal, for IPCP_MEM_CUDA */
 } ipcp_alloc_params_t;
 
 IPCP_API void ipcp_alloc_params_init(ipcp_alloc_params_t *params);
@@ -280,14 +280,14 @@ IPCP_API int ipcp_rmem_owner(const ipcp_rmem_t *rmem);
 /* One-sided: put copies len bytes from local src to the remote region at
  * offset; get copies from the remote region at offset into local dst.
  * Completion of a put means the data is in the remote region. */
-IPCP_API ipcp_status_t ipcp_iput(ipcp_comm_t *comm, const void *src,
-                                 size_t len, ipcp_rmem_t *dst, size_t offset,
+IPCP_API ipcp_status_t ipcp_iput(ipcp_comm_t *comm, const void *src, size_t len,
+                                 ipcp_rmem_t *dst, size_t offset,
                                  ipcp_request_t **req);
 IPCP_API ipcp_status_t ipcp_iget(ipcp_comm_t *comm, void *dst, size_t len,
                                  ipcp_rmem_t *src, size_t offset,
                                  ipcp_request_t **req);
-IPCP_API ipcp_status_t ipcp_put(ipcp_comm_t *comm, const void *src,
-                                size_t len, ipcp_rmem_t *dst, size_t offset);
+IPCP_API ipcp_status_t ipcp_put(ipcp_comm_t *comm, const void *src, size_t len,
+                                ipcp_rmem_t *dst, size_t offset);
 IPCP_API ipcp_status_t ipcp_get(ipcp_comm_t *comm, void *dst, size_t len,
                                 ipcp_rmem_t *src, size_t offset);
 
@@ -295,11 +295,11 @@ IPCP_API ipcp_status_t ipcp_get(ipcp_comm_t *comm, void *dst, size_t len,
 /* Settings (the IPCPIPE_* environment variables)                            */
 
 typedef struct ipcp_setting_info {
-    const char *name;   /* e.g. "IPCPIPE_CHUNK" */
-    const char *value;  /* value in effect, formatted */
-    const char *deflt;  /* default, formatted */
-    const char *doc;    /* one line */
-    int is_set;         /* 1 when the environment set it */
+    const char *name;  /* e.g. "IPCPIPE_CHUNK" */
+    const char *value; /* value in effect, formatted */
+    const char *deflt; /* default, formatted */
+    const char *doc;   /* one line */
+    int is_set;        /* 1 when the environment set it */
 } ipcp_setting_info_t;
 
 /* Number of settings; index them 0..count-1 with ipcp_setting_get.  An

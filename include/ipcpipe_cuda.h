@@ -41,9 +41,8 @@ extern "C" {
 struct CUstream_st;
 typedef struct CUstream_st *ipcp_stream_t;
 
-IPCP_API ipcp_status_t ipcp_isend_on_stream(ipcp_comm_t *comm,
-                                            const void *buf, size_t len,
-                                            int peer, int tag,
+IPCP_API ipcp_status_t ipcp_isend_on_stream(ipcp_comm_t *comm, const void *buf,
+                                            size_t len, int peer, int tag,
                                             ipcp_stream_t stream,
                                             ipcp_request_t **req);
 IPCP_API ipcp_status_t ipcp_irecv_on_stream(ipcp_comm_t *comm, void *buf,

@@ -173,7 +173,7 @@ static ipcp_status_t ipcp__bad_arg(const char *what)
                       what);
 }
 
-/* ---- Init and finalize ---------------------------------------------------- */
+/* ---- Init and finalize --------------------------------------------------- */
 
 const ipcp__backend_ops_t *ipcp__device_backend_for_tests;
 
@@ -250,15 +250,16 @@ static ipcp_status_t ipcp__resolve(const ipcp_comm_params_t *params,
                           "params->timeout_s is %g: a finite number of "
                           "seconds (<= 0 for IPCPIPE_TIMEOUT) is needed",
                           p.timeout_s);
-    IPCP_CHECK(ipcp__boot_resolve(cfg, p.rank, p.size, p.job_id,
-                                  p.timeout_s > 0 ? p.timeout_s
-                                                  : cfg->timeout_s,
-                                  bp, &origin));
+    IPCP_CHECK(ipcp__boot_resolve(
+        cfg, p.rank, p.size, p.job_id,
+        p.timeout_s > 0 ? p.timeout_s : cfg->timeout_s, bp, &origin));
     snprintf(bp->dir, sizeof(bp->dir), "%s", cfg->dir);
     *path = p.path != IPCP_PATH_AUTO ? p.path : (ipcp_path_t)cfg->path;
-    IPCP_INFO(IPCP_SUB_INIT, "rank %d (from %s) of %d (from %s), job '%s' "
-              "(from %s)", bp->rank, origin.rank_from, bp->size,
-              origin.size_from, bp->job, origin.job_from);
+    IPCP_INFO(IPCP_SUB_INIT,
+              "rank %d (from %s) of %d (from %s), job '%s' "
+              "(from %s)",
+              bp->rank, origin.rank_from, bp->size, origin.size_from, bp->job,
+              origin.job_from);
     return IPCP_OK;
 }
 
@@ -289,8 +290,10 @@ ipcp_status_t ipcp_init(const ipcp_comm_params_t *params, ipcp_comm_t **out)
     st = ipcp__boot_connect(&bp, &comm->boot);
     if (st != IPCP_OK)
         goto err_free;
-    IPCP_DEBUG(IPCP_SUB_INIT, "bootstrap done %.1f ms into init (it waits "
-               "for every rank)", (double)(ipcp__now_ns() - t0) / 1e6);
+    IPCP_DEBUG(IPCP_SUB_INIT,
+               "bootstrap done %.1f ms into init (it waits "
+               "for every rank)",
+               (double)(ipcp__now_ns() - t0) / 1e6);
     for (int r = 0; r < comm->size; r++) {
         ipcp__peer_t *p = &comm->peers[r];
         p->fd = comm->boot->peers[r].fd;
@@ -307,10 +310,11 @@ ipcp_status_t ipcp_init(const ipcp_comm_params_t *params, ipcp_comm_t **out)
     st = ipcp__handle_new(IPCP_HANDLE_COMM, comm, &comm->handle);
     if (st != IPCP_OK)
         goto err_stop;
-    IPCP_INFO(IPCP_SUB_INIT, "rank %d of %d ready in %.1f ms (job '%s', "
-              "cuda %s)", comm->rank, comm->size,
-              (double)(ipcp__now_ns() - t0) / 1e6, comm->job,
-              comm->cuda_ops ? "on first use" : "off");
+    IPCP_INFO(IPCP_SUB_INIT,
+              "rank %d of %d ready in %.1f ms (job '%s', "
+              "cuda %s)",
+              comm->rank, comm->size, (double)(ipcp__now_ns() - t0) / 1e6,
+              comm->job, comm->cuda_ops ? "on first use" : "off");
     *out = ipcp__hptr(comm->handle);
     return IPCP_OK;
 err_stop:
@@ -343,11 +347,10 @@ static void ipcp__await(ipcp_request_t *req)
         !atomic_load_explicit(&req->done, memory_order_acquire))
         ipcp__mbox_wait(comm, req, until - t0);
     while (!atomic_load_explicit(&req->done, memory_order_acquire) &&
-           (now < until ||
-            (now - t0 < dev_ns &&
-             (atomic_load_explicit(&comm->dev_inflight,
-                                   memory_order_relaxed) > 0 ||
-              ipcp__awaiting(comm, now))))) {
+           (now < until || (now - t0 < dev_ns &&
+                            (atomic_load_explicit(&comm->dev_inflight,
+                                                  memory_order_relaxed) > 0 ||
+                             ipcp__awaiting(comm, now))))) {
         sched_yield();
         now = ipcp__now_ns();
     }
@@ -412,7 +415,8 @@ ipcp_status_t ipcp_finalize(ipcp_comm_t *comm_h)
     ipcp__comm_teardown(comm);
     uint64_t t3 = ipcp__now_ns();
     ipcp__comm_free(comm);
-    IPCP_DEBUG(IPCP_SUB_INIT, "finalize: goodbye %.2f ms, progress thread "
+    IPCP_DEBUG(IPCP_SUB_INIT,
+               "finalize: goodbye %.2f ms, progress thread "
                "%.2f ms, teardown %.2f ms, backends %.2f ms",
                (double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6,
                (double)(t3 - t2) / 1e6, (double)(ipcp__now_ns() - t3) / 1e6);
@@ -470,7 +474,7 @@ ipcp_status_t ipcp_barrier(ipcp_comm_t *comm_h)
     return ipcp__wait_req(req, NULL);
 }
 
-/* ---- Two-sided -------------------------------------------------------------- */
+/* ---- Two-sided ----------------------------------------------------------- */
 
 static ipcp_status_t ipcp__check_xfer(const ipcp_comm_t *comm, const void *buf,
                                       size_t len, int peer, int tag,
@@ -488,7 +492,8 @@ static ipcp_status_t ipcp__check_xfer(const ipcp_comm_t *comm, const void *buf,
     if (peer == comm->rank)
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
                           "peer rank %d is this rank (transfers to self are "
-                          "not supported)", peer);
+                          "not supported)",
+                          peer);
     if (tag < 0)
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
                           "tag %d is negative", tag);
@@ -507,8 +512,8 @@ static ipcp_status_t ipcp__check_extent(const ipcp_request_t *req)
         req->len > a->size - (p - a->base))
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
                           "%zu bytes at %p run past the end of their device "
-                          "allocation (%zu bytes at %p)", req->len, req->buf,
-                          a->size, (void *)a->base);
+                          "allocation (%zu bytes at %p)",
+                          req->len, req->buf, a->size, (void *)a->base);
     return IPCP_OK;
 }
 
@@ -596,10 +601,9 @@ static ipcp_request_t *ipcp__onesided_req(ipcp_comm_t *comm, int type,
     return req;
 }
 
-static ipcp_status_t ipcp__post_onesided(ipcp_comm_t *comm, int type,
-                                         void *buf, size_t len,
-                                         ipcp_rmem_t *rm, size_t offset,
-                                         ipcp_request_t **out)
+static ipcp_status_t ipcp__post_onesided(ipcp_comm_t *comm, int type, void *buf,
+                                         size_t len, ipcp_rmem_t *rm,
+                                         size_t offset, ipcp_request_t **out)
 {
     ipcp_request_t *req = ipcp__onesided_req(comm, type, buf, len, rm, offset);
     return req ? ipcp__submit(comm, req, out) : IPCP_ERR_NOMEM;
@@ -707,7 +711,7 @@ ipcp_status_t ipcp_test(ipcp_request_t *req_h, int *done,
     return ipcp__wait_req(req, info);
 }
 
-/* ---- Memory ------------------------------------------------------------------ */
+/* ---- Memory -------------------------------------------------------------- */
 
 ipcp_status_t ipcp_mem_alloc(ipcp_comm_t *comm_h, size_t len,
                              const ipcp_alloc_params_t *params, void **ptr)
@@ -901,7 +905,8 @@ static ipcp_status_t ipcp__check_onesided(const ipcp_comm_t *comm_h,
     if (offset > rm->len || len > rm->len - offset)
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_OUT_OF_RANGE,
                           "range [%zu, +%zu) is outside the %zu-byte region "
-                          "of rank %d", offset, len, rm->len, rm->owner);
+                          "of rank %d",
+                          offset, len, rm->len, rm->owner);
     if (!atomic_load(&rm->valid))
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_NOT_REGISTERED,
                           "rank %d deregistered region %llu", rm->owner,
@@ -951,7 +956,7 @@ ipcp_status_t ipcp_get(ipcp_comm_t *comm_h, void *dst, size_t len,
     return ipcp_wait(req, NULL);
 }
 
-/* ---- Stream-ordered (ipcpipe_cuda.h) ---------------------------------------- */
+/* ---- Stream-ordered (ipcpipe_cuda.h) ------------------------------------- */
 
 /* Enqueues the user's half of the ordering on `stream`: mark the start,
  * then wait for done.  On failure nothing is left waiting on a flag. */
@@ -961,8 +966,8 @@ static ipcp_status_t ipcp__order_on_stream(ipcp_comm_t *comm, int device,
 {
     const ipcp__backend_ops_t *ops = comm->cuda_ops;
     ipcp__queue_t *uq;
-    ipcp_status_t st = ops->queue_wrap(ipcp__dev(comm), device, (void *)stream,
-                                       &uq);
+    ipcp_status_t st =
+        ops->queue_wrap(ipcp__dev(comm), device, (void *)stream, &uq);
     if (st != IPCP_OK) {
         ipcp__sync_put(e);
         return st;

@@ -63,19 +63,19 @@ void ipcp__track_notify(ipcp__track_t *t);
 /* What the engine learns about a pointer. */
 typedef struct ipcp__mem_attr {
     ipcp_mem_type_t type;
-    int device;          /* CUDA ordinal; -1 for host */
-    uintptr_t base;      /* base of the allocation holding it; 0 unknown */
-    size_t size;         /* size of that allocation; 0 unknown */
-    uint64_t buffer_id;  /* unique id of the allocation (CUDA); 0 unknown */
+    int device;         /* CUDA ordinal; -1 for host */
+    uintptr_t base;     /* base of the allocation holding it; 0 unknown */
+    size_t size;        /* size of that allocation; 0 unknown */
+    uint64_t buffer_id; /* unique id of the allocation (CUDA); 0 unknown */
 } ipcp__mem_attr_t;
 
 /* Exported memory, as it travels to a peer (plus at most one fd, sent
  * beside it with SCM_RIGHTS). */
 #define IPCP_EXPORT_MAX 96
 typedef struct ipcp__export {
-    uint32_t kind;   /* backend-defined */
-    uint32_t len;    /* bytes of data used */
-    uint64_t size;   /* bytes mappable from the export's base */
+    uint32_t kind; /* backend-defined */
+    uint32_t len;  /* bytes of data used */
+    uint64_t size; /* bytes mappable from the export's base */
     uint8_t data[IPCP_EXPORT_MAX];
 } ipcp__export_t;
 
@@ -185,9 +185,8 @@ typedef struct ipcp__backend_ops {
      * it becomes non-zero the wait fails the track with the status held in
      * *abort (e.g. IPCP_ERR_PEER_LOST).  Backends that wait on the device
      * ignore abort: the engine releases such waits by writing the flag. */
-    ipcp_status_t (*flag_wait)(ipcp__queue_t *q, uint64_t *flag,
-                               uint64_t value, const atomic_int *abort,
-                               ipcp__track_t *t);
+    ipcp_status_t (*flag_wait)(ipcp__queue_t *q, uint64_t *flag, uint64_t value,
+                               const atomic_int *abort, ipcp__track_t *t);
     /* As flag_wait, for waits after which the queue reads only host
      * memory (the staged ring): a device's wait then need not flush remote
      * writes into its memory.  NULL: flag_wait serves. */
@@ -251,14 +250,13 @@ typedef struct ipcp__backend_ops {
      * NULL where there are no kernels (host; CUDA built without nvcc). */
     ipcp_status_t (*lane_prepare)(ipcp__backend_t *be, int device, void *ptr,
                                   size_t len);
-    ipcp_status_t (*lane_launch)(ipcp__backend_t *be, int device,
-                                 void *stream, int op,
-                                 const ipcp__lane_kargs_t *a);
+    ipcp_status_t (*lane_launch)(ipcp__backend_t *be, int device, void *stream,
+                                 int op, const ipcp__lane_kargs_t *a);
 
     /* The device's UUID as text and the driver's version (striping cache
      * keys).  0, or -1 when unknown.  NULL for host. */
-    int (*device_ident)(ipcp__backend_t *be, int device, char *uuid,
-                        size_t len, int *driver);
+    int (*device_ident)(ipcp__backend_t *be, int device, char *uuid, size_t len,
+                        int *driver);
     /* Measures, in this process, a copy from device src to device dst over
      * the direct link alone and split with a pipelined copy through pinned
      * host memory at several shares, its staged part ordered as layout

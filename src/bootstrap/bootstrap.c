@@ -923,17 +923,18 @@ static ipcp_status_t boot_fd_budget(int size)
         rlim_t old = rl.rlim_cur;
         rl.rlim_cur = (rlim_t)need;
         if (setrlimit(RLIMIT_NOFILE, &rl) == 0) {
-            IPCP_INFO(IPCP_SUB_BOOT, "raised the soft RLIMIT_NOFILE from %llu "
-                      "to %llu for a job of %d ranks", (unsigned long long)old,
-                      (unsigned long long)need, size);
+            IPCP_INFO(IPCP_SUB_BOOT,
+                      "raised the soft RLIMIT_NOFILE from %llu "
+                      "to %llu for a job of %d ranks",
+                      (unsigned long long)old, (unsigned long long)need, size);
             return IPCP_OK;
         }
     }
     return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_BOOT, IPCP_ERR_SYSTEM,
                       "a job of %d ranks needs about %llu file descriptors "
                       "per rank; RLIMIT_NOFILE allows %llu (hard limit "
-                      "%llu): raise it (ulimit -n)", size,
-                      (unsigned long long)need,
+                      "%llu): raise it (ulimit -n)",
+                      size, (unsigned long long)need,
                       (unsigned long long)rl.rlim_cur,
                       (unsigned long long)rl.rlim_max);
 }

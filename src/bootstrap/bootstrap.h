@@ -12,32 +12,33 @@
 #include "common/config.h"
 
 #define IPCP_BOOT_MAGIC 0x69706370626f6f74ULL /* "ipcpboot" */
-#define IPCP_BOOT_PROTO_VERSION 8 /* 2: striped transfers, 3: lane, 4: the
-                                     lane's flagged words and break message,
-                                     5: receiver-driven transfers, 6: the
-                                     region's address in a map reply,
-                                     keepalive PING/PONG, 7: EAGER, 8:
-                                     mailbox records carry their position */
+#define IPCP_BOOT_PROTO_VERSION                                                \
+    8 /* 2: striped transfers, 3: lane, 4: the                                 \
+         lane's flagged words and break message,                               \
+         5: receiver-driven transfers, 6: the                                  \
+         region's address in a map reply,                                      \
+         keepalive PING/PONG, 7: EAGER, 8:                                     \
+         mailbox records carry their position */
 /* Largest message ipcp__sock_send/recv move (one SOCK_SEQPACKET datagram). */
 #define IPCP_SOCK_MSG_MAX (64 * 1024)
 /* Most file descriptors attached to one message. */
 #define IPCP_SOCK_MAX_FDS 4
 
 typedef struct ipcp__boot_params {
-    int rank;                 /* 0 <= rank < size */
-    int size;                 /* >= 1 */
-    char job[IPCP_JOB_MAX];   /* non-empty, [A-Za-z0-9._-] */
-    double timeout_s;         /* every wait is bounded by this */
-    char dir[IPCP_DIR_MAX];   /* base directory; "" = $XDG_RUNTIME_DIR, else
-                                 $TMPDIR, else /tmp */
-    uint64_t probe_addr;      /* address of a word holding IPCP_BOOT_MAGIC in
-                                 this process, sent to peers so that they can
-                                 test process_vm_readv permission */
+    int rank;               /* 0 <= rank < size */
+    int size;               /* >= 1 */
+    char job[IPCP_JOB_MAX]; /* non-empty, [A-Za-z0-9._-] */
+    double timeout_s;       /* every wait is bounded by this */
+    char dir[IPCP_DIR_MAX]; /* base directory; "" = $XDG_RUNTIME_DIR, else
+                               $TMPDIR, else /tmp */
+    uint64_t probe_addr;    /* address of a word holding IPCP_BOOT_MAGIC in
+                               this process, sent to peers so that they can
+                               test process_vm_readv permission */
 } ipcp__boot_params_t;
 
 /* Where rank/size/job came from, for the log and ipcpipe-info. */
 typedef struct ipcp__boot_origin {
-    char rank_from[48];  /* e.g. "IPCPIPE_RANK", "OMPI_COMM_WORLD_RANK" */
+    char rank_from[48]; /* e.g. "IPCPIPE_RANK", "OMPI_COMM_WORLD_RANK" */
     char size_from[48];
     char job_from[48];
 } ipcp__boot_origin_t;
@@ -51,16 +52,16 @@ typedef struct ipcp__boot_origin {
  * derived from the parent pid (the launcher).  A job name with characters
  * outside [A-Za-z0-9._-] is reduced to a hash.  Errors say which variable
  * is missing or wrong.  origin may be NULL. */
-ipcp_status_t ipcp__boot_resolve(const ipcp__config_t *cfg, int rank,
-                                 int size, const char *job, double timeout_s,
+ipcp_status_t ipcp__boot_resolve(const ipcp__config_t *cfg, int rank, int size,
+                                 const char *job, double timeout_s,
                                  ipcp__boot_params_t *out,
                                  ipcp__boot_origin_t *origin);
 
 typedef struct ipcp__boot_peer {
-    int fd;               /* connected AF_UNIX SOCK_SEQPACKET, CLOEXEC,
-                             blocking; -1 for self */
-    pid_t pid;            /* checked against SO_PEERCRED */
-    uint64_t probe_addr;  /* the peer's probe word, from its hello */
+    int fd;              /* connected AF_UNIX SOCK_SEQPACKET, CLOEXEC,
+                            blocking; -1 for self */
+    pid_t pid;           /* checked against SO_PEERCRED */
+    uint64_t probe_addr; /* the peer's probe word, from its hello */
 } ipcp__boot_peer_t;
 
 typedef struct ipcp__boot {

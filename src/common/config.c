@@ -40,65 +40,79 @@ static const char *const ipcp__path_choices[] = {"auto", "direct", "staged",
 static const char *const ipcp__autooff_choices[] = {"auto", "off", NULL};
 static const char *const ipcp__notify_choices[] = {"event", "callback", NULL};
 static const char *const ipcp__offon_choices[] = {"off", "on", NULL};
-static const char *const ipcp__drive_choices[] = {"auto", "off", "on",
-                                                  NULL};
+static const char *const ipcp__drive_choices[] = {"auto", "off", "on", NULL};
 static const char *const ipcp__level_choices[] = {
     "none", "error", "warn", "info", "debug", "trace", NULL};
 
 #define IPCP_OFF(field) offsetof(ipcp__config_t, field)
 
 static const ipcp__setting_t ipcp__settings[] = {
-    {"IPCPIPE_RANK", IPCP_SET_INT, "", "rank of this process (else taken from "
-     "mpirun, srun or torchrun variables)", IPCP_OFF(rank), 0, 1 << 20, 0,
-     NULL},
+    {"IPCPIPE_RANK", IPCP_SET_INT, "",
+     "rank of this process (else taken from "
+     "mpirun, srun or torchrun variables)",
+     IPCP_OFF(rank), 0, 1 << 20, 0, NULL},
     {"IPCPIPE_SIZE", IPCP_SET_INT, "", "number of ranks in the job",
      IPCP_OFF(size), 1, 1 << 20, 0, NULL},
-    {"IPCPIPE_JOB", IPCP_SET_STR, "", "job identifier shared by all ranks "
-     "(else from the launcher, else the parent pid)", IPCP_OFF(job), 0, 0, 0,
-     NULL},
-    {"IPCPIPE_TIMEOUT", IPCP_SET_DOUBLE, "60", "seconds any wait on another "
+    {"IPCPIPE_JOB", IPCP_SET_STR, "",
+     "job identifier shared by all ranks "
+     "(else from the launcher, else the parent pid)",
+     IPCP_OFF(job), 0, 0, 0, NULL},
+    {"IPCPIPE_TIMEOUT", IPCP_SET_DOUBLE, "60",
+     "seconds any wait on another "
      "rank may last (rendezvous, barrier, finalize, a peer's death; a peer "
      "that stops answering while a request waits on it is declared lost "
-     "after 3/4 of it)", IPCP_OFF(timeout_s),
-     0.001, 1e7, 0, NULL},
-    {"IPCPIPE_DIR", IPCP_SET_STR, "", "base directory of the rendezvous "
+     "after 3/4 of it)",
+     IPCP_OFF(timeout_s), 0.001, 1e7, 0, NULL},
+    {"IPCPIPE_DIR", IPCP_SET_STR, "",
+     "base directory of the rendezvous "
      "sockets (default $XDG_RUNTIME_DIR, else $TMPDIR, else /tmp)",
      IPCP_OFF(dir), 0, 0, 0, NULL},
-    {"IPCPIPE_PATH", IPCP_SET_ENUM, "auto", "path for transfers this rank "
+    {"IPCPIPE_PATH", IPCP_SET_ENUM, "auto",
+     "path for transfers this rank "
      "receives: auto, direct (into the mapped buffer) or staged (shared ring)",
      IPCP_OFF(path), 0, 0, 0, ipcp__path_choices},
-    {"IPCPIPE_CHUNK", IPCP_SET_SIZE, "auto", "slot size of the staged ring "
+    {"IPCPIPE_CHUNK", IPCP_SET_SIZE, "auto",
+     "slot size of the staged ring "
      "(auto: 1M for host memory, 16M when device memory is involved)",
      IPCP_OFF(chunk), 4096, 1024.0 * 1024 * 1024, 1, NULL},
-    {"IPCPIPE_SLOTS", IPCP_SET_INT, "auto", "slots in the staged ring of each "
+    {"IPCPIPE_SLOTS", IPCP_SET_INT, "auto",
+     "slots in the staged ring of each "
      "pair of ranks and direction (auto: 8 for host memory, 4 with device "
      "memory); a staged transfer uses one queue per IPCPIPE_SLOTS_PER_QUEUE "
-     "slots", IPCP_OFF(slots), 2, 64, 1, NULL},
-    {"IPCPIPE_SLOTS_PER_QUEUE", IPCP_SET_INT, "auto", "slots of the staged "
+     "slots",
+     IPCP_OFF(slots), 2, 64, 1, NULL},
+    {"IPCPIPE_SLOTS_PER_QUEUE", IPCP_SET_INT, "auto",
+     "slots of the staged "
      "ring per copy queue of a staged transfer (the receiver's setting "
      "decides; auto: 4): a transfer spreads its chunks over IPCPIPE_SLOTS / "
-     "this many queues, at most IPCPIPE_QUEUES", IPCP_OFF(slots_per_queue), 1,
-     64, 1, NULL},
-    {"IPCPIPE_QUEUES", IPCP_SET_INT, "auto", "copy queues (host threads or CUDA "
+     "this many queues, at most IPCPIPE_QUEUES",
+     IPCP_OFF(slots_per_queue), 1, 64, 1, NULL},
+    {"IPCPIPE_QUEUES", IPCP_SET_INT, "auto",
+     "copy queues (host threads or CUDA "
      "streams) per peer and direction (auto: 2 on host, 4 with CUDA)",
      IPCP_OFF(queues), 1, 8, 1, NULL},
-    {"IPCPIPE_PIECE", IPCP_SET_SIZE, "auto", "smallest piece a direct "
+    {"IPCPIPE_PIECE", IPCP_SET_SIZE, "auto",
+     "smallest piece a direct "
      "transfer is split into over the copy queues (the receiver's setting "
      "decides; auto: 256K for host memory, no split when device memory is "
-     "involved)", IPCP_OFF(piece), 4096, 1024.0 * 1024 * 1024 * 1024, 1, NULL},
-    {"IPCPIPE_STRIPE", IPCP_SET_SHARE, "auto", "split transfers between two "
+     "involved)",
+     IPCP_OFF(piece), 4096, 1024.0 * 1024 * 1024 * 1024, 1, NULL},
+    {"IPCPIPE_STRIPE", IPCP_SET_SHARE, "auto",
+     "split transfers between two "
      "GPUs over NVLink and the staged path at once: off, auto (shares by "
      "size, one way and both ways, and the smallest size that gains, "
      "measured once per pair of GPUs and kept in IPCPIPE_STRIPE_CACHE) or "
      "the staged share of every direct transfer between two GPUs (0.1 = "
      "10%; the receiver's setting decides)",
      IPCP_OFF(stripe), 0.0001, 0.9, 1, NULL},
-    {"IPCPIPE_STRIPE_CACHE", IPCP_SET_STR, "", "file of the striping "
+    {"IPCPIPE_STRIPE_CACHE", IPCP_SET_STR, "",
+     "file of the striping "
      "calibration (default $XDG_CACHE_HOME/ipcpipe/stripe-<machine>.txt, "
      "else ~/.cache/ipcpipe/stripe-<machine>.txt; off: calibrate in every "
      "process)",
      IPCP_OFF(stripe_cache), 0, 0, 0, NULL},
-    {"IPCPIPE_STRIPE_ADAPT", IPCP_SET_ENUM, "on", "the receiver of a "
+    {"IPCPIPE_STRIPE_ADAPT", IPCP_SET_ENUM, "on",
+     "the receiver of a "
      "striped transfer notes when each part ended (on); under "
      "IPCPIPE_STRIPE=auto, a staged part that ended late (more than 10% at "
      "the calibrated share, 2% off it) lowers the pair's staged share for "
@@ -107,10 +121,10 @@ static const ipcp__setting_t ipcp__settings[] = {
      "it, up to 1.25 times the calibrated share; a receive the receiver "
      "copies itself, striped one way, ends once those ends are seen (off: "
      "after the notifies behind them, 0.6-1.8 points slower at 256 MiB on "
-     "2 x H200)", IPCP_OFF(stripe_adapt), 0,
-     0, 0,
-     ipcp__offon_choices},
-    {"IPCPIPE_DRIVE", IPCP_SET_ENUM, "auto", "the receiver copies a transfer "
+     "2 x H200)",
+     IPCP_OFF(stripe_adapt), 0, 0, 0, ipcp__offon_choices},
+    {"IPCPIPE_DRIVE", IPCP_SET_ENUM, "auto",
+     "the receiver copies a transfer "
      "itself, out of the sender's buffer mapped in its own process, with "
      "queues on the sender's GPU (direct part and the staged part's "
      "device-to-host copies) and on its own (the rest): no round trip "
@@ -122,59 +136,76 @@ static const ipcp__setting_t ipcp__settings[] = {
      "buffers unless off, and its host buffers only under on.  Not for "
      "stream-ordered transfers",
      IPCP_OFF(drive), 0, 0, 0, ipcp__drive_choices},
-    {"IPCPIPE_EAGER", IPCP_SET_SIZE, "32K", "largest host message sent inline "
-     "with its control message (0 turns eager sends off)", IPCP_OFF(eager), 0,
-     32768, 0, NULL},
-    {"IPCPIPE_SMALL", IPCP_SET_SIZE, "0", "stream-ordered messages of up to "
+    {"IPCPIPE_EAGER", IPCP_SET_SIZE, "32K",
+     "largest host message sent inline "
+     "with its control message (0 turns eager sends off)",
+     IPCP_OFF(eager), 0, 32768, 0, NULL},
+    {"IPCPIPE_SMALL", IPCP_SET_SIZE, "0",
+     "stream-ordered messages of up to "
      "this many bytes between GPUs go through the small-message lane "
      "(kernels that store into the peer's GPU memory, a few microseconds a "
      "message); set it the same on both ranks, and post those receives "
      "stream-ordered, with at most this capacity, in the order the peer "
-     "sends (0: off; at most 64K)", IPCP_OFF(small), 0, 65536, 0, NULL},
-    {"IPCPIPE_SMALL_WORDS", IPCP_SET_SIZE, "512", "lane messages of up to "
+     "sends (0: off; at most 64K)",
+     IPCP_OFF(small), 0, 65536, 0, NULL},
+    {"IPCPIPE_SMALL_WORDS", IPCP_SET_SIZE, "512",
+     "lane messages of up to "
      "this many bytes travel as flagged words, which need no fence between "
      "data and flag (larger ones: data, one fence, a flag); set it the same "
-     "on both ranks (0: never; at most 512)", IPCP_OFF(small_words), 0, 512,
-     0, NULL},
-    {"IPCPIPE_PVM", IPCP_SET_ENUM, "auto", "use process_vm_writev/readv for "
+     "on both ranks (0: never; at most 512)",
+     IPCP_OFF(small_words), 0, 512, 0, NULL},
+    {"IPCPIPE_PVM", IPCP_SET_ENUM, "auto",
+     "use process_vm_writev/readv for "
      "direct transfers into host memory a peer cannot map (auto or off)",
      IPCP_OFF(pvm), 0, 0, 0, ipcp__autooff_choices},
-    {"IPCPIPE_CUDA", IPCP_SET_ENUM, "auto", "CUDA backend: auto (when a driver "
-     "is found) or off", IPCP_OFF(cuda), 0, 0, 0, ipcp__autooff_choices},
-    {"IPCPIPE_CUDA_NOTIFY", IPCP_SET_ENUM, "event", "how the CPU learns that "
+    {"IPCPIPE_CUDA", IPCP_SET_ENUM, "auto",
+     "CUDA backend: auto (when a driver "
+     "is found) or off",
+     IPCP_OFF(cuda), 0, 0, 0, ipcp__autooff_choices},
+    {"IPCPIPE_CUDA_NOTIFY", IPCP_SET_ENUM, "event",
+     "how the CPU learns that "
      "device work finished: event (a thread polls CUDA events while "
      "transfers run) or callback (stream callbacks, which stall the stream)",
      IPCP_OFF(cuda_notify), 0, 0, 0, ipcp__notify_choices},
-    {"IPCPIPE_SPIN_US", IPCP_SET_INT, "50", "microseconds the progress thread "
+    {"IPCPIPE_SPIN_US", IPCP_SET_INT, "50",
+     "microseconds the progress thread "
      "and waiting callers poll before they sleep; they also poll while "
      "device transfers run and, unless 0, while a device send's receiver "
      "may be copying it (from the offer, as long as its bytes take at "
      "100 GB/s); callers at most 100 ms",
      IPCP_OFF(spin_us), 0, 100000, 0, NULL},
-    {"IPCPIPE_MAILBOX", IPCP_SET_ENUM, "on", "control messages from the "
+    {"IPCPIPE_MAILBOX", IPCP_SET_ENUM, "on",
+     "control messages from the "
      "peers through a ring in shared memory (on) or the socket (off); the "
      "ring saves a few microseconds a message and carries small host "
      "messages that callers write and read themselves, the socket still "
-     "carries descriptors and long messages", IPCP_OFF(mailbox), 0, 0, 0,
-     ipcp__offon_choices},
-    {"IPCPIPE_TRACE", IPCP_SET_STR, "", "write a Chrome/Perfetto timeline of "
+     "carries descriptors and long messages",
+     IPCP_OFF(mailbox), 0, 0, 0, ipcp__offon_choices},
+    {"IPCPIPE_TRACE", IPCP_SET_STR, "",
+     "write a Chrome/Perfetto timeline of "
      "every transfer to this file (rank 0 merges the ranks' parts at "
-     "finalize)", IPCP_OFF(trace), 0, 0, 0, NULL},
-    {"IPCPIPE_TRACE_COPIES", IPCP_SET_ENUM, "on", "with IPCPIPE_TRACE: time "
+     "finalize)",
+     IPCP_OFF(trace), 0, 0, 0, NULL},
+    {"IPCPIPE_TRACE_COPIES", IPCP_SET_ENUM, "on",
+     "with IPCPIPE_TRACE: time "
      "each copy in its queue (on), or keep only the protocol's marks of each "
      "transfer (off: no timing operations in the queues to slow them)",
      IPCP_OFF(trace_copies), 0, 0, 0, ipcp__offon_choices},
-    {"IPCPIPE_LOG_LEVEL", IPCP_SET_ENUM, "warn", "log level: none, error, "
-     "warn, info, debug, trace", IPCP_OFF(log_level), 0, 0, 0,
-     ipcp__level_choices},
-    {"IPCPIPE_LOG_SUBSYS", IPCP_SET_SUBSYS, "all", "subsystems to log: all or "
-     "a comma list of init,boot,engine,host,cuda,api,env", IPCP_OFF(log_mask),
-     0, 0, 0, NULL},
-    {"IPCPIPE_LOG_FILE", IPCP_SET_STR, "", "append the log to this file "
+    {"IPCPIPE_LOG_LEVEL", IPCP_SET_ENUM, "warn",
+     "log level: none, error, "
+     "warn, info, debug, trace",
+     IPCP_OFF(log_level), 0, 0, 0, ipcp__level_choices},
+    {"IPCPIPE_LOG_SUBSYS", IPCP_SET_SUBSYS, "all",
+     "subsystems to log: all or "
+     "a comma list of init,boot,engine,host,cuda,api,env",
+     IPCP_OFF(log_mask), 0, 0, 0, NULL},
+    {"IPCPIPE_LOG_FILE", IPCP_SET_STR, "",
+     "append the log to this file "
      "instead of stderr; %h in the name becomes the host name, %p the pid "
-     "(one file per process); every line is one write", IPCP_OFF(log_file),
-     0, 0, 0, NULL},
-    {"IPCPIPE_FAULT", IPCP_SET_FAULT, "", "testing aid: stage:action[:n] "
+     "(one file per process); every line is one write",
+     IPCP_OFF(log_file), 0, 0, 0, NULL},
+    {"IPCPIPE_FAULT", IPCP_SET_FAULT, "",
+     "testing aid: stage:action[:n] "
      "makes this process send itself SIGKILL (action kill) or SIGSTOP "
      "(stop) the n-th time (default 1) it reaches a protocol stage: "
      "rts-posted, get-posted, rts-matched, cts-posted, cts-received, "
@@ -215,7 +246,10 @@ int ipcp__parse_double(const char *s, double min, double max, double *out)
  * k...).  Anything else, "12abc" included, is rejected. */
 int ipcp__parse_size(const char *s, size_t *out)
 {
-    static const struct { const char *suf; unsigned shift; } sufs[] = {
+    static const struct {
+        const char *suf;
+        unsigned shift;
+    } sufs[] = {
         {"", 0},    {"K", 10},   {"KB", 10},  {"KiB", 10}, {"k", 10},
         {"M", 20},  {"MB", 20},  {"MiB", 20}, {"m", 20},   {"G", 30},
         {"GB", 30}, {"GiB", 30}, {"g", 30},   {"T", 40},   {"TiB", 40},
@@ -317,8 +351,8 @@ static int ipcp__setting_parse(const ipcp__setting_t *st, const char *val,
         return 0;
     case IPCP_SET_STR:
         *why = "is too long";
-        if (strlen(val) >= (st->offset == IPCP_OFF(job) ? IPCP_JOB_MAX
-                                                        : IPCP_DIR_MAX - 32))
+        if (strlen(val) >=
+            (st->offset == IPCP_OFF(job) ? IPCP_JOB_MAX : IPCP_DIR_MAX - 32))
             return -1;
         strcpy(field, val);
         return 0;
@@ -447,8 +481,10 @@ static void ipcp__config_warn_unknown(void)
         if (known)
             continue;
         if (near)
-            IPCP_WARN(IPCP_SUB_ENV, "%.*s is not an ipcpipe setting (ignored); "
-                      "did you mean %s?", (int)len, *e, near);
+            IPCP_WARN(IPCP_SUB_ENV,
+                      "%.*s is not an ipcpipe setting (ignored); "
+                      "did you mean %s?",
+                      (int)len, *e, near);
         else
             IPCP_INFO(IPCP_SUB_ENV, "%.*s is not an ipcpipe setting (ignored)",
                       (int)len, *e);
@@ -457,9 +493,9 @@ static void ipcp__config_warn_unknown(void)
 
 static void ipcp__config_load(void)
 {
-    ipcp__config_status = ipcp__config_parse(
-        &ipcp__config_global, ipcp__getenv_cb, NULL, ipcp__config_err,
-        sizeof(ipcp__config_err));
+    ipcp__config_status =
+        ipcp__config_parse(&ipcp__config_global, ipcp__getenv_cb, NULL,
+                           ipcp__config_err, sizeof(ipcp__config_err));
     if (ipcp__config_status == IPCP_OK) {
         __atomic_store_n(&ipcp__log_level, ipcp__config_global.log_level,
                          __ATOMIC_RELAXED);
@@ -490,11 +526,26 @@ ipcp_status_t ipcp_settings_check(void)
 
 /* Names of other programs' variables that ipcpipe reads. */
 static const char *const ipcp__foreign_names[] = {
-    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-    "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "PMI_RANK", "PMI_SIZE",
-    "PMI_KVSNAME", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_ID",
-    "SLURM_STEP_ID", "RANK", "WORLD_SIZE", "LOCAL_RANK", "TORCHELASTIC_RUN_ID",
-    "XDG_RUNTIME_DIR", "TMPDIR", "CUDA_VISIBLE_DEVICES", "XDG_CACHE_HOME",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "PMIX_NAMESPACE",
+    "OMPI_MCA_ess_base_jobid",
+    "PMI_RANK",
+    "PMI_SIZE",
+    "PMI_KVSNAME",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "SLURM_JOB_ID",
+    "SLURM_STEP_ID",
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "TORCHELASTIC_RUN_ID",
+    "XDG_RUNTIME_DIR",
+    "TMPDIR",
+    "CUDA_VISIBLE_DEVICES",
+    "XDG_CACHE_HOME",
     "HOME",
 };
 

@@ -20,36 +20,36 @@ enum { IPCP_PVM_AUTO = 0, IPCP_PVM_OFF = 1 };
 enum { IPCP_MBOX_OFF = 0, IPCP_MBOX_ON = 1 };
 
 typedef struct ipcp__config {
-    int rank;                 /* IPCPIPE_RANK, -1 unset */
-    int size;                 /* IPCPIPE_SIZE, -1 unset */
-    char job[IPCP_JOB_MAX];   /* IPCPIPE_JOB, "" unset */
-    double timeout_s;         /* IPCPIPE_TIMEOUT */
-    char dir[IPCP_DIR_MAX];   /* IPCPIPE_DIR, "" = default place */
-    int path;                 /* IPCPIPE_PATH, ipcp_path_t */
-    size_t chunk;             /* IPCPIPE_CHUNK, 0 = backend default */
-    int slots;                /* IPCPIPE_SLOTS, 0 = backend default */
-    int slots_per_queue;      /* IPCPIPE_SLOTS_PER_QUEUE, 0 = 4 */
-    int queues;               /* IPCPIPE_QUEUES, 0 = backend default */
-    size_t piece;             /* IPCPIPE_PIECE */
-    double stripe;            /* IPCPIPE_STRIPE: 0 auto, < 0 off, else the
-                                 staged share */
+    int rank;               /* IPCPIPE_RANK, -1 unset */
+    int size;               /* IPCPIPE_SIZE, -1 unset */
+    char job[IPCP_JOB_MAX]; /* IPCPIPE_JOB, "" unset */
+    double timeout_s;       /* IPCPIPE_TIMEOUT */
+    char dir[IPCP_DIR_MAX]; /* IPCPIPE_DIR, "" = default place */
+    int path;               /* IPCPIPE_PATH, ipcp_path_t */
+    size_t chunk;           /* IPCPIPE_CHUNK, 0 = backend default */
+    int slots;              /* IPCPIPE_SLOTS, 0 = backend default */
+    int slots_per_queue;    /* IPCPIPE_SLOTS_PER_QUEUE, 0 = 4 */
+    int queues;             /* IPCPIPE_QUEUES, 0 = backend default */
+    size_t piece;           /* IPCPIPE_PIECE */
+    double stripe;          /* IPCPIPE_STRIPE: 0 auto, < 0 off, else the
+                               staged share */
     char stripe_cache[IPCP_DIR_MAX]; /* IPCPIPE_STRIPE_CACHE, "" default */
-    int stripe_adapt;         /* IPCPIPE_STRIPE_ADAPT: 0 off, 1 on */
-    int drive;                /* IPCPIPE_DRIVE: 0 auto, 1 off, 2 on */
-    size_t eager;             /* IPCPIPE_EAGER */
-    size_t small;             /* IPCPIPE_SMALL, 0 = no lane */
-    size_t small_words;       /* IPCPIPE_SMALL_WORDS */
-    int pvm;                  /* IPCPIPE_PVM */
-    int cuda;                 /* IPCPIPE_CUDA */
-    int cuda_notify;          /* IPCPIPE_CUDA_NOTIFY */
-    int spin_us;              /* IPCPIPE_SPIN_US */
-    int mailbox;              /* IPCPIPE_MAILBOX */
-    char trace[IPCP_DIR_MAX]; /* IPCPIPE_TRACE, "" = off */
-    int trace_copies;         /* IPCPIPE_TRACE_COPIES: 0 off, 1 on */
-    int log_level;            /* IPCPIPE_LOG_LEVEL */
-    unsigned log_mask;        /* IPCPIPE_LOG_SUBSYS */
-    char log_file[IPCP_DIR_MAX]; /* IPCPIPE_LOG_FILE, "" = stderr */
-    ipcp__fault_t fault;      /* IPCPIPE_FAULT (testing aid) */
+    int stripe_adapt;                /* IPCPIPE_STRIPE_ADAPT: 0 off, 1 on */
+    int drive;                       /* IPCPIPE_DRIVE: 0 auto, 1 off, 2 on */
+    size_t eager;                    /* IPCPIPE_EAGER */
+    size_t small;                    /* IPCPIPE_SMALL, 0 = no lane */
+    size_t small_words;              /* IPCPIPE_SMALL_WORDS */
+    int pvm;                         /* IPCPIPE_PVM */
+    int cuda;                        /* IPCPIPE_CUDA */
+    int cuda_notify;                 /* IPCPIPE_CUDA_NOTIFY */
+    int spin_us;                     /* IPCPIPE_SPIN_US */
+    int mailbox;                     /* IPCPIPE_MAILBOX */
+    char trace[IPCP_DIR_MAX];        /* IPCPIPE_TRACE, "" = off */
+    int trace_copies;                /* IPCPIPE_TRACE_COPIES: 0 off, 1 on */
+    int log_level;                   /* IPCPIPE_LOG_LEVEL */
+    unsigned log_mask;               /* IPCPIPE_LOG_SUBSYS */
+    char log_file[IPCP_DIR_MAX];     /* IPCPIPE_LOG_FILE, "" = stderr */
+    ipcp__fault_t fault;             /* IPCPIPE_FAULT (testing aid) */
 } ipcp__config_t;
 
 enum { IPCP_DRIVE_AUTO, IPCP_DRIVE_OFF, IPCP_DRIVE_ON }; /* cfg.drive */

@@ -59,7 +59,8 @@ static inline void ipcp__list_move_all(ipcp__list_t *dst, ipcp__list_t *src)
     ipcp__list_init(src);
 }
 
-#define ipcp__list_entry(ptr, type, member) ipcp__container_of(ptr, type, member)
+#define ipcp__list_entry(ptr, type, member)                                    \
+    ipcp__container_of(ptr, type, member)
 
 #define ipcp__list_for_each_safe(pos, tmp, head)                               \
     for ((pos) = (head)->next, (tmp) = (pos)->next; (pos) != (head);           \

@@ -13,8 +13,8 @@ int ipcp__log_level = IPCP_LOG_WARN;
 unsigned ipcp__log_mask = IPCP_SUB_ALL;
 static int ipcp__log_rank = -1;
 
-static const char *const ipcp__level_names[] = {"none",  "error", "warn",
-                                                "info",  "debug", "trace"};
+static const char *const ipcp__level_names[] = {"none", "error", "warn",
+                                                "info", "debug", "trace"};
 
 static const char *ipcp__subsys_name(int subsys)
 {
@@ -66,9 +66,10 @@ void ipcp__log_open(const char *pattern)
     if (ipcp__log_expand(pattern, path, sizeof(path)) == 0)
         fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) {
-        IPCP_WARN(IPCP_SUB_ENV, "IPCPIPE_LOG_FILE=%s: cannot open: %s; the "
-                  "log stays on stderr", pattern,
-                  errno ? strerror(errno) : "name too long");
+        IPCP_WARN(IPCP_SUB_ENV,
+                  "IPCPIPE_LOG_FILE=%s: cannot open: %s; the "
+                  "log stays on stderr",
+                  pattern, errno ? strerror(errno) : "name too long");
         return;
     }
     __atomic_store_n(&ipcp__log_fd, fd, __ATOMIC_RELEASE);
@@ -87,23 +88,22 @@ void ipcp__log_write(int level, int subsys, const char *file, int line,
     gethostname(host, sizeof(host) - 1);
     gettimeofday(&tv, NULL);
     const char *base = strrchr(file, '/');
-    int n = snprintf(buf, sizeof(buf), "%s:%d [%d] %ld.%06ld ipcpipe %s %s "
-                     "%s:%d ", host, (int)getpid(),
-                     __atomic_load_n(&ipcp__log_rank, __ATOMIC_RELAXED),
-                     (long)tv.tv_sec, (long)tv.tv_usec,
-                     ipcp__subsys_name(subsys),
-                     level >= 0 && level <= IPCP_LOG_TRACE
-                         ? ipcp__level_names[level]
-                         : "?",
-                     base ? base + 1 : file, line);
+    int n = snprintf(
+        buf, sizeof(buf),
+        "%s:%d [%d] %ld.%06ld ipcpipe %s %s "
+        "%s:%d ",
+        host, (int)getpid(), __atomic_load_n(&ipcp__log_rank, __ATOMIC_RELAXED),
+        (long)tv.tv_sec, (long)tv.tv_usec, ipcp__subsys_name(subsys),
+        level >= 0 && level <= IPCP_LOG_TRACE ? ipcp__level_names[level] : "?",
+        base ? base + 1 : file, line);
     if (n < 0 || (size_t)n >= sizeof(buf) - 2)
         n = 0;
     va_start(ap, fmt);
     int m = vsnprintf(buf + n, sizeof(buf) - 1 - (size_t)n, fmt, ap);
     va_end(ap);
-    size_t len = (size_t)n + (m < 0 ? 0 : ipcp__min((size_t)m,
-                                                    sizeof(buf) - 2 -
-                                                        (size_t)n));
+    size_t len =
+        (size_t)n +
+        (m < 0 ? 0 : ipcp__min((size_t)m, sizeof(buf) - 2 - (size_t)n));
     buf[len++] = '\n';
     /* One write per line: lines of other threads and processes that
      * share the file or pipe come before or after it, never inside.

@@ -29,7 +29,7 @@ enum {
 #define IPCP_SUBSYS_BIT_(n, s) IPCP_SUBSYS_BIT_##n,
     IPCP_SUBSYS_MAP(IPCP_SUBSYS_BIT_)
 #undef IPCP_SUBSYS_BIT_
-    IPCP_SUBSYS_COUNT
+        IPCP_SUBSYS_COUNT
 };
 enum {
 #define IPCP_SUBSYS_ENUM_(n, s) IPCP_SUB_##n = 1 << IPCP_SUBSYS_BIT_##n,
@@ -48,11 +48,12 @@ void ipcp__log_set_rank(int rank);
  * line that says why. */
 void ipcp__log_open(const char *pattern);
 void ipcp__log_write(int level, int subsys, const char *file, int line,
-                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+                     const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 #define ipcp__log_enabled(level, subsys)                                       \
     ((level) <= __atomic_load_n(&ipcp__log_level, __ATOMIC_RELAXED) &&         \
-     ((subsys) & __atomic_load_n(&ipcp__log_mask, __ATOMIC_RELAXED)))
+     ((subsys)&__atomic_load_n(&ipcp__log_mask, __ATOMIC_RELAXED)))
 
 #define IPCP_LOG(level, subsys, ...)                                           \
     do {                                                                       \
@@ -61,8 +62,8 @@ void ipcp__log_write(int level, int subsys, const char *file, int line,
     } while (0)
 
 #define IPCP_ERROR(sub, ...) IPCP_LOG(IPCP_LOG_ERROR, sub, __VA_ARGS__)
-#define IPCP_WARN(sub, ...) IPCP_LOG(IPCP_LOG_WARN, sub, __VA_ARGS__)
-#define IPCP_INFO(sub, ...) IPCP_LOG(IPCP_LOG_INFO, sub, __VA_ARGS__)
+#define IPCP_WARN(sub, ...)  IPCP_LOG(IPCP_LOG_WARN, sub, __VA_ARGS__)
+#define IPCP_INFO(sub, ...)  IPCP_LOG(IPCP_LOG_INFO, sub, __VA_ARGS__)
 #define IPCP_DEBUG(sub, ...) IPCP_LOG(IPCP_LOG_DEBUG, sub, __VA_ARGS__)
 #define IPCP_TRACE(sub, ...) IPCP_LOG(IPCP_LOG_TRACE, sub, __VA_ARGS__)
 

@@ -7,15 +7,15 @@
 
 #define IPCP_HIDDEN __attribute__((visibility("hidden")))
 
-#define ipcp__min(a, b) ((a) < (b) ? (a) : (b))
-#define ipcp__max(a, b) ((a) > (b) ? (a) : (b))
-#define ipcp__align_up(x, a) ((((x) + (a) - 1) / (a)) * (a))
-#define ipcp__div_up(x, a) (((x) + (a) - 1) / (a))
-#define ipcp__array_size(a) (sizeof(a) / sizeof((a)[0]))
+#define ipcp__min(a, b)      ((a) < (b) ? (a) : (b))
+#define ipcp__max(a, b)      ((a) > (b) ? (a) : (b))
+#define ipcp__align_up(x, a) ((((x) + (a)-1) / (a)) * (a))
+#define ipcp__div_up(x, a)   (((x) + (a)-1) / (a))
+#define ipcp__array_size(a)  (sizeof(a) / sizeof((a)[0]))
 #define ipcp__container_of(ptr, type, member)                                  \
-    ((type *)((char *)(ptr) - offsetof(type, member)))
+    ((type *)((char *)(ptr)-offsetof(type, member)))
 
-#define ipcp__likely(x) __builtin_expect(!!(x), 1)
+#define ipcp__likely(x)   __builtin_expect(!!(x), 1)
 #define ipcp__unlikely(x) __builtin_expect(!!(x), 0)
 
 /* Cache line size of x86-64 and Arm server parts; flags shared between

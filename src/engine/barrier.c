@@ -43,15 +43,17 @@ static void ipcp__barrier_try_release(ipcp_comm_t *comm)
 void ipcp__barrier_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
 {
     if (comm->bar_broken) {
-        ipcp__req_complete(req, IPCP_ERR_STATE, "an earlier barrier timed "
-                                                "out; barriers can no longer "
-                                                "be matched up on this "
-                                                "communicator");
+        ipcp__req_complete(req, IPCP_ERR_STATE,
+                           "an earlier barrier timed "
+                           "out; barriers can no longer "
+                           "be matched up on this "
+                           "communicator");
         return;
     }
     if (comm->bar_pending) {
-        ipcp__req_complete(req, IPCP_ERR_STATE, "a barrier is already in "
-                                                "progress on this communicator");
+        ipcp__req_complete(req, IPCP_ERR_STATE,
+                           "a barrier is already in "
+                           "progress on this communicator");
         return;
     }
     for (int r = 0; r < comm->size; r++) {
@@ -96,8 +98,10 @@ void ipcp__barrier_msg(ipcp_comm_t *comm, ipcp__peer_t *peer, int type,
                comm->bar_pending && epoch + 1 == comm->bar_epoch) {
         ipcp__barrier_done(comm, IPCP_OK, NULL);
     } else {
-        IPCP_WARN(IPCP_SUB_ENGINE, "unexpected barrier message %d (epoch %llu) "
-                  "from rank %d", type, (unsigned long long)epoch, peer->rank);
+        IPCP_WARN(IPCP_SUB_ENGINE,
+                  "unexpected barrier message %d (epoch %llu) "
+                  "from rank %d",
+                  type, (unsigned long long)epoch, peer->rank);
     }
 }
 
@@ -113,11 +117,15 @@ void ipcp__barrier_check(ipcp_comm_t *comm)
     if (!comm->bar_pending || ipcp__now_s() < comm->bar_deadline)
         return;
     if (comm->rank != 0) {
-        snprintf(msg, sizeof(msg), "barrier not released by rank 0 within "
-                 "%.1f s", comm->timeout_s);
+        snprintf(msg, sizeof(msg),
+                 "barrier not released by rank 0 within "
+                 "%.1f s",
+                 comm->timeout_s);
     } else {
-        n = (size_t)snprintf(msg, sizeof(msg), "barrier timed out after %.1f "
-                             "s waiting for rank", comm->timeout_s);
+        n = (size_t)snprintf(msg, sizeof(msg),
+                             "barrier timed out after %.1f "
+                             "s waiting for rank",
+                             comm->timeout_s);
         for (int r = 1; r < comm->size && n < sizeof(msg) - 8; r++)
             if (comm->bar_seen[r] != comm->bar_epoch)
                 n += (size_t)snprintf(msg + n, sizeof(msg) - n, " %d", r);

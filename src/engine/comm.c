@@ -48,7 +48,7 @@ static void ipcp__mutex_init_recursive(pthread_mutex_t *m)
 }
 
 ipcp_status_t ipcp__comm_new(int rank, int size, const char *job,
-                            double timeout_s, ipcp_comm_t **out)
+                             double timeout_s, ipcp_comm_t **out)
 {
     ipcp_comm_t *comm = calloc(1, sizeof(*comm));
     if (!comm)
@@ -298,7 +298,8 @@ void ipcp__await_end(ipcp_request_t *req)
     uint64_t until = 0;
     for (int r = 0; r < comm->size; r++) {
         ipcp__list_t *e, *tmp;
-        ipcp__list_for_each_safe(e, tmp, &comm->peers[r].wait_cts) {
+        ipcp__list_for_each_safe(e, tmp, &comm->peers[r].wait_cts)
+        {
             ipcp_request_t *o = ipcp__list_entry(e, ipcp_request_t, link);
             if (o->offered && o->await_until > until)
                 until = o->await_until;
@@ -307,8 +308,7 @@ void ipcp__await_end(ipcp_request_t *req)
     atomic_store_explicit(&comm->await_until, until, memory_order_relaxed);
 }
 
-void ipcp__req_complete(ipcp_request_t *req, ipcp_status_t st,
-                        const char *msg)
+void ipcp__req_complete(ipcp_request_t *req, ipcp_status_t st, const char *msg)
 {
     ipcp_comm_t *comm = req->comm;
     ipcp__await_end(req);
@@ -363,8 +363,8 @@ void ipcp__req_sleep(ipcp_request_t *req)
     pthread_mutex_unlock(&comm->lock);
 }
 
-static void ipcp__drive_end(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                            uint64_t id, ipcp_path_t path, ipcp_status_t st,
+static void ipcp__drive_end(ipcp_comm_t *comm, ipcp__peer_t *peer, uint64_t id,
+                            ipcp_path_t path, ipcp_status_t st,
                             const char *msg);
 
 /* A user's receive waits for the data only: once every queue of the
@@ -455,9 +455,8 @@ ipcp_status_t ipcp__peer_post(ipcp_comm_t *comm, ipcp__peer_t *peer,
 }
 
 ipcp_status_t ipcp__peer_postv(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                               const void *msg, size_t len,
-                               const void *tail, size_t tail_len,
-                               const int *fds, int nfds)
+                               const void *msg, size_t len, const void *tail,
+                               size_t tail_len, const int *fds, int nfds)
 {
     ipcp__txmsg_t *m;
     if (peer->closed || peer->wr_broken) {
@@ -571,7 +570,8 @@ void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why)
         atomic_fetch_sub(&peer->backlog, 1);
     }
     ipcp__match_fail_peer(comm, peer, IPCP_ERR_PEER_LOST, msg);
-    ipcp__list_for_each_safe(e, tmp, &peer->active) {
+    ipcp__list_for_each_safe(e, tmp, &peer->active)
+    {
         ipcp__xfer_t *x = ipcp__list_entry(e, ipcp__xfer_t, link);
         ipcp__track_fail(&x->track, IPCP_ERR_PEER_LOST, "%s", msg);
     }
@@ -612,7 +612,7 @@ const char *ipcp__peer_gone(const ipcp__peer_t *peer, char *buf, size_t len)
 #define IPCP_KA_LOST_SHARE 0.75
 /* Peers are checked every timeout / IPCP_KA_STEPS, at most every
  * IPCP_KA_STEP_MAX_NS. */
-#define IPCP_KA_STEPS 50
+#define IPCP_KA_STEPS       50
 #define IPCP_KA_STEP_MAX_NS ((uint64_t)100 * 1000 * 1000)
 
 /* Whether a request waits on the peer: a transfer, an import, a barrier
@@ -652,9 +652,10 @@ static void ipcp__ka_check(ipcp_comm_t *comm, ipcp__peer_t *p, uint64_t now)
     if (p->ping_ns > heard && now - p->ping_ns >= t_ns / 2 &&
         quiet >= (uint64_t)(IPCP_KA_LOST_SHARE * (double)t_ns)) {
         char why[160];
-        snprintf(why, sizeof(why), "it did not answer for %.1f s: stopped "
-                 "or hung (IPCPIPE_TIMEOUT %.1f s)", (double)quiet * 1e-9,
-                 comm->timeout_s);
+        snprintf(why, sizeof(why),
+                 "it did not answer for %.1f s: stopped "
+                 "or hung (IPCPIPE_TIMEOUT %.1f s)",
+                 (double)quiet * 1e-9, comm->timeout_s);
         ipcp__peer_lost(comm, p, why);
         return;
     }
@@ -726,9 +727,9 @@ void ipcp__dispatch(ipcp_comm_t *comm, ipcp__peer_t *peer,
     case IPCP_MSG_BARRIER_REL:
         if (len < sizeof(ipcp__msg_barrier_t))
             goto bad;
-        ipcp__barrier_msg(comm, peer, (int)hdr->type,
-                          ((const ipcp__msg_barrier_t *)(const void *)msg)
-                              ->epoch);
+        ipcp__barrier_msg(
+            comm, peer, (int)hdr->type,
+            ((const ipcp__msg_barrier_t *)(const void *)msg)->epoch);
         break;
     case IPCP_MSG_PATH:
         if (len < sizeof(ipcp__msg_path_t))
@@ -798,12 +799,12 @@ static int ipcp__peer_read(ipcp_comm_t *comm, ipcp__peer_t *peer)
         if (st == IPCP_IN_PROGRESS)
             return n;
         if (st != IPCP_OK) {
-            ipcp__peer_lost(comm, peer, peer->bye ? "finalized"
-                                                  : ipcp__last_error());
+            ipcp__peer_lost(comm, peer,
+                            peer->bye ? "finalized" : ipcp__last_error());
             return n + 1;
         }
-        ipcp__dispatch(comm, peer, (const unsigned char *)ipcp__rxbuf, len,
-                       fds, nfds);
+        ipcp__dispatch(comm, peer, (const unsigned char *)ipcp__rxbuf, len, fds,
+                       nfds);
         n++;
         /* After SWITCH the socket is read at the inbox's markers only. */
         if (peer->in_on)
@@ -829,8 +830,7 @@ static void ipcp__bye_send(ipcp_comm_t *comm, ipcp_request_t *req)
     for (int r = 0; r < comm->size; r++) {
         ipcp__msg_hdr_t bye = {IPCP_MSG_BYE, 0};
         if (r != comm->rank && !comm->peers[r].closed)
-            ipcp__peer_post(comm, &comm->peers[r], &bye, sizeof(bye), NULL,
-                            0);
+            ipcp__peer_post(comm, &comm->peers[r], &bye, sizeof(bye), NULL, 0);
     }
     comm->bye_deadline = ipcp__now_s() + comm->timeout_s;
     ipcp__fault_point(IPCP_FAULT_BYE_SENT);
@@ -888,31 +888,33 @@ static void ipcp__run_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
  * IPCP_OK unless the slot holds this transfer's number. */
 static ipcp_status_t ipcp__err_slot_check(const ipcp__xfer_t *x,
                                           const ipcp__errslot_t *slot,
-                                          uint64_t seq, char *msg,
-                                          size_t len)
+                                          uint64_t seq, char *msg, size_t len)
 {
     if (!slot || __atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE) != seq)
         return IPCP_OK;
     ipcp_status_t st =
         ipcp__peer_status(__atomic_load_n(&slot->status, __ATOMIC_RELAXED));
-    snprintf(msg, len, "rank %d could not write this transfer (%s on its "
-             "side)", x->peer->rank, ipcp_strerror(st));
+    snprintf(msg, len,
+             "rank %d could not write this transfer (%s on its "
+             "side)",
+             x->peer->rank, ipcp_strerror(st));
     return st;
 }
 
 /* Ends the sender's side of a transfer this process copied (a DRIVEN
  * CTS): its buffer is free again, and it learns how the copy went. */
-static void ipcp__drive_end(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                            uint64_t id, ipcp_path_t path, ipcp_status_t st,
-                            const char *msg)
+static void ipcp__drive_end(ipcp_comm_t *comm, ipcp__peer_t *peer, uint64_t id,
+                            ipcp_path_t path, ipcp_status_t st, const char *msg)
 {
     char why[IPCP_ERRWIRE_MAX] = "";
     if (peer->closed)
         return;
     ipcp__fault_point(IPCP_FAULT_DATA_IN_PLACE);
     if (st != IPCP_OK) /* formatted only for a failure: it runs per transfer */
-        snprintf(why, sizeof(why), "rank %d could not copy this transfer out "
-                 "of our buffer: %.120s", comm->rank, msg);
+        snprintf(why, sizeof(why),
+                 "rank %d could not copy this transfer out "
+                 "of our buffer: %.120s",
+                 comm->rank, msg);
     ipcp__cts_end(comm, peer, id, IPCP_CTS_DRIVEN, path, st, why);
 }
 
@@ -923,11 +925,9 @@ static void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
 
     ipcp__list_del(&x->link);
     if (x->dev)
-        atomic_fetch_sub_explicit(&comm->dev_inflight, 1,
-                                  memory_order_relaxed);
+        atomic_fetch_sub_explicit(&comm->dev_inflight, 1, memory_order_relaxed);
     if (st == IPCP_OK)
-        st = ipcp__err_slot_check(x, x->err_slot, x->err_seq, msg,
-                                  sizeof(msg));
+        st = ipcp__err_slot_check(x, x->err_slot, x->err_seq, msg, sizeof(msg));
     if (st == IPCP_OK) /* a striped transfer's staged part */
         st = ipcp__err_slot_check(x, x->err_slot2, x->err_seq2, msg,
                                   sizeof(msg));
@@ -966,10 +966,11 @@ static void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
     if (answer)
         ipcp__rmem_answer(comm, owner, reg_id);
     else if (st != IPCP_OK) /* after its data was in place: mostly the
-                              * peer gone after its send returned */
+                             * peer gone after its send returned */
         IPCP_LOG(peer->bye ? IPCP_LOG_INFO : IPCP_LOG_WARN, IPCP_SUB_ENGINE,
                  "a transfer from rank %d failed after its data was in "
-                 "place (its receive had ended well): %s", peer->rank, msg);
+                 "place (its receive had ended well): %s",
+                 peer->rank, msg);
     /* After our own caller is told: the receive's end is what is waited
      * for (and timed); the sender's buffer is free a moment later. */
     if (drive_id && !early) /* else ipcp__xfer_end_early sent it */
@@ -1025,7 +1026,8 @@ static void ipcp__check_bye(ipcp_comm_t *comm)
         (!comm->early_live || ipcp__now_s() >= comm->bye_deadline)) {
         ipcp_request_t *bye = comm->bye_held;
         if (comm->early_live)
-            IPCP_WARN(IPCP_SUB_ENGINE, "finalizing with %d transfer(s) "
+            IPCP_WARN(IPCP_SUB_ENGINE,
+                      "finalizing with %d transfer(s) "
                       "whose receives ended still running",
                       comm->early_live);
         comm->bye_held = NULL;
@@ -1139,14 +1141,13 @@ static void *ipcp__progress_main(void *arg)
          * waking us, and device transfers end within milliseconds: poll
          * while either is awaited. */
         uint64_t now = ipcp__now_ns(); /* one clock read a turn */
-        int spinning = missed || now - last_busy < spin_ns ||
-                       !ipcp__list_empty(&comm->staging) ||
-                       ipcp__sync_pending(comm) ||
-                       atomic_load_explicit(&comm->dev_inflight,
-                                            memory_order_relaxed) > 0 ||
-                       ipcp__awaiting(comm, now) ||
-                       atomic_load_explicit(&comm->lane_reqs,
-                                            memory_order_relaxed) > 0;
+        int spinning =
+            missed || now - last_busy < spin_ns ||
+            !ipcp__list_empty(&comm->staging) || ipcp__sync_pending(comm) ||
+            atomic_load_explicit(&comm->dev_inflight, memory_order_relaxed) >
+                0 ||
+            ipcp__awaiting(comm, now) ||
+            atomic_load_explicit(&comm->lane_reqs, memory_order_relaxed) > 0;
         /* Before blocking, the inboxes' sleeping words go up (and come
          * down after): writers then wake us through the eventfd. */
         if (spinning || ipcp__mbox_sleep(comm))
@@ -1221,8 +1222,7 @@ ipcp_status_t ipcp__comm_start(ipcp_comm_t *comm)
         close(comm->wake_fd);
         comm->wake_fd = -1;
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_SYSTEM,
-                          "cannot start the progress thread: %s",
-                          strerror(rc));
+                          "cannot start the progress thread: %s", strerror(rc));
     }
     comm->thread_started = 1;
     return IPCP_OK;
@@ -1277,8 +1277,8 @@ void ipcp__comm_teardown(ipcp_comm_t *comm)
         while ((e = ipcp__list_pop_front(&tmp)))
             ipcp__run_done(comm, ipcp__list_entry(e, ipcp__xfer_t, done_link));
         for (int r = 0; r < comm->size; r++)
-            active |= r != comm->rank &&
-                      !ipcp__list_empty(&comm->peers[r].active);
+            active |=
+                r != comm->rank && !ipcp__list_empty(&comm->peers[r].active);
         if (!active || ipcp__now_s() > until)
             break;
         usleep(100);
@@ -1298,8 +1298,9 @@ void ipcp__comm_teardown(ipcp_comm_t *comm)
     /* Never started: complete them, which releases their streams. */
     while ((e = ipcp__list_pop_front(&comm->deferred)))
         ipcp__req_complete(ipcp__list_entry(e, ipcp_request_t, link),
-                           IPCP_ERR_STATE, "finalized before its stream "
-                                           "reached it");
+                           IPCP_ERR_STATE,
+                           "finalized before its stream "
+                           "reached it");
     while ((e = ipcp__list_pop_front(&comm->cmds)))
         ipcp__req_complete(ipcp__list_entry(e, ipcp_request_t, link),
                            IPCP_ERR_STATE, "finalized before it started");
@@ -1313,7 +1314,8 @@ void ipcp__comm_teardown(ipcp_comm_t *comm)
     if (ipcp__dev(comm))
         ipcp__sync_cleanup(comm);
     ms[3] = ipcp__lap_ms(&t);
-    IPCP_DEBUG(IPCP_SUB_ENGINE, "teardown: transfers ended %.2f ms, channels "
+    IPCP_DEBUG(IPCP_SUB_ENGINE,
+               "teardown: transfers ended %.2f ms, channels "
                "and queues %.2f ms, lanes %.2f ms, memory %.2f ms",
                ms[0], ms[1], ms[2], ms[3]);
     for (int r = 0; r < comm->size; r++) {

@@ -28,29 +28,29 @@
 #include "engine/proto.h"
 
 #define IPCP_COMM_MAGIC 0x636f6d6d69706370ULL /* "pcpicomm" */
-#define IPCP_REQ_MAGIC 0x7265717569706370ULL
-#define IPCP_MEM_MAGIC 0x6d656d5f69706370ULL
+#define IPCP_REQ_MAGIC  0x7265717569706370ULL
+#define IPCP_MEM_MAGIC  0x6d656d5f69706370ULL
 #define IPCP_RMEM_MAGIC 0x6d656d7269706370ULL
 #define IPCP_DEAD_MAGIC 0xdeadbeefdeadbeefULL
 
 /* Host chunk/slot defaults.  1 MiB slots stay inside the last-level cache of
  * the receiving core while they are copied out, which is what lets a staged
  * copy run at more than half of memcpy on a small machine. */
-#define IPCP_HOST_CHUNK (1u << 20)
-#define IPCP_HOST_SLOTS 8
+#define IPCP_HOST_CHUNK  (1u << 20)
+#define IPCP_HOST_SLOTS  8
 #define IPCP_HOST_QUEUES 2
 /* CUDA defaults.  Measured on 2 x H200 (staged, 1 GiB, share of the
  * pinned-copy ceiling): 16 MiB x 4 slots on one queue 93%, 8 MiB x 8 slots
  * on two 89.5%, on four 88.7%; 16 MiB x 4 slots on four queues 48% (each
  * queue needs slots of its own in flight).  A pair's ring stays within
  * 64 MiB.  Direct copies use the four queues. */
-#define IPCP_CUDA_CHUNK (16u << 20)
-#define IPCP_CUDA_SLOTS 4
+#define IPCP_CUDA_CHUNK  (16u << 20)
+#define IPCP_CUDA_SLOTS  4
 #define IPCP_CUDA_QUEUES 4
 /* Direct transfers (IPCPIPE_PIECE=auto): host copies split into pieces of
  * at least 256 KiB over the worker threads; copies that involve device
  * memory are not split (see ipcp__npieces). */
-#define IPCP_PIECE_HOST ((uint64_t)256 << 10)
+#define IPCP_PIECE_HOST   ((uint64_t)256 << 10)
 #define IPCP_PIECE_DEVICE ((uint64_t)1 << 40)
 /* A pair of GPUs whose striping was looked up (sending GPU's identity,
  * receiving GPU's ordinal); share 0: not striped. */
@@ -94,7 +94,7 @@ typedef struct ipcp__stripe_memo {
 
 /* Queue sets: index 0 is host memory, 1 + d is CUDA device d. */
 #define IPCP_MAX_DEVICES 32
-#define IPCP_MAX_QSETS (1 + IPCP_MAX_DEVICES)
+#define IPCP_MAX_QSETS   (1 + IPCP_MAX_DEVICES)
 _Static_assert(IPCP_MAX_QSETS == IPCP_MAX_QSETS_WIRE, "done flags per qset");
 
 typedef struct ipcp__peer ipcp__peer_t;
@@ -133,19 +133,19 @@ typedef struct ipcp__qset {
 typedef struct ipcp__chan {
     void *base;
     size_t size;
-    void *handle;       /* host backend's alloc or import handle */
-    int fd;             /* creator: the memfd, until sent; else -1 */
-    int created;        /* 1 if we created it (receiver side) */
+    void *handle; /* host backend's alloc or import handle */
+    int fd;       /* creator: the memfd, until sent; else -1 */
+    int created;  /* 1 if we created it (receiver side) */
     int fd_sent;
     ipcp__chan_ctl_t *ctl;
     char *slots;
     uint32_t nslots;
     uint32_t slots_per_queue; /* staged queues = nslots / this, >= 1 */
     size_t slot_size;
-    ipcp__export_t exp;              /* creator: the memfd's export */
-    uint64_t seq;                    /* next ring chunk number */
-    uint64_t dseq[IPCP_MAX_QSETS];   /* direct transfers per sender qset */
-    uint64_t sseq;                   /* staged transfers */
+    ipcp__export_t exp;            /* creator: the memfd's export */
+    uint64_t seq;                  /* next ring chunk number */
+    uint64_t dseq[IPCP_MAX_QSETS]; /* direct transfers per sender qset */
+    uint64_t sseq;                 /* staged transfers */
 } ipcp__chan_t;
 
 /* Bytes of a peer's stage buffer for receiver-driven striped transfers (a
@@ -164,11 +164,11 @@ typedef struct ipcp__dir {
     /* Receiver-driven transfers (IPCPIPE_DRIVE, rx only): the buffer their
      * staged parts pass through, pinned for the backend that copies, and
      * the number of the next one (which queues its pieces start on). */
-    void *dstage; /* IPCP_DRIVE_STAGE bytes */
+    void *dstage;     /* IPCP_DRIVE_STAGE bytes */
     void *dstage_reg; /* shm_register handle, NULL for host queues */
     const ipcp__backend_ops_t *dstage_ops;
     ipcp__backend_t *dstage_be;
-    unsigned dstage_busy; /* driven transfers with a staged part running */
+    unsigned dstage_busy;    /* driven transfers with a staged part running */
     ipcp__queue_t *dstage_b; /* the queue of the last one's copies in */
     uint64_t dseq;
 } ipcp__dir_t;
@@ -200,20 +200,20 @@ struct ipcp__peer {
     int fd;
     pid_t pid;
     uint64_t probe_addr;
-    atomic_int lost;      /* 0, or the status that aborts waits */
-    int closed;           /* socket closed (lost or said bye) */
-    char *lost_why;       /* why it was lost, for later calls (owned) */
+    atomic_int lost; /* 0, or the status that aborts waits */
+    int closed;      /* socket closed (lost or said bye) */
+    char *lost_why;  /* why it was lost, for later calls (owned) */
     /* A write to it failed (ipcp__peer_wr_broken): nothing more goes out
      * (lost_why says why), and it is lost once its socket has ended, what
      * it sent before read, or at wr_lost_ns (ipcp__now_ns) */
     int wr_broken;
     uint64_t wr_lost_ns;
-    int bye;              /* the peer finalized */
-    int pvm_to;           /* -1 unknown, 0/1: we may write its memory */
-    int remote_path;      /* path the peer forces on receives; -1 unknown
-                             (no eager sends until it is known) */
-    ipcp__list_t txq;     /* ipcp__txmsg_t waiting for the socket */
-    uint64_t next_id;     /* ids of our operations towards this peer */
+    int bye;               /* the peer finalized */
+    int pvm_to;            /* -1 unknown, 0/1: we may write its memory */
+    int remote_path;       /* path the peer forces on receives; -1 unknown
+                              (no eager sends until it is known) */
+    ipcp__list_t txq;      /* ipcp__txmsg_t waiting for the socket */
+    uint64_t next_id;      /* ids of our operations towards this peer */
     ipcp__list_t wait_cts; /* our sends/puts waiting for a CTS */
     ipcp__list_t posted;   /* our receives not matched yet */
     atomic_int n_posted;   /* how many (ipcp__posted_add) */
@@ -228,11 +228,11 @@ struct ipcp__peer {
     unsigned logged_paths; /* path reasons already logged at info */
     int samegpu_noted;     /* engine/samegpu.c said it shares our GPU */
     /* shared-memory mailbox (engine/mbox.c) */
-    void *inbox;           /* ours: the peer writes, we read */
-    void *outbox;          /* the peer's inbox: we write */
-    int out_wake;          /* the peer's wake eventfd, -1 none */
-    int in_on;             /* the peer switched: read our inbox */
-    int out_on;            /* we switched: write its inbox */
+    void *inbox;  /* ours: the peer writes, we read */
+    void *outbox; /* the peer's inbox: we write */
+    int out_wake; /* the peer's wake eventfd, -1 none */
+    int in_on;    /* the peer switched: read our inbox */
+    int out_on;   /* we switched: write its inbox */
     /* Callers' own way for small host messages (engine/mbox.c): they write
      * the outbox and read the inbox themselves.  rx_lock (recursive: the
      * progress thread may meet a loss while it holds it) guards reading
@@ -291,7 +291,7 @@ enum {
     IPCP_REQ_GET,
     IPCP_REQ_BARRIER,
     IPCP_REQ_IMPORT,
-    IPCP_REQ_NOTIFY, /* internal: tell peers a region is gone */
+    IPCP_REQ_NOTIFY,   /* internal: tell peers a region is gone */
     IPCP_REQ_INTERNAL, /* internal: owner's side of a staged put/get */
     IPCP_REQ_BYE,      /* finalize: tell peers, wait for theirs */
     IPCP_REQ_PATH,     /* internal: tell peers our receive path */
@@ -335,7 +335,7 @@ typedef struct ipcp__stage {
     uint64_t seq;
     uint64_t *held[IPCP_MAX_QUEUES]; /* a queue's last mark, not yet in */
     uint64_t held_v[IPCP_MAX_QUEUES];
-    unsigned mask; /* the queues of this side of the transfer */
+    unsigned mask;   /* the queues of this side of the transfer */
     uint64_t due_ns; /* a receiver's chunks wait for this (ipcp__stage_poll) */
 } ipcp__stage_t;
 
@@ -345,7 +345,7 @@ typedef struct ipcp__stage {
 typedef struct ipcp__watch {
     ipcp__list_t link; /* comm->watching */
     int on;
-    uint64_t t0;       /* the CTS sent: both parts may start */
+    uint64_t t0; /* the CTS sent: both parts may start */
     uint64_t t_direct, t_staged;
     const ipcp__flag_t *done; /* the direct part's done flags */
     uint64_t dseq;
@@ -353,16 +353,16 @@ typedef struct ipcp__watch {
     const uint64_t *last; /* the staged part's last mark, and its value */
     uint64_t last_v;
     uint64_t slen;
-    int both;    /* the share was the both-ways one */
-    int adapt;   /* the share came from the calibration: adapt it */
-    unsigned cls; /* the transfer's size class (ipcp__adapt_class) */
+    int both;        /* the share was the both-ways one */
+    int adapt;       /* the share came from the calibration: adapt it */
+    unsigned cls;    /* the transfer's size class (ipcp__adapt_class) */
     uint64_t src_id; /* the pair, for its memo */
     int dst;
 } ipcp__watch_t;
 
 /* A transfer in queues (one side). */
 typedef struct ipcp__xfer {
-    ipcp__list_t link;      /* peer->active */
+    ipcp__list_t link; /* peer->active */
     ipcp_comm_t *comm;
     ipcp__track_t track;
     ipcp__peer_t *peer;
@@ -372,9 +372,9 @@ typedef struct ipcp__xfer {
     ipcp__stamp_t *stamps;
     size_t nstamps;
     uint64_t t_post;
-    int rx;                 /* 1: this side receives the data */
-    int dev;                /* counted in comm->dev_inflight */
-    size_t tbase;           /* trace index of the first staged chunk */
+    int rx;       /* 1: this side receives the data */
+    int dev;      /* counted in comm->dev_inflight */
+    size_t tbase; /* trace index of the first staged chunk */
     /* receiving side: the slot where the sender reports a failure */
     ipcp__errslot_t *err_slot;
     uint64_t err_seq;
@@ -389,7 +389,7 @@ typedef struct ipcp__xfer {
      * completes, or when its data is seen in place (early) */
     int drive_staged; /* counted in peer->rx.dstage_busy until it ends
                        * well, or ends after an early end */
-    int early; /* its request completed before its notifies came back */
+    int early;        /* its request completed before its notifies came back */
     uint64_t drive_id;
     ipcp_rmem_t *rmem_busy; /* one-sided without the owner: counted in
                                this imported region's busy until it ends */
@@ -401,9 +401,9 @@ struct ipcp_request {
     uint64_t magic;
     ipcp_comm_t *comm;
     ipcp_request_t *cache_next; /* comm->req_cache */
-    ipcp__handle_t handle; /* what the user holds; 0: none (internal) */
-    ipcp__list_t link;     /* comm->cmds, then a peer list */
-    ipcp__list_t all_link; /* comm->reqs (user requests) */
+    ipcp__handle_t handle;      /* what the user holds; 0: none (internal) */
+    ipcp__list_t link;          /* comm->cmds, then a peer list */
+    ipcp__list_t all_link;      /* comm->reqs (user requests) */
     int type;
     int peer;
     int tag;
@@ -413,15 +413,15 @@ struct ipcp_request {
     uint64_t id;           /* protocol id towards the peer */
     ipcp_path_t path;
     size_t nbytes;
-    int user;              /* 1: a user waits on it; 0: internal, freed */
-    int watch;             /* a receive its caller posted itself: the
-                              waiter reads the peer's inbox (mbox.c) */
-    uint64_t polled;       /* ipcp__mbox_poll: the slot + 1 it left to the
-                              progress thread last */
-    int on_stack;          /* a blocking call's (api.c): it lives until
-                              the call returns, so it never ends early */
-    int offered;           /* counted in comm->offers (ipcp__await_offer) */
-    uint64_t await_until;  /* when offered: its polling window's end */
+    int user;             /* 1: a user waits on it; 0: internal, freed */
+    int watch;            /* a receive its caller posted itself: the
+                             waiter reads the peer's inbox (mbox.c) */
+    uint64_t polled;      /* ipcp__mbox_poll: the slot + 1 it left to the
+                             progress thread last */
+    int on_stack;         /* a blocking call's (api.c): it lives until
+                             the call returns, so it never ends early */
+    int offered;          /* counted in comm->offers (ipcp__await_offer) */
+    uint64_t await_until; /* when offered: its polling window's end */
     /* one-sided */
     ipcp_rmem_t *rmem;
     size_t offset;
@@ -450,7 +450,7 @@ struct ipcp_request {
      * lane_dir, in its lane's list until its record says it is done */
     uint64_t lane_k;
     int lane_dir;
-    double lane_t0; /* when posted (a warning once it waits too long) */
+    double lane_t0;         /* when posted (a warning once it waits too long) */
     uint64_t tm[IPCP_TM_N]; /* trace marks (IPCP_TM_*), when tracing */
 };
 
@@ -459,14 +459,14 @@ struct ipcp__region {
     ipcp__list_t link;
     uint64_t id;
     int is_alloc;
-    int is_auto;            /* device memory the user allocated, exported by
-                               the library when first received into */
+    int is_auto; /* device memory the user allocated, exported by
+                    the library when first received into */
     void *ptr;
     size_t len;
     ipcp__mem_attr_t attr;
     const ipcp__backend_ops_t *ops;
     ipcp__backend_t *be;
-    void *handle;           /* backend allocation (is_alloc) */
+    void *handle; /* backend allocation (is_alloc) */
     int exportable;
     ipcp__export_t exp;     /* describes ptr..ptr+len (or the alloc) */
     int exp_fd;             /* owned, -1 if none */
@@ -489,19 +489,19 @@ struct ipcp_rmem {
     uint64_t magic;
     ipcp_comm_t *comm;
     ipcp__handle_t handle;
-    ipcp__list_t link;      /* comm->rmems */
+    ipcp__list_t link; /* comm->rmems */
     int owner;
     uint64_t reg_id;
     size_t len;
-    uint64_t addr;          /* owner's address of the region */
+    uint64_t addr; /* owner's address of the region */
     ipcp_mem_type_t type;
     int mode;
     /* MAPPED: the owner's export, mapped lazily for each local queue set
      * (index 0 host, 1 + d device d) on the progress thread, since device
      * memory must be mapped in the context of the device that copies. */
     ipcp__export_t exp;
-    int fd;                 /* owned duplicate, -1 if none came */
-    size_t map_off;         /* of the region in the export */
+    int fd;         /* owned duplicate, -1 if none came */
+    size_t map_off; /* of the region in the export */
     void *maps[IPCP_MAX_QSETS];
     void *handles[IPCP_MAX_QSETS];
     unsigned char map_failed[IPCP_MAX_QSETS];
@@ -522,7 +522,7 @@ struct ipcp_comm {
     uint64_t job_hash;
     double timeout_s;
     const ipcp__config_t *cfg;
-    atomic_int path;          /* receive path override (ipcp_path_t) */
+    atomic_int path; /* receive path override (ipcp_path_t) */
     /* Transfers on device queues in flight: while there are any, the
      * progress thread and waiting callers poll rather than sleep (device
      * copies need no CPU, and in a virtual machine a sleeping thread's
@@ -541,8 +541,8 @@ struct ipcp_comm {
     unsigned stripe_memo_next; /* full: the entry replaced next */
     size_t eager_max;
     ipcp__boot_t *boot;
-    ipcp__peer_t *peers;      /* [size] */
-    uint64_t probe_word;      /* peers read it to test process_vm_readv */
+    ipcp__peer_t *peers; /* [size] */
+    uint64_t probe_word; /* peers read it to test process_vm_readv */
 
     const ipcp__backend_ops_t *host_ops;
     ipcp__backend_t *host;
@@ -553,23 +553,23 @@ struct ipcp_comm {
     const ipcp__backend_ops_t *cuda_ops;
     ipcp__backend_t *cuda;
     pthread_mutex_t dev_lock;
-    atomic_int dev_state;              /* IPCP_DEV_* */
-    char dev_err[IPCP_ERRMSG_MAX];     /* why it did not open (dev_lock) */
+    atomic_int dev_state;          /* IPCP_DEV_* */
+    char dev_err[IPCP_ERRMSG_MAX]; /* why it did not open (dev_lock) */
 
     pthread_t thread;
     int thread_started;
-    int wake_fd;              /* eventfd */
+    int wake_fd; /* eventfd */
     atomic_int stop;
-    pthread_mutex_t lock;     /* cmds, dones, request completion */
+    pthread_mutex_t lock; /* cmds, dones, request completion */
     pthread_cond_t cond;
-    atomic_int sleepers;      /* callers in (or going to) cond's wait */
-    pthread_mutex_t req_lock; /* req_cache */
+    atomic_int sleepers;       /* callers in (or going to) cond's wait */
+    pthread_mutex_t req_lock;  /* req_cache */
     ipcp_request_t *req_cache; /* freed requests kept for reuse */
     int req_cached;
     ipcp__list_t cmds;
     ipcp__list_t dones;
-    ipcp__list_t reqs;        /* user requests not yet waited for */
-    ipcp_request_t *bye_req;  /* progress thread: finalize in progress */
+    ipcp__list_t reqs;       /* user requests not yet waited for */
+    ipcp_request_t *bye_req; /* progress thread: finalize in progress */
     /* Progress thread: transfers whose requests ended early still running
      * (ipcp__xfer_end_early), and a goodbye held until they are done
      * (ipcp__check_bye sends it). */
@@ -601,21 +601,21 @@ struct ipcp_comm {
      * of a transfer): staged rings it makes get device slots. */
     atomic_int dev_used;
     void *sync_reg[IPCP_MAX_DEVICES];
-    ipcp__list_t deferred;       /* progress thread: waiting for a start */
-    ipcp__list_t staging;        /* progress thread: ipcp__stage_t, in order */
-    ipcp__list_t deregs;         /* progress thread: DEREG requests */
-    ipcp__list_t watching;       /* progress thread: ipcp__watch_t */
+    ipcp__list_t deferred; /* progress thread: waiting for a start */
+    ipcp__list_t staging;  /* progress thread: ipcp__stage_t, in order */
+    ipcp__list_t deregs;   /* progress thread: DEREG requests */
+    ipcp__list_t watching; /* progress thread: ipcp__watch_t */
 
     /* small-message lanes (engine/lane.c), one per peer once used */
     pthread_mutex_t lane_lock;
-    ipcp__lane_t **lanes;        /* [size] */
-    atomic_int lane_reqs;        /* user requests in lanes' lists */
-    atomic_int queued;           /* in cmds and dones (under lock; read
-                                    without it by the progress thread) */
-    atomic_int lane_posting;     /* user threads in ipcp__lane_post */
-    uint64_t lane_poll_ns;       /* progress thread: its last lane poll */
-    int lane_leaked;             /* finalize left lane kernels queued: the
-                                    backends (their memory) stay open */
+    ipcp__lane_t **lanes;    /* [size] */
+    atomic_int lane_reqs;    /* user requests in lanes' lists */
+    atomic_int queued;       /* in cmds and dones (under lock; read
+                                without it by the progress thread) */
+    atomic_int lane_posting; /* user threads in ipcp__lane_post */
+    uint64_t lane_poll_ns;   /* progress thread: its last lane poll */
+    int lane_leaked;         /* finalize left lane kernels queued: the
+                                backends (their memory) stay open */
 
     /* tracing (progress thread) */
     int trace_on;
@@ -623,12 +623,12 @@ struct ipcp_comm {
     size_t trace_n, trace_cap, trace_dropped;
 
     /* barrier (progress thread) */
-    uint64_t bar_epoch;       /* epochs this rank has entered */
-    int bar_count[2];         /* rank 0: arrivals per epoch parity */
-    uint64_t *bar_seen;       /* rank 0: [size] last epoch + 1 heard */
+    uint64_t bar_epoch; /* epochs this rank has entered */
+    int bar_count[2];   /* rank 0: arrivals per epoch parity */
+    uint64_t *bar_seen; /* rank 0: [size] last epoch + 1 heard */
     ipcp_request_t *bar_pending;
     double bar_deadline;
-    int bar_broken;           /* a barrier timed out */
+    int bar_broken; /* a barrier timed out */
 };
 
 /* The object behind a public handle, or NULL when the handle is not live
@@ -636,8 +636,7 @@ struct ipcp_comm {
  * same way before every use).  For tests that reach into internals. */
 static inline ipcp_comm_t *ipcp__comm_of(const ipcp_comm_t *handle)
 {
-    return (ipcp_comm_t *)ipcp__handle_get((uintptr_t)handle,
-                                           IPCP_HANDLE_COMM);
+    return (ipcp_comm_t *)ipcp__handle_get((uintptr_t)handle, IPCP_HANDLE_COMM);
 }
 
 /* ---- engine/comm.c ---------------------------------------------------- */
@@ -657,17 +656,15 @@ void ipcp__comm_track(ipcp_comm_t *comm, ipcp_request_t *req);
 void ipcp__comm_submit(ipcp_comm_t *comm, ipcp_request_t *req);
 /* Marks a request done (any thread); user requests wake their waiter,
  * internal ones are freed. */
-void ipcp__req_complete(ipcp_request_t *req, ipcp_status_t st,
-                        const char *msg);
+void ipcp__req_complete(ipcp_request_t *req, ipcp_status_t st, const char *msg);
 /* Queues a message for a peer; fds are owned by the message afterwards. */
 ipcp_status_t ipcp__peer_post(ipcp_comm_t *comm, ipcp__peer_t *peer,
                               const void *msg, size_t len, const int *fds,
                               int nfds);
 /* The same for a message in two parts (a header and a payload). */
 ipcp_status_t ipcp__peer_postv(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                               const void *msg, size_t len,
-                               const void *tail, size_t tail_len,
-                               const int *fds, int nfds);
+                               const void *msg, size_t len, const void *tail,
+                               size_t tail_len, const int *fds, int nfds);
 void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why);
 /* A write to the peer failed (why): later ones fail at once, and the loss
  * waits until what it sent is read (the end of its socket). */
@@ -705,13 +702,11 @@ void ipcp__comm_announce_path(ipcp_comm_t *comm);
 /* ---- engine/match.c ---------------------------------------------------- */
 void ipcp__match_cmd(ipcp_comm_t *comm, ipcp_request_t *req);
 void ipcp__match_msg(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                     const unsigned char *msg, size_t len, int *fds,
-                     int nfds);
+                     const unsigned char *msg, size_t len, int *fds, int nfds);
 /* Answers an RTS with a CTS that ends the sender's transfer: st (msg with
  * an error), flags and path (a DRIVEN one: the receiver copied it). */
 void ipcp__cts_end(ipcp_comm_t *comm, ipcp__peer_t *peer, uint64_t id,
-                   uint32_t flags, int path, ipcp_status_t st,
-                   const char *msg);
+                   uint32_t flags, int path, ipcp_status_t st, const char *msg);
 /* Answers an RTS with a CTS that carries an error. */
 void ipcp__nack(ipcp_comm_t *comm, ipcp__peer_t *peer, uint64_t id,
                 ipcp_status_t st, const char *msg);
@@ -750,12 +745,11 @@ void ipcp__mbox_on_offer(ipcp_comm_t *comm, ipcp__peer_t *peer,
 void ipcp__mbox_try_switch(ipcp_comm_t *comm, ipcp__peer_t *peer);
 /* One message into the peer's inbox (through the socket and a marker when
  * it has descriptors or does not fit a slot); IPCP_IN_PROGRESS: full. */
-ipcp_status_t ipcp__mbox_send(ipcp__peer_t *peer, const void *data,
-                              size_t len, const int *fds, int nfds);
+ipcp_status_t ipcp__mbox_send(ipcp__peer_t *peer, const void *data, size_t len,
+                              const int *fds, int nfds);
 int ipcp__mbox_read(ipcp_comm_t *comm, ipcp__peer_t *peer,
                     void (*dispatch)(ipcp_comm_t *, ipcp__peer_t *,
-                                     const unsigned char *, size_t, int *,
-                                     int),
+                                     const unsigned char *, size_t, int *, int),
                     void *buf, size_t cap);
 int ipcp__mbox_sleep(ipcp_comm_t *comm);
 void ipcp__mbox_awake(ipcp_comm_t *comm);
@@ -924,8 +918,7 @@ void ipcp__await_end(ipcp_request_t *req);
 static inline int ipcp__awaiting(ipcp_comm_t *comm, uint64_t now)
 {
     return atomic_load_explicit(&comm->offers, memory_order_relaxed) > 0 &&
-           now < atomic_load_explicit(&comm->await_until,
-                                      memory_order_relaxed);
+           now < atomic_load_explicit(&comm->await_until, memory_order_relaxed);
 }
 
 /* ---- engine/lane.c ----------------------------------------------------- */
@@ -944,8 +937,8 @@ void ipcp__lane_preload(ipcp_comm_t *comm, int device);
 ipcp_status_t ipcp__lane_post(ipcp_comm_t *comm, ipcp_request_t *req,
                               void *stream, ipcp_request_t **out);
 /* Progress thread: a peer's LANE message; our LANE command; completions. */
-void ipcp__lane_on_msg(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                       const void *msg, size_t len, int *fds, int nfds);
+void ipcp__lane_on_msg(ipcp_comm_t *comm, ipcp__peer_t *peer, const void *msg,
+                       size_t len, int *fds, int nfds);
 void ipcp__lane_cmd(ipcp_comm_t *comm, ipcp_request_t *req);
 int ipcp__lane_poll(ipcp_comm_t *comm);
 /* The peer is gone: kernels waiting on it leave, their requests fail. */

@@ -67,8 +67,8 @@ struct ipcp__lane {
      * (its kernel may be done) is not reused. */
     unsigned char pending[2][IPCP_LANE_RECS];
     ipcp__list_t reqs;
-    int warned; /* a request waited longer than IPCPIPE_TIMEOUT */
-    int sent;   /* our LANE message went (or is going) out */
+    int warned;     /* a request waited longer than IPCPIPE_TIMEOUT */
+    int sent;       /* our LANE message went (or is going) out */
     int sent_block; /* ... with our block (status OK) */
     /* Our side broke after our block went out (a failed launch, the
      * peer's block that cannot be mapped here): a second LANE message
@@ -267,10 +267,9 @@ static ipcp_status_t ipcp__lane_create(ipcp_comm_t *comm, ipcp__lane_t *l,
     else if ((st = ops->mem_alloc(be, len, device, &l->block,
                                   &l->block_handle)) != IPCP_OK)
         l->block = NULL;
-    else if ((st = ops->lane_prepare(be, device, l->block, len)) ==
-                 IPCP_OK &&
-             (st = ops->mem_export(be, l->block_handle, l->block, len,
-                                   &l->exp, &l->exp_fd)) == IPCP_OK &&
+    else if ((st = ops->lane_prepare(be, device, l->block, len)) == IPCP_OK &&
+             (st = ops->mem_export(be, l->block_handle, l->block, len, &l->exp,
+                                   &l->exp_fd)) == IPCP_OK &&
              (st = comm->host_ops->mem_alloc(comm->host, sizeof(*l->host), -1,
                                              (void **)&l->host,
                                              &l->host_handle)) != IPCP_OK)
@@ -395,8 +394,8 @@ void ipcp__lane_on_msg(ipcp_comm_t *comm, ipcp__peer_t *peer, const void *msg,
         char why[IPCP_ERRMSG_MAX];
         ipcp_status_t pst = ipcp__peer_status(m->status);
         snprintf(why, sizeof(why),
-                 "rank %d's side of the lane broke (%s; see its log)",
-                 l->peer, ipcp_strerror(pst));
+                 "rank %d's side of the lane broke (%s; see its log)", l->peer,
+                 ipcp_strerror(pst));
         /* A setting or a mapping keeps its status; a failure at run time
          * leaves this side in a broken state. */
         ipcp__lane_break(l,
@@ -564,9 +563,8 @@ static ipcp_status_t ipcp__lane_post_(ipcp_comm_t *comm, ipcp_request_t *req,
     pthread_mutex_unlock(&comm->lane_lock);
     int numbered = st == IPCP_OK;
     if (numbered)
-        st =
-            comm->cuda_ops->lane_launch(ipcp__dev(comm), l->device, stream,
-                                        dir, &a);
+        st = comm->cuda_ops->lane_launch(ipcp__dev(comm), l->device, stream,
+                                         dir, &a);
     if (st != IPCP_OK && numbered) {
         /* Message a.k was numbered but never launched: the peer's side of
          * the numbering cannot follow any more. */

@@ -19,8 +19,7 @@ static void ipcp__close_fds(int *fds, int nfds)
 /* A CTS that ends the sender's transfer: st (and msg, when st is an
  * error), with flags and path for a transfer the receiver copied. */
 void ipcp__cts_end(ipcp_comm_t *comm, ipcp__peer_t *peer, uint64_t id,
-                   uint32_t flags, int path, ipcp_status_t st,
-                   const char *msg)
+                   uint32_t flags, int path, ipcp_status_t st, const char *msg)
 {
     ipcp__msg_cts_t cts;
     memset(&cts, 0, sizeof(cts));
@@ -37,7 +36,7 @@ void ipcp__cts_end(ipcp_comm_t *comm, ipcp__peer_t *peer, uint64_t id,
 
 /* Tells a sender that its transfer will not happen, and why. */
 void ipcp__nack(ipcp_comm_t *comm, ipcp__peer_t *peer, uint64_t id,
-                       ipcp_status_t st, const char *msg)
+                ipcp_status_t st, const char *msg)
 {
     ipcp__cts_end(comm, peer, id, 0, 0, st, msg);
 }
@@ -45,7 +44,8 @@ void ipcp__nack(ipcp_comm_t *comm, ipcp__peer_t *peer, uint64_t id,
 static ipcp_request_t *ipcp__find_id(ipcp__list_t *list, uint64_t id)
 {
     ipcp__list_t *e, *tmp;
-    ipcp__list_for_each_safe(e, tmp, list) {
+    ipcp__list_for_each_safe(e, tmp, list)
+    {
         ipcp_request_t *r = ipcp__list_entry(e, ipcp_request_t, link);
         if (r->id == id) {
             ipcp__list_del(e);
@@ -124,8 +124,8 @@ static void ipcp__rts_source(ipcp_comm_t *comm, ipcp__peer_t *peer,
         (req->attr.type == IPCP_MEM_HOST && drive != IPCP_DRIVE_ON))
         return;
     pthread_mutex_lock(&comm->mem_lock);
-    ipcp__region_t *r = ipcp__region_find_live(comm, req->buf, req->len,
-                                               req->attr.buffer_id);
+    ipcp__region_t *r =
+        ipcp__region_find_live(comm, req->buf, req->len, req->attr.buffer_id);
     if (r && r->exportable)
         ipcp__rts_offer(peer, req, r, rts, exp, fds, nfds);
     pthread_mutex_unlock(&comm->mem_lock);
@@ -146,8 +146,7 @@ static void ipcp__rts_source(ipcp_comm_t *comm, ipcp__peer_t *peer,
  * get) and parks req until the CTS.  offer: a two-sided send, which names
  * its buffer for the receiver (ipcp__rts_source). */
 static void ipcp__send_rts(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                           ipcp_request_t *req, ipcp__msg_rts_t *rts,
-                           int offer)
+                           ipcp_request_t *req, ipcp__msg_rts_t *rts, int offer)
 {
     ipcp__qset_t *qs;
     ipcp__export_t exp;
@@ -276,7 +275,8 @@ static ipcp__unexp_t *ipcp__unexp_find(ipcp__peer_t *peer,
                                        const ipcp_request_t *req)
 {
     ipcp__list_t *e, *tmp;
-    ipcp__list_for_each_safe(e, tmp, &peer->unexp) {
+    ipcp__list_for_each_safe(e, tmp, &peer->unexp)
+    {
         ipcp__unexp_t *u = ipcp__list_entry(e, ipcp__unexp_t, link);
         if (u->rts.tag == req->tag)
             return u;
@@ -329,7 +329,8 @@ static void ipcp__recv_post(ipcp_comm_t *comm, ipcp__peer_t *peer,
 static ipcp_request_t *ipcp__posted_find(ipcp__peer_t *peer, int tag)
 {
     ipcp__list_t *e, *tmp;
-    ipcp__list_for_each_safe(e, tmp, &peer->posted) {
+    ipcp__list_for_each_safe(e, tmp, &peer->posted)
+    {
         ipcp_request_t *r = ipcp__list_entry(e, ipcp_request_t, link);
         if (r->tag == tag)
             return r;
@@ -525,8 +526,8 @@ static ipcp_status_t ipcp__owner_region(ipcp_comm_t *comm, uint64_t id,
 
 static ipcp_request_t *ipcp__internal_req(ipcp_comm_t *comm, int peer,
                                           const ipcp__region_t *r,
-                                          ipcp__region_t *live,
-                                          uint64_t offset, uint64_t len)
+                                          ipcp__region_t *live, uint64_t offset,
+                                          uint64_t len)
 {
     ipcp_request_t *req = ipcp__req_new(comm, IPCP_REQ_INTERNAL);
     if (!req) {
@@ -549,9 +550,8 @@ static void ipcp__on_rts_put(ipcp_comm_t *comm, ipcp__peer_t *peer,
 {
     char msg[IPCP_ERRMSG_MAX];
     ipcp__region_t r, *live;
-    ipcp_status_t st = ipcp__owner_region(comm, rts->reg_id, rts->offset,
-                                          rts->len, &r, &live, msg,
-                                          sizeof(msg));
+    ipcp_status_t st = ipcp__owner_region(
+        comm, rts->reg_id, rts->offset, rts->len, &r, &live, msg, sizeof(msg));
     if (st != IPCP_OK) {
         ipcp__nack(comm, peer, rts->id, st, msg);
         return;
@@ -576,8 +576,7 @@ static void ipcp__on_get_req(ipcp_comm_t *comm, ipcp__peer_t *peer,
         ipcp__owner_region(comm, g->reg_id, g->offset, g->len, &r, &live,
                            rts.errmsg, sizeof(rts.errmsg));
     if (st == IPCP_OK) {
-        req = ipcp__internal_req(comm, peer->rank, &r, live, g->offset,
-                                 g->len);
+        req = ipcp__internal_req(comm, peer->rank, &r, live, g->offset, g->len);
         if (!req) {
             st = IPCP_ERR_NOMEM;
             snprintf(rts.errmsg, sizeof(rts.errmsg), "owner out of memory");
@@ -620,9 +619,10 @@ static void ipcp__on_rts_get_reply(ipcp_comm_t *comm, ipcp__peer_t *peer,
      * past its end. */
     if (rts->len != req->len) {
         char msg[IPCP_ERRMSG_MAX];
-        snprintf(msg, sizeof(msg), "rank %d answered a get of %zu bytes "
-                 "with %llu", peer->rank, req->len,
-                 (unsigned long long)rts->len);
+        snprintf(msg, sizeof(msg),
+                 "rank %d answered a get of %zu bytes "
+                 "with %llu",
+                 peer->rank, req->len, (unsigned long long)rts->len);
         ipcp__req_complete(req, IPCP_ERR_STATE, msg);
         ipcp__peer_lost(comm, peer, "get reply of another length");
         return;
@@ -739,8 +739,8 @@ static void ipcp__on_rts(ipcp_comm_t *comm, ipcp__peer_t *peer,
                       ? sizeof(ipcp__export_t)
                       : 0; /* kept by ipcp__match_msg */
     if ((eager && len != sizeof(rts) + rts.len) ||
-        (!eager && len != sizeof(rts) + tail)
-        || rts.src_qset >= IPCP_MAX_QSETS || rts.src_nq > IPCP_MAX_QUEUES) {
+        (!eager && len != sizeof(rts) + tail) ||
+        rts.src_qset >= IPCP_MAX_QSETS || rts.src_nq > IPCP_MAX_QUEUES) {
         ipcp__peer_lost(comm, peer, "malformed RTS");
         return;
     }

@@ -48,10 +48,10 @@
  * slot), where a head and a tail cost each side three.  Slots a message
  * runs on into hold its bytes where a record's position would be: the
  * reader clears those words before it gives the slots back, so that no
- * byte of a message is ever taken for a record's position.  A ring is 512 KiB in jobs of up to
- * IPCP_MBOX_BIG_JOB ranks (messages up to 64 KiB, so the default 32 KiB
- * eager size fits), 128 KiB in larger ones (16 KiB), where every rank maps
- * two per peer. */
+ * byte of a message is ever taken for a record's position.  A ring is 512 KiB
+ * in jobs of up to IPCP_MBOX_BIG_JOB ranks (messages up to 64 KiB, so the
+ * default 32 KiB eager size fits), 128 KiB in larger ones (16 KiB), where every
+ * rank maps two per peer. */
 #define IPCP_MBOX_SLOT    256 /* bytes of a slot, its words included */
 #define IPCP_MBOX_BIG_JOB 16
 
@@ -62,7 +62,7 @@ enum {
 };
 
 typedef struct ipcp__mbox_ring {
-    _Alignas(IPCP_CACHE_LINE) uint64_t tail; /* reader: slots taken */
+    _Alignas(IPCP_CACHE_LINE) uint64_t tail;     /* reader: slots taken */
     _Alignas(IPCP_CACHE_LINE) uint32_t sleeping; /* reader may block */
 } ipcp__mbox_ring_t;
 
@@ -116,12 +116,13 @@ static uint64_t ipcp__mbox_span(size_t len)
 static int ipcp__mbox_ready(const ipcp__peer_t *peer)
 {
     uint64_t t = __atomic_load_n(&peer->in_tail, __ATOMIC_SEQ_CST);
-    const ipcp__mbox_slot_t *s = ipcp__mbox_slot(peer->inbox, peer->mbox_slots, t);
+    const ipcp__mbox_slot_t *s =
+        ipcp__mbox_slot(peer->inbox, peer->mbox_slots, t);
     return __atomic_load_n(&s->seq, __ATOMIC_SEQ_CST) == t + 1 ||
            __atomic_load_n(&peer->in_tail, __ATOMIC_SEQ_CST) != t;
 }
 
-/* ---- Setting up ----------------------------------------------------------- */
+/* ---- Setting up ---------------------------------------------------------- */
 
 void ipcp__mbox_offer(ipcp_comm_t *comm)
 {
@@ -133,7 +134,9 @@ void ipcp__mbox_offer(ipcp_comm_t *comm)
             continue;
         /* Sealed: the peer gets the fd, and a peer that could shrink the
          * file would make our next look at the ring a SIGBUS. */
-        int fds[2] = {ipcp__memfd_sealed("ipcpipe-mbox", ipcp__mbox_size(p->mbox_slots)), -1};
+        int fds[2] = {
+            ipcp__memfd_sealed("ipcpipe-mbox", ipcp__mbox_size(p->mbox_slots)),
+            -1};
         void *m = MAP_FAILED;
         /* Both sides map the ring populated: otherwise the first message
          * in each page pays a page fault (7-13 us on the H200 machines,
@@ -141,8 +144,9 @@ void ipcp__mbox_offer(ipcp_comm_t *comm)
          * a CTS took 7-9 us to post, median, against 1.5-1.9 once
          * populated). */
         if (fds[0] >= 0)
-            m = mmap(NULL, ipcp__mbox_size(p->mbox_slots), PROT_READ | PROT_WRITE,
-                     MAP_SHARED | MAP_POPULATE, fds[0], 0);
+            m = mmap(NULL, ipcp__mbox_size(p->mbox_slots),
+                     PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fds[0],
+                     0);
         if (m != MAP_FAILED)
             fds[1] = dup(comm->wake_fd);
         if (m == MAP_FAILED || fds[1] < 0) {
@@ -198,18 +202,21 @@ void ipcp__mbox_on_offer(ipcp_comm_t *comm, ipcp__peer_t *peer,
         bad = "malformed mailbox offer";
     else {
         memcpy(&m, msg, sizeof(m));
-        if (m.size != ipcp__mbox_size(peer->mbox_slots) || m.slots != peer->mbox_slots ||
-            m.slot != IPCP_MBOX_SLOT || peer->outbox)
+        if (m.size != ipcp__mbox_size(peer->mbox_slots) ||
+            m.slots != peer->mbox_slots || m.slot != IPCP_MBOX_SLOT ||
+            peer->outbox)
             bad = "mailbox offer of another layout, or a second one";
-        else if (ipcp__memfd_check(fds[0], ipcp__mbox_size(peer->mbox_slots), IPCP_LOG_DEBUG,
-                                   IPCP_SUB_ENGINE, "a mailbox") != IPCP_OK ||
+        else if (ipcp__memfd_check(fds[0], ipcp__mbox_size(peer->mbox_slots),
+                                   IPCP_LOG_DEBUG, IPCP_SUB_ENGINE,
+                                   "a mailbox") != IPCP_OK ||
                  ipcp__eventfd_check(fds[1], IPCP_LOG_DEBUG, IPCP_SUB_ENGINE,
                                      "a mailbox") != IPCP_OK)
             bad = ipcp__last_error();
     }
     if (!bad) {
-        ring = mmap(NULL, ipcp__mbox_size(peer->mbox_slots), PROT_READ | PROT_WRITE,
-                    MAP_SHARED | MAP_POPULATE, fds[0], 0);
+        ring =
+            mmap(NULL, ipcp__mbox_size(peer->mbox_slots),
+                 PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fds[0], 0);
         if (ring == MAP_FAILED) {
             /* Our side of the socket still works: keep using it. */
             IPCP_WARN(IPCP_SUB_ENGINE, "cannot map rank %d's mailbox: %s",
@@ -257,7 +264,7 @@ void ipcp__mbox_close(ipcp__peer_t *peer)
     peer->in_on = peer->out_on = 0;
 }
 
-/* ---- Writing -------------------------------------------------------------- */
+/* ---- Writing ------------------------------------------------------------- */
 
 /* Publishes the record written at slot s, position at, n slots (tx_lock
  * held). */
@@ -305,8 +312,8 @@ static ipcp__mbox_slot_t *ipcp__mbox_reserve(ipcp__peer_t *peer, uint64_t n,
     return ipcp__mbox_slot(ring, slots, *at);
 }
 
-ipcp_status_t ipcp__mbox_send(ipcp__peer_t *peer, const void *data,
-                              size_t len, const int *fds, int nfds)
+ipcp_status_t ipcp__mbox_send(ipcp__peer_t *peer, const void *data, size_t len,
+                              const int *fds, int nfds)
 {
     ipcp_status_t st = IPCP_IN_PROGRESS;
     int inline_ok = !nfds && len <= ipcp__mbox_msg_max(peer);
@@ -361,15 +368,14 @@ ipcp_status_t ipcp__mbox_send_fast(ipcp__peer_t *peer, const void *hdr,
     return st;
 }
 
-/* ---- Reading -------------------------------------------------------------- */
+/* ---- Reading ------------------------------------------------------------- */
 
 /* The next message from *tail on (skip records passed over, *tail moved
  * past them), with its bytes and kind read once: the peer may be hostile
  * and write them meanwhile.  NULL: none yet, or *bad (a record that leaves
  * its bounds or has no kind of ours).  rx_lock held. */
 static ipcp__mbox_slot_t *ipcp__mbox_peek(ipcp__peer_t *peer, uint64_t *tail,
-                                          size_t *len, uint32_t *kind,
-                                          int *bad)
+                                          size_t *len, uint32_t *kind, int *bad)
 {
     uint64_t slots = peer->mbox_slots;
     for (;;) {
@@ -406,8 +412,9 @@ static void ipcp__mbox_take(ipcp__peer_t *peer, uint64_t *tail, uint64_t span)
 {
     ipcp__mbox_ring_t *ring = peer->inbox;
     for (uint64_t i = 1; i < span; i++)
-        __atomic_store_n(&ipcp__mbox_slot(ring, peer->mbox_slots, *tail + i)->seq,
-                         0, __ATOMIC_RELAXED);
+        __atomic_store_n(
+            &ipcp__mbox_slot(ring, peer->mbox_slots, *tail + i)->seq, 0,
+            __ATOMIC_RELAXED);
     *tail += span;
     __atomic_store_n(&peer->in_tail, *tail, __ATOMIC_SEQ_CST);
     __atomic_store_n(&ring->tail, *tail, __ATOMIC_RELEASE);
@@ -622,7 +629,7 @@ void ipcp__mbox_poll(ipcp_comm_t *comm, ipcp_request_t *req)
     ipcp__mbox_read_fast(comm, &comm->peers[req->peer], &req->polled);
 }
 
-/* ---- The progress thread's sleep ------------------------------------------ */
+/* ---- The progress thread's sleep ----------------------------------------- */
 
 /* Before the progress thread blocks: raises the sleeping word of every
  * inbox in use, except those callers read (blind: a caller that meets a

@@ -66,7 +66,8 @@ ipcp__region_t *ipcp__region_find_alloc(ipcp_comm_t *comm, const void *ptr,
 {
     ipcp__list_t *e, *tmp;
     uintptr_t a = (uintptr_t)ptr;
-    ipcp__list_for_each_safe(e, tmp, &comm->regions) {
+    ipcp__list_for_each_safe(e, tmp, &comm->regions)
+    {
         ipcp__region_t *r = ipcp__list_entry(e, ipcp__region_t, link);
         uintptr_t b = (uintptr_t)r->ptr;
         if (r->is_alloc && a >= b && a - b <= r->len && len <= r->len - (a - b))
@@ -85,7 +86,8 @@ ipcp__region_t *ipcp__region_find_live(ipcp_comm_t *comm, const void *ptr,
 ipcp__region_t *ipcp__region_find_id(ipcp_comm_t *comm, uint64_t id)
 {
     ipcp__list_t *e, *tmp;
-    ipcp__list_for_each_safe(e, tmp, &comm->regions) {
+    ipcp__list_for_each_safe(e, tmp, &comm->regions)
+    {
         ipcp__region_t *r = ipcp__list_entry(e, ipcp__region_t, link);
         if (r->id == id)
             return r;
@@ -186,8 +188,10 @@ ipcp_status_t ipcp__mem_alloc(ipcp_comm_t *comm, size_t len,
     st = ops->mem_export(be, r->handle, r->ptr, len, &r->exp, &r->exp_fd);
     r->exportable = st == IPCP_OK;
     if (!r->exportable)
-        IPCP_INFO(IPCP_SUB_ENGINE, "allocation of %zu bytes cannot be shared: "
-                  "%s", len, ipcp__last_error());
+        IPCP_INFO(IPCP_SUB_ENGINE,
+                  "allocation of %zu bytes cannot be shared: "
+                  "%s",
+                  len, ipcp__last_error());
     st = ipcp__region_add(comm, r);
     if (st != IPCP_OK)
         goto err_mem;
@@ -206,7 +210,8 @@ ipcp_status_t ipcp__mem_free(ipcp_comm_t *comm, void *ptr)
     ipcp__region_t *r = NULL;
     ipcp__list_t *e, *tmp;
     pthread_mutex_lock(&comm->mem_lock);
-    ipcp__list_for_each_safe(e, tmp, &comm->regions) {
+    ipcp__list_for_each_safe(e, tmp, &comm->regions)
+    {
         ipcp__region_t *x = ipcp__list_entry(e, ipcp__region_t, link);
         if (x->is_alloc && !x->is_auto && x->ptr == ptr)
             r = x;
@@ -215,7 +220,8 @@ ipcp_status_t ipcp__mem_free(ipcp_comm_t *comm, void *ptr)
     if (!r)
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
                           "%p was not returned by ipcp_mem_alloc (or was "
-                          "freed already)", ptr);
+                          "freed already)",
+                          ptr);
     ipcp_status_t st = ipcp__region_retire(comm, r);
     ipcp__region_release(r);
     r->ops->mem_free(r->be, r->handle);
@@ -234,7 +240,8 @@ ipcp__region_t *ipcp__region_auto(ipcp_comm_t *comm,
     if (!dev || !attr->base || !attr->size)
         return NULL;
     pthread_mutex_lock(&comm->mem_lock);
-    ipcp__list_for_each_safe(e, tmp, &comm->regions) {
+    ipcp__list_for_each_safe(e, tmp, &comm->regions)
+    {
         r = ipcp__list_entry(e, ipcp__region_t, link);
         if (!r->is_auto || (uintptr_t)r->ptr != attr->base)
             continue;
@@ -259,10 +266,12 @@ ipcp__region_t *ipcp__region_auto(ipcp_comm_t *comm,
     r->attr = *attr;
     r->ops = ops;
     r->be = dev;
-    if (ops->mem_export(dev, NULL, r->ptr, r->len, &r->exp,
-                        &r->exp_fd) != IPCP_OK) {
-        IPCP_INFO(IPCP_SUB_ENGINE, "device buffer cannot be shared, using the "
-                  "staged path: %s", ipcp__last_error());
+    if (ops->mem_export(dev, NULL, r->ptr, r->len, &r->exp, &r->exp_fd) !=
+        IPCP_OK) {
+        IPCP_INFO(IPCP_SUB_ENGINE,
+                  "device buffer cannot be shared, using the "
+                  "staged path: %s",
+                  ipcp__last_error());
         free(r);
         return NULL;
     }
@@ -319,7 +328,8 @@ ipcp_status_t ipcp__mem_deregister(ipcp_comm_t *comm, ipcp_mem_t *mem,
     if (!req)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_NOMEM,
                           "no memory to deregister region %llu (it stays "
-                          "registered)", (unsigned long long)r->id);
+                          "registered)",
+                          (unsigned long long)r->id);
     pthread_mutex_lock(&comm->mem_lock);
     ipcp__list_del(&r->link);
     pthread_mutex_unlock(&comm->mem_lock);
@@ -359,8 +369,7 @@ void ipcp__mem_dereg_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
         /* Every peer hears of it (a descriptor may be on its way to one
          * that has not imported it yet); those that mapped it answer. */
         m.hdr.flags = want ? IPCP_REG_GONE_ASK : 0;
-        if (ipcp__peer_post(comm, p, &m, sizeof(m), NULL, 0) != IPCP_OK &&
-            ask)
+        if (ipcp__peer_post(comm, p, &m, sizeof(m), NULL, 0) != IPCP_OK && ask)
             ask[r] = 0;
     }
     req->deadline = ipcp__now_s() + comm->timeout_s;
@@ -389,7 +398,8 @@ int ipcp__mem_dereg_poll(ipcp_comm_t *comm)
 {
     ipcp__list_t *e, *tmp;
     double now = -1;
-    ipcp__list_for_each_safe(e, tmp, &comm->deregs) {
+    ipcp__list_for_each_safe(e, tmp, &comm->deregs)
+    {
         ipcp_request_t *req = ipcp__list_entry(e, ipcp_request_t, link);
         pthread_mutex_lock(&comm->mem_lock);
         int busy = req->region->busy;
@@ -446,7 +456,8 @@ static int ipcp__rmem_busy(ipcp_comm_t *comm, int owner, uint64_t reg_id,
 {
     ipcp__list_t *e, *tmp;
     int busy = 0;
-    ipcp__list_for_each_safe(e, tmp, &comm->rmems) {
+    ipcp__list_for_each_safe(e, tmp, &comm->rmems)
+    {
         ipcp_rmem_t *rm = ipcp__list_entry(e, ipcp_rmem_t, link);
         if (rm->owner != owner || rm->reg_id != reg_id)
             continue;
@@ -479,7 +490,7 @@ void ipcp__rmem_answer(ipcp_comm_t *comm, int owner, uint64_t reg_id)
 
 /* ---- Descriptors --------------------------------------------------------- */
 
-#define IPCP_DESC_MAGIC 0x6373656470637069ULL /* "ipcpdesc" */
+#define IPCP_DESC_MAGIC   0x6373656470637069ULL /* "ipcpdesc" */
 #define IPCP_DESC_VERSION 1
 
 typedef struct ipcp__desc {
@@ -520,8 +531,8 @@ ipcp_status_t ipcp__mem_pack(const ipcp_mem_t *mem, void *out, size_t cap,
     d.addr = (uint64_t)(uintptr_t)mem->region.ptr;
     d.type = (int32_t)mem->region.attr.type;
     d.device = mem->region.attr.device;
-    d.checksum = ipcp__fnv1a(&d, offsetof(ipcp__desc_t, checksum),
-                             IPCP_FNV_SEED);
+    d.checksum =
+        ipcp__fnv1a(&d, offsetof(ipcp__desc_t, checksum), IPCP_FNV_SEED);
     memcpy(out, &d, sizeof(d));
     *len = sizeof(d);
     return IPCP_OK;
@@ -534,29 +545,33 @@ static ipcp_status_t ipcp__desc_check(const ipcp_comm_t *comm, const void *buf,
     if (len != sizeof(*d))
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_BAD_DESCRIPTOR,
                           "descriptor has %zu bytes, expected %zu "
-                          "(truncated or not a descriptor)", len, sizeof(*d));
+                          "(truncated or not a descriptor)",
+                          len, sizeof(*d));
     memcpy(d, buf, sizeof(*d));
     if (d->magic != IPCP_DESC_MAGIC || d->version != IPCP_DESC_VERSION ||
         d->size != sizeof(*d))
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_BAD_DESCRIPTOR,
                           "not an ipcpipe descriptor of version %d",
                           IPCP_DESC_VERSION);
-    if (d->checksum != ipcp__fnv1a(d, offsetof(ipcp__desc_t, checksum),
-                                   IPCP_FNV_SEED))
+    if (d->checksum !=
+        ipcp__fnv1a(d, offsetof(ipcp__desc_t, checksum), IPCP_FNV_SEED))
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_BAD_DESCRIPTOR,
                           "descriptor checksum mismatch (corrupted)");
     if (d->job_hash != comm->job_hash)
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_BAD_DESCRIPTOR,
                           "descriptor comes from another job (this is job "
-                          "'%s')", comm->job);
+                          "'%s')",
+                          comm->job);
     if (d->owner < 0 || d->owner >= comm->size || d->owner == comm->rank)
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_BAD_DESCRIPTOR,
                           "descriptor owner rank %d is not a peer of rank %d "
-                          "(size %d)", d->owner, comm->rank, comm->size);
+                          "(size %d)",
+                          d->owner, comm->rank, comm->size);
     if (d->owner_pid != comm->peers[d->owner].pid)
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_BAD_DESCRIPTOR,
                           "descriptor names pid %d for rank %d, which is pid "
-                          "%d", d->owner_pid, d->owner,
+                          "%d",
+                          d->owner_pid, d->owner,
                           (int)comm->peers[d->owner].pid);
     if (d->type != IPCP_MEM_HOST && d->type != IPCP_MEM_CUDA)
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_BAD_DESCRIPTOR,
@@ -649,7 +664,9 @@ int ipcp__pvm_allowed(ipcp_comm_t *comm, ipcp__peer_t *peer)
     peer->pvm_to = n == (ssize_t)sizeof(word) && word == IPCP_BOOT_MAGIC;
     IPCP_INFO(IPCP_SUB_ENGINE, "process_vm_readv of rank %d (pid %d): %s",
               peer->rank, (int)peer->pid,
-              peer->pvm_to ? "permitted" : n < 0 ? strerror(errno) : "mismatch");
+              peer->pvm_to ? "permitted"
+              : n < 0      ? strerror(errno)
+                           : "mismatch");
     return peer->pvm_to;
 }
 
@@ -690,9 +707,11 @@ void *ipcp__rmem_mapping(ipcp_comm_t *comm, ipcp_rmem_t *rm,
     if (!be || ops->mem_import(be, &rm->exp, rm->fd, i ? attr->device : -1,
                                &base, &rm->handles[i]) != IPCP_OK) {
         rm->map_failed[i] = 1;
-        IPCP_INFO(IPCP_SUB_ENGINE, "region %llu of rank %d cannot be mapped "
+        IPCP_INFO(IPCP_SUB_ENGINE,
+                  "region %llu of rank %d cannot be mapped "
                   "for %s %d (%s); one-sided operations on it go through "
-                  "the owner", (unsigned long long)rm->reg_id, rm->owner,
+                  "the owner",
+                  (unsigned long long)rm->reg_id, rm->owner,
                   i ? "device" : "host", i ? attr->device : 0,
                   be ? ipcp__last_error() : "no backend for its memory");
         return NULL;
@@ -708,7 +727,8 @@ void ipcp__mem_on_map_rep(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp_request_t *req = NULL;
     int fd = (m->hdr.flags & IPCP_MAP_FD) && nfds > 0 ? fds[0] : -1;
 
-    ipcp__list_for_each_safe(e, tmp, &peer->maps) {
+    ipcp__list_for_each_safe(e, tmp, &peer->maps)
+    {
         ipcp_request_t *r = ipcp__list_entry(e, ipcp_request_t, link);
         if (r->id == m->id) {
             ipcp__list_del(e);
@@ -751,7 +771,8 @@ static void ipcp__mem_on_reg_ack(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                  uint64_t reg_id)
 {
     ipcp__list_t *e, *tmp;
-    ipcp__list_for_each_safe(e, tmp, &comm->deregs) {
+    ipcp__list_for_each_safe(e, tmp, &comm->deregs)
+    {
         ipcp_request_t *req = ipcp__list_entry(e, ipcp_request_t, link);
         unsigned char *ask = req->scratch;
         if (req->region_id == reg_id && ask)
@@ -768,7 +789,8 @@ void ipcp__mem_on_reg_gone(ipcp_comm_t *comm, ipcp__peer_t *peer,
         return;
     }
     pthread_mutex_lock(&comm->mem_lock);
-    ipcp__list_for_each_safe(e, tmp, &comm->rmems) {
+    ipcp__list_for_each_safe(e, tmp, &comm->rmems)
+    {
         ipcp_rmem_t *rm = ipcp__list_entry(e, ipcp_rmem_t, link);
         if (rm->owner == peer->rank && rm->reg_id == m->reg_id)
             atomic_store(&rm->valid, 0);
@@ -780,7 +802,8 @@ void ipcp__mem_on_reg_gone(ipcp_comm_t *comm, ipcp__peer_t *peer,
     pthread_mutex_unlock(&comm->mem_lock);
     if (answer)
         ipcp__reg_gone_answer(comm, peer, m->reg_id);
-    ipcp__list_for_each_safe(e, tmp, &peer->imports) {
+    ipcp__list_for_each_safe(e, tmp, &peer->imports)
+    {
         ipcp__import_t *imp = ipcp__list_entry(e, ipcp__import_t, link);
         if (imp->id != m->reg_id)
             continue;

@@ -10,10 +10,10 @@
 #include "backend/backend.h"
 #include "common/util.h"
 
-#define IPCP_MAX_SLOTS 64
-#define IPCP_MAX_QUEUES 8
+#define IPCP_MAX_SLOTS      64
+#define IPCP_MAX_QUEUES     8
 #define IPCP_MAX_QSETS_WIRE 33
-#define IPCP_MAX_REACH 16
+#define IPCP_MAX_REACH      16
 
 enum {
     IPCP_MSG_RTS = 1, /* a sender (or a get's owner) offers data */
@@ -50,76 +50,82 @@ typedef struct ipcp__msg_eager {
 } ipcp__msg_eager_t;
 
 /* RTS flags */
-#define IPCP_RTS_EAGER 0x1     /* data follows the struct */
-#define IPCP_RTS_PUT 0x2       /* one-sided put into reg_id at offset */
+#define IPCP_RTS_EAGER     0x1 /* data follows the struct */
+#define IPCP_RTS_PUT       0x2 /* one-sided put into reg_id at offset */
 #define IPCP_RTS_GET_REPLY 0x4 /* answers the origin's get get_id */
-#define IPCP_RTS_PVM_OK 0x8    /* the sender may write the receiver's memory
-                                  with process_vm_writev */
-#define IPCP_RTS_PEER_RECV 0x10 /* the sender also has receives from the
-                                   receiver posted or running */
-#define IPCP_RTS_SRC 0x20      /* src_region/src_offset name the source: the
-                                  receiver may copy it itself (IPCPIPE_DRIVE)
-                                  and then answers with a DRIVEN CTS only */
-#define IPCP_RTS_SRC_EXP 0x40  /* an ipcp__export_t of src_region follows
-                                  the struct (first time to this receiver;
-                                  a tail, so that eager RTSs keep their
-                                  room in a mailbox slot) */
-#define IPCP_RTS_SRC_FD 0x80   /* with SRC_EXP: its fd is attached */
+#define IPCP_RTS_PVM_OK                                                        \
+    0x8 /* the sender may write the receiver's memory                          \
+           with process_vm_writev */
+#define IPCP_RTS_PEER_RECV                                                     \
+    0x10 /* the sender also has receives from the                              \
+            receiver posted or running */
+#define IPCP_RTS_SRC                                                           \
+    0x20 /* src_region/src_offset name the source: the                         \
+            receiver may copy it itself (IPCPIPE_DRIVE)                        \
+            and then answers with a DRIVEN CTS only */
+#define IPCP_RTS_SRC_EXP                                                       \
+    0x40                     /* an ipcp__export_t of src_region follows        \
+                                the struct (first time to this receiver;       \
+                                a tail, so that eager RTSs keep their          \
+                                room in a mailbox slot) */
+#define IPCP_RTS_SRC_FD 0x80 /* with SRC_EXP: its fd is attached */
 
 typedef struct ipcp__msg_rts {
     ipcp__msg_hdr_t hdr;
     int32_t tag;
-    int32_t status;       /* GET_REPLY: the owner's verdict */
-    uint64_t id;          /* sender's operation id, echoed by the CTS */
+    int32_t status; /* GET_REPLY: the owner's verdict */
+    uint64_t id;    /* sender's operation id, echoed by the CTS */
     uint64_t len;
     uint64_t get_id;
-    uint64_t reg_id;      /* PUT */
-    uint64_t offset;      /* PUT */
-    int32_t src_type;     /* ipcp_mem_type_t of the source */
+    uint64_t reg_id;  /* PUT */
+    uint64_t offset;  /* PUT */
+    int32_t src_type; /* ipcp_mem_type_t of the source */
     int32_t src_device;
-    uint32_t src_qset;    /* sender's queue set (index of its done flags) */
-    uint32_t src_nq;      /* queues in it */
-    int32_t path;         /* PUT/GET_REPLY: path the origin asks for */
-    uint32_t nreach;      /* device sources: entries of reach */
+    uint32_t src_qset; /* sender's queue set (index of its done flags) */
+    uint32_t src_nq;   /* queues in it */
+    int32_t path;      /* PUT/GET_REPLY: path the origin asks for */
+    uint32_t nreach;   /* device sources: entries of reach */
     /* Device sources: the source device and every device it can write
      * directly (backend device_reach); the receiver picks the direct path
      * only when its buffer's device is among them. */
     uint64_t reach[IPCP_MAX_REACH];
-    uint64_t src_region;  /* SRC: the sender's allocation id */
-    uint64_t src_offset;  /* SRC: the buffer's offset in it */
+    uint64_t src_region;           /* SRC: the sender's allocation id */
+    uint64_t src_offset;           /* SRC: the buffer's offset in it */
     char errmsg[IPCP_ERRWIRE_MAX]; /* status < 0 */
 } ipcp__msg_rts_t;
 
 /* CTS flags */
 #define IPCP_CTS_CHAN_FD 0x1 /* the channel's memfd is attached (first fd) */
-#define IPCP_CTS_MAP_FD 0x2  /* an fd for the target export is attached
+#define IPCP_CTS_MAP_FD                                                        \
+    0x2                      /* an fd for the target export is attached        \
                                 (after the channel's, if both) */
 #define IPCP_CTS_HAS_EXP 0x4 /* exp describes the target allocation */
-#define IPCP_CTS_DRIVEN 0x8  /* the receiver copied the data itself (an
-                                RTS_SRC transfer): the send ends here, with
-                                status and path */
+#define IPCP_CTS_DRIVEN                                                        \
+    0x8 /* the receiver copied the data itself (an                             \
+           RTS_SRC transfer): the send ends here, with                         \
+           status and path */
 
 enum { IPCP_DST_MAPPED = 1, IPCP_DST_PVM = 2 };
 
 typedef struct ipcp__msg_cts {
     ipcp__msg_hdr_t hdr;
     int32_t status;
-    int32_t path;         /* ipcp_path_t chosen by the receiver */
-    uint64_t id;          /* the RTS's id */
+    int32_t path; /* ipcp_path_t chosen by the receiver */
+    uint64_t id;  /* the RTS's id */
     uint64_t len;
-    uint64_t chunk_base;  /* staged: first ring chunk of this transfer */
-    uint64_t dseq;        /* direct: value for the done flags */
-    uint64_t sseq;        /* staged: the transfer's number (error slot) */
-    uint32_t dst_mode;    /* direct: MAPPED or PVM */
-    uint32_t npieces;     /* direct: copies (and done flags) to use */
-    uint32_t dq_lo;       /* direct: the sender's first queue for them */
+    uint64_t chunk_base; /* staged: first ring chunk of this transfer */
+    uint64_t dseq;       /* direct: value for the done flags */
+    uint64_t sseq;       /* staged: the transfer's number (error slot) */
+    uint32_t dst_mode;   /* direct: MAPPED or PVM */
+    uint32_t npieces;    /* direct: copies (and done flags) to use */
+    uint32_t dq_lo;      /* direct: the sender's first queue for them */
     uint32_t pad;
-    uint64_t stripe_len;  /* striped: bytes at the end that go staged */
-    uint64_t dst_region;  /* direct MAPPED: receiver's allocation id */
-    uint64_t dst_offset;  /* direct MAPPED: offset of the buffer in it */
-    uint64_t dst_addr;    /* direct PVM: receiver's address */
+    uint64_t stripe_len;     /* striped: bytes at the end that go staged */
+    uint64_t dst_region;     /* direct MAPPED: receiver's allocation id */
+    uint64_t dst_offset;     /* direct MAPPED: offset of the buffer in it */
+    uint64_t dst_addr;       /* direct PVM: receiver's address */
     ipcp__export_t chan_exp; /* with CHAN_FD: the channel's memfd export */
-    ipcp__export_t exp;   /* with HAS_EXP: the target allocation */
+    ipcp__export_t exp;      /* with HAS_EXP: the target allocation */
     char errmsg[IPCP_ERRWIRE_MAX];
 } ipcp__msg_cts_t;
 
@@ -130,7 +136,7 @@ typedef struct ipcp__msg_map_req {
 } ipcp__msg_map_req_t;
 
 #define IPCP_MAP_HAS_EXP 0x1
-#define IPCP_MAP_FD 0x2
+#define IPCP_MAP_FD      0x2
 
 typedef struct ipcp__msg_map_rep {
     ipcp__msg_hdr_t hdr;
@@ -139,11 +145,11 @@ typedef struct ipcp__msg_map_rep {
     uint64_t id;
     uint64_t reg_id;
     uint64_t len;
-    uint64_t offset;      /* of the region in the export */
-    uint64_t addr;        /* of the region in the owner's process: the
-                             importer refuses a descriptor that names
-                             another (one-sided writes through
-                             process_vm_writev use the address) */
+    uint64_t offset; /* of the region in the export */
+    uint64_t addr;   /* of the region in the owner's process: the
+                        importer refuses a descriptor that names
+                        another (one-sided writes through
+                        process_vm_writev use the address) */
     ipcp__export_t exp;
     char errmsg[IPCP_ERRWIRE_MAX];
 } ipcp__msg_map_rep_t;
@@ -181,10 +187,10 @@ typedef struct ipcp__msg_path {
 typedef struct ipcp__msg_lane {
     ipcp__msg_hdr_t hdr;
     int32_t status;
-    uint32_t small;      /* the sender's IPCPIPE_SMALL */
+    uint32_t small; /* the sender's IPCPIPE_SMALL */
     uint32_t nslots;
     uint32_t slot_bytes;
-    uint32_t words_max;  /* the sender's IPCPIPE_SMALL_WORDS */
+    uint32_t words_max; /* the sender's IPCPIPE_SMALL_WORDS */
     uint32_t pad;
     ipcp__export_t exp;
 } ipcp__msg_lane_t;
@@ -205,7 +211,7 @@ typedef struct ipcp__msg_barrier {
 
 /* ---- Shared memory of a channel --------------------------------------- */
 
-#define IPCP_CHAN_MAGIC 0x6e61686370637069ULL /* "ipcpchan" */
+#define IPCP_CHAN_MAGIC   0x6e61686370637069ULL /* "ipcpchan" */
 #define IPCP_CHAN_VERSION 2
 
 /* Each flag owns a cache line: the sender writes `full`, the receiver
@@ -225,10 +231,10 @@ typedef struct ipcp__errslot {
 typedef struct ipcp__chan_ctl {
     uint64_t magic;
     uint64_t version;
-    uint64_t size;         /* of the whole mapping */
+    uint64_t size; /* of the whole mapping */
     uint64_t nslots;
     uint64_t slot_size;
-    uint64_t slots_offset; /* from the start of the mapping */
+    uint64_t slots_offset;    /* from the start of the mapping */
     uint64_t slots_per_queue; /* the creator's IPCPIPE_SLOTS_PER_QUEUE: a
                                  staged transfer's queues on both sides */
     ipcp__flag_t full[IPCP_MAX_SLOTS];  /* chunk c in slot c % S: c / S + 1 */

@@ -26,8 +26,8 @@
 #include "common/util.h"
 #include "engine/stripe.h"
 
-#define IPCP_STRIPE_MAGIC "ipcpipe stripe calibration 3"
-#define IPCP_STRIPE_MAX_PAIRS 256
+#define IPCP_STRIPE_MAGIC      "ipcpipe stripe calibration 3"
+#define IPCP_STRIPE_MAX_PAIRS  256
 #define IPCP_STRIPE_LOCK_TRIES 1000 /* of 10 ms */
 
 /* The file's entries as read, for loads and stores alike (too large for a
@@ -93,8 +93,8 @@ static int ipcp__stripe_parse_pair(const char *line, ipcp__stripe_entry_t *e)
                "pair %47s %47s layout %7s driver %d share %lf at %llu share "
                "%lf at %llu bidir %lf min %llu direct %lf staged %lf "
                "striped %lf time %lld%n",
-               src, dst, lay, &e->driver, &e->share, &at, &e->share_large,
-               &at2, &e->share_bidir, &min, &e->direct_gbs, &e->staged_gbs,
+               src, dst, lay, &e->driver, &e->share, &at, &e->share_large, &at2,
+               &e->share_bidir, &min, &e->direct_gbs, &e->staged_gbs,
                &e->striped_gbs, &t, &n) != 14 ||
         n < 0)
         return -1;
@@ -142,8 +142,8 @@ static void ipcp__stripe_write_pair(FILE *f, const ipcp__stripe_entry_t *e)
             "at %llu bidir %.4f min %llu direct %.1f staged %.1f striped "
             "%.1f time %lld\n",
             e->src, e->dst, ipcp__stripe_layout_name(e->layout), e->driver,
-            e->share, (unsigned long long)e->size,
-            e->share_large, (unsigned long long)e->size_large, e->share_bidir,
+            e->share, (unsigned long long)e->size, e->share_large,
+            (unsigned long long)e->size_large, e->share_bidir,
             (unsigned long long)e->min_size, e->direct_gbs, e->staged_gbs,
             e->striped_gbs, (long long)e->time);
 }
@@ -168,8 +168,7 @@ static int ipcp__stripe_read(const char *path, char *host, size_t hostlen,
         snprintf(why, whylen, "cannot open %s: %s", path, strerror(errno));
         return -1;
     }
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
-        !(f = fdopen(fd, "r"))) {
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || !(f = fdopen(fd, "r"))) {
         snprintf(why, whylen, "%s is not a regular file", path);
         close(fd);
         return -1;
@@ -198,17 +197,20 @@ static int ipcp__stripe_read(const char *path, char *host, size_t hostlen,
     }
     if (ferror(f) || lineno < 2) {
         fclose(f);
-        snprintf(why, whylen, "%s is not a striping calibration file of this "
-                 "version (it ends after %d line%s)", path, lineno,
-                 lineno == 1 ? "" : "s");
+        snprintf(why, whylen,
+                 "%s is not a striping calibration file of this "
+                 "version (it ends after %d line%s)",
+                 path, lineno, lineno == 1 ? "" : "s");
         return -1;
     }
     fclose(f);
     return 0;
 bad:
     fclose(f);
-    snprintf(why, whylen, "%s is not a striping calibration file of this "
-             "version (line %d does not parse)", path, lineno);
+    snprintf(why, whylen,
+             "%s is not a striping calibration file of this "
+             "version (line %d does not parse)",
+             path, lineno);
     return -1;
 }
 
@@ -223,31 +225,38 @@ ipcp__stripe_lookup_t ipcp__stripe_cache_load(const char *path,
     ipcp__stripe_lookup_t r = IPCP_STRIPE_MISS;
 
     if (!path[0]) {
-        snprintf(why, whylen, "no calibration file (IPCPIPE_STRIPE_CACHE=off "
+        snprintf(why, whylen,
+                 "no calibration file (IPCPIPE_STRIPE_CACHE=off "
                  "or no home directory)");
         return IPCP_STRIPE_MISS;
     }
     const ipcp__stripe_entry_t *es = ipcp__stripe_entries;
     pthread_mutex_lock(&ipcp__stripe_file_lock);
-    if (ipcp__stripe_read(path, fhost, sizeof(fhost), ipcp__stripe_entries,
-                          &n, &missing, why, whylen) != 0) {
+    if (ipcp__stripe_read(path, fhost, sizeof(fhost), ipcp__stripe_entries, &n,
+                          &missing, why, whylen) != 0) {
         pthread_mutex_unlock(&ipcp__stripe_file_lock);
         return missing ? IPCP_STRIPE_MISS : IPCP_STRIPE_CORRUPT;
     }
     if (strcmp(fhost, host) != 0) {
-        snprintf(why, whylen, "%s was written on another machine (host %s, "
-                 "this is %s)", path, fhost, host);
+        snprintf(why, whylen,
+                 "%s was written on another machine (host %s, "
+                 "this is %s)",
+                 path, fhost, host);
         r = IPCP_STRIPE_FOREIGN;
     } else {
-        snprintf(why, whylen, "%s has no entry for GPU %s -> GPU %s (%s "
-                 "layout)", path, key->src, key->dst,
+        snprintf(why, whylen,
+                 "%s has no entry for GPU %s -> GPU %s (%s "
+                 "layout)",
+                 path, key->src, key->dst,
                  ipcp__stripe_layout_name(key->layout));
         for (int i = 0; i < n; i++) {
             if (!ipcp__stripe_same_pair(&es[i], key))
                 continue;
             if (es[i].driver != key->driver) {
-                snprintf(why, whylen, "%s was measured under driver %d, this "
-                         "is %d", path, es[i].driver, key->driver);
+                snprintf(why, whylen,
+                         "%s was measured under driver %d, this "
+                         "is %d",
+                         path, es[i].driver, key->driver);
                 r = IPCP_STRIPE_STALE;
                 continue;
             }
@@ -298,8 +307,8 @@ int ipcp__stripe_cache_store(const char *path, const char *host,
     const ipcp__stripe_entry_t *es = ipcp__stripe_entries;
     pthread_mutex_lock(&ipcp__stripe_file_lock);
     /* Entries of other pairs survive only from a file we trust. */
-    if (ipcp__stripe_read(path, fhost, sizeof(fhost), ipcp__stripe_entries,
-                          &n, &missing, err, sizeof(err)) != 0 ||
+    if (ipcp__stripe_read(path, fhost, sizeof(fhost), ipcp__stripe_entries, &n,
+                          &missing, err, sizeof(err)) != 0 ||
         strcmp(fhost, host) != 0)
         n = 0;
     snprintf(tmp, sizeof(tmp), "%s.%.40s.%d.tmp", path, host, (int)getpid());
@@ -365,8 +374,8 @@ double ipcp__adapt_next(ipcp__adapt_t *a)
 
 double ipcp__adapt_learn(ipcp__adapt_t *a, double td, double ts)
 {
-    double r = td > 0 && ts > 0 ? ts / td : 1, f = a->probing ? IPCP_ADAPT_MIN
-                                                                : a->f;
+    double r = td > 0 && ts > 0 ? ts / td : 1,
+           f = a->probing ? IPCP_ADAPT_MIN : a->f;
     if (!a->learned++) /* the class's first transfer pays first uses */
         return a->f;
     a->probing = 0;
@@ -380,8 +389,9 @@ double ipcp__adapt_learn(ipcp__adapt_t *a, double td, double ts)
         /* Up to the calibration by at most a quarter; past it only while
          * the staged part ends well ahead, in small steps (the staged
          * part's cost climbs steeply past the best share). */
-        double up = f < 1 ? IPCP_ADAPT_GROW
-                    : r < 1 - IPCP_ADAPT_AHEAD ? IPCP_ADAPT_GROW_ABOVE : 1;
+        double up = f < 1                      ? IPCP_ADAPT_GROW
+                    : r < 1 - IPCP_ADAPT_AHEAD ? IPCP_ADAPT_GROW_ABOVE
+                                               : 1;
         double g = 1 / r < up ? 1 / r : up;
         f = f < 1 && f * g > 1 ? 1 : f * g;
         a->early = 0;
@@ -478,9 +488,10 @@ ipcp_status_t ipcp__stripe_tune(const ipcp__config_t *cfg,
     if (mode == IPCP_TUNE_CACHED)
         return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_ENGINE, IPCP_ERR_STATE,
                           "GPU %d -> GPU %d not measured yet", src, dst);
-    IPCP_INFO(IPCP_SUB_ENGINE, "measuring striping from GPU %d to GPU %d, "
-              "%s layout (once per pair of GPUs%s%s)", src, dst,
-              ipcp__stripe_layout_name(key.layout),
+    IPCP_INFO(IPCP_SUB_ENGINE,
+              "measuring striping from GPU %d to GPU %d, "
+              "%s layout (once per pair of GPUs%s%s)",
+              src, dst, ipcp__stripe_layout_name(key.layout),
               path[0] ? "; kept in " : "", path);
     ipcp_status_t st = ops->stripe_calibrate(be, src, dst, key.layout, &cal);
     if (st != IPCP_OK) {
@@ -499,19 +510,19 @@ ipcp_status_t ipcp__stripe_tune(const ipcp__config_t *cfg,
     out->staged_gbs = cal.staged_gbs;
     out->striped_gbs = cal.striped_gbs;
     out->time = (int64_t)time(NULL);
-    IPCP_INFO(IPCP_SUB_ENGINE, "striping GPU %d -> GPU %d: %s (at %llu MiB: "
+    IPCP_INFO(IPCP_SUB_ENGINE,
+              "striping GPU %d -> GPU %d: %s (at %llu MiB: "
               "direct %.1f, staged %.1f, striped %.1f GB/s at %.0f%%; at "
               "%llu MiB: direct %.1f, striped %.1f at %.0f%%; both ways: "
-              "direct %.1f, striped %.1f at %.0f%%)", src, dst,
-              cal.share > 0 ? "on" : "off",
+              "direct %.1f, striped %.1f at %.0f%%)",
+              src, dst, cal.share > 0 ? "on" : "off",
               (unsigned long long)(cal.size >> 20), cal.direct_gbs,
               cal.staged_gbs, cal.striped_gbs, cal.share * 100,
-              (unsigned long long)(cal.size_large >> 20),
-              cal.direct_large_gbs, cal.striped_large_gbs,
-              cal.share_large * 100, cal.bidir_direct_gbs, cal.bidir_gbs,
-              cal.share_bidir * 100);
-    if (path[0] && ipcp__stripe_cache_store(path, host, out, why,
-                                            sizeof(why)) != 0)
+              (unsigned long long)(cal.size_large >> 20), cal.direct_large_gbs,
+              cal.striped_large_gbs, cal.share_large * 100,
+              cal.bidir_direct_gbs, cal.bidir_gbs, cal.share_bidir * 100);
+    if (path[0] &&
+        ipcp__stripe_cache_store(path, host, out, why, sizeof(why)) != 0)
         IPCP_WARN(IPCP_SUB_ENGINE, "striping calibration not kept: %s", why);
     if (lock >= 0)
         close(lock);

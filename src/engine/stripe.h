@@ -28,22 +28,22 @@ typedef struct ipcp__stripe_entry {
     char dst[IPCP_STRIPE_UUID_MAX]; /* receiving GPU's UUID */
     int layout;                     /* IPCP_STRIPE_RING or _DRIVEN */
     int driver;                     /* cuDriverGetVersion */
-    double share;      /* staged share; 0: striping does not gain here */
-    uint64_t size;     /* where share was measured */
+    double share;       /* staged share; 0: striping does not gain here */
+    uint64_t size;      /* where share was measured */
     double share_large; /* the same at size_large (0: not measured) */
     uint64_t size_large;
     double share_bidir; /* both ways at once at size_large; 0: off */
     uint64_t min_size;  /* smallest transfer striped */
     double direct_gbs, staged_gbs, striped_gbs; /* at size */
-    int64_t time;      /* when measured (Unix seconds) */
+    int64_t time; /* when measured (Unix seconds) */
 } ipcp__stripe_entry_t;
 
 typedef enum {
-    IPCP_STRIPE_HIT = 0,  /* entry found and trusted */
-    IPCP_STRIPE_MISS,     /* no file, or no entry for the pair */
-    IPCP_STRIPE_CORRUPT,  /* the file does not parse */
-    IPCP_STRIPE_FOREIGN,  /* written on another machine */
-    IPCP_STRIPE_STALE,    /* the pair's entry is for another driver */
+    IPCP_STRIPE_HIT = 0, /* entry found and trusted */
+    IPCP_STRIPE_MISS,    /* no file, or no entry for the pair */
+    IPCP_STRIPE_CORRUPT, /* the file does not parse */
+    IPCP_STRIPE_FOREIGN, /* written on another machine */
+    IPCP_STRIPE_STALE,   /* the pair's entry is for another driver */
 } ipcp__stripe_lookup_t;
 
 /* "ring" or "driven", as the file writes a layout. */
@@ -134,20 +134,20 @@ double ipcp__stripe_share(const ipcp__stripe_entry_t *e, uint64_t len,
  * transfers (IPCP_ADAPT_PROBE, doubling after each probe that ended late,
  * up to IPCP_ADAPT_PROBE_MAX) one is striped at IPCP_ADAPT_MIN to see
  * whether the staged path has recovered. */
-#define IPCP_ADAPT_LATE 0.10
-#define IPCP_ADAPT_FAR 0.25
-#define IPCP_ADAPT_SLACK 0.02
-#define IPCP_ADAPT_AHEAD 0.05
-#define IPCP_ADAPT_STREAK 2
-#define IPCP_ADAPT_GROW 1.25
+#define IPCP_ADAPT_LATE       0.10
+#define IPCP_ADAPT_FAR        0.25
+#define IPCP_ADAPT_SLACK      0.02
+#define IPCP_ADAPT_AHEAD      0.05
+#define IPCP_ADAPT_STREAK     2
+#define IPCP_ADAPT_GROW       1.25
 #define IPCP_ADAPT_GROW_ABOVE 1.10
-#define IPCP_ADAPT_MAX 1.25
-#define IPCP_ADAPT_MIN 0.25
-#define IPCP_ADAPT_PROBE 8
-#define IPCP_ADAPT_PROBE_MAX 256
+#define IPCP_ADAPT_MAX        1.25
+#define IPCP_ADAPT_MIN        0.25
+#define IPCP_ADAPT_PROBE      8
+#define IPCP_ADAPT_PROBE_MAX  256
 /* Size classes: powers of two from IPCP_ADAPT_CLASS0 (the smallest size
  * auto stripes, IPCP_STRIPE_MIN_SIZE in engine.h), the last open-ended. */
-#define IPCP_ADAPT_CLASS0 ((uint64_t)8 << 20)
+#define IPCP_ADAPT_CLASS0  ((uint64_t)8 << 20)
 #define IPCP_ADAPT_CLASSES 12
 
 typedef struct ipcp__adapt {
@@ -176,8 +176,7 @@ void ipcp__adapt_forget(ipcp__adapt_t *a);
 /* The layout the engine stripes with under cfg (IPCP_STRIPE_*). */
 static inline int ipcp__stripe_layout(const ipcp__config_t *cfg)
 {
-    return cfg->drive == IPCP_DRIVE_OFF ? IPCP_STRIPE_RING
-                                        : IPCP_STRIPE_DRIVEN;
+    return cfg->drive == IPCP_DRIVE_OFF ? IPCP_STRIPE_RING : IPCP_STRIPE_DRIVEN;
 }
 
 /* The smallest transfer the engine stripes, from the calibration's
@@ -188,8 +187,7 @@ static inline int ipcp__stripe_layout(const ipcp__config_t *cfg)
  * processes lost 7% and 256 MiB gained 1-3%.  So twice its size there.
  * A receiver copying by itself does what the calibration does (128 MiB
  * at a fixed 9%: 411-414 GB/s against 376-379 direct). */
-static inline uint64_t ipcp__stripe_engine_min(uint64_t calibrated,
-                                               int layout)
+static inline uint64_t ipcp__stripe_engine_min(uint64_t calibrated, int layout)
 {
     return layout == IPCP_STRIPE_DRIVEN ? calibrated : calibrated * 2;
 }

@@ -166,7 +166,8 @@ int ipcp__sync_poll(ipcp_comm_t *comm)
 {
     ipcp__list_t *l, *tmp;
     int n = 0;
-    ipcp__list_for_each_safe(l, tmp, &comm->deferred) {
+    ipcp__list_for_each_safe(l, tmp, &comm->deferred)
+    {
         ipcp_request_t *req = ipcp__list_entry(l, ipcp_request_t, link);
         if (!ipcp__sync_started(req->sync))
             continue;

@@ -56,8 +56,10 @@ void ipcp__trace_open(ipcp_comm_t *comm)
     /* The parts go beside it and the merged file replaces it: a device,
      * a FIFO or a directory there would swallow, block or refuse them. */
     if (stat(comm->cfg->trace, &sb) == 0 && !S_ISREG(sb.st_mode)) {
-        IPCP_WARN(IPCP_SUB_ENGINE, "IPCPIPE_TRACE=%s is not a regular file: "
-                  "no trace is written", comm->cfg->trace);
+        IPCP_WARN(IPCP_SUB_ENGINE,
+                  "IPCPIPE_TRACE=%s is not a regular file: "
+                  "no trace is written",
+                  comm->cfg->trace);
         return;
     }
     comm->trace_on = 1;
@@ -235,7 +237,7 @@ void ipcp__trace_send_driven(ipcp_comm_t *comm, ipcp__peer_t *peer,
         ipcp__trace_span(comm, peer->rank, req, 0, path, req->tm[IPCP_TM_CALL]);
 }
 
-/* ---- Files ----------------------------------------------------------------- */
+/* ---- Files --------------------------------------------------------------- */
 
 static int ipcp__tev_cmp(const void *a, const void *b)
 {
@@ -247,14 +249,16 @@ static int ipcp__tev_cmp(const void *a, const void *b)
 
 static const char *ipcp__tev_name(int kind)
 {
-    return kind == IPCP_TEV_COPY ? "copy" : kind == IPCP_TEV_WAIT ? "wait"
-                                                                  : "transfer";
+    return kind == IPCP_TEV_COPY   ? "copy"
+           : kind == IPCP_TEV_WAIT ? "wait"
+                                   : "transfer";
 }
 
 static void ipcp__trace_names(ipcp_comm_t *comm, FILE *f)
 {
-    fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,"
-               "\"tid\":0,\"args\":{\"name\":\"rank %d\"}},\n",
+    fprintf(f,
+            "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,"
+            "\"tid\":0,\"args\":{\"name\":\"rank %d\"}},\n",
             comm->rank, comm->rank);
     uint32_t last = UINT32_MAX;
     for (size_t i = 0; i < comm->trace_n; i++) {
@@ -263,8 +267,9 @@ static void ipcp__trace_names(ipcp_comm_t *comm, FILE *f)
             continue;
         last = t;
         if (t == 0) {
-            fprintf(f, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,"
-                       "\"tid\":0,\"args\":{\"name\":\"requests\"}},\n",
+            fprintf(f,
+                    "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,"
+                    "\"tid\":0,\"args\":{\"name\":\"requests\"}},\n",
                     comm->rank);
             continue;
         }
@@ -273,9 +278,10 @@ static void ipcp__trace_names(ipcp_comm_t *comm, FILE *f)
         char what[32] = "host";
         if (qset)
             snprintf(what, sizeof(what), "cuda device %d", qset - 1);
-        fprintf(f, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,"
-                   "\"tid\":%u,\"args\":{\"name\":\"%s rank %u, %s "
-                   "queue %u\"}},\n",
+        fprintf(f,
+                "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,"
+                "\"tid\":%u,\"args\":{\"name\":\"%s rank %u, %s "
+                "queue %u\"}},\n",
                 comm->rank, t, (v >> 11) & 1 ? "from" : "to", v >> 12, what,
                 v & 0xf);
     }
@@ -300,9 +306,10 @@ static void ipcp__trace_write_part(ipcp_comm_t *comm, const char *path)
         [IPCP_TM_DONE] = "done"};
     for (size_t i = 0; i < comm->trace_n; i++) {
         const ipcp__trace_ev_t *e = &comm->trace_ev[i];
-        fprintf(f, "{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":%d,"
-                   "\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"bytes\":"
-                   "%llu,\"path\":\"%s\",\"peer\":%d",
+        fprintf(f,
+                "{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":%d,"
+                "\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"bytes\":"
+                "%llu,\"path\":\"%s\",\"peer\":%d",
                 ipcp__tev_name(e->kind), ipcp__tev_name(e->kind), comm->rank,
                 e->tid, (double)e->ts / 1e3, (double)e->dur / 1e3,
                 (unsigned long long)e->bytes,
@@ -348,7 +355,8 @@ static void ipcp__trace_merge_part(FILE *in, FILE *out, double *copy_us,
     while (fgets(line, sizeof(line), in)) {
         double ts, dur;
         const char *p;
-        if (strstr(line, "\"name\":\"copy\"") && (p = strstr(line, "\"ts\":")) &&
+        if (strstr(line, "\"name\":\"copy\"") &&
+            (p = strstr(line, "\"ts\":")) &&
             sscanf(p, "\"ts\":%lf,\"dur\":%lf", &ts, &dur) == 2) {
             *copy_us += dur;
             *t0 = ts < *t0 ? ts : *t0;
@@ -388,14 +396,16 @@ void ipcp__trace_merge(ipcp_comm_t *comm)
     }
     double wall = t1 > t0 ? t1 - t0 : 0;
     double ratio = wall > 0 ? copy_us / wall : 0;
-    fprintf(out, "{\"ph\":\"M\",\"name\":\"ipcpipe_summary\",\"pid\":0,"
-                 "\"tid\":0,\"args\":{\"copy_us\":%.3f,\"wall_us\":%.3f,"
-                 "\"overlap\":%.3f,\"ranks\":%d}}\n]\n",
+    fprintf(out,
+            "{\"ph\":\"M\",\"name\":\"ipcpipe_summary\",\"pid\":0,"
+            "\"tid\":0,\"args\":{\"copy_us\":%.3f,\"wall_us\":%.3f,"
+            "\"overlap\":%.3f,\"ranks\":%d}}\n]\n",
             copy_us, wall, ratio, comm->size);
     if (ipcp__trace_fclose(out, comm->cfg->trace) != 0)
         return;
-    fprintf(stderr, "ipcpipe: trace of %d ranks in %s (%zu events): copies "
-                    "%.1f us over %.1f us of wall time, overlap %.2f\n",
+    fprintf(stderr,
+            "ipcpipe: trace of %d ranks in %s (%zu events): copies "
+            "%.1f us over %.1f us of wall time, overlap %.2f\n",
             comm->size, comm->cfg->trace, n, copy_us, wall, ratio);
 }
 

@@ -140,8 +140,9 @@ static ipcp_status_t ipcp__chan_create(ipcp_comm_t *comm, ipcp__dir_t *dir,
     /* Device memory wants large slots (copy engines reach full speed only
      * on MiB-sized copies), host memory slots that stay in cache while they
      * are copied out; the channel is made once, by the first transfer. */
-    ch->slot_size = cfg->chunk ? cfg->chunk
-                               : (device_mem ? IPCP_CUDA_CHUNK : IPCP_HOST_CHUNK);
+    ch->slot_size = cfg->chunk
+                        ? cfg->chunk
+                        : (device_mem ? IPCP_CUDA_CHUNK : IPCP_HOST_CHUNK);
     ch->nslots = (uint32_t)(cfg->slots ? cfg->slots
                                        : (device_mem ? IPCP_CUDA_SLOTS
                                                      : IPCP_HOST_SLOTS));
@@ -160,9 +161,9 @@ static ipcp_status_t ipcp__chan_create(ipcp_comm_t *comm, ipcp__dir_t *dir,
     ch->ctl->nslots = ch->nslots;
     ch->ctl->slot_size = ch->slot_size;
     ch->ctl->slots_offset = ipcp__ctl_size();
-    ch->slots_per_queue = (uint32_t)(cfg->slots_per_queue
-                                         ? cfg->slots_per_queue
-                                         : IPCP_SLOTS_PER_QUEUE);
+    ch->slots_per_queue =
+        (uint32_t)(cfg->slots_per_queue ? cfg->slots_per_queue
+                                        : IPCP_SLOTS_PER_QUEUE);
     ch->ctl->slots_per_queue = ch->slots_per_queue;
     ch->ctl->version = IPCP_CHAN_VERSION;
     ch->ctl->magic = IPCP_CHAN_MAGIC;
@@ -281,7 +282,8 @@ void ipcp__import_put(ipcp_comm_t *comm, ipcp__peer_t *peer,
 static ipcp__rexport_t *ipcp__rexport_find(ipcp__peer_t *peer, uint64_t id)
 {
     ipcp__list_t *e, *tmp;
-    ipcp__list_for_each_safe(e, tmp, &peer->rexports) {
+    ipcp__list_for_each_safe(e, tmp, &peer->rexports)
+    {
         ipcp__rexport_t *x = ipcp__list_entry(e, ipcp__rexport_t, link);
         if (x->id == id)
             return x;
@@ -313,7 +315,8 @@ void ipcp__rexport_put(ipcp__peer_t *peer, uint64_t id,
 void ipcp__rexport_drop(ipcp__peer_t *peer, uint64_t id)
 {
     ipcp__list_t *e, *tmp;
-    ipcp__list_for_each_safe(e, tmp, &peer->rexports) {
+    ipcp__list_for_each_safe(e, tmp, &peer->rexports)
+    {
         ipcp__rexport_t *x = ipcp__list_entry(e, ipcp__rexport_t, link);
         if (id && x->id != id)
             continue;
@@ -326,8 +329,7 @@ void ipcp__rexport_drop(ipcp__peer_t *peer, uint64_t id)
 
 /* The peer's region id mapped for queues of attr's device and backend. */
 static ipcp_status_t ipcp__import_get(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                                      uint64_t id,
-                                      const ipcp__mem_attr_t *attr,
+                                      uint64_t id, const ipcp__mem_attr_t *attr,
                                       ipcp__import_t **out)
 {
     ipcp__list_t *e, *tmp;
@@ -339,7 +341,8 @@ static ipcp_status_t ipcp__import_get(ipcp_comm_t *comm, ipcp__peer_t *peer,
     /* Keyed by the local device too: a mapping belongs to the context of
      * the device that opened it, and copies issued by another device's
      * streams through it would be cross-context copies. */
-    ipcp__list_for_each_safe(e, tmp, &peer->imports) {
+    ipcp__list_for_each_safe(e, tmp, &peer->imports)
+    {
         imp = ipcp__list_entry(e, ipcp__import_t, link);
         if (imp->id == id && imp->device == device) {
             imp->refs++;
@@ -350,7 +353,8 @@ static ipcp_status_t ipcp__import_get(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (!rx)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_STATE,
                           "rank %d named region %llu, whose export never "
-                          "came", peer->rank, (unsigned long long)id);
+                          "came",
+                          peer->rank, (unsigned long long)id);
     imp = calloc(1, sizeof(*imp));
     if (!imp)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_NOMEM,
@@ -371,7 +375,7 @@ static ipcp_status_t ipcp__import_get(ipcp_comm_t *comm, ipcp__peer_t *peer,
     return IPCP_OK;
 }
 
-/* ---- Enqueueing ----------------------------------------------------------- */
+/* ---- Enqueueing ---------------------------------------------------------- */
 
 /* Pieces of a direct transfer.  Host copies run on worker threads, so
  * pieces on several queues copy in parallel; a GPU's copies of one
@@ -382,8 +386,8 @@ static unsigned ipcp__npieces(const ipcp_comm_t *comm, uint64_t len,
                               unsigned nq, int device)
 {
     uint64_t piece = comm->cfg->piece ? comm->cfg->piece
-                     : device           ? IPCP_PIECE_DEVICE
-                                        : IPCP_PIECE_HOST;
+                     : device         ? IPCP_PIECE_DEVICE
+                                      : IPCP_PIECE_HOST;
     uint64_t n = len / piece;
     if (n < 1)
         n = 1;
@@ -428,8 +432,7 @@ static void ipcp__xfer_begin(ipcp_comm_t *comm, ipcp__peer_t *peer,
     x->rx = rx;
     x->dev = req->attr.type == IPCP_MEM_CUDA;
     if (x->dev)
-        atomic_fetch_add_explicit(&comm->dev_inflight, 1,
-                                  memory_order_relaxed);
+        atomic_fetch_add_explicit(&comm->dev_inflight, 1, memory_order_relaxed);
     ipcp__trace_prepare(comm, x, npieces);
     x->tbase = 0;
     x->err_slot2 = NULL;
@@ -470,8 +473,8 @@ static void ipcp__fault_enq(ipcp__qset_t *qs, ipcp__queue_t *q,
     if (!ipcp__fault_armed(stage))
         return;
     if (qs->ops->call)
-        ipcp__enq_check(t, qs->ops->call(q, ipcp__fault_in_queue,
-                                         (void *)(intptr_t)stage));
+        ipcp__enq_check(
+            t, qs->ops->call(q, ipcp__fault_in_queue, (void *)(intptr_t)stage));
     else
         ipcp__fault_hit(stage);
 }
@@ -495,8 +498,7 @@ static void ipcp__enq_notify(ipcp__qset_t *qs, int q, ipcp__track_t *t)
  * once all of the transfer's queues are done: the lowest queue joins the
  * others, then writes `done` (also after a failure, so that the user's
  * stream is not held forever); an empty ordered transfer uses queue 0. */
-static void ipcp__enq_end(ipcp_request_t *req, ipcp__qset_t *qs,
-                          unsigned mask)
+static void ipcp__enq_end(ipcp_request_t *req, ipcp__qset_t *qs, unsigned mask)
 {
     ipcp__track_t *t = &req->xfer.track;
     if (req->sync) {
@@ -508,10 +510,9 @@ static void ipcp__enq_end(ipcp_request_t *req, ipcp__qset_t *qs,
                 ipcp__enq_check(t, qs->ops->join
                                        ? qs->ops->join(qs->q[first], qs->q[i])
                                        : IPCP_ERR_UNSUPPORTED);
-        ipcp__enq_check(t, qs->ops->flag_write(qs->q[first],
-                                               ipcp__sync_done(req->sync),
-                                               ipcp__sync_gen(req->sync),
-                                               NULL));
+        ipcp__enq_check(
+            t, qs->ops->flag_write(qs->q[first], ipcp__sync_done(req->sync),
+                                   ipcp__sync_gen(req->sync), NULL));
     }
     for (int i = 0; i < qs->n; i++)
         if (mask & (1u << i))
@@ -561,7 +562,7 @@ void ipcp__err_report(ipcp__errslot_t *slot, uint64_t seq, ipcp__track_t *t)
  * the same in reverse, which leaves 1/8 slot of it.  Both sides compute the
  * same layout from the length and the slot size. */
 #define IPCP_RAMP_STEPS 3
-#define IPCP_RAMP_MIN ((uint64_t)64 << 10)
+#define IPCP_RAMP_MIN   ((uint64_t)64 << 10)
 
 /* The nominal chunk of a staged transfer: a slot, or for the staged part
  * of a striped transfer ipcp__stripe_unit (backend.h). */
@@ -602,9 +603,9 @@ static uint64_t ipcp__staged_nchunks(uint64_t len, uint64_t slot,
 }
 
 /* Byte range of chunk c of a transfer of len bytes. */
-static void ipcp__staged_chunk(uint64_t len, uint64_t slot,
-                               uint64_t ring_slot, uint64_t nchunks,
-                               uint64_t c, uint64_t *off, uint64_t *n)
+static void ipcp__staged_chunk(uint64_t len, uint64_t slot, uint64_t ring_slot,
+                               uint64_t nchunks, uint64_t c, uint64_t *off,
+                               uint64_t *n)
 {
     if (!ipcp__staged_ramp(len, slot, ring_slot)) {
         *off = c * slot;
@@ -633,9 +634,9 @@ static void ipcp__staged_chunk(uint64_t len, uint64_t slot,
 /* Mask of the queues a staged transfer of nchunks from ring chunk base
  * uses (remote_done: also queue 0, where a put's sender waits at the
  * end). */
-static unsigned ipcp__staged_mask(const ipcp__chan_t *ch, const ipcp__qset_t *qs,
-                                  uint64_t base, uint64_t nchunks,
-                                  int remote_done)
+static unsigned ipcp__staged_mask(const ipcp__chan_t *ch,
+                                  const ipcp__qset_t *qs, uint64_t base,
+                                  uint64_t nchunks, int remote_done)
 {
     uint64_t nq = (uint64_t)ipcp__staged_queues(ch, qs);
     unsigned m = remote_done ? 1u : 0u;
@@ -654,9 +655,16 @@ static void ipcp__stage_init(ipcp__xfer_t *x, ipcp__chan_t *ch, char *buf,
                              uint64_t seq)
 {
     x->stage = (ipcp__stage_t){
-        .ch = ch, .buf = buf, .len = len, .unit = unit, .base = base,
+        .ch = ch,
+        .buf = buf,
+        .len = len,
+        .unit = unit,
+        .base = base,
         .nchunks = ipcp__staged_nchunks(len, unit, ch->slot_size),
-        .send = send, .remote_done = remote_done, .slot = slot, .seq = seq};
+        .send = send,
+        .remote_done = remote_done,
+        .slot = slot,
+        .seq = seq};
 }
 
 /* Enqueues up to n more chunks of the stage on st->qs; returns 1 once all
@@ -692,8 +700,7 @@ static int ipcp__stage_step(ipcp__xfer_t *x, uint64_t n)
         int paired = held && qs->ops->flag_write_wait;
         ipcp_status_t rc =
             paired ? qs->ops->flag_write_wait(q, held, held_v, &wait[s].v,
-                                              st->send ? g : g + 1,
-                                              &peer->lost)
+                                              st->send ? g : g + 1, &peer->lost)
                    : IPCP_OK;
         ipcp__enq_check(t, rc);
         if (!paired || rc != IPCP_OK) {
@@ -706,9 +713,9 @@ static int ipcp__stage_step(ipcp__xfer_t *x, uint64_t n)
                                          &peer->lost, NULL));
         }
         ipcp__trace_piece(x, x->tbase + c, qs, (int)qi, len, 1);
-        ipcp__enq_check(t, qs->ops->copy(q, st->send ? sl : st->buf + off,
-                                         st->send ? st->buf + off : sl, len,
-                                         t));
+        ipcp__enq_check(t,
+                        qs->ops->copy(q, st->send ? sl : st->buf + off,
+                                      st->send ? st->buf + off : sl, len, t));
         ipcp__trace_piece(x, x->tbase + c, qs, (int)qi, len, 0);
         ipcp__fault_enq(qs, q, t, IPCP_FAULT_STAGED_CHUNK);
         /* A failed transfer keeps the ring moving (its copies are skipped,
@@ -757,7 +764,7 @@ static void ipcp__stage_done(ipcp__xfer_t *x)
  * ran at 50-55 GB/s on the H200 machines), and never more than
  * IPCP_STAGE_DEFER_MAX. */
 #define IPCP_STAGE_DEFER_RATE 64
-#define IPCP_STAGE_DEFER_MAX ((uint64_t)100 * 1000)
+#define IPCP_STAGE_DEFER_MAX  ((uint64_t)100 * 1000)
 
 /* One side of a transfer has everything but its staged chunks in the
  * queues of qs (mask: the queues of the rest).  A sender's first chunk
@@ -769,8 +776,8 @@ static void ipcp__stage_done(ipcp__xfer_t *x)
  * copy-out takes: both ways at once, enqueueing them first (a few driver
  * calls each) kept the CTS of our send unread for 20-25 us on H200s, and
  * its direct part unstarted. */
-static void ipcp__stage_go(ipcp_comm_t *comm, ipcp__xfer_t *x,
-                           ipcp__qset_t *qs, unsigned mask)
+static void ipcp__stage_go(ipcp_comm_t *comm, ipcp__xfer_t *x, ipcp__qset_t *qs,
+                           unsigned mask)
 {
     ipcp__stage_t *st = &x->stage;
     st->qs = qs;
@@ -780,11 +787,10 @@ static void ipcp__stage_go(ipcp_comm_t *comm, ipcp__xfer_t *x,
                                       st->remote_done);
     if (!st->send && st->nchunks) {
         uint64_t off, len0;
-        ipcp__staged_chunk(st->len, st->unit, st->ch->slot_size, st->nchunks,
-                           0, &off, &len0);
-        st->due_ns = ipcp__now_ns() +
-                     ipcp__min(len0 / IPCP_STAGE_DEFER_RATE,
-                               IPCP_STAGE_DEFER_MAX);
+        ipcp__staged_chunk(st->len, st->unit, st->ch->slot_size, st->nchunks, 0,
+                           &off, &len0);
+        st->due_ns = ipcp__now_ns() + ipcp__min(len0 / IPCP_STAGE_DEFER_RATE,
+                                                IPCP_STAGE_DEFER_MAX);
     }
     if (st->nchunks == 0 || (st->send && ipcp__stage_step(x, 1))) {
         ipcp__stage_done(x);
@@ -856,7 +862,8 @@ static void ipcp__stage_flush(ipcp_comm_t *comm, ipcp__qset_t *qs)
     ipcp__list_t *e, *tmp;
     if (!qs->staging)
         return;
-    ipcp__list_for_each_safe(e, tmp, &comm->staging) {
+    ipcp__list_for_each_safe(e, tmp, &comm->staging)
+    {
         ipcp__xfer_t *x = ipcp__list_entry(e, ipcp__xfer_t, stage.link);
         if (x->stage.qs == qs)
             ipcp__stage_drain(x);
@@ -887,16 +894,17 @@ void ipcp__stripe_watch(ipcp_comm_t *comm)
 {
     ipcp__list_t *e, *tmp;
     uint64_t now = 0;
-    ipcp__list_for_each_safe(e, tmp, &comm->watching) {
+    ipcp__list_for_each_safe(e, tmp, &comm->watching)
+    {
         ipcp__xfer_t *x = ipcp__list_entry(e, ipcp__xfer_t, watch.link);
         ipcp__watch_t *w = &x->watch;
         if (!w->t_direct) {
             unsigned i = 0;
-            while (i < w->np &&
-                   ipcp__watch_reached(
-                       &w->done[ipcp__direct_queue(w->dseq, i, w->lo_s,
-                                                   w->snq)].v,
-                       w->dseq))
+            while (
+                i < w->np &&
+                ipcp__watch_reached(
+                    &w->done[ipcp__direct_queue(w->dseq, i, w->lo_s, w->snq)].v,
+                    w->dseq))
                 i++;
             if (i == w->np)
                 w->t_direct = now ? now : (now = ipcp__now_ns());
@@ -933,9 +941,9 @@ void ipcp__stripe_watch_end(ipcp_comm_t *comm, ipcp__xfer_t *x, int ok)
     double ts = (double)((w->t_staged ? w->t_staged : now) - w->t0) / 1e3;
     /* An end not seen is only bounded: a staged part that ended before
      * that bound is not known to be early (the factor may rise on it). */
-    double f = a && seen ? ipcp__adapt_learn(a, td, w->t_direct || ts >= td
-                                                        ? ts : td)
-                         : -1;
+    double f = a && seen
+                   ? ipcp__adapt_learn(a, td, w->t_direct || ts >= td ? ts : td)
+                   : -1;
     /* The line is formatted only where it is written: this runs at the
      * end of every watched transfer. */
     if (!ipcp__log_enabled(IPCP_LOG_DEBUG, IPCP_SUB_ENGINE))
@@ -944,10 +952,12 @@ void ipcp__stripe_watch_end(ipcp_comm_t *comm, ipcp__xfer_t *x, int ok)
     if (f >= 0)
         snprintf(fs, sizeof(fs), "; %s share factor of its size now %.3f",
                  w->both ? "both-ways" : "one-way", f);
-    IPCP_DEBUG(IPCP_SUB_ENGINE, "striped transfer of %llu bytes from rank "
+    IPCP_DEBUG(IPCP_SUB_ENGINE,
+               "striped transfer of %llu bytes from rank "
                "%d: direct part ended %s%.1f us after %s, staged part "
-               "(%llu bytes) %s%.1f us%s", (unsigned long long)x->req->nbytes,
-               x->peer->rank, w->t_direct ? "" : "by ", td,
+               "(%llu bytes) %s%.1f us%s",
+               (unsigned long long)x->req->nbytes, x->peer->rank,
+               w->t_direct ? "" : "by ", td,
                x->drive_id ? "this process began copying" : "the CTS",
                (unsigned long long)w->slen, w->t_staged ? "" : "by ", ts, fs);
 }
@@ -965,57 +975,66 @@ void ipcp__stage_flush_all(ipcp_comm_t *comm)
  * written when it is logged or returned in an error (formatting it for
  * every transfer cost a few tenths of a microsecond before each CTS). */
 enum {
-    IPCP_WHY_KINDS,      /* source and destination memory differ */
-    IPCP_WHY_NO_PEER,    /* the peer's GPU cannot reach this one */
-    IPCP_WHY_MAPPED,     /* the buffer lies in a shareable allocation */
-    IPCP_WHY_PVM,        /* process_vm_writev allowed */
-    IPCP_WHY_UNSHARED,   /* none of the above */
+    IPCP_WHY_KINDS,    /* source and destination memory differ */
+    IPCP_WHY_NO_PEER,  /* the peer's GPU cannot reach this one */
+    IPCP_WHY_MAPPED,   /* the buffer lies in a shareable allocation */
+    IPCP_WHY_PVM,      /* process_vm_writev allowed */
+    IPCP_WHY_UNSHARED, /* none of the above */
     IPCP_WHY_FORCED_STAGED,
-    IPCP_WHY_DRIVEN,     /* this process copies it (IPCPIPE_DRIVE) */
+    IPCP_WHY_DRIVEN, /* this process copies it (IPCPIPE_DRIVE) */
 };
 
 typedef struct ipcp__choice {
     ipcp_path_t path;
-    int mode;               /* IPCP_DST_MAPPED or IPCP_DST_PVM */
-    ipcp__region_t region;  /* MAPPED: copy of the allocation */
-    int why;                /* IPCP_WHY_* */
-    int src_type;           /* the RTS's ipcp_mem_type_t */
-    uint64_t staged;        /* striped: bytes staged at once */
+    int mode;              /* IPCP_DST_MAPPED or IPCP_DST_PVM */
+    ipcp__region_t region; /* MAPPED: copy of the allocation */
+    int why;               /* IPCP_WHY_* */
+    int src_type;          /* the RTS's ipcp_mem_type_t */
+    uint64_t staged;       /* striped: bytes staged at once */
 } ipcp__choice_t;
 
 static void ipcp__choice_why(const ipcp_comm_t *comm, const ipcp__peer_t *peer,
-                             const ipcp_request_t *req,
-                             const ipcp__choice_t *c, char *buf, size_t len)
+                             const ipcp_request_t *req, const ipcp__choice_t *c,
+                             char *buf, size_t len)
 {
     int n = 0;
     switch (c->why) {
     case IPCP_WHY_KINDS:
-        n = snprintf(buf, len, "source and destination are different kinds "
+        n = snprintf(buf, len,
+                     "source and destination are different kinds "
                      "of memory (%s to %s)",
                      c->src_type == IPCP_MEM_CUDA ? "cuda" : "host",
                      req->attr.type == IPCP_MEM_CUDA ? "cuda" : "host");
         break;
     case IPCP_WHY_NO_PEER:
-        n = snprintf(buf, len, "rank %d's GPU cannot access this GPU "
+        n = snprintf(buf, len,
+                     "rank %d's GPU cannot access this GPU "
                      "directly (no peer access, or not visible to it)",
                      peer->rank);
         break;
     case IPCP_WHY_MAPPED:
-        n = snprintf(buf, len, "receive buffer lies in shareable allocation "
-                     "%llu", (unsigned long long)c->region.id);
+        n = snprintf(buf, len,
+                     "receive buffer lies in shareable allocation "
+                     "%llu",
+                     (unsigned long long)c->region.id);
         break;
     case IPCP_WHY_PVM:
-        n = snprintf(buf, len, "rank %d may write this process's memory with "
-                     "process_vm_writev", peer->rank);
+        n = snprintf(buf, len,
+                     "rank %d may write this process's memory with "
+                     "process_vm_writev",
+                     peer->rank);
         break;
     case IPCP_WHY_DRIVEN:
-        n = snprintf(buf, len, "this process copies it out of rank %d's "
-                     "buffer, mapped here%s", peer->rank,
+        n = snprintf(buf, len,
+                     "this process copies it out of rank %d's "
+                     "buffer, mapped here%s",
+                     peer->rank,
                      c->src_type == IPCP_MEM_CUDA ? ", with queues on its GPU"
                                                   : "");
         break;
     case IPCP_WHY_UNSHARED:
-        n = snprintf(buf, len, "receive buffer is not shareable (not from "
+        n = snprintf(buf, len,
+                     "receive buffer is not shareable (not from "
                      "ipcp_mem_alloc%s)",
                      req->attr.type != IPCP_MEM_HOST ? ""
                      : comm->cfg->pvm == IPCP_PVM_OFF
@@ -1112,7 +1131,6 @@ static void ipcp__log_choice(ipcp_comm_t *comm, ipcp__peer_t *peer,
              force != IPCP_PATH_AUTO ? " (forced)" : "", why);
 }
 
-
 /* ---- Striping (receiver's decision) -------------------------------------- */
 
 /* This process's ordinal of the device whose identity is id, or -1. */
@@ -1132,8 +1150,8 @@ static int ipcp__local_device(ipcp_comm_t *comm, uint64_t id)
  * remembered per communicator (the measurement runs at most once per pair
  * and machine, the file keeps it). */
 static ipcp__stripe_memo_t *ipcp__stripe_auto(ipcp_comm_t *comm,
-                                               ipcp__peer_t *peer,
-                                               uint64_t src_id, int dst)
+                                              ipcp__peer_t *peer,
+                                              uint64_t src_id, int dst)
 {
     ipcp__stripe_memo_t *m = ipcp__stripe_memo_find(comm, src_id, dst);
     ipcp__stripe_entry_t e;
@@ -1171,26 +1189,30 @@ static ipcp__stripe_memo_t *ipcp__stripe_auto(ipcp_comm_t *comm,
     int src = ipcp__local_device(comm, src_id);
     ipcp_status_t st;
     if (src < 0) {
-        IPCP_INFO(IPCP_SUB_ENGINE, "no striping from rank %d: its GPU is "
+        IPCP_INFO(IPCP_SUB_ENGINE,
+                  "no striping from rank %d: its GPU is "
                   "not visible to this process, so the links cannot be "
-                  "measured here", peer->rank);
-    } else if ((st = ipcp__stripe_tune(comm->cfg, comm->cuda_ops,
-                                       ipcp__dev(comm),
-                                       src, dst,
-                                       waiting ? IPCP_TUNE_CACHED
-                                               : IPCP_TUNE_AUTO,
-                                       &e)) == IPCP_OK) {
+                  "measured here",
+                  peer->rank);
+    } else if ((st = ipcp__stripe_tune(
+                    comm->cfg, comm->cuda_ops, ipcp__dev(comm), src, dst,
+                    waiting ? IPCP_TUNE_CACHED : IPCP_TUNE_AUTO, &e)) ==
+               IPCP_OK) {
         m->e = e;
     } else if (waiting && st == IPCP_ERR_STATE) {
         m->measured = 0;
-        IPCP_INFO(IPCP_SUB_ENGINE, "striping from rank %d (GPU %d -> GPU "
+        IPCP_INFO(IPCP_SUB_ENGINE,
+                  "striping from rank %d (GPU %d -> GPU "
                   "%d) not measured yet, and a stream of this process waits "
                   "on a transfer, so it is not measured now: unstriped until "
                   "a transfer finds no stream waiting (ipcpipe-bench --tune "
-                  "measures it beforehand)", peer->rank, src, dst);
+                  "measures it beforehand)",
+                  peer->rank, src, dst);
     } else {
-        IPCP_INFO(IPCP_SUB_ENGINE, "no striping from rank %d (GPU %d -> "
-                  "GPU %d): %s", peer->rank, src, dst, ipcp__last_error());
+        IPCP_INFO(IPCP_SUB_ENGINE,
+                  "no striping from rank %d (GPU %d -> "
+                  "GPU %d): %s",
+                  peer->rank, src, dst, ipcp__last_error());
     }
     atomic_store(&comm->calibrating, 0);
     return m;
@@ -1206,12 +1228,14 @@ static ipcp__stripe_memo_t *ipcp__stripe_auto(ipcp_comm_t *comm,
 int ipcp__peer_busy(ipcp__peer_t *peer, int rx)
 {
     ipcp__list_t *e, *tmp;
-    ipcp__list_for_each_safe(e, tmp, rx ? &peer->posted : &peer->wait_cts) {
+    ipcp__list_for_each_safe(e, tmp, rx ? &peer->posted : &peer->wait_cts)
+    {
         if (ipcp__list_entry(e, ipcp_request_t, link)->len >=
             IPCP_STRIPE_MIN_SIZE)
             return 1;
     }
-    ipcp__list_for_each_safe(e, tmp, &peer->active) {
+    ipcp__list_for_each_safe(e, tmp, &peer->active)
+    {
         const ipcp__xfer_t *x = ipcp__list_entry(e, ipcp__xfer_t, link);
         if (x->rx == rx && x->dev && x->req &&
             x->req->nbytes >= IPCP_STRIPE_MIN_SIZE)
@@ -1250,8 +1274,8 @@ static double ipcp__stripe_auto_share(ipcp_comm_t *comm, ipcp__peer_t *peer,
 {
     if (force != IPCP_PATH_AUTO || rts->len < IPCP_STRIPE_MIN_SIZE)
         return 0;
-    int both = ipcp__peer_busy(peer, 0) ||
-               (rts->hdr.flags & IPCP_RTS_PEER_RECV);
+    int both =
+        ipcp__peer_busy(peer, 0) || (rts->hdr.flags & IPCP_RTS_PEER_RECV);
     if (both && rts->len < IPCP_STRIPE_BIDIR_MIN)
         return 0;
     ipcp__stripe_memo_t *m =
@@ -1287,8 +1311,7 @@ static double ipcp__stripe_auto_share(ipcp_comm_t *comm, ipcp__peer_t *peer,
 /* A transfer given adapt state a (may be NULL) that stages n bytes after
  * all: with none, not striped, it has nothing to teach (a probe it took is
  * tried again later). */
-static void ipcp__stripe_settle(ipcp__adapt_t *a, ipcp__watch_t *w,
-                                uint64_t n)
+static void ipcp__stripe_settle(ipcp__adapt_t *a, ipcp__watch_t *w, uint64_t n)
 {
     if (a && !n) {
         ipcp__adapt_forget(a);
@@ -1336,8 +1359,8 @@ static uint64_t ipcp__stripe_choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (ls >= snq || lr >= (unsigned)qs->n)
         return 0;
     if (share == 0)
-        share = ipcp__stripe_auto_share(comm, peer, rts, req, force, 1, w,
-                                        &min, &a);
+        share = ipcp__stripe_auto_share(comm, peer, rts, req, force, 1, w, &min,
+                                        &a);
     uint64_t n = ipcp__stripe_bytes(rts->len, share, min);
     ipcp__stripe_settle(a, w, n);
     if (n) { /* the direct part's queues, clear of the staged ones */
@@ -1399,17 +1422,20 @@ static void *ipcp__drive_stage(ipcp__dir_t *dir, const ipcp__qset_t *qs)
     void *p = mmap(NULL, IPCP_DRIVE_STAGE, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
-        IPCP_INFO(IPCP_SUB_ENGINE, "no stage buffer for receiver-driven "
-                  "striping (%zu bytes): %s", IPCP_DRIVE_STAGE,
-                  strerror(errno));
+        IPCP_INFO(IPCP_SUB_ENGINE,
+                  "no stage buffer for receiver-driven "
+                  "striping (%zu bytes): %s",
+                  IPCP_DRIVE_STAGE, strerror(errno));
         return NULL;
     }
     void *reg = NULL;
     if (qs->ops->type != IPCP_MEM_HOST &&
-        qs->ops->shm_register(qs->be, p, IPCP_DRIVE_STAGE, qs->device,
-                              &reg) != IPCP_OK) {
-        IPCP_INFO(IPCP_SUB_ENGINE, "no stage buffer for receiver-driven "
-                  "striping: %s", ipcp__last_error());
+        qs->ops->shm_register(qs->be, p, IPCP_DRIVE_STAGE, qs->device, &reg) !=
+            IPCP_OK) {
+        IPCP_INFO(IPCP_SUB_ENGINE,
+                  "no stage buffer for receiver-driven "
+                  "striping: %s",
+                  ipcp__last_error());
         munmap(p, IPCP_DRIVE_STAGE);
         return NULL;
     }
@@ -1447,8 +1473,8 @@ static uint64_t ipcp__drive_split(ipcp_comm_t *comm, ipcp__peer_t *peer,
     } else if (src == req->attr.device) {
         return 0; /* one GPU: both parts would share its memory */
     } else if (share == 0) {
-        share = ipcp__stripe_auto_share(comm, peer, rts, req, force, 0, w,
-                                        &min, &a);
+        share = ipcp__stripe_auto_share(comm, peer, rts, req, force, 0, w, &min,
+                                        &a);
     }
     uint64_t n = ipcp__stripe_bytes(rts->len, share, min);
     if (n > IPCP_DRIVE_STAGE - IPCP_DRIVE_FLAGS_LEN)
@@ -1473,20 +1499,22 @@ static int ipcp__drive_map(ipcp_comm_t *comm, ipcp__peer_t *peer,
     sa.type = req->attr.type;
     sa.device = src;
     *imp = NULL;
-    if ((src >= 0 && src != req->attr.device &&
-         comm->cuda_ops->device_link &&
+    if ((src >= 0 && src != req->attr.device && comm->cuda_ops->device_link &&
          comm->cuda_ops->device_link(ipcp__dev(comm), src, req->attr.device) !=
              IPCP_OK) ||
         ipcp__qset_get(comm, peer, &peer->rx, &sa, qa) != IPCP_OK ||
         ipcp__qset_get(comm, peer, &peer->rx, &req->attr, qb) != IPCP_OK ||
         ipcp__import_get(comm, peer, rts->src_region, &sa, imp) != IPCP_OK) {
-        IPCP_INFO(IPCP_SUB_ENGINE, "cannot copy rank %d's buffer here, so "
-                  "it copies: %s", peer->rank, ipcp__last_error());
+        IPCP_INFO(IPCP_SUB_ENGINE,
+                  "cannot copy rank %d's buffer here, so "
+                  "it copies: %s",
+                  peer->rank, ipcp__last_error());
         return 0;
     }
     if (rts->src_offset > (*imp)->size ||
         rts->len > (*imp)->size - rts->src_offset) {
-        IPCP_INFO(IPCP_SUB_ENGINE, "rank %d's source lies outside its "
+        IPCP_INFO(IPCP_SUB_ENGINE,
+                  "rank %d's source lies outside its "
                   "allocation %llu as mapped here, so it copies",
                   peer->rank, (unsigned long long)rts->src_region);
         ipcp__import_put(comm, peer, *imp);
@@ -1549,12 +1577,10 @@ static void ipcp__drive_staged(ipcp__xfer_t *x, ipcp__qset_t *qa,
 _Static_assert(IPCP_DRIVE_FLAGS_N * sizeof(ipcp__flag_t) <=
                    IPCP_DRIVE_FLAGS_LEN,
                "a driven transfer's flags fit their place in the stage");
-static ipcp__flag_t *ipcp__drive_flags(ipcp__dir_t *dir,
-                                       const ipcp__qset_t *qa,
+static ipcp__flag_t *ipcp__drive_flags(ipcp__dir_t *dir, const ipcp__qset_t *qa,
                                        ipcp__flag_t **last)
 {
-    ipcp__flag_t *f = (ipcp__flag_t *)((char *)dir->dstage +
-                                       IPCP_DRIVE_STAGE -
+    ipcp__flag_t *f = (ipcp__flag_t *)((char *)dir->dstage + IPCP_DRIVE_STAGE -
                                        IPCP_DRIVE_FLAGS_LEN);
     ipcp__mem_attr_t sa = {.type = qa->ops->type, .device = qa->device};
     *last = f + IPCP_DRIVE_FLAGS_N - 1;
@@ -1570,9 +1596,8 @@ static ipcp__flag_t *ipcp__drive_flags(ipcp__dir_t *dir,
  * staged parts of two running transfers copy in on one queue (see
  * ipcp__drive_split). */
 static void ipcp__drive_watch(ipcp__xfer_t *x, ipcp__qset_t *qa,
-                              ipcp__qset_t *qb, ipcp__watch_t *w,
-                              uint64_t seq, unsigned np, unsigned lo,
-                              uint64_t slen)
+                              ipcp__qset_t *qb, ipcp__watch_t *w, uint64_t seq,
+                              unsigned np, unsigned lo, uint64_t slen)
 {
     ipcp__flag_t *last;
     ipcp__flag_t *f = ipcp__drive_flags(&x->peer->rx, qa, &last);
@@ -1582,12 +1607,11 @@ static void ipcp__drive_watch(ipcp__xfer_t *x, ipcp__qset_t *qa,
         if (raised & (1u << qi))
             continue;
         raised |= 1u << qi;
-        ipcp__enq_check(&x->track, qa->ops->flag_write(qa->q[qi], &f[qi].v,
-                                                       seq, &x->track));
+        ipcp__enq_check(&x->track, qa->ops->flag_write(qa->q[qi], &f[qi].v, seq,
+                                                       &x->track));
     }
-    ipcp__enq_check(&x->track,
-                    qb->ops->flag_write(qb->q[qa == qb ? 1 : 0], &last->v,
-                                        seq, &x->track));
+    ipcp__enq_check(&x->track, qb->ops->flag_write(qb->q[qa == qb ? 1 : 0],
+                                                   &last->v, seq, &x->track));
     w->done = f;
     w->dseq = seq;
     w->np = np;
@@ -1622,8 +1646,8 @@ static int ipcp__xfer_drive(ipcp_comm_t *comm, ipcp__peer_t *peer,
     char *d = req->buf;
     ipcp__watch_t w;
     memset(&w, 0, sizeof(w));
-    uint64_t slen = ipcp__drive_split(comm, peer, rts, req, force, src, qa,
-                                      qb, &w);
+    uint64_t slen =
+        ipcp__drive_split(comm, peer, rts, req, force, src, qa, qb, &w);
     uint64_t dlen = rts->len - slen;
     unsigned lo = slen ? (qa == qb ? 2u : 1u) : 0u;
     uint64_t nchunks =
@@ -1662,15 +1686,13 @@ static int ipcp__xfer_drive(ipcp_comm_t *comm, ipcp__peer_t *peer,
         int qi = (int)ipcp__direct_queue(seq, i, lo, (unsigned)qa->n);
         ipcp__piece(dlen, np, i, &off, &n);
         ipcp__trace_piece(x, i, qa, qi, n, 1);
-        ipcp__enq_check(&x->track,
-                        qa->ops->copy(qa->q[qi], d + off, s + off, n,
-                                      &x->track));
+        ipcp__enq_check(&x->track, qa->ops->copy(qa->q[qi], d + off, s + off, n,
+                                                 &x->track));
         ipcp__trace_piece(x, i, qa, qi, n, 0);
         ma |= 1u << qi;
     }
     if (slen)
-        ipcp__drive_staged(x, qa, qb, s, d, dlen, slen, np, nchunks, &ma,
-                           &mb);
+        ipcp__drive_staged(x, qa, qb, s, d, dlen, slen, np, nchunks, &ma, &mb);
     if (watched)
         ipcp__drive_watch(x, qa, qb, &w, seq, np, lo, slen);
     if (qa == qb) {
@@ -1690,7 +1712,7 @@ static int ipcp__xfer_drive(ipcp_comm_t *comm, ipcp__peer_t *peer,
     return 1;
 }
 
-/* ---- Receiver side, continued ---------------------------------------------- */
+/* ---- Receiver side, continued -------------------------------------------- */
 
 static void ipcp__accept_fail(ipcp_comm_t *comm, ipcp__peer_t *peer,
                               const ipcp__msg_rts_t *rts, ipcp_request_t *req,
@@ -1749,10 +1771,9 @@ static unsigned ipcp__rx_direct(ipcp__peer_t *peer, const ipcp__msg_rts_t *rts,
     if (!req->sync && qs->ops->flag_watch) {
         for (; first < np; first++) {
             atomic_fetch_add(&t->pending, 1);
-            if (qs->ops->flag_watch(qs->be,
-                                    &done[ipcp__direct_queue(dseq, first, lo_s,
-                                                             snq)].v,
-                                    dseq, &peer->lost, t) != IPCP_OK) {
+            if (qs->ops->flag_watch(
+                    qs->be, &done[ipcp__direct_queue(dseq, first, lo_s, snq)].v,
+                    dseq, &peer->lost, t) != IPCP_OK) {
                 atomic_fetch_sub(&t->pending, 1);
                 break;
             }
@@ -1790,8 +1811,10 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (force == IPCP_PATH_DIRECT && c.path != IPCP_PATH_DIRECT) {
         char msg[IPCP_ERRMSG_MAX], why[200];
         ipcp__choice_why(comm, peer, req, &c, why, sizeof(why));
-        snprintf(msg, sizeof(msg), "the direct path was forced but cannot "
-                 "serve this transfer: %s", why);
+        snprintf(msg, sizeof(msg),
+                 "the direct path was forced but cannot "
+                 "serve this transfer: %s",
+                 why);
         ipcp__accept_fail(comm, peer, rts, req, IPCP_ERR_UNSUPPORTED, msg);
         return;
     }
@@ -1805,11 +1828,10 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
      * the first transfer to make one may be a small host message, whose
      * 1 MiB slots then held every staged device transfer to 35-45 GB/s
      * (16 MiB slots: 49-53).  Host-only processes keep host slots. */
-    st = ipcp__chan_create(comm, &peer->rx,
-                           atomic_load_explicit(&comm->dev_used,
-                                                memory_order_relaxed) ||
-                               rts->src_type == IPCP_MEM_CUDA ||
-                               req->attr.type == IPCP_MEM_CUDA);
+    st = ipcp__chan_create(
+        comm, &peer->rx,
+        atomic_load_explicit(&comm->dev_used, memory_order_relaxed) ||
+            rts->src_type == IPCP_MEM_CUDA || req->attr.type == IPCP_MEM_CUDA);
     if (st == IPCP_OK)
         st = ipcp__qset_get(comm, peer, &peer->rx, &req->attr, &qs);
     if (st != IPCP_OK) {
@@ -1819,9 +1841,10 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp__chan_t *ch = peer->rx.chan;
     unsigned lo_s = 0, lo_r = 0;
     ipcp__watch_t wt = {0};
-    uint64_t slen = c.path == IPCP_PATH_STAGED ? rts->len
-                    : ipcp__stripe_choose(comm, peer, rts, req, &c, force,
-                                          ch, qs, &lo_s, &lo_r, &wt);
+    uint64_t slen = c.path == IPCP_PATH_STAGED
+                        ? rts->len
+                        : ipcp__stripe_choose(comm, peer, rts, req, &c, force,
+                                              ch, qs, &lo_s, &lo_r, &wt);
     uint64_t dlen = rts->len - slen;
     if (c.path == IPCP_PATH_DIRECT && slen) {
         c.path = IPCP_PATH_STRIPED;
@@ -1917,7 +1940,7 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp__stage_go(comm, &req->xfer, qs, mask);
 }
 
-/* ---- Sender side ----------------------------------------------------------- */
+/* ---- Sender side --------------------------------------------------------- */
 
 /* Run in a queue's order between a process_vm_writev and the done flag it
  * releases the receiver with: such a copy can fail after it was queued
@@ -1935,9 +1958,8 @@ static void ipcp__tx_report_late(void *arg)
  * copied and then marked in its queue's done flag.  Returns the mask of
  * the queues used. */
 static unsigned ipcp__tx_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                                ipcp_request_t *req,
-                                const ipcp__msg_cts_t *cts, ipcp__qset_t *qs,
-                                int map_fd, uint64_t len)
+                                ipcp_request_t *req, const ipcp__msg_cts_t *cts,
+                                ipcp__qset_t *qs, int map_fd, uint64_t len)
 {
     ipcp__track_t *t = &req->xfer.track;
     ipcp__chan_t *ch = peer->tx.chan;
@@ -1949,13 +1971,14 @@ static unsigned ipcp__tx_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
         ipcp__import_t *imp = NULL;
         if (cts->hdr.flags & IPCP_CTS_HAS_EXP)
             ipcp__rexport_put(peer, cts->dst_region, &cts->exp, map_fd);
-        ipcp_status_t st = ipcp__import_get(comm, peer, cts->dst_region,
-                                            &req->attr, &imp);
+        ipcp_status_t st =
+            ipcp__import_get(comm, peer, cts->dst_region, &req->attr, &imp);
         if (st == IPCP_OK) {
             req->xfer.import = imp;
             if (cts->dst_offset > imp->size ||
                 req->len > imp->size - cts->dst_offset)
-                ipcp__track_fail(t, IPCP_ERR_STATE, "target range is outside "
+                ipcp__track_fail(t, IPCP_ERR_STATE,
+                                 "target range is outside "
                                  "the peer's allocation");
             dst = (char *)imp->ptr + cts->dst_offset;
         } else {
@@ -1968,21 +1991,21 @@ static unsigned ipcp__tx_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
         ipcp__err_report(req->xfer.tx_slot, cts->dseq, t);
     for (unsigned i = 0; i < np; i++) {
         uint64_t off, n;
-        int qi = (int)ipcp__direct_queue(cts->dseq, i, cts->dq_lo,
-                                         (unsigned)qs->n);
+        int qi =
+            (int)ipcp__direct_queue(cts->dseq, i, cts->dq_lo, (unsigned)qs->n);
         ipcp__queue_t *q = qs->q[qi];
         ipcp__piece(len, np, i, &off, &n);
         ipcp__trace_piece(&req->xfer, i, qs, qi, n, 1);
         if (n && cts->dst_mode == IPCP_DST_MAPPED && dst)
-            ipcp__enq_check(t, qs->ops->copy(q, dst + off,
-                                             (char *)req->buf + off, n, t));
+            ipcp__enq_check(
+                t, qs->ops->copy(q, dst + off, (char *)req->buf + off, n, t));
         else if (n && cts->dst_mode == IPCP_DST_PVM && qs->ops->rcopy)
             ipcp__enq_check(t, qs->ops->rcopy(q, peer->pid, cts->dst_addr + off,
                                               (char *)req->buf + off, n, 1, t));
         ipcp__trace_piece(&req->xfer, i, qs, qi, n, 0);
         if (n && cts->dst_mode == IPCP_DST_PVM && qs->ops->call)
-            ipcp__enq_check(t, qs->ops->call(q, ipcp__tx_report_late,
-                                             &req->xfer));
+            ipcp__enq_check(t,
+                            qs->ops->call(q, ipcp__tx_report_late, &req->xfer));
         ipcp__fault_enq(qs, q, t, IPCP_FAULT_DATA_IN_PLACE);
         /* The done flag is written even after a failure so that the
          * receiver does not wait forever; the track carries the error. */
@@ -2088,8 +2111,7 @@ void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
         ch->seq += nchunks;
         ipcp__stage_init(&req->xfer, ch, (char *)req->buf + dlen, slen, unit,
                          cts->chunk_base, 1, req->type == IPCP_REQ_PUT,
-                         &ch->ctl->serr[cts->sseq % IPCP_ERR_SLOTS],
-                         cts->sseq);
+                         &ch->ctl->serr[cts->sseq % IPCP_ERR_SLOTS], cts->sseq);
     }
     ipcp__stage_go(comm, &req->xfer, qs, mask);
 out:
@@ -2117,9 +2139,9 @@ void ipcp__xfer_eager_to_device(ipcp_comm_t *comm, ipcp__peer_t *peer,
     req->nbytes = len;
     ipcp__xfer_begin(comm, peer, req, 1, 1);
     ipcp__trace_piece(&req->xfer, 0, qs, 0, len, 1);
-    ipcp__enq_check(&req->xfer.track, qs->ops->copy(qs->q[0], req->buf,
-                                                    req->scratch, len,
-                                                    &req->xfer.track));
+    ipcp__enq_check(
+        &req->xfer.track,
+        qs->ops->copy(qs->q[0], req->buf, req->scratch, len, &req->xfer.track));
     ipcp__trace_piece(&req->xfer, 0, qs, 0, len, 0);
     ipcp__enq_end(req, qs, 1u);
     ipcp__xfer_go(&req->xfer);
@@ -2164,11 +2186,11 @@ void ipcp__xfer_onesided_direct(ipcp_comm_t *comm, ipcp_request_t *req)
             ipcp__enq_check(t, qs->ops->copy(qs->q[qi], put ? remote : local,
                                              put ? local : remote, n, t));
         } else if (n) {
-            ipcp__enq_check(t, qs->ops->rcopy
-                                   ? qs->ops->rcopy(qs->q[qi], peer->pid,
-                                                    rm->addr + req->offset + off,
-                                                    local, n, put, t)
-                                   : IPCP_ERR_UNSUPPORTED);
+            ipcp__enq_check(
+                t, qs->ops->rcopy ? qs->ops->rcopy(qs->q[qi], peer->pid,
+                                                   rm->addr + req->offset + off,
+                                                   local, n, put, t)
+                                  : IPCP_ERR_UNSUPPORTED);
         }
         ipcp__trace_piece(&req->xfer, i, qs, qi, n, 0);
         mask |= 1u << qi;

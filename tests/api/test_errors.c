@@ -465,8 +465,7 @@ static int mp_truncated(ipcp_comm_t *comm, ipcp_path_t path, api_alloc_t alloc,
         if (path == IPCP_PATH_AUTO && !large) {
             T_OK(ipcp_send(comm, s, slen, 1, TAG_DATA));
         } else {
-            T_STATUS(ipcp_send(comm, s, slen, 1, TAG_DATA),
-                     IPCP_ERR_TRUNCATED);
+            T_STATUS(ipcp_send(comm, s, slen, 1, TAG_DATA), IPCP_ERR_TRUNCATED);
             T_MSG_HAS("rank 1");
         }
         t_fill(s, rlen, seed + 1);

@@ -131,12 +131,12 @@ static void fake_forge_inbox(int fd, const char *what)
 {
     static uint64_t buf[IPCP_SOCK_MSG_MAX / 8];
     int fds[IPCP_SOCK_MAX_FDS], nfds;
-    T_CHECK(fake_read_until(fd, IPCP_MSG_MBOX, buf, sizeof(buf), fds,
-                            &nfds) > 0);
+    T_CHECK(fake_read_until(fd, IPCP_MSG_MBOX, buf, sizeof(buf), fds, &nfds) >
+            0);
     T_EQ_INT(nfds, 2);
     const ipcp__msg_mbox_t *m = (const void *)buf;
-    unsigned char *ring = mmap(NULL, m->size, PROT_READ | PROT_WRITE,
-                               MAP_SHARED, fds[0], 0);
+    unsigned char *ring =
+        mmap(NULL, m->size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
     T_CHECK(ring != MAP_FAILED);
     /* After the tail's and the sleeping word's lines, slot 0: its record's
      * position + 1, then the record's length and kind. */

@@ -467,7 +467,7 @@ static void run_poll(ipcp_comm_t *comm, const cfg_t *c)
  * IPCPIPE_SPIN_US=0, the progress thread sleeps between messages: a
  * command it sees announced but does not take (its lock held by another
  * thread) must not wait for the poll timeout, a second. */
-#define THREADS_N 3
+#define THREADS_N       3
 #define THREADS_WORST_S 0.9
 
 typedef struct thr_arg {

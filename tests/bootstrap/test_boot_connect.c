@@ -490,8 +490,8 @@ static int rank_silent_flood(void)
     T_OK(ipcp__boot_barrier(boot));
     double took = ipcp__now_s() - t0;
     if (took > 5.0)
-        T_FAIL("the rendezvous took %.1f s behind %d silent connections",
-               took, SILENT);
+        T_FAIL("the rendezvous took %.1f s behind %d silent connections", took,
+               SILENT);
     if (p.rank == 1)
         for (int i = 0; i < SILENT; i++)
             close(fds[i]);

@@ -23,12 +23,12 @@ static int fold(int n, const int *ends, int timed_out)
     return ipcp_launch_exit_code(&r);
 }
 
-#define CASE(expect, timed_out, ...)                                          \
+#define CASE(expect, timed_out, ...)                                           \
     do {                                                                       \
         const int e_[] = {__VA_ARGS__};                                        \
-        int got_ = fold((int)(sizeof(e_) / sizeof(e_[0])), e_, timed_out);   \
+        int got_ = fold((int)(sizeof(e_) / sizeof(e_[0])), e_, timed_out);     \
         if (got_ != (expect))                                                  \
-            T_FAIL("ranks ending %s folded into %d, expected %d",             \
+            T_FAIL("ranks ending %s folded into %d, expected %d",              \
                    #__VA_ARGS__, got_, (expect));                              \
     } while (0)
 
@@ -36,9 +36,9 @@ int main(void)
 {
     CASE(0, 0, 0, 0);
     CASE(77, 0, 77, 77);
-    CASE(1, 0, 77, 1);   /* a rank failed: not a skip */
+    CASE(1, 0, 77, 1); /* a rank failed: not a skip */
     CASE(1, 0, 1, 77);
-    CASE(1, 0, 0, 77);   /* one rank skipped while the other ran */
+    CASE(1, 0, 0, 77); /* one rank skipped while the other ran */
     CASE(1, 0, 77, 0);
     CASE(3, 0, 77, 3, 0);
     CASE(3, 0, 1000 + SIGTERM, 3); /* the exit that failed, not the stop */

@@ -79,8 +79,7 @@ static inline int ct_check_machine(int min_devices)
     int ndev = be->ndev;
     ipcp__cuda_backend_ops.close(be);
     if (ndev < min_devices) {
-        printf("SKIP: needs %d CUDA devices, %d visible\n", min_devices,
-               ndev);
+        printf("SKIP: needs %d CUDA devices, %d visible\n", min_devices, ndev);
         return T_SKIP;
     }
     return 0;

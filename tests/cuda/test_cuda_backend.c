@@ -14,7 +14,6 @@
 static const ipcp__backend_ops_t *ops = &ipcp__cuda_backend_ops;
 static ipcp__backend_t *be;
 
-
 /* ---- Helpers ------------------------------------------------------------- */
 
 /* Makes device's primary context current on this thread (the test's own

@@ -268,12 +268,12 @@ static void capture(ipcp_comm_t *comm, side_t *s, size_t small, uint64_t seed)
                                         CU_STREAM_CAPTURE_MODE_RELAXED));
     for (int i = 0; i < 2; i++) {
         if (t_rank == 0)
-            T_STATUS(ipcp_isend_on_stream(comm, at(s, 0), sizes[i], 1,
-                                          TAG_MSG, s->stream, &r),
+            T_STATUS(ipcp_isend_on_stream(comm, at(s, 0), sizes[i], 1, TAG_MSG,
+                                          s->stream, &r),
                      IPCP_ERR_UNSUPPORTED);
         else
-            T_STATUS(ipcp_irecv_on_stream(comm, at(s, 0), sizes[i], 0,
-                                          TAG_MSG, s->stream, &r),
+            T_STATUS(ipcp_irecv_on_stream(comm, at(s, 0), sizes[i], 0, TAG_MSG,
+                                          s->stream, &r),
                      IPCP_ERR_UNSUPPORTED);
         T_MSG_HAS("is capturing a CUDA graph");
         T_CHECK(r == NULL);
@@ -303,9 +303,8 @@ static void capture(ipcp_comm_t *comm, side_t *s, size_t small, uint64_t seed)
     T_OK(ipcp_barrier(comm));
 }
 
-static const char *const cases[] = {"burst",    "legacy",    "tag",
-                                    "trunc",    "mismatch",  "mismatch0",
-                                    "capture"};
+static const char *const cases[] = {"burst",    "legacy",    "tag",    "trunc",
+                                    "mismatch", "mismatch0", "capture"};
 
 static int pick_case(int argc, char **argv)
 {

@@ -56,9 +56,7 @@ typedef struct cfg {
     int end_barrier; /* 0: each rank finalizes as soon as its side ended */
 } cfg_t;
 
-
 /* ---- Arguments ----------------------------------------------------------- */
-
 
 static kind_t parse_kind(const char *s)
 {
@@ -268,18 +266,19 @@ static void die_mid_transfer(ipcp_comm_t *comm, const cfg_t *c, void *p)
  * may finish before it notices the loss (4 GiB on one GPU takes a few ms):
  * its receive then completes, with every byte (b: the receive buffer,
  * gseed its guard bytes', seed the data's). */
-static void survive(ipcp_comm_t *comm, const cfg_t *c, void *p,
-                    const buf_t *b, uint64_t gseed, uint64_t seed)
+static void survive(ipcp_comm_t *comm, const cfg_t *c, void *p, const buf_t *b,
+                    uint64_t gseed, uint64_t seed)
 {
     double t0 = now_s();
-    ipcp_status_t st =
-        t_rank == 0 ? ipcp_send(comm, p, c->size, 1, TAG_DATA)
-                    : ipcp_recv(comm, p, c->size, 0, TAG_DATA, NULL);
+    ipcp_status_t st = t_rank == 0
+                           ? ipcp_send(comm, p, c->size, 1, TAG_DATA)
+                           : ipcp_recv(comm, p, c->size, 0, TAG_DATA, NULL);
     double dt = now_s() - t0;
     if (st == IPCP_OK && b) {
         buf_verify(b, gseed, seed, "receive that ended before the loss");
         printf("rank %d: the receive ended before the loss was noticed, "
-               "every byte in place\n", t_rank);
+               "every byte in place\n",
+               t_rank);
     } else {
         T_STATUS(st, IPCP_ERR_PEER_LOST);
         T_MSG_HAS("lost");
@@ -417,7 +416,8 @@ int main(int argc, char **argv)
             return rc;
         /* A rank meant to die, or ranks that each see only their GPU. */
         if (c.kill || c.isolated)
-            return t_launch2(argv, c.kill - 1, c.isolated ? isolate : NULL, NULL);
+            return t_launch2(argv, c.kill - 1, c.isolated ? isolate : NULL,
+                             NULL);
     }
     return t_mp_main(argc, argv, 2, 240, rank_main);
 }

@@ -34,8 +34,6 @@ typedef struct cfg {
     int kill; /* 0, or 1 + the rank that dies */
 } cfg_t;
 
-
-
 static int pick(const char *v, const char *const *names, int n,
                 const char *what)
 {
@@ -54,11 +52,12 @@ static cfg_t parse(int argc, char **argv)
     static const char *const kills[] = {"none", "sender", "receiver"};
     cfg_t c;
     c.op = pick(ct_opt(argc, argv, "--op", "sendrecv"), ops, 3, "--op");
-    c.stream_kind = pick(ct_opt(argc, argv, "--stream", "user"), streams, 3,
-                         "--stream");
+    c.stream_kind =
+        pick(ct_opt(argc, argv, "--stream", "user"), streams, 3, "--stream");
     c.path = (ipcp_path_t)pick(ct_opt(argc, argv, "--path", "auto"), paths, 3,
                                "--path");
-    c.split = pick(ct_opt(argc, argv, "--devices", "same"), devs, 2, "--devices");
+    c.split =
+        pick(ct_opt(argc, argv, "--devices", "same"), devs, 2, "--devices");
     c.size = t_parse_size(ct_opt(argc, argv, "--size", "1M+3"));
     c.iters = atol(ct_opt(argc, argv, "--iters", "3"));
     c.kill = pick(ct_opt(argc, argv, "--kill", "none"), kills, 3, "--kill");
@@ -78,11 +77,11 @@ static int lane_takes(const cfg_t *c)
 
 typedef struct side {
     CUcontext ctx;
-    CUstream stream;      /* what the test passes (may be NULL or 0x2) */
-    CUstream own;         /* created when --stream user */
-    CUdeviceptr buf;      /* from ipcp_mem_alloc (VMM) */
-    unsigned char *host;  /* pinned staging, size bytes */
-    uint64_t *gate;       /* pinned: the stream waits for it */
+    CUstream stream;     /* what the test passes (may be NULL or 0x2) */
+    CUstream own;        /* created when --stream user */
+    CUdeviceptr buf;     /* from ipcp_mem_alloc (VMM) */
+    unsigned char *host; /* pinned staging, size bytes */
+    uint64_t *gate;      /* pinned: the stream waits for it */
 } side_t;
 
 static void side_init(ipcp_comm_t *comm, side_t *s, const cfg_t *c, int device)
@@ -124,8 +123,9 @@ static void side_fini(ipcp_comm_t *comm, side_t *s)
  * otherwise run at once and hide an ordering bug. */
 static void gate_close(side_t *s, uint64_t i)
 {
-    CU_OK(IPCP_CU(cuStreamWaitValue64)(s->stream, (CUdeviceptr)(uintptr_t)s->gate,
-                                       i, CU_STREAM_WAIT_VALUE_GEQ));
+    CU_OK(IPCP_CU(cuStreamWaitValue64)(s->stream,
+                                       (CUdeviceptr)(uintptr_t)s->gate, i,
+                                       CU_STREAM_WAIT_VALUE_GEQ));
 }
 
 static void gate_open(side_t *s, uint64_t i)
@@ -141,12 +141,13 @@ static void sync_within(side_t *s, double limit_s, const char *what)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     CU_OK(IPCP_CU(cuStreamSynchronize)(s->stream));
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec);
+    double dt =
+        (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec);
     if (dt > limit_s)
         T_FAIL("%s: the stream took %.1f s to drain", what, dt);
 }
 
-/* ---- The two roles ---------------------------------------------------------- */
+/* ---- The two roles ------------------------------------------------------- */
 
 /* Source: fresh data arrives in the buffer behind the gate, the transfer
  * is ordered after it, and a memset after the call would clobber the data
@@ -227,8 +228,9 @@ static void dest_iter(ipcp_comm_t *comm, side_t *s, const cfg_t *c,
         T_OK(st);
     }
     sync_within(s, 20, "destination");
-    t_verify(s->host, c->size, seed + (uint64_t)i, "data after the ordered "
-                                                    "transfer");
+    t_verify(s->host, c->size, seed + (uint64_t)i,
+             "data after the ordered "
+             "transfer");
 }
 
 static int rank_main(int argc, char **argv)

@@ -236,8 +236,7 @@ static void fk_send(const ipcp__lane_kargs_t *a)
 
 /* Waits for message k's flagged word at p; 0 when the abort word came
  * first. */
-static int fk_word(const uint64_t *p, const ipcp__lane_kargs_t *a,
-                   uint64_t *w)
+static int fk_word(const uint64_t *p, const ipcp__lane_kargs_t *a, uint64_t *w)
 {
     while (IPCP_LANE_WORD_FLAG(*w = __atomic_load_n(p, __ATOMIC_RELAXED)) !=
            (uint32_t)(a->k + 1)) {
@@ -542,11 +541,13 @@ static void pingpong(side_t *s, int tracked)
             ipcp_request_t **r1 = tracked ? &all[j + 1] : last ? &rq[1] : NULL;
             void *m = mine + (size_t)i * 8;
             if (t_rank == 0) {
-                T_OK(ipcp_isend_on_stream(s->comm, m, 8, 1, TAG_MSG, us(s), r0));
+                T_OK(
+                    ipcp_isend_on_stream(s->comm, m, 8, 1, TAG_MSG, us(s), r0));
                 T_OK(ipcp_irecv_on_stream(s->comm, echo + (size_t)i * 8, 8, 1,
                                           TAG_OTHER, us(s), r1));
             } else {
-                T_OK(ipcp_irecv_on_stream(s->comm, m, 8, 0, TAG_MSG, us(s), r0));
+                T_OK(
+                    ipcp_irecv_on_stream(s->comm, m, 8, 0, TAG_MSG, us(s), r0));
                 T_OK(ipcp_isend_on_stream(s->comm, m, 8, 0, TAG_OTHER, us(s),
                                           r1));
             }
@@ -589,8 +590,8 @@ static void contract(side_t *s, int bad_tag)
             t_fill(s->buf + 8192, 1, seed + 1);
             T_OK(ipcp_isend_on_stream(s->comm, s->buf, n, 1, TAG_MSG, us(s),
                                       &r0));
-            T_OK(ipcp_isend_on_stream(s->comm, s->buf + 8192, 1, 1,
-                                      TAG_OTHER, us(s), &r1));
+            T_OK(ipcp_isend_on_stream(s->comm, s->buf + 8192, 1, 1, TAG_OTHER,
+                                      us(s), &r1));
             T_OK(ipcp_wait(r0, NULL));
             T_OK(ipcp_wait(r1, NULL));
         } else {
@@ -672,13 +673,13 @@ static void capture(side_t *s)
     ipcp_request_t *r = NULL;
     s->stream->capturing = 1;
     if (t_rank == 0)
-        T_STATUS(ipcp_isend_on_stream(s->comm, s->buf, 8, 1, TAG_MSG, us(s),
-                                      &r),
-                 IPCP_ERR_UNSUPPORTED);
+        T_STATUS(
+            ipcp_isend_on_stream(s->comm, s->buf, 8, 1, TAG_MSG, us(s), &r),
+            IPCP_ERR_UNSUPPORTED);
     else
-        T_STATUS(ipcp_irecv_on_stream(s->comm, s->buf, 8, 0, TAG_MSG, us(s),
-                                      &r),
-                 IPCP_ERR_UNSUPPORTED);
+        T_STATUS(
+            ipcp_irecv_on_stream(s->comm, s->buf, 8, 0, TAG_MSG, us(s), &r),
+            IPCP_ERR_UNSUPPORTED);
     T_MSG_HAS("capturing a CUDA graph");
     T_CHECK(r == NULL);
     s->stream->capturing = 0;
@@ -722,13 +723,13 @@ static void launchfail(side_t *s)
     T_OK(ipcp_barrier(s->comm));
     if (t_rank == 1) {
         fk_fail_launch = 1;
-        T_STATUS(ipcp_isend_on_stream(s->comm, s->buf, 8, 0, TAG_MSG, us(s),
-                                      &r),
-                 IPCP_ERR_CUDA);
+        T_STATUS(
+            ipcp_isend_on_stream(s->comm, s->buf, 8, 0, TAG_MSG, us(s), &r),
+            IPCP_ERR_CUDA);
         T_MSG_HAS("fake launch of message 0 failed");
-        T_STATUS(ipcp_isend_on_stream(s->comm, s->buf, 8, 0, TAG_MSG, us(s),
-                                      NULL),
-                 IPCP_ERR_CUDA);
+        T_STATUS(
+            ipcp_isend_on_stream(s->comm, s->buf, 8, 0, TAG_MSG, us(s), NULL),
+            IPCP_ERR_CUDA);
         T_MSG_HAS("launching message 0 failed");
     } else {
         double t0 = now_s();
@@ -737,9 +738,9 @@ static void launchfail(side_t *s)
         if (now_s() - t0 > 10.0)
             T_FAIL("the receive learned of the break after %.1f s",
                    now_s() - t0);
-        T_STATUS(ipcp_isend_on_stream(s->comm, s->buf, 8, 1, TAG_MSG, us(s),
-                                      NULL),
-                 IPCP_ERR_STATE);
+        T_STATUS(
+            ipcp_isend_on_stream(s->comm, s->buf, 8, 1, TAG_MSG, us(s), NULL),
+            IPCP_ERR_STATE);
         T_MSG_HAS("rank 1's side of the lane broke");
     }
     fk_sync(s->stream, 20, "after the failed launch");
@@ -810,18 +811,16 @@ static void at_finalize(side_t *s)
     T_OK(ipcp_barrier(s->comm));
 }
 
-static const char *const cases[] = {"burst",    "pingpong", "tag",
-                                    "trunc",    "mismatch", "mismatch0",
-                                    "peerloss", "finalize", "capture",
-                                    "launchfail", "mismatchwords",
-                                    "importfail", "tracked"};
+static const char *const cases[] = {
+    "burst",         "pingpong",   "tag",      "trunc",   "mismatch",
+    "mismatch0",     "peerloss",   "finalize", "capture", "launchfail",
+    "mismatchwords", "importfail", "tracked"};
 
 /* The case named by argv[1] (t_pick_case; exits on --list or a bad
  * name). */
 static int pick_case(int argc, char **argv)
 {
-    int rc, i = t_pick_case(argc, argv, cases,
-                            sizeof(cases) / sizeof(cases[0]),
+    int rc, i = t_pick_case(argc, argv, cases, sizeof(cases) / sizeof(cases[0]),
                             sizeof(cases[0]), &rc);
     if (i < 0)
         exit(rc);

@@ -64,7 +64,7 @@ static const ipcp__backend_ops_t fake_ops = {
     .stripe_calibrate = fake_calibrate,
 };
 
-/* ---- Helpers --------------------------------------------------------------- */
+/* ---- Helpers ------------------------------------------------------------- */
 
 static void setup(void)
 {
@@ -185,7 +185,7 @@ static void expect_entry(const ipcp__stripe_entry_t *e)
     T_CHECK(e->striped_gbs > 436.4 && e->striped_gbs < 436.6);
 }
 
-/* ---- Cases -------------------------------------------------------------------- */
+/* ---- Cases --------------------------------------------------------------- */
 
 /* No file: measured once, written; the second call reads it back. */
 static void case_measure_then_hit(void)
@@ -246,7 +246,7 @@ static void case_cached_only(void)
 static void case_corrupt(void)
 {
 #define V3                                                                     \
-    "ipcpipe stripe calibration 3\nhost %s\npair GPU-fake-0 GPU-fake-1 "      \
+    "ipcpipe stripe calibration 3\nhost %s\npair GPU-fake-0 GPU-fake-1 "       \
     "layout driven "
     static const char *const bad[] = {
         "",
@@ -267,22 +267,22 @@ static void case_corrupt(void)
         "ipcpipe stripe calibration 3\n",
         V3 "driver 13000 share 0.1000 at 268435456 min 67108864\n",
         V3 "driver 13000 share 1.5 at 268435456 share 0.1 at 1073741824 "
-        "bidir 0.07 min 67108864 direct 1 staged 1 striped 1 time 0\n",
+           "bidir 0.07 min 67108864 direct 1 staged 1 striped 1 time 0\n",
         V3 "driver 13000 share nan at 268435456 share 0.1 at 1073741824 "
-        "bidir 0.07 min 67108864 direct 1 staged 1 striped 1 time 0\n",
+           "bidir 0.07 min 67108864 direct 1 staged 1 striped 1 time 0\n",
         V3 "driver 13000 share 0.1 at 268435456 share 1.5 at 1073741824 "
-        "bidir 0.07 min 67108864 direct 1 staged 1 striped 1 time 0\n",
+           "bidir 0.07 min 67108864 direct 1 staged 1 striped 1 time 0\n",
         V3 "driver 13000 share 0.1 at 268435456 share 0.1 at 1073741824 "
-        "bidir nan min 67108864 direct 1 staged 1 striped 1 time 0\n",
+           "bidir nan min 67108864 direct 1 staged 1 striped 1 time 0\n",
         /* the larger share measured at a size not larger */
         V3 "driver 13000 share 0.1 at 268435456 share 0.1 at 268435456 "
-        "bidir 0.07 min 67108864 direct 1 staged 1 striped 1 time 0\n",
+           "bidir 0.07 min 67108864 direct 1 staged 1 striped 1 time 0\n",
         V3 "driver 13000 share 0.1 at 0 share 0 at 0 bidir 0 min 67108864 "
-        "direct 1 staged 1 striped 1 time 0\n",
+           "direct 1 staged 1 striped 1 time 0\n",
         V3 "driver 13000 share 0.1 at 268435456 share 0.1 at 1073741824 "
-        "bidir 0.07 min 0 direct 1 staged 1 striped 1 time 0\n",
+           "bidir 0.07 min 0 direct 1 staged 1 striped 1 time 0\n",
         V3 "driver 13000 share 0.1 at 268435456 share 0.1 at 1073741824 "
-        "bidir 0.07 min 67108864 direct 1 staged 1 striped 1 time 0 extra\n",
+           "bidir 0.07 min 67108864 direct 1 staged 1 striped 1 time 0 extra\n",
         "ipcpipe stripe calibration 3\nhost %s\n\x01\x02\xff\n",
     };
     char host[IPCP_STRIPE_HOST_MAX], text[600], why[400];
@@ -325,7 +325,8 @@ static void case_foreign(void)
                "at 0 bidir 0 min 4096 direct 1.0 staged 1.0 striped 9.0 "
                "time 1\n");
     T_EQ_INT(load(&k, &e, why), IPCP_STRIPE_FOREIGN);
-    T_CHECK(strstr(why, "another machine") && strstr(why, "some-other-machine"));
+    T_CHECK(strstr(why, "another machine") &&
+            strstr(why, "some-other-machine"));
     const char *log = tune_captured(IPCP_TUNE_AUTO, &e);
     T_EQ_INT(calibrations, 1);
     T_CHECK(strstr(log, " warn ") && strstr(log, "another machine"));
@@ -378,7 +379,7 @@ static void case_layout(void)
     T_EQ_INT(cal_layout, IPCP_STRIPE_RING);
     T_EQ_INT(e.layout, IPCP_STRIPE_RING);
     T_CHECK(strstr(log, " warn ") == NULL); /* a miss, not damage */
-    tune_captured(IPCP_TUNE_AUTO, &e); /* now kept */
+    tune_captured(IPCP_TUNE_AUTO, &e);      /* now kept */
     T_EQ_INT(calibrations, 2);
     tune_drive = IPCP_DRIVE_ON;
     tune_captured(IPCP_TUNE_AUTO, &e); /* the driven entry is still there */
@@ -444,7 +445,7 @@ static void case_share(void)
     e.share_large = 0.10;
     e.size_large = 1024 * M;
     e.share_bidir = 0.07;
-#define NEAR(x, want) T_CHECK((x) > (want) - 1e-6 && (x) < (want) + 1e-6)
+#define NEAR(x, want) T_CHECK((x) > (want)-1e-6 && (x) < (want) + 1e-6)
     NEAR(ipcp__stripe_share(&e, 256 * M, 0), 0.08);
     NEAR(ipcp__stripe_share(&e, 1024 * M, 0), 0.10);
     NEAR(ipcp__stripe_share(&e, 512 * M, 0), 0.10 - 0.02 / 3);
@@ -482,30 +483,30 @@ static void case_adapt(void)
 {
 #define NEAR(x, want)                                                          \
     do {                                                                       \
-        double got_ = (x); /* once: the calls change the state */             \
-        T_CHECK(got_ > (want) - 1e-9 && got_ < (want) + 1e-9);                 \
+        double got_ = (x); /* once: the calls change the state */              \
+        T_CHECK(got_ > (want)-1e-9 && got_ < (want) + 1e-9);                   \
     } while (0)
     ipcp__adapt_t a;
     ipcp__adapt_init(&a);
     NEAR(ipcp__adapt_next(&a), 1.0);
     NEAR(ipcp__adapt_learn(&a, 600, 2000), 1.0); /* the first: first uses */
-    NEAR(ipcp__adapt_learn(&a, 600, 654), 1.0); /* 9% late: the wide band */
-    NEAR(ipcp__adapt_learn(&a, 600, 585), 1.0); /* 2.5% early, once: waits */
-    NEAR(ipcp__adapt_learn(&a, 600, 582), 1.0); /* twice, but < 5% early */
+    NEAR(ipcp__adapt_learn(&a, 600, 654), 1.0);  /* 9% late: the wide band */
+    NEAR(ipcp__adapt_learn(&a, 600, 585), 1.0);  /* 2.5% early, once: waits */
+    NEAR(ipcp__adapt_learn(&a, 600, 582), 1.0);  /* twice, but < 5% early */
     NEAR(ipcp__adapt_learn(&a, 600, 720), 1.0 / 1.2);
     NEAR(ipcp__adapt_learn(&a, 600, 630), 1.0 / 1.2 / 1.05 / 1.05);
     double f = a.f;
-    NEAR(ipcp__adapt_learn(&a, 600, 606), f);  /* 1% late: noise */
+    NEAR(ipcp__adapt_learn(&a, 600, 606), f); /* 1% late: noise */
     NEAR(ipcp__adapt_learn(&a, 600, 600), f);
-    NEAR(ipcp__adapt_learn(&a, 600, 591), f);  /* 1.5% early: noise */
-    NEAR(ipcp__adapt_learn(&a, 600, 0), f);    /* a time missing */
+    NEAR(ipcp__adapt_learn(&a, 600, 591), f); /* 1.5% early: noise */
+    NEAR(ipcp__adapt_learn(&a, 600, 0), f);   /* a time missing */
     NEAR(ipcp__adapt_learn(&a, 0, 500), f);
-    NEAR(ipcp__adapt_learn(&a, 600, 540), f);  /* early, the first in a row */
+    NEAR(ipcp__adapt_learn(&a, 600, 540), f); /* early, the first in a row */
     NEAR(ipcp__adapt_learn(&a, 600, 540), f / 0.9);
     f = a.f;
-    NEAR(ipcp__adapt_learn(&a, 600, 540), f);  /* the streak starts again */
+    NEAR(ipcp__adapt_learn(&a, 600, 540), f); /* the streak starts again */
     NEAR(ipcp__adapt_learn(&a, 600, 606), f);
-    NEAR(ipcp__adapt_learn(&a, 600, 540), f);  /* a late or even end breaks it */
+    NEAR(ipcp__adapt_learn(&a, 600, 540), f); /* a late or even end breaks it */
     NEAR(ipcp__adapt_learn(&a, 600, 720), f / 1.44);
     f = a.f;
     NEAR(ipcp__adapt_learn(&a, 600, 300), f);
@@ -532,7 +533,7 @@ static void case_adapt(void)
      * staged part waits for them whatever its size, so the class stops
      * striping... */
     NEAR(ipcp__adapt_learn(&a, 600, 780), 1.0 / 1.69); /* 30%: no noise */
-    NEAR(ipcp__adapt_learn(&a, 600, 1400), 0.0); /* / (7/3)^2 */
+    NEAR(ipcp__adapt_learn(&a, 600, 1400), 0.0);       /* / (7/3)^2 */
     T_CHECK(a.f == 0 && a.backoff == IPCP_ADAPT_PROBE);
     /* ...and after IPCP_ADAPT_PROBE - 1 unstriped transfers probes at the
      * floor; nothing else stripes while the probe is out. */
@@ -656,8 +657,8 @@ static void case_setting(void)
     env_val = "0.1";
     T_OK(ipcp__config_parse(&c, get_stripe, NULL, err, sizeof(err)));
     T_CHECK(c.stripe > 0.0999 && c.stripe < 0.1001);
-    static const char *const bad[] = {"0", "1", "-0.1", "0.95", "on", "10%",
-                                      ""};
+    static const char *const bad[] = {"0",  "1",   "-0.1", "0.95",
+                                      "on", "10%", ""};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         env_val = bad[i];
         T_STATUS(ipcp__config_parse(&c, get_stripe, NULL, err, sizeof(err)),

@@ -23,8 +23,8 @@
  * pinned copies for what stages through host memory, memcpy for Open MPI
  * (host memory, as ipcpipe's host rows). */
 const bench_path_t bench_paths[] = {
-    {"d2d", IPCP_PATH_AUTO, 0, BENCH_KIND_LOCAL, BENCH_CEIL_D2D,
-     BENCH_CEIL_D2D, 0},
+    {"d2d", IPCP_PATH_AUTO, 0, BENCH_KIND_LOCAL, BENCH_CEIL_D2D, BENCH_CEIL_D2D,
+     0},
     {"d2h", IPCP_PATH_AUTO, 0, BENCH_KIND_LOCAL, BENCH_CEIL_STAGED,
      BENCH_CEIL_D2H, 0},
     {"h2d", IPCP_PATH_AUTO, 0, BENCH_KIND_LOCAL, BENCH_CEIL_STAGED,

@@ -42,8 +42,8 @@ typedef struct bench_path {
     ipcp_path_t path;
     int bidir;
     bench_kind_t kind;
-    int ceil;  /* bench_ceil_kind_t, for kind != IPCP */
-    int local; /* bench_ceil_kind_t, for kind == LOCAL */
+    int ceil;   /* bench_ceil_kind_t, for kind != IPCP */
+    int local;  /* bench_ceil_kind_t, for kind == LOCAL */
     int stream; /* the stream-ordered calls (ipcpipe_cuda.h) on one
                    stream of each rank; GPU memory only */
 } bench_path_t;
@@ -90,18 +90,18 @@ typedef struct bench_opts {
     const char *plot; /* --plot FILE.svg */
     int list;
     int verify;
-    int window;       /* 0: chosen per size (bench_window) */
-    size_t lat_max;   /* ping-pong latency for sizes <= this; 0: none */
+    int window;            /* 0: chosen per size (bench_window) */
+    size_t lat_max;        /* ping-pong latency for sizes <= this; 0: none */
     int stream_reqs_every; /* --stream-reqs every: a request per call */
-    double timeout_s; /* launcher's, when it spawns the ranks */
-    int pin;          /* --pin: each spawned rank bound to one CPU */
+    double timeout_s;      /* launcher's, when it spawns the ranks */
+    int pin;               /* --pin: each spawned rank bound to one CPU */
     bench_mem_t mem;
     bench_devmode_t devmode;
     int devlist[BENCH_MAX_DEVLIST];
     int ndevlist;
     bench_alloc_t alloc;
-    const char *trace; /* --trace FILE */
-    int tune;          /* --tune: striping calibration, then exit */
+    const char *trace;      /* --trace FILE */
+    int tune;               /* --tune: striping calibration, then exit */
     bench_load_kind_t load; /* --load: a third process's copies beside */
 } bench_opts_t;
 
@@ -398,8 +398,8 @@ void bench_ompi_describe(const bench_ctx_t *ctx, char *buf, size_t len);
 #define BENCH_LOAD_DEPTH 4
 
 typedef struct bench_load {
-    int pid;  /* the worker, 0: none */
-    int fd;   /* read end of its pipe */
+    int pid; /* the worker, 0: none */
+    int fd;  /* read end of its pipe */
     bench_load_kind_t kind;
     int device;
 } bench_load_t;

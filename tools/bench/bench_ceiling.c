@@ -142,7 +142,8 @@ static double host_memcpy(bench_ceil_t *cl, size_t size, int window, int slots,
                           double *t, int reps)
 {
     copy_plan_t p = {cl->dst, cl->src, size,
-                     window,  slots,   batch_for(size, window, MIB), size};
+                     window,  slots,   batch_for(size, window, MIB),
+                     size};
     reps = cap_reps(reps, size, window, p.batch);
     copy_windows(&p);
     for (int r = 0; r < reps; r++) {
@@ -290,8 +291,8 @@ static double host_memcpy_bidir(bench_ceil_t *cl, size_t size, int window,
     size_t batch = batch_for(size, window, 16 * MIB);
     reps = cap_reps(reps, size, window, batch);
     copy_plan_t mine = {cl->dst, cl->src, size, window, slots, batch, size};
-    copy_plan_t other = {cl->scratch, cl->scratch + wl, size,
-                         window,      slots,            batch, size};
+    copy_plan_t other = {
+        cl->scratch, cl->scratch + wl, size, window, slots, batch, size};
     share_plan(&mine, q, a);
     share_plan(&other, q, a + q);
     double med = par_copy(a, 2 * q, t, reps, err, elen);

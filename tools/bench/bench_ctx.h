@@ -66,8 +66,8 @@ struct bench_ctx {
     bench_nccl_t *nccl; /* ranks 0 and 1 */
     int nccl_broken;    /* aborted after a failure: not used again */
     char nccl_why[BENCH_REASON_MAX];
-    bench_naive_t *naive;  /* rank 0 */
-    bench_buf_t naive_buf; /* rank 1: the cuMemAlloc buffer it exports */
+    bench_naive_t *naive;    /* rank 0 */
+    bench_buf_t naive_buf;   /* rank 1: the cuMemAlloc buffer it exports */
     struct bench_ompi *ompi; /* rank 0: Open MPI's rows (bench_ompi.c) */
     /* The stream case: transfers go through the stream-ordered calls on
      * this stream while set (NULL otherwise). */

@@ -28,7 +28,7 @@
 /* Longest wait for the worker's first copies (its CUDA start-up included),
  * and for it to finish its batch once told to stop. */
 #define LOAD_READY_MS 60000
-#define LOAD_STOP_MS 10000
+#define LOAD_STOP_MS  10000
 
 const char *bench_load_name(bench_load_kind_t kind)
 {
@@ -76,8 +76,8 @@ int bench_load_worker_main(int argc, char **argv)
     char err[BENCH_REASON_MAX];
     if (bench_cuda_load_run(dev, h2d, &load_stop, fd, &bytes, &secs, err,
                             sizeof(err)) < 0) {
-        fprintf(stderr, "ipcpipe-bench: --load %s on device %d: %s\n",
-                argv[2], dev, err);
+        fprintf(stderr, "ipcpipe-bench: --load %s on device %d: %s\n", argv[2],
+                dev, err);
         return 1;
     }
     dprintf(fd, "%.0f %.6f\n", bytes, secs);
@@ -139,8 +139,13 @@ int bench_load_start(bench_load_t *l, bench_load_kind_t kind, int device,
     snprintf(a_dev, sizeof(a_dev), "%d", device);
     snprintf(a_fd, sizeof(a_fd), "%d", fds[1]);
     snprintf(a_ppid, sizeof(a_ppid), "%ld", (long)getpid());
-    char *av[] = {"ipcpipe-bench", "--load-worker", (char *)name, a_dev,
-                  a_fd, a_ppid, NULL};
+    char *av[] = {"ipcpipe-bench",
+                  "--load-worker",
+                  (char *)name,
+                  a_dev,
+                  a_fd,
+                  a_ppid,
+                  NULL};
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
@@ -168,8 +173,9 @@ int bench_load_start(bench_load_t *l, bench_load_kind_t kind, int device,
     else if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
         bench_fmt(err, elen, "cannot re-run this program (/proc/self/exe)");
     else
-        bench_fmt(err, elen, "its process ended before its first copies "
-                             "(its own message is above)");
+        bench_fmt(err, elen,
+                  "its process ended before its first copies "
+                  "(its own message is above)");
     return -1;
 }
 
@@ -184,8 +190,7 @@ void bench_load_stop(bench_load_t *l)
         fprintf(stderr,
                 "ipcpipe-bench: --load %s on device %d: %.1f GB/s of pinned "
                 "copies over %.1f s, beside the cases\n",
-                bench_load_name(l->kind), l->device, bytes / secs / 1e9,
-                secs);
+                bench_load_name(l->kind), l->device, bytes / secs / 1e9, secs);
     else
         fprintf(stderr,
                 "ipcpipe-bench: --load %s on device %d: its process ended "

@@ -470,10 +470,10 @@ static int start_load(bench_ctx_t *ctx)
                     "ipcpipe-bench: --load %s not started: rank %d has no "
                     "GPU buffers%s%s\n",
                     name, lr, ctx->waive[0] ? ": " : "", ctx->waive);
-        } else if (bench_load_start(&ctx->load, ctx->o->load, ctx->device,
-                                    err, sizeof(err)) < 0) {
-            fprintf(stderr, "ipcpipe-bench: --load %s on device %d: %s\n",
-                    name, ctx->device, err);
+        } else if (bench_load_start(&ctx->load, ctx->o->load, ctx->device, err,
+                                    sizeof(err)) < 0) {
+            fprintf(stderr, "ipcpipe-bench: --load %s on device %d: %s\n", name,
+                    ctx->device, err);
             msg[0] = -1;
         } else {
             msg[0] = 1;
@@ -494,8 +494,8 @@ static int start_load(bench_ctx_t *ctx)
         ipcp_status_t st =
             ipcp_recv(ctx->comm, msg, sizeof(msg), lr, TAG_LOAD, NULL);
         if (st != IPCP_OK) {
-            fprintf(stderr, "ipcpipe-bench: --load: from rank %d: %s: %s\n",
-                    lr, ipcp_strerror(st), ipcp_last_error());
+            fprintf(stderr, "ipcpipe-bench: --load: from rank %d: %s: %s\n", lr,
+                    ipcp_strerror(st), ipcp_last_error());
             msg[0] = -1;
         }
     }
@@ -900,8 +900,7 @@ static int stream_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i,
                 n++;
         }
         double tp = bench_now_s();
-        if (bench_cuda_stream_sync(us, err, sizeof(err)) < 0 &&
-            *st == IPCP_OK)
+        if (bench_cuda_stream_sync(us, err, sizeof(err)) < 0 && *st == IPCP_OK)
             *st = IPCP_ERR_CUDA;
         double t1 = bench_now_s();
         for (int j = 0; j < n; j++) {
@@ -1091,13 +1090,14 @@ static void recv_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i,
 int bench_send_starts(bench_ctx_t *ctx, int tag, const double *starts, int n)
 {
     double none = NAN;
-    ipcp_status_t st =
-        ipcp_send(ctx->comm, starts ? starts : &none,
-                  starts ? (size_t)n * sizeof(double) : sizeof(none), RECV,
-                  tag);
+    ipcp_status_t st = ipcp_send(
+        ctx->comm, starts ? starts : &none,
+        starts ? (size_t)n * sizeof(double) : sizeof(none), RECV, tag);
     if (st != IPCP_OK)
-        fprintf(stderr, "ipcpipe-bench [rank 1]: start times to rank 0: %s: "
-                "%s\n", ipcp_strerror(st), ipcp_last_error());
+        fprintf(stderr,
+                "ipcpipe-bench [rank 1]: start times to rank 0: %s: "
+                "%s\n",
+                ipcp_strerror(st), ipcp_last_error());
     return st == IPCP_OK ? 0 : -1;
 }
 
@@ -1110,8 +1110,8 @@ void bench_time_reps(bench_ctx_t *ctx, int tag, const double *starts,
     for (int r = 0; peer && r < n; r++)
         peer[r] = NAN;
     ipcp_status_t st =
-        peer ? ipcp_recv(ctx->comm, peer, (size_t)n * sizeof(double), SEND,
-                         tag, NULL)
+        peer ? ipcp_recv(ctx->comm, peer, (size_t)n * sizeof(double), SEND, tag,
+                         NULL)
              : IPCP_ERR_NOMEM;
     if (st != IPCP_OK)
         bench_set_reason(res, BENCH_ERROR, "rank 1's start times", st);
@@ -1619,8 +1619,8 @@ static int run_sender(bench_ctx_t *ctx, const bench_case_t *c, int i)
 {
     /* Both ranks receive in bidir: both force its path (before the case's
      * first barrier, as rank 0 does). */
-    int force = c->path->bidir && ctx->rank == SEND &&
-                c->path->path != IPCP_PATH_AUTO;
+    int force =
+        c->path->bidir && ctx->rank == SEND && c->path->path != IPCP_PATH_AUTO;
     if (force && ipcp_comm_set_path(ctx->comm, c->path->path) != IPCP_OK)
         fprintf(stderr, "ipcpipe-bench [rank 1] %s: ipcp_comm_set_path: %s\n",
                 c->name, ipcp_last_error());

@@ -25,8 +25,7 @@ int bench_tune(void)
         return 2;
     }
     if (ops->open(cfg, &be) != IPCP_OK) {
-        printf("ipcpipe-bench --tune: no GPU to tune: %s\n",
-               ipcp_last_error());
+        printf("ipcpipe-bench --tune: no GPU to tune: %s\n", ipcp_last_error());
         return 0;
     }
     ipcp__stripe_cache_path(cfg, path, sizeof(path));
@@ -47,8 +46,8 @@ int bench_tune(void)
                  "processes stripe from twice the smallest size that gained "
                  "here (\"from size\")");
     printf("%-9s %-8s %6s %6s %9s %10s %12s %12s %12s %8s\n", "from->to",
-           "stripe", "share", "at 1G", "both ways", "from size",
-           "direct GB/s", "staged GB/s", "striped GB/s", "gain %");
+           "stripe", "share", "at 1G", "both ways", "from size", "direct GB/s",
+           "staged GB/s", "striped GB/s", "gain %");
     for (int s = 0; s < be->ndev; s++) {
         for (int d = 0; d < be->ndev; d++) {
             ipcp__stripe_entry_t e;
@@ -69,9 +68,8 @@ int bench_tune(void)
                    e.share_large * 100, e.share_bidir * 100,
                    (unsigned long long)(e.min_size >> 20), e.direct_gbs,
                    e.staged_gbs, e.striped_gbs,
-                   e.direct_gbs > 0
-                       ? (e.striped_gbs / e.direct_gbs - 1) * 100
-                       : 0.0);
+                   e.direct_gbs > 0 ? (e.striped_gbs / e.direct_gbs - 1) * 100
+                                    : 0.0);
         }
     }
     if (!tuned && !failed)

@@ -87,8 +87,10 @@ static void child_pin(int rank)
         CPU_ZERO(&one);
         CPU_SET(c, &one);
         if (sched_setaffinity(0, sizeof(one), &one) != 0)
-            fprintf(stderr, "ipcp_launch: rank %d: cannot bind to CPU %d: "
-                            "%s\n", rank, c, strerror(errno));
+            fprintf(stderr,
+                    "ipcp_launch: rank %d: cannot bind to CPU %d: "
+                    "%s\n",
+                    rank, c, strerror(errno));
         return;
     }
 }
@@ -332,7 +334,7 @@ static int failure_rank(const ipcp_launch_result_t *res)
             first_exit = i;
         }
     }
-    return first_exit >= 0 ? first_exit
+    return first_exit >= 0   ? first_exit
            : first_stop >= 0 ? first_stop
                              : first_skip;
 }

@@ -13,29 +13,29 @@
 int ipcp_launch_is_rank(void);
 
 typedef struct ipcp_launch_opts {
-    int nranks;              /* 1 .. IPCP_LAUNCH_MAX_RANKS */
-    double timeout_s;        /* all ranks are killed after this; <= 0: none */
-    char *const *argv;       /* program and arguments; NULL: this program
-                                (/proc/self/exe) with argv_self */
-    char *const *argv_self;  /* arguments when argv is NULL (argv[0] too) */
-    char *const *extra_env;  /* NULL-terminated "NAME=value", for every rank */
+    int nranks;             /* 1 .. IPCP_LAUNCH_MAX_RANKS */
+    double timeout_s;       /* all ranks are killed after this; <= 0: none */
+    char *const *argv;      /* program and arguments; NULL: this program
+                               (/proc/self/exe) with argv_self */
+    char *const *argv_self; /* arguments when argv is NULL (argv[0] too) */
+    char *const *extra_env; /* NULL-terminated "NAME=value", for every rank */
     /* Optional per-rank environment: called in the child after fork, before
      * exec, may call setenv. */
     void (*child_env)(int rank, void *arg);
     void *child_env_arg;
-    int keep_going;          /* 1: a failing rank does not stop the others
-                                (tests that kill a rank on purpose) */
-    int pin;                 /* 1: rank i runs bound to one CPU, the
-                                (i mod n)-th of the n this process may use,
-                                as mpirun and srun bind ranks by default;
-                                also when IPCP_LAUNCH_PIN=1 is set */
+    int keep_going; /* 1: a failing rank does not stop the others
+                       (tests that kill a rank on purpose) */
+    int pin;        /* 1: rank i runs bound to one CPU, the
+                       (i mod n)-th of the n this process may use,
+                       as mpirun and srun bind ranks by default;
+                       also when IPCP_LAUNCH_PIN=1 is set */
 } ipcp_launch_opts_t;
 
 typedef struct ipcp_launch_result {
     int nranks;
     int wait_status[IPCP_LAUNCH_MAX_RANKS]; /* as from waitpid */
     pid_t pid[IPCP_LAUNCH_MAX_RANKS];
-    int timed_out;                          /* 1 if the timeout killed them */
+    int timed_out; /* 1 if the timeout killed them */
 } ipcp_launch_result_t;
 
 /* Starts the ranks in their own process group with IPCPIPE_RANK,

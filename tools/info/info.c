@@ -255,8 +255,8 @@ static void print_text(const host_facts_t *h)
         if (ipcp_setting_get(i, &si) != IPCP_OK)
             continue;
         if (si.is_set)
-            printf("  %-*s = %-12s (set; default %s)\n", w, si.name,
-                   si.value, si.deflt);
+            printf("  %-*s = %-12s (set; default %s)\n", w, si.name, si.value,
+                   si.deflt);
         else
             printf("  %-*s = %-12s (default)\n", w, si.name, si.value);
         printf("  %*s   %s\n", w, "", si.doc);

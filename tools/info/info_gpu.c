@@ -24,7 +24,7 @@ typedef struct gpu_facts {
 
 /* Reason codes, each with the path it leads to and what it means. */
 typedef struct gpu_verdict {
-    const char *path;   /* "direct", "staged", "none" */
+    const char *path; /* "direct", "staged", "none" */
     const char *code;
     char text[200];
     const char *stripe; /* yes, no, off, fixed, unmeasured, ignored */
@@ -63,7 +63,8 @@ static void gpu_stripe(const gpu_facts_t *g, int a, int b, gpu_verdict_t *v)
         v->stripe = "fixed";
         snprintf(v->stripe_text, sizeof(v->stripe_text),
                  "%.1f%% of every direct transfer staged at the same time "
-                 "(IPCPIPE_STRIPE)", cfg->stripe * 100);
+                 "(IPCPIPE_STRIPE)",
+                 cfg->stripe * 100);
         return;
     }
     memset(&key, 0, sizeof(key));
@@ -98,13 +99,13 @@ static void gpu_stripe(const gpu_facts_t *g, int a, int b, gpu_verdict_t *v)
             strftime(when, sizeof(when), "%Y-%m-%d", &tm);
         v->stripe = e.share > 0 ? "yes" : "no";
 #define ADAPT_TEXT                                                             \
-    "; lowered, down to not striping, while the staged part ends late, "     \
-    "raised up to a quarter past it while it ends well ahead "              \
+    "; lowered, down to not striping, while the staged part ends late, "       \
+    "raised up to a quarter past it while it ends well ahead "                 \
     "(IPCPIPE_STRIPE_ADAPT"
-        const char *adapt = !cfg->stripe_adapt ? ""
-                            : e.layout == IPCP_STRIPE_DRIVEN
-                                ? ADAPT_TEXT "; one way only)"
-                                : ADAPT_TEXT ")";
+        const char *adapt = !cfg->stripe_adapt               ? ""
+                            : e.layout == IPCP_STRIPE_DRIVEN ? ADAPT_TEXT
+                                "; one way only)"
+                                                             : ADAPT_TEXT ")";
 #undef ADAPT_TEXT
         if (e.share > 0)
             snprintf(v->stripe_text, sizeof(v->stripe_text),
@@ -116,8 +117,8 @@ static void gpu_stripe(const gpu_facts_t *g, int a, int b, gpu_verdict_t *v)
                      e.share_large * 100,
                      (unsigned long long)(e.size_large >> 20),
                      e.share_bidir * 100,
-                     (unsigned long long)(ipcp__stripe_engine_min(
-                                              e.min_size, e.layout) >>
+                     (unsigned long long)(ipcp__stripe_engine_min(e.min_size,
+                                                                  e.layout) >>
                                           20),
                      when, e.direct_gbs, e.staged_gbs, e.striped_gbs,
                      (unsigned long long)(e.size >> 20),
@@ -137,7 +138,8 @@ static void gpu_stripe(const gpu_facts_t *g, int a, int b, gpu_verdict_t *v)
         v->stripe = "unmeasured";
         snprintf(v->stripe_text, sizeof(v->stripe_text),
                  "not measured yet: measured at the first large transfer, or "
-                 "now with ipcpipe-bench --tune (%s)", why);
+                 "now with ipcpipe-bench --tune (%s)",
+                 why);
         return;
     default:
         v->stripe = "ignored";
@@ -202,7 +204,8 @@ static void gpu_verdict(const gpu_facts_t *g, int a, int b, gpu_verdict_t *v)
         v->code = "NO_STREAM_MEMOPS";
         snprintf(v->text, sizeof(v->text),
                  "GPU %d cannot run 64-bit stream memory operations, which "
-                 "order every chunk", da->memops64 ? b : a);
+                 "order every chunk",
+                 da->memops64 ? b : a);
     } else if (a == b) {
         v->path = "direct";
         v->code = "SAME_DEVICE";
@@ -213,14 +216,16 @@ static void gpu_verdict(const gpu_facts_t *g, int a, int b, gpu_verdict_t *v)
         v->code = "PEER_ACCESS";
         snprintf(v->text, sizeof(v->text),
                  "GPU %d can write GPU %d's memory (cuDeviceCanAccessPeer = "
-                 "1): one copy over NVLink or PCIe", a, b);
+                 "1): one copy over NVLink or PCIe",
+                 a, b);
     } else {
         v->path = "staged";
         v->code = "NO_PEER_ACCESS";
         snprintf(v->text, sizeof(v->text),
                  "cuDeviceCanAccessPeer(%d, %d) = 0 (no NVLink or PCIe peer "
                  "path, common in VMs and containers): through the pinned "
-                 "host ring", a, b);
+                 "host ring",
+                 a, b);
     }
 }
 
@@ -264,8 +269,7 @@ static void gpu_text(const gpu_facts_t *g, const char *visible)
             gpu_stripe(g, a, b, &v);
             printf("    %d -> %d: %-6s %-16s %s\n", a, b, v.path, v.code,
                    v.text);
-            printf("              stripe: %s, %s\n", v.stripe,
-                   v.stripe_text);
+            printf("              stripe: %s, %s\n", v.stripe, v.stripe_text);
         }
     }
     if (visible && *visible)

@@ -359,9 +359,10 @@ static ipcp_status_t cuda_open(const ipcp__config_t *cfg, ipcp__backend_t **out)
     IPCP_INFO(IPCP_SUB_CUDA, "CUDA backend open: driver %d.%d, %d device%s",
               be->driver_version / 1000, be->driver_version % 1000 / 10,
               be->ndev, be->ndev == 1 ? "" : "s");
-    IPCP_DEBUG(IPCP_SUB_CUDA, "open: loading libcuda %.2f ms, cuInit and "
-               "devices %.2f ms, the rest %.2f ms", load_ms, init_ms,
-               cuda_lap(&t));
+    IPCP_DEBUG(IPCP_SUB_CUDA,
+               "open: loading libcuda %.2f ms, cuInit and "
+               "devices %.2f ms, the rest %.2f ms",
+               load_ms, init_ms, cuda_lap(&t));
     *out = be;
     return IPCP_OK;
 }

@@ -42,9 +42,9 @@ typedef struct ipcp__cuda_dev {
 typedef struct ipcp__cuda_poller ipcp__cuda_poller_t;
 
 struct ipcp__backend {
-    ipcp__config_t cfg; /* zeroed when opened without one */
+    ipcp__config_t cfg;          /* zeroed when opened without one */
     ipcp__cuda_poller_t *poller; /* IPCPIPE_CUDA_NOTIFY=event */
-    unsigned gen;       /* tells this instance apart in thread caches */
+    unsigned gen; /* tells this instance apart in thread caches */
     int driver_version;
     int ndev;
     ipcp__cuda_dev_t dev[IPCP_CU_MAX_DEVICES];
@@ -196,8 +196,7 @@ ipcp_status_t ipcp__cuda_flag_wait(ipcp__queue_t *q, uint64_t *flag,
                                    uint64_t value, const atomic_int *abort,
                                    ipcp__track_t *t);
 ipcp_status_t ipcp__cuda_flag_wait_ring(ipcp__queue_t *q, uint64_t *flag,
-                                        uint64_t value,
-                                        const atomic_int *abort,
+                                        uint64_t value, const atomic_int *abort,
                                         ipcp__track_t *t);
 ipcp_status_t ipcp__cuda_flag_write_wait(ipcp__queue_t *q, uint64_t *wflag,
                                          uint64_t wvalue, uint64_t *flag,
@@ -234,10 +233,9 @@ ipcp_status_t ipcp__cuda_poll_stamp(ipcp__backend_t *be, CUcontext ctx,
                                     int device, CUstream stream,
                                     atomic_int *count, uint64_t *ns);
 ipcp_status_t ipcp__cuda_stamp(ipcp__queue_t *q, uint64_t *ns);
-/* ---- Striping (cuda_stripe.c) --------------------------------------------- */
-ipcp_status_t ipcp__cuda_stripe_calibrate(ipcp__backend_t *be, int src,
-                                          int dst, int layout,
-                                          ipcp__stripe_cal_t *out);
+/* ---- Striping (cuda_stripe.c) -------------------------------------------- */
+ipcp_status_t ipcp__cuda_stripe_calibrate(ipcp__backend_t *be, int src, int dst,
+                                          int layout, ipcp__stripe_cal_t *out);
 int ipcp__cuda_device_ident(ipcp__backend_t *be, int device, char *uuid,
                             size_t len, int *driver);
 

@@ -22,8 +22,8 @@ typedef struct cuda_pending {
     CUevent ev;
     CUcontext ctx;
     int device;
-    ipcp__track_t *t;   /* notify: the track; stamp: NULL */
-    uint64_t *stamp;    /* stamp: where the host time goes */
+    ipcp__track_t *t;  /* notify: the track; stamp: NULL */
+    uint64_t *stamp;   /* stamp: where the host time goes */
     atomic_int *count; /* the queue's events not yet finished */
 } cuda_pending_t;
 
@@ -104,8 +104,7 @@ static int cuda_poll_held(const cuda_pending_t *e,
 
 /* One pass over the outstanding events, in order; returns what is left. */
 static cuda_pending_t *cuda_poll_pass(ipcp__cuda_poller_t *p,
-                                      ipcp__backend_t *be,
-                                      cuda_pending_t *list)
+                                      ipcp__backend_t *be, cuda_pending_t *list)
 {
     cuda_pending_t *keep = NULL, **kt = &keep;
     const atomic_int *held[CUDA_POLL_HELD];
@@ -146,9 +145,8 @@ static cuda_watch_t *cuda_watch_pass(cuda_watch_t *list, int stop)
         cuda_watch_t *w = list;
         list = w->next;
         uint64_t v = __atomic_load_n(w->flag, __ATOMIC_ACQUIRE);
-        int lost = w->abort ? atomic_load_explicit(w->abort,
-                                                   memory_order_acquire)
-                            : 0;
+        int lost =
+            w->abort ? atomic_load_explicit(w->abort, memory_order_acquire) : 0;
         if ((int64_t)(v - w->value) < 0 && !lost && !stop) {
             w->next = keep;
             keep = w;
@@ -334,10 +332,9 @@ ipcp_status_t ipcp__cuda_poll_notify(ipcp__backend_t *be, CUcontext ctx,
     if (!e)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_CUDA,
                           "cannot create a CUDA event for device %d", device);
-    ipcp_status_t st = ipcp__cu_check(IPCP_CU(cuEventRecord)(e->ev, stream),
-                                      IPCP_LOG_ERROR,
-                                      "cuEventRecord(stream of device %d)",
-                                      device);
+    ipcp_status_t st =
+        ipcp__cu_check(IPCP_CU(cuEventRecord)(e->ev, stream), IPCP_LOG_ERROR,
+                       "cuEventRecord(stream of device %d)", device);
     if (st != IPCP_OK) {
         IPCP_CU(cuEventDestroy)(e->ev);
         free(e);

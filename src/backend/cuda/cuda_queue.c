@@ -149,8 +149,7 @@ ipcp_status_t ipcp__cuda_queue_wrap(ipcp__backend_t *be, int device,
     if (!q)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_NOMEM,
                           "cannot allocate a CUDA queue");
-    if ((st = ipcp__cuda_ctx(be, device, IPCP_LOG_ERROR, &q->ctx)) !=
-        IPCP_OK) {
+    if ((st = ipcp__cuda_ctx(be, device, IPCP_LOG_ERROR, &q->ctx)) != IPCP_OK) {
         free(q);
         return st;
     }
@@ -283,11 +282,10 @@ static ipcp_status_t cuda_flag_op(ipcp__queue_t *q, uint64_t *flag,
                                                      cuda_wait_flags(q, flush))
                       : IPCP_CU(cuStreamWriteValue64)(
                             q->stream, a, value, CU_STREAM_WRITE_VALUE_DEFAULT);
-    st = ipcp__cu_check(r, IPCP_LOG_ERROR,
-                        "%s(flag %p %s %llu, stream of device %d)",
-                        wait ? "cuStreamWaitValue64" : "cuStreamWriteValue64",
-                        (void *)flag, wait ? ">=" : ":=",
-                        (unsigned long long)value, q->device);
+    st = ipcp__cu_check(
+        r, IPCP_LOG_ERROR, "%s(flag %p %s %llu, stream of device %d)",
+        wait ? "cuStreamWaitValue64" : "cuStreamWriteValue64", (void *)flag,
+        wait ? ">=" : ":=", (unsigned long long)value, q->device);
     ipcp__cuda_leave(&sc);
     return st;
 }
@@ -310,8 +308,7 @@ ipcp_status_t ipcp__cuda_flag_wait(ipcp__queue_t *q, uint64_t *flag,
 }
 
 ipcp_status_t ipcp__cuda_flag_wait_ring(ipcp__queue_t *q, uint64_t *flag,
-                                        uint64_t value,
-                                        const atomic_int *abort,
+                                        uint64_t value, const atomic_int *abort,
                                         ipcp__track_t *t)
 {
     (void)abort;

@@ -28,16 +28,16 @@
 #include "common/status.h"
 #include "common/time.h"
 
-#define CAL_SIZE ((size_t)256 << 20)
+#define CAL_SIZE  ((size_t)256 << 20)
 #define CAL_LARGE ((size_t)1 << 30)
 #define CAL_CHUNK ((size_t)16 << 20) /* the ring's slot on GPUs */
 #define CAL_SLOTS 4
 #define CAL_ALIGN ((size_t)64 << 10)
-#define CAL_REPS 3
+#define CAL_REPS  3
 /* DRIVEN: the largest staged share swept (a little over it) and the most
  * chunks of a staged part (ipcp__stripe_unit cuts at least 1 MiB). */
 #define CAL_STAGE_SHARE 0.15
-#define CAL_EVENTS 256
+#define CAL_EVENTS      256
 /* A share must gain this much over the direct copy to be used. */
 #define CAL_GAIN 1.02
 /* Shares within this of the fastest one count as ties (noise). */
@@ -55,8 +55,8 @@ typedef struct cal {
     int flags_reg;
     uint64_t seq; /* chunks moved so far */
     CUstream direct, d2h, h2d;
-    size_t cap; /* bytes of sbuf and dbuf */
-    int layout; /* IPCP_STRIPE_* */
+    size_t cap;  /* bytes of sbuf and dbuf */
+    int layout;  /* IPCP_STRIPE_* */
     char *stage; /* DRIVEN: the staged part's buffer */
     size_t stage_len;
     int stage_reg;
@@ -64,8 +64,8 @@ typedef struct cal {
 } cal_t;
 
 #define CAL_FLAG_STRIDE 8 /* uint64_t per 64-byte line */
-#define CAL_FULL(c, s) ((c)->flags + (size_t)(s) * CAL_FLAG_STRIDE)
-#define CAL_FREED(c, s) \
+#define CAL_FULL(c, s)  ((c)->flags + (size_t)(s)*CAL_FLAG_STRIDE)
+#define CAL_FREED(c, s)                                                        \
     ((c)->flags + (size_t)(CAL_SLOTS + (s)) * CAL_FLAG_STRIDE)
 
 #define CAL_CU(call, ...)                                                      \
@@ -92,13 +92,14 @@ static ipcp_status_t cal_enqueue(cal_t *c, size_t len, double share)
         CAL_CU(IPCP_CU(cuMemcpyAsync)(dp, sp, dlen, c->direct),
                "cuMemcpyAsync(%zu bytes, device %d -> %d)", dlen, c->src,
                c->dst);
-    size_t chunk = share >= 1 ? CAL_CHUNK
-                              : (size_t)ipcp__stripe_unit(stg, CAL_CHUNK);
+    size_t chunk =
+        share >= 1 ? CAL_CHUNK : (size_t)ipcp__stripe_unit(stg, CAL_CHUNK);
     if (c->layout == IPCP_STRIPE_DRIVEN && share < 1) {
         if (stg > c->stage_len || (stg + chunk - 1) / chunk > CAL_EVENTS)
             return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_CUDA, IPCP_ERR_INVALID,
                               "calibration: %zu staged bytes do not fit its "
-                              "stage buffer", stg);
+                              "stage buffer",
+                              stg);
         int k = 0;
         for (size_t off = dlen; off < len; off += chunk, k++) {
             size_t n = len - off < chunk ? len - off : chunk;
@@ -220,8 +221,8 @@ static ipcp_status_t cal_setup(cal_t *c, size_t cap)
            "cuMemHostRegister(flags)");
     c->flags_reg = 1;
     if (c->layout == IPCP_STRIPE_DRIVEN) {
-        c->stage_len = ipcp__align_up((size_t)(CAL_STAGE_SHARE * (double)cap),
-                                      CAL_ALIGN);
+        c->stage_len =
+            ipcp__align_up((size_t)(CAL_STAGE_SHARE * (double)cap), CAL_ALIGN);
         if (posix_memalign((void **)&c->stage, 4096, c->stage_len) != 0) {
             c->stage = NULL;
             return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_CUDA, IPCP_ERR_NOMEM,
@@ -298,20 +299,21 @@ static void cal_teardown(cal_t *c)
  * part sets the time, and each point of share costs there several times
  * what it gains below (2 x H200 between processes, 1 GiB one way: 9% 430,
  * 10% 432.5, 11% 399 GB/s), so ties go to the smaller share. */
-static ipcp_status_t cal_sweep(cal_t *c, cal_t *rev, size_t len,
-                               double *share, double *secs)
+static ipcp_status_t cal_sweep(cal_t *c, cal_t *rev, size_t len, double *share,
+                               double *secs)
 {
     static const double shares[] = {0.04, 0.05, 0.06, 0.07, 0.08, 0.09,
-                                     0.10, 0.11, 0.12, 0.13, 0.14};
+                                    0.10, 0.11, 0.12, 0.13, 0.14};
     enum { N = sizeof(shares) / sizeof(shares[0]) };
     double t[N], best = 1e30;
     ipcp_status_t st;
     for (int i = 0; i < N; i++) {
         if ((st = cal_best(c, rev, len, shares[i], CAL_REPS, &t[i])))
             return st;
-        IPCP_DEBUG(IPCP_SUB_CUDA, "striping %d -> %d%s, %zu MiB, share %.2f: "
-                   "%.1f GB/s", c->src, c->dst, rev ? " and back" : "",
-                   len >> 20, shares[i],
+        IPCP_DEBUG(IPCP_SUB_CUDA,
+                   "striping %d -> %d%s, %zu MiB, share %.2f: "
+                   "%.1f GB/s",
+                   c->src, c->dst, rev ? " and back" : "", len >> 20, shares[i],
                    (rev ? 2.0 : 1.0) * (double)len / t[i] / 1e9);
         if (t[i] < best)
             best = t[i];
@@ -361,9 +363,9 @@ static ipcp_status_t cal_measure(cal_t *c, cal_t *rev, ipcp__stripe_cal_t *out)
     /* Down from 128 MiB while the split does not lose, each size at the
      * share the engine would give it. */
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-        double d, s, f = ipcp__stripe_fit(best_share, CAL_SIZE,
-                                          out->share_large, out->size_large,
-                                          sizes[i]);
+        double d, s,
+            f = ipcp__stripe_fit(best_share, CAL_SIZE, out->share_large,
+                                 out->size_large, sizes[i]);
         if (f <= 0)
             break;
         if ((st = cal_best(c, NULL, sizes[i], 0, CAL_REPS + 2, &d)) ||
@@ -402,9 +404,8 @@ static size_t cal_cap(ipcp__backend_t *be, int src, int dst)
     return CAL_LARGE;
 }
 
-ipcp_status_t ipcp__cuda_stripe_calibrate(ipcp__backend_t *be, int src,
-                                          int dst, int layout,
-                                          ipcp__stripe_cal_t *out)
+ipcp_status_t ipcp__cuda_stripe_calibrate(ipcp__backend_t *be, int src, int dst,
+                                          int layout, ipcp__stripe_cal_t *out)
 {
     cal_t c, r;
     CUcontext prev = NULL;

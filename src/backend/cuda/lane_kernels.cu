@@ -153,8 +153,7 @@ __device__ static void lane_words_out(uint64_t *dst, const unsigned char *src,
  * thread's sighting stops all). */
 __device__ static void lane_words_in(unsigned char *dst, const uint64_t *src,
                                      uint64_t n, uint64_t k,
-                                     const uint64_t *abort,
-                                     volatile int *stop)
+                                     const uint64_t *abort, volatile int *stop)
 {
     int aligned = ((uintptr_t)dst & 3) == 0;
     uint32_t want = (uint32_t)(k + 1);
@@ -209,9 +208,8 @@ extern "C" __global__ void __launch_bounds__(LANE_THREADS)
     if (threadIdx.x == 0) {
         int code = IPCP_LANE_OK;
         uint64_t remote = lane_peer(&a, &code);
-        if (code == IPCP_LANE_OK &&
-            lane_wait(lane_credit(a.local, slot, &a), round,
-                      (const uint64_t *)a.abort))
+        if (code == IPCP_LANE_OK && lane_wait(lane_credit(a.local, slot, &a),
+                                              round, (const uint64_t *)a.abort))
             code = IPCP_LANE_ABORTED;
         s_remote = remote;
         s_code = code;
@@ -272,8 +270,7 @@ extern "C" __global__ void __launch_bounds__(LANE_THREADS)
         int code = IPCP_LANE_OK;
         uint32_t len = 0, value = 0, want = (uint32_t)(a.k + 1);
         uint64_t w = 0;
-        if (lane_word_wait(&h->seq, want, (const uint64_t *)a.abort, NULL,
-                           &w))
+        if (lane_word_wait(&h->seq, want, (const uint64_t *)a.abort, NULL, &w))
             code = IPCP_LANE_ABORTED;
         int words = 0;
         if (code == IPCP_LANE_OK) {

@@ -17,11 +17,11 @@ struct ipcp__queue {
     pthread_mutex_t lock; /* guards everything below but thread */
     pthread_cond_t wake;  /* the worker waits here for operations */
     ipcp__host_op_t *ring;
-    size_t cap;        /* a power of two */
-    size_t head, tail; /* operations [head, tail) are pending */
-    int idle;          /* the worker is waiting on wake */
-    int stop;          /* destroy asked the worker to finish */
-    uint64_t joins;    /* joins that waited for this queue so far */
+    size_t cap;                   /* a power of two */
+    size_t head, tail;            /* operations [head, tail) are pending */
+    int idle;                     /* the worker is waiting on wake */
+    int stop;                     /* destroy asked the worker to finish */
+    uint64_t joins;               /* joins that waited for this queue so far */
     ipcp__host_join_word_t *join; /* raised to each join's number */
     pthread_t thread;
 };
