@@ -12,13 +12,11 @@
 #include "common/config.h"
 
 #define IPCP_BOOT_MAGIC 0x69706370626f6f74ULL /* "ipcpboot" */
-#define IPCP_BOOT_PROTO_VERSION                                                \
-    8 /* 2: striped transfers, 3: lane, 4: the                                 \
-         lane's flagged words and break message,                               \
-         5: receiver-driven transfers, 6: the                                  \
-         region's address in a map reply,                                      \
-         keepalive PING/PONG, 7: EAGER, 8:                                     \
-         mailbox records carry their position */
+/* Protocol versions.  2: striped transfers, 3: lane, 4: the lane's
+ * flagged words and break message, 5: receiver-driven transfers, 6: the
+ * region's address in a map reply, keepalive PING/PONG, 7: EAGER, 8:
+ * mailbox records carry their position. */
+#define IPCP_BOOT_PROTO_VERSION 8
 /* Largest message ipcp__sock_send/recv move (one SOCK_SEQPACKET datagram). */
 #define IPCP_SOCK_MSG_MAX (64 * 1024)
 /* Most file descriptors attached to one message. */

@@ -75,7 +75,7 @@ typedef struct ipcp__mbox_slot {
 
 #define IPCP_MBOX_HDR offsetof(ipcp__mbox_slot_t, data)
 
-static size_t ipcp__mbox_size(uint64_t slots)
+size_t ipcp__mbox_bytes(uint32_t slots)
 {
     return sizeof(ipcp__mbox_ring_t) + slots * sizeof(ipcp__mbox_slot_t);
 }
@@ -85,11 +85,6 @@ static ipcp__mbox_slot_t *ipcp__mbox_slot(void *ring, uint64_t slots,
 {
     return (ipcp__mbox_slot_t *)((char *)ring + sizeof(ipcp__mbox_ring_t)) +
            i % slots;
-}
-
-size_t ipcp__mbox_bytes(uint32_t slots)
-{
-    return ipcp__mbox_size(slots);
 }
 
 uint32_t ipcp__mbox_slots(int size)
@@ -135,7 +130,7 @@ void ipcp__mbox_offer(ipcp_comm_t *comm)
         /* Sealed: the peer gets the fd, and a peer that could shrink the
          * file would make our next look at the ring a SIGBUS. */
         int fds[2] = {
-            ipcp__memfd_sealed("ipcpipe-mbox", ipcp__mbox_size(p->mbox_slots)),
+            ipcp__memfd_sealed("ipcpipe-mbox", ipcp__mbox_bytes(p->mbox_slots)),
             -1};
         void *m = MAP_FAILED;
         /* Both sides map the ring populated: otherwise the first message
@@ -144,7 +139,7 @@ void ipcp__mbox_offer(ipcp_comm_t *comm)
          * a CTS took 7-9 us to post, median, against 1.5-1.9 once
          * populated). */
         if (fds[0] >= 0)
-            m = mmap(NULL, ipcp__mbox_size(p->mbox_slots),
+            m = mmap(NULL, ipcp__mbox_bytes(p->mbox_slots),
                      PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fds[0],
                      0);
         if (m != MAP_FAILED)
@@ -154,7 +149,7 @@ void ipcp__mbox_offer(ipcp_comm_t *comm)
             IPCP_WARN(IPCP_SUB_ENGINE, "no mailbox from rank %d: %s", r,
                       strerror(errno));
             if (m != MAP_FAILED)
-                munmap(m, ipcp__mbox_size(p->mbox_slots));
+                munmap(m, ipcp__mbox_bytes(p->mbox_slots));
             if (fds[0] >= 0)
                 close(fds[0]);
             continue;
@@ -163,7 +158,7 @@ void ipcp__mbox_offer(ipcp_comm_t *comm)
         ipcp__msg_mbox_t msg;
         memset(&msg, 0, sizeof(msg));
         msg.hdr.type = IPCP_MSG_MBOX;
-        msg.size = ipcp__mbox_size(p->mbox_slots);
+        msg.size = ipcp__mbox_bytes(p->mbox_slots);
         msg.slots = p->mbox_slots;
         msg.slot = IPCP_MBOX_SLOT;
         /* The message owns both descriptors now. */
@@ -202,11 +197,11 @@ void ipcp__mbox_on_offer(ipcp_comm_t *comm, ipcp__peer_t *peer,
         bad = "malformed mailbox offer";
     else {
         memcpy(&m, msg, sizeof(m));
-        if (m.size != ipcp__mbox_size(peer->mbox_slots) ||
+        if (m.size != ipcp__mbox_bytes(peer->mbox_slots) ||
             m.slots != peer->mbox_slots || m.slot != IPCP_MBOX_SLOT ||
             peer->outbox)
             bad = "mailbox offer of another layout, or a second one";
-        else if (ipcp__memfd_check(fds[0], ipcp__mbox_size(peer->mbox_slots),
+        else if (ipcp__memfd_check(fds[0], ipcp__mbox_bytes(peer->mbox_slots),
                                    IPCP_LOG_DEBUG, IPCP_SUB_ENGINE,
                                    "a mailbox") != IPCP_OK ||
                  ipcp__eventfd_check(fds[1], IPCP_LOG_DEBUG, IPCP_SUB_ENGINE,
@@ -215,7 +210,7 @@ void ipcp__mbox_on_offer(ipcp_comm_t *comm, ipcp__peer_t *peer,
     }
     if (!bad) {
         ring =
-            mmap(NULL, ipcp__mbox_size(peer->mbox_slots),
+            mmap(NULL, ipcp__mbox_bytes(peer->mbox_slots),
                  PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fds[0], 0);
         if (ring == MAP_FAILED) {
             /* Our side of the socket still works: keep using it. */
@@ -253,9 +248,9 @@ void ipcp__mbox_close(ipcp__peer_t *peer)
                    (unsigned long long)peer->n_rx_thread,
                    (unsigned long long)peer->n_rx_refused);
     if (peer->inbox)
-        munmap(peer->inbox, ipcp__mbox_size(peer->mbox_slots));
+        munmap(peer->inbox, ipcp__mbox_bytes(peer->mbox_slots));
     if (peer->outbox)
-        munmap(peer->outbox, ipcp__mbox_size(peer->mbox_slots));
+        munmap(peer->outbox, ipcp__mbox_bytes(peer->mbox_slots));
     if (peer->out_wake >= 0)
         close(peer->out_wake);
     peer->inbox = peer->outbox = NULL;
@@ -370,6 +365,29 @@ ipcp_status_t ipcp__mbox_send_fast(ipcp__peer_t *peer, const void *hdr,
 
 /* ---- Reading ------------------------------------------------------------- */
 
+/* The reader's tail moves to tail: the slots before it are the writer's
+ * again (rx_lock held). */
+static void ipcp__mbox_release(ipcp__peer_t *peer, uint64_t tail)
+{
+    ipcp__mbox_ring_t *ring = peer->inbox;
+    __atomic_store_n(&peer->in_tail, tail, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&ring->tail, tail, __ATOMIC_RELEASE);
+}
+
+/* Gives the span slots of the record at *tail back to the writer, once its
+ * bytes are copied out (rx_lock held): the words where the slots after the
+ * first would carry a position are cleared first (they hold the message's
+ * bytes). */
+static void ipcp__mbox_take(ipcp__peer_t *peer, uint64_t *tail, uint64_t span)
+{
+    for (uint64_t i = 1; i < span; i++)
+        __atomic_store_n(
+            &ipcp__mbox_slot(peer->inbox, peer->mbox_slots, *tail + i)->seq, 0,
+            __ATOMIC_RELAXED);
+    *tail += span;
+    ipcp__mbox_release(peer, *tail);
+}
+
 /* The next message from *tail on (skip records passed over, *tail moved
  * past them), with its bytes and kind read once: the peer may be hostile
  * and write them meanwhile.  NULL: none yet, or *bad (a record that leaves
@@ -390,9 +408,7 @@ static ipcp__mbox_slot_t *ipcp__mbox_peek(ipcp__peer_t *peer, uint64_t *tail,
             /* Passed for good: the message after it may not be written
              * yet, and a skip left at the tail would look like work. */
             *tail += n;
-            __atomic_store_n(&peer->in_tail, *tail, __ATOMIC_SEQ_CST);
-            __atomic_store_n(&((ipcp__mbox_ring_t *)peer->inbox)->tail, *tail,
-                             __ATOMIC_RELEASE);
+            ipcp__mbox_release(peer, *tail);
             continue;
         }
         if (*kind == IPCP_MBOX_SOCKET ||
@@ -402,22 +418,6 @@ static ipcp__mbox_slot_t *ipcp__mbox_peek(ipcp__peer_t *peer, uint64_t *tail,
         *bad = 1;
         return NULL;
     }
-}
-
-/* Gives the span slots of the record at *tail back to the writer, once its
- * bytes are copied out (rx_lock held): the words where the slots after the
- * first would carry a position are cleared first (they hold the message's
- * bytes). */
-static void ipcp__mbox_take(ipcp__peer_t *peer, uint64_t *tail, uint64_t span)
-{
-    ipcp__mbox_ring_t *ring = peer->inbox;
-    for (uint64_t i = 1; i < span; i++)
-        __atomic_store_n(
-            &ipcp__mbox_slot(ring, peer->mbox_slots, *tail + i)->seq, 0,
-            __ATOMIC_RELAXED);
-    *tail += span;
-    __atomic_store_n(&peer->in_tail, *tail, __ATOMIC_SEQ_CST);
-    __atomic_store_n(&ring->tail, *tail, __ATOMIC_RELEASE);
 }
 
 static int ipcp__mbox_read_locked(ipcp_comm_t *comm, ipcp__peer_t *peer,

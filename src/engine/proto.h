@@ -49,26 +49,21 @@ typedef struct ipcp__msg_eager {
     uint32_t len;
 } ipcp__msg_eager_t;
 
-/* RTS flags */
+/* RTS flags.  PVM_OK: the sender may write the receiver's memory with
+ * process_vm_writev.  PEER_RECV: the sender also has receives from the
+ * receiver posted or running.  SRC: src_region/src_offset name the source;
+ * the receiver may copy it itself (IPCPIPE_DRIVE) and then answers with a
+ * DRIVEN CTS only.  SRC_EXP: an ipcp__export_t of src_region follows the
+ * struct (first time to this receiver; a tail, so that eager RTSs keep
+ * their room in a mailbox slot). */
 #define IPCP_RTS_EAGER     0x1 /* data follows the struct */
 #define IPCP_RTS_PUT       0x2 /* one-sided put into reg_id at offset */
 #define IPCP_RTS_GET_REPLY 0x4 /* answers the origin's get get_id */
-#define IPCP_RTS_PVM_OK                                                        \
-    0x8 /* the sender may write the receiver's memory                          \
-           with process_vm_writev */
-#define IPCP_RTS_PEER_RECV                                                     \
-    0x10 /* the sender also has receives from the                              \
-            receiver posted or running */
-#define IPCP_RTS_SRC                                                           \
-    0x20 /* src_region/src_offset name the source: the                         \
-            receiver may copy it itself (IPCPIPE_DRIVE)                        \
-            and then answers with a DRIVEN CTS only */
-#define IPCP_RTS_SRC_EXP                                                       \
-    0x40                     /* an ipcp__export_t of src_region follows        \
-                                the struct (first time to this receiver;       \
-                                a tail, so that eager RTSs keep their          \
-                                room in a mailbox slot) */
-#define IPCP_RTS_SRC_FD 0x80 /* with SRC_EXP: its fd is attached */
+#define IPCP_RTS_PVM_OK    0x8
+#define IPCP_RTS_PEER_RECV 0x10
+#define IPCP_RTS_SRC       0x20
+#define IPCP_RTS_SRC_EXP   0x40
+#define IPCP_RTS_SRC_FD    0x80 /* with SRC_EXP: its fd is attached */
 
 typedef struct ipcp__msg_rts {
     ipcp__msg_hdr_t hdr;
@@ -94,16 +89,13 @@ typedef struct ipcp__msg_rts {
     char errmsg[IPCP_ERRWIRE_MAX]; /* status < 0 */
 } ipcp__msg_rts_t;
 
-/* CTS flags */
+/* CTS flags.  MAP_FD: an fd for the target export is attached (after the
+ * channel's, if both).  DRIVEN: the receiver copied the data itself (an
+ * RTS_SRC transfer); the send ends here, with status and path. */
 #define IPCP_CTS_CHAN_FD 0x1 /* the channel's memfd is attached (first fd) */
-#define IPCP_CTS_MAP_FD                                                        \
-    0x2                      /* an fd for the target export is attached        \
-                                (after the channel's, if both) */
+#define IPCP_CTS_MAP_FD  0x2
 #define IPCP_CTS_HAS_EXP 0x4 /* exp describes the target allocation */
-#define IPCP_CTS_DRIVEN                                                        \
-    0x8 /* the receiver copied the data itself (an                             \
-           RTS_SRC transfer): the send ends here, with                         \
-           status and path */
+#define IPCP_CTS_DRIVEN  0x8
 
 enum { IPCP_DST_MAPPED = 1, IPCP_DST_PVM = 2 };
 

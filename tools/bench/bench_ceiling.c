@@ -253,50 +253,54 @@ static void share_plan(const copy_plan_t *base, int q, par_arg_t *out)
     }
 }
 
-static double host_memcpy_par(bench_ceil_t *cl, size_t size, int window,
-                              int slots, double *t, int reps, char *err,
-                              size_t elen)
+/* The windows of ndirs directions copied at once (from dst/src pairs),
+ * each shared by as many threads as the library runs per direction;
+ * aggregate GB/s. */
+static double host_memcpy_shared(unsigned char *const *dst,
+                                 const unsigned char *const *src, int ndirs,
+                                 size_t size, int window, int slots, double *t,
+                                 int reps, char *err, size_t elen)
 {
     int q = bench_host_queues();
     par_arg_t a[PAR_MAX];
-    if (q > PAR_MAX)
-        q = PAR_MAX;
+    if (q > PAR_MAX / ndirs)
+        q = PAR_MAX / ndirs;
     if ((size_t)q > size)
         q = (int)size;
     size_t batch = batch_for(size, window, 16 * MIB);
     reps = cap_reps(reps, size, window, batch);
-    copy_plan_t base = {cl->dst, cl->src, size, window, slots, batch, size};
-    share_plan(&base, q, a);
-    double med = par_copy(a, q, t, reps, err, elen);
-    return med > 0 ? (double)window * (double)size / med / 1e9 : 0;
+    for (int d = 0; d < ndirs; d++) {
+        copy_plan_t base = {dst[d], src[d], size, window, slots, batch, size};
+        share_plan(&base, q, a + d * q);
+    }
+    double med = par_copy(a, ndirs * q, t, reps, err, elen);
+    return med > 0 ? ndirs * (double)window * (double)size / med / 1e9 : 0;
 }
 
-/* Both directions at once, each shared by as many threads as the library
- * runs per direction; aggregate. */
+static double host_memcpy_par(bench_ceil_t *cl, size_t size, int window,
+                              int slots, double *t, int reps, char *err,
+                              size_t elen)
+{
+    unsigned char *dst[1] = {cl->dst};
+    const unsigned char *src[1] = {cl->src};
+    return host_memcpy_shared(dst, src, 1, size, window, slots, t, reps, err,
+                              elen);
+}
+
+/* Both directions at once (the second in scratch memory). */
 static double host_memcpy_bidir(bench_ceil_t *cl, size_t size, int window,
                                 int slots, double *t, int reps, char *err,
                                 size_t elen)
 {
     size_t wl = (size_t)slots * size;
-    int q = bench_host_queues();
-    par_arg_t a[PAR_MAX];
     if (!cl->scratch || cl->scratch_len < wl + size) {
         bench_fmt(err, elen, "no scratch memory for the bidir ceiling");
         return 0;
     }
-    if (q > PAR_MAX / 2)
-        q = PAR_MAX / 2;
-    if ((size_t)q > size)
-        q = (int)size;
-    size_t batch = batch_for(size, window, 16 * MIB);
-    reps = cap_reps(reps, size, window, batch);
-    copy_plan_t mine = {cl->dst, cl->src, size, window, slots, batch, size};
-    copy_plan_t other = {
-        cl->scratch, cl->scratch + wl, size, window, slots, batch, size};
-    share_plan(&mine, q, a);
-    share_plan(&other, q, a + q);
-    double med = par_copy(a, 2 * q, t, reps, err, elen);
-    return med > 0 ? 2.0 * (double)window * (double)size / med / 1e9 : 0;
+    unsigned char *dst[2] = {cl->dst, cl->scratch};
+    const unsigned char *src[2] = {cl->src, cl->scratch + wl};
+    return host_memcpy_shared(dst, src, 2, size, window, slots, t, reps, err,
+                              elen);
 }
 
 double bench_ceil_measure(bench_ceil_t *cl, bench_ceil_kind_t kind, size_t size,

@@ -311,6 +311,14 @@ int ipcp_launch(const ipcp_launch_opts_t *opts, ipcp_launch_result_t *res)
     return rc;
 }
 
+/* A signal the launcher sends when it stops the job. */
+static int is_stop(int status)
+{
+    return WIFSIGNALED(status) &&
+           (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGKILL ||
+            WTERMSIG(status) == SIGINT);
+}
+
 /* A rank that ended by a signal we send when stopping the job is less
  * likely to be the cause of the failure than one that failed on its own,
  * and one that skipped (77) while others ran is not the cause at all. */
@@ -322,8 +330,7 @@ static int failure_rank(const ipcp_launch_result_t *res)
         if (!is_failure(s))
             continue;
         if (WIFSIGNALED(s)) {
-            int sig = WTERMSIG(s);
-            if (sig != SIGTERM && sig != SIGKILL && sig != SIGINT)
+            if (!is_stop(s))
                 return i;
             if (first_stop < 0)
                 first_stop = i;
@@ -357,14 +364,6 @@ static void print_failure(const ipcp_launch_result_t *res, int i)
                 "ipcp_launch: rank %d (pid %ld) exited with code %d%s\n", i,
                 (long)res->pid[i], WEXITSTATUS(s),
                 WEXITSTATUS(s) == 77 ? " (skipped)" : "");
-}
-
-/* A signal the launcher sends when it stops the job. */
-static int is_stop(int status)
-{
-    return WIFSIGNALED(status) &&
-           (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGKILL ||
-            WTERMSIG(status) == SIGINT);
 }
 
 int ipcp_launch_exit_code(const ipcp_launch_result_t *res)
