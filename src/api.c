@@ -346,12 +346,15 @@ static void ipcp__await(ipcp_request_t *req)
     if (req->watch && until > t0 &&
         !atomic_load_explicit(&req->done, memory_order_acquire))
         ipcp__mbox_wait(comm, req, until - t0);
+    /* It moves the transfer on itself meanwhile where it may: no hand-off
+     * to a thread that must first be scheduled (ipcp__comm_drive). */
     while (!atomic_load_explicit(&req->done, memory_order_acquire) &&
            (now < until || (now - t0 < dev_ns &&
                             (atomic_load_explicit(&comm->dev_inflight,
                                                   memory_order_relaxed) > 0 ||
                              ipcp__awaiting(comm, now))))) {
-        sched_yield();
+        if (!ipcp__comm_drive(comm))
+            sched_yield();
         now = ipcp__now_ns();
     }
     ipcp__req_sleep(req);
@@ -543,7 +546,7 @@ static ipcp_status_t ipcp__submit_classified(ipcp_comm_t *comm,
     if (ipcp__match_fast(comm, req))
         ipcp__comm_track(comm, req);
     else
-        ipcp__comm_submit(comm, req);
+        ipcp__comm_submit_drive(comm, req);
     *out = ipcp__hptr(h);
     return IPCP_OK;
 }

@@ -64,6 +64,7 @@ ipcp_status_t ipcp__comm_new(int rank, int size, const char *job,
     comm->wake_fd = -1;
     ipcp__mutex_init_spin(&comm->lock);
     pthread_cond_init(&comm->cond, NULL);
+    ipcp__mutex_init_spin(&comm->prog_lock);
     ipcp__mutex_init_spin(&comm->mem_lock);
     ipcp__mutex_init_spin(&comm->req_lock);
     ipcp__mutex_init_spin(&comm->sync_lock);
@@ -121,6 +122,7 @@ void ipcp__comm_delete(ipcp_comm_t *comm)
     }
     pthread_mutex_destroy(&comm->lock);
     pthread_cond_destroy(&comm->cond);
+    pthread_mutex_destroy(&comm->prog_lock);
     pthread_mutex_destroy(&comm->mem_lock);
     pthread_mutex_destroy(&comm->req_lock);
     while (comm->req_cache) {
@@ -252,7 +254,7 @@ void ipcp__comm_track(ipcp_comm_t *comm, ipcp_request_t *req)
     pthread_mutex_unlock(&comm->lock);
 }
 
-void ipcp__comm_submit(ipcp_comm_t *comm, ipcp_request_t *req)
+static void ipcp__cmd_push(ipcp_comm_t *comm, ipcp_request_t *req)
 {
     ipcp__peer_t *peer = ipcp__req_peer(comm, req);
     if (peer)
@@ -263,6 +265,11 @@ void ipcp__comm_submit(ipcp_comm_t *comm, ipcp_request_t *req)
     ipcp__list_push_back(&comm->cmds, &req->link);
     atomic_fetch_add(&comm->queued, 1);
     pthread_mutex_unlock(&comm->lock);
+}
+
+void ipcp__comm_submit(ipcp_comm_t *comm, ipcp_request_t *req)
+{
+    ipcp__cmd_push(comm, req);
     ipcp__comm_wake(comm);
 }
 
@@ -1102,8 +1109,10 @@ static void *ipcp__progress_main(void *arg)
         return NULL;
     }
     ipcp__log_set_rank(comm->rank);
+    pthread_mutex_lock(&comm->prog_lock);
     ipcp__comm_announce_path(comm);
     ipcp__mbox_offer(comm);
+    pthread_mutex_unlock(&comm->prog_lock);
     /* After any activity the thread polls without sleeping for spin_us:
      * the next message of a transfer usually follows within microseconds,
      * and a sleep and wake-up costs several of them per hop. */
@@ -1112,6 +1121,7 @@ static void *ipcp__progress_main(void *arg)
     int missed = 0; /* the last drain found comm->lock taken */
     while (!atomic_load(&comm->stop)) {
         int n = 0;
+        pthread_mutex_lock(&comm->prog_lock);
         pfd[n].fd = comm->wake_fd;
         pfd[n++].events = POLLIN;
         for (int r = 0; r < comm->size; r++) {
@@ -1155,7 +1165,10 @@ static void *ipcp__progress_main(void *arg)
         int ready = 0;
         if (!spinning || missed || now - last_poll >= IPCP_POLL_GAP_NS ||
             !ipcp__poll_skippable(comm)) {
+            /* Callers may take turns meanwhile (ipcp__comm_drive). */
+            pthread_mutex_unlock(&comm->prog_lock);
             ready = poll(pfd, (nfds_t)n, timeout_ms);
+            pthread_mutex_lock(&comm->prog_lock);
             last_poll = now;
         }
         if (!spinning)
@@ -1190,11 +1203,7 @@ static void *ipcp__progress_main(void *arg)
             ipcp__stripe_watch(comm);
         if (busy)
             last_busy = ipcp__now_ns();
-        else if (spinning)
-            /* Not a pause loop: on 2 x H200 one (and in waiting callers)
-             * left striped 256 MiB transfers about 0.5% slower.  On one
-             * CPU, a sleep while other threads have work (common/cpu.h). */
-            ipcp__relax(ipcp__dev_work(comm));
+        int dev_work = !busy && spinning && ipcp__dev_work(comm);
         ipcp__check_bye(comm);
         ipcp__barrier_check(comm);
         if (!ipcp__list_empty(&comm->deregs))
@@ -1202,13 +1211,69 @@ static void *ipcp__progress_main(void *arg)
         ipcp__keepalive(comm, ipcp__now_ns());
         if (comm->wr_broken)
             ipcp__wr_expire(comm, ipcp__now_ns());
+        pthread_mutex_unlock(&comm->prog_lock);
+        if (!busy && spinning)
+            /* Not a pause loop: on 2 x H200 one (and in waiting callers)
+             * left striped 256 MiB transfers about 0.5% slower.  On one
+             * CPU, a sleep while other threads have work (common/cpu.h). */
+            ipcp__relax(dev_work);
     }
     /* Chunks still to enqueue go in: their peer waits for them, and the
      * teardown waits for the transfers they belong to. */
+    pthread_mutex_lock(&comm->prog_lock);
     ipcp__stage_flush_all(comm);
+    pthread_mutex_unlock(&comm->prog_lock);
     free(pfd);
     free(idx);
     return NULL;
+}
+
+/* A caller's turn: what moves messages and transfers on (commands and
+ * completions, the inboxes, queued messages, chunks still to stage),
+ * without the socket poll, the keepalive or the goodbye, which stay the
+ * thread's.  Only in a process without the device backend: a turn may
+ * make driver calls, which bind contexts to the thread that makes them,
+ * and a caller's thread must keep its own.  On one CPU this is what
+ * keeps a transfer off the other threads (64 KiB half round trip, ranks
+ * bound to one core each of 2: 105-123 us through the threads, 30-35 us
+ * with this and the host queues' inline copies). */
+int ipcp__comm_drive(ipcp_comm_t *comm)
+{
+    if (atomic_load_explicit(&comm->dev_state, memory_order_acquire) ==
+            IPCP_DEV_OPEN ||
+        atomic_load_explicit(&comm->stop, memory_order_relaxed) ||
+        pthread_mutex_trylock(&comm->prog_lock) != 0)
+        return 0;
+    /* The open may have happened since the look above. */
+    if (atomic_load_explicit(&comm->dev_state, memory_order_acquire) ==
+        IPCP_DEV_OPEN) {
+        pthread_mutex_unlock(&comm->prog_lock);
+        return 0;
+    }
+    int busy = ipcp__drain(comm);
+    busy = busy < 0 ? 0 : busy;
+    for (int r = 0; r < comm->size; r++) {
+        ipcp__peer_t *p = &comm->peers[r];
+        if (r == comm->rank || p->closed)
+            continue;
+        busy += ipcp__peer_read_inbox(comm, p);
+        if (!ipcp__list_empty(&p->txq))
+            ipcp__peer_flush(comm, p);
+    }
+    busy += ipcp__stage_poll(comm);
+    if (!ipcp__list_empty(&comm->watching))
+        ipcp__stripe_watch(comm);
+    pthread_mutex_unlock(&comm->prog_lock);
+    return busy;
+}
+
+void ipcp__comm_submit_drive(ipcp_comm_t *comm, ipcp_request_t *req)
+{
+    ipcp__cmd_push(comm, req);
+    /* A command left in the list (the turn was taken, or comm->lock was)
+     * is the thread's. */
+    if (!ipcp__comm_drive(comm) || atomic_load(&comm->queued))
+        ipcp__comm_wake(comm);
 }
 
 ipcp_status_t ipcp__comm_start(ipcp_comm_t *comm)

@@ -562,6 +562,11 @@ struct ipcp_comm {
     atomic_int stop;
     pthread_mutex_t lock; /* cmds, dones, request completion */
     pthread_cond_t cond;
+    /* One turn of progress at a time: the thread's, or a waiting caller's
+     * (ipcp__comm_drive).  What the engine calls the progress thread's
+     * (its lists, the peers' queues and protocol state) belongs to
+     * whoever holds it.  Taken before any other lock of comm. */
+    pthread_mutex_t prog_lock;
     atomic_int sleepers;       /* callers in (or going to) cond's wait */
     pthread_mutex_t req_lock;  /* req_cache */
     ipcp_request_t *req_cache; /* freed requests kept for reuse */
@@ -654,6 +659,13 @@ void ipcp__comm_wake(ipcp_comm_t *comm);
 /* Hands a request to the progress thread. */
 void ipcp__comm_track(ipcp_comm_t *comm, ipcp_request_t *req);
 void ipcp__comm_submit(ipcp_comm_t *comm, ipcp_request_t *req);
+/* A caller's turn of progress, for a host-only process (no device backend
+ * open: the driver's calls bind contexts to the thread that makes them);
+ * returns how much it did, 0 also when the turn is taken or not allowed.
+ * For callers that hold no lock of comm. */
+int ipcp__comm_drive(ipcp_comm_t *comm);
+/* ipcp__comm_submit, then the command run by the caller when it may. */
+void ipcp__comm_submit_drive(ipcp_comm_t *comm, ipcp_request_t *req);
 /* Marks a request done (any thread); user requests wake their waiter,
  * internal ones are freed. */
 void ipcp__req_complete(ipcp_request_t *req, ipcp_status_t st, const char *msg);

@@ -607,6 +607,11 @@ void ipcp__mbox_wait(ipcp_comm_t *comm, ipcp_request_t *req, uint64_t spin_ns)
          !atomic_load_explicit(&req->done, memory_order_acquire); i++) {
         if (ipcp__mbox_read_fast(comm, peer, &kicked))
             continue;
+        /* What it left for the thread (an RTS, a CTS): taken here where
+         * the caller may (ipcp__comm_drive), not after a hand-off. */
+        if (atomic_load_explicit(&peer->kick, memory_order_relaxed) &&
+            ipcp__comm_drive(comm))
+            continue;
         if (yield && !(i % 16))
             sched_yield();
         else

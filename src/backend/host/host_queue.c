@@ -9,6 +9,7 @@
 
 #include "backend/host/host.h"
 #include "common/status.h"
+#include "common/cpu.h"
 
 /* Enough for a pipeline's chunks in flight; the ring doubles when full. */
 #define HOST_RING_INIT 64
@@ -94,9 +95,30 @@ static ipcp_status_t host_enqueue_locked(ipcp__queue_t *q,
     return IPCP_OK;
 }
 
+/* Operations that end by themselves and call back nothing: a thread that
+ * enqueues one may run it in the worker's place. */
+static int host_op_inlinable(const ipcp__host_op_t *op)
+{
+    return op->kind == IPCP_HOST_OP_COPY || op->kind == IPCP_HOST_OP_RCOPY ||
+           op->kind == IPCP_HOST_OP_FLAG_WRITE ||
+           op->kind == IPCP_HOST_OP_STAMP;
+}
+
+/* In a process bound to one CPU the worker adds nothing but two hand-offs
+ * per operation, each a wake-up that waits its turn on that CPU: an
+ * operation enqueued while the worker sleeps on an empty ring runs at once
+ * in the enqueuing thread, under the lock, so that nothing enqueued after
+ * it can pass it (64 KiB half round trip bound to one core of 2: 105 us
+ * through the worker, 40 us so; NOTES). */
 static ipcp_status_t host_enqueue(ipcp__queue_t *q, const ipcp__host_op_t *op)
 {
     pthread_mutex_lock(&q->lock);
+    if (q->idle && q->head == q->tail && host_op_inlinable(op) &&
+        ipcp__one_cpu()) {
+        ipcp__host_op_run(op);
+        pthread_mutex_unlock(&q->lock);
+        return IPCP_OK;
+    }
     return host_enqueue_locked(q, op);
 }
 
