@@ -9,7 +9,7 @@
 
 #include "common/cpu.h"
 #include "common/time.h"
-#include "engine/engine.h"
+#include "api.h"
 #include "engine/mem.h"
 #include "ipcpipe_cuda.h"
 
@@ -111,7 +111,7 @@ static ipcp_status_t ipcp__handle_fail(const void *p, unsigned type)
                       v, ipcp__ha[type]);
 }
 
-static ipcp_status_t ipcp__comm_get(const ipcp_comm_t *h, ipcp_comm_t **comm)
+ipcp_status_t ipcp__comm_get(const ipcp_comm_t *h, ipcp_comm_t **comm)
 {
     *comm = ipcp__handle_get((uintptr_t)h, IPCP_HANDLE_COMM);
     return ipcp__likely(*comm != NULL) ? IPCP_OK
@@ -126,14 +126,14 @@ static ipcp_status_t ipcp__req_get(const ipcp_request_t *h,
                                       : ipcp__handle_fail(h, IPCP_HANDLE_REQ);
 }
 
-static ipcp_status_t ipcp__mem_get(const ipcp_mem_t *h, ipcp_mem_t **mem)
+ipcp_status_t ipcp__mem_get(const ipcp_mem_t *h, ipcp_mem_t **mem)
 {
     *mem = ipcp__handle_get((uintptr_t)h, IPCP_HANDLE_MEM);
     return ipcp__likely(*mem != NULL) ? IPCP_OK
                                       : ipcp__handle_fail(h, IPCP_HANDLE_MEM);
 }
 
-static ipcp_status_t ipcp__rmem_get(const ipcp_rmem_t *h, ipcp_rmem_t **rm)
+ipcp_status_t ipcp__rmem_get(const ipcp_rmem_t *h, ipcp_rmem_t **rm)
 {
     *rm = ipcp__handle_get((uintptr_t)h, IPCP_HANDLE_RMEM);
     return ipcp__likely(*rm != NULL) ? IPCP_OK
@@ -143,31 +143,24 @@ static ipcp_status_t ipcp__rmem_get(const ipcp_rmem_t *h, ipcp_rmem_t **rm)
 /* Releases a live handle that a call is about to free the object of.  Of
  * two threads releasing the same handle at once, the one that loses gets
  * the stale error here, before it touches the object the other frees. */
-static ipcp_status_t ipcp__handle_claim(const void *p, unsigned type)
+ipcp_status_t ipcp__handle_claim(const void *p, unsigned type)
 {
     return ipcp__handle_free((uintptr_t)p) ? IPCP_OK
                                            : ipcp__handle_fail(p, type);
 }
 
 /* The value a caller gets for an object's handle. */
-static void *ipcp__hptr(ipcp__handle_t h)
+void *ipcp__hptr(ipcp__handle_t h)
 {
     return (void *)(uintptr_t)h;
 }
 
-static int ipcp__misaligned(const void *p, size_t align)
+int ipcp__misaligned(const void *p, size_t align)
 {
     return ((uintptr_t)p & (align - 1)) != 0;
 }
 
-#define IPCP_CHECK(expr)                                                       \
-    do {                                                                       \
-        ipcp_status_t ipcp_st_ = (expr);                                       \
-        if (ipcp_st_ != IPCP_OK)                                               \
-            return ipcp_st_;                                                   \
-    } while (0)
-
-static ipcp_status_t ipcp__bad_arg(const char *what)
+ipcp_status_t ipcp__bad_arg(const char *what)
 {
     return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID, "%s",
                       what);
@@ -375,7 +368,7 @@ static ipcp_status_t ipcp__req_result(const ipcp_request_t *req,
 }
 
 /* Waits for a request the caller owns; returns its status. */
-static ipcp_status_t ipcp__wait_req(ipcp_request_t *req, ipcp_xfer_info_t *info)
+ipcp_status_t ipcp__wait_req(ipcp_request_t *req, ipcp_xfer_info_t *info)
 {
     ipcp_comm_t *comm = req->comm;
     ipcp__await(req);
@@ -479,9 +472,9 @@ ipcp_status_t ipcp_barrier(ipcp_comm_t *comm_h)
 
 /* ---- Two-sided ----------------------------------------------------------- */
 
-static ipcp_status_t ipcp__check_xfer(const ipcp_comm_t *comm, const void *buf,
-                                      size_t len, int peer, int tag,
-                                      ipcp_request_t **req)
+ipcp_status_t ipcp__check_xfer(const ipcp_comm_t *comm, const void *buf,
+                               size_t len, int peer, int tag,
+                               ipcp_request_t **req)
 {
     if (!req || ipcp__misaligned(req, sizeof(void *)))
         return ipcp__bad_arg("request output pointer is NULL or misaligned");
@@ -505,7 +498,7 @@ static ipcp_status_t ipcp__check_xfer(const ipcp_comm_t *comm, const void *buf,
 
 /* A device buffer must lie inside its allocation: a copy past its end
  * would fail on a queue, after the peer has been told to expect data. */
-static ipcp_status_t ipcp__check_extent(const ipcp_request_t *req)
+ipcp_status_t ipcp__check_extent(const ipcp_request_t *req)
 {
     const ipcp__mem_attr_t *a = &req->attr;
     uintptr_t p = (uintptr_t)req->buf;
@@ -558,9 +551,8 @@ static ipcp_status_t ipcp__submit(ipcp_comm_t *comm, ipcp_request_t *req,
     return ipcp__submit_classified(comm, req, out);
 }
 
-static ipcp_request_t *ipcp__twosided_req(ipcp_comm_t *comm, int type,
-                                          void *buf, size_t len, int peer,
-                                          int tag)
+ipcp_request_t *ipcp__twosided_req(ipcp_comm_t *comm, int type, void *buf,
+                                   size_t len, int peer, int tag)
 {
     ipcp_request_t *req = ipcp__req_new(comm, type);
     if (!req) {
@@ -584,9 +576,8 @@ static ipcp_status_t ipcp__post(ipcp_comm_t *comm, int type, void *buf,
 }
 
 /* A new one-sided request (not yet checked against the buffer's memory). */
-static ipcp_request_t *ipcp__onesided_req(ipcp_comm_t *comm, int type,
-                                          void *buf, size_t len,
-                                          ipcp_rmem_t *rm, size_t offset)
+ipcp_request_t *ipcp__onesided_req(ipcp_comm_t *comm, int type, void *buf,
+                                   size_t len, ipcp_rmem_t *rm, size_t offset)
 {
     ipcp_request_t *req = ipcp__req_new(comm, type);
     if (!req) {
@@ -604,9 +595,9 @@ static ipcp_request_t *ipcp__onesided_req(ipcp_comm_t *comm, int type,
     return req;
 }
 
-static ipcp_status_t ipcp__post_onesided(ipcp_comm_t *comm, int type, void *buf,
-                                         size_t len, ipcp_rmem_t *rm,
-                                         size_t offset, ipcp_request_t **out)
+ipcp_status_t ipcp__post_onesided(ipcp_comm_t *comm, int type, void *buf,
+                                  size_t len, ipcp_rmem_t *rm, size_t offset,
+                                  ipcp_request_t **out)
 {
     ipcp_request_t *req = ipcp__onesided_req(comm, type, buf, len, rm, offset);
     return req ? ipcp__submit(comm, req, out) : IPCP_ERR_NOMEM;
@@ -712,407 +703,4 @@ ipcp_status_t ipcp_test(ipcp_request_t *req_h, int *done,
     IPCP_CHECK(ipcp__claim_req(req_h, req));
     *done = 1;
     return ipcp__wait_req(req, info);
-}
-
-/* ---- Memory -------------------------------------------------------------- */
-
-ipcp_status_t ipcp_mem_alloc(ipcp_comm_t *comm_h, size_t len,
-                             const ipcp_alloc_params_t *params, void **ptr)
-{
-    ipcp_alloc_params_t p;
-    ipcp_comm_t *comm;
-    IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
-    if (!ptr || ipcp__misaligned(ptr, sizeof(void *)))
-        return ipcp__bad_arg("ptr output pointer is NULL or misaligned");
-    ipcp_alloc_params_init(&p);
-    if (params) {
-        if (params->struct_size < sizeof(size_t) ||
-            params->struct_size > sizeof(p))
-            return ipcp__bad_arg("params->struct_size is not the size of an "
-                                 "ipcp_alloc_params_t");
-        memcpy(&p, params, params->struct_size);
-    }
-    if (p.type != IPCP_MEM_HOST && p.type != IPCP_MEM_CUDA)
-        return ipcp__bad_arg("params->type must be IPCP_MEM_HOST or "
-                             "IPCP_MEM_CUDA");
-    return ipcp__mem_alloc(comm, len, p.type, p.device, ptr);
-}
-
-ipcp_status_t ipcp_mem_free(ipcp_comm_t *comm_h, void *ptr)
-{
-    ipcp_comm_t *comm;
-    IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
-    if (!ptr)
-        return ipcp__bad_arg("ptr is NULL");
-    return ipcp__mem_free(comm, ptr);
-}
-
-ipcp_status_t ipcp_mem_register(ipcp_comm_t *comm_h, void *buf, size_t len,
-                                ipcp_mem_t **out)
-{
-    ipcp_comm_t *comm;
-    IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
-    if (!out || ipcp__misaligned(out, sizeof(void *)))
-        return ipcp__bad_arg("mem output pointer is NULL or misaligned");
-    if (!buf && len)
-        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
-                          "buffer is NULL but length is %zu", len);
-    ipcp_mem_t *mem = calloc(1, sizeof(*mem));
-    if (!mem)
-        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
-                          "no memory for a registration");
-    mem->magic = IPCP_MEM_MAGIC;
-    mem->comm = comm;
-    /* Before the region is listed: finalize frees it with its handle. */
-    ipcp_status_t st = ipcp__handle_new(IPCP_HANDLE_MEM, mem, &mem->handle);
-    if (st != IPCP_OK) {
-        free(mem);
-        return st;
-    }
-    st = ipcp__mem_register(comm, buf, len, mem);
-    if (st != IPCP_OK) {
-        ipcp__handle_free(mem->handle);
-        ipcp__region_release(&mem->region);
-        free(mem);
-        return st;
-    }
-    *out = ipcp__hptr(mem->handle);
-    return IPCP_OK;
-}
-
-ipcp_status_t ipcp_mem_deregister(ipcp_mem_t *mem_h)
-{
-    ipcp_mem_t *mem;
-    ipcp_request_t *req;
-    IPCP_CHECK(ipcp__mem_get(mem_h, &mem));
-    IPCP_CHECK(ipcp__handle_claim(mem_h, IPCP_HANDLE_MEM));
-    ipcp_status_t st = ipcp__mem_deregister(mem->comm, mem, &req);
-    if (st != IPCP_OK)
-        return st; /* stays registered (freed at finalize) */
-    /* Until no peer's operation on it is in flight (ipcp__mem_dereg_cmd). */
-    st = ipcp__wait_req(req, NULL);
-    ipcp__region_release(&mem->region);
-    mem->magic = IPCP_DEAD_MAGIC;
-    free(mem);
-    return st;
-}
-
-ipcp_status_t ipcp_mem_pack(const ipcp_mem_t *mem_h, void *desc, size_t cap,
-                            size_t *len)
-{
-    ipcp_mem_t *mem;
-    IPCP_CHECK(ipcp__mem_get(mem_h, &mem));
-    if (!desc || !len)
-        return ipcp__bad_arg("desc or len is NULL");
-    return ipcp__mem_pack(mem, desc, cap, len);
-}
-
-ipcp_status_t ipcp_rmem_import(ipcp_comm_t *comm_h, const void *desc,
-                               size_t len, ipcp_rmem_t **out)
-{
-    ipcp_comm_t *comm;
-    IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
-    if (!desc || !out || ipcp__misaligned(out, sizeof(void *)))
-        return ipcp__bad_arg("desc or rmem output pointer is NULL or "
-                             "misaligned");
-    ipcp_rmem_t *rm = calloc(1, sizeof(*rm));
-    if (!rm)
-        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
-                          "no memory for an imported region");
-    rm->magic = IPCP_RMEM_MAGIC;
-    rm->comm = comm;
-    rm->fd = -1;
-    ipcp__list_init(&rm->link);
-    /* Before the region is listed: finalize frees it with its handle. */
-    ipcp_status_t st = ipcp__handle_new(IPCP_HANDLE_RMEM, rm, &rm->handle);
-    if (st == IPCP_OK)
-        st = ipcp__rmem_prepare(comm, desc, len, rm);
-    ipcp_request_t *req = NULL;
-    if (st == IPCP_OK && !(req = ipcp__req_new(comm, IPCP_REQ_IMPORT)))
-        st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
-                        "no memory for a request");
-    if (st == IPCP_OK) {
-        req->rmem = rm;
-        req->peer = rm->owner;
-        ipcp__comm_submit(comm, req);
-        st = ipcp__wait_req(req, NULL);
-    }
-    if (st != IPCP_OK) {
-        ipcp__handle_free(rm->handle);
-        free(rm);
-        return st;
-    }
-    atomic_init(&rm->valid, 1);
-    pthread_mutex_lock(&comm->mem_lock);
-    ipcp__list_push_back(&comm->rmems, &rm->link);
-    pthread_mutex_unlock(&comm->mem_lock);
-    *out = ipcp__hptr(rm->handle);
-    return IPCP_OK;
-}
-
-ipcp_status_t ipcp_rmem_release(ipcp_rmem_t *rm_h)
-{
-    ipcp_rmem_t *rm;
-    IPCP_CHECK(ipcp__rmem_get(rm_h, &rm));
-    ipcp_comm_t *comm = rm->comm;
-    /* Refused before the handle is claimed, so that it stays usable. */
-    int busy = atomic_load(&rm->busy);
-    if (busy)
-        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_STATE,
-                          "imported region %llu of rank %d has %d "
-                          "operation(s) in flight: wait for them first",
-                          (unsigned long long)rm->reg_id, rm->owner, busy);
-    IPCP_CHECK(ipcp__handle_claim(rm_h, IPCP_HANDLE_RMEM));
-    pthread_mutex_lock(&comm->mem_lock);
-    ipcp__list_del(&rm->link);
-    pthread_mutex_unlock(&comm->mem_lock);
-    ipcp__rmem_unmap(rm);
-    rm->magic = IPCP_DEAD_MAGIC;
-    free(rm);
-    return IPCP_OK;
-}
-
-size_t ipcp_rmem_size(const ipcp_rmem_t *rm_h)
-{
-    ipcp_rmem_t *rm;
-    return ipcp__rmem_get(rm_h, &rm) == IPCP_OK ? rm->len : 0;
-}
-
-int ipcp_rmem_owner(const ipcp_rmem_t *rm_h)
-{
-    ipcp_rmem_t *rm;
-    return ipcp__rmem_get(rm_h, &rm) == IPCP_OK ? rm->owner : -1;
-}
-
-/* Checks shared by every one-sided call: the handles (resolved into *comm
- * and *rm), the buffer, and the range inside a region that is still
- * registered. */
-static ipcp_status_t ipcp__check_onesided(const ipcp_comm_t *comm_h,
-                                          const void *buf, size_t len,
-                                          const ipcp_rmem_t *rm_h,
-                                          size_t offset, ipcp_comm_t **comm_p,
-                                          ipcp_rmem_t **rm_p)
-{
-    ipcp_comm_t *comm;
-    ipcp_rmem_t *rm;
-    IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
-    IPCP_CHECK(ipcp__rmem_get(rm_h, &rm));
-    *comm_p = comm;
-    *rm_p = rm;
-    if (rm->comm != comm)
-        return ipcp__bad_arg("imported region belongs to another "
-                             "communicator");
-    if (!buf && len)
-        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
-                          "buffer is NULL but length is %zu", len);
-    if (offset > rm->len || len > rm->len - offset)
-        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_OUT_OF_RANGE,
-                          "range [%zu, +%zu) is outside the %zu-byte region "
-                          "of rank %d",
-                          offset, len, rm->len, rm->owner);
-    if (!atomic_load(&rm->valid))
-        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_NOT_REGISTERED,
-                          "rank %d deregistered region %llu", rm->owner,
-                          (unsigned long long)rm->reg_id);
-    return IPCP_OK;
-}
-
-static ipcp_status_t ipcp__onesided(ipcp_comm_t *comm_h, int type, void *buf,
-                                    size_t len, ipcp_rmem_t *rm_h,
-                                    size_t offset, ipcp_request_t **out)
-{
-    ipcp_comm_t *comm;
-    ipcp_rmem_t *rm;
-    IPCP_CHECK(
-        ipcp__check_onesided(comm_h, buf, len, rm_h, offset, &comm, &rm));
-    if (!out || ipcp__misaligned(out, sizeof(void *)))
-        return ipcp__bad_arg("request output pointer is NULL or misaligned");
-    return ipcp__post_onesided(comm, type, buf, len, rm, offset, out);
-}
-
-ipcp_status_t ipcp_iput(ipcp_comm_t *comm_h, const void *src, size_t len,
-                        ipcp_rmem_t *dst, size_t offset, ipcp_request_t **req)
-{
-    return ipcp__onesided(comm_h, IPCP_REQ_PUT, (void *)src, len, dst, offset,
-                          req);
-}
-
-ipcp_status_t ipcp_iget(ipcp_comm_t *comm_h, void *dst, size_t len,
-                        ipcp_rmem_t *src, size_t offset, ipcp_request_t **req)
-{
-    return ipcp__onesided(comm_h, IPCP_REQ_GET, dst, len, src, offset, req);
-}
-
-ipcp_status_t ipcp_put(ipcp_comm_t *comm_h, const void *src, size_t len,
-                       ipcp_rmem_t *dst, size_t offset)
-{
-    ipcp_request_t *req;
-    IPCP_CHECK(ipcp_iput(comm_h, src, len, dst, offset, &req));
-    return ipcp_wait(req, NULL);
-}
-
-ipcp_status_t ipcp_get(ipcp_comm_t *comm_h, void *dst, size_t len,
-                       ipcp_rmem_t *src, size_t offset)
-{
-    ipcp_request_t *req;
-    IPCP_CHECK(ipcp_iget(comm_h, dst, len, src, offset, &req));
-    return ipcp_wait(req, NULL);
-}
-
-/* ---- Stream-ordered (ipcpipe_cuda.h) ------------------------------------- */
-
-/* Enqueues the user's half of the ordering on `stream`: mark the start,
- * then wait for done.  On failure nothing is left waiting on a flag. */
-static ipcp_status_t ipcp__order_on_stream(ipcp_comm_t *comm, int device,
-                                           ipcp_stream_t stream,
-                                           ipcp__sync_t *e)
-{
-    const ipcp__backend_ops_t *ops = comm->cuda_ops;
-    ipcp__queue_t *uq;
-    ipcp_status_t st =
-        ops->queue_wrap(ipcp__dev(comm), device, (void *)stream, &uq);
-    if (st != IPCP_OK) {
-        ipcp__sync_put(e);
-        return st;
-    }
-    st = ops->flag_write(uq, ipcp__sync_start(e), ipcp__sync_gen(e), NULL);
-    if (st == IPCP_OK &&
-        (st = ops->flag_wait(uq, ipcp__sync_done(e), ipcp__sync_gen(e), NULL,
-                             NULL)) != IPCP_OK) {
-        /* The start is enqueued but the wait is not: release our side;
-         * the entry drains back to the pool once its start lands. */
-        ipcp__sync_end(comm, e);
-        ops->queue_destroy(uq);
-        return st;
-    }
-    ops->queue_destroy(uq);
-    if (st != IPCP_OK)
-        ipcp__sync_put(e);
-    return st;
-}
-
-static ipcp_status_t ipcp__post_on_stream(ipcp_comm_t *comm,
-                                          ipcp_request_t *req,
-                                          ipcp_stream_t stream,
-                                          ipcp_request_t **out)
-{
-    const ipcp__backend_ops_t *ops;
-    ipcp__backend_t *be;
-    ipcp__sync_t *e;
-    ipcp_status_t st;
-    ipcp__handle_t h = 0;
-
-    /* Before anything is enqueued; a failure below frees it with req. */
-    if (out && (st = ipcp__handle_new(IPCP_HANDLE_REQ, req, &h)) != IPCP_OK) {
-        ipcp__req_free(req);
-        return st;
-    }
-    req->handle = h;
-    ipcp__mem_attr(comm, req->buf, req->len, &req->attr, &ops, &be);
-    if ((st = ipcp__check_extent(req)) != IPCP_OK)
-        ;
-    else if (req->attr.type != IPCP_MEM_CUDA)
-        st = ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
-                        "stream-ordered transfers need device memory; %p is "
-                        "not (use ipcp_isend/ipcp_irecv for host memory)",
-                        req->buf);
-    else if (!comm->cuda_ops->queue_wrap)
-        st = ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
-                        "this CUDA backend cannot order on user streams");
-    else if (comm->cuda_ops->stream_check &&
-             (st = comm->cuda_ops->stream_check(ipcp__dev(comm),
-                                                req->attr.device,
-                                                (void *)stream)) != IPCP_OK)
-        ; /* before the lane numbers a message or a flag is taken */
-    else if (ipcp__lane_takes(comm, req)) {
-        ipcp_request_t *posted;
-        st = ipcp__lane_post(comm, req, (void *)stream, out ? &posted : NULL);
-        if (st == IPCP_OK && out)
-            *out = ipcp__hptr(h);
-        return st;
-    } else
-        st = ipcp__sync_acquire(comm, req->attr.device, &e);
-    if (st == IPCP_OK)
-        st = ipcp__order_on_stream(comm, req->attr.device, stream, e);
-    if (st != IPCP_OK) {
-        ipcp__req_free(req);
-        return st;
-    }
-    req->sync = e;
-    req->user = out != NULL;
-    ipcp__comm_submit(comm, req);
-    if (out)
-        *out = ipcp__hptr(h);
-    return IPCP_OK;
-}
-
-static ipcp_status_t ipcp__check_cuda(const ipcp_comm_t *comm_h,
-                                      ipcp_comm_t **comm)
-{
-    IPCP_CHECK(ipcp__comm_get(comm_h, comm));
-    if (!ipcp__dev_get(*comm, IPCP_LOG_INFO, "a stream-ordered transfer"))
-        return IPCP_ERR_UNSUPPORTED;
-    return IPCP_OK;
-}
-
-static ipcp_status_t ipcp__twosided_on_stream(ipcp_comm_t *comm_h, int type,
-                                              void *buf, size_t len, int peer,
-                                              int tag, ipcp_stream_t stream,
-                                              ipcp_request_t **out)
-{
-    ipcp_request_t *dummy;
-    ipcp_comm_t *comm;
-    IPCP_CHECK(ipcp__check_cuda(comm_h, &comm));
-    IPCP_CHECK(ipcp__check_xfer(comm, buf, len, peer, tag, out ? out : &dummy));
-    ipcp_request_t *req = ipcp__twosided_req(comm, type, buf, len, peer, tag);
-    return req ? ipcp__post_on_stream(comm, req, stream, out) : IPCP_ERR_NOMEM;
-}
-
-ipcp_status_t ipcp_isend_on_stream(ipcp_comm_t *comm_h, const void *buf,
-                                   size_t len, int peer, int tag,
-                                   ipcp_stream_t stream, ipcp_request_t **req)
-{
-    return ipcp__twosided_on_stream(comm_h, IPCP_REQ_SEND, (void *)buf, len,
-                                    peer, tag, stream, req);
-}
-
-ipcp_status_t ipcp_irecv_on_stream(ipcp_comm_t *comm_h, void *buf, size_t len,
-                                   int peer, int tag, ipcp_stream_t stream,
-                                   ipcp_request_t **req)
-{
-    return ipcp__twosided_on_stream(comm_h, IPCP_REQ_RECV, buf, len, peer, tag,
-                                    stream, req);
-}
-
-static ipcp_status_t ipcp__onesided_on_stream(ipcp_comm_t *comm_h, int type,
-                                              void *buf, size_t len,
-                                              ipcp_rmem_t *rm_h, size_t offset,
-                                              ipcp_stream_t stream,
-                                              ipcp_request_t **out)
-{
-    ipcp_comm_t *comm;
-    ipcp_rmem_t *rm;
-    IPCP_CHECK(ipcp__check_cuda(comm_h, &comm));
-    IPCP_CHECK(
-        ipcp__check_onesided(comm_h, buf, len, rm_h, offset, &comm, &rm));
-    if (out && ipcp__misaligned(out, sizeof(void *)))
-        return ipcp__bad_arg("request output pointer is misaligned");
-    ipcp_request_t *req = ipcp__onesided_req(comm, type, buf, len, rm, offset);
-    return req ? ipcp__post_on_stream(comm, req, stream, out) : IPCP_ERR_NOMEM;
-}
-
-ipcp_status_t ipcp_iput_on_stream(ipcp_comm_t *comm_h, const void *src,
-                                  size_t len, ipcp_rmem_t *dst, size_t offset,
-                                  ipcp_stream_t stream, ipcp_request_t **req)
-{
-    return ipcp__onesided_on_stream(comm_h, IPCP_REQ_PUT, (void *)src, len, dst,
-                                    offset, stream, req);
-}
-
-ipcp_status_t ipcp_iget_on_stream(ipcp_comm_t *comm_h, void *dst, size_t len,
-                                  ipcp_rmem_t *src, size_t offset,
-                                  ipcp_stream_t stream, ipcp_request_t **req)
-{
-    return ipcp__onesided_on_stream(comm_h, IPCP_REQ_GET, dst, len, src, offset,
-                                    stream, req);
 }

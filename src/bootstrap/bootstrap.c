@@ -18,85 +18,17 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "bootstrap/bootstrap.h"
+#include "bootstrap/boot_int.h"
 #include "common/status.h"
 #include "common/time.h"
 #include "common/util.h"
-
-#define BOOT_SIZE_MAX (1 << 20)
-/* Accepted connections whose hello has not come yet; more wait in the
- * listen backlog. */
-#define BOOT_PENDING_MAX 16
-/* A rank sends its hello as soon as it is connected; an accepted
- * connection that has sent none this long after it came gives its slot to
- * the next one in the backlog, so that connections that never speak
- * cannot keep the ranks of the job out. */
-#define BOOT_HELLO_GRACE_S 0.2
-/* Descriptors a rank needs besides one socket per peer and the pending
- * slots: the listening socket, the engine's eventfd, mailboxes, channels
- * and device handles on their way. */
-#define BOOT_FD_SPARE 32
-/* Delay before connecting again when the peer has not bound or listened
- * yet, and after a peer refused our hello. */
-#define BOOT_RETRY_S         0.005
-#define BOOT_REFUSED_RETRY_S 0.05
 
 static const char boot_job_chars[] = "abcdefghijklmnopqrstuvwxyz"
                                      "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
                                      "0123456789._-";
 
-/* The hello.  All ranks run on one machine, so host byte order is used;
- * magic and version come first so that a different layout is recognised
- * as another version rather than as garbage. */
-typedef struct boot_hello {
-    uint64_t magic;   /* IPCP_BOOT_MAGIC */
-    uint32_t version; /* IPCP_BOOT_PROTO_VERSION */
-    uint32_t size;
-    uint32_t rank;
-    int32_t pid;
-    uint64_t probe_addr;
-    char job[IPCP_JOB_MAX];
-} boot_hello_t;
-_Static_assert(sizeof(boot_hello_t) == 32 + IPCP_JOB_MAX,
-               "the hello's layout is part of the protocol: no padding");
-
-/* Barrier token. */
-typedef struct boot_token {
-    uint64_t magic;
-    uint32_t kind;
-    int32_t rank;
-} boot_token_t;
-#define BOOT_TOKEN_BARRIER 1u
-
-typedef struct boot_pending {
-    int fd;       /* accepted, waiting for its hello; -1: slot free */
-    pid_t pid;    /* SO_PEERCRED of the connecting process */
-    double since; /* when it was accepted */
-} boot_pending_t;
-
-typedef struct boot_ctx {
-    const ipcp__boot_params_t *params;
-    ipcp__boot_t *boot;
-    char base[IPCP_DIR_MAX];
-    int basefd;  /* base directory */
-    int udirfd;  /* <base>/ipcpipe-<uid> */
-    int dirfd;   /* the job directory */
-    int lfd;     /* our listening socket */
-    int bound;   /* our socket file exists */
-    int missing; /* connections still to make */
-    double deadline;
-    int *out_fd;         /* [rank]: connected to a lower rank, hello pending */
-    pid_t *out_pid;      /* [rank]: SO_PEERCRED of that connection */
-    double *retry_at;    /* [rank]: when to connect to that rank again */
-    struct pollfd *pfds; /* [1 + BOOT_PENDING_MAX + rank] */
-    boot_pending_t pending[BOOT_PENDING_MAX];
-    boot_hello_t hello; /* ours */
-    int silent;         /* connections dropped for sending no hello */
-    char last_refusal[200];
-} boot_ctx_t;
-
-static ipcp_status_t boot_errno_fail(ipcp_status_t st, int err,
-                                     const char *what, const char *path)
+ipcp_status_t boot_errno_fail(ipcp_status_t st, int err, const char *what,
+                              const char *path)
 {
     if (err == EACCES || err == EPERM)
         st = IPCP_ERR_PERMISSION;
@@ -105,7 +37,7 @@ static ipcp_status_t boot_errno_fail(ipcp_status_t st, int err,
 }
 
 /* Milliseconds for poll until `until`, rounded up, at least 0. */
-static int boot_ms_until(double until, double now)
+int boot_ms_until(double until, double now)
 {
     double left = until - now;
     if (left <= 0)
@@ -118,8 +50,8 @@ static int boot_ms_until(double until, double now)
 /* Writes the ranks other than ours that are not connected (arrived NULL)
  * or have not arrived, comma-separated and cut short with "..." when they
  * do not fit; returns how many there are. */
-static int boot_rank_list(const ipcp__boot_t *boot, const char *arrived,
-                          char *buf, size_t len)
+int boot_rank_list(const ipcp__boot_t *boot, const char *arrived, char *buf,
+                   size_t len)
 {
     size_t off = 0;
     int count = 0;
@@ -138,246 +70,6 @@ static int boot_rank_list(const ipcp__boot_t *boot, const char *arrived,
         }
     }
     return count;
-}
-
-/* ------------------------------------------------------------------------ */
-/* The rendezvous directory                                                  */
-
-static int boot_dir_usable(const char *path)
-{
-    struct stat st;
-    return path != NULL && path[0] == '/' && stat(path, &st) == 0 &&
-           S_ISDIR(st.st_mode) && access(path, W_OK | X_OK) == 0;
-}
-
-/* Picks the base directory and builds the job directory's path.  Every
- * rank of a job must pick the same base, so the choice depends only on
- * settings and the environment, which launchers pass on unchanged. */
-static ipcp_status_t boot_build_path(boot_ctx_t *ctx)
-{
-    const ipcp__boot_params_t *params = ctx->params;
-    const char *base = "/tmp", *from = "default";
-    const char *xdg = ipcp__env_foreign("XDG_RUNTIME_DIR");
-    const char *tmp = ipcp__env_foreign("TMPDIR");
-
-    if (params->dir[0] != '\0') {
-        base = params->dir;
-        from = "IPCPIPE_DIR";
-    } else if (boot_dir_usable(xdg)) {
-        base = xdg;
-        from = "XDG_RUNTIME_DIR";
-    } else if (boot_dir_usable(tmp)) {
-        base = tmp;
-        from = "TMPDIR";
-    }
-    size_t bl = strnlen(base, sizeof(ctx->base) - 1);
-    while (bl > 1 && base[bl - 1] == '/')
-        bl--;
-    memcpy(ctx->base, base, bl);
-    ctx->base[bl] = '\0';
-    int n =
-        snprintf(ctx->boot->path, sizeof(ctx->boot->path), "%s%sipcpipe-%u/%s",
-                 ctx->base, strcmp(ctx->base, "/") ? "/" : "",
-                 (unsigned)getuid(), params->job);
-    if (n < 0 || (size_t)n >= sizeof(ctx->boot->path) ||
-        strlen(base) >= sizeof(ctx->base))
-        return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_BOOT, IPCP_ERR_CONFIG,
-                          "rendezvous directory under '%s' (from %s) has a "
-                          "path too long; choose a shorter IPCPIPE_DIR",
-                          base, from);
-    IPCP_DEBUG(IPCP_SUB_BOOT, "rendezvous directory %s (base from %s)",
-               ctx->boot->path, from);
-    return IPCP_OK;
-}
-
-/* A directory we use must be ours alone: another user who could write
- * there could put a socket of theirs in place of a rank's and receive its
- * messages and file descriptors. */
-static ipcp_status_t boot_check_private(const struct stat *st, const char *path)
-{
-    unsigned mode = (unsigned)st->st_mode & 07777, me = (unsigned)getuid();
-    unsigned owner = (unsigned)st->st_uid;
-    if (S_ISLNK(st->st_mode))
-        return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_BOOT, IPCP_ERR_PERMISSION,
-                          "rendezvous directory %s is a symbolic link (owner "
-                          "uid %u, mode %04o); refusing to follow it",
-                          path, owner, mode);
-    if (!S_ISDIR(st->st_mode))
-        return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_BOOT, IPCP_ERR_PERMISSION,
-                          "rendezvous directory %s is not a directory (owner "
-                          "uid %u, mode %04o)",
-                          path, owner, mode);
-    if (owner != me)
-        return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_BOOT, IPCP_ERR_PERMISSION,
-                          "rendezvous directory %s belongs to uid %u (mode "
-                          "%04o), not to us (uid %u); refusing to use it",
-                          path, owner, mode, me);
-    if (mode & 077)
-        return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_BOOT, IPCP_ERR_PERMISSION,
-                          "rendezvous directory %s (owner uid %u) has mode "
-                          "%04o: group or others can enter it; expected 0700 "
-                          "(chmod 700 or remove it)",
-                          path, owner, mode);
-    return IPCP_OK;
-}
-
-/* Creates name under pfd with mode 0700, or accepts the one there if it is
- * private to us, and opens it.  Several ranks do this at once, so EEXIST
- * is normal. */
-static ipcp_status_t boot_private_dir(int pfd, const char *name,
-                                      const char *path, int *out)
-{
-    struct stat st;
-    ipcp_status_t status;
-    for (int attempt = 0;; attempt++) {
-        if (mkdirat(pfd, name, 0700) == 0) {
-            /* The umask may have removed owner bits from the new mode. */
-            if (fchmodat(pfd, name, 0700, 0) != 0)
-                return boot_errno_fail(IPCP_ERR_SYSTEM, errno,
-                                       "cannot set mode 0700 on", path);
-            IPCP_DEBUG(IPCP_SUB_BOOT, "created %s", path);
-        } else if (errno != EEXIST) {
-            return boot_errno_fail(IPCP_ERR_SYSTEM, errno,
-                                   "cannot create rendezvous directory", path);
-        }
-        if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-            break;
-        /* An earlier run of the same job may have removed the directory
-         * between our mkdir and here: make it again. */
-        if (errno != ENOENT || attempt >= 3)
-            return boot_errno_fail(IPCP_ERR_SYSTEM, errno, "cannot stat", path);
-    }
-    status = boot_check_private(&st, path);
-    if (status != IPCP_OK)
-        return status;
-    /* O_NOFOLLOW and a second check on what was opened close the window
-     * in which the entry could be replaced after fstatat. */
-    int fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return boot_errno_fail(IPCP_ERR_SYSTEM, errno,
-                               "cannot open rendezvous directory", path);
-    if (fstat(fd, &st) != 0) {
-        status = boot_errno_fail(IPCP_ERR_SYSTEM, errno, "cannot stat", path);
-        goto close_fd;
-    }
-    status = boot_check_private(&st, path);
-    if (status != IPCP_OK)
-        goto close_fd;
-    *out = fd;
-    return IPCP_OK;
-close_fd:
-    close(fd);
-    return status;
-}
-
-static ipcp_status_t boot_make_dirs(boot_ctx_t *ctx)
-{
-    char upath[IPCP_DIR_MAX + 32], uname[32];
-    ipcp_status_t st;
-
-    /* Only a base that the settings name may be missing; it is created
-     * (one level) with the same private mode. */
-    if (ctx->params->dir[0] != '\0' && mkdir(ctx->base, 0700) == 0)
-        IPCP_DEBUG(IPCP_SUB_BOOT, "created %s", ctx->base);
-    ctx->basefd = open(ctx->base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (ctx->basefd < 0)
-        return boot_errno_fail(IPCP_ERR_SYSTEM, errno,
-                               "cannot open rendezvous base directory",
-                               ctx->base);
-    snprintf(uname, sizeof(uname), "ipcpipe-%u", (unsigned)getuid());
-    snprintf(upath, sizeof(upath), "%s%s%s", ctx->base,
-             strcmp(ctx->base, "/") ? "/" : "", uname);
-    st = boot_private_dir(ctx->basefd, uname, upath, &ctx->udirfd);
-    if (st != IPCP_OK)
-        return st;
-    return boot_private_dir(ctx->udirfd, ctx->boot->job, ctx->boot->path,
-                            &ctx->dirfd);
-}
-
-/* ------------------------------------------------------------------------ */
-/* Sockets                                                                   */
-
-static void boot_sock_name(int rank, char *buf, size_t len)
-{
-    snprintf(buf, len, "r%d.sock", rank);
-}
-
-static socklen_t boot_sock_addr(const boot_ctx_t *ctx, int rank,
-                                struct sockaddr_un *sa)
-{
-    memset(sa, 0, sizeof(*sa));
-    sa->sun_family = AF_UNIX;
-    int n = snprintf(sa->sun_path, sizeof(sa->sun_path), "%s/r%d.sock",
-                     ctx->boot->path, rank);
-    if (n < 0 || (size_t)n >= sizeof(sa->sun_path))
-        /* sun_path holds 108 bytes.  A longer path is reached through our
-         * descriptor of the directory: /proc/self/fd/N resolves to the
-         * directory itself, for bind and connect alike. */
-        n = snprintf(sa->sun_path, sizeof(sa->sun_path),
-                     "/proc/self/fd/%d/r%d.sock", ctx->dirfd, rank);
-    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)n + 1);
-}
-
-static int boot_peer_cred(int fd, struct ucred *cr)
-{
-    socklen_t len = sizeof(*cr);
-    return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cr, &len);
-}
-
-/* 1 when a process accepts connections on the socket of `rank`. */
-static int boot_sock_live(const boot_ctx_t *ctx, int rank)
-{
-    struct sockaddr_un sa;
-    socklen_t len = boot_sock_addr(ctx, rank, &sa);
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0)
-        return 0;
-    int live = connect(fd, (struct sockaddr *)&sa, len) == 0 || errno == EAGAIN;
-    close(fd);
-    return live;
-}
-
-static ipcp_status_t boot_listen(boot_ctx_t *ctx)
-{
-    const ipcp__boot_t *boot = ctx->boot;
-    struct sockaddr_un sa;
-    struct stat st;
-    char name[32];
-
-    boot_sock_name(boot->rank, name, sizeof(name));
-    if (fstatat(ctx->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-        if (!S_ISSOCK(st.st_mode))
-            return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_BOOT, IPCP_ERR_BOOTSTRAP,
-                              "%s/%s is not a socket; remove it", boot->path,
-                              name);
-        if (boot_sock_live(ctx, boot->rank))
-            return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_BOOT, IPCP_ERR_BOOTSTRAP,
-                              "another process is already rank %d of job "
-                              "'%s' (%s/%s accepts connections)",
-                              boot->rank, boot->job, boot->path, name);
-        /* The kernel leaves a socket's file behind when the socket closes,
-         * so a crashed run of the same job leaves stale ones: replace. */
-        if (unlinkat(ctx->dirfd, name, 0) != 0 && errno != ENOENT)
-            return boot_errno_fail(IPCP_ERR_SYSTEM, errno,
-                                   "cannot remove stale socket in", boot->path);
-        IPCP_DEBUG(IPCP_SUB_BOOT, "removed stale %s/%s", boot->path, name);
-    }
-    /* Non-blocking so that accept never waits past the deadline; accepted
-     * sockets do not inherit O_NONBLOCK on Linux. */
-    ctx->lfd =
-        socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (ctx->lfd < 0)
-        return boot_errno_fail(IPCP_ERR_SYSTEM, errno, "socket() for",
-                               boot->path);
-    socklen_t len = boot_sock_addr(ctx, boot->rank, &sa);
-    if (bind(ctx->lfd, (struct sockaddr *)&sa, len) != 0)
-        return boot_errno_fail(IPCP_ERR_SYSTEM, errno, "cannot bind socket in",
-                               boot->path);
-    ctx->bound = 1;
-    if (listen(ctx->lfd, ipcp__min(boot->size, SOMAXCONN)) != 0)
-        return boot_errno_fail(IPCP_ERR_SYSTEM, errno, "cannot listen in",
-                               boot->path);
-    return IPCP_OK;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -416,7 +108,7 @@ static int boot_send_hello(const boot_ctx_t *ctx, int fd)
 /* Reads one message without waiting: its length, 0 at end of stream, or
  * -1 with errno.  Descriptors sent along are discarded by the kernel, as
  * no control buffer is given. */
-static ssize_t boot_recv_msg(int fd, void *buf, size_t cap)
+ssize_t boot_recv_msg(int fd, void *buf, size_t cap)
 {
     ssize_t n;
     do {
@@ -1001,129 +693,4 @@ void ipcp__boot_destroy(ipcp__boot_t *boot)
             close(boot->peers[r].fd);
     free(boot->peers);
     free(boot);
-}
-
-/* ------------------------------------------------------------------------ */
-/* Barrier                                                                   */
-
-/* Sends our token to rank r, waiting for room no later than deadline. */
-static ipcp_status_t boot_barrier_send(ipcp__boot_t *boot, int r,
-                                       double deadline)
-{
-    boot_token_t tok = {IPCP_BOOT_MAGIC, BOOT_TOKEN_BARRIER, boot->rank};
-    int fd = boot->peers[r].fd;
-    for (;;) {
-        ssize_t n = send(fd, &tok, sizeof(tok), MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n == (ssize_t)sizeof(tok))
-            return IPCP_OK;
-        if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
-            return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_BOOT, IPCP_ERR_PEER_LOST,
-                              "barrier of job '%s': rank %d is gone (%s)",
-                              boot->job, r, strerror(errno));
-        if (n >= 0 || (errno != EAGAIN && errno != EINTR))
-            return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_BOOT, IPCP_ERR_SYSTEM,
-                              "barrier of job '%s': send to rank %d: %s",
-                              boot->job, r,
-                              n >= 0 ? "short send" : strerror(errno));
-        double now = ipcp__now_s();
-        struct pollfd p = {.fd = fd, .events = POLLOUT};
-        if (now >= deadline ||
-            (poll(&p, 1, boot_ms_until(deadline, now)) == 0 &&
-             ipcp__now_s() >= deadline))
-            return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_BOOT, IPCP_ERR_TIMEOUT,
-                              "barrier of job '%s': rank %d took no message "
-                              "within %.1f s",
-                              boot->job, r, boot->timeout_s);
-    }
-}
-
-/* Takes rank r's token off its socket. */
-static ipcp_status_t boot_barrier_take(ipcp__boot_t *boot, int r, char *arrived)
-{
-    boot_token_t tok;
-    char raw[sizeof(tok) + 16];
-    ssize_t n = boot_recv_msg(boot->peers[r].fd, raw, sizeof(raw));
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-        return IPCP_OK;
-    if (n == 0 || (n < 0 && errno == ECONNRESET))
-        return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_BOOT, IPCP_ERR_PEER_LOST,
-                          "barrier of job '%s': rank %d left (its connection "
-                          "closed)",
-                          boot->job, r);
-    if (n < 0)
-        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_BOOT, IPCP_ERR_SYSTEM,
-                          "barrier of job '%s': receive from rank %d: %s",
-                          boot->job, r, strerror(errno));
-    memcpy(&tok, raw, ipcp__min((size_t)n, sizeof(tok)));
-    if (n != (ssize_t)sizeof(tok) || tok.magic != IPCP_BOOT_MAGIC ||
-        tok.kind != BOOT_TOKEN_BARRIER || tok.rank != r)
-        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_BOOT, IPCP_ERR_BOOTSTRAP,
-                          "barrier of job '%s': unexpected %zd-byte message "
-                          "from rank %d",
-                          boot->job, n, r);
-    arrived[r] = 1;
-    return IPCP_OK;
-}
-
-static ipcp_status_t boot_barrier_wait(ipcp__boot_t *boot, char *arrived,
-                                       struct pollfd *pfds, double deadline)
-{
-    ipcp_status_t st = IPCP_OK;
-    int left = boot->size - 1;
-    while (st == IPCP_OK && left > 0) {
-        double now = ipcp__now_s();
-        if (now >= deadline) {
-            char list[96];
-            int count = boot_rank_list(boot, arrived, list, sizeof(list));
-            return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_BOOT, IPCP_ERR_TIMEOUT,
-                              "barrier of job '%s': %s %s of %d did not "
-                              "arrive within %.1f s",
-                              boot->job, count == 1 ? "rank" : "ranks", list,
-                              boot->size, boot->timeout_s);
-        }
-        for (int r = 0; r < boot->size; r++) {
-            pfds[r].fd = arrived[r] ? -1 : boot->peers[r].fd;
-            pfds[r].events = POLLIN;
-            pfds[r].revents = 0;
-        }
-        if (poll(pfds, (nfds_t)boot->size, boot_ms_until(deadline, now)) < 0 &&
-            errno != EINTR)
-            return boot_errno_fail(IPCP_ERR_SYSTEM, errno,
-                                   "poll for barrier of", boot->job);
-        for (int r = 0; st == IPCP_OK && r < boot->size; r++) {
-            if (pfds[r].fd < 0 || !pfds[r].revents)
-                continue;
-            st = boot_barrier_take(boot, r, arrived);
-            left -= arrived[r];
-        }
-    }
-    return st;
-}
-
-/* Every rank sends a token to every other and waits for one from each:
- * O(size^2) small messages, fine for the bootstrap's few barriers, and the
- * socket keeps tokens of a later barrier queued behind the current one. */
-ipcp_status_t ipcp__boot_barrier(ipcp__boot_t *boot)
-{
-    double deadline = ipcp__now_s() + boot->timeout_s;
-    ipcp_status_t st = IPCP_OK;
-    if (boot->size == 1)
-        return IPCP_OK;
-    char *arrived = calloc((size_t)boot->size, 1);
-    struct pollfd *pfds = calloc((size_t)boot->size, sizeof(*pfds));
-    if (arrived == NULL || pfds == NULL) {
-        st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_BOOT, IPCP_ERR_NOMEM,
-                        "no memory for a barrier of %d ranks", boot->size);
-        goto free_arrays;
-    }
-    arrived[boot->rank] = 1;
-    for (int r = 0; st == IPCP_OK && r < boot->size; r++)
-        if (r != boot->rank)
-            st = boot_barrier_send(boot, r, deadline);
-    if (st == IPCP_OK)
-        st = boot_barrier_wait(boot, arrived, pfds, deadline);
-free_arrays:
-    free(pfds);
-    free(arrived);
-    return st;
 }

@@ -1,0 +1,430 @@
+/* The receiver's side of a two-sided transfer: which path, and why, from
+ * both sides' offers and the settings, then the CTS and its own half. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/time.h"
+#include "engine/xfer.h"
+#include "engine/samegpu.h"
+#include "engine/stripe.h"
+
+/* ---- Receiver side ------------------------------------------------------- */
+
+static void ipcp__choice_why(const ipcp_comm_t *comm, const ipcp__peer_t *peer,
+                             const ipcp_request_t *req, const ipcp__choice_t *c,
+                             char *buf, size_t len)
+{
+    int n = 0;
+    switch (c->why) {
+    case IPCP_WHY_KINDS:
+        n = snprintf(buf, len,
+                     "source and destination are different kinds "
+                     "of memory (%s to %s)",
+                     c->src_type == IPCP_MEM_CUDA ? "cuda" : "host",
+                     req->attr.type == IPCP_MEM_CUDA ? "cuda" : "host");
+        break;
+    case IPCP_WHY_NO_PEER:
+        n = snprintf(buf, len,
+                     "rank %d's GPU cannot access this GPU "
+                     "directly (no peer access, or not visible to it)",
+                     peer->rank);
+        break;
+    case IPCP_WHY_MAPPED:
+        n = snprintf(buf, len,
+                     "receive buffer lies in shareable allocation "
+                     "%llu",
+                     (unsigned long long)c->region.id);
+        break;
+    case IPCP_WHY_PVM:
+        n = snprintf(buf, len,
+                     "rank %d may write this process's memory with "
+                     "process_vm_writev",
+                     peer->rank);
+        break;
+    case IPCP_WHY_DRIVEN:
+        n = snprintf(buf, len,
+                     "this process copies it out of rank %d's "
+                     "buffer, mapped here%s",
+                     peer->rank,
+                     c->src_type == IPCP_MEM_CUDA ? ", with queues on its GPU"
+                                                  : "");
+        break;
+    case IPCP_WHY_UNSHARED:
+        n = snprintf(buf, len,
+                     "receive buffer is not shareable (not from "
+                     "ipcp_mem_alloc%s)",
+                     req->attr.type != IPCP_MEM_HOST ? ""
+                     : comm->cfg->pvm == IPCP_PVM_OFF
+                         ? "; IPCPIPE_PVM=off"
+                         : "; process_vm_writev not permitted to the sender");
+        break;
+    default:
+        n = snprintf(buf, len, "staged path forced");
+        break;
+    }
+    if (c->staged && n >= 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, "; %llu bytes staged at once",
+                 (unsigned long long)c->staged);
+}
+
+/* Device to device: may the sender's device write this buffer's device? */
+int ipcp__reachable(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
+                    const ipcp_request_t *req)
+{
+    uint64_t mine;
+    if (!ipcp__dev(comm) || !comm->cuda_ops->device_reach ||
+        comm->cuda_ops->device_reach(ipcp__dev(comm), req->attr.device, &mine,
+                                     1) != 1)
+        return 0;
+    for (uint32_t i = 0; i < rts->nreach && i < IPCP_MAX_REACH; i++)
+        if (rts->reach[i] == mine)
+            return 1;
+    return 0;
+}
+
+static void ipcp__choose(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
+                         ipcp_request_t *req, ipcp__choice_t *ch)
+{
+    ipcp__region_t *r;
+    /* The region is copied under the lock: a user thread may free it
+     * meanwhile (it stays mapped on the peer's side until the peer drops
+     * it, so a transfer already on its way stays harmless). */
+    int found = 0, shareable = 0;
+    ch->mode = 0;
+    ch->src_type = rts->src_type;
+    ch->staged = 0;
+    pthread_mutex_lock(&comm->mem_lock);
+    /* A stale region made for the user's memory: ipcp__region_auto below
+     * replaces it. */
+    r = ipcp__region_find_live(comm, req->buf, req->len, req->attr.buffer_id);
+    if (r) {
+        found = 1;
+        shareable = r->exportable;
+        ch->region = *r;
+    }
+    pthread_mutex_unlock(&comm->mem_lock);
+    if (!found && req->attr.type == IPCP_MEM_CUDA &&
+        rts->src_type == IPCP_MEM_CUDA && ipcp__reachable(comm, rts, req)) {
+        /* cudaMalloc'd memory: exported (legacy IPC) once per allocation;
+         * auto regions are only touched by this thread. */
+        r = ipcp__region_auto(comm, &req->attr);
+        if (r) {
+            found = shareable = 1;
+            ch->region = *r;
+        }
+    }
+    if (rts->src_type != (int32_t)req->attr.type) {
+        ch->why = IPCP_WHY_KINDS;
+    } else if (req->attr.type == IPCP_MEM_CUDA &&
+               !ipcp__reachable(comm, rts, req)) {
+        ch->why = IPCP_WHY_NO_PEER;
+    } else if (found && shareable) {
+        ch->mode = IPCP_DST_MAPPED;
+        ch->why = IPCP_WHY_MAPPED;
+    } else if (req->attr.type == IPCP_MEM_HOST &&
+               (rts->hdr.flags & IPCP_RTS_PVM_OK) &&
+               comm->cfg->pvm != IPCP_PVM_OFF) {
+        ch->mode = IPCP_DST_PVM;
+        ch->why = IPCP_WHY_PVM;
+    } else {
+        ch->why = IPCP_WHY_UNSHARED;
+    }
+    ch->path = ch->mode ? IPCP_PATH_DIRECT : IPCP_PATH_STAGED;
+}
+
+void ipcp__log_choice(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                      const ipcp_request_t *req, const ipcp__choice_t *c,
+                      ipcp_path_t force)
+{
+    unsigned bit = 1u << (c->path * 3 + (unsigned)c->mode);
+    int lvl = (peer->logged_paths & bit) ? IPCP_LOG_DEBUG : IPCP_LOG_INFO;
+    peer->logged_paths |= bit;
+    if (!ipcp__log_enabled(lvl, IPCP_SUB_ENGINE))
+        return;
+    char why[200];
+    ipcp__choice_why(comm, peer, req, c, why, sizeof(why));
+    IPCP_LOG(lvl, IPCP_SUB_ENGINE, "%zu bytes from rank %d: %s path%s (%s)",
+             req->len, peer->rank, ipcp_path_name(c->path),
+             force != IPCP_PATH_AUTO ? " (forced)" : "", why);
+}
+
+/* ---- Receiver side, continued -------------------------------------------- */
+
+static void ipcp__accept_fail(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                              const ipcp__msg_rts_t *rts, ipcp_request_t *req,
+                              ipcp_status_t st, const char *msg)
+{
+    ipcp__nack(comm, peer, rts->id, st, msg);
+    ipcp__req_complete(req, st, msg);
+}
+
+/* Where the sender writes a direct transfer: our mapped allocation (its
+ * export on first use by this peer) or, for process_vm_writev, our
+ * address. */
+static void ipcp__cts_target(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                             ipcp_request_t *req, const ipcp__choice_t *c,
+                             ipcp__msg_cts_t *cts, int *fds, int *nfds)
+{
+    cts->dst_mode = (uint32_t)c->mode;
+    if (c->mode != IPCP_DST_MAPPED) {
+        cts->dst_addr = (uint64_t)(uintptr_t)req->buf;
+        return;
+    }
+    cts->dst_region = c->region.id;
+    cts->dst_offset = (uint64_t)((char *)req->buf - (char *)c->region.ptr);
+    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__region_t *r = ipcp__region_find_id(comm, c->region.id);
+    if (r && !r->shared_with[peer->rank]) {
+        cts->hdr.flags |= IPCP_CTS_HAS_EXP;
+        cts->exp = r->exp;
+        if (r->exp_fd >= 0) {
+            int fd = dup(r->exp_fd);
+            if (fd >= 0) {
+                fds[(*nfds)++] = fd;
+                cts->hdr.flags |= IPCP_CTS_MAP_FD;
+            }
+        }
+        r->shared_with[peer->rank] = 1;
+    }
+    pthread_mutex_unlock(&comm->mem_lock);
+}
+
+/* Our half of a direct transfer: the done flags of the sender's np pieces
+ * (its queues from lo_s on), watched by the backend when only the host
+ * waits, else waited for in one of our queues (from lo_r on, clear of a
+ * striped transfer's staged queues).  Returns the mask of our queues. */
+static unsigned ipcp__rx_direct(ipcp__peer_t *peer, const ipcp__msg_rts_t *rts,
+                                ipcp_request_t *req, ipcp__qset_t *qs,
+                                uint64_t dseq, unsigned np, unsigned lo_s,
+                                unsigned lo_r)
+{
+    ipcp__chan_t *ch = peer->rx.chan;
+    ipcp__track_t *t = &req->xfer.track;
+    unsigned snq = rts->src_nq ? rts->src_nq : 1;
+    ipcp__flag_t *done = ch->ctl->done[rts->src_qset];
+
+    unsigned first = 0; /* pieces from here on are waited for in a queue */
+    if (!req->sync && qs->ops->flag_watch) {
+        for (; first < np; first++) {
+            atomic_fetch_add(&t->pending, 1);
+            if (qs->ops->flag_watch(
+                    qs->be, &done[ipcp__direct_queue(dseq, first, lo_s, snq)].v,
+                    dseq, &peer->lost, t) != IPCP_OK) {
+                atomic_fetch_sub(&t->pending, 1);
+                break;
+            }
+        }
+        if (first == np)
+            return 0;
+        /* Not taken (stream callbacks in use, or no memory): the rest
+         * wait in a queue. */
+    }
+    int qi = (int)(lo_r + dseq % (uint64_t)((unsigned)qs->n - lo_r));
+    for (unsigned i = first; i < np; i++)
+        ipcp__enq_check(t, qs->ops->flag_wait(
+                               qs->q[qi],
+                               &done[ipcp__direct_queue(dseq, i, lo_s, snq)].v,
+                               dseq, &peer->lost, t));
+    return 1u << qi;
+}
+
+/* The path, checked against a forced one; 0 when it cannot serve the
+ * transfer (failed here). */
+static int ipcp__accept_path(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                             const ipcp__msg_rts_t *rts, ipcp_request_t *req,
+                             ipcp_path_t force, ipcp__choice_t *c)
+{
+    ipcp__choose(comm, rts, req, c);
+    if (force == IPCP_PATH_DIRECT && c->path != IPCP_PATH_DIRECT) {
+        char msg[IPCP_ERRMSG_MAX], why[200];
+        ipcp__choice_why(comm, peer, req, c, why, sizeof(why));
+        snprintf(msg, sizeof(msg),
+                 "the direct path was forced but cannot "
+                 "serve this transfer: %s",
+                 why);
+        ipcp__accept_fail(comm, peer, rts, req, IPCP_ERR_UNSUPPORTED, msg);
+        return 0;
+    }
+    if (force == IPCP_PATH_STAGED && c->path != IPCP_PATH_STAGED) {
+        c->path = IPCP_PATH_STAGED;
+        c->mode = 0;
+        c->why = IPCP_WHY_FORCED_STAGED;
+    }
+    return 1;
+}
+
+/* The receiving channel and queues; 0 when they cannot be made (failed
+ * here).  Device slots once this process has used device memory, or the
+ * sender does: a receiver that copies by itself makes no channel, so the
+ * first transfer to make one may be a small host message, whose 1 MiB
+ * slots then held every staged device transfer to 35-45 GB/s (16 MiB
+ * slots: 49-53).  Host-only processes keep host slots. */
+static int ipcp__accept_queues(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                               const ipcp__msg_rts_t *rts, ipcp_request_t *req,
+                               ipcp__qset_t **qs)
+{
+    ipcp_status_t st = ipcp__chan_create(
+        comm, &peer->rx,
+        atomic_load_explicit(&comm->dev_used, memory_order_relaxed) ||
+            rts->src_type == IPCP_MEM_CUDA || req->attr.type == IPCP_MEM_CUDA);
+    if (st == IPCP_OK)
+        st = ipcp__qset_get(comm, peer, &peer->rx, &req->attr, qs);
+    if (st != IPCP_OK)
+        ipcp__accept_fail(comm, peer, rts, req, st, ipcp__last_error());
+    return st == IPCP_OK;
+}
+
+/* How the transfer is cut: the direct part's pieces over the sender's
+ * queues from lo_s, the staged part (all of a staged transfer, the share
+ * of a striped one) in ring chunks. */
+static void ipcp__accept_plan(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                              const ipcp__msg_rts_t *rts, ipcp_request_t *req,
+                              ipcp_path_t force, ipcp__qset_t *qs,
+                              ipcp__plan_t *pl)
+{
+    ipcp__chan_t *ch = peer->rx.chan;
+    pl->slen =
+        pl->c.path == IPCP_PATH_STAGED
+            ? rts->len
+            : ipcp__stripe_choose(comm, peer, rts, req, &pl->c, force, ch, qs,
+                                  &pl->lo_s, &pl->lo_r, &pl->watch);
+    pl->dlen = rts->len - pl->slen;
+    if (pl->c.path == IPCP_PATH_DIRECT && pl->slen) {
+        pl->c.path = IPCP_PATH_STRIPED;
+        pl->c.staged = pl->slen;
+    }
+    pl->direct = pl->c.path != IPCP_PATH_STAGED;
+    pl->snq = rts->src_nq ? rts->src_nq : 1;
+    pl->unit = ipcp__staged_unit(pl->slen, ch->slot_size, pl->direct);
+    pl->nchunks = ipcp__staged_nchunks(pl->slen, pl->unit, ch->slot_size);
+    if (pl->direct)
+        pl->np = ipcp__npieces(comm, pl->dlen, pl->snq - pl->lo_s,
+                               rts->src_type == IPCP_MEM_CUDA ||
+                                   req->attr.type == IPCP_MEM_CUDA);
+}
+
+/* The CTS for a plan: the channel's descriptor on its first use, the
+ * direct part's target and sequence, the staged part's first chunk; the
+ * error slots our side reads at the end. */
+static void ipcp__accept_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                             const ipcp__msg_rts_t *rts, ipcp_request_t *req,
+                             const ipcp__plan_t *pl, ipcp__msg_cts_t *cts,
+                             int *fds, int *nfds)
+{
+    ipcp__chan_t *ch = peer->rx.chan;
+    memset(cts, 0, sizeof(*cts));
+    cts->hdr.type = IPCP_MSG_CTS;
+    cts->status = IPCP_OK;
+    cts->path = pl->c.path;
+    cts->id = rts->id;
+    cts->len = rts->len;
+    if (!ch->fd_sent) {
+        cts->hdr.flags |= IPCP_CTS_CHAN_FD;
+        cts->chan_exp = ch->exp;
+        fds[(*nfds)++] = ch->fd;
+        ch->fd = -1; /* the message owns it now */
+        ch->fd_sent = 1;
+    }
+    if (pl->direct) {
+        cts->dseq = ++ch->dseq[rts->src_qset];
+        cts->npieces = pl->np;
+        cts->dq_lo = pl->lo_s;
+        ipcp__cts_target(comm, peer, req, &pl->c, cts, fds, nfds);
+        req->xfer.err_slot =
+            &ch->ctl->derr[rts->src_qset][cts->dseq % IPCP_ERR_SLOTS];
+        req->xfer.err_seq = cts->dseq;
+    }
+    if (!pl->direct || pl->slen) {
+        cts->chunk_base = ch->seq;
+        cts->stripe_len = pl->direct ? pl->slen : 0;
+        ch->seq += pl->nchunks;
+        cts->sseq = ++ch->sseq;
+        ipcp__errslot_t *slot = &ch->ctl->serr[cts->sseq % IPCP_ERR_SLOTS];
+        if (pl->direct) {
+            req->xfer.err_slot2 = slot;
+            req->xfer.err_seq2 = cts->sseq;
+        } else {
+            req->xfer.err_slot = slot;
+            req->xfer.err_seq = cts->sseq;
+        }
+    }
+}
+
+/* A striped transfer's two ends, watched: every piece's done flag, and
+ * our mark of the last chunk. */
+static void ipcp__accept_watch(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                               const ipcp__msg_rts_t *rts, ipcp_request_t *req,
+                               ipcp__plan_t *pl, const ipcp__msg_cts_t *cts)
+{
+    ipcp__chan_t *ch = peer->rx.chan;
+    ipcp__watch_t *wt = &pl->watch;
+    uint64_t k = cts->chunk_base + pl->nchunks - 1;
+    wt->done = ch->ctl->done[rts->src_qset];
+    wt->dseq = cts->dseq;
+    wt->np = pl->np;
+    wt->lo_s = pl->lo_s;
+    wt->snq = pl->snq;
+    wt->last = &ch->ctl->freed[k % ch->nslots].v;
+    wt->last_v = k / ch->nslots + 1;
+    wt->slen = pl->slen;
+    wt->on = 1;
+    req->xfer.watch = *wt;
+    ipcp__list_push_back(&comm->watching, &req->xfer.watch.link);
+}
+
+void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                       const ipcp__msg_rts_t *rts, ipcp_request_t *req,
+                       ipcp_path_t force)
+{
+    ipcp__msg_cts_t cts;
+    ipcp__plan_t pl;
+    ipcp__qset_t *qs;
+    int fds[2], nfds = 0;
+    unsigned mask = 0;
+
+    ipcp__trace_mark(req, IPCP_TM_MEET);
+    ipcp__fault_point(IPCP_FAULT_RTS_MATCHED);
+    ipcp__samegpu_note(comm, peer, rts, req);
+    if (ipcp__xfer_drive(comm, peer, rts, req, force))
+        return;
+    memset(&pl, 0, sizeof(pl));
+    if (!ipcp__accept_path(comm, peer, rts, req, force, &pl.c) ||
+        !ipcp__accept_queues(comm, peer, rts, req, &qs))
+        return;
+    ipcp__accept_plan(comm, peer, rts, req, force, qs, &pl);
+    ipcp__log_choice(comm, peer, req, &pl.c, force);
+    req->path = pl.c.path;
+    req->nbytes = rts->len;
+    ipcp__xfer_begin(comm, peer, req, 1, pl.nchunks);
+    ipcp__accept_cts(comm, peer, rts, req, &pl, &cts, fds, &nfds);
+    /* The CTS goes before our half is enqueued: our queues only wait on
+     * flags the sender raises, in any order, and enqueueing a staged half
+     * (three driver calls a chunk) held the sender back by about 0.1 ms on
+     * H200s.  A loss on the way fails the transfer; the waits enqueued
+     * after it see the flags it moved ahead. */
+    int watched = comm->cfg->stripe_adapt && pl.direct && pl.slen && pl.nchunks;
+    if (watched) /* no part can start before the CTS */
+        pl.watch.t0 = ipcp__now_ns();
+    if (ipcp__peer_post(comm, peer, &cts, sizeof(cts), fds, nfds) != IPCP_OK &&
+        !peer->wr_broken)
+        /* The sender would never write what our queues wait for; a loss
+         * releases them and tells it (one whose writes broke is lost once
+         * what it sent is read). */
+        ipcp__peer_lost(comm, peer, "cannot send a CTS");
+    ipcp__trace_mark(req, IPCP_TM_CTS);
+    ipcp__fault_point(IPCP_FAULT_CTS_POSTED);
+    ipcp__stage_flush(comm, qs);
+    if (pl.direct)
+        mask |= ipcp__rx_direct(peer, rts, req, qs, cts.dseq, pl.np, pl.lo_s,
+                                pl.lo_r);
+    if (!pl.direct || pl.slen)
+        ipcp__stage_init(&req->xfer, peer->rx.chan, (char *)req->buf + pl.dlen,
+                         pl.slen, pl.unit, cts.chunk_base, 0, 0, NULL, 0);
+    if (watched)
+        ipcp__accept_watch(comm, peer, rts, req, &pl, &cts);
+    ipcp__stage_go(comm, &req->xfer, qs, mask);
+}

@@ -1,0 +1,75 @@
+/* The shared-memory mailboxes between peers (mbox.c, docs/mailbox.md). */
+#ifndef IPCP_ENGINE_MBOX_H
+#define IPCP_ENGINE_MBOX_H
+
+#include "engine/comm.h"
+
+void ipcp__mbox_offer(ipcp_comm_t *comm);
+void ipcp__mbox_on_offer(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                         const unsigned char *msg, size_t len, int *fds,
+                         int nfds);
+void ipcp__mbox_try_switch(ipcp_comm_t *comm, ipcp__peer_t *peer);
+/* One message into the peer's inbox (through the socket and a marker when
+ * it has descriptors or does not fit a slot); IPCP_IN_PROGRESS: full. */
+ipcp_status_t ipcp__mbox_send(ipcp__peer_t *peer, const void *data, size_t len,
+                              const int *fds, int nfds);
+int ipcp__mbox_read(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                    void (*dispatch)(ipcp_comm_t *, ipcp__peer_t *,
+                                     const unsigned char *, size_t, int *, int),
+                    void *buf, size_t cap);
+int ipcp__mbox_sleep(ipcp_comm_t *comm);
+void ipcp__mbox_awake(ipcp_comm_t *comm);
+/* Longest message the mailbox carries in its slots (headers included). */
+size_t ipcp__mbox_msg_max(const ipcp__peer_t *peer);
+/* Slots of every ring of a job of size ranks (engine/mbox.c). */
+uint32_t ipcp__mbox_slots(int size);
+/* Bytes of a ring of that many slots, its header included. */
+size_t ipcp__mbox_bytes(uint32_t slots);
+/* A caller's message into the peer's inbox, when nothing of ours waits
+ * before it (commands, the socket's queue); IPCP_IN_PROGRESS: not now. */
+ipcp_status_t ipcp__mbox_send_fast(ipcp__peer_t *peer, const void *hdr,
+                                   size_t hlen, const void *data, size_t len);
+/* A caller waits for req (a receive it posted) reading the peer's inbox
+ * itself, up to spin_ns. */
+void ipcp__mbox_wait(ipcp_comm_t *comm, ipcp_request_t *req, uint64_t spin_ns);
+/* One look at the inbox for req (a receive its caller posted itself), as
+ * ipcp_test makes: the progress thread leaves such messages to callers
+ * for spin_us. */
+void ipcp__mbox_poll(ipcp_comm_t *comm, ipcp_request_t *req);
+void ipcp__mbox_close(ipcp__peer_t *peer);
+
+/* Progress loop: enqueues the next chunk of the oldest transfer still
+ * being staged (ipcp__stage_t); returns 1 when it did. */
+int ipcp__stage_poll(ipcp_comm_t *comm);
+/* Enqueues every chunk still to go (the progress thread's exit). */
+void ipcp__stage_flush_all(ipcp_comm_t *comm);
+/* Progress loop: notes which parts of the watched striped transfers have
+ * ended (IPCPIPE_STRIPE_ADAPT). */
+void ipcp__stripe_watch(ipcp_comm_t *comm);
+/* A watched transfer completed (ok: without failure): its watch ends. */
+void ipcp__stripe_watch_end(ipcp_comm_t *comm, ipcp__xfer_t *x, int ok);
+/* Fills a transfer's error slot in the channel for the receiver. */
+void ipcp__err_report(ipcp__errslot_t *slot, uint64_t seq, ipcp__track_t *t);
+/* Receiver: copies eager bytes into a device buffer on its queue. */
+void ipcp__xfer_eager_to_device(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                                ipcp_request_t *req, const void *data,
+                                size_t len);
+/* One-sided ops on a mapped or pvm-reachable region, without the owner. */
+void ipcp__xfer_onesided_direct(ipcp_comm_t *comm, ipcp_request_t *req);
+/* Returns the queue set for a direction, creating it. */
+ipcp_status_t ipcp__qset_get(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                             ipcp__dir_t *dir, const ipcp__mem_attr_t *attr,
+                             ipcp__qset_t **qs);
+int ipcp__qset_index(const ipcp__mem_attr_t *attr);
+void ipcp__dir_destroy(ipcp_comm_t *comm, ipcp__dir_t *dir);
+void ipcp__import_put(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                      ipcp__import_t *imp);
+/* Forgets the peer's export of region id (0: all of them). */
+void ipcp__rexport_drop(ipcp__peer_t *peer, uint64_t id);
+void ipcp__rexport_put(ipcp__peer_t *peer, uint64_t id,
+                       const ipcp__export_t *exp, int fd);
+/* Lost peer: releases device waits by writing the flags (host waits see
+ * peer->lost themselves). */
+void ipcp__xfer_release_waits(ipcp_comm_t *comm, ipcp__peer_t *peer);
+
+#endif

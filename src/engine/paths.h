@@ -1,0 +1,18 @@
+/* What the rest of the engine calls of the paths (xfer.c, accept.c,
+ * send.c, staged.c, share.c, drive.c; their shared parts: xfer.h). */
+#ifndef IPCP_ENGINE_PATHS_H
+#define IPCP_ENGINE_PATHS_H
+
+#include "engine/comm.h"
+
+/* Receiver side: chooses the path for a matched RTS, enqueues its half and
+ * answers with a CTS.  dst/attr describe where the data lands. */
+void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                       const ipcp__msg_rts_t *rts, ipcp_request_t *req,
+                       ipcp_path_t force);
+/* Sender side: runs its half on a CTS. */
+void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                       ipcp_request_t *req, const ipcp__msg_cts_t *cts,
+                       int *fds, int nfds);
+
+#endif

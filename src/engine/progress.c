@@ -1,0 +1,698 @@
+/* Progress: control messages from peers, commands from user threads,
+ * finished transfers from backend threads, the progress thread, and the
+ * turns waiting callers take in its place (ipcp__comm_drive). */
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/time.h"
+#include "common/cpu.h"
+#include "engine/progress.h"
+
+/* Messages are read into this buffer; uint64_t keeps it aligned for the
+ * structs of proto.h. */
+static _Thread_local uint64_t ipcp__rxbuf[IPCP_SOCK_MSG_MAX / 8];
+
+/* ---- Incoming messages -------------------------------------------------- */
+
+/* A peer's forced path; -1: not a path it can force. */
+static int ipcp__on_path(ipcp__peer_t *peer, const unsigned char *msg,
+                         size_t len)
+{
+    if (len < sizeof(ipcp__msg_path_t))
+        return -1;
+    int path = ((const ipcp__msg_path_t *)(const void *)msg)->path;
+    if (path < IPCP_PATH_AUTO || path > IPCP_PATH_STAGED)
+        return -1;
+    __atomic_store_n(&peer->remote_path, path, __ATOMIC_RELEASE);
+    return 0;
+}
+
+/* A peer's goodbye: what waits on it fails, naming its finalize. */
+static void ipcp__on_bye(ipcp_comm_t *comm, ipcp__peer_t *peer)
+{
+    char why[64];
+    if (!comm->bye_req && !comm->bye_held)
+        ipcp__fault_point(IPCP_FAULT_BYE_RECEIVED);
+    peer->bye = 1;
+    atomic_store(&peer->gone, 1);
+    snprintf(why, sizeof(why), "rank %d finalized", peer->rank);
+    ipcp__match_fail_peer(comm, peer, IPCP_ERR_PEER_LOST, why);
+}
+
+void ipcp__dispatch(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                    const unsigned char *msg, size_t len, int *fds, int nfds)
+{
+    const ipcp__msg_hdr_t *hdr = (const void *)msg;
+    size_t need = 0;
+
+    peer->heard_ns = ipcp__now_ns();
+    if (len < sizeof(*hdr))
+        goto bad;
+    switch (hdr->type) {
+    case IPCP_MSG_RTS:
+    case IPCP_MSG_CTS:
+    case IPCP_MSG_GET_REQ:
+        ipcp__match_msg(comm, peer, msg, len, fds, nfds);
+        return;
+    case IPCP_MSG_EAGER:
+        ipcp__match_eager(comm, peer, msg, len, 0);
+        break;
+    case IPCP_MSG_MAP_REQ:
+        need = sizeof(ipcp__msg_map_req_t);
+        if (len < need)
+            goto bad;
+        ipcp__mem_on_map_req(comm, peer, (const void *)msg);
+        break;
+    case IPCP_MSG_MAP_REP:
+        if (len < sizeof(ipcp__msg_map_rep_t))
+            goto bad;
+        ipcp__mem_on_map_rep(comm, peer, (const void *)msg, fds, nfds);
+        return;
+    case IPCP_MSG_REG_GONE:
+        if (len < sizeof(ipcp__msg_reg_gone_t))
+            goto bad;
+        ipcp__mem_on_reg_gone(comm, peer, (const void *)msg);
+        break;
+    case IPCP_MSG_BARRIER:
+    case IPCP_MSG_BARRIER_REL:
+        if (len < sizeof(ipcp__msg_barrier_t))
+            goto bad;
+        ipcp__barrier_msg(
+            comm, peer, (int)hdr->type,
+            ((const ipcp__msg_barrier_t *)(const void *)msg)->epoch);
+        break;
+    case IPCP_MSG_PATH:
+        if (ipcp__on_path(peer, msg, len) != 0)
+            goto bad;
+        break;
+    case IPCP_MSG_LANE:
+        ipcp__lane_on_msg(comm, peer, msg, len, fds, nfds);
+        return;
+    case IPCP_MSG_MBOX:
+        ipcp__mbox_on_offer(comm, peer, msg, len, fds, nfds);
+        return;
+    case IPCP_MSG_SWITCH:
+        __atomic_store_n(&peer->in_on, 1, __ATOMIC_RELEASE);
+        break;
+    case IPCP_MSG_PING: {
+        ipcp__msg_hdr_t pong = {IPCP_MSG_PONG, 0};
+        ipcp__peer_post(comm, peer, &pong, sizeof(pong), NULL, 0);
+        break;
+    }
+    case IPCP_MSG_PONG: /* heard_ns is all it is for */
+        break;
+    case IPCP_MSG_BYE:
+        ipcp__on_bye(comm, peer);
+        break;
+    default:
+        goto bad;
+    }
+    for (int i = 0; i < nfds; i++)
+        close(fds[i]);
+    return;
+bad:
+    for (int i = 0; i < nfds; i++)
+        close(fds[i]);
+    char why[96];
+    snprintf(why, sizeof(why), "malformed message (type %u, %zu bytes)",
+             len >= sizeof(*hdr) ? hdr->type : 0u, len);
+    ipcp__peer_lost(comm, peer, why);
+}
+
+/* Returns how many messages it handled. */
+static int ipcp__peer_read(ipcp_comm_t *comm, ipcp__peer_t *peer)
+{
+    int fds[IPCP_SOCK_MAX_FDS];
+    int nfds, n = 0;
+    size_t len;
+
+    while (!peer->closed) {
+        ipcp_status_t st =
+            ipcp__sock_recv(peer->fd, ipcp__rxbuf, sizeof(ipcp__rxbuf), &len,
+                            fds, IPCP_SOCK_MAX_FDS, &nfds, 0);
+        if (st == IPCP_IN_PROGRESS)
+            return n;
+        if (st != IPCP_OK) {
+            ipcp__peer_lost(comm, peer,
+                            peer->bye ? "finalized" : ipcp__last_error());
+            return n + 1;
+        }
+        ipcp__dispatch(comm, peer, (const unsigned char *)ipcp__rxbuf, len, fds,
+                       nfds);
+        n++;
+        /* After SWITCH the socket is read at the inbox's markers only. */
+        if (peer->in_on)
+            return n;
+    }
+    return n;
+}
+
+static int ipcp__peer_read_inbox(ipcp_comm_t *comm, ipcp__peer_t *peer)
+{
+    return ipcp__mbox_read(comm, peer, ipcp__dispatch, ipcp__rxbuf,
+                           sizeof(ipcp__rxbuf));
+}
+
+/* ---- Commands and completions ------------------------------------------ */
+
+/* Goodbye to every peer.  The trace part goes out before: rank 0 merges
+ * the parts once every peer has said it. */
+static void ipcp__bye_send(ipcp_comm_t *comm, ipcp_request_t *req)
+{
+    ipcp__trace_flush(comm);
+    comm->bye_req = req;
+    for (int r = 0; r < comm->size; r++) {
+        ipcp__msg_hdr_t bye = {IPCP_MSG_BYE, 0};
+        if (r != comm->rank && !comm->peers[r].closed)
+            ipcp__peer_post(comm, &comm->peers[r], &bye, sizeof(bye), NULL, 0);
+    }
+    comm->bye_deadline = ipcp__now_s() + comm->timeout_s;
+    ipcp__fault_point(IPCP_FAULT_BYE_SENT);
+}
+
+static void ipcp__run_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
+{
+    switch (req->type) {
+    case IPCP_REQ_SEND:
+    case IPCP_REQ_RECV:
+    case IPCP_REQ_PUT:
+    case IPCP_REQ_GET:
+        /* Stream-ordered: started by ipcp__sync_poll once its stream got
+         * there. */
+        if (req->sync && !ipcp__sync_started(req->sync))
+            ipcp__list_push_back(&comm->deferred, &req->link);
+        else
+            ipcp__match_cmd(comm, req);
+        break;
+    case IPCP_REQ_BARRIER:
+        ipcp__barrier_cmd(comm, req);
+        break;
+    case IPCP_REQ_IMPORT:
+        ipcp__mem_import_cmd(comm, req);
+        break;
+    case IPCP_REQ_NOTIFY:
+        ipcp__mem_notify_cmd(comm, req);
+        break;
+    case IPCP_REQ_DEREG:
+        ipcp__mem_dereg_cmd(comm, req);
+        break;
+    case IPCP_REQ_LANE:
+        ipcp__lane_cmd(comm, req);
+        break;
+    case IPCP_REQ_PATH:
+        ipcp__comm_announce_path(comm);
+        ipcp__req_complete(req, IPCP_OK, NULL);
+        break;
+    case IPCP_REQ_BYE:
+        /* Transfers whose requests ended early end first (their trace
+         * events, their releases): ipcp__check_bye sends it then. */
+        if (comm->early_live) {
+            comm->bye_held = req;
+            comm->bye_deadline = ipcp__now_s() + comm->timeout_s;
+            break;
+        }
+        ipcp__bye_send(comm, req);
+        break;
+    default:
+        ipcp__req_complete(req, IPCP_ERR_STATE, "unknown command");
+    }
+}
+
+/* The sender's verdict on a transfer we received, from its error slot:
+ * IPCP_OK unless the slot holds this transfer's number. */
+static ipcp_status_t ipcp__err_slot_check(const ipcp__xfer_t *x,
+                                          const ipcp__errslot_t *slot,
+                                          uint64_t seq, char *msg, size_t len)
+{
+    if (!slot || __atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE) != seq)
+        return IPCP_OK;
+    ipcp_status_t st =
+        ipcp__peer_status(__atomic_load_n(&slot->status, __ATOMIC_RELAXED));
+    snprintf(msg, len,
+             "rank %d could not write this transfer (%s on its "
+             "side)",
+             x->peer->rank, ipcp_strerror(st));
+    return st;
+}
+
+/* Ends the sender's side of a transfer this process copied (a DRIVEN
+ * CTS): its buffer is free again, and it learns how the copy went. */
+void ipcp__drive_end(ipcp_comm_t *comm, ipcp__peer_t *peer, uint64_t id,
+                     ipcp_path_t path, ipcp_status_t st, const char *msg)
+{
+    char why[IPCP_ERRWIRE_MAX] = "";
+    if (peer->closed)
+        return;
+    ipcp__fault_point(IPCP_FAULT_DATA_IN_PLACE);
+    if (st != IPCP_OK) /* formatted only for a failure: it runs per transfer */
+        snprintf(why, sizeof(why),
+                 "rank %d could not copy this transfer out "
+                 "of our buffer: %.120s",
+                 comm->rank, msg);
+    ipcp__cts_end(comm, peer, id, IPCP_CTS_DRIVEN, path, st, why);
+}
+
+void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
+{
+    char msg[IPCP_ERRMSG_MAX] = "";
+    ipcp_status_t st = atomic_load(&x->track.status);
+
+    ipcp__list_del(&x->link);
+    if (x->dev)
+        atomic_fetch_sub_explicit(&comm->dev_inflight, 1, memory_order_relaxed);
+    if (st == IPCP_OK)
+        st = ipcp__err_slot_check(x, x->err_slot, x->err_seq, msg, sizeof(msg));
+    if (st == IPCP_OK) /* a striped transfer's staged part */
+        st = ipcp__err_slot_check(x, x->err_slot2, x->err_seq2, msg,
+                                  sizeof(msg));
+    ipcp__stripe_watch_end(comm, x, st == IPCP_OK);
+    if (x->import)
+        ipcp__import_put(comm, x->peer, x->import);
+    x->import = NULL;
+    if (comm->trace_on)
+        ipcp__trace_xfer(comm, x, x->rx, x->req->path);
+    if (st != IPCP_OK && !msg[0])
+        ipcp__track_errmsg(&x->track, msg, sizeof(msg));
+    ipcp__track_destroy(&x->track);
+    /* A failed one may have ended before its copies (a notify that could
+     * not be enqueued ends its track at once): it stays counted, and later
+     * ones keep joining its queue.  One whose data was seen in place
+     * (early) ended after its copies. */
+    int early = x->early;
+    if (x->drive_staged && (st == IPCP_OK || early))
+        x->peer->rx.dstage_busy--;
+    /* Read before the request completes: its owner may free it then. */
+    uint64_t drive_id = x->drive_id;
+    ipcp__peer_t *peer = x->peer;
+    ipcp_request_t *req = x->req;
+    ipcp_path_t path = req->path;
+    /* Not busy before the request ends (its caller may release the
+     * imported region then), but the owner hears of it after: an owner
+     * told that its region is free may tell our caller, who must then
+     * find the operation ended. */
+    int owner = -1, answer = 0;
+    uint64_t reg_id = 0;
+    if (x->rmem_busy)
+        answer = ipcp__rmem_op_end(comm, x->rmem_busy, &owner, &reg_id);
+    x->rmem_busy = NULL;
+    if (!early)
+        ipcp__req_complete(req, st, msg);
+    if (answer)
+        ipcp__rmem_answer(comm, owner, reg_id);
+    else if (st != IPCP_OK) /* after its data was in place: mostly the
+                             * peer gone after its send returned */
+        IPCP_LOG(peer->bye ? IPCP_LOG_INFO : IPCP_LOG_WARN, IPCP_SUB_ENGINE,
+                 "a transfer from rank %d failed after its data was in "
+                 "place (its receive had ended well): %s",
+                 peer->rank, msg);
+    /* After our own caller is told: the receive's end is what is waited
+     * for (and timed); the sender's buffer is free a moment later. */
+    if (drive_id && !early) /* else ipcp__xfer_end_early sent it */
+        ipcp__drive_end(comm, peer, drive_id, path, st, msg);
+    if (early) {
+        ipcp__req_free(req); /* the engine's reference */
+        comm->early_live--;
+    }
+}
+
+/* Returns how many commands and completions it ran. */
+static int ipcp__drain(ipcp_comm_t *comm)
+{
+    ipcp__list_t cmds, dones, *e;
+    int n = 0;
+
+    /* Not waiting for a user's thread that holds the lock: it is mostly
+     * one that posts, whose unlock would then have to wake us.  -1: the
+     * loop comes back without sleeping (the eventfd that announced a
+     * command may have been read already). */
+    /* Nor taking it while nothing is queued: a spinning thread's turns
+     * would take its line from the callers that complete their own
+     * requests under it (on one H200, 8 B windows ran 3x slower unbound
+     * than bound). */
+    if (!atomic_load(&comm->queued))
+        return 0;
+    if (pthread_mutex_trylock(&comm->lock) != 0)
+        return -1;
+    ipcp__list_move_all(&cmds, &comm->cmds);
+    ipcp__list_move_all(&dones, &comm->dones);
+    atomic_store(&comm->queued, 0);
+    pthread_mutex_unlock(&comm->lock);
+    /* Completions first: they free slots and mappings that new commands
+     * may want. */
+    while ((e = ipcp__list_pop_front(&dones)) && ++n)
+        ipcp__run_done(comm, ipcp__list_entry(e, ipcp__xfer_t, done_link));
+    while ((e = ipcp__list_pop_front(&cmds)) && ++n) {
+        ipcp_request_t *req = ipcp__list_entry(e, ipcp_request_t, link);
+        ipcp__peer_t *peer = ipcp__req_peer(comm, req); /* req may end */
+        ipcp__run_cmd(comm, req);
+        if (peer)
+            atomic_fetch_sub(&peer->pending, 1);
+    }
+    return n;
+}
+
+static void ipcp__check_bye(ipcp_comm_t *comm)
+{
+    int waiting = 0;
+    /* A held goodbye goes once the early-ended transfers are done, or at
+     * the timeout: a track that never ends must not hang finalize. */
+    if (comm->bye_held &&
+        (!comm->early_live || ipcp__now_s() >= comm->bye_deadline)) {
+        ipcp_request_t *bye = comm->bye_held;
+        if (comm->early_live)
+            IPCP_WARN(IPCP_SUB_ENGINE,
+                      "finalizing with %d transfer(s) "
+                      "whose receives ended still running",
+                      comm->early_live);
+        comm->bye_held = NULL;
+        ipcp__bye_send(comm, bye);
+    }
+    if (!comm->bye_req)
+        return;
+    for (int r = 0; r < comm->size; r++)
+        if (r != comm->rank && !comm->peers[r].closed && !comm->peers[r].bye)
+            waiting++;
+    if (waiting && ipcp__now_s() < comm->bye_deadline)
+        return;
+    ipcp__trace_merge(comm);
+    ipcp__req_complete(comm->bye_req, waiting ? IPCP_ERR_TIMEOUT : IPCP_OK,
+                       waiting ? "peers did not finalize in time" : NULL);
+    comm->bye_req = NULL;
+}
+
+void ipcp__comm_announce_path(ipcp_comm_t *comm)
+{
+    ipcp__msg_path_t m;
+    memset(&m, 0, sizeof(m));
+    m.hdr.type = IPCP_MSG_PATH;
+    m.path = atomic_load(&comm->path);
+    for (int r = 0; r < comm->size; r++)
+        if (r != comm->rank && !comm->peers[r].closed)
+            ipcp__peer_post(comm, &comm->peers[r], &m, sizeof(m), NULL, 0);
+}
+
+/* While the thread spins and every live peer's messages come through its
+ * inbox (nothing queued for a socket), the sockets carry only hang-ups and
+ * messages announced by markers in the inbox, and commands and completions
+ * show in comm's lists without the eventfd: poll() (0.2-0.3 us on the
+ * H200 machines) then runs only every IPCP_POLL_GAP_NS, which is how late
+ * a hang-up may be seen. */
+#define IPCP_POLL_GAP_NS 20000
+
+static int ipcp__poll_skippable(const ipcp_comm_t *comm)
+{
+    for (int r = 0; r < comm->size; r++) {
+        const ipcp__peer_t *p = &comm->peers[r];
+        if (r != comm->rank && !p->closed &&
+            (!p->in_on || !ipcp__list_empty(&p->txq)))
+            return 0;
+    }
+    return 1;
+}
+
+/* Whether the device has work we wait for: then a thread of the driver
+ * (or a caller in a stream synchronization) may spin without yielding.
+ * Host copy workers yield (futex waits), and there yielding measured
+ * better: staged 8 B bound to one CPU 22-24 us a half round trip
+ * yielding, 98-100 us sleeping. */
+static int ipcp__dev_work(ipcp_comm_t *comm)
+{
+    return ipcp__sync_pending(comm) ||
+           atomic_load_explicit(&comm->dev_inflight, memory_order_relaxed) >
+               0 ||
+           atomic_load_explicit(&comm->lane_reqs, memory_order_relaxed) > 0;
+}
+
+/* The thread's state from one turn to the next. */
+typedef struct ipcp__loop {
+    struct pollfd *pfd; /* [0]: the eventfd; then one per live peer */
+    int *idx;           /* pfd[i] is peer idx[i]'s socket */
+    int n;
+    uint64_t spin_ns;   /* how long it polls on after activity */
+    uint64_t last_busy; /* when a turn last did something */
+    uint64_t last_poll; /* when it last called poll() */
+    int missed;         /* the last drain found comm->lock taken */
+} ipcp__loop_t;
+
+/* What poll() watches: the eventfd, and each live peer's socket. */
+static void ipcp__loop_fds(ipcp_comm_t *comm, ipcp__loop_t *lp)
+{
+    int n = 0;
+    lp->pfd[n].fd = comm->wake_fd;
+    lp->pfd[n++].events = POLLIN;
+    for (int r = 0; r < comm->size; r++) {
+        ipcp__peer_t *p = &comm->peers[r];
+        if (r == comm->rank || p->closed)
+            continue;
+        lp->pfd[n].fd = p->fd;
+        /* Once the peer switched, its messages are in the inbox (the
+         * socket is read at markers); a hang-up still shows. */
+        lp->pfd[n].events = p->in_on ? 0 : POLLIN;
+        if (!ipcp__list_empty(&p->txq))
+            lp->pfd[n].events |= POLLOUT;
+        lp->idx[n++] = r;
+    }
+    lp->n = n;
+}
+
+/* How long poll() may block when nothing is awaited. */
+static int ipcp__loop_timeout(const ipcp_comm_t *comm)
+{
+    int timeout_ms = comm->bye_req || comm->bye_held || comm->bar_pending ||
+                             comm->wr_broken || !ipcp__list_empty(&comm->deregs)
+                         ? 50
+                         : 1000;
+    /* Not only while a request is known to wait on a peer: callers post
+     * receives themselves without waking us (engine/mbox.c), and the
+     * keepalive must see them within a step (a stopped peer was found up
+     * to a second late: 2.0 s with IPCPIPE_TIMEOUT=2). */
+    if (timeout_ms > (int)(ipcp__ka_step_ns(comm) / 1000000))
+        timeout_ms = (int)(ipcp__ka_step_ns(comm) / 1000000);
+    return timeout_ms;
+}
+
+/* Whether the thread polls without blocking this turn.  Starts of
+ * stream-ordered operations land in host memory without waking us, and
+ * device transfers end within milliseconds: it polls while either is
+ * awaited. */
+static int ipcp__loop_spinning(ipcp_comm_t *comm, const ipcp__loop_t *lp,
+                               uint64_t now)
+{
+    return lp->missed || now - lp->last_busy < lp->spin_ns ||
+           !ipcp__list_empty(&comm->staging) || ipcp__sync_pending(comm) ||
+           atomic_load_explicit(&comm->dev_inflight, memory_order_relaxed) >
+               0 ||
+           ipcp__awaiting(comm, now) ||
+           atomic_load_explicit(&comm->lane_reqs, memory_order_relaxed) > 0;
+}
+
+/* Polls the sockets and the eventfd unless the turn may skip it; returns
+ * how many are ready, -1 on a poll() error. */
+static int ipcp__loop_wait(ipcp_comm_t *comm, ipcp__loop_t *lp, int spinning,
+                           uint64_t now)
+{
+    int timeout_ms = ipcp__loop_timeout(comm);
+    /* Before blocking, the inboxes' sleeping words go up (and come down
+     * after): writers then wake us through the eventfd. */
+    if (spinning || ipcp__mbox_sleep(comm))
+        timeout_ms = 0;
+    int ready = 0;
+    if (!spinning || lp->missed || now - lp->last_poll >= IPCP_POLL_GAP_NS ||
+        !ipcp__poll_skippable(comm)) {
+        /* Callers may take turns meanwhile (ipcp__comm_drive). */
+        pthread_mutex_unlock(&comm->prog_lock);
+        ready = poll(lp->pfd, (nfds_t)lp->n, timeout_ms);
+        pthread_mutex_lock(&comm->prog_lock);
+        lp->last_poll = now;
+    }
+    if (!spinning)
+        ipcp__mbox_awake(comm);
+    if (ready < 0 && errno != EINTR) {
+        IPCP_ERROR(IPCP_SUB_ENGINE, "poll: %s", strerror(errno));
+        return -1;
+    }
+    if (ready > 0 && (lp->pfd[0].revents & POLLIN)) {
+        uint64_t v;
+        if (read(comm->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+            IPCP_WARN(IPCP_SUB_ENGINE, "eventfd read: %s", strerror(errno));
+    }
+    return ready < 0 ? 0 : ready;
+}
+
+/* One peer's part of a turn: its inbox first (what it wrote before it hung
+ * up), then its socket where poll() found it readable, then what waits to
+ * go to it. */
+static int ipcp__turn_peer(ipcp_comm_t *comm, ipcp__peer_t *p, short ev)
+{
+    int busy = ipcp__peer_read_inbox(comm, p);
+    if (ev & (POLLIN | POLLHUP | POLLERR))
+        busy += ipcp__peer_read(comm, p);
+    if (ev & POLLOUT)
+        ipcp__peer_flush(comm, p);
+    return busy;
+}
+
+/* The part of a turn that moves transfers on: commands and completions,
+ * the peers' messages, chunks still to stage, the striped parts watched.
+ * lp: the thread's turn, with the sockets poll() found ready and the
+ * device's completions; NULL: a caller's, which flushes any queue that
+ * waits.  Returns how much it did (-1 from the drain counts 1; lp->missed
+ * remembers it). */
+static int ipcp__turn_move(ipcp_comm_t *comm, ipcp__loop_t *lp, int ready)
+{
+    int busy = ipcp__drain(comm);
+    if (lp) {
+        lp->missed = busy < 0;
+        busy = lp->missed ? 1 : busy;
+        busy += ipcp__sync_poll(comm);
+        busy += ipcp__lane_poll(comm);
+        for (int i = 1; i < lp->n; i++)
+            busy += ipcp__turn_peer(comm, &comm->peers[lp->idx[i]],
+                                    ready > 0 ? lp->pfd[i].revents : 0);
+    } else {
+        busy = busy < 0 ? 0 : busy;
+        for (int r = 0; r < comm->size; r++) {
+            ipcp__peer_t *p = &comm->peers[r];
+            if (r != comm->rank && !p->closed)
+                busy += ipcp__turn_peer(
+                    comm, p, ipcp__list_empty(&p->txq) ? 0 : POLLOUT);
+        }
+    }
+    /* After the messages: a chunk of a transfer still being staged. */
+    busy += ipcp__stage_poll(comm);
+    if (!ipcp__list_empty(&comm->watching))
+        ipcp__stripe_watch(comm);
+    return busy;
+}
+
+/* The thread's chores after the messages: finalize, barriers,
+ * deregistrations waiting, the keepalive, broken writes. */
+static void ipcp__turn_chores(ipcp_comm_t *comm)
+{
+    ipcp__check_bye(comm);
+    ipcp__barrier_check(comm);
+    if (!ipcp__list_empty(&comm->deregs))
+        ipcp__mem_dereg_poll(comm);
+    ipcp__keepalive(comm, ipcp__now_ns());
+    if (comm->wr_broken)
+        ipcp__wr_expire(comm, ipcp__now_ns());
+}
+
+/* One turn of the thread; returns -1 when poll() failed. */
+static int ipcp__loop_turn(ipcp_comm_t *comm, ipcp__loop_t *lp)
+{
+    pthread_mutex_lock(&comm->prog_lock);
+    ipcp__loop_fds(comm, lp);
+    uint64_t now = ipcp__now_ns(); /* one clock read a turn */
+    int spinning = ipcp__loop_spinning(comm, lp, now);
+    int ready = ipcp__loop_wait(comm, lp, spinning, now);
+    if (ready < 0) {
+        pthread_mutex_unlock(&comm->prog_lock);
+        return -1;
+    }
+    int busy = ipcp__turn_move(comm, lp, ready);
+    if (busy)
+        lp->last_busy = ipcp__now_ns();
+    int dev_work = !busy && spinning && ipcp__dev_work(comm);
+    ipcp__turn_chores(comm);
+    pthread_mutex_unlock(&comm->prog_lock);
+    if (!busy && spinning)
+        /* Not a pause loop: on 2 x H200 one (and in waiting callers) left
+         * striped 256 MiB transfers about 0.5% slower.  On one CPU, a
+         * sleep while other threads have work (common/cpu.h). */
+        ipcp__relax(dev_work);
+    return 0;
+}
+
+static void *ipcp__progress_main(void *arg)
+{
+    ipcp_comm_t *comm = arg;
+    ipcp__loop_t lp;
+    memset(&lp, 0, sizeof(lp));
+    lp.pfd = calloc((size_t)comm->size + 1, sizeof(*lp.pfd));
+    lp.idx = calloc((size_t)comm->size + 1, sizeof(*lp.idx));
+    if (!lp.pfd || !lp.idx) {
+        IPCP_ERROR(IPCP_SUB_ENGINE, "no memory for the progress thread");
+        goto out;
+    }
+    ipcp__log_set_rank(comm->rank);
+    pthread_mutex_lock(&comm->prog_lock);
+    ipcp__comm_announce_path(comm);
+    ipcp__mbox_offer(comm);
+    pthread_mutex_unlock(&comm->prog_lock);
+    /* After any activity the thread polls without sleeping for spin_us:
+     * the next message of a transfer usually follows within microseconds,
+     * and a sleep and wake-up costs several of them per hop. */
+    lp.spin_ns = (uint64_t)comm->cfg->spin_us * 1000;
+    while (!atomic_load(&comm->stop))
+        if (ipcp__loop_turn(comm, &lp) < 0)
+            break;
+    /* Chunks still to enqueue go in: their peer waits for them, and the
+     * teardown waits for the transfers they belong to. */
+    pthread_mutex_lock(&comm->prog_lock);
+    ipcp__stage_flush_all(comm);
+    pthread_mutex_unlock(&comm->prog_lock);
+out:
+    free(lp.pfd);
+    free(lp.idx);
+    return NULL;
+}
+
+/* A caller's turn: what moves messages and transfers on (commands and
+ * completions, the inboxes, queued messages, chunks still to stage),
+ * without the socket poll, the keepalive or the goodbye, which stay the
+ * thread's.  Only in a process without the device backend: a turn may
+ * make driver calls, which bind contexts to the thread that makes them,
+ * and a caller's thread must keep its own.  On one CPU this is what
+ * keeps a transfer off the other threads (64 KiB half round trip, ranks
+ * bound to one core each of 2: 105-123 us through the threads, 30-35 us
+ * with this and the host queues' inline copies). */
+int ipcp__comm_drive(ipcp_comm_t *comm)
+{
+    if (atomic_load_explicit(&comm->dev_state, memory_order_acquire) ==
+            IPCP_DEV_OPEN ||
+        atomic_load_explicit(&comm->stop, memory_order_relaxed) ||
+        pthread_mutex_trylock(&comm->prog_lock) != 0)
+        return 0;
+    /* The open may have happened since the look above. */
+    int busy = 0;
+    if (atomic_load_explicit(&comm->dev_state, memory_order_acquire) !=
+        IPCP_DEV_OPEN)
+        busy = ipcp__turn_move(comm, NULL, 0);
+    pthread_mutex_unlock(&comm->prog_lock);
+    return busy;
+}
+
+ipcp_status_t ipcp__comm_start(ipcp_comm_t *comm)
+{
+    comm->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (comm->wake_fd < 0)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_SYSTEM,
+                          "eventfd: %s", strerror(errno));
+    int rc = pthread_create(&comm->thread, NULL, ipcp__progress_main, comm);
+    if (rc != 0) {
+        close(comm->wake_fd);
+        comm->wake_fd = -1;
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_SYSTEM,
+                          "cannot start the progress thread: %s", strerror(rc));
+    }
+    comm->thread_started = 1;
+    return IPCP_OK;
+}
+
+void ipcp__comm_stop(ipcp_comm_t *comm)
+{
+    if (comm->thread_started) {
+        atomic_store(&comm->stop, 1);
+        ipcp__comm_wake(comm);
+        pthread_join(comm->thread, NULL);
+        comm->thread_started = 0;
+    }
+}

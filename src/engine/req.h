@@ -1,0 +1,179 @@
+/* Requests and the transfers they run: the staged part being enqueued,
+ * the watch of a striped one, the trace marks. */
+#ifndef IPCP_ENGINE_REQ_H
+#define IPCP_ENGINE_REQ_H
+
+#include "engine/peer.h"
+#include "common/handle.h"
+
+enum {
+    IPCP_REQ_SEND = 1,
+    IPCP_REQ_RECV,
+    IPCP_REQ_PUT,
+    IPCP_REQ_GET,
+    IPCP_REQ_BARRIER,
+    IPCP_REQ_IMPORT,
+    IPCP_REQ_NOTIFY,   /* internal: tell peers a region is gone */
+    IPCP_REQ_INTERNAL, /* internal: owner's side of a staged put/get */
+    IPCP_REQ_BYE,      /* finalize: tell peers, wait for theirs */
+    IPCP_REQ_PATH,     /* internal: tell peers our receive path */
+    IPCP_REQ_LANE,     /* internal: send a peer our lane block */
+    IPCP_REQ_DEREG,    /* deregistration: tell peers, wait until no
+                          operation on the region is in flight */
+};
+
+/* Protocol marks of a request in a trace (CLOCK_MONOTONIC ns, 0 = not
+ * reached): the call; the progress thread taking it up (a sender's RTS
+ * leaves then); meeting the peer (receiver: its RTS matched; sender: the
+ * CTS came); the receiver's CTS sent; the call that enqueues this side's
+ * first copy returned (the copy was submitted by then); all of this side's
+ * operations in its queues; its device work seen finished.
+ * trace_stats.py lines the two sides up on them. */
+enum {
+    IPCP_TM_CALL,
+    IPCP_TM_START,
+    IPCP_TM_MEET,
+    IPCP_TM_CTS,
+    IPCP_TM_COPY,
+    IPCP_TM_ENQ,
+    IPCP_TM_DONE,
+    IPCP_TM_N
+};
+
+/* One side's half of a staged transfer (or of a striped transfer's staged
+ * part) while its chunks are being enqueued: a sender's first chunk goes
+ * in with the rest of the transfer, the other chunks a chunk per turn of
+ * the progress loop (engine/xfer.c, ipcp__stage_poll), so that a message
+ * that arrives meanwhile - the CTS of our own send, both ways at once - is
+ * not held behind a dozen driver calls. */
+typedef struct ipcp__stage {
+    ipcp__list_t link; /* comm->staging */
+    ipcp__qset_t *qs;
+    ipcp__chan_t *ch;
+    char *buf;
+    uint64_t len, unit, base, nchunks, next;
+    int send, remote_done, reported;
+    ipcp__errslot_t *slot;
+    uint64_t seq;
+    uint64_t *held[IPCP_MAX_QUEUES]; /* a queue's last mark, not yet in */
+    uint64_t held_v[IPCP_MAX_QUEUES];
+    unsigned mask;   /* the queues of this side of the transfer */
+    uint64_t due_ns; /* a receiver's chunks wait for this (ipcp__stage_poll) */
+} ipcp__stage_t;
+
+/* The receiving side of a striped transfer, watched for when each part
+ * ends (IPCPIPE_STRIPE_ADAPT; ipcp__stripe_watch).  Times in ns, 0 until
+ * seen. */
+typedef struct ipcp__watch {
+    ipcp__list_t link; /* comm->watching */
+    int on;
+    uint64_t t0; /* the CTS sent: both parts may start */
+    uint64_t t_direct, t_staged;
+    const ipcp__flag_t *done; /* the direct part's done flags */
+    uint64_t dseq;
+    unsigned np, lo_s, snq;
+    const uint64_t *last; /* the staged part's last mark, and its value */
+    uint64_t last_v;
+    uint64_t slen;
+    int both;        /* the share was the both-ways one */
+    int adapt;       /* the share came from the calibration: adapt it */
+    unsigned cls;    /* the transfer's size class (ipcp__adapt_class) */
+    uint64_t src_id; /* the pair, for its memo */
+    int dst;
+} ipcp__watch_t;
+
+/* A transfer in queues (one side). */
+typedef struct ipcp__xfer {
+    ipcp__list_t link; /* peer->active */
+    ipcp_comm_t *comm;
+    ipcp__track_t track;
+    ipcp__peer_t *peer;
+    ipcp_request_t *req;    /* user request, or NULL (internal) */
+    ipcp__import_t *import; /* mapping held while the copies run */
+    /* tracing (engine/trace.c) */
+    ipcp__stamp_t *stamps;
+    size_t nstamps;
+    uint64_t t_post;
+    int rx;       /* 1: this side receives the data */
+    int dev;      /* counted in comm->dev_inflight */
+    size_t tbase; /* trace index of the first staged chunk */
+    /* receiving side: the slot where the sender reports a failure */
+    ipcp__errslot_t *err_slot;
+    uint64_t err_seq;
+    ipcp__errslot_t *err_slot2; /* a striped transfer's staged part */
+    uint64_t err_seq2;
+    /* sending side of a direct part: where a failure is reported */
+    ipcp__errslot_t *tx_slot;
+    uint64_t tx_seq;
+    ipcp__list_t done_link; /* comm->dones */
+    /* receiving side of a receiver-driven transfer: the sender's RTS id
+     * (ids start at 1; 0: not driven), answered with a DRIVEN CTS when it
+     * completes, or when its data is seen in place (early) */
+    int drive_staged; /* counted in peer->rx.dstage_busy until it ends
+                       * well, or ends after an early end */
+    int early;        /* its request completed before its notifies came back */
+    uint64_t drive_id;
+    ipcp_rmem_t *rmem_busy; /* one-sided without the owner: counted in
+                               this imported region's busy until it ends */
+    ipcp__stage_t stage;    /* staged chunks still to enqueue */
+    ipcp__watch_t watch;    /* receiving side of a striped transfer */
+} ipcp__xfer_t;
+
+struct ipcp_request {
+    uint64_t magic;
+    ipcp_comm_t *comm;
+    ipcp_request_t *cache_next; /* comm->req_cache */
+    ipcp__handle_t handle;      /* what the user holds; 0: none (internal) */
+    ipcp__list_t link;          /* comm->cmds, then a peer list */
+    ipcp__list_t all_link;      /* comm->reqs (user requests) */
+    int type;
+    int peer;
+    int tag;
+    void *buf;
+    size_t len;
+    ipcp__mem_attr_t attr; /* of buf */
+    uint64_t id;           /* protocol id towards the peer */
+    ipcp_path_t path;
+    size_t nbytes;
+    int user;             /* 1: a user waits on it; 0: internal, freed */
+    int watch;            /* a receive its caller posted itself: the
+                             waiter reads the peer's inbox (mbox.c) */
+    uint64_t polled;      /* ipcp__mbox_poll: the slot + 1 it left to the
+                             progress thread last */
+    int on_stack;         /* a blocking call's (api.c): it lives until
+                             the call returns, so it never ends early */
+    int offered;          /* counted in comm->offers (ipcp__await_offer) */
+    uint64_t await_until; /* when offered: its polling window's end */
+    /* one-sided */
+    ipcp_rmem_t *rmem;
+    size_t offset;
+    ipcp__region_t *region; /* INTERNAL: the owner's region, counted in
+                               its busy while the request lives; DEREG:
+                               the region going away */
+    double deadline;        /* DEREG: when it stops waiting for peers */
+    uint64_t region_id;
+    /* completion (written under comm->lock; done is also read without it
+     * by callers that spin before they sleep) */
+    atomic_int done;
+    /* The owner's reference, and the engine's while a transfer whose
+     * request completed early still runs (ipcp__xfer_end_early); the last
+     * ipcp__req_free frees. */
+    atomic_int refs;
+    ipcp_status_t status;
+    char errmsg[IPCP_ERRMSG_MAX];
+    ipcp__xfer_t xfer;
+    /* staging of eager data towards device memory and similar */
+    void *scratch;
+    /* stream-ordered (ipcpipe_cuda.h): the flags shared with the user's
+     * stream; armed once the user's stream reached the operation */
+    ipcp__sync_t *sync;
+    int sync_armed;
+    /* small-message lane (engine/lane.c): message lane_k of direction
+     * lane_dir, in its lane's list until its record says it is done */
+    uint64_t lane_k;
+    int lane_dir;
+    double lane_t0;         /* when posted (a warning once it waits too long) */
+    uint64_t tm[IPCP_TM_N]; /* trace marks (IPCP_TM_*), when tracing */
+};
+
+#endif

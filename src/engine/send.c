@@ -1,0 +1,273 @@
+/* The sender's side: its half of the transfer once the CTS names the
+ * target, and one-sided operations on memory it maps itself. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/time.h"
+#include "engine/xfer.h"
+#include "engine/samegpu.h"
+#include "engine/stripe.h"
+
+/* ---- Sender side --------------------------------------------------------- */
+
+/* Run in a queue's order between a process_vm_writev and the done flag it
+ * releases the receiver with: such a copy can fail after it was queued
+ * (the receiver's memory went away), and the receiver must fail too, not
+ * complete with what arrived.  (Copies into shared mappings cannot fail
+ * late; a device copy that does ends its context.) */
+static void ipcp__tx_report_late(void *arg)
+{
+    ipcp__xfer_t *x = arg;
+    if (!ipcp__track_ok(&x->track))
+        ipcp__err_report(x->tx_slot, x->tx_seq, &x->track);
+}
+
+/* Our half of the direct part, [0, len) of the buffer: np pieces, each
+ * copied and then marked in its queue's done flag.  Returns the mask of
+ * the queues used. */
+static unsigned ipcp__tx_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                                ipcp_request_t *req, const ipcp__msg_cts_t *cts,
+                                ipcp__qset_t *qs, int map_fd, uint64_t len)
+{
+    ipcp__track_t *t = &req->xfer.track;
+    ipcp__chan_t *ch = peer->tx.chan;
+    unsigned np = cts->npieces, mask = 0;
+    int myq = ipcp__qset_index(&req->attr);
+    char *dst = NULL;
+
+    if (cts->dst_mode == IPCP_DST_MAPPED) {
+        ipcp__import_t *imp = NULL;
+        if (cts->hdr.flags & IPCP_CTS_HAS_EXP)
+            ipcp__rexport_put(peer, cts->dst_region, &cts->exp, map_fd);
+        ipcp_status_t st =
+            ipcp__import_get(comm, peer, cts->dst_region, &req->attr, &imp);
+        if (st == IPCP_OK) {
+            req->xfer.import = imp;
+            if (cts->dst_offset > imp->size ||
+                req->len > imp->size - cts->dst_offset)
+                ipcp__track_fail(t, IPCP_ERR_STATE,
+                                 "target range is outside "
+                                 "the peer's allocation");
+            dst = (char *)imp->ptr + cts->dst_offset;
+        } else {
+            ipcp__track_fail(t, st, "%s", ipcp__last_error());
+        }
+    }
+    req->xfer.tx_slot = &ch->ctl->derr[myq][cts->dseq % IPCP_ERR_SLOTS];
+    req->xfer.tx_seq = cts->dseq;
+    if (!ipcp__track_ok(t)) /* before the done flags release the peer */
+        ipcp__err_report(req->xfer.tx_slot, cts->dseq, t);
+    for (unsigned i = 0; i < np; i++) {
+        uint64_t off, n;
+        int qi =
+            (int)ipcp__direct_queue(cts->dseq, i, cts->dq_lo, (unsigned)qs->n);
+        ipcp__queue_t *q = qs->q[qi];
+        ipcp__piece(len, np, i, &off, &n);
+        ipcp__trace_piece(&req->xfer, i, qs, qi, n, 1);
+        if (n && cts->dst_mode == IPCP_DST_MAPPED && dst)
+            ipcp__enq_check(
+                t, qs->ops->copy(q, dst + off, (char *)req->buf + off, n, t));
+        else if (n && cts->dst_mode == IPCP_DST_PVM && qs->ops->rcopy)
+            ipcp__enq_check(t, qs->ops->rcopy(q, peer->pid, cts->dst_addr + off,
+                                              (char *)req->buf + off, n, 1, t));
+        ipcp__trace_piece(&req->xfer, i, qs, qi, n, 0);
+        if (n && cts->dst_mode == IPCP_DST_PVM && qs->ops->call)
+            ipcp__enq_check(t,
+                            qs->ops->call(q, ipcp__tx_report_late, &req->xfer));
+        ipcp__fault_enq(qs, q, t, IPCP_FAULT_DATA_IN_PLACE);
+        /* The done flag is written even after a failure so that the
+         * receiver does not wait forever; the track carries the error. */
+        ipcp__enq_check(t, qs->ops->flag_write(q, &ch->ctl->done[myq][qi].v,
+                                               cts->dseq, NULL));
+        mask |= 1u << qi;
+    }
+    return mask;
+}
+
+/* A CTS the sender cannot follow: the receiver would wait for flags nobody
+ * writes, so the connection ends (which it sees). */
+static const char *ipcp__cts_check(const ipcp__chan_t *ch,
+                                   const ipcp__qset_t *qs,
+                                   const ipcp_request_t *req,
+                                   const ipcp__msg_cts_t *cts)
+{
+    int striped = cts->path == IPCP_PATH_STRIPED;
+    int direct = striped || cts->path == IPCP_PATH_DIRECT;
+    if (striped && (cts->stripe_len == 0 || cts->stripe_len >= req->len))
+        return "bad striped split";
+    if (direct && (cts->npieces < 1 || cts->dq_lo >= (unsigned)qs->n ||
+                   cts->npieces > (unsigned)qs->n - cts->dq_lo))
+        return "CTS asks for more pieces than the sender has queues";
+    if ((!direct || striped) && cts->chunk_base != ch->seq)
+        return "ring sequence mismatch";
+    return NULL;
+}
+
+void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                       ipcp_request_t *req, const ipcp__msg_cts_t *cts,
+                       int *fds, int nfds)
+{
+    int fi = 0, chan_fd = -1, map_fd = -1;
+    ipcp__qset_t *qs;
+    ipcp_status_t st = IPCP_OK;
+    const char *bad;
+
+    ipcp__trace_mark(req, IPCP_TM_MEET);
+    ipcp__await_end(req); /* the sender's copies count as dev_inflight */
+    if ((cts->hdr.flags & IPCP_CTS_CHAN_FD) && fi < nfds)
+        chan_fd = fds[fi++];
+    if ((cts->hdr.flags & IPCP_CTS_MAP_FD) && fi < nfds)
+        map_fd = fds[fi++];
+    if (cts->status != IPCP_OK) {
+        char msg[IPCP_ERRMSG_MAX];
+        snprintf(msg, sizeof(msg), "%.*s", IPCP_ERRWIRE_MAX - 1, cts->errmsg);
+        ipcp__req_complete(req, ipcp__peer_status(cts->status), msg);
+        goto out;
+    }
+    if (cts->hdr.flags & IPCP_CTS_DRIVEN) { /* the receiver copied it */
+        if (cts->path < IPCP_PATH_DIRECT || cts->path > IPCP_PATH_LANE) {
+            ipcp__req_complete(req, IPCP_ERR_STATE,
+                               "the receiver reported an unknown path");
+            goto out;
+        }
+        req->path = (ipcp_path_t)cts->path;
+        req->nbytes = req->len;
+        ipcp__trace_send_driven(comm, peer, req, req->path);
+        ipcp__req_complete(req, IPCP_OK, NULL);
+        goto out;
+    }
+    if (cts->hdr.flags & IPCP_CTS_CHAN_FD) {
+        if (peer->tx.chan || chan_fd < 0)
+            st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_STATE,
+                            "unexpected channel from rank %d", peer->rank);
+        else
+            st = ipcp__chan_import(comm, &peer->tx, &cts->chan_exp, chan_fd);
+    } else if (!peer->tx.chan) {
+        st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_STATE,
+                        "rank %d sent a CTS before its channel", peer->rank);
+    }
+    if (st == IPCP_OK)
+        st = ipcp__qset_get(comm, peer, &peer->tx, &req->attr, &qs);
+    if (st != IPCP_OK) {
+        ipcp__req_complete(req, st, ipcp__last_error());
+        ipcp__peer_lost(comm, peer, "channel set-up failed");
+        goto out;
+    }
+    ipcp__chan_t *ch = peer->tx.chan;
+    if ((bad = ipcp__cts_check(ch, qs, req, cts))) {
+        ipcp__req_complete(req, IPCP_ERR_STATE, bad);
+        ipcp__peer_lost(comm, peer, bad);
+        goto out;
+    }
+    req->path = (ipcp_path_t)cts->path;
+    req->nbytes = req->len;
+    ipcp__fault_point(IPCP_FAULT_CTS_RECEIVED);
+    int striped = cts->path == IPCP_PATH_STRIPED;
+    int direct = striped || cts->path == IPCP_PATH_DIRECT;
+    uint64_t slen = striped ? cts->stripe_len : direct ? 0 : req->len;
+    uint64_t dlen = req->len - slen;
+    uint64_t unit = ipcp__staged_unit(slen, ch->slot_size, striped);
+    uint64_t nchunks = ipcp__staged_nchunks(slen, unit, ch->slot_size);
+    unsigned np = direct ? cts->npieces : 0, mask = 0;
+
+    ipcp__stage_flush(comm, qs);
+    ipcp__xfer_begin(comm, peer, req, 0, np + nchunks);
+    req->xfer.tbase = np;
+    if (direct)
+        mask |= ipcp__tx_direct(comm, peer, req, cts, qs, map_fd, dlen);
+    if (!direct || striped) {
+        ch->seq += nchunks;
+        ipcp__stage_init(&req->xfer, ch, (char *)req->buf + dlen, slen, unit,
+                         cts->chunk_base, 1, req->type == IPCP_REQ_PUT,
+                         &ch->ctl->serr[cts->sseq % IPCP_ERR_SLOTS], cts->sseq);
+    }
+    ipcp__stage_go(comm, &req->xfer, qs, mask);
+out:
+    for (int i = 0; i < nfds; i++)
+        close(fds[i]);
+}
+
+void ipcp__xfer_eager_to_device(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                                ipcp_request_t *req, const void *data,
+                                size_t len)
+{
+    ipcp__qset_t *qs;
+    ipcp_status_t st = ipcp__qset_get(comm, peer, &peer->rx, &req->attr, &qs);
+    if (st == IPCP_OK && !(req->scratch = malloc(len)))
+        st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_NOMEM,
+                        "no memory for %zu eager bytes", len);
+    if (st != IPCP_OK) {
+        ipcp__req_complete(req, st, ipcp__last_error());
+        return;
+    }
+    ipcp__stage_flush(comm, qs);
+    /* The message buffer is reused as soon as we return: copy it first. */
+    memcpy(req->scratch, data, len);
+    req->path = IPCP_PATH_EAGER;
+    req->nbytes = len;
+    ipcp__xfer_begin(comm, peer, req, 1, 1);
+    ipcp__trace_piece(&req->xfer, 0, qs, 0, len, 1);
+    ipcp__enq_check(
+        &req->xfer.track,
+        qs->ops->copy(qs->q[0], req->buf, req->scratch, len, &req->xfer.track));
+    ipcp__trace_piece(&req->xfer, 0, qs, 0, len, 0);
+    ipcp__enq_end(req, qs, 1u);
+    ipcp__xfer_go(&req->xfer);
+}
+
+/* ---- One-sided without the owner --------------------------------------- */
+
+void ipcp__xfer_onesided_direct(ipcp_comm_t *comm, ipcp_request_t *req)
+{
+    ipcp__peer_t *peer = &comm->peers[req->peer];
+    ipcp_rmem_t *rm = req->rmem;
+    int put = req->type == IPCP_REQ_PUT;
+    ipcp__qset_t *qs;
+    ipcp_status_t st = ipcp__qset_get(comm, peer, put ? &peer->tx : &peer->rx,
+                                      &req->attr, &qs);
+    if (st != IPCP_OK) {
+        ipcp__req_complete(req, st, ipcp__last_error());
+        return;
+    }
+    ipcp__stage_flush(comm, qs);
+    unsigned np = ipcp__npieces(comm, req->len, (unsigned)qs->n,
+                                req->attr.type == IPCP_MEM_CUDA ||
+                                    rm->type == IPCP_MEM_CUDA);
+    ipcp__track_t *t = &req->xfer.track;
+    unsigned mask = 0;
+    req->path = IPCP_PATH_DIRECT;
+    req->nbytes = req->len;
+    ipcp__xfer_begin(comm, peer, req, !put, np);
+    /* Until it ends, the owner's deregistration waits for it. */
+    atomic_fetch_add(&rm->busy, 1);
+    req->xfer.rmem_busy = rm;
+    unsigned base = qs->next++ % (unsigned)qs->n;
+    for (unsigned i = 0; i < np; i++) {
+        uint64_t off, n;
+        int qi = (int)((base + i) % (unsigned)qs->n);
+        ipcp__piece(req->len, np, i, &off, &n);
+        char *local = (char *)req->buf + off;
+        ipcp__trace_piece(&req->xfer, i, qs, qi, n, 1);
+        if (n && rm->mode == IPCP_RMEM_MAPPED) {
+            char *remote = (char *)ipcp__rmem_mapping(comm, rm, &req->attr) +
+                           req->offset + off;
+            ipcp__enq_check(t, qs->ops->copy(qs->q[qi], put ? remote : local,
+                                             put ? local : remote, n, t));
+        } else if (n) {
+            ipcp__enq_check(
+                t, qs->ops->rcopy ? qs->ops->rcopy(qs->q[qi], peer->pid,
+                                                   rm->addr + req->offset + off,
+                                                   local, n, put, t)
+                                  : IPCP_ERR_UNSUPPORTED);
+        }
+        ipcp__trace_piece(&req->xfer, i, qs, qi, n, 0);
+        mask |= 1u << qi;
+    }
+    ipcp__enq_end(req, qs, mask);
+    ipcp__xfer_go(&req->xfer);
+    ipcp__fault_point(IPCP_FAULT_ONESIDED_ENQUEUED);
+}
