@@ -5,12 +5,14 @@
  * chunks on device-0 streams, host-to-device chunks on device-1 streams)
  * and prints both figures side by side.
  *
- *   example_seed [--size BYTES] [--chunks N] [--iters N] [--naive]
+ *   example_seed [--size BYTES (K, M, G)] [--chunks N] [--iters N] [--naive]
  *
  * Runs under mpirun (2 ranks) or on its own (it starts its 2 ranks).  Every
  * byte is checked.  Needs a GPU per rank (one GPU shared works too); exits
  * 77 without one. */
 #include <cuda_runtime_api.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,6 +161,43 @@ static double run_naive(ipcp_comm_t *comm, int rank, int ndev, void *buf,
     return best;
 }
 
+/* "4096", "64K", "256M", "1G": bytes, with an optional binary suffix. */
+static size_t parse_size(const char *arg)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(arg, &end, 10);
+    int shift = 0;
+    if (*end == 'K' || *end == 'k')
+        shift = 10;
+    else if (*end == 'M' || *end == 'm')
+        shift = 20;
+    else if (*end == 'G' || *end == 'g')
+        shift = 30;
+    if (shift)
+        end++;
+    if (errno || end == arg || *end || arg[0] == '-' ||
+        v > (SIZE_MAX >> shift)) {
+        fprintf(stderr, "--size %s: not a size (bytes, or with K, M or G)\n",
+                arg);
+        exit(2);
+    }
+    return (size_t)v << shift;
+}
+
+/* A count: digits only. */
+static int parse_count(const char *opt, const char *arg)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(arg, &end, 10);
+    if (errno || end == arg || *end || v < 0 || v > INT_MAX) {
+        fprintf(stderr, "%s %s: not a count\n", opt, arg);
+        exit(2);
+    }
+    return (int)v;
+}
+
 static void parse(int argc, char **argv, opts_t *o)
 {
     o->size = (size_t)256 << 20;
@@ -169,21 +208,23 @@ static void parse(int argc, char **argv, opts_t *o)
         if (strcmp(argv[i], "--naive") == 0)
             o->naive = 1;
         else if (strcmp(argv[i], "--size") == 0 && i + 1 < argc)
-            o->size = strtoull(argv[++i], NULL, 0);
+            o->size = parse_size(argv[++i]);
         else if (strcmp(argv[i], "--chunks") == 0 && i + 1 < argc)
-            o->chunks = atoi(argv[++i]);
+            o->chunks = parse_count("--chunks", argv[++i]);
         else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
-            o->iters = atoi(argv[++i]);
+            o->iters = parse_count("--iters", argv[++i]);
         else {
             fprintf(stderr,
-                    "usage: %s [--size BYTES] [--chunks N] "
+                    "usage: %s [--size BYTES (K, M, G)] [--chunks N] "
                     "[--iters N] [--naive]\n",
                     argv[0]);
             exit(2);
         }
     }
     if (o->size == 0 || o->chunks < 1 || o->iters < 1) {
-        fprintf(stderr, "--size, --chunks and --iters must be positive\n");
+        fprintf(stderr,
+                "--size %zu, --chunks %d, --iters %d: each must be positive\n",
+                o->size, o->chunks, o->iters);
         exit(2);
     }
 }

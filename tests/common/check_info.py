@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """ipcpipe-info on a machine without a usable GPU: exits 0, says so plainly
-(text and JSON agree), and lists every setting.  Skips (77) where a GPU is
+(text and JSON agree), and lists every setting; its --version (on any
+machine) names the library's version.  Skips (77) where a GPU is
 usable: the GPU doctor is checked by scripts/gpu-check.sh there.
 
 With --gpu, the other way round (skips without a usable GPU): every GPU
@@ -52,6 +53,12 @@ def main(info):
         print(f"FAIL: ipcpipe-info --json exited {js.returncode}: {js.stderr}")
         return 1
     d = json.loads(js.stdout)
+    # --version, on any machine: the library's version, as the JSON has it.
+    v = subprocess.run([info, "--version"], capture_output=True, text=True)
+    if v.returncode != 0 or v.stdout != f"ipcpipe-info {d['version']}\n":
+        print(f"FAIL: --version exited {v.returncode} with {v.stdout!r}, "
+              f"expected 'ipcpipe-info {d['version']}'")
+        return 1
     if d["gpus"]["usable"]:
         print("SKIP: a GPU is usable here")
         return 77

@@ -88,6 +88,7 @@ typedef struct bench_opts {
     int csv;          /* --csv: CSV rows instead of the table */
     int compare;      /* --compare: the reference cases too */
     const char *plot; /* --plot FILE.svg */
+    int plot_log;     /* --plot-log: GB/s on a log10 axis */
     int list;
     int verify;
     int window;            /* 0: chosen per size (bench_window) */
@@ -95,6 +96,8 @@ typedef struct bench_opts {
     int stream_reqs_every; /* --stream-reqs every: a request per call */
     double timeout_s;      /* launcher's, when it spawns the ranks */
     int pin;               /* --pin: each spawned rank bound to one CPU */
+    double heartbeat;      /* --heartbeat: seconds between progress lines
+                              when stderr is no terminal (0: none) */
     bench_mem_t mem;
     bench_devmode_t devmode;
     int devlist[BENCH_MAX_DEVLIST];
@@ -226,11 +229,17 @@ void bench_report_case(const bench_opts_t *o, const bench_ctx_t *ctx,
                        const bench_result_t *r);
 void bench_report_end(const bench_opts_t *o, int nfailed);
 
-/* --plot: an SVG line chart of GB/s against size (log2 axis), one line
- * per path or reference, dashed lines for the ceilings (bench_plot.c).
- * Returns 0, or -1 with a message. */
-int bench_plot_write(const char *path, const bench_result_t *rs, int n,
-                     const char *subtitle, char *err, size_t elen);
+/* --plot: an SVG line chart of GB/s against size (log2 axis; GB/s linear,
+ * or log10 with logy), one line per path or reference, dashed lines for
+ * the ceilings (bench_plot.c).  Returns 0, or -1 with a message. */
+int bench_plot_write(const char *path, int logy, const bench_result_t *rs,
+                     int n, const char *subtitle, char *err, size_t elen);
+
+/* bench_opts.c: the command line into o (0; 1 after --help; 2 on a bad
+ * option, said on stderr), and one size ("4K", "1M+3"; up to ',' with
+ * endp). */
+int bench_parse_args(int argc, char **argv, bench_opts_t *o);
+int bench_parse_size(const char *s, size_t *out, const char **endp);
 
 double bench_median(double *v, int n);
 /* A decimal integer in [min, max] filling all of s: 0, or -1. */

@@ -128,6 +128,8 @@ int bench_send_starts(bench_ctx_t *ctx, int tag, const double *starts, int n);
 void bench_time_reps(bench_ctx_t *ctx, int tag, const double *starts,
                      double *ends, int n, double bytes, bench_result_t *res);
 uint64_t bench_case_seed(const bench_ctx_t *ctx, int i, int k);
+/* Seed of round (or batch) k of case i's ping-pong: each its own data. */
+uint64_t bench_pingpong_seed(const bench_ctx_t *ctx, int i, int round);
 int bench_case_tag(int i, int kind);
 int bench_case_slots(const bench_opts_t *o, size_t size);
 void bench_set_reason(bench_result_t *res, bench_outcome_t outcome,
@@ -167,5 +169,38 @@ int bench_cmp_run(bench_ctx_t *ctx, const bench_case_t *c, int i,
                   bench_result_t *res);
 /* Releases the references' state (communicator, mapping, buffers). */
 void bench_cmp_destroy(bench_ctx_t *ctx);
+
+/* Round trips in a batch of the stream case's ping-pong (both ranks
+ * enqueue the same batches). */
+#define BENCH_STREAM_BATCH 32
+
+/* Shared by the run (bench_run.c), the set-up (bench_setup.c) and the
+ * sender (bench_send.c). */
+/* A seed no earlier run used, and the bytes of the slots of the largest
+ * window among the sizes up to cap. */
+uint64_t bench_fresh_seed(void);
+size_t bench_window_len(const bench_opts_t *o, const bench_case_t *cs, int n,
+                        size_t cap);
+/* Host memory a rank needs for transfers of size s. */
+uint64_t bench_host_need(const bench_ctx_t *ctx, size_t s);
+/* Checks len bytes at off of the receive buffer against seed's data. */
+void bench_check_data(bench_ctx_t *ctx, bench_result_t *res, size_t off,
+                      size_t len, uint64_t seed, const char *what);
+/* One window: nrecv receives and nsend sends posted back to back over
+ * slots, then waited for; *what names a failed call. */
+ipcp_status_t bench_xfer_window(bench_ctx_t *ctx, size_t size, int nrecv,
+                                int nsend, int slots, int rtag, int stag,
+                                bench_result_t *res, const char **what);
+/* The stream case's ping-pong (BENCH_STREAM_BATCH round trips a batch),
+ * its data fresh and checked every batch (res: rank 0's result). */
+int bench_stream_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i,
+                          int nbatches, double *t, double *tpost,
+                          ipcp_status_t *st, bench_result_t *res);
+/* Whether a case measures a ping-pong latency. */
+int bench_lat_case(const bench_ctx_t *ctx, const bench_case_t *c);
+/* Makes the stream of a stream-ordered case. */
+int bench_stream_begin(bench_ctx_t *ctx, bench_result_t *res);
+/* Rank 1's part of case i. */
+int bench_run_sender(bench_ctx_t *ctx, const bench_case_t *c, int i);
 
 #endif

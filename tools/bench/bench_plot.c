@@ -42,6 +42,8 @@ typedef struct chart {
     int n, cap;
     int npts_max; /* points a series can hold (rows of the run) */
     double xmin, xmax, ymax, ystep;
+    int logy; /* GB/s on a log10 axis from ymin (a power of ten) */
+    double ymin;
     FILE *f;
 } chart_t;
 
@@ -124,7 +126,7 @@ static double nice_step(double top)
 
 static void scales(chart_t *ch)
 {
-    double xmin = INFINITY, xmax = -INFINITY, ymax = 0;
+    double xmin = INFINITY, xmax = -INFINITY, ymax = 0, ymin = INFINITY;
     for (int k = 0; k < ch->n; k++) {
         series_t *s = &ch->s[k];
         qsort(s->pts, (size_t)s->n, sizeof(pt_t), cmp_pt);
@@ -132,6 +134,8 @@ static void scales(chart_t *ch)
             xmin = fmin(xmin, s->pts[j].x);
             xmax = fmax(xmax, s->pts[j].x);
             ymax = fmax(ymax, s->pts[j].y);
+            if (s->pts[j].y > 0)
+                ymin = fmin(ymin, s->pts[j].y);
         }
     }
     if (!isfinite(xmin)) /* nothing measured: an empty frame */
@@ -143,6 +147,16 @@ static void scales(chart_t *ch)
     ch->xmax = xmax + 0.2;
     if (!(ymax > 0))
         ymax = 1;
+    if (ch->logy) {
+        /* Whole decades: a line of 0.01 GB/s stays apart from one of 400. */
+        if (!isfinite(ymin))
+            ymin = ymax;
+        ch->ymin = pow(10, floor(log10(ymin)));
+        ch->ymax = pow(10, ceil(log10(ymax)));
+        if (ch->ymax <= ch->ymin)
+            ch->ymax = ch->ymin * 10;
+        return;
+    }
     ch->ystep = nice_step(ymax * 1.05);
     ch->ymax = ceil(ymax * 1.05 / ch->ystep) * ch->ystep;
 }
@@ -154,6 +168,11 @@ static double px_x(const chart_t *ch, double x)
 
 static double px_y(const chart_t *ch, double y)
 {
+    if (ch->logy) {
+        double lo = log10(ch->ymin), hi = log10(ch->ymax);
+        double v = y > ch->ymin ? log10(y) : lo;
+        return M_TOP + PLOT_H - (v - lo) / (hi - lo) * PLOT_H;
+    }
     return M_TOP + PLOT_H - y / ch->ymax * PLOT_H;
 }
 
@@ -242,9 +261,33 @@ static void grid_x(chart_t *ch)
     fprintf(f, "</g>\n");
 }
 
+/* Log axis: lines at 1, 2 and 5 of every decade, labels at 1 and 5
+ * (%g keeps 0.01 and 500 as written). */
+static void grid_y_log(chart_t *ch)
+{
+    FILE *f = ch->f;
+    static const double marks[] = {1, 2, 5};
+    fprintf(f, "<g class=\"y-grid\" stroke=\"#e4e4e4\" stroke-width=\"1\">\n");
+    for (double d = ch->ymin; d < ch->ymax * 1.0001; d *= 10)
+        for (int m = 0; m < 3 && marks[m] * d <= ch->ymax * 1.0001; m++)
+            fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>\n",
+                    M_LEFT, px_y(ch, marks[m] * d), M_LEFT + PLOT_W,
+                    px_y(ch, marks[m] * d));
+    fprintf(f, "</g>\n<g class=\"y-labels\" text-anchor=\"end\">\n");
+    for (double d = ch->ymin; d < ch->ymax * 1.0001; d *= 10)
+        for (int m = 0; m < 3 && marks[m] * d <= ch->ymax * 1.0001; m += 2)
+            fprintf(f, "<text x=\"%d\" y=\"%.1f\">%g</text>\n", M_LEFT - 8,
+                    px_y(ch, marks[m] * d) + 4, marks[m] * d);
+    fprintf(f, "</g>\n");
+}
+
 static void grid_y(chart_t *ch)
 {
     FILE *f = ch->f;
+    if (ch->logy) {
+        grid_y_log(ch);
+        return;
+    }
     int decimals = ch->ystep >= 1 ? 0 : (int)ceil(-log10(ch->ystep));
     fprintf(f, "<g class=\"y-grid\" stroke=\"#e4e4e4\" stroke-width=\"1\">\n");
     for (double y = 0; y <= ch->ymax * 1.0001; y += ch->ystep)
@@ -287,9 +330,10 @@ static void frame(chart_t *ch, const char *subtitle)
             M_LEFT + PLOT_W / 2, PX_H - 16);
     fprintf(f,
             "<text x=\"20\" y=\"%d\" text-anchor=\"middle\" "
-            "transform=\"rotate(-90 20 %d)\">GB/s (1e9 bytes/s, median)"
+            "transform=\"rotate(-90 20 %d)\">GB/s (1e9 bytes/s, median%s)"
             "</text>\n",
-            M_TOP + PLOT_H / 2, M_TOP + PLOT_H / 2);
+            M_TOP + PLOT_H / 2, M_TOP + PLOT_H / 2,
+            ch->logy ? ", log10 scale" : "");
 }
 
 static void lines(chart_t *ch)
@@ -351,11 +395,12 @@ static void legend(chart_t *ch)
     fprintf(f, "</g>\n");
 }
 
-int bench_plot_write(const char *path, const bench_result_t *rs, int n,
-                     const char *subtitle, char *err, size_t elen)
+int bench_plot_write(const char *path, int logy, const bench_result_t *rs,
+                     int n, const char *subtitle, char *err, size_t elen)
 {
     chart_t ch = {.cap = 2 * (bench_npaths + BENCH_CEIL_COUNT),
-                  .npts_max = n > 0 ? n : 1};
+                  .npts_max = n > 0 ? n : 1,
+                  .logy = logy};
     int rc = -1;
     ch.s = calloc((size_t)ch.cap, sizeof(*ch.s));
     if (!ch.s || collect(&ch, rs, n) < 0) {

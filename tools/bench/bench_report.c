@@ -7,7 +7,11 @@
 
 #include <math.h>
 #include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "bench_commit.h"
 
 /* Rows of ipcpipe set against the references of their size (--compare). */
 #define SUMMARY_MAX 8
@@ -19,7 +23,8 @@ static struct {
     /* how much later rank 1 left the timed barriers: cases, range (us) */
     int nskew;
     double skew_lo, skew_hi;
-    double t0; /* start of the run, for the progress line */
+    double t0;        /* start of the run, for the progress line */
+    double next_beat; /* when a heartbeat line is due (stderr no terminal) */
     /* --compare: the references of the size being printed */
     size_t size;
     double nccl, naive, ompi; /* GB/s; 0: none */
@@ -175,6 +180,102 @@ static void header_load(const bench_opts_t *o, const bench_ctx_t *ctx)
         printf("# %s\n", text);
 }
 
+extern char **environ;
+
+/* The first model name /proc/cpuinfo gives, or "". */
+static void cpu_model(char *buf, size_t len)
+{
+    char line[256];
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    buf[0] = '\0';
+    while (f && fgets(line, sizeof(line), f)) {
+        char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) == 0 && colon) {
+            colon += strspn(colon + 1, " \t") + 1;
+            colon[strcspn(colon, "\n")] = '\0';
+            snprintf(buf, len, "%s", colon);
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+}
+
+/* The GPUs this process sees, as [{"device", "name", "bus"}]. */
+static void json_gpus(void)
+{
+    printf("[");
+    for (int d = 0; d < bench_cuda_ndev(); d++) {
+        char bus[32] = "", name[128] = "";
+        bench_cuda_bus_id(d, bus, sizeof(bus), name, sizeof(name));
+        printf("%s{\"device\": %d, \"name\": ", d ? ", " : "", d);
+        ipcp_json_str(stdout, name);
+        printf(", \"bus\": ");
+        ipcp_json_str(stdout, bus);
+        printf("}");
+    }
+    printf("]");
+}
+
+/* What made the figures: the library, the commit, the machine, the ranks,
+ * the options and every IPCPIPE_* setting of the environment. */
+static void json_run(const bench_opts_t *o, ipcp_comm_t *comm,
+                     const bench_ctx_t *ctx)
+{
+    char host[256] = "", date[32] = "", model[256];
+    struct utsname u;
+    time_t now = time(NULL);
+    struct tm tm;
+    if (gethostname(host, sizeof(host) - 1) != 0)
+        host[0] = '\0';
+    if (gmtime_r(&now, &tm))
+        strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (uname(&u) != 0)
+        snprintf(u.release, sizeof(u.release), "unknown");
+    cpu_model(model, sizeof(model));
+    printf("{\"run\": {\"version\": ");
+    ipcp_json_str(stdout, ipcp_version_string());
+    printf(", \"commit\": ");
+    ipcp_json_str(stdout, IPCP_BENCH_COMMIT);
+    printf(", \"date\": ");
+    ipcp_json_str(stdout, date);
+    printf(", \"host\": ");
+    ipcp_json_str(stdout, host);
+    printf(", \"kernel\": ");
+    ipcp_json_str(stdout, u.release);
+    printf(", \"cpus\": %ld, \"cpu_model\": ", sysconf(_SC_NPROCESSORS_ONLN));
+    ipcp_json_str(stdout, model);
+    printf(", \"ranks\": %d, \"job\": ", ipcp_comm_size(comm));
+    ipcp_json_str(stdout, ipcp_comm_job(comm));
+    printf(", \"mem\": \"%s\", \"gpus\": ",
+           bench_ctx_mem(ctx) == BENCH_MEM_CUDA ? "cuda" : "host");
+    json_gpus();
+    printf(", \"options\": {\"window\": %d, \"iters\": %d, \"warmup\": %d, "
+           "\"verify\": %s, \"compare\": %s, \"pin\": %s, \"seed\": "
+           "\"0x%016llx\"}",
+           o->window, o->iters, o->warmup, o->verify ? "true" : "false",
+           o->compare ? "true" : "false", o->pin ? "true" : "false",
+           (unsigned long long)bench_ctx_seed(ctx));
+    printf(", \"settings\": {");
+    int n = 0;
+    for (char **e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        /* Rank, size and job are the launcher's (and "ranks", "job"). */
+        if (strncmp(*e, "IPCPIPE_", 8) != 0 || !eq ||
+            strncmp(*e, "IPCPIPE_RANK=", 13) == 0 ||
+            strncmp(*e, "IPCPIPE_SIZE=", 13) == 0 ||
+            strncmp(*e, "IPCPIPE_JOB=", 12) == 0)
+            continue;
+        char name[128];
+        snprintf(name, sizeof(name), "%.*s", (int)(eq - *e), *e);
+        printf("%s", n++ ? ", " : "");
+        ipcp_json_str(stdout, name);
+        printf(": ");
+        ipcp_json_str(stdout, eq + 1);
+    }
+    printf("}},\n \"cases\": [");
+}
+
 void bench_report_begin(const bench_opts_t *o, ipcp_comm_t *comm,
                         const bench_ctx_t *ctx, int ncases, const char *note)
 {
@@ -183,12 +284,13 @@ void bench_report_begin(const bench_opts_t *o, ipcp_comm_t *comm,
     rep.progress = !o->json && !o->csv && isatty(STDERR_FILENO);
     rep.first_json = 1;
     rep.t0 = bench_now_s();
+    rep.next_beat = rep.t0 + o->heartbeat;
     if (o->json || o->csv) {
         if (note)
             bench_report_note(o, note);
         header_load(o, ctx);
         if (o->json)
-            printf("[");
+            json_run(o, comm, ctx);
         else
             csv_header(ctx);
         fflush(stdout);
@@ -236,14 +338,36 @@ void bench_report_note(const bench_opts_t *o, const char *text)
     fflush(stdout);
 }
 
+/* What is left of the run at the pace of the cases done so far (cases
+ * differ: a guess), as " ~N s left", or "" before the first has ended. */
+static void time_left(int done, int total, double el, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    if (done > 0 && total > done)
+        snprintf(buf, len, ", ~%.0f s left", el / done * (total - done));
+}
+
 void bench_report_progress(const bench_opts_t *o, int done, int total,
                            const char *name)
 {
-    if (!rep.progress)
+    double now = bench_now_s(), el = now - rep.t0;
+    char left[48];
+    time_left(done, total, el, left, sizeof(left));
+    if (rep.progress) {
+        fprintf(stderr, "\r\033[K[%d/%d, %.0f%% done, %.0f s%s] %s ...",
+                done + 1, total, total ? 100.0 * done / total : 0.0, el, left,
+                name);
+        fflush(stderr);
         return;
-    fprintf(stderr, "\r\033[K[%d/%d, %.0f%% done, %.0f s] %s ...", done + 1,
-            total, total ? 100.0 * done / total : 0.0, bench_now_s() - rep.t0,
-            name);
+    }
+    /* Elsewhere (a pipe, a log, mpirun's output) a line now and then, so
+     * that a long run is seen to move. */
+    if (o->heartbeat <= 0 || isatty(STDERR_FILENO) || now < rep.next_beat)
+        return;
+    rep.next_beat = now + o->heartbeat;
+    fprintf(stderr,
+            "ipcpipe-bench: %d of %d cases done after %.0f s%s; now %s\n", done,
+            total, el, left, name);
     fflush(stderr);
 }
 
@@ -655,7 +779,7 @@ void bench_report_end(const bench_opts_t *o, int nfailed)
         fprintf(stderr, "\r\033[K");
     summary_flush(o);
     if (o->json) {
-        printf("\n]\n");
+        printf("\n]}\n");
     } else if (!o->csv) {
         if (rep.nskew)
             printf("# rank 1 left the timed barriers %.1f to %.1f us after "

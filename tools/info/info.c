@@ -375,7 +375,7 @@ static void print_json(const host_facts_t *h)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: ipcpipe-info [--json] [--help]\n"
+    fprintf(f, "usage: ipcpipe-info [--json] [--help] [--version]\n"
                "Prints the ipcpipe version, every IPCPIPE_* setting (value, "
                "default, whether\nthe environment set it, what it does) and "
                "the host facts that decide which\npaths can run.  Exit "
@@ -391,6 +391,9 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--help") == 0 ||
                    strcmp(argv[i], "-h") == 0) {
             usage(stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--version") == 0) {
+            printf("ipcpipe-info %s\n", ipcp_version_string());
             return 0;
         } else {
             fprintf(stderr, "ipcpipe-info: unknown argument %s\n", argv[i]);

@@ -33,13 +33,87 @@ typedef struct gpu_verdict {
 
 /* Whether transfers from GPU a to GPU b stripe (IPCPIPE_STRIPE), as the
  * settings and the calibration file say. */
+/* The calibration file's key for GPUs a and b; -1 when their UUIDs cannot
+ * be read. */
+static int gpu_stripe_key(const gpu_facts_t *g, int a, int b,
+                          ipcp__stripe_entry_t *kp)
+{
+    ipcp__stripe_entry_t key;
+    CUdevice da, db;
+    CUuuid ua, ub;
+
+    memset(&key, 0, sizeof(key));
+    key.driver = g->p.driver_version;
+    if (IPCP_CU(cuDeviceGet)(&da, a) != CUDA_SUCCESS ||
+        IPCP_CU(cuDeviceGet)(&db, b) != CUDA_SUCCESS ||
+        IPCP_CU(cuDeviceGetUuid)(&ua, da) != CUDA_SUCCESS ||
+        IPCP_CU(cuDeviceGetUuid)(&ub, db) != CUDA_SUCCESS) {
+        return -1;
+    }
+    for (int i = 0; i < 2; i++) {
+        const unsigned char *u =
+            (const unsigned char *)(i ? ub.bytes : ua.bytes);
+        snprintf(i ? key.dst : key.src, IPCP_STRIPE_UUID_MAX,
+                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+                 "%02x%02x%02x%02x%02x%02x",
+                 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9],
+                 u[10], u[11], u[12], u[13], u[14], u[15]);
+    }
+    *kp = key;
+    return 0;
+}
+
+/* What a calibration found for the pair says, for ipcpipe-info. */
+static void gpu_stripe_hit(const ipcp__config_t *cfg,
+                           const ipcp__stripe_entry_t *ep, gpu_verdict_t *v)
+{
+    ipcp__stripe_entry_t e = *ep;
+    char when[32] = "?";
+    time_t t = (time_t)e.time;
+    struct tm tm;
+    if (gmtime_r(&t, &tm))
+        strftime(when, sizeof(when), "%Y-%m-%d", &tm);
+    v->stripe = e.share > 0 ? "yes" : "no";
+#define ADAPT_TEXT                                                             \
+    "; lowered, down to not striping, while the staged part ends late, "       \
+    "raised up to a quarter past it while it ends well ahead "                 \
+    "(IPCPIPE_STRIPE_ADAPT"
+    const char *adapt = !cfg->stripe_adapt               ? ""
+                        : e.layout == IPCP_STRIPE_DRIVEN ? ADAPT_TEXT
+                            "; one way only)"
+                                                         : ADAPT_TEXT ")";
+#undef ADAPT_TEXT
+    if (e.share > 0)
+        snprintf(v->stripe_text, sizeof(v->stripe_text),
+                 "%.0f%% staged at once at %llu MiB, %.0f%% at %llu MiB, "
+                 "%.0f%% while both ways run; from %llu MiB up "
+                 "(measured %s: direct %.1f, staged %.1f, striped %.1f "
+                 "GB/s at %llu MiB)%s%s",
+                 e.share * 100, (unsigned long long)(e.size >> 20),
+                 e.share_large * 100, (unsigned long long)(e.size_large >> 20),
+                 e.share_bidir * 100,
+                 (unsigned long long)(ipcp__stripe_engine_min(e.min_size,
+                                                              e.layout) >>
+                                      20),
+                 when, e.direct_gbs, e.staged_gbs, e.striped_gbs,
+                 (unsigned long long)(e.size >> 20),
+                 e.layout == IPCP_STRIPE_DRIVEN
+                     ? "; the receiver copies both parts itself "
+                       "(IPCPIPE_DRIVE)"
+                     : "",
+                 adapt);
+    else
+        snprintf(v->stripe_text, sizeof(v->stripe_text),
+                 "measured %s: no share beat the direct path (direct "
+                 "%.1f, best striped %.1f GB/s; the links are shared)",
+                 when, e.direct_gbs, e.striped_gbs);
+}
+
 static void gpu_stripe(const gpu_facts_t *g, int a, int b, gpu_verdict_t *v)
 {
     const ipcp__config_t *cfg;
     char path[IPCP_DIR_MAX], host[IPCP_STRIPE_HOST_MAX], why[400];
     ipcp__stripe_entry_t key, e;
-    CUdevice da, db;
-    CUuuid ua, ub;
 
     if (strcmp(v->path, "direct") != 0 || a == b) {
         v->stripe = "no";
@@ -67,73 +141,19 @@ static void gpu_stripe(const gpu_facts_t *g, int a, int b, gpu_verdict_t *v)
                  cfg->stripe * 100);
         return;
     }
-    memset(&key, 0, sizeof(key));
-    key.driver = g->p.driver_version;
-    if (IPCP_CU(cuDeviceGet)(&da, a) != CUDA_SUCCESS ||
-        IPCP_CU(cuDeviceGet)(&db, b) != CUDA_SUCCESS ||
-        IPCP_CU(cuDeviceGetUuid)(&ua, da) != CUDA_SUCCESS ||
-        IPCP_CU(cuDeviceGetUuid)(&ub, db) != CUDA_SUCCESS) {
+    if (gpu_stripe_key(g, a, b, &key) != 0) {
         v->stripe = "no";
         snprintf(v->stripe_text, sizeof(v->stripe_text),
                  "cannot read the GPUs' UUIDs");
         return;
     }
-    for (int i = 0; i < 2; i++) {
-        const unsigned char *u =
-            (const unsigned char *)(i ? ub.bytes : ua.bytes);
-        snprintf(i ? key.dst : key.src, IPCP_STRIPE_UUID_MAX,
-                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
-                 "%02x%02x%02x%02x%02x%02x",
-                 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9],
-                 u[10], u[11], u[12], u[13], u[14], u[15]);
-    }
     key.layout = ipcp__stripe_layout(cfg);
     ipcp__stripe_cache_path(cfg, path, sizeof(path));
     ipcp__stripe_host_id(host, sizeof(host));
     switch (ipcp__stripe_cache_load(path, host, &key, &e, why, sizeof(why))) {
-    case IPCP_STRIPE_HIT: {
-        char when[32] = "?";
-        time_t t = (time_t)e.time;
-        struct tm tm;
-        if (gmtime_r(&t, &tm))
-            strftime(when, sizeof(when), "%Y-%m-%d", &tm);
-        v->stripe = e.share > 0 ? "yes" : "no";
-#define ADAPT_TEXT                                                             \
-    "; lowered, down to not striping, while the staged part ends late, "       \
-    "raised up to a quarter past it while it ends well ahead "                 \
-    "(IPCPIPE_STRIPE_ADAPT"
-        const char *adapt = !cfg->stripe_adapt               ? ""
-                            : e.layout == IPCP_STRIPE_DRIVEN ? ADAPT_TEXT
-                                "; one way only)"
-                                                             : ADAPT_TEXT ")";
-#undef ADAPT_TEXT
-        if (e.share > 0)
-            snprintf(v->stripe_text, sizeof(v->stripe_text),
-                     "%.0f%% staged at once at %llu MiB, %.0f%% at %llu MiB, "
-                     "%.0f%% while both ways run; from %llu MiB up "
-                     "(measured %s: direct %.1f, staged %.1f, striped %.1f "
-                     "GB/s at %llu MiB)%s%s",
-                     e.share * 100, (unsigned long long)(e.size >> 20),
-                     e.share_large * 100,
-                     (unsigned long long)(e.size_large >> 20),
-                     e.share_bidir * 100,
-                     (unsigned long long)(ipcp__stripe_engine_min(e.min_size,
-                                                                  e.layout) >>
-                                          20),
-                     when, e.direct_gbs, e.staged_gbs, e.striped_gbs,
-                     (unsigned long long)(e.size >> 20),
-                     e.layout == IPCP_STRIPE_DRIVEN
-                         ? "; the receiver copies both parts itself "
-                           "(IPCPIPE_DRIVE)"
-                         : "",
-                     adapt);
-        else
-            snprintf(v->stripe_text, sizeof(v->stripe_text),
-                     "measured %s: no share beat the direct path (direct "
-                     "%.1f, best striped %.1f GB/s; the links are shared)",
-                     when, e.direct_gbs, e.striped_gbs);
+    case IPCP_STRIPE_HIT:
+        gpu_stripe_hit(cfg, &e, v);
         return;
-    }
     case IPCP_STRIPE_MISS:
         v->stripe = "unmeasured";
         snprintf(v->stripe_text, sizeof(v->stripe_text),
