@@ -51,7 +51,7 @@
  * smaller transfer makes a process measure. */
 #define IPCP_STRIPE_MIN_SIZE ((uint64_t)8 << 20)
 /* While the pair also moves data the other way, auto stripes transfers of
- * at least this many bytes only (xfer.c, ipcp__stripe_choose), at the
+ * at least this many bytes only (share.c, ipcp__stripe_choose), at the
  * calibration's share for both ways: on 2 x H200 at 7% both ways, 512 MiB
  * gained 4% (793 against 762 GB/s direct), 256 MiB nothing (740 / 744). */
 #define IPCP_STRIPE_BIDIR_MIN ((uint64_t)512 << 20)

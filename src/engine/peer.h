@@ -165,7 +165,7 @@ struct ipcp__peer {
     /* the thread: the eager message at the inbox's head (its slot + 1)
      * and when it saw it first (ipcp__mbox_fresh_eager) */
     uint64_t eager_tail, eager_ns;
-    /* keepalive (engine/comm.c, ipcp__keepalive): when a message of the
+    /* keepalive (engine/peer.c, ipcp__keepalive): when a message of the
      * peer last came, and when we last asked it for one (ns) */
     _Atomic uint64_t heard_ns;
     uint64_t ping_ns;

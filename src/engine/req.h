@@ -43,7 +43,7 @@ enum {
 /* One side's half of a staged transfer (or of a striped transfer's staged
  * part) while its chunks are being enqueued: a sender's first chunk goes
  * in with the rest of the transfer, the other chunks a chunk per turn of
- * the progress loop (engine/xfer.c, ipcp__stage_poll), so that a message
+ * the progress loop (engine/staged.c, ipcp__stage_poll), so that a message
  * that arrives meanwhile - the CTS of our own send, both ways at once - is
  * not held behind a dozen driver calls. */
 typedef struct ipcp__stage {

@@ -146,7 +146,7 @@ double ipcp__stripe_share(const ipcp__stripe_entry_t *e, uint64_t len,
 #define IPCP_ADAPT_PROBE      8
 #define IPCP_ADAPT_PROBE_MAX  256
 /* Size classes: powers of two from IPCP_ADAPT_CLASS0 (the smallest size
- * auto stripes, IPCP_STRIPE_MIN_SIZE in engine.h), the last open-ended. */
+ * auto stripes, IPCP_STRIPE_MIN_SIZE in base.h), the last open-ended. */
 #define IPCP_ADAPT_CLASS0  ((uint64_t)8 << 20)
 #define IPCP_ADAPT_CLASSES 12
 

@@ -167,7 +167,7 @@ typedef struct bench_result {
     ipcp_path_t path_used; /* what the library reported for the last one */
 } bench_result_t;
 
-/* Options and case list (bench.c). */
+/* Options (bench_opts.c). */
 int bench_window(const bench_opts_t *o, size_t size);
 /* --tune (bench_tune.c); the exit status. */
 int bench_tune(void);
