@@ -7,14 +7,14 @@
 #   scripts/gpu-check.sh OUTDIR [STEPS]
 #
 # STEPS is a comma list of build,tests,memcheck,bench,lane,proto,trace,
-# seed,compare,stripes,load,sweep (default: all of them), so that a time-limited session can
+# seed,compare,stripes,load,sweep,host,bound (default: all of them), so that a time-limited session can
 # run them in several calls; the build tree is reused when it is there.
 # GPU_TEST_TIMEOUT: seconds per GPU test (default 600); GPU_TEST_REGEX: run
 # only the GPU tests whose names match it.
 set -uo pipefail
 
-out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep]}
-steps=,${2:-build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep},
+out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound]}
+steps=,${2:-build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound},
 want() { [[ $steps == *,$1,* ]]; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${IPCPIPE_BUILD_ROOT:-$root/build}/gpu
@@ -206,6 +206,42 @@ if want sweep; then
     } >"$out/sweep.txt" 2>&1
     note "sweep     (see sweep.txt)"
     cat "$out/sweep.txt" >>"$summary"
+fi
+
+# Host memory against Open MPI's shared-memory transport in the same runs
+# (--compare's ompi rows; mpirun must be installed), ranks unbound and
+# bound to one CPU each, on ipcp_mem_alloc buffers and on plain ones
+# (posix_memalign, as an MPI program's), every host path of ipcpipe.
+host_run() {
+    local pin alloc
+    for pin in "" --pin; do
+        for alloc in ipcp plain; do
+            echo "## --mem host --alloc $alloc ${pin:-(unbound)}"
+            "$bench" --mem host --alloc "$alloc" --compare --case ompi --case auto \
+                --case direct --case staged --sizes ${HOST_SIZES:-8,2K,32K,64K,128K,1M,16M,256M,1G} \
+                $pin 2>&1 | grep -E '^ +[0-9]|^ +\^ first' || return 1
+        done
+    done
+}
+if want host; then
+    step host host_run >"$out/host.txt" 2>&1
+    cat "$out/host.txt" >>"$summary"
+fi
+
+# Device transfers with ranks bound to one CPU each against unbound, two
+# processes on one GPU (or two): the stream-ordered and blocking small
+# messages and a large transfer.
+bound_run() {
+    local pin
+    for pin in "" --pin; do
+        echo "## --mem cuda ${pin:-(unbound)}"
+        "$bench" --mem cuda --case auto --case stream --sizes 8,4K,2M,256M $pin 2>&1 |
+            grep -E '^ +[0-9]|^ +\^ first' || return 1
+    done
+}
+if want bound; then
+    step bound bound_run >"$out/bound.txt" 2>&1
+    cat "$out/bound.txt" >>"$summary"
 fi
 
 note "gpu-check: $([ $fail -eq 0 ] && echo PASSED || echo FAILED)"

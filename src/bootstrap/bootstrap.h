@@ -16,7 +16,7 @@
  * flagged words and break message, 5: receiver-driven transfers, 6: the
  * region's address in a map reply, keepalive PING/PONG, 7: EAGER, 8:
  * mailbox records carry their position. */
-#define IPCP_BOOT_PROTO_VERSION 8
+#define IPCP_BOOT_PROTO_VERSION 9
 /* Largest message ipcp__sock_send/recv move (one SOCK_SEQPACKET datagram). */
 #define IPCP_SOCK_MSG_MAX (64 * 1024)
 /* Most file descriptors attached to one message. */

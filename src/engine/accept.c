@@ -53,6 +53,12 @@ static void ipcp__choice_why(const ipcp_comm_t *comm, const ipcp__peer_t *peer,
                      c->src_type == IPCP_MEM_CUDA ? ", with queues on its GPU"
                                                   : "");
         break;
+    case IPCP_WHY_PVM_READ:
+        n = snprintf(buf, len,
+                     "this process reads it out of rank %d's memory with "
+                     "process_vm_readv",
+                     peer->rank);
+        break;
     case IPCP_WHY_UNSHARED:
         n = snprintf(buf, len,
                      "receive buffer is not shareable (not from "

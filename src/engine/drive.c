@@ -30,8 +30,8 @@
 /* Whether this process may copy the transfer itself; *src gets the local
  * ordinal of the sender's GPU (-1 for host memory).  The sender offered its
  * buffer (RTS_SRC); device to device, its GPU is visible here and can
- * write the receive buffer's GPU (or is that GPU); host to host only with
- * IPCPIPE_DRIVE=on.  Stream-ordered receives keep the sender's copy (their
+ * write the receive buffer's GPU (or is that GPU); host to host when both
+ * are host memory.  Stream-ordered receives keep the sender's copy (their
  * end is a flag in the user's stream). */
 static int ipcp__drive_ok(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
                           const ipcp_request_t *req, ipcp_path_t force,
@@ -43,7 +43,7 @@ static int ipcp__drive_ok(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
         return 0;
     if (req->attr.type == IPCP_MEM_HOST) {
         *src = -1;
-        return comm->cfg->drive == IPCP_DRIVE_ON;
+        return 1;
     }
     if (!ipcp__dev(comm) || !comm->cuda_ops->device_reach || rts->nreach < 1)
         return 0;
@@ -123,6 +123,71 @@ static uint64_t ipcp__drive_split(ipcp_comm_t *comm, ipcp__peer_t *peer,
         n = 0;
     ipcp__stripe_settle(a, w, n);
     return n;
+}
+
+/* Host memory the sender could not share (not from ipcp_mem_alloc), sent
+ * by its address (RTS_SRC_ADDR) into a receive buffer that is no shareable
+ * allocation either (else the sender copies into its mapping, with no
+ * system call): this process reads it with process_vm_readv, in pieces on
+ * its queues, where the kernel lets it (ipcp__pvm_allowed).  As for a
+ * mapped source, the read starts at the match, with no round trip before
+ * it, and the sender learns the end from a DRIVEN CTS; a source address
+ * the sender lied about can only fail the read (EFAULT), never touch this
+ * process's memory but the receive buffer.  Not under a fixed
+ * IPCPIPE_STRIPE share, which the sender's copy stripes (tests). */
+static int ipcp__drive_read(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                            const ipcp__msg_rts_t *rts, ipcp_request_t *req,
+                            ipcp_path_t force)
+{
+    ipcp__qset_t *qs;
+    if (comm->cfg->drive == IPCP_DRIVE_OFF || comm->cfg->pvm == IPCP_PVM_OFF ||
+        comm->cfg->stripe > 0 || force == IPCP_PATH_STAGED || req->sync ||
+        !rts->len || !(rts->hdr.flags & IPCP_RTS_SRC_ADDR) ||
+        rts->src_type != IPCP_MEM_HOST || req->attr.type != IPCP_MEM_HOST)
+        return 0;
+    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__region_t *r =
+        ipcp__region_find_live(comm, req->buf, req->len, req->attr.buffer_id);
+    int mapped = r && r->exportable;
+    pthread_mutex_unlock(&comm->mem_lock);
+    if (mapped || !ipcp__pvm_allowed(comm, peer) ||
+        ipcp__qset_get(comm, peer, &peer->rx, &req->attr, &qs) != IPCP_OK ||
+        !qs->ops->rcopy)
+        return 0;
+    unsigned np = ipcp__npieces(comm, rts->len, (unsigned)qs->n, 0);
+    ipcp__choice_t c;
+    memset(&c, 0, sizeof(c));
+    c.path = IPCP_PATH_DIRECT;
+    c.why = IPCP_WHY_PVM_READ;
+    c.src_type = rts->src_type;
+    ipcp__log_choice(comm, peer, req, &c, force);
+    req->path = c.path;
+    req->nbytes = rts->len;
+
+    ipcp__stage_flush(comm, qs);
+    ipcp__xfer_begin(comm, peer, req, 1, np);
+    ipcp__xfer_t *x = &req->xfer;
+    x->tbase = np;
+    x->drive_id = rts->id;
+    uint64_t seq = ++peer->rx.dseq;
+    unsigned mask = 0;
+    char *d = req->buf;
+    for (unsigned i = 0; i < np; i++) {
+        uint64_t off, n;
+        int qi = (int)ipcp__direct_queue(seq, i, 0, (unsigned)qs->n);
+        ipcp__piece(rts->len, np, i, &off, &n);
+        ipcp__trace_piece(x, i, qs, qi, n, 1);
+        ipcp__enq_check(&x->track, qs->ops->rcopy(qs->q[qi], peer->pid,
+                                                  rts->src_offset + off,
+                                                  d + off, n, 0, &x->track));
+        ipcp__trace_piece(x, i, qs, qi, n, 0);
+        mask |= 1u << qi;
+    }
+    for (int i = 0; i < qs->n; i++)
+        if (mask & (1u << i))
+            ipcp__enq_notify(qs, i, &x->track);
+    ipcp__xfer_go(x);
+    return 1;
 }
 
 /* Sets up what a driven transfer copies with: peer access of the sender's
@@ -279,6 +344,8 @@ int ipcp__xfer_drive(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp__import_t *imp;
     ipcp__choice_t c;
 
+    if (ipcp__drive_read(comm, peer, rts, req, force))
+        return 1;
     if (!ipcp__drive_ok(comm, rts, req, force, &src) ||
         !ipcp__drive_map(comm, peer, rts, req, src, &qa, &qb, &imp))
         return 0;

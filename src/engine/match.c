@@ -111,18 +111,16 @@ static void ipcp__rts_offer(ipcp__peer_t *peer, ipcp_request_t *req,
  * may copy out of it itself; its export (*exp, with SRC_EXP) goes along
  * the first time this peer is offered it (the fd, if any, in *fds).
  * Device memory (the user's cudaMalloc'd allocations are exported on
- * first use, as receive buffers are), and host memory from ipcp_mem_alloc
- * under IPCPIPE_DRIVE=on only, so that host transfers keep their messages
- * otherwise.  The region is marked shared with the peer: the caller posts
- * the RTS next (a peer that misses it is lost).  One hold of mem_lock per
- * send where the region is known (every send after the first). */
+ * first use, as receive buffers are) and host memory from ipcp_mem_alloc;
+ * other host memory by its address, for process_vm_readv (SRC_ADDR).  The
+ * region is marked shared with the peer: the caller posts the RTS next (a
+ * peer that misses it is lost).  One hold of mem_lock per send where the
+ * region is known (every send after the first). */
 static void ipcp__rts_source(ipcp_comm_t *comm, ipcp__peer_t *peer,
                              ipcp_request_t *req, ipcp__msg_rts_t *rts,
                              ipcp__export_t *exp, int *fds, int *nfds)
 {
-    int drive = comm->cfg->drive;
-    if (drive == IPCP_DRIVE_OFF || req->sync || !req->len ||
-        (req->attr.type == IPCP_MEM_HOST && drive != IPCP_DRIVE_ON))
+    if (comm->cfg->drive == IPCP_DRIVE_OFF || req->sync || !req->len)
         return;
     pthread_mutex_lock(&comm->mem_lock);
     ipcp__region_t *r =
@@ -130,6 +128,11 @@ static void ipcp__rts_source(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (r && r->exportable)
         ipcp__rts_offer(peer, req, r, rts, exp, fds, nfds);
     pthread_mutex_unlock(&comm->mem_lock);
+    if (!(rts->hdr.flags & IPCP_RTS_SRC) && req->attr.type == IPCP_MEM_HOST &&
+        comm->cfg->pvm != IPCP_PVM_OFF) {
+        rts->hdr.flags |= IPCP_RTS_SRC_ADDR;
+        rts->src_offset = (uint64_t)(uintptr_t)req->buf;
+    }
     if (r || req->attr.type != IPCP_MEM_CUDA)
         return;
     /* Touched by this thread only (ipcp__choose does the same). */

@@ -306,8 +306,9 @@ void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
         ipcp__req_complete(req, st, msg);
     if (answer)
         ipcp__rmem_answer(comm, owner, reg_id);
-    else if (st != IPCP_OK) /* after its data was in place: mostly the
-                             * peer gone after its send returned */
+    else if (st != IPCP_OK && early) /* after its data was in place: mostly
+                                      * the peer gone after its send
+                                      * returned */
         IPCP_LOG(peer->bye ? IPCP_LOG_INFO : IPCP_LOG_WARN, IPCP_SUB_ENGINE,
                  "a transfer from rank %d failed after its data was in "
                  "place (its receive had ended well): %s",

@@ -55,7 +55,10 @@ typedef struct ipcp__msg_eager {
  * the receiver may copy it itself (IPCPIPE_DRIVE) and then answers with a
  * DRIVEN CTS only.  SRC_EXP: an ipcp__export_t of src_region follows the
  * struct (first time to this receiver; a tail, so that eager RTSs keep
- * their room in a mailbox slot). */
+ * their room in a mailbox slot).  SRC_ADDR: host memory that is no
+ * shareable allocation; src_offset is its address in the sender, which
+ * the receiver may read itself with process_vm_readv (then a DRIVEN CTS
+ * only, as for SRC). */
 #define IPCP_RTS_EAGER     0x1 /* data follows the struct */
 #define IPCP_RTS_PUT       0x2 /* one-sided put into reg_id at offset */
 #define IPCP_RTS_GET_REPLY 0x4 /* answers the origin's get get_id */
@@ -64,6 +67,7 @@ typedef struct ipcp__msg_eager {
 #define IPCP_RTS_SRC       0x20
 #define IPCP_RTS_SRC_EXP   0x40
 #define IPCP_RTS_SRC_FD    0x80 /* with SRC_EXP: its fd is attached */
+#define IPCP_RTS_SRC_ADDR  0x100
 
 typedef struct ipcp__msg_rts {
     ipcp__msg_hdr_t hdr;
@@ -84,8 +88,9 @@ typedef struct ipcp__msg_rts {
      * directly (backend device_reach); the receiver picks the direct path
      * only when its buffer's device is among them. */
     uint64_t reach[IPCP_MAX_REACH];
-    uint64_t src_region;           /* SRC: the sender's allocation id */
-    uint64_t src_offset;           /* SRC: the buffer's offset in it */
+    uint64_t src_region; /* SRC: the sender's allocation id */
+    uint64_t src_offset; /* SRC: the buffer's offset in it; SRC_ADDR: its
+                            address in the sender */
     char errmsg[IPCP_ERRWIRE_MAX]; /* status < 0 */
 } ipcp__msg_rts_t;
 

@@ -19,7 +19,8 @@ enum {
     IPCP_WHY_PVM,      /* process_vm_writev allowed */
     IPCP_WHY_UNSHARED, /* none of the above */
     IPCP_WHY_FORCED_STAGED,
-    IPCP_WHY_DRIVEN, /* this process copies it (IPCPIPE_DRIVE) */
+    IPCP_WHY_DRIVEN,   /* this process copies it (IPCPIPE_DRIVE) */
+    IPCP_WHY_PVM_READ, /* this process reads it with process_vm_readv */
 };
 
 typedef struct ipcp__choice {

@@ -608,9 +608,12 @@ static int mp_direct_nopvm(ipcp_comm_t *comm)
  * rather than munmap, whose range a later mapping may take): the sender's call
  * fails, and so does the receiver's, saying the sender could not write -
  * never a success with the bytes that happened to arrive.  The pair still
- * works afterwards. */
-static int mp_async_fail(ipcp_comm_t *comm)
+ * works afterwards.  read: the receiver reads the sender's buffer itself
+ * (process_vm_readv, IPCPIPE_DRIVE): its read into that buffer fails, its
+ * call says so, and the sender's call fails with the same words. */
+static int mp_async_fail(ipcp_comm_t *comm, int read)
 {
+    const char *why = read ? "process_vm_readv" : "could not write";
     const size_t len = ((size_t)1 << 20) + 3;
     uint64_t seed = 0;
     if (ipcp_comm_rank(comm) == 0) {
@@ -620,6 +623,8 @@ static int mp_async_fail(ipcp_comm_t *comm)
         ipcp_status_t st = ipcp_send(comm, s, len, 1, TAG_DATA);
         if (st == IPCP_OK)
             T_FAIL("the send into an unmapped buffer succeeded");
+        if (read)
+            T_MSG_HAS(why);
         T_OK(ipcp_send(comm, s, len, 1, TAG_DATA));
         free(s);
     } else {
@@ -637,7 +642,7 @@ static int mp_async_fail(ipcp_comm_t *comm)
         ipcp_status_t st = ipcp_wait(req, &info);
         if (st == IPCP_OK)
             T_FAIL("a receive the sender could not write completed");
-        T_MSG_HAS("could not write");
+        T_MSG_HAS(why);
         T_EQ_U64(info.nbytes, 777);
         unsigned char *r = t_malloc(len);
         T_OK(ipcp_recv(comm, r, len, 0, TAG_DATA, &info));
@@ -657,10 +662,14 @@ static int rank_main(int argc, char **argv)
     api_alloc_t alloc = api_parse_alloc(api_opt(argc, argv, "--alloc", "mem"));
     int large = strcmp(api_opt(argc, argv, "--size", "small"), "large") == 0;
     int pvm_off = strcmp(name, "direct_nopvm") == 0;
-    if (pvm_off || strcmp(name, "async_fail") == 0)
+    int async_read = strcmp(name, "async_fail_read") == 0;
+    int async = async_read || strcmp(name, "async_fail") == 0;
+    if (pvm_off || async)
         path = IPCP_PATH_DIRECT;
-    if (strcmp(name, "async_fail") == 0)
-        alloc = API_ALLOC_MALLOC; /* process_vm_writev */
+    if (async)
+        alloc = API_ALLOC_MALLOC; /* process_vm_writev / readv */
+    if (async && !async_read)     /* the sender writes */
+        setenv("IPCPIPE_DRIVE", "off", 1);
     if (path == IPCP_PATH_DIRECT && alloc == API_ALLOC_MALLOC && !pvm_off &&
         !api_pvm_permitted()) {
         fprintf(stderr, "skip: process_vm_writev not permitted here\n");
@@ -687,8 +696,8 @@ static int rank_main(int argc, char **argv)
         rc = mp_bad_desc(comm);
     else if (strcmp(name, "direct_nopvm") == 0)
         rc = mp_direct_nopvm(comm);
-    else if (strcmp(name, "async_fail") == 0)
-        rc = mp_async_fail(comm);
+    else if (async)
+        rc = mp_async_fail(comm, async_read);
     else
         T_FAIL("unknown --case \"%s\"", name);
     api_finalize(comm);

@@ -525,7 +525,10 @@ def mode_mailbox(bench):
                              r"( \(forced\))? \((.*)\)$", p.stderr, re.M)
         why = {"direct": (r"receive buffer lies in shareable allocation "
                           r"\d+|rank \d may write this process's memory "
-                          r"with process_vm_writev"),
+                          r"with process_vm_writev|this process copies it "
+                          r"out of rank \d's buffer, mapped here|this "
+                          r"process reads it out of rank \d's memory with "
+                          r"process_vm_readv"),
                "staged": r"staged path forced"}
         check({c[0] for c in choices} == {"direct", "staged"},
               f"IPCPIPE_MAILBOX={mb}: path choices {choices[:5]}")

@@ -126,10 +126,12 @@ static void host_op_rcopy(const ipcp__host_op_t *op)
             if (op->t)
                 ipcp__track_fail(
                     op->t, host_rcopy_status(err),
-                    "%s of %zu bytes at remote %#llx of pid %d failed after "
-                    "%zu bytes: %s (errno %d)",
-                    fn, len, (unsigned long long)op->u.rcopy.remote,
-                    (int)op->u.rcopy.pid, done,
+                    "%s of %zu bytes %s remote %#llx of pid %d %s local %p "
+                    "failed after %zu bytes: %s (errno %d)",
+                    fn, len, op->u.rcopy.write ? "to" : "from",
+                    (unsigned long long)op->u.rcopy.remote,
+                    (int)op->u.rcopy.pid, op->u.rcopy.write ? "from" : "into",
+                    op->u.rcopy.local, done,
                     host_strerror(err, buf, sizeof(buf)), err);
             return;
         }

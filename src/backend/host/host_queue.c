@@ -101,7 +101,7 @@ static int host_op_inlinable(const ipcp__host_op_t *op)
 {
     return op->kind == IPCP_HOST_OP_COPY || op->kind == IPCP_HOST_OP_RCOPY ||
            op->kind == IPCP_HOST_OP_FLAG_WRITE ||
-           op->kind == IPCP_HOST_OP_STAMP;
+           op->kind == IPCP_HOST_OP_STAMP || op->kind == IPCP_HOST_OP_NOTIFY;
 }
 
 /* In a process bound to one CPU the worker adds nothing but two hand-offs
@@ -109,7 +109,10 @@ static int host_op_inlinable(const ipcp__host_op_t *op)
  * operation enqueued while the worker sleeps on an empty ring runs at once
  * in the enqueuing thread, under the lock, so that nothing enqueued after
  * it can pass it (64 KiB half round trip bound to one core of 2: 105 us
- * through the worker, 40 us so; NOTES). */
+ * through the worker, 40 us so; NOTES).  A notify too: its track's
+ * callback takes the engine's locks after the queue's, which no thread
+ * holds while it enqueues (a receiver-driven copy ended 40 us after its
+ * last byte when the worker had to wake for the notify alone). */
 static ipcp_status_t host_enqueue(ipcp__queue_t *q, const ipcp__host_op_t *op)
 {
     pthread_mutex_lock(&q->lock);
