@@ -129,13 +129,20 @@ static const ipcp__setting_t ipcp__settings[] = {
      "queues on the sender's GPU (direct part and the staged part's "
      "device-to-host copies) and on its own (the rest): no round trip "
      "before the copy starts and no flag between the processes at its end. "
-     "auto: between GPUs, where this process can use the sender's GPU and "
-     "that GPU can write the receive buffer's; on: also host memory from "
-     "ipcp_mem_alloc (tests); off: the sender copies.  The receiver's setting "
-     "decides, from what the sender offers: a sender offers its device "
-     "buffers unless off, and its host buffers only under on.  Not for "
-     "stream-ordered transfers",
+     "auto (or on): between GPUs, where this process can use the sender's "
+     "GPU and that GPU can write the receive buffer's, and between host "
+     "buffers (the sender's ipcp_mem_alloc memory mapped here, its other "
+     "memory read with process_vm_readv where permitted and the receive "
+     "buffer is not from ipcp_mem_alloc); off: the sender copies.  The "
+     "receiver's setting decides, from what the sender offers: a sender "
+     "offers its buffers unless off.  Not for stream-ordered transfers",
      IPCP_OFF(drive), 0, 0, 0, ipcp__drive_choices},
+    {"IPCPIPE_SPLIT", IPCP_SET_SIZE, "4M",
+     "host transfers of at least this "
+     "many bytes into a receiver bound to one CPU are copied by both "
+     "processes at once: the receiver copies the first half out of the "
+     "sender's buffer while the sender writes the second half (0: off)",
+     IPCP_OFF(split), 0, 1024.0 * 1024 * 1024 * 1024, 0, NULL},
     {"IPCPIPE_EAGER", IPCP_SET_SIZE, "32K",
      "largest host message sent inline "
      "with its control message (0 turns eager sends off)",

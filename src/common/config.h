@@ -37,6 +37,7 @@ typedef struct ipcp__config {
     int stripe_adapt;                /* IPCPIPE_STRIPE_ADAPT: 0 off, 1 on */
     int drive;                       /* IPCPIPE_DRIVE: 0 auto, 1 off, 2 on */
     size_t eager;                    /* IPCPIPE_EAGER */
+    size_t split;                    /* IPCPIPE_SPLIT (0: off) */
     size_t small;                    /* IPCPIPE_SMALL, 0 = no lane */
     size_t small_words;              /* IPCPIPE_SMALL_WORDS */
     int pvm;                         /* IPCPIPE_PVM */

@@ -594,6 +594,10 @@ void ipcp__match_msg(ipcp_comm_t *comm, ipcp__peer_t *peer,
         }
         const ipcp__msg_cts_t *cts = (const void *)msg;
         ipcp_request_t *req = ipcp__find_id(&peer->wait_cts, cts->id);
+        if (!req && ipcp__split_end(comm, peer, cts)) {
+            ipcp__close_fds(fds, nfds);
+            return;
+        }
         if (!req) {
             ipcp__close_fds(fds, nfds);
             ipcp__peer_lost(comm, peer, "CTS for an unknown transfer");

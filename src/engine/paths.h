@@ -10,6 +10,10 @@
 void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
                        const ipcp__msg_rts_t *rts, ipcp_request_t *req,
                        ipcp_path_t force);
+/* Sender side: the DRIVEN CTS that ends a SPLIT send whose own half is
+ * under way or done (1), else 0. */
+int ipcp__split_end(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                    const ipcp__msg_cts_t *cts);
 /* Sender side: runs its half on a CTS. */
 void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
                        ipcp_request_t *req, const ipcp__msg_cts_t *cts,

@@ -183,6 +183,10 @@ void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why)
     {
         ipcp__xfer_t *x = ipcp__list_entry(e, ipcp__xfer_t, link);
         ipcp__track_fail(&x->track, IPCP_ERR_PEER_LOST, "%s", msg);
+        if (x->split_wait) { /* no DRIVEN CTS will come */
+            x->split_wait = 0;
+            ipcp__track_notify(&x->track);
+        }
     }
     /* The word that stops host queues' waits only now: a wait that saw it
      * first would fail its transfer with its own message, which does not

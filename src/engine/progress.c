@@ -302,6 +302,15 @@ void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
     if (x->rmem_busy)
         answer = ipcp__rmem_op_end(comm, x->rmem_busy, &owner, &reg_id);
     x->rmem_busy = NULL;
+    if (st == IPCP_ERR_PEER_LOST && !peer->closed) {
+        /* Its memory said so first (process_vm_readv/writev: no such
+         * process), before its socket did: the same loss for every call. */
+        char why[IPCP_ERRMSG_MAX];
+        snprintf(why, sizeof(why), "%s", msg);
+        ipcp__peer_lost(comm, peer, why);
+        snprintf(msg, sizeof(msg), "peer rank %d (pid %d) was lost: %.200s",
+                 peer->rank, (int)peer->pid, why);
+    }
     if (!early)
         ipcp__req_complete(req, st, msg);
     if (answer)

@@ -101,6 +101,11 @@ typedef struct ipcp__msg_rts {
 #define IPCP_CTS_MAP_FD  0x2
 #define IPCP_CTS_HAS_EXP 0x4 /* exp describes the target allocation */
 #define IPCP_CTS_DRIVEN  0x8
+/* SPLIT (direct, host): the receiver copies [0, head_len) itself out of the
+ * sender's buffer (RTS_SRC or RTS_SRC_ADDR) while the sender writes the
+ * rest; the send ends at the receiver's DRIVEN CTS, which follows its
+ * own done flags. */
+#define IPCP_CTS_SPLIT 0x10
 
 enum { IPCP_DST_MAPPED = 1, IPCP_DST_PVM = 2 };
 
@@ -121,6 +126,7 @@ typedef struct ipcp__msg_cts {
     uint64_t dst_region;     /* direct MAPPED: receiver's allocation id */
     uint64_t dst_offset;     /* direct MAPPED: offset of the buffer in it */
     uint64_t dst_addr;       /* direct PVM: receiver's address */
+    uint64_t head_len;       /* SPLIT: the bytes the receiver copies */
     ipcp__export_t chan_exp; /* with CHAN_FD: the channel's memfd export */
     ipcp__export_t exp;      /* with HAS_EXP: the target allocation */
     char errmsg[IPCP_ERRWIRE_MAX];

@@ -112,6 +112,7 @@ typedef struct ipcp__xfer {
     int drive_staged; /* counted in peer->rx.dstage_busy until it ends
                        * well, or ends after an early end */
     int early;        /* its request completed before its notifies came back */
+    int split_wait;   /* a SPLIT send: one pending count for the DRIVEN CTS */
     uint64_t drive_id;
     ipcp_rmem_t *rmem_busy; /* one-sided without the owner: counted in
                                this imported region's busy until it ends */

@@ -26,12 +26,13 @@ static void ipcp__tx_report_late(void *arg)
         ipcp__err_report(x->tx_slot, x->tx_seq, &x->track);
 }
 
-/* Our half of the direct part, [0, len) of the buffer: np pieces, each
- * copied and then marked in its queue's done flag.  Returns the mask of
- * the queues used. */
+/* Our half of the direct part, [base, base + len) of the buffer: np
+ * pieces, each copied and then marked in its queue's done flag.  Returns
+ * the mask of the queues used. */
 static unsigned ipcp__tx_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                 ipcp_request_t *req, const ipcp__msg_cts_t *cts,
-                                ipcp__qset_t *qs, int map_fd, uint64_t len)
+                                ipcp__qset_t *qs, int map_fd, uint64_t base,
+                                uint64_t len)
 {
     ipcp__track_t *t = &req->xfer.track;
     ipcp__chan_t *ch = peer->tx.chan;
@@ -67,6 +68,7 @@ static unsigned ipcp__tx_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
             (int)ipcp__direct_queue(cts->dseq, i, cts->dq_lo, (unsigned)qs->n);
         ipcp__queue_t *q = qs->q[qi];
         ipcp__piece(len, np, i, &off, &n);
+        off += base;
         ipcp__trace_piece(&req->xfer, i, qs, qi, n, 1);
         if (n && cts->dst_mode == IPCP_DST_MAPPED && dst)
             ipcp__enq_check(
@@ -102,6 +104,10 @@ static const char *ipcp__cts_check(const ipcp__chan_t *ch,
     if (direct && (cts->npieces < 1 || cts->dq_lo >= (unsigned)qs->n ||
                    cts->npieces > (unsigned)qs->n - cts->dq_lo))
         return "CTS asks for more pieces than the sender has queues";
+    if ((cts->hdr.flags & IPCP_CTS_SPLIT) &&
+        (cts->path != IPCP_PATH_DIRECT || req->attr.type != IPCP_MEM_HOST ||
+         cts->head_len == 0 || cts->head_len >= req->len))
+        return "bad split";
     if ((!direct || striped) && cts->chunk_base != ch->seq)
         return "ring sequence mismatch";
     return NULL;
@@ -169,7 +175,8 @@ void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
     int striped = cts->path == IPCP_PATH_STRIPED;
     int direct = striped || cts->path == IPCP_PATH_DIRECT;
     uint64_t slen = striped ? cts->stripe_len : direct ? 0 : req->len;
-    uint64_t dlen = req->len - slen;
+    uint64_t head = (cts->hdr.flags & IPCP_CTS_SPLIT) ? cts->head_len : 0;
+    uint64_t dlen = req->len - slen - head;
     uint64_t unit = ipcp__staged_unit(slen, ch->slot_size, striped);
     uint64_t nchunks = ipcp__staged_nchunks(slen, unit, ch->slot_size);
     unsigned np = direct ? cts->npieces : 0, mask = 0;
@@ -177,8 +184,12 @@ void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp__stage_flush(comm, qs);
     ipcp__xfer_begin(comm, peer, req, 0, np + nchunks);
     req->xfer.tbase = np;
+    if (head) { /* the receiver reads [0, head) until its DRIVEN CTS */
+        atomic_fetch_add(&req->xfer.track.pending, 1);
+        req->xfer.split_wait = 1;
+    }
     if (direct)
-        mask |= ipcp__tx_direct(comm, peer, req, cts, qs, map_fd, dlen);
+        mask |= ipcp__tx_direct(comm, peer, req, cts, qs, map_fd, head, dlen);
     if (!direct || striped) {
         ch->seq += nchunks;
         ipcp__stage_init(&req->xfer, ch, (char *)req->buf + dlen, slen, unit,
@@ -189,6 +200,28 @@ void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
 out:
     for (int i = 0; i < nfds; i++)
         close(fds[i]);
+}
+
+int ipcp__split_end(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                    const ipcp__msg_cts_t *cts)
+{
+    ipcp__list_t *e, *tmp;
+    (void)comm;
+    if (!(cts->hdr.flags & IPCP_CTS_DRIVEN))
+        return 0;
+    ipcp__list_for_each_safe(e, tmp, &peer->active)
+    {
+        ipcp__xfer_t *x = ipcp__list_entry(e, ipcp__xfer_t, link);
+        if (x->rx || !x->split_wait || !x->req || x->req->id != cts->id)
+            continue;
+        x->split_wait = 0;
+        if (cts->status != IPCP_OK)
+            ipcp__track_fail(&x->track, ipcp__peer_status(cts->status), "%.*s",
+                             IPCP_ERRWIRE_MAX - 1, cts->errmsg);
+        ipcp__track_notify(&x->track);
+        return 1;
+    }
+    return 0;
 }
 
 void ipcp__xfer_eager_to_device(ipcp_comm_t *comm, ipcp__peer_t *peer,

@@ -30,6 +30,7 @@ typedef struct ipcp__choice {
     int why;               /* IPCP_WHY_* */
     int src_type;          /* the RTS's ipcp_mem_type_t */
     uint64_t staged;       /* striped: bytes staged at once */
+    uint64_t head;         /* split: bytes this process copies itself */
 } ipcp__choice_t;
 
 /* How a two-sided transfer is cut, as the receiver planned it: the
