@@ -3,6 +3,7 @@
 #ifndef IPCP_BENCH_H
 #define IPCP_BENCH_H
 
+#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -311,6 +312,10 @@ bench_ceil_t *bench_ceil_create_cuda(ipcp_comm_t *comm, int a, int b, int plain,
                                      size_t len, size_t pinned_len, int *nomem,
                                      char *err, size_t elen);
 void bench_ceil_destroy(ipcp_comm_t *comm, bench_ceil_t *cl);
+/* Host ceilings of ranks bound to fewer CPUs than the library's queues:
+ * the parallel copies also run on peer's CPUs (rank 1's mask), as the
+ * library's split copies do. */
+void bench_ceil_set_cpus(bench_ceil_t *cl, const cpu_set_t *peer);
 /* GB/s of kind for window x size, median of reps; <= 0 with a message in
  * err when it could not be measured. */
 double bench_ceil_measure(bench_ceil_t *cl, bench_ceil_kind_t kind, size_t size,

@@ -2,12 +2,15 @@
  * with the same window as the transfers they are compared with.  Host
  * memory: memcpy by one thread of the receiving process, and by as many
  * threads as the library copies with (each its share of every transfer;
- * for bidir, that many for each direction at once).  GPU memory:
- * single-process CUDA copies (bench_cuda.c). */
+ * for bidir, that many for each direction at once; on the CPUs of both
+ * ranks when they are bound to fewer CPUs than that, since the library
+ * then copies in both processes).  GPU memory: single-process CUDA copies
+ * (bench_cuda.c). */
 #include "bench.h"
 
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,12 +33,19 @@ const char *bench_ceil_name(bench_ceil_kind_t k)
     return (unsigned)k < BENCH_CEIL_COUNT ? names[k] : "?";
 }
 
+#define PAR_MAX 16 /* threads of a ceiling at most */
+
 struct bench_ceil {
     /* host */
     unsigned char *src, *dst; /* rank 0's buffers (not owned) */
     size_t src_len, dst_len;
     unsigned char *scratch; /* second pair for the bidir one: src, slots */
     size_t scratch_len;
+    /* Where the parallel copies run when the ranks are bound to fewer CPUs
+     * than the library has queues (bench_ceil_set_cpus): this process's
+     * CPUs first, then the other ranks'; ncpu 0 leaves them unbound. */
+    int cpu[PAR_MAX];
+    int ncpu;
     /* cuda */
     bench_cuda_ceil_t *cuda;
 };
@@ -168,19 +178,24 @@ int bench_host_queues(void)
     return 2;
 }
 
-#define PAR_MAX 16 /* threads of a ceiling at most */
-
 typedef struct par_arg {
     copy_plan_t plan;
     pthread_barrier_t *bar;
     pthread_mutex_t *gate; /* held until every thread is started */
     const int *abort;      /* set (under gate) when one could not be */
     int reps;
+    int cpu; /* the CPU it runs on, -1: wherever this process may */
 } par_arg_t;
 
 static void *par_thread(void *argp)
 {
     par_arg_t *a = argp;
+    if (a->cpu >= 0) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(a->cpu, &one);
+        pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+    }
     pthread_mutex_lock(a->gate);
     int abort = *a->abort;
     pthread_mutex_unlock(a->gate);
@@ -210,7 +225,7 @@ static double par_copy(par_arg_t *a, int n, double *t, int reps, char *err,
     }
     pthread_mutex_lock(&gate);
     for (int i = 0; i < n; i++)
-        a[i] = (par_arg_t){a[i].plan, &bar, &gate, &abort, reps};
+        a[i] = (par_arg_t){a[i].plan, &bar, &gate, &abort, reps, a[i].cpu};
     for (; started < n; started++)
         if (pthread_create(&th[started], NULL, par_thread, &a[started]) != 0)
             break;
@@ -256,7 +271,8 @@ static void share_plan(const copy_plan_t *base, int q, par_arg_t *out)
 /* The windows of ndirs directions copied at once (from dst/src pairs),
  * each shared by as many threads as the library runs per direction;
  * aggregate GB/s. */
-static double host_memcpy_shared(unsigned char *const *dst,
+static double host_memcpy_shared(const bench_ceil_t *cl,
+                                 unsigned char *const *dst,
                                  const unsigned char *const *src, int ndirs,
                                  size_t size, int window, int slots, double *t,
                                  int reps, char *err, size_t elen)
@@ -273,6 +289,10 @@ static double host_memcpy_shared(unsigned char *const *dst,
         copy_plan_t base = {dst[d], src[d], size, window, slots, batch, size};
         share_plan(&base, q, a + d * q);
     }
+    /* Thread i on the (i mod ncpu)-th CPU: thread 0 is this one, on
+     * this process's CPU already. */
+    for (int i = 0; i < ndirs * q; i++)
+        a[i].cpu = cl->ncpu > 1 && i > 0 ? cl->cpu[i % cl->ncpu] : -1;
     double med = par_copy(a, ndirs * q, t, reps, err, elen);
     return med > 0 ? ndirs * (double)window * (double)size / med / 1e9 : 0;
 }
@@ -283,8 +303,8 @@ static double host_memcpy_par(bench_ceil_t *cl, size_t size, int window,
 {
     unsigned char *dst[1] = {cl->dst};
     const unsigned char *src[1] = {cl->src};
-    return host_memcpy_shared(dst, src, 1, size, window, slots, t, reps, err,
-                              elen);
+    return host_memcpy_shared(cl, dst, src, 1, size, window, slots, t, reps,
+                              err, elen);
 }
 
 /* Both directions at once (the second in scratch memory). */
@@ -299,8 +319,25 @@ static double host_memcpy_bidir(bench_ceil_t *cl, size_t size, int window,
     }
     unsigned char *dst[2] = {cl->dst, cl->scratch};
     const unsigned char *src[2] = {cl->src, cl->scratch + wl};
-    return host_memcpy_shared(dst, src, 2, size, window, slots, t, reps, err,
-                              elen);
+    return host_memcpy_shared(cl, dst, src, 2, size, window, slots, t, reps,
+                              err, elen);
+}
+
+void bench_ceil_set_cpus(bench_ceil_t *cl, const cpu_set_t *peer)
+{
+    cpu_set_t mine;
+    int q = bench_host_queues();
+    cl->ncpu = 0;
+    if (!cl || sched_getaffinity(0, sizeof(mine), &mine) != 0 ||
+        CPU_COUNT(&mine) >= q)
+        return;
+    for (int pass = 0; pass < 2; pass++)
+        for (int c = 0; c < CPU_SETSIZE && cl->ncpu < PAR_MAX; c++)
+            if (pass == 0 ? CPU_ISSET(c, &mine)
+                          : CPU_ISSET(c, peer) && !CPU_ISSET(c, &mine))
+                cl->cpu[cl->ncpu++] = c;
+    if (cl->ncpu <= CPU_COUNT(&mine))
+        cl->ncpu = 0; /* the other ranks add no CPU */
 }
 
 double bench_ceil_measure(bench_ceil_t *cl, bench_ceil_kind_t kind, size_t size,

@@ -91,6 +91,7 @@ typedef struct alloc_msg {
     char bus[BENCH_BUS_MAX];
     char name[96];
     char reason[BENCH_REASON_MAX];
+    cpu_set_t cpus; /* where this rank may run */
 } alloc_msg_t;
 
 typedef struct agree_msg {

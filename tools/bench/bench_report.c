@@ -80,9 +80,11 @@ static void header_ceilings(const bench_setup_info_t *in)
                "memcpy = one thread's memcpy of W*size bytes in the\n"
                "#   receiving process; memcpy-par = %d threads of it (as many "
                "as the library's copy queues), each a\n"
-               "#   share of every transfer; a row is set against the faster "
-               "of the two; memcpy-bidir = both directions\n"
-               "#   at once, %d threads each, aggregate\n",
+               "#   share of every transfer, spread over both ranks' CPUs "
+               "when the ranks are bound to fewer (the\n"
+               "#   library then copies in both); a row is set against the "
+               "faster of the two; memcpy-bidir = both\n"
+               "#   directions at once, %d threads each, aggregate\n",
                q, q);
         return;
     }

@@ -194,6 +194,8 @@ static int alloc_ceilings(bench_ctx_t *ctx, const alloc_msg_t *peer, int *nomem,
         size_t scratch = ctx->any_bidir ? ctx->cap + ctx->dst_len : 0;
         ctx->ceil = bench_ceil_create_host(&ctx->src, &ctx->dst, scratch, nomem,
                                            err, elen);
+        if (ctx->ceil)
+            bench_ceil_set_cpus(ctx->ceil, &peer->cpus);
         return ctx->ceil ? 0 : -1;
     }
     int b = ctx->device, a = bench_cuda_find_bus(peer->bus);
@@ -280,6 +282,8 @@ static int setup_round(bench_ctx_t *ctx, agree_msg_t *ag)
     mine.ok = alloc_buffers(ctx, &nomem, mine.reason, sizeof(mine.reason)) == 0;
     mine.nomem = nomem;
     mine.device = ctx->device;
+    if (sched_getaffinity(0, sizeof(mine.cpus), &mine.cpus) != 0)
+        CPU_ZERO(&mine.cpus);
     if (ctx->device >= 0)
         bench_cuda_bus_id(ctx->device, mine.bus, sizeof(mine.bus), mine.name,
                           sizeof(mine.name));
