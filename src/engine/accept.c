@@ -435,10 +435,18 @@ static int ipcp__split_source(ipcp_comm_t *comm, ipcp__peer_t *peer,
     return 1;
 }
 
+static void ipcp__split_head_nop(ipcp__track_t *t)
+{
+    (void)t;
+}
+
 /* Our half of a SPLIT transfer, [0, head): enqueued on the queue whose
  * wait for the sender's done flags follows it (ipcp__rx_direct), so the
  * transfer ends when both halves have; the sender's send ends at our
- * DRIVEN CTS (drive_id), once nothing of ours reads its buffer. */
+ * DRIVEN CTS (drive_id), once nothing of ours reads its buffer.  Its
+ * status is its own track's (x->head, read at the end): a failed read of
+ * ours must not end the waits for the sender's half, which is still being
+ * written into the receive buffer. */
 static unsigned ipcp__split_copy(ipcp__peer_t *peer, const ipcp__msg_rts_t *rts,
                                  ipcp_request_t *req, ipcp__qset_t *qs,
                                  const ipcp__plan_t *pl, uint64_t dseq,
@@ -449,18 +457,19 @@ static unsigned ipcp__split_copy(ipcp__peer_t *peer, const ipcp__msg_rts_t *rts,
     uint64_t head = pl->c.head;
     x->drive_id = rts->id;
     x->import = imp;
+    ipcp__track_init(&x->head, 1, ipcp__split_head_nop, x);
+    x->split_head = 1;
     if (imp)
-        ipcp__enq_check(&x->track,
+        ipcp__enq_check(&x->head,
                         qs->ops->copy(qs->q[qi], req->buf,
                                       (char *)imp->ptr + rts->src_offset, head,
-                                      &x->track));
+                                      &x->head));
     else
-        ipcp__enq_check(&x->track,
-                        qs->ops->rcopy
-                            ? qs->ops->rcopy(qs->q[qi], peer->pid,
-                                             rts->src_offset, req->buf, head, 0,
-                                             &x->track)
-                            : IPCP_ERR_UNSUPPORTED);
+        ipcp__enq_check(
+            &x->head, qs->ops->rcopy ? qs->ops->rcopy(qs->q[qi], peer->pid,
+                                                      rts->src_offset, req->buf,
+                                                      head, 0, &x->head)
+                                     : IPCP_ERR_UNSUPPORTED);
     return 1u << qi;
 }
 

@@ -263,6 +263,9 @@ void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
 {
     char msg[IPCP_ERRMSG_MAX] = "";
     ipcp_status_t st = atomic_load(&x->track.status);
+    /* Found here, not reported by the peer: a copy out of its memory that
+     * met no such process. */
+    int gone = st == IPCP_ERR_PEER_LOST;
 
     ipcp__list_del(&x->link);
     if (x->dev)
@@ -272,6 +275,15 @@ void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
     if (st == IPCP_OK) /* a striped transfer's staged part */
         st = ipcp__err_slot_check(x, x->err_slot2, x->err_seq2, msg,
                                   sizeof(msg));
+    if (x->split_head) { /* our half of a SPLIT receive */
+        if (st == IPCP_OK && !ipcp__track_ok(&x->head)) {
+            st = atomic_load(&x->head.status);
+            gone = st == IPCP_ERR_PEER_LOST;
+            ipcp__track_errmsg(&x->head, msg, sizeof(msg));
+        }
+        ipcp__track_destroy(&x->head);
+        x->split_head = 0;
+    }
     ipcp__stripe_watch_end(comm, x, st == IPCP_OK);
     if (x->import)
         ipcp__import_put(comm, x->peer, x->import);
@@ -302,7 +314,7 @@ void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
     if (x->rmem_busy)
         answer = ipcp__rmem_op_end(comm, x->rmem_busy, &owner, &reg_id);
     x->rmem_busy = NULL;
-    if (st == IPCP_ERR_PEER_LOST && !peer->closed) {
+    if (gone && !peer->closed) {
         /* Its memory said so first (process_vm_readv/writev: no such
          * process), before its socket did: the same loss for every call. */
         char why[IPCP_ERRMSG_MAX];

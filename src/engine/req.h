@@ -113,6 +113,11 @@ typedef struct ipcp__xfer {
                        * well, or ends after an early end */
     int early;        /* its request completed before its notifies came back */
     int split_wait;   /* a SPLIT send: one pending count for the DRIVEN CTS */
+    /* A SPLIT receive: the status of its own half, kept off track, whose
+     * failure would end the waits for the sender's flags early and let the
+     * receive end while the sender still writes the buffer */
+    int split_head;
+    ipcp__track_t head;
     uint64_t drive_id;
     ipcp_rmem_t *rmem_busy; /* one-sided without the owner: counted in
                                this imported region's busy until it ends */

@@ -440,6 +440,7 @@ void ipcp__xfer_begin(ipcp_comm_t *comm, ipcp__peer_t *peer,
     x->drive_staged = 0;
     x->early = 0;
     x->split_wait = 0;
+    x->split_head = 0;
     memset(&x->stage, 0, sizeof(x->stage)); /* no staged chunks */
     x->watch.on = 0;
     ipcp__track_init(&x->track, 1, ipcp__xfer_track_done, x);

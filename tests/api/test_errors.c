@@ -655,6 +655,56 @@ static int mp_async_fail(ipcp_comm_t *comm, int read)
     return 0;
 }
 
+/* A SPLIT receive (IPCPIPE_SPLIT: ranks bound to one CPU, 8 MiB of
+ * malloc'd memory) whose own half cannot be read into (its first pages
+ * PROT_NONE after posting) while the sender's half can be written: the
+ * receive fails, saying why, but only once the sender's half is in place
+ * (every byte after the receiver's half is the sender's: a receive that
+ * ended early would leave the sender writing into a buffer its caller may
+ * already reuse), and the sender's call fails with the receiver's words.
+ * The pair still works afterwards. */
+static int mp_split_fail(ipcp_comm_t *comm)
+{
+    const size_t len = (size_t)8 << 20, head = (len / 2) & ~(size_t)4095;
+    uint64_t seed = 0;
+    if (ipcp_comm_rank(comm) == 0) {
+        unsigned char *s = t_malloc(len);
+        api_ctl_recv(comm, 1, TAG_GO, &seed, 8);
+        t_fill(s, len, seed);
+        if (ipcp_send(comm, s, len, 1, TAG_DATA) == IPCP_OK)
+            T_FAIL("a send whose receiver could not read its half succeeded");
+        T_MSG_HAS("process_vm_readv");
+        T_OK(ipcp_send(comm, s, len, 1, TAG_DATA));
+        free(s);
+    } else {
+        void *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        T_CHECK(m != MAP_FAILED);
+        memset(m, 0, len);
+        ipcp_request_t *req;
+        T_OK(ipcp_irecv(comm, m, len, 0, TAG_DATA, &req));
+        T_CHECK(mprotect(m, head, PROT_NONE) == 0);
+        seed = t_fresh_seed();
+        api_ctl_send(comm, 0, TAG_GO, &seed, 8);
+        if (ipcp_wait(req, NULL) == IPCP_OK)
+            T_FAIL("a receive whose own half could not be read completed");
+        T_MSG_HAS("process_vm_readv");
+        size_t bad =
+            ipcp_pattern_check((char *)m + head, len - head, seed, head);
+        if (bad != len - head)
+            T_FAIL("the receive ended before the sender's half was in place: "
+                   "byte %zu of %zu after the receiver's half differs",
+                   bad, len - head);
+        unsigned char *r = t_malloc(len);
+        T_OK(ipcp_recv(comm, r, len, 0, TAG_DATA, NULL));
+        t_verify(r, len, seed, "message after the failed one");
+        free(r);
+        T_CHECK(munmap(m, len) == 0);
+    }
+    T_OK(ipcp_barrier(comm));
+    return 0;
+}
+
 static int rank_main(int argc, char **argv)
 {
     const char *name = api_opt(argc, argv, "--case", "");
@@ -663,12 +713,13 @@ static int rank_main(int argc, char **argv)
     int large = strcmp(api_opt(argc, argv, "--size", "small"), "large") == 0;
     int pvm_off = strcmp(name, "direct_nopvm") == 0;
     int async_read = strcmp(name, "async_fail_read") == 0;
-    int async = async_read || strcmp(name, "async_fail") == 0;
+    int split = strcmp(name, "split_fail") == 0;
+    int async = async_read || split || strcmp(name, "async_fail") == 0;
     if (pvm_off || async)
         path = IPCP_PATH_DIRECT;
     if (async)
-        alloc = API_ALLOC_MALLOC; /* process_vm_writev / readv */
-    if (async && !async_read)     /* the sender writes */
+        alloc = API_ALLOC_MALLOC;       /* process_vm_writev / readv */
+    if (async && !async_read && !split) /* the sender writes */
         setenv("IPCPIPE_DRIVE", "off", 1);
     if (path == IPCP_PATH_DIRECT && alloc == API_ALLOC_MALLOC && !pvm_off &&
         !api_pvm_permitted()) {
@@ -696,6 +747,8 @@ static int rank_main(int argc, char **argv)
         rc = mp_bad_desc(comm);
     else if (strcmp(name, "direct_nopvm") == 0)
         rc = mp_direct_nopvm(comm);
+    else if (split)
+        rc = mp_split_fail(comm);
     else if (async)
         rc = mp_async_fail(comm, async_read);
     else
