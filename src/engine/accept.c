@@ -401,14 +401,13 @@ static uint64_t ipcp__split_want(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
                                  const ipcp_request_t *req, ipcp_path_t force)
 {
     const ipcp__config_t *cfg = comm->cfg;
-    if (!cfg->split || rts->len < cfg->split || rts->len < 8192 ||
-        cfg->drive == IPCP_DRIVE_OFF || cfg->stripe > 0 ||
-        force == IPCP_PATH_STAGED || req->sync ||
+    if (!cfg->split || rts->len < cfg->split || cfg->drive == IPCP_DRIVE_OFF ||
+        cfg->stripe > 0 || force == IPCP_PATH_STAGED || req->sync ||
         req->attr.type != IPCP_MEM_HOST || rts->src_type != IPCP_MEM_HOST ||
         !(rts->hdr.flags & (IPCP_RTS_SRC | IPCP_RTS_SRC_ADDR)) ||
         !ipcp__one_cpu())
         return 0;
-    return (rts->len / 2) & ~(uint64_t)4095;
+    return (rts->len / 2) & ~(uint64_t)4095; /* 0 below 8 KiB */
 }
 
 /* Whether this process can read the first head bytes of the sender's
@@ -459,17 +458,8 @@ static unsigned ipcp__split_copy(ipcp__peer_t *peer, const ipcp__msg_rts_t *rts,
     x->import = imp;
     ipcp__track_init(&x->head, 1, ipcp__split_head_nop, x);
     x->split_head = 1;
-    if (imp)
-        ipcp__enq_check(&x->head,
-                        qs->ops->copy(qs->q[qi], req->buf,
-                                      (char *)imp->ptr + rts->src_offset, head,
-                                      &x->head));
-    else
-        ipcp__enq_check(
-            &x->head, qs->ops->rcopy ? qs->ops->rcopy(qs->q[qi], peer->pid,
-                                                      rts->src_offset, req->buf,
-                                                      head, 0, &x->head)
-                                     : IPCP_ERR_UNSUPPORTED);
+    ipcp__enq_check(&x->head, ipcp__src_copy(qs, qi, peer, rts, imp, req->buf,
+                                             0, head, &x->head));
     return 1u << qi;
 }
 

@@ -125,6 +125,21 @@ static uint64_t ipcp__drive_split(ipcp_comm_t *comm, ipcp__peer_t *peer,
     return n;
 }
 
+ipcp_status_t ipcp__src_copy(ipcp__qset_t *qs, int qi, const ipcp__peer_t *peer,
+                             const ipcp__msg_rts_t *rts,
+                             const ipcp__import_t *imp, char *dst, uint64_t off,
+                             uint64_t n, ipcp__track_t *t)
+{
+    if (imp)
+        return qs->ops->copy(qs->q[qi], dst + off,
+                             (const char *)imp->ptr + rts->src_offset + off, n,
+                             t);
+    if (!qs->ops->rcopy)
+        return IPCP_ERR_UNSUPPORTED;
+    return qs->ops->rcopy(qs->q[qi], peer->pid, rts->src_offset + off,
+                          dst + off, n, 0, t);
+}
+
 /* Host memory the sender could not share (not from ipcp_mem_alloc), sent
  * by its address (RTS_SRC_ADDR) into a receive buffer that is no shareable
  * allocation either (else the sender copies into its mapping, with no
@@ -177,9 +192,8 @@ static int ipcp__drive_read(ipcp_comm_t *comm, ipcp__peer_t *peer,
         int qi = (int)ipcp__direct_queue(seq, i, 0, (unsigned)qs->n);
         ipcp__piece(rts->len, np, i, &off, &n);
         ipcp__trace_piece(x, i, qs, qi, n, 1);
-        ipcp__enq_check(&x->track, qs->ops->rcopy(qs->q[qi], peer->pid,
-                                                  rts->src_offset + off,
-                                                  d + off, n, 0, &x->track));
+        ipcp__enq_check(&x->track, ipcp__src_copy(qs, qi, peer, rts, NULL, d,
+                                                  off, n, &x->track));
         ipcp__trace_piece(x, i, qs, qi, n, 0);
         mask |= 1u << qi;
     }

@@ -327,9 +327,10 @@ void bench_ceil_set_cpus(bench_ceil_t *cl, const cpu_set_t *peer)
 {
     cpu_set_t mine;
     int q = bench_host_queues();
+    if (!cl)
+        return;
     cl->ncpu = 0;
-    if (!cl || sched_getaffinity(0, sizeof(mine), &mine) != 0 ||
-        CPU_COUNT(&mine) >= q)
+    if (sched_getaffinity(0, sizeof(mine), &mine) != 0 || CPU_COUNT(&mine) >= q)
         return;
     for (int pass = 0; pass < 2; pass++)
         for (int c = 0; c < CPU_SETSIZE && cl->ncpu < PAR_MAX; c++)
