@@ -350,6 +350,8 @@ static void ipcp__await(ipcp_request_t *req)
             sched_yield();
         now = ipcp__now_ns();
     }
+    if (req->watch)
+        ipcp__mbox_unwatch(comm, req);
     ipcp__req_sleep(req);
 }
 
@@ -370,11 +372,7 @@ static ipcp_status_t ipcp__req_result(const ipcp_request_t *req,
 /* Waits for a request the caller owns; returns its status. */
 ipcp_status_t ipcp__wait_req(ipcp_request_t *req, ipcp_xfer_info_t *info)
 {
-    ipcp_comm_t *comm = req->comm;
     ipcp__await(req);
-    pthread_mutex_lock(&comm->lock);
-    ipcp__list_del(&req->all_link);
-    pthread_mutex_unlock(&comm->lock);
     ipcp_status_t st = ipcp__req_result(req, info);
     /* The caller released the handle (ipcp__claim_req; internal requests
      * have none): a second wait is refused even while the engine still
@@ -530,15 +528,13 @@ static ipcp_status_t ipcp__submit_classified(ipcp_comm_t *comm,
     ipcp__handle_t h = 0;
     ipcp_status_t st = ipcp__check_extent(req);
     if (st == IPCP_OK)
-        st = ipcp__handle_new(IPCP_HANDLE_REQ, req, &h);
+        st = ipcp__handle_new_owned(IPCP_HANDLE_REQ, req, comm->handle, &h);
     if (st != IPCP_OK) {
         ipcp__req_free(req);
         return st;
     }
     req->handle = h;
-    if (ipcp__match_fast(comm, req))
-        ipcp__comm_track(comm, req);
-    else
+    if (!ipcp__match_fast(comm, req))
         ipcp__comm_submit_drive(comm, req);
     *out = ipcp__hptr(h);
     return IPCP_OK;

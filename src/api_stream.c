@@ -57,7 +57,8 @@ static ipcp_status_t ipcp__post_on_stream(ipcp_comm_t *comm,
     ipcp__handle_t h = 0;
 
     /* Before anything is enqueued; a failure below frees it with req. */
-    if (out && (st = ipcp__handle_new(IPCP_HANDLE_REQ, req, &h)) != IPCP_OK) {
+    if (out && (st = ipcp__handle_new_owned(IPCP_HANDLE_REQ, req, comm->handle,
+                                            &h)) != IPCP_OK) {
         ipcp__req_free(req);
         return st;
     }

@@ -114,6 +114,12 @@ static ipcp_status_t ipcp__hgrow_locked(uint32_t *got)
 
 ipcp_status_t ipcp__handle_new(unsigned type, void *obj, ipcp__handle_t *h)
 {
+    return ipcp__handle_new_owned(type, obj, 0, h);
+}
+
+ipcp_status_t ipcp__handle_new_owned(unsigned type, void *obj, uint64_t owner,
+                                     ipcp__handle_t *h)
+{
     uint32_t top = ipcp__hfree_pop();
     if (!top) {
         ipcp_status_t st = IPCP_OK;
@@ -129,6 +135,7 @@ ipcp_status_t ipcp__handle_new(unsigned type, void *obj, ipcp__handle_t *h)
     uint64_t free_word = atomic_load_explicit(&s->word, memory_order_relaxed);
     /* Release: a lookup that reads this obj and then the word again sees
      * the free that came before it (ipcp__handle_get). */
+    atomic_store_explicit(&s->owner, owner, memory_order_relaxed);
     atomic_store_explicit(&s->obj, obj, memory_order_release);
     *h = free_word | type;
     atomic_store_explicit(&s->word, *h, memory_order_release);
@@ -157,6 +164,26 @@ int ipcp__handle_free(ipcp__handle_t h)
     if (gen != ipcp__hgen0(i))
         ipcp__hfree_push(i + 1, s);
     return 1;
+}
+
+void ipcp__handle_reap(unsigned type, uint64_t owner,
+                       void (*fn)(void *obj, void *arg), void *arg)
+{
+    uint32_t n = atomic_load_explicit(&ipcp__hslots, memory_order_acquire);
+    for (uint32_t i = 0; i < n; i++) {
+        ipcp__hslot_t *s = ipcp__hslot_at(i);
+        uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
+        if (ipcp__handle_type(w) != type ||
+            atomic_load_explicit(&s->owner, memory_order_relaxed) != owner)
+            continue;
+        /* Read before the release: the slot may be reused right after.
+         * Owner and obj were written before the word (release) and are
+         * rewritten only after a release of w, which would make ours
+         * fail: when ours wins, both were w's. */
+        void *obj = atomic_load_explicit(&s->obj, memory_order_relaxed);
+        if (ipcp__handle_free(w))
+            fn(obj, arg);
+    }
 }
 
 int ipcp__handle_stale(ipcp__handle_t h)

@@ -46,7 +46,8 @@ typedef struct ipcp__hslot {
      * generation's value with type 0 (which no handle has). */
     _Atomic uint64_t word;
     _Atomic(void *) obj;
-    _Atomic uint32_t next; /* free list: index + 1 of the next, 0 last */
+    _Atomic uint64_t owner; /* what obj belongs to (ipcp__handle_reap) */
+    _Atomic uint32_t next;  /* free list: index + 1 of the next, 0 last */
 } ipcp__hslot_t;
 
 extern _Atomic(ipcp__hslot_t *) ipcp__hchunks[IPCP_HANDLE_CHUNKS];
@@ -96,6 +97,19 @@ static inline void *ipcp__handle_get(ipcp__handle_t h, unsigned type)
 
 /* A new handle of this type for obj (type 1..4, obj not NULL). */
 ipcp_status_t ipcp__handle_new(unsigned type, void *obj, ipcp__handle_t *h);
+/* The same, for an object that belongs to owner (a communicator's handle
+ * value: never 0, never issued twice), which ipcp__handle_reap finds it
+ * by.  A request's handle is all that lists it for its communicator's
+ * finalize: no list to join and leave under a lock on every message. */
+ipcp_status_t ipcp__handle_new_owned(unsigned type, void *obj, uint64_t owner,
+                                     ipcp__handle_t *h);
+/* Releases every live handle of this type and owner, and calls fn with
+ * the object of each handle it released.  One release wins against any
+ * other of the same handle (ipcp__handle_free): a handle released by
+ * another thread meanwhile is skipped.  Reads every slot made so far (a
+ * finalize's cost, not a message's). */
+void ipcp__handle_reap(unsigned type, uint64_t owner,
+                       void (*fn)(void *obj, void *arg), void *arg);
 /* Makes h stale and its slot reusable (in a later generation; a slot
  * whose generations all were used is retired, so a value is never issued
  * twice).  Returns 1 when this call released h, 0 when h was not live (0,

@@ -69,7 +69,6 @@ ipcp_status_t ipcp__comm_new(int rank, int size, const char *job,
     ipcp__list_init(&comm->dones);
     ipcp__list_init(&comm->staging);
     ipcp__list_init(&comm->watching);
-    ipcp__list_init(&comm->reqs);
     ipcp__list_init(&comm->regions);
     ipcp__list_init(&comm->rmems);
     ipcp__list_init(&comm->deferred);
@@ -209,8 +208,7 @@ void ipcp__comm_teardown(ipcp_comm_t *comm)
     ms[2] = ipcp__lap_ms(&t);
     /* Their handles go stale here even where a transfer outlived the
      * wait above and keeps its request. */
-    while ((e = ipcp__list_pop_front(&comm->reqs)))
-        ipcp__req_disown(ipcp__list_entry(e, ipcp_request_t, all_link));
+    ipcp__handle_reap(IPCP_HANDLE_REQ, comm->handle, ipcp__req_reap, NULL);
     ipcp__mem_cleanup(comm);
     if (ipcp__dev(comm))
         ipcp__sync_cleanup(comm);

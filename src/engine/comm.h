@@ -70,7 +70,6 @@ struct ipcp_comm {
     int req_cached;
     ipcp__list_t cmds;
     ipcp__list_t dones;
-    ipcp__list_t reqs;       /* user requests not yet waited for */
     ipcp_request_t *bye_req; /* progress thread: finalize in progress */
     /* Progress thread: transfers whose requests ended early still running
      * (ipcp__xfer_end_early), and a goodbye held until they are done
@@ -86,6 +85,9 @@ struct ipcp_comm {
 
     pthread_mutex_t mem_lock; /* regions, rmems, next_region_id */
     ipcp__list_t regions;
+    /* How many regions there are (changed under mem_lock): a buffer's
+     * classification skips the lock and the list while there are none */
+    atomic_int nregions;
     ipcp__list_t rmems;
     uint64_t next_region_id;
 
@@ -153,7 +155,6 @@ void ipcp__comm_stop(ipcp_comm_t *comm);
 /* Wakes the progress thread (any thread). */
 void ipcp__comm_wake(ipcp_comm_t *comm);
 /* Hands a request to the progress thread. */
-void ipcp__comm_track(ipcp_comm_t *comm, ipcp_request_t *req);
 void ipcp__comm_submit(ipcp_comm_t *comm, ipcp_request_t *req);
 /* A caller's turn of progress, for a host-only process (no device backend
  * open: the driver's calls bind contexts to the thread that makes them);
@@ -191,7 +192,7 @@ void ipcp__xfer_track_done(ipcp__track_t *t);
  * allocated until ipcp__run_done.  Progress thread only. */
 void ipcp__xfer_end_early(ipcp__xfer_t *x);
 /* A zeroed request of the caller's own (a blocking call's, on its stack:
- * never freed, never listed in comm->reqs) made ready as ipcp__req_new
+ * never freed, never given a handle) made ready as ipcp__req_new
  * makes one. */
 void ipcp__req_init(ipcp_comm_t *comm, ipcp_request_t *req, int type);
 ipcp_request_t *ipcp__req_new(ipcp_comm_t *comm, int type);
@@ -203,6 +204,9 @@ void ipcp__req_free(ipcp_request_t *req);
 /* Drops the owner's reference: its handle goes stale at once, even while
  * the engine still holds the request (a transfer that ended early). */
 void ipcp__req_disown(ipcp_request_t *req);
+/* ipcp__handle_reap's callback at teardown: a request whose handle the
+ * user still held; its handle is released already. */
+void ipcp__req_reap(void *req, void *arg);
 void ipcp__comm_teardown(ipcp_comm_t *comm);
 /* Tells every peer the path this rank forces on what it receives. */
 void ipcp__comm_announce_path(ipcp_comm_t *comm);

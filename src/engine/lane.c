@@ -132,6 +132,7 @@ static void ipcp__lane_tell(ipcp_comm_t *comm, ipcp__lane_t *l)
         return; /* the peer's kernels then wait until it is lost */
     l->stop_pending = 1;
     req->peer = l->peer;
+    req->user = 0; /* nobody waits: freed when it ran */
     ipcp__comm_submit(comm, req);
 }
 
@@ -297,6 +298,7 @@ static ipcp_status_t ipcp__lane_create(ipcp_comm_t *comm, ipcp__lane_t *l,
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
                           "no memory for a request");
     req->peer = l->peer;
+    req->user = 0; /* nobody waits: freed when it ran */
     ipcp__comm_submit(comm, req);
     return IPCP_OK;
 }
@@ -553,9 +555,6 @@ static ipcp_status_t ipcp__lane_post_(ipcp_comm_t *comm, ipcp_request_t *req,
         req->user = 1;
         req->path = IPCP_PATH_LANE;
         ipcp__list_push_back(&l->reqs, &req->link);
-        pthread_mutex_lock(&comm->lock);
-        ipcp__list_push_back(&comm->reqs, &req->all_link);
-        pthread_mutex_unlock(&comm->lock);
         /* The progress thread polls while any is pending; wake it for
          * the first. */
         wake = atomic_fetch_add(&comm->lane_reqs, 1) == 0;
@@ -574,9 +573,6 @@ static ipcp_status_t ipcp__lane_post_(ipcp_comm_t *comm, ipcp_request_t *req,
         pthread_mutex_lock(&comm->lane_lock);
         if (tracked) { /* the call fails; no request to wait for */
             ipcp__list_del(&req->link);
-            pthread_mutex_lock(&comm->lock);
-            ipcp__list_del(&req->all_link);
-            pthread_mutex_unlock(&comm->lock);
             atomic_fetch_sub(&comm->lane_reqs, 1);
         }
         l->pending[dir][a.k % IPCP_LANE_RECS] = 0;

@@ -303,13 +303,19 @@ static void ipcp__unexp_match(ipcp_comm_t *comm, ipcp__peer_t *peer,
 static void ipcp__posted_add(ipcp__peer_t *peer, ipcp_request_t *req)
 {
     ipcp__list_push_back(&peer->posted, &req->link);
+    req->in_posted = 1;
     atomic_fetch_add_explicit(&peer->n_posted, 1, memory_order_relaxed);
+    if (!req->watch)
+        atomic_fetch_add(&peer->n_posted_thread, 1);
 }
 
 static void ipcp__posted_del(ipcp__peer_t *peer, ipcp_request_t *req)
 {
     ipcp__list_del(&req->link);
+    req->in_posted = 0;
     atomic_fetch_sub_explicit(&peer->n_posted, 1, memory_order_relaxed);
+    if (!req->watch)
+        atomic_fetch_sub(&peer->n_posted_thread, 1);
 }
 
 static void ipcp__recv_post(ipcp_comm_t *comm, ipcp__peer_t *peer,
@@ -624,8 +630,13 @@ void ipcp__match_fail_peer(ipcp_comm_t *comm, ipcp__peer_t *peer,
     (void)comm;
     ipcp__fail_list(&peer->wait_cts, st, msg);
     pthread_mutex_lock(&peer->rx_lock);
+    ipcp__list_t *e, *tmp;
+    ipcp__list_for_each_safe(e, tmp, &peer->posted)
+        ipcp__list_entry(e, ipcp_request_t, link)
+            ->in_posted = 0;
     ipcp__fail_list(&peer->posted, st, msg);
     atomic_store_explicit(&peer->n_posted, 0, memory_order_relaxed);
+    atomic_store(&peer->n_posted_thread, 0);
     pthread_mutex_unlock(&peer->rx_lock);
     ipcp__fail_list(&peer->gets, st, msg);
     ipcp__fail_list(&peer->maps, st, msg);

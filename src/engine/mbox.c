@@ -63,8 +63,23 @@ enum {
 
 typedef struct ipcp__mbox_ring {
     _Alignas(IPCP_CACHE_LINE) uint64_t tail;     /* reader: slots taken */
-    _Alignas(IPCP_CACHE_LINE) uint32_t sleeping; /* reader may block */
+    _Alignas(IPCP_CACHE_LINE) uint32_t sleeping; /* IPCP_MBOX_AWAKE, ... */
 } ipcp__mbox_ring_t;
+
+/* The reader's sleeping word. */
+enum {
+    IPCP_MBOX_AWAKE = 0, /* its thread looks at the ring, or callers do */
+    IPCP_MBOX_WAKE = 1,  /* its thread blocks: write the eventfd */
+    /* Its thread blocks, and every receive of the reader that waits is
+     * one whose caller reads the ring itself (on its wait or test): an
+     * EAGER message a caller writes (ipcp__mbox_send_fast) wakes it only
+     * to make room, once the ring is over half full.  Without this, a
+     * receiver posting a window of receives had its thread woken for
+     * each message that came between two of its waits: an eventfd write
+     * each (a system call on the sender) and, on a rank bound to one
+     * CPU, a switch to the thread and back on the receiver. */
+    IPCP_MBOX_LAZY = 2,
+};
 
 typedef struct ipcp__mbox_slot {
     uint64_t seq;    /* the record's position + 1; written last */
@@ -261,18 +276,38 @@ void ipcp__mbox_close(ipcp__peer_t *peer)
 
 /* ---- Writing ------------------------------------------------------------- */
 
+/* Whether a lazy reader must come for room (tx_lock held): the ring is
+ * over half full, and we did not wake it for that in the last eighth of a
+ * ring (it may leave fresh messages for their callers a while). */
+static int ipcp__mbox_lazy_full(ipcp__peer_t *peer)
+{
+    ipcp__mbox_ring_t *ring = peer->outbox;
+    uint64_t slots = peer->mbox_slots;
+    if (peer->out_head - peer->out_tail <= slots / 2)
+        return 0;
+    peer->out_tail = __atomic_load_n(&ring->tail, __ATOMIC_ACQUIRE);
+    if (peer->out_head - peer->out_tail <= slots / 2 ||
+        peer->out_head - peer->out_lazy_woke < slots / 8)
+        return 0;
+    peer->out_lazy_woke = peer->out_head;
+    return 1;
+}
+
 /* Publishes the record written at slot s, position at, n slots (tx_lock
- * held). */
+ * held); eager: a caller's EAGER message, which a lazy reader need not
+ * wake for. */
 static void ipcp__mbox_publish(ipcp__peer_t *peer, ipcp__mbox_slot_t *s,
-                               uint64_t at, uint64_t n)
+                               uint64_t at, uint64_t n, int eager)
 {
     ipcp__mbox_ring_t *ring = peer->outbox;
     /* Against the reader's sleeping word: it raises the word, then looks
-     * at the slot it expects; we publish the slot, then look at the word.
-     * All four in one total order (seq_cst): one of us sees the other. */
+     * at the slots from its tail on; we publish the slot, then look at the
+     * word.  All in one total order (seq_cst): one of us sees the other. */
     __atomic_store_n(&s->seq, at + 1, __ATOMIC_SEQ_CST);
     peer->out_head = at + n;
-    if (__atomic_load_n(&ring->sleeping, __ATOMIC_SEQ_CST)) {
+    uint32_t word = __atomic_load_n(&ring->sleeping, __ATOMIC_SEQ_CST);
+    if (word == IPCP_MBOX_WAKE ||
+        (word == IPCP_MBOX_LAZY && (!eager || ipcp__mbox_lazy_full(peer)))) {
         uint64_t one = 1;
         peer->n_wakes++;
         if (write(peer->out_wake, &one, sizeof(one)) < 0 && errno != EAGAIN)
@@ -328,7 +363,7 @@ ipcp_status_t ipcp__mbox_send(ipcp__peer_t *peer, const void *data, size_t len,
         st = IPCP_OK;
     }
     if (st == IPCP_OK) {
-        ipcp__mbox_publish(peer, s, at, n);
+        ipcp__mbox_publish(peer, s, at, n, 0);
         peer->n_tx_thread++;
     }
     pthread_mutex_unlock(&peer->tx_lock);
@@ -355,7 +390,7 @@ ipcp_status_t ipcp__mbox_send_fast(ipcp__peer_t *peer, const void *hdr,
             memcpy(s->data + hlen, data, len);
         s->len = (uint32_t)(hlen + len);
         s->marker = IPCP_MBOX_DATA;
-        ipcp__mbox_publish(peer, s, at, n);
+        ipcp__mbox_publish(peer, s, at, n, 1);
         st = IPCP_OK;
     }
     *(st == IPCP_OK ? &peer->n_tx_fast : &peer->n_tx_refused) += 1;
@@ -571,16 +606,95 @@ static int ipcp__mbox_read_fast(ipcp_comm_t *comm, ipcp__peer_t *peer,
     return n;
 }
 
+/* Whether the records from the inbox's tail on hold one the progress
+ * thread must read while the ring is lazy: anything but an EAGER message
+ * (which its caller reads), or more than half a ring of them (their writer
+ * needs room).  Each record is looked at once (lazy_seen: how far they
+ * were EAGER ones); bytes the peer may rewrite only make it wake us or
+ * not for its own messages.  Without rx_lock. */
+static int ipcp__mbox_lazy_wants(ipcp__peer_t *peer)
+{
+    uint64_t slots = peer->mbox_slots;
+    uint64_t tail = __atomic_load_n(&peer->in_tail, __ATOMIC_SEQ_CST);
+    uint64_t at = atomic_load_explicit(&peer->lazy_seen, memory_order_relaxed);
+    if (at < tail)
+        at = tail;
+    for (;;) {
+        if (at - tail > slots / 2)
+            return 1;
+        const ipcp__mbox_slot_t *s = ipcp__mbox_slot(peer->inbox, slots, at);
+        /* Not written yet, or taken and written over: no more to see. */
+        if (__atomic_load_n(&s->seq, __ATOMIC_SEQ_CST) != at + 1)
+            break;
+        uint32_t kind = __atomic_load_n(&s->marker, __ATOMIC_RELAXED);
+        uint32_t len = __atomic_load_n(&s->len, __ATOMIC_RELAXED);
+        uint64_t room = slots - at % slots;
+        if (kind == IPCP_MBOX_SKIP && len && len <= room) {
+            at += len;
+            continue;
+        }
+        ipcp__msg_hdr_t h;
+        if (kind != IPCP_MBOX_DATA || len < sizeof(h) ||
+            len > ipcp__mbox_msg_max(peer) || ipcp__mbox_span(len) > room)
+            return 1;
+        memcpy(&h, s->data, sizeof(h));
+        if (h.type != IPCP_MSG_EAGER)
+            return 1;
+        at += ipcp__mbox_span(len);
+    }
+    atomic_store_explicit(&peer->lazy_seen, at, memory_order_relaxed);
+    return 0;
+}
+
+/* Raises the inbox's sleeping word before the progress thread blocks
+ * unwatched: LAZY while every receive of ours waiting for the peer is read
+ * by its caller, else WAKE.  Returns 1 when a record the thread must read
+ * is there already (it may have come before the word went up). */
+static int ipcp__mbox_raise(ipcp__peer_t *peer)
+{
+    ipcp__mbox_ring_t *ring = peer->inbox;
+    int lazy = !atomic_load(&peer->n_posted_thread);
+    uint32_t want = lazy ? IPCP_MBOX_LAZY : IPCP_MBOX_WAKE;
+    /* The writer reads the word after each message: written only when it
+     * changes, it stays in the writer's cache through a window of waits.
+     * Read seq_cst: the store it shows then comes before our looks below
+     * in the total order, as a store of ours would. */
+    if (__atomic_load_n(&ring->sleeping, __ATOMIC_SEQ_CST) != want)
+        __atomic_store_n(&ring->sleeping, want, __ATOMIC_SEQ_CST);
+    /* Against ipcp__mbox_thread_needed: it counts a receive, then looks at
+     * the word; we set the word, then look at the count (seq_cst). */
+    if (lazy && atomic_load(&peer->n_posted_thread)) {
+        uint32_t word = IPCP_MBOX_LAZY;
+        __atomic_compare_exchange_n(&ring->sleeping, &word, IPCP_MBOX_WAKE, 0,
+                                    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+        lazy = 0;
+    }
+    if (!ipcp__mbox_ready(peer))
+        return 0;
+    return !lazy || ipcp__mbox_lazy_wants(peer);
+}
+
+/* A receive became the thread's to complete (its caller stopped reading;
+ * counted in n_posted_thread already): a lazy word turns WAKE, and what
+ * came meanwhile without waking the thread is read now. */
+static void ipcp__mbox_thread_needed(ipcp_comm_t *comm, ipcp__peer_t *peer)
+{
+    ipcp__mbox_ring_t *ring = peer->inbox;
+    uint32_t word = IPCP_MBOX_LAZY;
+    if (__atomic_compare_exchange_n(&ring->sleeping, &word, IPCP_MBOX_WAKE, 0,
+                                    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST) &&
+        ipcp__mbox_ready(peer))
+        ipcp__comm_wake(comm);
+}
+
 /* The last caller to leave an inbox the progress thread sleeps blind on
  * raises its sleeping word (writers wake the thread from then on) and
  * wakes the thread itself for what came before. */
 static void ipcp__mbox_leave(ipcp_comm_t *comm, ipcp__peer_t *peer)
 {
-    ipcp__mbox_ring_t *ring = peer->inbox;
     if (atomic_fetch_sub(&peer->waiters, 1) != 1 || !atomic_load(&peer->blind))
         return;
-    __atomic_store_n(&ring->sleeping, 1, __ATOMIC_SEQ_CST);
-    if (ipcp__mbox_ready(peer))
+    if (ipcp__mbox_raise(peer))
         ipcp__comm_wake(comm);
 }
 
@@ -591,8 +705,35 @@ static void ipcp__mbox_leave(ipcp_comm_t *comm, ipcp__peer_t *peer)
 static void ipcp__mbox_enter(ipcp__peer_t *peer)
 {
     ipcp__mbox_ring_t *ring = peer->inbox;
-    if (atomic_fetch_add(&peer->waiters, 1) == 0 && atomic_load(&peer->blind))
-        __atomic_store_n(&ring->sleeping, 0, __ATOMIC_SEQ_CST);
+    /* A lazy word stays: the writers wake nobody for the eager messages we
+     * read, and the last caller out would raise it again. */
+    if (atomic_fetch_add(&peer->waiters, 1) == 0 && atomic_load(&peer->blind) &&
+        __atomic_load_n(&ring->sleeping, __ATOMIC_RELAXED) != IPCP_MBOX_LAZY)
+        __atomic_store_n(&ring->sleeping, IPCP_MBOX_AWAKE, __ATOMIC_SEQ_CST);
+}
+
+/* How long a caller on one CPU polls its inbox before it lets the other
+ * threads of its process in (sched_yield) every few looks.  A peer's answer
+ * usually lands sooner, and a yield is a system call: yielding from the
+ * first look made the eager 8 B half round trip 1.3-1.4 us with ranks bound
+ * to one core each (0.5-0.6 unbound) on a 2-CPU VM. */
+#define IPCP_MBOX_YIELD_NS 5000
+
+void ipcp__mbox_unwatch(ipcp_comm_t *comm, ipcp_request_t *req)
+{
+    ipcp__peer_t *peer = &comm->peers[req->peer];
+    int thread = 0;
+    if (atomic_load_explicit(&req->done, memory_order_acquire))
+        return;
+    pthread_mutex_lock(&peer->rx_lock);
+    if (req->watch && req->in_posted) {
+        atomic_fetch_add(&peer->n_posted_thread, 1);
+        thread = 1;
+    }
+    req->watch = 0;
+    pthread_mutex_unlock(&peer->rx_lock);
+    if (thread)
+        ipcp__mbox_thread_needed(comm, peer);
 }
 
 void ipcp__mbox_wait(ipcp_comm_t *comm, ipcp_request_t *req, uint64_t spin_ns)
@@ -601,7 +742,7 @@ void ipcp__mbox_wait(ipcp_comm_t *comm, ipcp_request_t *req, uint64_t spin_ns)
     uint64_t t0 = ipcp__now_ns(), kicked = 0;
     /* On one CPU, threads of ours that may complete it need that CPU now
      * and then; the peer's messages come from another one. */
-    int yield = ipcp__one_cpu();
+    int one = ipcp__one_cpu(), yield = 0;
     ipcp__mbox_enter(peer);
     for (unsigned i = 1;
          !atomic_load_explicit(&req->done, memory_order_acquire); i++) {
@@ -617,15 +758,15 @@ void ipcp__mbox_wait(ipcp_comm_t *comm, ipcp_request_t *req, uint64_t spin_ns)
         else
             ipcp__cpu_pause();
         /* A clock read costs more than a look at the ring. */
-        if (!(i % 64) && ipcp__now_ns() - t0 >= spin_ns)
-            break;
+        if (!(i % 64)) {
+            uint64_t t = ipcp__now_ns() - t0;
+            if (t >= spin_ns)
+                break;
+            yield = one && t >= IPCP_MBOX_YIELD_NS;
+        }
     }
     /* It sleeps now: the thread reads its message at once. */
-    if (!atomic_load_explicit(&req->done, memory_order_acquire)) {
-        pthread_mutex_lock(&peer->rx_lock);
-        req->watch = 0;
-        pthread_mutex_unlock(&peer->rx_lock);
-    }
+    ipcp__mbox_unwatch(comm, req);
     ipcp__mbox_leave(comm, peer);
 }
 
@@ -652,12 +793,13 @@ int ipcp__mbox_sleep(ipcp_comm_t *comm)
          * before waiters and the head are looked at, and they look at
          * blind after waiters went down or the head moved (seq_cst). */
         atomic_store(&p->blind, 1);
-        int callers = atomic_load(&p->waiters);
-        if (!callers)
-            __atomic_store_n(&ring->sleeping, 1, __ATOMIC_SEQ_CST);
-        /* What callers read is theirs, unless one left it for us. */
-        if (ipcp__mbox_ready(p) && (!callers || atomic_load(&p->kick)))
+        if (!atomic_load(&p->waiters)) {
+            if (ipcp__mbox_raise(p))
+                pending = 1;
+        } else if (ipcp__mbox_ready(p) && atomic_load(&p->kick)) {
+            /* What callers read is theirs, unless one left it for us. */
             pending = 1;
+        }
     }
     return pending;
 }

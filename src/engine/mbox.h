@@ -25,13 +25,18 @@ size_t ipcp__mbox_msg_max(const ipcp__peer_t *peer);
 uint32_t ipcp__mbox_slots(int size);
 /* Bytes of a ring of that many slots, its header included. */
 size_t ipcp__mbox_bytes(uint32_t slots);
-/* A caller's message into the peer's inbox, when nothing of ours waits
- * before it (commands, the socket's queue); IPCP_IN_PROGRESS: not now. */
+/* A caller's EAGER message into the peer's inbox, when nothing of ours
+ * waits before it (commands, the socket's queue); IPCP_IN_PROGRESS: not
+ * now.  A peer whose receives are all read by their callers is not woken
+ * for it (IPCP_MBOX_LAZY). */
 ipcp_status_t ipcp__mbox_send_fast(ipcp__peer_t *peer, const void *hdr,
                                    size_t hlen, const void *data, size_t len);
 /* A caller waits for req (a receive it posted) reading the peer's inbox
  * itself, up to spin_ns. */
 void ipcp__mbox_wait(ipcp_comm_t *comm, ipcp_request_t *req, uint64_t spin_ns);
+/* Before a caller sleeps on req (a receive it posted itself): its message
+ * becomes the progress thread's to read, which writers wake for it. */
+void ipcp__mbox_unwatch(ipcp_comm_t *comm, ipcp_request_t *req);
 /* One look at the inbox for req (a receive its caller posted itself), as
  * ipcp_test makes: the progress thread leaves such messages to callers
  * for spin_us. */

@@ -28,17 +28,22 @@ ipcp_status_t ipcp__mem_attr(ipcp_comm_t *comm, const void *ptr, size_t len,
     /* Inside one of our allocations the registry knows, without asking the
      * driver (a pointer query costs a microsecond or two, which small
      * stream-ordered messages pay on every call).  Not memory the user
-     * allocated (auto regions): it may have been freed and reallocated. */
-    pthread_mutex_lock(&comm->mem_lock);
-    ipcp__region_t *r = ipcp__region_find_alloc(comm, ptr, len);
-    if (r && r->is_auto)
-        r = NULL;
-    if (r) {
-        *attr = r->attr;
-        *ops = r->ops;
-        *be = r->be;
+     * allocated (auto regions): it may have been freed and reallocated.
+     * An allocation the caller passes was counted before its pointer
+     * reached the caller (the acquire pairs with the count's release). */
+    ipcp__region_t *r = NULL;
+    if (atomic_load_explicit(&comm->nregions, memory_order_acquire)) {
+        pthread_mutex_lock(&comm->mem_lock);
+        r = ipcp__region_find_alloc(comm, ptr, len);
+        if (r && r->is_auto)
+            r = NULL;
+        if (r) {
+            *attr = r->attr;
+            *ops = r->ops;
+            *be = r->be;
+        }
+        pthread_mutex_unlock(&comm->mem_lock);
     }
-    pthread_mutex_unlock(&comm->mem_lock);
     if (r) {
         if (attr->type == IPCP_MEM_CUDA)
             ipcp__dev_used(comm);
@@ -106,6 +111,7 @@ static ipcp_status_t ipcp__region_add(ipcp_comm_t *comm, ipcp__region_t *r)
     pthread_mutex_lock(&comm->mem_lock);
     r->id = ++comm->next_region_id;
     ipcp__list_push_back(&comm->regions, &r->link);
+    atomic_fetch_add_explicit(&comm->nregions, 1, memory_order_release);
     pthread_mutex_unlock(&comm->mem_lock);
     return IPCP_OK;
 }
@@ -132,6 +138,7 @@ ipcp_status_t ipcp__region_retire(ipcp_comm_t *comm, ipcp__region_t *r)
     ipcp_request_t *req = ipcp__req_new(comm, IPCP_REQ_NOTIFY);
     pthread_mutex_lock(&comm->mem_lock);
     ipcp__list_del(&r->link);
+    atomic_fetch_sub_explicit(&comm->nregions, 1, memory_order_relaxed);
     pthread_mutex_unlock(&comm->mem_lock);
     if (!req)
         return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_ENGINE, IPCP_ERR_NOMEM,
@@ -332,6 +339,7 @@ ipcp_status_t ipcp__mem_deregister(ipcp_comm_t *comm, ipcp_mem_t *mem,
                           (unsigned long long)r->id);
     pthread_mutex_lock(&comm->mem_lock);
     ipcp__list_del(&r->link);
+    atomic_fetch_sub_explicit(&comm->nregions, 1, memory_order_relaxed);
     pthread_mutex_unlock(&comm->mem_lock);
     req->region = r;
     req->region_id = r->id;

@@ -120,6 +120,10 @@ struct ipcp__peer {
     ipcp__list_t wait_cts; /* our sends/puts waiting for a CTS */
     ipcp__list_t posted;   /* our receives not matched yet */
     atomic_int n_posted;   /* how many (ipcp__posted_add) */
+    /* Of those, the ones no caller reads the inbox for (watch 0): only
+     * for them does an eager message need the progress thread awake
+     * (changed under rx_lock, read without it: engine/mbox.c) */
+    atomic_int n_posted_thread;
     ipcp__list_t unexp;    /* RTS not matched yet (ipcp__unexp_t) */
     ipcp__list_t gets;     /* our gets waiting for the owner's RTS */
     ipcp__list_t maps;     /* our imports waiting for MAP_REP */
@@ -162,6 +166,11 @@ struct ipcp__peer {
      * without it by ipcp__mbox_ready): ours, not in the shared ring,
      * which the peer may write */
     uint64_t out_head, out_tail, in_tail;
+    /* The outbox's head when we last woke a lazy reader for room (tx_lock);
+     * the inbox position up to which the records were seen to be eager
+     * ones (ipcp__mbox_lazy_wants) */
+    uint64_t out_lazy_woke;
+    _Atomic uint64_t lazy_seen;
     /* the thread: the eager message at the inbox's head (its slot + 1)
      * and when it saw it first (ipcp__mbox_fresh_eager) */
     uint64_t eager_tail, eager_ns;

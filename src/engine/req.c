@@ -60,7 +60,6 @@ void ipcp__req_init(ipcp_comm_t *comm, ipcp_request_t *req, int type)
     req->path = IPCP_PATH_AUTO;
     atomic_init(&req->refs, 1);
     ipcp__list_init(&req->link);
-    ipcp__list_init(&req->all_link);
     ipcp__list_init(&req->xfer.link);
     ipcp__trace_mark(req, IPCP_TM_CALL);
 }
@@ -96,6 +95,14 @@ void ipcp__req_disown(ipcp_request_t *req)
     ipcp__req_free(req);
 }
 
+void ipcp__req_reap(void *obj, void *arg)
+{
+    ipcp_request_t *req = obj;
+    (void)arg;
+    req->handle = 0;
+    ipcp__req_free(req);
+}
+
 void ipcp__comm_wake(ipcp_comm_t *comm)
 {
     uint64_t one = 1;
@@ -119,23 +126,12 @@ ipcp__peer_t *ipcp__req_peer(ipcp_comm_t *comm, const ipcp_request_t *req)
     return NULL;
 }
 
-/* A user request the caller's own way took: listed for finalize, as a
- * submitted one is. */
-void ipcp__comm_track(ipcp_comm_t *comm, ipcp_request_t *req)
-{
-    pthread_mutex_lock(&comm->lock);
-    ipcp__list_push_back(&comm->reqs, &req->all_link);
-    pthread_mutex_unlock(&comm->lock);
-}
-
 static void ipcp__cmd_push(ipcp_comm_t *comm, ipcp_request_t *req)
 {
     ipcp__peer_t *peer = ipcp__req_peer(comm, req);
     if (peer)
         atomic_fetch_add(&peer->pending, 1);
     pthread_mutex_lock(&comm->lock);
-    if (req->user)
-        ipcp__list_push_back(&comm->reqs, &req->all_link);
     ipcp__list_push_back(&comm->cmds, &req->link);
     atomic_fetch_add(&comm->queued, 1);
     pthread_mutex_unlock(&comm->lock);
@@ -211,13 +207,13 @@ void ipcp__req_complete(ipcp_request_t *req, ipcp_status_t st, const char *msg)
         req->sync = NULL;
     }
     if (!req->user) {
+        int internal =
+            req->type == IPCP_REQ_INTERNAL || req->type == IPCP_REQ_LANE;
         if (st != IPCP_OK)
-            IPCP_LOG(req->type == IPCP_REQ_INTERNAL ? IPCP_LOG_INFO
-                                                    : IPCP_LOG_WARN,
-                     IPCP_SUB_ENGINE, "%s failed: %s",
-                     req->type == IPCP_REQ_INTERNAL
-                         ? "internal operation"
-                         : "stream-ordered operation without a request",
+            IPCP_LOG(internal ? IPCP_LOG_INFO : IPCP_LOG_WARN, IPCP_SUB_ENGINE,
+                     "%s failed: %s",
+                     internal ? "internal operation"
+                              : "stream-ordered operation without a request",
                      msg ? msg : "");
         ipcp__req_free(req);
         return;
@@ -243,6 +239,9 @@ void ipcp__req_complete(ipcp_request_t *req, ipcp_status_t st, const char *msg)
 void ipcp__req_sleep(ipcp_request_t *req)
 {
     ipcp_comm_t *comm = req->comm;
+    /* Most waits end spinning: then no lock. */
+    if (atomic_load_explicit(&req->done, memory_order_acquire))
+        return;
     /* Counted before done is looked at under the lock (ipcp__req_complete
      * broadcasts only to counted sleepers). */
     pthread_mutex_lock(&comm->lock);

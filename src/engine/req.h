@@ -131,7 +131,6 @@ struct ipcp_request {
     ipcp_request_t *cache_next; /* comm->req_cache */
     ipcp__handle_t handle;      /* what the user holds; 0: none (internal) */
     ipcp__list_t link;          /* comm->cmds, then a peer list */
-    ipcp__list_t all_link;      /* comm->reqs (user requests) */
     int type;
     int peer;
     int tag;
@@ -144,6 +143,7 @@ struct ipcp_request {
     int user;             /* 1: a user waits on it; 0: internal, freed */
     int watch;            /* a receive its caller posted itself: the
                              waiter reads the peer's inbox (mbox.c) */
+    int in_posted;        /* in its peer's posted (under rx_lock) */
     uint64_t polled;      /* ipcp__mbox_poll: the slot + 1 it left to the
                              progress thread last */
     int on_stack;         /* a blocking call's (api.c): it lives until

@@ -17,6 +17,25 @@
  *       to callers for IPCPIPE_SPIN_US (set to 50 ms by the test: with
  *       nobody reading, each message would be that late)
  *
+ * While every receive that waits is one whose caller reads the mailbox,
+ * the receiver's progress thread sleeps without being woken for eager
+ * messages (IPCP_MBOX_LAZY).  A wake-up lost there costs up to the
+ * thread's longest sleep (the keepalive's step, 100 ms) each time, so
+ * these cases bound time:
+ *   lazy.sleeper  IPCPIPE_SPIN_US=100: each blocking receive stops reading
+ *       after 0.1 ms and sleeps, and its message, sent 2-6 ms later,
+ *       must wake the thread (50 rounds)
+ *   lazy.full  rank 1 sends 30 bursts of 2100 eager messages (each a
+ *       little more than a mailbox holds), 2 ms apart, while rank 0 makes
+ *       no call for 5 s: the sends end, and every message arrives in
+ *       order.  (Once the mailbox is full the sender's thread takes over,
+ *       and its messages always wake: a lost wake-up for room costs one
+ *       stall of 0.1 s here, which no bound catches reliably.)
+ *   lazy.rts  20 times an eager message nobody receives yet, then a 1 MiB
+ *       send into a posted receive whose caller makes no call for 5 s:
+ *       the progress thread still takes each RTS behind an eager message,
+ *       and the blocking sends end meanwhile
+ *
  *   test_api_fast --case NAME */
 #include <pthread.h>
 #include <string.h>
@@ -236,6 +255,124 @@ static void test_case(ipcp_comm_t *comm)
     T_OK(ipcp_barrier(comm));
 }
 
+#define LAZY_ROUNDS 50
+
+static void lazy_sleeper(ipcp_comm_t *comm)
+{
+    uint64_t seed = t_shared_seed(comm, TAG_SEED);
+    unsigned char buf[8 + API_GUARD];
+    T_OK(ipcp_barrier(comm));
+    double t0 = now_s();
+    for (int i = 0; i < LAZY_ROUNDS; i++) {
+        uint64_t s = seed + (uint64_t)i;
+        if (t_rank == 1) {
+            usleep((useconds_t)(2000 + (s % 5) * 1000));
+            t_fill(buf, 8, s);
+            T_OK(ipcp_send(comm, buf, 8, 0, TAG_MSG));
+            T_OK(ipcp_recv(comm, buf, 1, 0, TAG_BACK, NULL));
+        } else {
+            ipcp_xfer_info_t info;
+            memset(buf, 0xee, sizeof(buf));
+            T_OK(ipcp_recv(comm, buf, 8, 1, TAG_MSG, &info));
+            T_EQ_U64(info.nbytes, 8);
+            t_verify(buf, 8, s, "message");
+            T_OK(ipcp_send(comm, buf, 1, 1, TAG_BACK));
+        }
+    }
+    double el = now_s() - t0;
+    /* About 0.2 s of sleeps; a lost wake-up costs up to 0.1 s a round. */
+    if (el > 2.5)
+        T_FAIL("%d round trips with sleeping receivers took %.2f s",
+               LAZY_ROUNDS, el);
+    T_OK(ipcp_barrier(comm));
+}
+
+#define FULL_BURSTS 30
+#define FULL_BURST  2100
+#define FULL_MSGS   (FULL_BURSTS * FULL_BURST)
+#define IDLE_S      5
+
+static void lazy_full(ipcp_comm_t *comm)
+{
+    uint64_t seed = t_shared_seed(comm, TAG_SEED);
+    uint64_t v;
+    T_OK(ipcp_barrier(comm));
+    if (t_rank == 1) {
+        double t0 = now_s();
+        for (int i = 0; i < FULL_MSGS; i++) {
+            if (i && i % FULL_BURST == 0)
+                usleep(2000);
+            v = seed + (uint64_t)i;
+            T_OK(ipcp_send(comm, &v, sizeof(v), 0, TAG_MSG));
+        }
+        double el = now_s() - t0;
+        /* 60 ms of pauses: this catches a hang, not a stall. */
+        if (el > 4.0)
+            T_FAIL("%d eager sends to a rank that made no call took %.2f s",
+                   FULL_MSGS, el);
+    } else {
+        sleep(IDLE_S);
+        for (int i = 0; i < FULL_MSGS; i++) {
+            ipcp_xfer_info_t info;
+            v = 0;
+            T_OK(ipcp_recv(comm, &v, sizeof(v), 1, TAG_MSG, &info));
+            T_EQ_U64(info.nbytes, sizeof(v));
+            T_EQ_U64(v, seed + (uint64_t)i);
+        }
+    }
+    T_OK(ipcp_barrier(comm));
+}
+
+#define RTS_LEN    ((size_t)1 << 20)
+#define RTS_ROUNDS 20
+
+static void lazy_rts(ipcp_comm_t *comm)
+{
+    uint64_t seed = t_shared_seed(comm, TAG_SEED);
+    size_t stride = RTS_LEN + API_GUARD;
+    unsigned char *big = t_malloc(RTS_ROUNDS * stride);
+    unsigned char small[8];
+    ipcp_request_t *reqs[RTS_ROUNDS];
+    ipcp_xfer_info_t info;
+    if (t_rank == 1) {
+        t_fill(big, RTS_LEN, seed + 1);
+        T_OK(ipcp_barrier(comm)); /* rank 0's receives are posted */
+        double t0 = now_s();
+        for (int i = 0; i < RTS_ROUNDS; i++) {
+            t_fill(small, sizeof(small), seed + 2 + (uint64_t)i);
+            T_OK(ipcp_send(comm, small, sizeof(small), 0, TAG_MSG));
+            T_OK(ipcp_send(comm, big, RTS_LEN, 0, TAG_BACK));
+        }
+        double el = now_s() - t0;
+        /* A lost wake-up costs 0.1 s a round: about 2 s for all. */
+        if (el > 1.0)
+            T_FAIL("%d sends of 1 MiB into posted receives took %.2f s "
+                   "while their receiver made no call",
+                   RTS_ROUNDS, el);
+    } else {
+        memset(big, 0xee, RTS_ROUNDS * stride);
+        for (int i = 0; i < RTS_ROUNDS; i++)
+            T_OK(ipcp_irecv(comm, big + (size_t)i * stride, RTS_LEN, 1,
+                            TAG_BACK, &reqs[i]));
+        T_OK(ipcp_barrier(comm));
+        sleep(IDLE_S);
+        for (int i = 0; i < RTS_ROUNDS; i++) {
+            T_OK(ipcp_wait(reqs[i], &info));
+            T_EQ_U64(info.nbytes, RTS_LEN);
+            t_verify(big + (size_t)i * stride, RTS_LEN, seed + 1,
+                     "large message");
+            T_CHECK(big[(size_t)i * stride + RTS_LEN] == 0xee);
+        }
+        for (int i = 0; i < RTS_ROUNDS; i++) {
+            T_OK(ipcp_recv(comm, small, sizeof(small), 1, TAG_MSG, &info));
+            t_verify(small, sizeof(small), seed + 2 + (uint64_t)i,
+                     "eager message");
+        }
+    }
+    free(big);
+    T_OK(ipcp_barrier(comm));
+}
+
 static int rank_main(int argc, char **argv)
 {
     const char *name = api_opt(argc, argv, "--case", "");
@@ -254,6 +391,12 @@ static int rank_main(int argc, char **argv)
         threads(comm);
     else if (strcmp(name, "test") == 0)
         test_case(comm);
+    else if (strcmp(name, "lazy.sleeper") == 0)
+        lazy_sleeper(comm);
+    else if (strcmp(name, "lazy.full") == 0)
+        lazy_full(comm);
+    else if (strcmp(name, "lazy.rts") == 0)
+        lazy_rts(comm);
     else
         T_FAIL("unknown --case \"%s\"", name);
     T_OK(ipcp_finalize(comm));

@@ -49,7 +49,6 @@ static void fake_send(ipcp_request_t *req, size_t len)
     req->len = len;
     req->attr.type = IPCP_MEM_CUDA;
     ipcp__list_init(&req->link);
-    ipcp__list_init(&req->all_link);
 }
 
 /* As ipcp__send_rts does: offered, then waiting for its CTS at rank 1. */

@@ -142,7 +142,8 @@ static ipcp_comm_t *ctrl_comm_new(unsigned variant, ctrl_run_t *run)
         run->sock[k++] = sv[1];
     }
     comm->host_ops = &ipcp__host_backend_ops;
-    if (comm->host_ops->open(comm->cfg, &comm->host) != IPCP_OK)
+    if (comm->host_ops->open(comm->cfg, &comm->host) != IPCP_OK ||
+        ipcp__handle_new(IPCP_HANDLE_COMM, comm, &comm->handle) != IPCP_OK)
         abort();
     return comm;
 }
@@ -155,6 +156,7 @@ static void ctrl_comm_free(ipcp_comm_t *comm)
     /* As the progress thread's exit: chunks still to enqueue go in. */
     ipcp__stage_flush_all(comm);
     ipcp__comm_teardown(comm);
+    ipcp__handle_free(comm->handle);
     for (int r = 0; r < comm->size; r++)
         if (comm->peers[r].fd >= 0)
             close(comm->peers[r].fd);
@@ -282,8 +284,11 @@ static ipcp_request_t *ctrl_req(ctrl_run_t *run, int type, int peer)
     if (!req)
         abort();
     req->peer = peer;
-    /* As ipcp__comm_submit: the teardown frees what is on this list. */
-    ipcp__list_push_back(&run->comm->reqs, &req->all_link);
+    /* As ipcp__submit: the teardown frees the requests whose handles the
+     * user holds. */
+    if (ipcp__handle_new_owned(IPCP_HANDLE_REQ, req, run->comm->handle,
+                               &req->handle) != IPCP_OK)
+        abort();
     return req;
 }
 

@@ -5,6 +5,7 @@
 #define IPCP_BACKEND_HOST_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "backend/backend.h"
@@ -15,6 +16,8 @@ struct ipcp__backend {
     size_t page;          /* mmap granularity */
     pthread_mutex_t lock; /* guards allocs and next_id */
     ipcp__list_t allocs;  /* ipcp__host_alloc_t, any order */
+    atomic_int nallocs;   /* entries of allocs (changed under lock): owns
+                           * skips the lock while there are none */
     uint64_t next_id;     /* buffer ids handed to allocations */
 };
 

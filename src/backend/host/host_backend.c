@@ -47,6 +47,9 @@ static int host_owns(ipcp__backend_t *be, const void *ptr,
     memset(attr, 0, sizeof(*attr));
     attr->type = IPCP_MEM_HOST;
     attr->device = -1;
+    /* Plain memory of a process with no allocation of ours: no lock. */
+    if (!atomic_load_explicit(&be->nallocs, memory_order_acquire))
+        return 1;
     pthread_mutex_lock(&be->lock);
     ipcp__list_for_each_safe(pos, tmp, &be->allocs)
     {

@@ -52,6 +52,7 @@ static void host_register(ipcp__backend_t *be, ipcp__host_alloc_t *a)
     pthread_mutex_lock(&be->lock);
     a->id = be->next_id++;
     ipcp__list_push_back(&be->allocs, &a->link);
+    atomic_fetch_add_explicit(&be->nallocs, 1, memory_order_release);
     pthread_mutex_unlock(&be->lock);
 }
 
@@ -121,6 +122,7 @@ ipcp_status_t ipcp__host_mem_free(ipcp__backend_t *be, void *handle)
                           "host mem_free of a NULL handle");
     pthread_mutex_lock(&be->lock);
     ipcp__list_del(&a->link);
+    atomic_fetch_sub_explicit(&be->nallocs, 1, memory_order_relaxed);
     pthread_mutex_unlock(&be->lock);
     munmap(a->ptr, a->len);
     close(a->fd);
@@ -133,6 +135,7 @@ void ipcp__host_mem_release_all(ipcp__backend_t *be)
     ipcp__list_t *e;
     while ((e = ipcp__list_pop_front(&be->allocs)) != NULL) {
         ipcp__host_alloc_t *a = ipcp__list_entry(e, ipcp__host_alloc_t, link);
+        atomic_fetch_sub_explicit(&be->nallocs, 1, memory_order_relaxed);
         IPCP_DEBUG(IPCP_SUB_HOST, "releasing %zu bytes at %p left allocated",
                    a->len, a->ptr);
         munmap(a->ptr, a->len);
