@@ -175,8 +175,9 @@ static const ipcp__setting_t ipcp__settings[] = {
      "transfers run) or callback (stream callbacks, which stall the stream)",
      IPCP_OFF(cuda_notify), 0, 0, 0, ipcp__notify_choices},
     {"IPCPIPE_SPIN_US", IPCP_SET_INT, "50",
-     "microseconds the progress thread "
-     "and waiting callers poll before they sleep; they also poll while "
+     "microseconds the progress thread, "
+     "waiting callers and host copy workers (those of a process with more "
+     "than one CPU) poll before they sleep; they also poll while "
      "device transfers run and, unless 0, while a device send's receiver "
      "may be copying it (from the offer, as long as its bytes take at "
      "100 GB/s); callers at most 100 ms",

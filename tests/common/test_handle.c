@@ -2,9 +2,10 @@
  * its object while live and to nothing once freed, even after its slot was
  * reused; several chunks' worth at once; and threads that free, reuse and
  * resolve handles at the same time (run under TSan too); a slot that used
- * all its generations.
+ * all its generations; reaping the handles of one owner (what finalize
+ * does with the requests the user still holds).
  *
- *   test_handle basic|many|threads|wrap */
+ *   test_handle basic|many|threads|wrap|reap */
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -169,6 +170,55 @@ static int case_wrap(void)
     return 0;
 }
 
+/* Handles of two owners, and unowned ones, of two types; one of the first
+ * owner's freed before: the reap releases exactly the live requests of the
+ * first owner and hands each object over once. */
+enum { REAP_N = 1500 }; /* more than a chunk */
+static int reap_seen[REAP_N];
+
+static void reap_cb(void *obj, void *arg)
+{
+    int *base = arg;
+    reap_seen[(int *)obj - base]++;
+}
+
+static int case_reap(void)
+{
+    static int objs[REAP_N];
+    static ipcp__handle_t hs[REAP_N];
+    const uint64_t mine = 0x1234, other = 0x5678;
+    for (int i = 0; i < REAP_N; i++) {
+        switch (i % 4) {
+        case 0:
+        case 1:
+            T_OK(ipcp__handle_new_owned(IPCP_HANDLE_REQ, &objs[i], mine,
+                                        &hs[i]));
+            break;
+        case 2:
+            T_OK(ipcp__handle_new_owned(
+                i % 8 == 2 ? IPCP_HANDLE_REQ : IPCP_HANDLE_MEM, &objs[i],
+                i % 8 == 2 ? other : mine, &hs[i]));
+            break;
+        default:
+            T_OK(ipcp__handle_new(IPCP_HANDLE_REQ, &objs[i], &hs[i]));
+        }
+    }
+    ipcp__handle_free(hs[1]); /* waited for already */
+    ipcp__handle_reap(IPCP_HANDLE_REQ, mine, reap_cb, objs);
+    for (int i = 0; i < REAP_N; i++) {
+        int reaped = (i % 4 == 0) || (i % 4 == 1 && i != 1);
+        if (reap_seen[i] != reaped)
+            T_FAIL("handle %d (0x%llx): reaped %d times, expected %d", i,
+                   (unsigned long long)hs[i], reap_seen[i], reaped);
+        void *want = reaped || i == 1 ? NULL : &objs[i];
+        unsigned type = i % 8 == 6 ? IPCP_HANDLE_MEM : IPCP_HANDLE_REQ;
+        T_CHECK(ipcp__handle_get(hs[i], type) == want);
+    }
+    for (int i = 0; i < REAP_N; i++)
+        ipcp__handle_free(hs[i]);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
@@ -180,5 +230,7 @@ int main(int argc, char **argv)
         return case_threads();
     if (strcmp(c, "wrap") == 0)
         return case_wrap();
-    T_FAIL("unknown case \"%s\" (basic, many, threads, wrap)", c);
+    if (strcmp(c, "reap") == 0)
+        return case_reap();
+    T_FAIL("unknown case \"%s\" (basic, many, threads, wrap, reap)", c);
 }
