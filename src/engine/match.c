@@ -300,13 +300,18 @@ static void ipcp__unexp_match(ipcp_comm_t *comm, ipcp__peer_t *peer,
 
 /* A receive into peer->posted, and out of it (rx_lock held); n_posted
  * counts them for the progress thread, which looks without the lock. */
-static void ipcp__posted_add(ipcp__peer_t *peer, ipcp_request_t *req)
+static void ipcp__posted_add(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                             ipcp_request_t *req)
 {
     ipcp__list_push_back(&peer->posted, &req->link);
     req->in_posted = 1;
     atomic_fetch_add_explicit(&peer->n_posted, 1, memory_order_relaxed);
-    if (!req->watch)
+    if (!req->watch) {
         atomic_fetch_add(&peer->n_posted_thread, 1);
+        /* Posted by a caller's own turn (ipcp__comm_drive) while the
+         * thread sleeps lazy: nothing else would turn the word. */
+        ipcp__mbox_thread_needed(comm, peer);
+    }
 }
 
 static void ipcp__posted_del(ipcp__peer_t *peer, ipcp_request_t *req)
@@ -330,7 +335,7 @@ static void ipcp__recv_post(ipcp_comm_t *comm, ipcp__peer_t *peer,
         ipcp__req_complete(req, IPCP_ERR_PEER_LOST,
                            ipcp__peer_gone(peer, msg, sizeof(msg)));
     } else {
-        ipcp__posted_add(peer, req);
+        ipcp__posted_add(comm, peer, req);
     }
     pthread_mutex_unlock(&peer->rx_lock);
 }
@@ -472,7 +477,7 @@ static int ipcp__recv_fast(ipcp_comm_t *comm, ipcp_request_t *req)
         ipcp__unexp_t *u = ipcp__unexp_find(peer, req);
         if (!u) {
             req->watch = 1;
-            ipcp__posted_add(peer, req);
+            ipcp__posted_add(comm, peer, req);
             took = 1;
         } else if (u->rts.hdr.flags & IPCP_RTS_EAGER) {
             ipcp__unexp_match(comm, peer, req, u);

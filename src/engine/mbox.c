@@ -674,14 +674,17 @@ static int ipcp__mbox_raise(ipcp__peer_t *peer)
     return !lazy || ipcp__mbox_lazy_wants(peer);
 }
 
-/* A receive became the thread's to complete (its caller stopped reading;
- * counted in n_posted_thread already): a lazy word turns WAKE, and what
- * came meanwhile without waking the thread is read now. */
-static void ipcp__mbox_thread_needed(ipcp_comm_t *comm, ipcp__peer_t *peer)
+void ipcp__mbox_thread_needed(ipcp_comm_t *comm, ipcp__peer_t *peer)
 {
     ipcp__mbox_ring_t *ring = peer->inbox;
     uint32_t word = IPCP_MBOX_LAZY;
-    if (__atomic_compare_exchange_n(&ring->sleeping, &word, IPCP_MBOX_WAKE, 0,
+    if (!__atomic_load_n(&peer->in_on, __ATOMIC_ACQUIRE) || !ring)
+        return; /* no inbox: the socket wakes the thread */
+    /* Looked at first: a compare-and-swap takes the writer's line even
+     * when it fails.  Seq_cst, after the count went up: a raise that
+     * comes later sees the count. */
+    if (__atomic_load_n(&ring->sleeping, __ATOMIC_SEQ_CST) == IPCP_MBOX_LAZY &&
+        __atomic_compare_exchange_n(&ring->sleeping, &word, IPCP_MBOX_WAKE, 0,
                                     __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST) &&
         ipcp__mbox_ready(peer))
         ipcp__comm_wake(comm);
@@ -801,13 +804,12 @@ int ipcp__mbox_sleep(ipcp_comm_t *comm)
          * before waiters and the head are looked at, and they look at
          * blind after waiters went down or the head moved (seq_cst). */
         atomic_store(&p->blind, 1);
-        if (!atomic_load(&p->waiters)) {
-            if (ipcp__mbox_raise(p))
-                pending = 1;
-        } else if (ipcp__mbox_ready(p) && atomic_load(&p->kick)) {
-            /* What callers read is theirs, unless one left it for us. */
+        if (!atomic_load(&p->waiters) && ipcp__mbox_raise(p))
             pending = 1;
-        }
+        /* What callers read is theirs, unless one left it for us (a
+         * record it refused: one it could not keep, or a malformed one). */
+        if (ipcp__mbox_ready(p) && atomic_load(&p->kick))
+            pending = 1;
     }
     return pending;
 }

@@ -34,6 +34,10 @@ ipcp_status_t ipcp__mbox_send_fast(ipcp__peer_t *peer, const void *hdr,
 /* A caller waits for req (a receive it posted) reading the peer's inbox
  * itself, up to spin_ns. */
 void ipcp__mbox_wait(ipcp_comm_t *comm, ipcp_request_t *req, uint64_t spin_ns);
+/* A receive from the peer became the thread's to complete (counted in
+ * n_posted_thread already): a lazy word turns WAKE, and the thread wakes
+ * for what came meanwhile without waking it.  Any thread. */
+void ipcp__mbox_thread_needed(ipcp_comm_t *comm, ipcp__peer_t *peer);
 /* Before a caller sleeps on req (a receive it posted itself): its message
  * becomes the progress thread's to read, which writers wake for it. */
 void ipcp__mbox_unwatch(ipcp_comm_t *comm, ipcp_request_t *req);

@@ -218,6 +218,8 @@ void ipcp__host_queue_destroy(ipcp__queue_t *q)
         return;
     pthread_mutex_lock(&q->lock);
     q->stop = 1;
+    /* A polling worker looks at the count, not at stop. */
+    atomic_fetch_add_explicit(&q->pushed, 1, memory_order_relaxed);
     pthread_mutex_unlock(&q->lock);
     pthread_cond_signal(&q->wake);
     /* The worker leaves only once the ring is empty. */
