@@ -176,6 +176,14 @@ static void ipcp__teardown_transfers(ipcp_comm_t *comm)
 /* After the thread stopped: aborts what is left, drains the queues, and
  * frees every request, channel and mapping.  Single-threaded from here on,
  * except for backend threads finishing their last operations. */
+/* ipcp__handle_reap's callback: a request whose handle the user still
+ * held (released by the reap; disowning it again changes nothing). */
+static void ipcp__req_reap(void *req, void *arg)
+{
+    (void)arg;
+    ipcp__req_disown(req);
+}
+
 void ipcp__comm_teardown(ipcp_comm_t *comm)
 {
     ipcp__list_t *e;

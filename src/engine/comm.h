@@ -204,9 +204,6 @@ void ipcp__req_free(ipcp_request_t *req);
 /* Drops the owner's reference: its handle goes stale at once, even while
  * the engine still holds the request (a transfer that ended early). */
 void ipcp__req_disown(ipcp_request_t *req);
-/* ipcp__handle_reap's callback at teardown: a request whose handle the
- * user still held; its handle is released already. */
-void ipcp__req_reap(void *req, void *arg);
 void ipcp__comm_teardown(ipcp_comm_t *comm);
 /* Tells every peer the path this rank forces on what it receives. */
 void ipcp__comm_announce_path(ipcp_comm_t *comm);

@@ -646,6 +646,17 @@ static int ipcp__mbox_lazy_wants(ipcp__peer_t *peer)
     return 0;
 }
 
+/* Turns a LAZY word into WAKE; returns 1 when this call did.  Looked at
+ * first: a compare-and-swap takes the writer's line even when it fails. */
+static int ipcp__mbox_unlazy(ipcp__mbox_ring_t *ring)
+{
+    uint32_t word = IPCP_MBOX_LAZY;
+    return __atomic_load_n(&ring->sleeping, __ATOMIC_SEQ_CST) ==
+               IPCP_MBOX_LAZY &&
+           __atomic_compare_exchange_n(&ring->sleeping, &word, IPCP_MBOX_WAKE,
+                                       0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
 /* Raises the inbox's sleeping word before the progress thread blocks
  * unwatched: LAZY while every receive of ours waiting for the peer is read
  * by its caller, else WAKE.  Returns 1 when a record the thread must read
@@ -664,9 +675,7 @@ static int ipcp__mbox_raise(ipcp__peer_t *peer)
     /* Against ipcp__mbox_thread_needed: it counts a receive, then looks at
      * the word; we set the word, then look at the count (seq_cst). */
     if (lazy && atomic_load(&peer->n_posted_thread)) {
-        uint32_t word = IPCP_MBOX_LAZY;
-        __atomic_compare_exchange_n(&ring->sleeping, &word, IPCP_MBOX_WAKE, 0,
-                                    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+        ipcp__mbox_unlazy(ring);
         lazy = 0;
     }
     if (!ipcp__mbox_ready(peer))
@@ -677,16 +686,11 @@ static int ipcp__mbox_raise(ipcp__peer_t *peer)
 void ipcp__mbox_thread_needed(ipcp_comm_t *comm, ipcp__peer_t *peer)
 {
     ipcp__mbox_ring_t *ring = peer->inbox;
-    uint32_t word = IPCP_MBOX_LAZY;
     if (!__atomic_load_n(&peer->in_on, __ATOMIC_ACQUIRE) || !ring)
         return; /* no inbox: the socket wakes the thread */
-    /* Looked at first: a compare-and-swap takes the writer's line even
-     * when it fails.  Seq_cst, after the count went up: a raise that
-     * comes later sees the count. */
-    if (__atomic_load_n(&ring->sleeping, __ATOMIC_SEQ_CST) == IPCP_MBOX_LAZY &&
-        __atomic_compare_exchange_n(&ring->sleeping, &word, IPCP_MBOX_WAKE, 0,
-                                    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST) &&
-        ipcp__mbox_ready(peer))
+    /* Seq_cst, after the count went up: a raise that comes later sees the
+     * count. */
+    if (ipcp__mbox_unlazy(ring) && ipcp__mbox_ready(peer))
         ipcp__comm_wake(comm);
 }
 

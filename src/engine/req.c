@@ -95,14 +95,6 @@ void ipcp__req_disown(ipcp_request_t *req)
     ipcp__req_free(req);
 }
 
-void ipcp__req_reap(void *obj, void *arg)
-{
-    ipcp_request_t *req = obj;
-    (void)arg;
-    req->handle = 0;
-    ipcp__req_free(req);
-}
-
 void ipcp__comm_wake(ipcp_comm_t *comm)
 {
     uint64_t one = 1;
