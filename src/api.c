@@ -629,7 +629,8 @@ static ipcp_status_t ipcp__blocking(ipcp_comm_t *comm_h, int type, void *buf,
     ipcp_request_t *out, req;
     IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
     IPCP_CHECK(ipcp__check_xfer(comm, buf, len, peer, tag, &out));
-    memset(&req, 0, sizeof(req));
+    ipcp__req_clear(&req, comm->trace_on, 1);
+    req.xfer_unset = 1;
     ipcp__req_init(comm, &req, type);
     req.on_stack = 1;
     req.buf = buf;

@@ -473,6 +473,7 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
     int fds[2], nfds = 0;
     unsigned mask = 0;
 
+    ipcp__req_xfer_ready(req);
     ipcp__trace_mark(req, IPCP_TM_MEET);
     ipcp__fault_point(IPCP_FAULT_RTS_MATCHED);
     ipcp__samegpu_note(comm, peer, rts, req);

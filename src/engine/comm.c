@@ -61,7 +61,6 @@ ipcp_status_t ipcp__comm_new(int rank, int size, const char *job,
     pthread_cond_init(&comm->cond, NULL);
     ipcp__mutex_init_spin(&comm->prog_lock);
     ipcp__mutex_init_spin(&comm->mem_lock);
-    ipcp__mutex_init_spin(&comm->req_lock);
     ipcp__mutex_init_spin(&comm->sync_lock);
     ipcp__mutex_init_spin(&comm->lane_lock);
     pthread_mutex_init(&comm->dev_lock, NULL);
@@ -118,12 +117,6 @@ void ipcp__comm_delete(ipcp_comm_t *comm)
     pthread_cond_destroy(&comm->cond);
     pthread_mutex_destroy(&comm->prog_lock);
     pthread_mutex_destroy(&comm->mem_lock);
-    pthread_mutex_destroy(&comm->req_lock);
-    while (comm->req_cache) {
-        ipcp_request_t *req = comm->req_cache;
-        comm->req_cache = req->cache_next;
-        free(req);
-    }
     pthread_mutex_destroy(&comm->sync_lock);
     pthread_mutex_destroy(&comm->lane_lock);
     pthread_mutex_destroy(&comm->dev_lock);

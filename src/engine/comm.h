@@ -64,10 +64,7 @@ struct ipcp_comm {
      * (its lists, the peers' queues and protocol state) belongs to
      * whoever holds it.  Taken before any other lock of comm. */
     pthread_mutex_t prog_lock;
-    atomic_int sleepers;       /* callers in (or going to) cond's wait */
-    pthread_mutex_t req_lock;  /* req_cache */
-    ipcp_request_t *req_cache; /* freed requests kept for reuse */
-    int req_cached;
+    atomic_int sleepers; /* callers in (or going to) cond's wait */
     ipcp__list_t cmds;
     ipcp__list_t dones;
     ipcp_request_t *bye_req; /* progress thread: finalize in progress */

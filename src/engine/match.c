@@ -230,6 +230,7 @@ static void ipcp__deliver_eager(ipcp_comm_t *comm, ipcp__peer_t *peer,
         memcpy(req->buf, data, len);
     req->path = IPCP_PATH_EAGER;
     req->nbytes = len;
+    req->xfer_clean = !req->sync;
     ipcp__req_complete(req, IPCP_OK, NULL);
 }
 
@@ -305,7 +306,11 @@ static void ipcp__posted_add(ipcp_comm_t *comm, ipcp__peer_t *peer,
 {
     ipcp__list_push_back(&peer->posted, &req->link);
     req->in_posted = 1;
-    atomic_fetch_add_explicit(&peer->n_posted, 1, memory_order_relaxed);
+    /* Written under rx_lock only: no atomic add needed. */
+    atomic_store_explicit(
+        &peer->n_posted,
+        atomic_load_explicit(&peer->n_posted, memory_order_relaxed) + 1,
+        memory_order_relaxed);
     if (!req->watch) {
         atomic_fetch_add(&peer->n_posted_thread, 1);
         /* Posted by a caller's own turn (ipcp__comm_drive) while the
@@ -318,7 +323,10 @@ static void ipcp__posted_del(ipcp__peer_t *peer, ipcp_request_t *req)
 {
     ipcp__list_del(&req->link);
     req->in_posted = 0;
-    atomic_fetch_sub_explicit(&peer->n_posted, 1, memory_order_relaxed);
+    atomic_store_explicit(
+        &peer->n_posted,
+        atomic_load_explicit(&peer->n_posted, memory_order_relaxed) - 1,
+        memory_order_relaxed);
     if (!req->watch)
         atomic_fetch_sub(&peer->n_posted_thread, 1);
 }
@@ -457,6 +465,7 @@ static int ipcp__send_fast(ipcp_comm_t *comm, ipcp_request_t *req)
     /* Nobody waits on it yet: no lock, no wake-up. */
     req->path = IPCP_PATH_EAGER;
     req->nbytes = req->len;
+    req->xfer_clean = 1;
     req->status = IPCP_OK;
     atomic_store_explicit(&req->done, 1, memory_order_release);
     ipcp__fault_point(IPCP_FAULT_RTS_POSTED);

@@ -3,6 +3,9 @@
 #ifndef IPCP_ENGINE_REQ_H
 #define IPCP_ENGINE_REQ_H
 
+#include <stddef.h>
+#include <string.h>
+
 #include "engine/peer.h"
 #include "common/handle.h"
 
@@ -128,7 +131,7 @@ typedef struct ipcp__xfer {
 struct ipcp_request {
     uint64_t magic;
     ipcp_comm_t *comm;
-    ipcp_request_t *cache_next; /* comm->req_cache */
+    ipcp_request_t *cache_next; /* a thread's freed ones (req.c) */
     ipcp__handle_t handle;      /* what the user holds; 0: none (internal) */
     ipcp__list_t link;          /* comm->cmds, then a peer list */
     int type;
@@ -166,8 +169,6 @@ struct ipcp_request {
      * ipcp__req_free frees. */
     atomic_int refs;
     ipcp_status_t status;
-    char errmsg[IPCP_ERRMSG_MAX];
-    ipcp__xfer_t xfer;
     /* staging of eager data towards device memory and similar */
     void *scratch;
     /* stream-ordered (ipcpipe_cuda.h): the flags shared with the user's
@@ -178,8 +179,47 @@ struct ipcp_request {
      * lane_dir, in its lane's list until its record says it is done */
     uint64_t lane_k;
     int lane_dir;
-    double lane_t0;         /* when posted (a warning once it waits too long) */
+    double lane_t0; /* when posted (a warning once it waits too long) */
+    /* It ended as an eager message in host memory, xfer as
+     * ipcp__req_init left it: a reuse need not clear it (ipcp__req_new). */
+    int xfer_clean;
+    /* xfer holds whatever the stack held (a blocking call's receive,
+     * api.c): cleared where a transfer first needs it
+     * (ipcp__req_xfer_ready), which a small message never does. */
+    int xfer_unset;
+    /* From here on a new request is not cleared whole (ipcp__req_clear):
+     * 1.7 of its 2 KB are the error text, read only after a failure, the
+     * trace marks, written only when tracing, and the transfer, which a
+     * small message never uses. */
+    char errmsg[IPCP_ERRMSG_MAX];
     uint64_t tm[IPCP_TM_N]; /* trace marks (IPCP_TM_*), when tracing */
+    ipcp__xfer_t xfer;
 };
+
+/* Clears a request for a new use, but for the parts named above: errmsg
+ * becomes an empty string, tm zero when the communicator traces, xfer
+ * zero unless it is clean already. */
+static inline void ipcp__req_clear(ipcp_request_t *req, int trace_on,
+                                   int xfer_clean)
+{
+    memset(req, 0, offsetof(ipcp_request_t, errmsg));
+    req->errmsg[0] = '\0';
+    if (trace_on)
+        memset(req->tm, 0, sizeof(req->tm));
+    if (!xfer_clean)
+        memset(&req->xfer, 0, sizeof(req->xfer));
+}
+
+/* Makes a request's xfer usable (cleared) if it is not yet: every way
+ * into a transfer of a receive calls it first (ipcp__xfer_accept,
+ * ipcp__xfer_eager_to_device). */
+static inline void ipcp__req_xfer_ready(ipcp_request_t *req)
+{
+    if (!req->xfer_unset)
+        return;
+    memset(&req->xfer, 0, sizeof(req->xfer));
+    ipcp__list_init(&req->xfer.link);
+    req->xfer_unset = 0;
+}
 
 #endif

@@ -229,6 +229,7 @@ void ipcp__xfer_eager_to_device(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                 size_t len)
 {
     ipcp__qset_t *qs;
+    ipcp__req_xfer_ready(req);
     ipcp_status_t st = ipcp__qset_get(comm, peer, &peer->rx, &req->attr, &qs);
     if (st == IPCP_OK && !(req->scratch = malloc(len)))
         st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_NOMEM,

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <cudaTypedefs.h>
 
@@ -150,13 +151,36 @@ static int cu_scan_one(struct dl_phdr_info *info, size_t size, void *arg)
     return s->found;
 }
 
+/* The coarse clock's reading (ns) when the last look found libcuda
+ * absent; 0: not absent, or not looked.  Within the same tick (4 ms here)
+ * the answer stands without a look: a device pointer needs the driver
+ * loaded, initialized (cuInit took 120 ms on an H200 machine) and an
+ * allocation made, far longer than a tick.  The look takes the loader's
+ * lock, two atomic writes a host buffer's classification paid on every
+ * message (~20 ns with a second thread in the process, on a 2-CPU VM);
+ * the clock costs 4 ns. */
+static _Atomic int64_t cu_absent_at;
+
+static int64_t cu_coarse_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
+        return 0;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 int ipcp__cu_present(void)
 {
+    int64_t now = cu_coarse_ns();
+    if (now && atomic_load_explicit(&cu_absent_at, memory_order_relaxed) == now)
+        return 0;
     cu_scan_t s = {0, 1, 0, 0};
     dl_iterate_phdr(cu_scan_one, &s);
     if (!s.unchanged)
         atomic_store_explicit(&cu_seen, s.gen << 1 | (uint64_t)s.found,
                               memory_order_release);
+    atomic_store_explicit(&cu_absent_at, s.found ? 0 : now,
+                          memory_order_relaxed);
     return s.found;
 }
 
