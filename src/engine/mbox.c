@@ -305,6 +305,10 @@ static void ipcp__mbox_publish(ipcp__peer_t *peer, ipcp__mbox_slot_t *s,
      * word.  All in one total order (seq_cst): one of us sees the other. */
     __atomic_store_n(&s->seq, at + 1, __ATOMIC_SEQ_CST);
     peer->out_head = at + n;
+    /* The next slot's line is the reader's since it last read it: taken
+     * back now, while the caller does other work, not at the next
+     * message's write. */
+    __builtin_prefetch(ipcp__mbox_slot(ring, peer->mbox_slots, at + n), 1);
     uint32_t word = __atomic_load_n(&ring->sleeping, __ATOMIC_SEQ_CST);
     if (word == IPCP_MBOX_WAKE ||
         (word == IPCP_MBOX_LAZY && (!eager || ipcp__mbox_lazy_full(peer)))) {
@@ -746,7 +750,9 @@ void ipcp__mbox_unwatch(ipcp_comm_t *comm, ipcp_request_t *req)
 void ipcp__mbox_wait(ipcp_comm_t *comm, ipcp_request_t *req, uint64_t spin_ns)
 {
     ipcp__peer_t *peer = &comm->peers[req->peer];
-    uint64_t t0 = ipcp__now_ns(), kicked = 0;
+    /* The clock is first read after 64 looks (t0 = 0 until then): the
+     * spin lasts those looks longer, a fraction of a microsecond. */
+    uint64_t t0 = 0, kicked = 0;
     /* On one CPU, threads of ours that may complete it need that CPU now
      * and then; the peer's messages come from another one. */
     int one = ipcp__one_cpu(), yield = 0;
@@ -774,10 +780,12 @@ void ipcp__mbox_wait(ipcp_comm_t *comm, ipcp_request_t *req, uint64_t spin_ns)
             ipcp__cpu_pause();
         /* A clock read costs more than a look at the ring. */
         if (!(i % 64)) {
-            uint64_t t = ipcp__now_ns() - t0;
-            if (t >= spin_ns)
+            uint64_t now = ipcp__now_ns();
+            if (!t0)
+                t0 = now;
+            if (now - t0 >= spin_ns)
                 break;
-            yield = one && t >= IPCP_MBOX_YIELD_NS;
+            yield = one && now - t0 >= IPCP_MBOX_YIELD_NS;
         }
     }
     /* It sleeps now: the thread reads its message at once. */
