@@ -3,9 +3,10 @@
  * reused; several chunks' worth at once; and threads that free, reuse and
  * resolve handles at the same time (run under TSan too); a slot that used
  * all its generations; reaping the handles of one owner (what finalize
- * does with the requests the user still holds).
+ * does with the requests the user still holds); threads that end with
+ * slots kept for themselves.
  *
- *   test_handle basic|many|threads|wrap|reap */
+ *   test_handle basic|many|threads|wrap|reap|exit */
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -219,6 +220,39 @@ static int case_reap(void)
     return 0;
 }
 
+/* Threads that take and release handles one after another, then end:
+ * the slots each kept for itself (up to 64) go back to the shared list at
+ * its exit, so the table does not grow with the number of threads (200
+ * threads keeping 64 slots each would take 12,800 slots). */
+enum { EXIT_THREADS = 200, EXIT_PER = 64 };
+
+static void *exit_worker(void *arg)
+{
+    static int objs[EXIT_PER];
+    ipcp__handle_t hs[EXIT_PER];
+    (void)arg;
+    for (int i = 0; i < EXIT_PER; i++)
+        T_OK(ipcp__handle_new(IPCP_HANDLE_REQ, &objs[i], &hs[i]));
+    for (int i = 0; i < EXIT_PER; i++)
+        T_CHECK(ipcp__handle_free(hs[i]) == 1);
+    return NULL;
+}
+
+static int case_exit(void)
+{
+    for (int t = 0; t < EXIT_THREADS; t++) {
+        pthread_t th;
+        T_CHECK(pthread_create(&th, NULL, exit_worker, NULL) == 0);
+        T_CHECK(pthread_join(th, NULL) == 0);
+    }
+    uint32_t made = atomic_load(&ipcp__hslots);
+    if (made > 2 * (1u << IPCP_HANDLE_CHUNK_BITS))
+        T_FAIL("%u slots made for %d threads of %d handles each: the "
+               "slots a thread kept were not given back at its exit",
+               made, EXIT_THREADS, EXIT_PER);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
@@ -232,5 +266,7 @@ int main(int argc, char **argv)
         return case_wrap();
     if (strcmp(c, "reap") == 0)
         return case_reap();
-    T_FAIL("unknown case \"%s\" (basic, many, threads, wrap, reap)", c);
+    if (strcmp(c, "exit") == 0)
+        return case_exit();
+    T_FAIL("unknown case \"%s\" (basic, many, threads, wrap, reap, exit)", c);
 }
