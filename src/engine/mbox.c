@@ -413,16 +413,23 @@ static void ipcp__mbox_release(ipcp__peer_t *peer, uint64_t tail)
     __atomic_store_n(&ring->tail, tail, __ATOMIC_RELEASE);
 }
 
-/* Gives the span slots of the record at *tail back to the writer, once its
- * bytes are copied out (rx_lock held): the words where the slots after the
- * first would carry a position are cleared first (they hold the message's
- * bytes). */
-static void ipcp__mbox_take(ipcp__peer_t *peer, uint64_t *tail, uint64_t span)
+/* Before the span slots of the record at tail go back to the writer: the
+ * words where the slots after the first would carry a position are
+ * cleared (they hold the message's bytes).  rx_lock held. */
+static void ipcp__mbox_clear_span(ipcp__peer_t *peer, uint64_t tail,
+                                  uint64_t span)
 {
     for (uint64_t i = 1; i < span; i++)
         __atomic_store_n(
-            &ipcp__mbox_slot(peer->inbox, peer->mbox_slots, *tail + i)->seq, 0,
+            &ipcp__mbox_slot(peer->inbox, peer->mbox_slots, tail + i)->seq, 0,
             __ATOMIC_RELAXED);
+}
+
+/* Gives the span slots of the record at *tail back to the writer, once its
+ * bytes are copied out (rx_lock held). */
+static void ipcp__mbox_take(ipcp__peer_t *peer, uint64_t *tail, uint64_t span)
+{
+    ipcp__mbox_clear_span(peer, *tail, span);
     *tail += span;
     ipcp__mbox_release(peer, *tail);
 }
@@ -593,6 +600,7 @@ static int ipcp__mbox_read_fast(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp__mbox_slot_t *s;
     size_t len;
     uint32_t kind;
+    uint64_t taken = tail;
     while ((s = ipcp__mbox_peek(peer, &tail, &len, &kind, &bad))) {
         const ipcp__msg_hdr_t *h = (const void *)s->data;
         /* Delivered from the slots, which stay ours until tail moves. */
@@ -600,13 +608,20 @@ static int ipcp__mbox_read_fast(ipcp_comm_t *comm, ipcp__peer_t *peer,
             h->type != IPCP_MSG_EAGER ||
             !ipcp__match_eager(comm, peer, s->data, len, 1))
             break;
-        ipcp__mbox_take(peer, &tail, ipcp__mbox_span(len));
+        ipcp__mbox_clear_span(peer, tail, ipcp__mbox_span(len));
+        tail += ipcp__mbox_span(len);
         n++;
     }
+    /* The slots of the messages delivered go back at once, with one
+     * ordered write (a seq_cst store each cost a receiver's message). */
+    if (tail != taken)
+        ipcp__mbox_release(peer, tail);
     peer->n_rx_fast += (uint64_t)n;
     pthread_mutex_unlock(&peer->rx_lock);
+    /* The keepalive's stamp: a tick late at most, against timeouts of
+     * seconds, where a precise read cost as much as the message. */
     if (n)
-        peer->heard_ns = ipcp__now_ns();
+        peer->heard_ns = ipcp__coarse_ns();
     /* Left for the progress thread, which may sleep blind (see
      * ipcp__mbox_sleep: it looks at the head after raising blind). */
     if ((s || bad) && *kicked != tail + 1) {

@@ -8,11 +8,11 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include <cudaTypedefs.h>
 
 #include "backend/cuda/cuda_driver.h"
+#include "common/time.h"
 #include "common/util.h"
 
 /* The type of each table entry is the ABI of the version it is fetched
@@ -159,19 +159,11 @@ static int cu_scan_one(struct dl_phdr_info *info, size_t size, void *arg)
  * lock, two atomic writes a host buffer's classification paid on every
  * message (~20 ns with a second thread in the process, on a 2-CPU VM);
  * the clock costs 4 ns. */
-static _Atomic int64_t cu_absent_at;
-
-static int64_t cu_coarse_ns(void)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
-        return 0;
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
+static _Atomic uint64_t cu_absent_at;
 
 int ipcp__cu_present(void)
 {
-    int64_t now = cu_coarse_ns();
+    uint64_t now = ipcp__coarse_ns();
     if (now && atomic_load_explicit(&cu_absent_at, memory_order_relaxed) == now)
         return 0;
     cu_scan_t s = {0, 1, 0, 0};
