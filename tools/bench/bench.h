@@ -272,6 +272,8 @@ void bench_cuda_unbind(void);
  * use and destroyed by bench_cuda_unbind; NULL with err on failure. */
 void *bench_cuda_stream(char *err, size_t len);
 int bench_cuda_stream_sync(void *stream, char *err, size_t len);
+/* Whether this rank may run on one CPU only (its binding, read once). */
+int bench_one_cpu(void);
 int bench_cuda_bus_id(int device, char *bus, size_t len, char *name,
                       size_t nlen);
 /* Ordinal of the device with this PCI bus id here, or -1. */

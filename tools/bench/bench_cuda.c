@@ -7,10 +7,21 @@
 #include "bench.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+
+int bench_one_cpu(void)
+{
+    static int n = -1;
+    if (n < 0) {
+        cpu_set_t set;
+        n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+    }
+    return n == 1;
+}
 
 #ifdef IPCP_HAVE_CUDA
 
@@ -252,10 +263,24 @@ void *bench_cuda_stream(char *err, size_t elen)
     return user_stream;
 }
 
+/* A rank bound to one CPU shares it with the library's threads that move
+ * stream-ordered work on (its progress thread, its CUDA event poller).
+ * cuStreamSynchronize spins there without yielding (the driver's default
+ * schedule spins while the process has fewer contexts than the machine
+ * has CPUs, whatever its binding) and keeps them off the CPU until the
+ * scheduler preempts it: such a rank polls the stream and yields between
+ * polls, as an application bound to one core must wait for any library
+ * with a helper thread (docs/launchers.md). */
 int bench_cuda_stream_sync(void *stream, char *err, size_t elen)
 {
-    return cu_ok(IPCP_CU(cuStreamSynchronize)((CUstream)stream), err, elen,
-                 "cuStreamSynchronize");
+    CUresult r;
+    if (!bench_one_cpu())
+        r = IPCP_CU(cuStreamSynchronize)((CUstream)stream);
+    else
+        while ((r = IPCP_CU(cuStreamQuery)((CUstream)stream)) ==
+               CUDA_ERROR_NOT_READY)
+            sched_yield();
+    return cu_ok(r, err, elen, "waiting for the stream");
 }
 
 void bench_cuda_unbind(void)
