@@ -342,9 +342,11 @@ static void ipcp__await(ipcp_request_t *req)
     if (atomic_load_explicit(&req->done, memory_order_acquire))
         return;
     uint64_t t0 = ipcp__now_ns(), now = t0, until = t0 + spin_ns;
-    /* On one CPU no longer than spin_us: the threads that complete a
-     * device transfer need that CPU (common/cpu.h). */
-    uint64_t dev_ns = ipcp__one_cpu() ? 0 : IPCP_DEV_SPIN_NS;
+    /* On one CPU no longer than spin_us, unless its turns complete device
+     * transfers themselves (ipcp__dev_drive): else the threads that do
+     * need that CPU (common/cpu.h). */
+    uint64_t dev_ns =
+        ipcp__one_cpu() && !ipcp__dev_drive(comm) ? 0 : IPCP_DEV_SPIN_NS;
     /* It moves the transfer on itself meanwhile where it may: no hand-off
      * to a thread that must first be scheduled (ipcp__comm_drive). */
     while (!atomic_load_explicit(&req->done, memory_order_acquire) &&
