@@ -92,6 +92,5 @@ int ipcp__dev_drive(ipcp_comm_t *comm)
     const ipcp__backend_ops_t *ops = comm->cuda_ops;
     return ops && ops->thread_save && ops->thread_restore && ops->progress &&
            ipcp__one_cpu() &&
-           atomic_load_explicit(&comm->dev_inflight, memory_order_relaxed) <=
-               1;
+           atomic_load_explicit(&comm->dev_inflight, memory_order_relaxed) <= 1;
 }
