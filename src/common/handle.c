@@ -95,7 +95,9 @@ static void ipcp__htc_give_back(void *arg)
         tc->top = atomic_load_explicit(&s->next, memory_order_relaxed);
         ipcp__hfree_push(i + 1, s);
     }
-    tc->n = 0;
+    /* Closed: what the thread releases in later exit work goes on the
+     * list. */
+    tc->n = IPCP_HANDLE_TCACHE;
 }
 
 /* Index + 1 of a free slot of this thread's, or 0. */

@@ -37,6 +37,7 @@ __attribute__((destructor)) static void ipcp__tls_drop(void)
 {
     if (ipcp__tls_ok)
         pthread_key_delete(ipcp__tls_key);
+    ipcp__tls_ok = 0;
 }
 
 int ipcp__at_thread_exit(void (*fn)(void *), void *arg)

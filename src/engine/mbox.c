@@ -619,9 +619,15 @@ static int ipcp__mbox_read_fast(ipcp_comm_t *comm, ipcp__peer_t *peer,
     peer->n_rx_fast += (uint64_t)n;
     pthread_mutex_unlock(&peer->rx_lock);
     /* The keepalive's stamp: a tick late at most, against timeouts of
-     * seconds, where a precise read cost as much as the message. */
-    if (n)
-        peer->heard_ns = ipcp__coarse_ns();
+     * seconds, where a precise read cost as much as the message.  Only
+     * raised: the thread stamps precise times, and a coarse one below a
+     * PONG's would make its PING look unanswered (ipcp__ka_check). */
+    if (n) {
+        uint64_t now = ipcp__coarse_ns(), was = peer->heard_ns;
+        while (now > was &&
+               !atomic_compare_exchange_weak(&peer->heard_ns, &was, now))
+            ;
+    }
     /* Left for the progress thread, which may sleep blind (see
      * ipcp__mbox_sleep: it looks at the head after raising blind). */
     if ((s || bad) && *kicked != tail + 1) {

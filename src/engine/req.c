@@ -36,6 +36,7 @@
 #define IPCP_REQ_CACHE 128
 #endif
 
+#if IPCP_REQ_CACHE > 0
 typedef struct ipcp__req_tcache {
     ipcp_request_t *head; /* linked through cache_next */
     unsigned n;
@@ -52,7 +53,8 @@ static void ipcp__req_tc_empty(void *arg)
         tc->head = req->cache_next;
         free(req);
     }
-    tc->n = 0;
+    /* Closed: what the thread frees in later exit work goes to free(). */
+    tc->n = IPCP_REQ_CACHE;
 }
 
 /* Keeps req in this thread's cache; 0 when it is full or cannot be
@@ -60,7 +62,7 @@ static void ipcp__req_tc_empty(void *arg)
 static int ipcp__req_cache_put(ipcp_request_t *req)
 {
     ipcp__req_tcache_t *tc = &ipcp__req_tc;
-    if (!IPCP_REQ_CACHE || tc->n >= IPCP_REQ_CACHE)
+    if (tc->n >= IPCP_REQ_CACHE)
         return 0;
     if (!tc->keyed) {
         if (ipcp__at_thread_exit(ipcp__req_tc_empty, tc) != 0)
@@ -73,17 +75,37 @@ static int ipcp__req_cache_put(ipcp_request_t *req)
     return 1;
 }
 
-ipcp_request_t *ipcp__req_new(ipcp_comm_t *comm, int type)
+/* A request this thread freed, or NULL. */
+static ipcp_request_t *ipcp__req_cache_get(void)
 {
     ipcp__req_tcache_t *tc = &ipcp__req_tc;
     ipcp_request_t *req = tc->head;
     if (req) {
         tc->head = req->cache_next;
         tc->n--;
-        ipcp__req_clear(req, comm->trace_on, req->xfer_clean);
-    } else if (!(req = calloc(1, sizeof(*req)))) {
-        return NULL;
     }
+    return req;
+}
+#else
+static int ipcp__req_cache_put(ipcp_request_t *req)
+{
+    (void)req;
+    return 0;
+}
+
+static ipcp_request_t *ipcp__req_cache_get(void)
+{
+    return NULL;
+}
+#endif
+
+ipcp_request_t *ipcp__req_new(ipcp_comm_t *comm, int type)
+{
+    ipcp_request_t *req = ipcp__req_cache_get();
+    if (req)
+        ipcp__req_clear(req, comm->trace_on, req->xfer_clean);
+    else if (!(req = calloc(1, sizeof(*req))))
+        return NULL;
     ipcp__req_init(comm, req, type);
     return req;
 }
