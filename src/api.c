@@ -342,19 +342,16 @@ static void ipcp__await(ipcp_request_t *req)
     if (atomic_load_explicit(&req->done, memory_order_acquire))
         return;
     uint64_t t0 = ipcp__now_ns(), now = t0, until = t0 + spin_ns;
-    int one = ipcp__one_cpu();
+    /* On one CPU no longer than spin_us: the threads that complete a
+     * device transfer need that CPU (common/cpu.h). */
+    uint64_t dev_ns = ipcp__one_cpu() ? 0 : IPCP_DEV_SPIN_NS;
     /* It moves the transfer on itself meanwhile where it may: no hand-off
-     * to a thread that must first be scheduled (ipcp__comm_drive).  On
-     * one CPU no longer than spin_us, unless its turns complete device
-     * transfers themselves (ipcp__dev_drive, asked on every turn: more
-     * transfers may start meanwhile): else the threads that do need that
-     * CPU (common/cpu.h). */
+     * to a thread that must first be scheduled (ipcp__comm_drive). */
     while (!atomic_load_explicit(&req->done, memory_order_acquire) &&
-           (now < until ||
-            (now - t0 < IPCP_DEV_SPIN_NS && (!one || ipcp__dev_drive(comm)) &&
-             (atomic_load_explicit(&comm->dev_inflight, memory_order_relaxed) >
-                  0 ||
-              ipcp__awaiting(comm, now))))) {
+           (now < until || (now - t0 < dev_ns &&
+                            (atomic_load_explicit(&comm->dev_inflight,
+                                                  memory_order_relaxed) > 0 ||
+                             ipcp__awaiting(comm, now))))) {
         if (!ipcp__comm_drive(comm))
             sched_yield();
         now = ipcp__now_ns();

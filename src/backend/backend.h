@@ -241,19 +241,6 @@ typedef struct ipcp__backend_ops {
                                 uint64_t value, const atomic_int *abort,
                                 ipcp__track_t *t);
 
-    /* What a waiting caller may do on its own thread (a caller's turn,
-     * engine/progress.c), so that where it shares one CPU with the
-     * backend's threads its wait does not depend on their being
-     * scheduled.  thread_save returns what the backend's calls change in
-     * a thread (CUDA: its current context) and thread_restore puts it
-     * back; progress runs one pass over the completions the backend's own
-     * thread looks for (CUDA: the poller's events and flag watches),
-     * unless that thread is in one, and returns how many ended.  NULL:
-     * callers make no calls of this backend. */
-    void *(*thread_save)(ipcp__backend_t *be);
-    void (*thread_restore)(ipcp__backend_t *be, void *saved);
-    int (*progress)(ipcp__backend_t *be);
-
     /* The small-message lane (engine/lane.c, layout in lane_abi.h).
      * lane_prepare loads the kernels for device and, unless ptr is NULL,
      * makes len bytes at ptr (this backend's mem_alloc memory on device) a

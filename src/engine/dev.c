@@ -13,7 +13,6 @@
  * a peer's lane block waits until this rank makes its own (engine/lane.c). */
 #include <stdio.h>
 
-#include "common/cpu.h"
 #include "common/time.h"
 #include "engine/engine.h"
 
@@ -85,12 +84,4 @@ ipcp__backend_t *ipcp__dev_for_ptr(ipcp_comm_t *comm)
 int ipcp__dev_possible(ipcp_comm_t *comm)
 {
     return comm->cuda_ops && ipcp__dev_state(comm) != IPCP_DEV_FAILED;
-}
-
-int ipcp__dev_drive(ipcp_comm_t *comm)
-{
-    const ipcp__backend_ops_t *ops = comm->cuda_ops;
-    return ops && ops->thread_save && ops->thread_restore && ops->progress &&
-           ipcp__one_cpu() &&
-           atomic_load_explicit(&comm->dev_inflight, memory_order_relaxed) <= 1;
 }

@@ -20,15 +20,6 @@ ipcp__backend_t *ipcp__dev_get(ipcp_comm_t *comm, int level, const char *why);
 /* As ipcp__dev_get for a pointer of unknown kind: opens the backend only
  * if memory of its kind can exist in this process (its ops' present). */
 ipcp__backend_t *ipcp__dev_for_ptr(ipcp_comm_t *comm);
-/* Whether a waiting caller's turn may run the open device backend's
- * completions (ipcp__comm_drive): in a process on one CPU, where the
- * backend says how, while at most one device transfer of ours is in
- * flight.  One H200, two processes, each rank on one CPU: the 8 B direct
- * half round trip 204-211 -> 181-184 us (unbound 181-198), a 256 MiB
- * transfer 1569-1666 -> 1694-1764 GB/s (unbound 1800-1858); but windows
- * of 64 lost up to half (2 MiB 183-247 -> 88-168 GB/s) with callers
- * driving throughout: there the threads do it, the callers asleep. */
-int ipcp__dev_drive(ipcp_comm_t *comm);
 /* Whether the device backend is open or may still open (a peer's lane
  * waits for us then, rather than being told we have none). */
 int ipcp__dev_possible(ipcp_comm_t *comm);

@@ -670,35 +670,24 @@ out:
 /* A caller's turn: what moves messages and transfers on (commands and
  * completions, the inboxes, queued messages, chunks still to stage),
  * without the socket poll, the keepalive or the goodbye, which stay the
- * thread's.  On one CPU this is what keeps a transfer off the other
- * threads (64 KiB half round trip, ranks bound to one core each of 2:
- * 105-123 us through the threads, 30-35 us with this and the host queues'
- * inline copies).  A turn may make driver calls, which bind contexts to
- * the thread that makes them, and a caller's thread must keep its own:
- * with the device backend open it takes a turn only in a process on one
- * CPU, where the backend's threads would otherwise have to be scheduled
- * for each of its transfers' ends, and only with the backend's way to
- * restore the thread and to run its completions here (ipcp__dev_drive). */
+ * thread's.  Only in a process without the device backend: a turn may
+ * make driver calls, which bind contexts to the thread that makes them,
+ * and a caller's thread must keep its own.  On one CPU this is what
+ * keeps a transfer off the other threads (64 KiB half round trip, ranks
+ * bound to one core each of 2: 105-123 us through the threads, 30-35 us
+ * with this and the host queues' inline copies). */
 int ipcp__comm_drive(ipcp_comm_t *comm)
 {
-    int open = atomic_load_explicit(&comm->dev_state, memory_order_acquire) ==
-               IPCP_DEV_OPEN;
-    if ((open && !ipcp__dev_drive(comm)) ||
+    if (atomic_load_explicit(&comm->dev_state, memory_order_acquire) ==
+            IPCP_DEV_OPEN ||
         atomic_load_explicit(&comm->stop, memory_order_relaxed) ||
         pthread_mutex_trylock(&comm->prog_lock) != 0)
         return 0;
     /* The open may have happened since the look above. */
     int busy = 0;
-    ipcp__backend_t *dev = ipcp__dev(comm);
-    if (!dev) {
+    if (atomic_load_explicit(&comm->dev_state, memory_order_acquire) !=
+        IPCP_DEV_OPEN)
         busy = ipcp__turn_move(comm, NULL, 0);
-    } else if (ipcp__dev_drive(comm)) {
-        const ipcp__backend_ops_t *ops = comm->cuda_ops;
-        void *saved = ops->thread_save(dev);
-        busy = ops->progress(dev);
-        busy += ipcp__turn_move(comm, NULL, 0);
-        ops->thread_restore(dev, saved);
-    }
     pthread_mutex_unlock(&comm->prog_lock);
     return busy;
 }

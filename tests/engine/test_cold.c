@@ -4,7 +4,7 @@
  * counts its opens.  Its present() answers what the test sets, as CUDA's
  * answers whether libcuda.so.1 is loaded.
  *
- *   test_cold hostonly|alloc|owned|race|peer|drive
+ *   test_cold hostonly|alloc|owned|race|peer
  *
  * hostonly: host buffers only, the library "not loaded": never opened.
  * alloc:    a device allocation opens it, once for several.
@@ -12,12 +12,8 @@
  *           the user's cudaMalloc): the transfer opens it, once.
  * race:     eight threads allocating device memory at once open it once.
  * peer:     rank 1 sends from device memory into rank 0's host buffer;
- *           rank 0 never opens its backend and gets every byte.
- * drive:    each rank on one CPU, the backend offering callers its
- *           completion passes: the receiver's waits run them, each
- *           between a save and a restore of the thread's state. */
+ *           rank 0 never opens its backend and gets every byte. */
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <unistd.h>
 
@@ -121,48 +117,6 @@ static void fk_install(void)
     fk_ops.mem_alloc = fk_mem_alloc;
     fk_ops.mem_free = fk_mem_free;
     ipcp__device_backend_for_tests = &fk_ops;
-}
-
-/* What a waiting caller's turn may do with the device backend open
- * (backend.h: thread_save, thread_restore, progress): every pass comes
- * between a save and its restore, on a caller's thread. */
-static _Thread_local int fk_depth;
-static atomic_int fk_saves, fk_restores, fk_bad, fk_caller_passes;
-static int fk_token;
-static pthread_t fk_caller;
-
-static void *fk_thread_save(ipcp__backend_t *be)
-{
-    (void)be;
-    if (fk_depth++ != 0)
-        atomic_fetch_add(&fk_bad, 1);
-    atomic_fetch_add(&fk_saves, 1);
-    return &fk_token;
-}
-
-static void fk_thread_restore(ipcp__backend_t *be, void *saved)
-{
-    (void)be;
-    if (saved != &fk_token || --fk_depth != 0)
-        atomic_fetch_add(&fk_bad, 1);
-    atomic_fetch_add(&fk_restores, 1);
-}
-
-static int fk_progress(ipcp__backend_t *be)
-{
-    (void)be;
-    if (fk_depth != 1)
-        atomic_fetch_add(&fk_bad, 1);
-    if (pthread_equal(pthread_self(), fk_caller))
-        atomic_fetch_add(&fk_caller_passes, 1);
-    return 0;
-}
-
-static void fk_install_drive(void)
-{
-    fk_ops.thread_save = fk_thread_save;
-    fk_ops.thread_restore = fk_thread_restore;
-    fk_ops.progress = fk_progress;
 }
 
 /* "Device memory" the user allocated outside the library (cudaMalloc). */
@@ -289,31 +243,6 @@ static void peer(ipcp_comm_t *comm)
     free(dst);
 }
 
-/* Each rank bound to one CPU, one transfer in flight at a time: the
- * receiver's wait takes turns of its own with the backend's passes in
- * them (ipcp__comm_drive), each between a save and a restore of the
- * thread's state, rather than leaving the transfer's end to the threads
- * that share its CPU. */
-static void drive(ipcp_comm_t *comm)
-{
-    ipcp_alloc_params_t p;
-    void *a, *b;
-    ipcp_alloc_params_init(&p);
-    p.type = IPCP_MEM_CUDA;
-    T_OK(ipcp_mem_alloc(comm, BIG, &p, &a));
-    T_OK(ipcp_mem_alloc(comm, BIG, &p, &b));
-    for (int k = 0; k < 4; k++)
-        one_way(comm, a, b);
-    T_OK(ipcp_mem_free(comm, a));
-    T_OK(ipcp_mem_free(comm, b));
-    T_EQ_INT(atomic_load(&fk_bad), 0);
-    T_EQ_INT(atomic_load(&fk_saves), atomic_load(&fk_restores));
-    if (t_rank == 0 && atomic_load(&fk_caller_passes) == 0)
-        T_FAIL("the receiving caller never ran the device backend's "
-               "completions in its wait (%d saves)",
-               atomic_load(&fk_saves));
-}
-
 /* ---- Cases ----------------------------------------------------------------
  */
 
@@ -321,28 +250,12 @@ typedef struct cold_case {
     const char *name;
     void (*run)(ipcp_comm_t *comm);
     int loaded; /* present() answers 1 */
-    int drive;  /* the backend offers callers its passes; one CPU a rank */
 } cold_case_t;
 
 static const cold_case_t cases[] = {
-    {"hostonly", hostonly, 0, 0}, {"alloc", alloc, 0, 0},
-    {"owned", owned, 1, 0},       {"race", race, 0, 0},
-    {"peer", peer, 0, 0},         {"drive", drive, 0, 1},
+    {"hostonly", hostonly, 0}, {"alloc", alloc, 0}, {"owned", owned, 1},
+    {"race", race, 0},         {"peer", peer, 0},
 };
-
-/* Binds the process to the first CPU it may run on, before the library
- * looks at its CPUs (ipcp_init). */
-static void bind_one_cpu(void)
-{
-    cpu_set_t set;
-    T_CHECK(sched_getaffinity(0, sizeof(set), &set) == 0);
-    int first = 0;
-    while (first < CPU_SETSIZE && !CPU_ISSET(first, &set))
-        first++;
-    CPU_ZERO(&set);
-    CPU_SET(first, &set);
-    T_CHECK(sched_setaffinity(0, sizeof(set), &set) == 0);
-}
 
 static int pick(int argc, char **argv)
 {
@@ -358,11 +271,6 @@ static int rank_main(int argc, char **argv)
     const cold_case_t *c = &cases[pick(argc, argv)];
     ipcp_comm_t *comm;
     fk_install();
-    if (c->drive) {
-        fk_install_drive();
-        fk_caller = pthread_self();
-        bind_one_cpu();
-    }
     atomic_store(&fk_loaded, c->loaded);
     T_OK(ipcp_init(NULL, &comm));
     t_rank = ipcp_comm_rank(comm);

@@ -523,9 +523,6 @@ const ipcp__backend_ops_t ipcp__cuda_backend_ops = {
     .stamp = ipcp__cuda_stamp,
     .join = ipcp__cuda_join,
     .flag_watch = ipcp__cuda_flag_watch,
-    .thread_save = ipcp__cuda_thread_save,
-    .thread_restore = ipcp__cuda_thread_restore,
-    .progress = ipcp__cuda_progress,
     .device_ident = ipcp__cuda_device_ident,
     .stripe_calibrate = ipcp__cuda_stripe_calibrate,
 #ifdef IPCP_HAVE_LANE

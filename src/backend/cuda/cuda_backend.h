@@ -222,11 +222,6 @@ void ipcp__cuda_lane_unload(ipcp__backend_t *be);
 /* ---- Event poller (cuda_poll.c) ------------------------------------------ */
 
 ipcp_status_t ipcp__cuda_poller_start(ipcp__backend_t *be);
-/* The backend ops a waiting caller uses (backend.h: progress,
- * thread_save, thread_restore). */
-int ipcp__cuda_progress(ipcp__backend_t *be);
-void *ipcp__cuda_thread_save(ipcp__backend_t *be);
-void ipcp__cuda_thread_restore(ipcp__backend_t *be, void *saved);
 void ipcp__cuda_poller_stop(ipcp__backend_t *be);
 /* Records an event in stream and notifies t once it completes; *count
  * (the queue's) is raised now and lowered after the notification. */

@@ -43,12 +43,6 @@ struct ipcp__cuda_poller {
     cuda_pending_t *free;         /* spare records, events still created */
     cuda_watch_t *watches;        /* newly added flag watches */
     int stop;
-    /* What a pass looks at, the poller thread's or a waiting caller's
-     * (ipcp__cuda_progress): one pass at a time, in recording order. */
-    pthread_mutex_t pass_lock;
-    cuda_pending_t *out; /* outstanding events, in order */
-    cuda_watch_t *wl;    /* outstanding flag watches */
-    atomic_int left;     /* out or wl is not empty (read without a lock) */
 };
 
 /* A stamp's event against its device's anchor (both recorded in one
@@ -108,11 +102,9 @@ static int cuda_poll_held(const cuda_pending_t *e,
     return 0;
 }
 
-/* One pass over the outstanding events, in order; returns what is left
- * and counts the ended ones in *ended. */
+/* One pass over the outstanding events, in order; returns what is left. */
 static cuda_pending_t *cuda_poll_pass(ipcp__cuda_poller_t *p,
-                                      ipcp__backend_t *be, cuda_pending_t *list,
-                                      int *ended)
+                                      ipcp__backend_t *be, cuda_pending_t *list)
 {
     cuda_pending_t *keep = NULL, **kt = &keep;
     const atomic_int *held[CUDA_POLL_HELD];
@@ -136,7 +128,6 @@ static cuda_pending_t *cuda_poll_pass(ipcp__cuda_poller_t *p,
             kt = &e->next;
             continue;
         }
-        (*ended)++;
         if (e->stamp)
             cuda_poll_stamp_done(be, e, r);
         else
@@ -147,7 +138,7 @@ static cuda_pending_t *cuda_poll_pass(ipcp__cuda_poller_t *p,
 
 /* One pass over the flag watches; returns what is left.  With stop set
  * (the backend closes) the rest fail rather than wait forever. */
-static cuda_watch_t *cuda_watch_pass(cuda_watch_t *list, int stop, int *ended)
+static cuda_watch_t *cuda_watch_pass(cuda_watch_t *list, int stop)
 {
     cuda_watch_t *keep = NULL;
     while (list) {
@@ -171,99 +162,49 @@ static cuda_watch_t *cuda_watch_pass(cuda_watch_t *list, int stop, int *ended)
                                  "the CUDA backend closed while a transfer "
                                  "was still waiting for its peer");
         }
-        (*ended)++;
         ipcp__track_notify(w->t);
         free(w);
     }
     return keep;
 }
 
-/* One turn (pass_lock held): what was recorded or added since joins the
- * outstanding ones, then one pass over each.  Returns how many ended;
- * p->left says whether any are left. */
-static int cuda_poll_turn(ipcp__cuda_poller_t *p, ipcp__backend_t *be, int stop)
-{
-    int ended = 0;
-    pthread_mutex_lock(&p->lock);
-    if (p->head) { /* the new ones behind the outstanding, in order */
-        cuda_pending_t **ot = &p->out;
-        while (*ot)
-            ot = &(*ot)->next;
-        *ot = p->head;
-        p->head = NULL;
-        p->tail = &p->head;
-    }
-    while (p->watches) { /* order does not matter among watches */
-        cuda_watch_t *w = p->watches;
-        p->watches = w->next;
-        w->next = p->wl;
-        p->wl = w;
-    }
-    /* Under the lock: the thread, about to wait for new ones, must see
-     * that a caller took some (it is signalled only when they come). */
-    if (p->out || p->wl)
-        atomic_store_explicit(&p->left, 1, memory_order_release);
-    pthread_mutex_unlock(&p->lock);
-    p->out = cuda_poll_pass(p, be, p->out, &ended);
-    /* Events all done first: a watch left at stop has no writer. */
-    p->wl = cuda_watch_pass(p->wl, stop && !p->out, &ended);
-    atomic_store_explicit(&p->left, p->out || p->wl, memory_order_release);
-    return ended;
-}
-
 static void *cuda_poll_main(void *arg)
 {
     ipcp__backend_t *be = arg;
     ipcp__cuda_poller_t *p = be->poller;
+    cuda_pending_t *out = NULL, **ot = &out;
+    cuda_watch_t *wl = NULL;
 
     pthread_mutex_lock(&p->lock);
     for (;;) {
-        while (!p->head && !p->watches &&
-               !atomic_load_explicit(&p->left, memory_order_acquire) &&
-               !p->stop)
+        while (!p->head && !p->watches && !out && !wl && !p->stop)
             pthread_cond_wait(&p->cond, &p->lock);
+        if (p->head) { /* take the new ones, keeping recording order */
+            *ot = p->head;
+            p->head = NULL;
+            p->tail = &p->head;
+        }
+        while (p->watches) { /* order does not matter among watches */
+            cuda_watch_t *w = p->watches;
+            p->watches = w->next;
+            w->next = wl;
+            wl = w;
+        }
         int stop = p->stop;
+        if (!out && !wl && stop)
+            break;
         pthread_mutex_unlock(&p->lock);
-        pthread_mutex_lock(&p->pass_lock);
-        cuda_poll_turn(p, be, stop);
-        int left = p->out || p->wl;
-        pthread_mutex_unlock(&p->pass_lock);
-        if (left)
+        out = cuda_poll_pass(p, be, out);
+        for (ot = &out; *ot; ot = &(*ot)->next)
+            ;
+        /* Events all done first: a watch left at stop has no writer. */
+        wl = cuda_watch_pass(wl, stop && !out);
+        if (out || wl)
             ipcp__relax(1); /* the device's work is what it waits for */
         pthread_mutex_lock(&p->lock);
-        if (stop && !left && !p->head && !p->watches)
-            break;
     }
     pthread_mutex_unlock(&p->lock);
     return NULL;
-}
-
-int ipcp__cuda_progress(ipcp__backend_t *be)
-{
-    ipcp__cuda_poller_t *p = be->poller;
-    /* Taken: the thread (or another caller) is in a pass. */
-    if (!p || pthread_mutex_trylock(&p->pass_lock) != 0)
-        return 0;
-    int ended = cuda_poll_turn(p, be, 0);
-    pthread_mutex_unlock(&p->pass_lock);
-    return ended;
-}
-
-void *ipcp__cuda_thread_save(ipcp__backend_t *be)
-{
-    CUcontext c = NULL;
-    (void)be;
-    if (IPCP_CU(cuCtxGetCurrent)(&c) != CUDA_SUCCESS)
-        c = NULL;
-    return c;
-}
-
-void ipcp__cuda_thread_restore(ipcp__backend_t *be, void *saved)
-{
-    (void)be;
-    IPCP_CU(cuCtxSetCurrent)((CUcontext)saved);
-    /* What this thread bound last is no longer current. */
-    ipcp__cuda_bind_forget();
 }
 
 ipcp_status_t ipcp__cuda_flag_watch(ipcp__backend_t *be, uint64_t *flag,
@@ -297,7 +238,6 @@ ipcp_status_t ipcp__cuda_poller_start(ipcp__backend_t *be)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_NOMEM,
                           "cannot allocate the CUDA event poller");
     pthread_mutex_init(&p->lock, NULL);
-    pthread_mutex_init(&p->pass_lock, NULL);
     pthread_cond_init(&p->cond, NULL);
     p->tail = &p->head;
     be->poller = p;
@@ -305,7 +245,6 @@ ipcp_status_t ipcp__cuda_poller_start(ipcp__backend_t *be)
     if (rc != 0) {
         be->poller = NULL;
         pthread_cond_destroy(&p->cond);
-        pthread_mutex_destroy(&p->pass_lock);
         pthread_mutex_destroy(&p->lock);
         free(p);
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_SYSTEM,
@@ -336,7 +275,6 @@ void ipcp__cuda_poller_stop(ipcp__backend_t *be)
         free(e);
     }
     pthread_cond_destroy(&p->cond);
-    pthread_mutex_destroy(&p->pass_lock);
     pthread_mutex_destroy(&p->lock);
     free(p);
     be->poller = NULL;
