@@ -40,9 +40,11 @@ __attribute__((destructor)) static void ipcp__tls_drop(void)
     ipcp__tls_ok = 0;
 }
 
-int ipcp__at_thread_exit(void (*fn)(void *), void *arg)
+int ipcp__at_thread_exit(int *armed, void (*fn)(void *), void *arg)
 {
     ipcp__tls_hooks_t *h = &ipcp__tls_hooks;
+    if (*armed)
+        return 0;
     pthread_once(&ipcp__tls_once, ipcp__tls_make);
     if (!ipcp__tls_ok || h->n == IPCP_TLS_HOOKS)
         return -1;
@@ -51,5 +53,6 @@ int ipcp__at_thread_exit(void (*fn)(void *), void *arg)
     h->fn[h->n] = fn;
     h->arg[h->n] = arg;
     h->n++;
+    *armed = 1;
     return 0;
 }

@@ -12,8 +12,9 @@
  * with dlopen, so only small ones get it. */
 #define IPCP_TLS_FAST __attribute__((tls_model("initial-exec")))
 
-/* Calls fn(arg) when the calling thread exits (at most 4 per thread).
- * Returns 0 when it will, else -1 (the caller then keeps nothing). */
-int ipcp__at_thread_exit(void (*fn)(void *), void *arg);
+/* Calls fn(arg) when the calling thread exits (at most 4 per thread),
+ * asked once per thread: *armed (the caller's thread-local flag) says it
+ * was.  Returns 0 when it will, else -1 (the caller then keeps nothing). */
+int ipcp__at_thread_exit(int *armed, void (*fn)(void *), void *arg);
 
 #endif

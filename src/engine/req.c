@@ -62,13 +62,9 @@ static void ipcp__req_tc_empty(void *arg)
 static int ipcp__req_cache_put(ipcp_request_t *req)
 {
     ipcp__req_tcache_t *tc = &ipcp__req_tc;
-    if (tc->n >= IPCP_REQ_CACHE)
+    if (tc->n >= IPCP_REQ_CACHE ||
+        ipcp__at_thread_exit(&tc->keyed, ipcp__req_tc_empty, tc) != 0)
         return 0;
-    if (!tc->keyed) {
-        if (ipcp__at_thread_exit(ipcp__req_tc_empty, tc) != 0)
-            return 0;
-        tc->keyed = 1;
-    }
     req->cache_next = tc->head;
     tc->head = req;
     tc->n++;

@@ -198,15 +198,15 @@ struct ipcp_request {
 
 /* Clears a request for a new use, but for the parts named above: errmsg
  * becomes an empty string, tm zero when the communicator traces, xfer
- * zero unless it is clean already. */
+ * zero unless keep_xfer (it is clean already, or cleared later). */
 static inline void ipcp__req_clear(ipcp_request_t *req, int trace_on,
-                                   int xfer_clean)
+                                   int keep_xfer)
 {
     memset(req, 0, offsetof(ipcp_request_t, errmsg));
     req->errmsg[0] = '\0';
     if (trace_on)
         memset(req->tm, 0, sizeof(req->tm));
-    if (!xfer_clean)
+    if (!keep_xfer)
         memset(&req->xfer, 0, sizeof(req->xfer));
 }
 

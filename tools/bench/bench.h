@@ -246,6 +246,9 @@ double bench_median(double *v, int n);
 /* A decimal integer in [min, max] filling all of s: 0, or -1. */
 int bench_parse_int(const char *s, int min, int max, int *out);
 double bench_now_s(void);
+/* Whether this rank may run on one CPU only (its binding, read once;
+ * bench_setup.c). */
+int bench_one_cpu(void);
 /* snprintf for messages, where cutting a long one short is fine. */
 void bench_fmt(char *buf, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -272,8 +275,6 @@ void bench_cuda_unbind(void);
  * use and destroyed by bench_cuda_unbind; NULL with err on failure. */
 void *bench_cuda_stream(char *err, size_t len);
 int bench_cuda_stream_sync(void *stream, char *err, size_t len);
-/* Whether this rank may run on one CPU only (its binding, read once). */
-int bench_one_cpu(void);
 int bench_cuda_bus_id(int device, char *bus, size_t len, char *name,
                       size_t nlen);
 /* Ordinal of the device with this PCI bus id here, or -1. */

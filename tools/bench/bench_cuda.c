@@ -13,16 +13,6 @@
 #include <strings.h>
 #include <unistd.h>
 
-int bench_one_cpu(void)
-{
-    static int n = -1;
-    if (n < 0) {
-        cpu_set_t set;
-        n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
-    }
-    return n == 1;
-}
-
 #ifdef IPCP_HAVE_CUDA
 
 #include <cudaTypedefs.h>

@@ -272,6 +272,16 @@ static int setup_propose(bench_ctx_t *ctx)
 /* One round of agreeing on a cap: rank 0 proposes, ranks 0 and 1 try to
  * allocate, rank 0 tells everyone whether both succeeded and whether to
  * give up (a failure that a smaller size would not cure). */
+int bench_one_cpu(void)
+{
+    static int n = -1;
+    if (n < 0) {
+        cpu_set_t set;
+        n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+    }
+    return n == 1;
+}
+
 static int setup_round(bench_ctx_t *ctx, agree_msg_t *ag)
 {
     alloc_msg_t mine = {0}, theirs = {0};

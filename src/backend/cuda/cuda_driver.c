@@ -171,8 +171,11 @@ int ipcp__cu_present(void)
     if (!s.unchanged)
         atomic_store_explicit(&cu_seen, s.gen << 1 | (uint64_t)s.found,
                               memory_order_release);
-    atomic_store_explicit(&cu_absent_at, s.found ? 0 : now,
-                          memory_order_relaxed);
+    /* Written only when it changes: a process with libcuda loaded looks on
+     * every classification, from every thread. */
+    uint64_t absent_at = s.found ? 0 : now;
+    if (atomic_load_explicit(&cu_absent_at, memory_order_relaxed) != absent_at)
+        atomic_store_explicit(&cu_absent_at, absent_at, memory_order_relaxed);
     return s.found;
 }
 
