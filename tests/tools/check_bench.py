@@ -82,7 +82,8 @@ def check_run(r, settings):
     check(r["ranks"] == 2 and r["job"] and r["mem"] in ("host", "cuda"),
           f"ranks {r}")
     check(isinstance(r["gpus"], list), f"gpus {r['gpus']!r}")
-    check(r["options"]["verify"] is True and r["options"]["seed"],
+    check(r["options"]["verify"] is True and r["options"]["seed"] and
+          r["options"]["stream_wait"] in ("sync", "poll"),
           f"options {r['options']}")
     check(r["settings"] == settings, f"settings {r['settings']}, expected "
           f"{settings}")
@@ -400,6 +401,9 @@ def mode_options(bench):
     check('bad value "some" for --stream-reqs' in p.stderr,
           f"--stream-reqs some: {p.stderr!r}")
     run(bench, ["--stream-reqs", "every", "--list", "--sizes", "8"])
+    p = run(bench, SMALL + ["--stream-wait", "spin"], want_rc=2)
+    check('bad value "spin" for --stream-wait' in p.stderr,
+          f"--stream-wait spin: {p.stderr!r}")
     p = run(bench, ["--compare", "--list", "--sizes", "8,1M"])
     names = p.stdout.split()
     want = [f"{n}:{s}" for s in ("8", "1M") for n in REFS + PATHS]
@@ -408,7 +412,8 @@ def mode_options(bench):
     check(p.stdout.split() == [f"{n}:8" for n in PATHS],
           f"--list without --compare: {p.stdout.split()}")
     h = run(bench, ["--help"]).stdout
-    for opt in ("--compare", "--csv", "--plot", "--stream-reqs", "--version"):
+    for opt in ("--compare", "--csv", "--plot", "--stream-reqs",
+                "--stream-wait", "--version"):
         check(opt in h, f"{opt} not in --help")
     v = run(bench, ["--version"]).stdout
     check(re.fullmatch(r"ipcpipe-bench \d+\.\d+\.\d+\n", v),

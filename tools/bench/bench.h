@@ -95,6 +95,7 @@ typedef struct bench_opts {
     int window;            /* 0: chosen per size (bench_window) */
     size_t lat_max;        /* ping-pong latency for sizes <= this; 0: none */
     int stream_reqs_every; /* --stream-reqs every: a request per call */
+    int stream_wait;       /* --stream-wait: a bench_wait_t */
     double timeout_s;      /* launcher's, when it spawns the ranks */
     int pin;               /* --pin: each spawned rank bound to one CPU */
     double heartbeat;      /* --heartbeat: seconds between progress lines
@@ -246,9 +247,16 @@ double bench_median(double *v, int n);
 /* A decimal integer in [min, max] filling all of s: 0, or -1. */
 int bench_parse_int(const char *s, int min, int max, int *out);
 double bench_now_s(void);
-/* Whether this rank may run on one CPU only (its binding, read once;
- * bench_setup.c). */
-int bench_one_cpu(void);
+/* How a rank waits for its CUDA stream (--stream-wait; bench_setup.c). */
+typedef enum {
+    BENCH_WAIT_AUTO, /* poll when the rank may run on one CPU, else sync */
+    BENCH_WAIT_SYNC, /* cuStreamSynchronize */
+    BENCH_WAIT_POLL, /* cuStreamQuery, sched_yield between polls */
+} bench_wait_t;
+void bench_set_stream_wait(int wait);
+/* Whether this rank waits for streams by polling and yielding: on one CPU
+ * a wait that spins keeps ipcpipe's threads (and NCCL's) off it. */
+int bench_stream_poll(void);
 /* snprintf for messages, where cutting a long one short is fine. */
 void bench_fmt(char *buf, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -258,13 +258,14 @@ void *bench_cuda_stream(char *err, size_t elen)
  * cuStreamSynchronize spins there without yielding (the driver's default
  * schedule spins while the process has fewer contexts than the machine
  * has CPUs, whatever its binding) and keeps them off the CPU until the
- * scheduler preempts it: such a rank polls the stream and yields between
- * polls, as an application bound to one core must wait for any library
- * with a helper thread (docs/launchers.md). */
+ * scheduler preempts it (ipcpipe then notices and its threads sleep
+ * between looks): such a rank polls the stream and yields between polls,
+ * as an application bound to one core should wait for any library with a
+ * helper thread (docs/launchers.md); --stream-wait chooses. */
 int bench_cuda_stream_sync(void *stream, char *err, size_t elen)
 {
     CUresult r;
-    if (!bench_one_cpu())
+    if (!bench_stream_poll())
         r = IPCP_CU(cuStreamSynchronize)((CUstream)stream);
     else
         while ((r = IPCP_CU(cuStreamQuery)((CUstream)stream)) ==

@@ -400,10 +400,10 @@ int bench_nccl_wait(bench_nccl_t *nc, double timeout_s, char *err, size_t elen)
             nc_abort(nc);
             return -1;
         }
-        /* A long wait, or a rank bound to one CPU (NCCL's proxy thread
-         * shares it, as ipcpipe's threads do; bench_cuda_stream_sync):
-         * leave the core to others. */
-        if (k > (1ul << 20) || bench_one_cpu())
+        /* A long wait, or a rank that polls (on one CPU NCCL's proxy
+         * thread shares it, as ipcpipe's threads do): leave the core to
+         * others. */
+        if (k > (1ul << 20) || bench_stream_poll())
             sched_yield();
     }
 }

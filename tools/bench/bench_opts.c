@@ -65,6 +65,13 @@ static const char usage_text[] =
     "                  every call, or (last, the default, as stream-\n"
     "                  ordered code is written) only on each batch's last\n"
     "                  send and receive; the stream orders the rest\n"
+    "  --stream-wait auto|sync|poll\n"
+    "                  how a rank waits for its CUDA stream (the stream\n"
+    "                  case, the NCCL rows): sync (cuStreamSynchronize,\n"
+    "                  which spins without yielding under the driver's\n"
+    "                  default schedule), poll (cuStreamQuery, yielding\n"
+    "                  between polls), or auto (the default: poll when\n"
+    "                  the rank may run on one CPU, else sync)\n"
     "  --no-verify     do not check the data (default: fresh random\n"
     "                  data every run; the receiving buffer poisoned\n"
     "                  first, then every byte of the first warm-up and of\n"
@@ -281,6 +288,7 @@ enum {
     OPT_NO_VERIFY,
     OPT_LAT_MAX,
     OPT_STREAM_REQS,
+    OPT_STREAM_WAIT,
     OPT_TIMEOUT,
     OPT_MEM,
     OPT_DEVICES,
@@ -312,6 +320,7 @@ static const struct option long_opts[] = {
     {"no-verify", no_argument, NULL, OPT_NO_VERIFY},
     {"lat-max", required_argument, NULL, OPT_LAT_MAX},
     {"stream-reqs", required_argument, NULL, OPT_STREAM_REQS},
+    {"stream-wait", required_argument, NULL, OPT_STREAM_WAIT},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"mem", required_argument, NULL, OPT_MEM},
     {"devices", required_argument, NULL, OPT_DEVICES},
@@ -452,6 +461,17 @@ static int apply_opt(bench_opts_t *o, size_args_t *sa, int c, const char *arg)
         if (strcmp(arg, "every") && strcmp(arg, "last"))
             return -1;
         o->stream_reqs_every = strcmp(arg, "every") == 0;
+        return 0;
+    case OPT_STREAM_WAIT:
+        if (strcmp(arg, "auto") == 0)
+            o->stream_wait = BENCH_WAIT_AUTO;
+        else if (strcmp(arg, "sync") == 0)
+            o->stream_wait = BENCH_WAIT_SYNC;
+        else if (strcmp(arg, "poll") == 0)
+            o->stream_wait = BENCH_WAIT_POLL;
+        else
+            return -1;
+        bench_set_stream_wait(o->stream_wait);
         return 0;
     case OPT_TIMEOUT:
         o->timeout_s = strtod(arg, &end);

@@ -253,10 +253,11 @@ static void json_run(const bench_opts_t *o, ipcp_comm_t *comm,
            bench_ctx_mem(ctx) == BENCH_MEM_CUDA ? "cuda" : "host");
     json_gpus();
     printf(", \"options\": {\"window\": %d, \"iters\": %d, \"warmup\": %d, "
-           "\"verify\": %s, \"compare\": %s, \"pin\": %s, \"seed\": "
-           "\"0x%016llx\"}",
+           "\"verify\": %s, \"compare\": %s, \"pin\": %s, "
+           "\"stream_wait\": \"%s\", \"seed\": \"0x%016llx\"}",
            o->window, o->iters, o->warmup, o->verify ? "true" : "false",
            o->compare ? "true" : "false", o->pin ? "true" : "false",
+           bench_stream_poll() ? "poll" : "sync",
            (unsigned long long)bench_ctx_seed(ctx));
     printf(", \"settings\": {");
     int n = 0;

@@ -269,18 +269,28 @@ static int setup_propose(bench_ctx_t *ctx)
     return st == IPCP_OK ? 0 : -1;
 }
 
-/* One round of agreeing on a cap: rank 0 proposes, ranks 0 and 1 try to
- * allocate, rank 0 tells everyone whether both succeeded and whether to
- * give up (a failure that a smaller size would not cure). */
-int bench_one_cpu(void)
+static int stream_wait = BENCH_WAIT_AUTO;
+
+void bench_set_stream_wait(int wait)
+{
+    stream_wait = wait;
+}
+
+int bench_stream_poll(void)
 {
     static int n = -1;
+    if (stream_wait != BENCH_WAIT_AUTO)
+        return stream_wait == BENCH_WAIT_POLL;
     if (n < 0) {
         cpu_set_t set;
         n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
     }
     return n == 1;
 }
+
+/* One round of agreeing on a cap: rank 0 proposes, ranks 0 and 1 try to
+ * allocate, rank 0 tells everyone whether both succeeded and whether to
+ * give up (a failure that a smaller size would not cure). */
 
 static int setup_round(bench_ctx_t *ctx, agree_msg_t *ag)
 {
