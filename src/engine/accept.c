@@ -10,6 +10,7 @@
 #include "common/cpu.h"
 #include "common/time.h"
 #include "engine/memreg.h"
+#include "engine/route.h"
 #include "engine/xfer.h"
 #include "engine/samegpu.h"
 #include "engine/stripe.h"
@@ -99,54 +100,30 @@ int ipcp__reachable(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
     return 0;
 }
 
-static void ipcp__choose(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
-                         ipcp_request_t *req, ipcp__choice_t *ch)
+/* The sender's copy: its path and why (-1: a forced direct path cannot
+ * serve it, for that reason).  cudaMalloc'd memory the sender's GPU can
+ * write is exported (legacy IPC) once per allocation here; auto regions
+ * are only touched by this thread. */
+static int ipcp__choose(ipcp_comm_t *comm, ipcp_request_t *req,
+                        const ipcp__offer_t *o, ipcp__choice_t *ch)
 {
-    ipcp__region_t *r;
-    /* The region is copied under the lock: a user thread may free it
-     * meanwhile (it stays mapped on the peer's side until the peer drops
-     * it, so a transfer already on its way stays harmless). */
-    int found = 0, shareable = 0;
+    int shareable = o->dst_shared;
     ch->mode = 0;
-    ch->src_type = rts->src_type;
+    ch->src_type = o->src_type;
     ch->staged = 0;
-    pthread_mutex_lock(&comm->mem_lock);
-    /* A stale region made for the user's memory: ipcp__region_auto below
-     * replaces it. */
-    r = ipcp__region_find_live(comm, req->buf, req->len, req->attr.buffer_id);
-    if (r) {
-        found = 1;
-        shareable = r->exportable;
-        ch->region = *r;
-    }
-    pthread_mutex_unlock(&comm->mem_lock);
-    if (!found && req->attr.type == IPCP_MEM_CUDA &&
-        rts->src_type == IPCP_MEM_CUDA && ipcp__reachable(comm, rts, req)) {
-        /* cudaMalloc'd memory: exported (legacy IPC) once per allocation;
-         * auto regions are only touched by this thread. */
-        r = ipcp__region_auto(comm, &req->attr);
+    if (o->dst_found)
+        ch->region = o->region;
+    else if (o->dst_type == IPCP_MEM_CUDA && o->src_type == IPCP_MEM_CUDA &&
+             o->reach) {
+        ipcp__region_t *r = ipcp__region_auto(comm, &req->attr);
         if (r) {
-            found = shareable = 1;
+            shareable = 1;
             ch->region = *r;
         }
     }
-    if (rts->src_type != (int32_t)req->attr.type) {
-        ch->why = IPCP_WHY_KINDS;
-    } else if (req->attr.type == IPCP_MEM_CUDA &&
-               !ipcp__reachable(comm, rts, req)) {
-        ch->why = IPCP_WHY_NO_PEER;
-    } else if (found && shareable) {
-        ch->mode = IPCP_DST_MAPPED;
-        ch->why = IPCP_WHY_MAPPED;
-    } else if (req->attr.type == IPCP_MEM_HOST &&
-               (rts->hdr.flags & IPCP_RTS_PVM_OK) &&
-               comm->cfg->pvm != IPCP_PVM_OFF) {
-        ch->mode = IPCP_DST_PVM;
-        ch->why = IPCP_WHY_PVM;
-    } else {
-        ch->why = IPCP_WHY_UNSHARED;
-    }
+    int rc = ipcp__sent_choose(o, comm->cfg, shareable, &ch->mode, &ch->why);
     ch->path = ch->mode ? IPCP_PATH_DIRECT : IPCP_PATH_STAGED;
+    return rc;
 }
 
 void ipcp__log_choice(ipcp_comm_t *comm, ipcp__peer_t *peer,
@@ -251,10 +228,9 @@ static unsigned ipcp__rx_direct(ipcp__peer_t *peer, const ipcp__msg_rts_t *rts,
  * transfer (failed here). */
 static int ipcp__accept_path(ipcp_comm_t *comm, ipcp__peer_t *peer,
                              const ipcp__msg_rts_t *rts, ipcp_request_t *req,
-                             ipcp_path_t force, ipcp__choice_t *c)
+                             const ipcp__offer_t *o, ipcp__choice_t *c)
 {
-    ipcp__choose(comm, rts, req, c);
-    if (force == IPCP_PATH_DIRECT && c->path != IPCP_PATH_DIRECT) {
+    if (ipcp__choose(comm, req, o, c) < 0) {
         char msg[IPCP_ERRMSG_MAX], why[200];
         ipcp__choice_why(comm, peer, req, c, why, sizeof(why));
         snprintf(msg, sizeof(msg),
@@ -263,11 +239,6 @@ static int ipcp__accept_path(ipcp_comm_t *comm, ipcp__peer_t *peer,
                  why);
         ipcp__accept_fail(comm, peer, rts, req, IPCP_ERR_UNSUPPORTED, msg);
         return 0;
-    }
-    if (force == IPCP_PATH_STAGED && c->path != IPCP_PATH_STAGED) {
-        c->path = IPCP_PATH_STAGED;
-        c->mode = 0;
-        c->why = IPCP_WHY_FORCED_STAGED;
     }
     return 1;
 }
@@ -397,17 +368,15 @@ static void ipcp__accept_watch(ipcp_comm_t *comm, ipcp__peer_t *peer,
  * alone it would copy at one core's speed while the sender's core waits
  * (256 MiB bound to one core each on an H200 machine: 6.7 GB/s, against
  * 12.6 unbound), and the sender must have offered its buffer. */
-static uint64_t ipcp__split_want(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
-                                 const ipcp_request_t *req, ipcp_path_t force)
+static uint64_t ipcp__split_head(const ipcp__offer_t *o,
+                                 const ipcp__config_t *cfg)
 {
-    const ipcp__config_t *cfg = comm->cfg;
-    if (!cfg->split || rts->len < cfg->split || cfg->drive == IPCP_DRIVE_OFF ||
-        cfg->stripe > 0 || force == IPCP_PATH_STAGED || req->sync ||
-        req->attr.type != IPCP_MEM_HOST || rts->src_type != IPCP_MEM_HOST ||
-        !(rts->hdr.flags & (IPCP_RTS_SRC | IPCP_RTS_SRC_ADDR)) ||
-        !ipcp__one_cpu())
+    if (!cfg->split || o->len < cfg->split || cfg->drive == IPCP_DRIVE_OFF ||
+        cfg->stripe > 0 || o->force == IPCP_PATH_STAGED || o->sync ||
+        o->dst_type != IPCP_MEM_HOST || o->src_type != IPCP_MEM_HOST ||
+        !(o->src_map || o->src_addr) || !o->one_cpu)
         return 0;
-    return (rts->len / 2) & ~(uint64_t)4095; /* 0 below 8 KiB */
+    return (o->len / 2) & ~(uint64_t)4095; /* 0 below 8 KiB */
 }
 
 /* Whether this process can read the first head bytes of the sender's
@@ -463,28 +432,23 @@ static unsigned ipcp__split_copy(ipcp__peer_t *peer, const ipcp__msg_rts_t *rts,
     return 1u << qi;
 }
 
-void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                       const ipcp__msg_rts_t *rts, ipcp_request_t *req,
-                       ipcp_path_t force)
+/* The sender's copy, with our copy of the first head bytes meanwhile when
+ * head is not 0 (himp: the sender's allocation mapped here for it, or
+ * NULL to read with process_vm_readv). */
+static void ipcp__sent_run(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                           const ipcp__msg_rts_t *rts, ipcp_request_t *req,
+                           const ipcp__offer_t *o, uint64_t head,
+                           ipcp__import_t *himp)
 {
     ipcp__msg_cts_t cts;
     ipcp__plan_t pl;
     ipcp__qset_t *qs;
     int fds[2], nfds = 0;
     unsigned mask = 0;
+    ipcp_path_t force = o->force;
 
-    ipcp__req_xfer_ready(req);
-    ipcp__trace_mark(req, IPCP_TM_MEET);
-    ipcp__fault_point(IPCP_FAULT_RTS_MATCHED);
-    ipcp__samegpu_note(comm, peer, rts, req);
-    ipcp__import_t *himp = NULL;
-    uint64_t head = ipcp__split_want(comm, rts, req, force);
-    if (head && !ipcp__split_source(comm, peer, rts, head, &himp))
-        head = 0;
-    if (!head && ipcp__xfer_drive(comm, peer, rts, req, force))
-        return;
     memset(&pl, 0, sizeof(pl));
-    if (!ipcp__accept_path(comm, peer, rts, req, force, &pl.c) ||
+    if (!ipcp__accept_path(comm, peer, rts, req, o, &pl.c) ||
         !ipcp__accept_queues(comm, peer, rts, req, &qs)) {
         if (himp)
             ipcp__import_put(comm, peer, himp);
@@ -539,4 +503,67 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (watched)
         ipcp__accept_watch(comm, peer, rts, req, &pl, &cts);
     ipcp__stage_go(comm, &req->xfer, qs, mask);
+}
+
+static int ipcp__sent_serves(const ipcp__offer_t *o, const ipcp__config_t *cfg)
+{
+    (void)o;
+    (void)cfg;
+    return 1;
+}
+
+static int ipcp__sent_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                            const ipcp__msg_rts_t *rts, ipcp_request_t *req,
+                            const ipcp__offer_t *o)
+{
+    ipcp__sent_run(comm, peer, rts, req, o, 0, NULL);
+    return 1;
+}
+
+const ipcp__route_t ipcp__route_sent = {
+    "sent",
+    ipcp__sent_serves,
+    ipcp__sent_start,
+};
+
+static int ipcp__split_serves(const ipcp__offer_t *o, const ipcp__config_t *cfg)
+{
+    return ipcp__split_head(o, cfg) != 0;
+}
+
+/* Declined when this process cannot read the sender's buffer. */
+static int ipcp__split_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                             const ipcp__msg_rts_t *rts, ipcp_request_t *req,
+                             const ipcp__offer_t *o)
+{
+    ipcp__import_t *himp = NULL;
+    uint64_t head = ipcp__split_head(o, comm->cfg);
+    if (!ipcp__split_source(comm, peer, rts, head, &himp))
+        return 0;
+    ipcp__sent_run(comm, peer, rts, req, o, head, himp);
+    return 1;
+}
+
+const ipcp__route_t ipcp__route_split = {
+    "split",
+    ipcp__split_serves,
+    ipcp__split_start,
+};
+
+void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                       const ipcp__msg_rts_t *rts, ipcp_request_t *req,
+                       ipcp_path_t force)
+{
+    ipcp__offer_t o;
+    size_t i = 0;
+    const ipcp__route_t *r;
+
+    ipcp__req_xfer_ready(req);
+    ipcp__trace_mark(req, IPCP_TM_MEET);
+    ipcp__fault_point(IPCP_FAULT_RTS_MATCHED);
+    ipcp__samegpu_note(comm, peer, rts, req);
+    ipcp__offer_gather(comm, rts, req, force, &o);
+    while ((r = ipcp__route_next(&o, comm->cfg, &i)) &&
+           !r->start(comm, peer, rts, req, &o))
+        ;
 }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "common/time.h"
+#include "engine/route.h"
 #include "engine/xfer.h"
 #include "engine/samegpu.h"
 #include "engine/stripe.h"
@@ -27,28 +28,17 @@
 /* The largest unit of a driven transfer's staged part. */
 #define IPCP_DRIVE_UNIT_MAX ((uint64_t)16 << 20)
 
-/* Whether this process may copy the transfer itself; *src gets the local
- * ordinal of the sender's GPU (-1 for host memory).  The sender offered its
- * buffer (RTS_SRC); device to device, its GPU is visible here and can
- * write the receive buffer's GPU (or is that GPU); host to host when both
- * are host memory.  Stream-ordered receives keep the sender's copy (their
- * end is a flag in the user's stream). */
-static int ipcp__drive_ok(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
-                          const ipcp_request_t *req, ipcp_path_t force,
-                          int *src)
+/* Whether this process may copy the transfer itself out of the sender's
+ * allocation mapped here: the sender offered it (RTS_SRC); device to
+ * device, its GPU can write the receive buffer's (its being visible here
+ * is the start's to find out); host to host when both are host memory.
+ * Stream-ordered receives keep the sender's copy (their end is a flag in
+ * the user's stream). */
+static int ipcp__map_serves(const ipcp__offer_t *o, const ipcp__config_t *cfg)
 {
-    if (comm->cfg->drive == IPCP_DRIVE_OFF || force == IPCP_PATH_STAGED ||
-        req->sync || !rts->len || !(rts->hdr.flags & IPCP_RTS_SRC) ||
-        rts->src_type != (int32_t)req->attr.type)
-        return 0;
-    if (req->attr.type == IPCP_MEM_HOST) {
-        *src = -1;
-        return 1;
-    }
-    if (!ipcp__dev(comm) || !comm->cuda_ops->device_reach || rts->nreach < 1)
-        return 0;
-    *src = ipcp__local_device(comm, rts->reach[0]);
-    return *src >= 0 && ipcp__reachable(comm, rts, req);
+    return cfg->drive != IPCP_DRIVE_OFF && o->force != IPCP_PATH_STAGED &&
+           !o->sync && o->len && o->src_map && o->src_type == o->dst_type &&
+           (o->dst_type == IPCP_MEM_HOST || o->reach);
 }
 
 /* The stage buffer of dir, made (and pinned for qs's backend, for every
@@ -150,22 +140,22 @@ ipcp_status_t ipcp__src_copy(ipcp__qset_t *qs, int qi, const ipcp__peer_t *peer,
  * the sender lied about can only fail the read (EFAULT), never touch this
  * process's memory but the receive buffer.  Not under a fixed
  * IPCPIPE_STRIPE share, which the sender's copy stripes (tests). */
-static int ipcp__drive_read(ipcp_comm_t *comm, ipcp__peer_t *peer,
+static int ipcp__read_serves(const ipcp__offer_t *o, const ipcp__config_t *cfg)
+{
+    return cfg->drive != IPCP_DRIVE_OFF && cfg->pvm != IPCP_PVM_OFF &&
+           cfg->stripe <= 0 && o->force != IPCP_PATH_STAGED && !o->sync &&
+           o->len && o->src_addr && o->src_type == IPCP_MEM_HOST &&
+           o->dst_type == IPCP_MEM_HOST && !o->dst_shared;
+}
+
+/* Declined where the kernel forbids the read, or the queues cannot read. */
+static int ipcp__read_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
                             const ipcp__msg_rts_t *rts, ipcp_request_t *req,
-                            ipcp_path_t force)
+                            const ipcp__offer_t *o)
 {
     ipcp__qset_t *qs;
-    if (comm->cfg->drive == IPCP_DRIVE_OFF || comm->cfg->pvm == IPCP_PVM_OFF ||
-        comm->cfg->stripe > 0 || force == IPCP_PATH_STAGED || req->sync ||
-        !rts->len || !(rts->hdr.flags & IPCP_RTS_SRC_ADDR) ||
-        rts->src_type != IPCP_MEM_HOST || req->attr.type != IPCP_MEM_HOST)
-        return 0;
-    pthread_mutex_lock(&comm->mem_lock);
-    ipcp__region_t *r =
-        ipcp__region_find_live(comm, req->buf, req->len, req->attr.buffer_id);
-    int mapped = r && r->exportable;
-    pthread_mutex_unlock(&comm->mem_lock);
-    if (mapped || !ipcp__pvm_allowed(comm, peer) ||
+    ipcp_path_t force = o->force;
+    if (!ipcp__pvm_allowed(comm, peer) ||
         ipcp__qset_get(comm, peer, &peer->rx, &req->attr, &qs) != IPCP_OK ||
         !qs->ops->rcopy)
         return 0;
@@ -203,6 +193,12 @@ static int ipcp__drive_read(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp__xfer_go(x);
     return 1;
 }
+
+const ipcp__route_t ipcp__route_read = {
+    "read",
+    ipcp__read_serves,
+    ipcp__read_start,
+};
 
 /* Sets up what a driven transfer copies with: peer access of the sender's
  * GPU to ours, the queue sets of both devices (*qa the sender's GPU, *qb
@@ -344,24 +340,25 @@ static void ipcp__drive_watch(ipcp__xfer_t *x, ipcp__qset_t *qa,
     ipcp__list_push_back(&x->comm->watching, &x->watch.link);
 }
 
-/* Takes the transfer when this process can copy it; returns 0 when the
+/* Takes the transfer when this process can copy it; declines when the
  * sender should copy instead (what was set up on the way, queues,
- * mappings, peer access, stays for later transfers).  The direct part,
- * [0, dlen), goes in pieces on qa's queues from lo on (clear of the staged
- * part's). */
-int ipcp__xfer_drive(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                     const ipcp__msg_rts_t *rts, ipcp_request_t *req,
-                     ipcp_path_t force)
+ * mappings, peer access, stays for later transfers): the sender's GPU is
+ * not visible here, or mapping fails.  The direct part, [0, dlen), goes
+ * in pieces on qa's queues from lo on (clear of the staged part's). */
+static int ipcp__map_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                           const ipcp__msg_rts_t *rts, ipcp_request_t *req,
+                           const ipcp__offer_t *o)
 {
-    int src;
+    int src = -1; /* the sender's GPU, local ordinal; -1: host memory */
     ipcp__qset_t *qa, *qb;
     ipcp__import_t *imp;
     ipcp__choice_t c;
+    ipcp_path_t force = o->force;
 
-    if (ipcp__drive_read(comm, peer, rts, req, force))
-        return 1;
-    if (!ipcp__drive_ok(comm, rts, req, force, &src) ||
-        !ipcp__drive_map(comm, peer, rts, req, src, &qa, &qb, &imp))
+    if (o->dst_type != IPCP_MEM_HOST &&
+        (src = ipcp__local_device(comm, rts->reach[0])) < 0)
+        return 0;
+    if (!ipcp__drive_map(comm, peer, rts, req, src, &qa, &qb, &imp))
         return 0;
     const char *s = (const char *)imp->ptr + rts->src_offset;
     char *d = req->buf;
@@ -432,3 +429,9 @@ int ipcp__xfer_drive(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp__xfer_go(x);
     return 1;
 }
+
+const ipcp__route_t ipcp__route_map = {
+    "map",
+    ipcp__map_serves,
+    ipcp__map_start,
+};

@@ -114,8 +114,5 @@ ipcp_status_t ipcp__src_copy(ipcp__qset_t *qs, int qi, const ipcp__peer_t *peer,
                              const ipcp__msg_rts_t *rts,
                              const ipcp__import_t *imp, char *dst, uint64_t off,
                              uint64_t n, ipcp__track_t *t);
-int ipcp__xfer_drive(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                     const ipcp__msg_rts_t *rts, ipcp_request_t *req,
-                     ipcp_path_t force);
 
 #endif

@@ -1,0 +1,95 @@
+/* The receiver's routes and their order (engine/route.h). */
+#include <string.h>
+
+#include "common/cpu.h"
+#include "engine/route.h"
+#include "engine/xfer.h"
+
+/* accept.c: the sender copies (direct, staged, striped); and the same
+ * with this process copying the first half meanwhile (IPCPIPE_SPLIT). */
+extern const ipcp__route_t ipcp__route_sent;
+extern const ipcp__route_t ipcp__route_split;
+/* drive.c: this process copies, reading the sender's memory with
+ * process_vm_readv, or out of its allocation mapped here. */
+extern const ipcp__route_t ipcp__route_read;
+extern const ipcp__route_t ipcp__route_map;
+
+/* Preference: a split host transfer on one CPU (both processes copy),
+ * then this process copying alone (no round trip before the copy, no
+ * flags between the processes: by reading the sender's memory, else out
+ * of its allocation mapped here), then the sender's copy. */
+const ipcp__route_t *const ipcp__routes[] = {
+    &ipcp__route_split,
+    &ipcp__route_read,
+    &ipcp__route_map,
+    &ipcp__route_sent,
+    NULL,
+};
+
+void ipcp__offer_gather(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
+                        const ipcp_request_t *req, ipcp_path_t force,
+                        ipcp__offer_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->len = rts->len;
+    o->src_type = rts->src_type;
+    o->dst_type = (int)req->attr.type;
+    o->src_map = (rts->hdr.flags & IPCP_RTS_SRC) != 0;
+    o->src_addr = (rts->hdr.flags & IPCP_RTS_SRC_ADDR) != 0;
+    o->pvm_ok = (rts->hdr.flags & IPCP_RTS_PVM_OK) != 0;
+    o->sync = req->sync != 0;
+    o->one_cpu = ipcp__one_cpu() != 0;
+    o->force = force;
+    if (o->src_type == IPCP_MEM_CUDA && o->dst_type == IPCP_MEM_CUDA)
+        o->reach = ipcp__reachable(comm, rts, req) != 0;
+    /* The region is copied under the lock: a user thread may free it
+     * meanwhile (it stays mapped on the peer's side until the peer drops
+     * it, so a transfer already on its way stays harmless).  A stale
+     * region made for the user's memory is not found (the sender's copy
+     * replaces it). */
+    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__region_t *r =
+        ipcp__region_find_live(comm, req->buf, req->len, req->attr.buffer_id);
+    if (r) {
+        o->dst_found = 1;
+        o->dst_shared = r->exportable != 0;
+        o->region = *r;
+    }
+    pthread_mutex_unlock(&comm->mem_lock);
+}
+
+const ipcp__route_t *ipcp__route_next(const ipcp__offer_t *o,
+                                      const ipcp__config_t *cfg, size_t *i)
+{
+    for (; ipcp__routes[*i]; (*i)++)
+        if (ipcp__routes[*i]->serves(o, cfg))
+            return ipcp__routes[(*i)++];
+    return NULL;
+}
+
+int ipcp__sent_choose(const ipcp__offer_t *o, const ipcp__config_t *cfg,
+                      int shareable, int *mode, int *why)
+{
+    *mode = 0;
+    if (o->src_type != o->dst_type) {
+        *why = IPCP_WHY_KINDS;
+    } else if (o->dst_type == IPCP_MEM_CUDA && !o->reach) {
+        *why = IPCP_WHY_NO_PEER;
+    } else if (shareable) {
+        *mode = IPCP_DST_MAPPED;
+        *why = IPCP_WHY_MAPPED;
+    } else if (o->dst_type == IPCP_MEM_HOST && o->pvm_ok &&
+               cfg->pvm != IPCP_PVM_OFF) {
+        *mode = IPCP_DST_PVM;
+        *why = IPCP_WHY_PVM;
+    } else {
+        *why = IPCP_WHY_UNSHARED;
+    }
+    if (o->force == IPCP_PATH_DIRECT && !*mode)
+        return -1;
+    if (o->force == IPCP_PATH_STAGED && *mode) {
+        *mode = 0;
+        *why = IPCP_WHY_FORCED_STAGED;
+    }
+    return 0;
+}

@@ -1,0 +1,69 @@
+/* The receiver's choice of path for a matched RTS, as a table (route.c).
+ *
+ * What both sides offer is gathered once (ipcp__offer_t: the RTS's
+ * flags, the receive, this process), then the routes are asked in order
+ * of preference whether they can serve it: a pure question of the offer
+ * and the settings, testable without a backend.  The first that can is
+ * started; a start may still decline (mapping the sender's buffer or
+ * reading its memory can fail, the kernel may forbid process_vm_readv),
+ * and then the next route that can serve is tried.  The last route, the
+ * sender's copy, serves everything.
+ *
+ * A new path is a file with its route (serves, start), its line in
+ * route.c and its tests. */
+#ifndef IPCP_ENGINE_ROUTE_H
+#define IPCP_ENGINE_ROUTE_H
+
+#include "engine/engine.h"
+
+/* What the sender offered in its RTS and what the receive is, as seen
+ * by the receiver when the two match. */
+typedef struct ipcp__offer {
+    uint64_t len;
+    int src_type;            /* the sender's ipcp_mem_type_t */
+    int dst_type;            /* the receive buffer's */
+    unsigned src_map : 1;    /* RTS_SRC: its allocation can be mapped here */
+    unsigned src_addr : 1;   /* RTS_SRC_ADDR: its address, to read */
+    unsigned pvm_ok : 1;     /* RTS_PVM_OK: it may write us (writev) */
+    unsigned reach : 1;      /* device: its GPU can write the buffer's */
+    unsigned dst_found : 1;  /* the buffer lies in a region we know */
+    unsigned dst_shared : 1; /* ... that is shareable */
+    unsigned sync : 1;       /* a stream-ordered receive */
+    unsigned one_cpu : 1;    /* this process may run on one CPU */
+    ipcp_path_t force;       /* IPCPIPE_PATH or the caller's */
+    ipcp__region_t region;   /* dst_found: a copy of it */
+} ipcp__offer_t;
+
+typedef struct ipcp__route {
+    const char *name;
+    /* Whether the route can serve the offer under cfg (no side effect). */
+    int (*serves)(const ipcp__offer_t *o, const ipcp__config_t *cfg);
+    /* Takes the transfer: 1, or 0 to decline it untouched (the next
+     * route that serves is tried).  A failure after it took the transfer
+     * is the request's (it completes with the error). */
+    int (*start)(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                 const ipcp__msg_rts_t *rts, ipcp_request_t *req,
+                 const ipcp__offer_t *o);
+} ipcp__route_t;
+
+/* The routes, in order of preference; NULL-terminated. */
+extern const ipcp__route_t *const ipcp__routes[];
+
+/* The offer of rts against req (takes comm->mem_lock for the region). */
+void ipcp__offer_gather(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
+                        const ipcp_request_t *req, ipcp_path_t force,
+                        ipcp__offer_t *o);
+/* The first route from *i on that serves o under cfg (*i moves past
+ * it); NULL when none does. */
+const ipcp__route_t *ipcp__route_next(const ipcp__offer_t *o,
+                                      const ipcp__config_t *cfg, size_t *i);
+
+/* The sender's copy, decided (no side effect): direct into our buffer
+ * (*mode IPCP_DST_MAPPED when it is shareable, IPCP_DST_PVM when the
+ * sender may write us with process_vm_writev) or staged (0), and why
+ * (IPCP_WHY_*), a forced path obeyed; -1 when the direct path was forced
+ * and cannot serve (*why says why). */
+int ipcp__sent_choose(const ipcp__offer_t *o, const ipcp__config_t *cfg,
+                      int shareable, int *mode, int *why);
+
+#endif
