@@ -44,8 +44,16 @@ int ipcp__one_cpu(void)
     return ipcp__cpu_single;
 }
 
-/* Until when the process's threads sleep between looks (0: they yield). */
+/* Until when the process's threads sleep between looks (a time past:
+ * they yield).  Relaxed: the word publishes nothing else, and two threads
+ * that set it at once set about the same time. */
 static _Atomic uint64_t ipcp__relax_until;
+
+int ipcp__relax_sleeping(void)
+{
+    return ipcp__now_ns() <
+           atomic_load_explicit(&ipcp__relax_until, memory_order_relaxed);
+}
 
 void ipcp__relax(int others)
 {
@@ -58,6 +66,7 @@ void ipcp__relax(int others)
         sched_yield();
         if (ipcp__now_ns() - now < IPCP_RELAX_LATE_NS)
             return;
+        /* Said once a process: later holds are the same story. */
         if (!atomic_exchange_explicit(&ipcp__relax_until,
                                       now + IPCP_RELAX_HOLD_NS,
                                       memory_order_relaxed))

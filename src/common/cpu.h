@@ -24,6 +24,13 @@ int ipcp__one_cpu(void);
  * (eager 8 B: 6 us a half round trip bound, 21 us sleeping). */
 void ipcp__relax(int others);
 
+/* Whether the process's threads sleep between looks now: a yield came
+ * back late within the last second.  Anything that keeps the CPU for a
+ * slice does that, not only a spinning thread: another process on the
+ * CPU, a long copy of a sibling thread, a hypervisor's steal; then the
+ * threads sleep a second for nothing worse than before they yielded. */
+int ipcp__relax_sleeping(void);
+
 /* One turn of a busy wait on a value another CPU writes: tells the core
  * so (a hyperthread sibling gets the pipeline meanwhile). */
 static inline void ipcp__cpu_pause(void)

@@ -1,5 +1,6 @@
 /* The receiver's side of a two-sided transfer: which path, and why, from
  * both sides' offers and the settings, then the CTS and its own half. */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,15 +108,28 @@ int ipcp__reachable(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
 static int ipcp__choose(ipcp_comm_t *comm, ipcp_request_t *req,
                         const ipcp__offer_t *o, ipcp__choice_t *ch)
 {
-    int shareable = o->dst_shared;
+    int found = 0, shareable = 0;
     ch->mode = 0;
     ch->src_type = o->src_type;
     ch->staged = 0;
-    if (o->dst_found)
-        ch->region = o->region;
-    else if (o->dst_type == IPCP_MEM_CUDA && o->src_type == IPCP_MEM_CUDA &&
-             o->reach) {
-        ipcp__region_t *r = ipcp__region_auto(comm, &req->attr);
+    /* Looked up again, not taken from the offer: routes tried before may
+     * have taken milliseconds, and the region is copied under the lock (a
+     * user thread may free it meanwhile; it stays mapped on the peer's
+     * side until the peer drops it, so a transfer already on its way
+     * stays harmless).  A stale region made for the user's memory is not
+     * found: ipcp__region_auto below replaces it. */
+    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__region_t *r =
+        ipcp__region_find_live(comm, req->buf, req->len, req->attr.buffer_id);
+    if (r) {
+        found = 1;
+        shareable = r->exportable;
+        ch->region = *r;
+    }
+    pthread_mutex_unlock(&comm->mem_lock);
+    if (!found && o->dst_type == IPCP_MEM_CUDA &&
+        o->src_type == IPCP_MEM_CUDA && o->reach) {
+        r = ipcp__region_auto(comm, &req->attr);
         if (r) {
             shareable = 1;
             ch->region = *r;
@@ -555,15 +569,15 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
                        ipcp_path_t force)
 {
     ipcp__offer_t o;
-    size_t i = 0;
-    const ipcp__route_t *r;
 
     ipcp__req_xfer_ready(req);
     ipcp__trace_mark(req, IPCP_TM_MEET);
     ipcp__fault_point(IPCP_FAULT_RTS_MATCHED);
     ipcp__samegpu_note(comm, peer, rts, req);
     ipcp__offer_gather(comm, rts, req, force, &o);
-    while ((r = ipcp__route_next(&o, comm->cfg, &i)) &&
-           !r->start(comm, peer, rts, req, &o))
-        ;
+    /* The last route, the sender's copy, takes everything. */
+    const ipcp__route_t *r =
+        ipcp__route_take(ipcp__routes, &o, comm, peer, rts, req);
+    assert(r);
+    (void)r;
 }

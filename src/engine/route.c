@@ -42,28 +42,36 @@ void ipcp__offer_gather(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
     o->force = force;
     if (o->src_type == IPCP_MEM_CUDA && o->dst_type == IPCP_MEM_CUDA)
         o->reach = ipcp__reachable(comm, rts, req) != 0;
-    /* The region is copied under the lock: a user thread may free it
-     * meanwhile (it stays mapped on the peer's side until the peer drops
-     * it, so a transfer already on its way stays harmless).  A stale
-     * region made for the user's memory is not found (the sender's copy
-     * replaces it). */
+    /* A stale region made for the user's memory is not found (the sent
+     * route's ipcp__region_auto replaces it). */
     pthread_mutex_lock(&comm->mem_lock);
     ipcp__region_t *r =
         ipcp__region_find_live(comm, req->buf, req->len, req->attr.buffer_id);
-    if (r) {
-        o->dst_found = 1;
-        o->dst_shared = r->exportable != 0;
-        o->region = *r;
-    }
+    o->dst_shared = r && r->exportable;
     pthread_mutex_unlock(&comm->mem_lock);
 }
 
-const ipcp__route_t *ipcp__route_next(const ipcp__offer_t *o,
+const ipcp__route_t *ipcp__route_next(const ipcp__route_t *const *table,
+                                      const ipcp__offer_t *o,
                                       const ipcp__config_t *cfg, size_t *i)
 {
-    for (; ipcp__routes[*i]; (*i)++)
-        if (ipcp__routes[*i]->serves(o, cfg))
-            return ipcp__routes[(*i)++];
+    for (; table[*i]; (*i)++)
+        if (table[*i]->serves(o, cfg))
+            return table[(*i)++];
+    return NULL;
+}
+
+const ipcp__route_t *ipcp__route_take(const ipcp__route_t *const *table,
+                                      const ipcp__offer_t *o, ipcp_comm_t *comm,
+                                      ipcp__peer_t *peer,
+                                      const ipcp__msg_rts_t *rts,
+                                      ipcp_request_t *req)
+{
+    size_t i = 0;
+    const ipcp__route_t *r;
+    while ((r = ipcp__route_next(table, o, comm->cfg, &i)))
+        if (r->start(comm, peer, rts, req, o))
+            return r;
     return NULL;
 }
 

@@ -26,21 +26,21 @@ typedef struct ipcp__offer {
     unsigned src_addr : 1;   /* RTS_SRC_ADDR: its address, to read */
     unsigned pvm_ok : 1;     /* RTS_PVM_OK: it may write us (writev) */
     unsigned reach : 1;      /* device: its GPU can write the buffer's */
-    unsigned dst_found : 1;  /* the buffer lies in a region we know */
-    unsigned dst_shared : 1; /* ... that is shareable */
+    unsigned dst_shared : 1; /* the buffer lies in a shareable region */
     unsigned sync : 1;       /* a stream-ordered receive */
     unsigned one_cpu : 1;    /* this process may run on one CPU */
     ipcp_path_t force;       /* IPCPIPE_PATH or the caller's */
-    ipcp__region_t region;   /* dst_found: a copy of it */
 } ipcp__offer_t;
 
 typedef struct ipcp__route {
     const char *name;
     /* Whether the route can serve the offer under cfg (no side effect). */
     int (*serves)(const ipcp__offer_t *o, const ipcp__config_t *cfg);
-    /* Takes the transfer: 1, or 0 to decline it untouched (the next
-     * route that serves is tried).  A failure after it took the transfer
-     * is the request's (it completes with the error). */
+    /* Takes the transfer: 1, or 0 to decline it with the request
+     * untouched (the next route that serves is tried; what it made on the
+     * way, queues, peer access, stays for later transfers).  A failure
+     * after it took the transfer is the request's (it completes with the
+     * error). */
     int (*start)(ipcp_comm_t *comm, ipcp__peer_t *peer,
                  const ipcp__msg_rts_t *rts, ipcp_request_t *req,
                  const ipcp__offer_t *o);
@@ -49,14 +49,23 @@ typedef struct ipcp__route {
 /* The routes, in order of preference; NULL-terminated. */
 extern const ipcp__route_t *const ipcp__routes[];
 
-/* The offer of rts against req (takes comm->mem_lock for the region). */
+/* The offer of rts against req (takes comm->mem_lock to look the
+ * receive buffer up). */
 void ipcp__offer_gather(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
                         const ipcp_request_t *req, ipcp_path_t force,
                         ipcp__offer_t *o);
-/* The first route from *i on that serves o under cfg (*i moves past
- * it); NULL when none does. */
-const ipcp__route_t *ipcp__route_next(const ipcp__offer_t *o,
+/* The first route of table from *i on that serves o under cfg (*i moves
+ * past it); NULL when none does. */
+const ipcp__route_t *ipcp__route_next(const ipcp__route_t *const *table,
+                                      const ipcp__offer_t *o,
                                       const ipcp__config_t *cfg, size_t *i);
+/* Starts the first route of table that serves o and takes the transfer;
+ * returns it, or NULL when every one declined or none serves. */
+const ipcp__route_t *ipcp__route_take(const ipcp__route_t *const *table,
+                                      const ipcp__offer_t *o, ipcp_comm_t *comm,
+                                      ipcp__peer_t *peer,
+                                      const ipcp__msg_rts_t *rts,
+                                      ipcp_request_t *req);
 
 /* The sender's copy, decided (no side effect): direct into our buffer
  * (*mode IPCP_DST_MAPPED when it is shareable, IPCP_DST_PVM when the

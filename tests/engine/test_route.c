@@ -3,7 +3,8 @@
  * tried, and what the sender's copy would be and why.  The cases are the
  * combinations a user meets: plain or ipcp_mem_alloc buffers on either
  * side, host or GPU memory, stream-ordered receives, forced paths, the
- * settings that turn a route off, one CPU. */
+ * settings that turn a route off, one CPU; and that a route whose start
+ * declines passes the transfer to the next one that serves. */
 #include <stdio.h>
 #include <string.h>
 
@@ -20,7 +21,8 @@ enum {
     REACH = 8,
     SHARED = 16,
     SYNC = 32,
-    ONE_CPU = 64
+    ONE_CPU = 64,
+    AUTO = 128 /* the sent route exports the cudaMalloc'd receive buffer */
 };
 
 typedef struct {
@@ -79,7 +81,10 @@ static const route_case_t cases[] = {
     {"GPU to GPU, exported sender, peer access", NULL, C, C,
      SRC_MAP | REACH | SHARED, MIB, IPCP_PATH_AUTO, "map sent", IPCP_WHY_MAPPED,
      IPCP_DST_MAPPED},
-    {"GPU to GPU, cudaMalloc'd on both sides", NULL, C, C, REACH, MIB,
+    {"GPU to GPU, cudaMalloc'd, the receive buffer exported", NULL, C, C,
+     REACH | AUTO, MIB, IPCP_PATH_AUTO, "sent", IPCP_WHY_MAPPED,
+     IPCP_DST_MAPPED},
+    {"GPU to GPU, cudaMalloc'd, its export failed", NULL, C, C, REACH, MIB,
      IPCP_PATH_AUTO, "sent", IPCP_WHY_UNSHARED, 0},
     {"GPU to GPU without peer access", NULL, C, C, SRC_MAP | SHARED, MIB,
      IPCP_PATH_AUTO, "sent", IPCP_WHY_NO_PEER, 0},
@@ -112,7 +117,7 @@ static void offer_of(const route_case_t *c, ipcp__offer_t *o)
     o->src_addr = !!(c->facts & SRC_ADDR);
     o->pvm_ok = !!(c->facts & PVM_OK);
     o->reach = !!(c->facts & REACH);
-    o->dst_found = o->dst_shared = !!(c->facts & SHARED);
+    o->dst_shared = !!(c->facts & SHARED);
     o->sync = !!(c->facts & SYNC);
     o->one_cpu = !!(c->facts & ONE_CPU);
     o->force = c->force;
@@ -128,11 +133,12 @@ static int run_case(const route_case_t *c)
     offer_of(c, &o);
     size_t i = 0;
     const ipcp__route_t *r;
-    while ((r = ipcp__route_next(&o, &cfg, &i)))
+    while ((r = ipcp__route_next(ipcp__routes, &o, &cfg, &i)))
         snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s",
                  *got ? " " : "", r->name);
     int mode, why;
-    if (ipcp__sent_choose(&o, &cfg, o.dst_shared, &mode, &why) < 0)
+    if (ipcp__sent_choose(&o, &cfg, o.dst_shared || (c->facts & AUTO), &mode,
+                          &why) < 0)
         mode = -1;
     int ok = strcmp(got, c->routes) == 0 && why == c->why && mode == c->mode;
     fprintf(stderr,
@@ -141,6 +147,70 @@ static int run_case(const route_case_t *c)
             ok ? "ok  " : "FAIL", c->what, got, c->routes, why, c->why, mode,
             c->mode);
     return ok;
+}
+
+/* ---- Declining starts: the next route that serves takes it ---------- */
+
+static int started[4];
+
+static int serves_yes(const ipcp__offer_t *o, const ipcp__config_t *cfg)
+{
+    (void)o;
+    (void)cfg;
+    return 1;
+}
+
+static int serves_no(const ipcp__offer_t *o, const ipcp__config_t *cfg)
+{
+    (void)o;
+    (void)cfg;
+    return 0;
+}
+
+#define FAKE_START(k, takes)                                                   \
+    static int start_##k(ipcp_comm_t *comm, ipcp__peer_t *peer,                \
+                         const ipcp__msg_rts_t *rts, ipcp_request_t *req,      \
+                         const ipcp__offer_t *o)                               \
+    {                                                                          \
+        (void)comm;                                                            \
+        (void)peer;                                                            \
+        (void)rts;                                                             \
+        (void)req;                                                             \
+        (void)o;                                                               \
+        started[k]++;                                                          \
+        return takes;                                                          \
+    }
+FAKE_START(0, 0)
+FAKE_START(1, 1)
+FAKE_START(2, 1)
+FAKE_START(3, 1)
+
+static const ipcp__route_t declines = {"declines", serves_yes, start_0};
+static const ipcp__route_t never = {"never", serves_no, start_1};
+static const ipcp__route_t takes = {"takes", serves_yes, start_2};
+static const ipcp__route_t after = {"after", serves_yes, start_3};
+
+static void check_fallback(void)
+{
+    static ipcp_comm_t comm;
+    ipcp__config_t cfg;
+    ipcp__offer_t o;
+    char err[300];
+    case_env = NULL;
+    T_OK(ipcp__config_parse(&cfg, get_env, NULL, err, sizeof(err)));
+    comm.cfg = &cfg;
+    memset(&o, 0, sizeof(o));
+    const ipcp__route_t *const table[] = {&declines, &never, &takes, &after,
+                                          NULL};
+    T_CHECK(ipcp__route_take(table, &o, &comm, NULL, NULL, NULL) == &takes);
+    T_EQ_INT(started[0], 1);
+    T_EQ_INT(started[1], 0); /* it does not serve: never started */
+    T_EQ_INT(started[2], 1);
+    T_EQ_INT(started[3], 0); /* the one before took it */
+    const ipcp__route_t *const none[] = {&declines, &never, NULL};
+    T_CHECK(ipcp__route_take(none, &o, &comm, NULL, NULL, NULL) == NULL);
+    T_EQ_INT(started[0], 2);
+    T_EQ_INT(started[1], 0);
 }
 
 int main(void)
@@ -152,8 +222,18 @@ int main(void)
         T_CHECK(ipcp__routes[n]->name && ipcp__routes[n]->serves &&
                 ipcp__routes[n]->start);
     T_CHECK(n >= 2 && strcmp(ipcp__routes[n - 1]->name, "sent") == 0);
-    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++)
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        ipcp__config_t cfg;
+        ipcp__offer_t o;
+        char err[300];
         failed += !run_case(&cases[k]);
+        /* The last route serves every offer: no transfer is left. */
+        case_env = cases[k].env;
+        T_OK(ipcp__config_parse(&cfg, get_env, NULL, err, sizeof(err)));
+        offer_of(&cases[k], &o);
+        T_CHECK(ipcp__routes[n - 1]->serves(&o, &cfg));
+    }
+    check_fallback();
     T_EQ_INT(failed, 0);
     return 0;
 }

@@ -291,7 +291,6 @@ int bench_stream_poll(void)
 /* One round of agreeing on a cap: rank 0 proposes, ranks 0 and 1 try to
  * allocate, rank 0 tells everyone whether both succeeded and whether to
  * give up (a failure that a smaller size would not cure). */
-
 static int setup_round(bench_ctx_t *ctx, agree_msg_t *ag)
 {
     alloc_msg_t mine = {0}, theirs = {0};
