@@ -130,6 +130,14 @@ ipcp_status_t ipcp__src_copy(ipcp__qset_t *qs, int qi, const ipcp__peer_t *peer,
                           dst + off, n, 0, t);
 }
 
+/* The end of x's work on the queues of qs in mask. */
+static void ipcp__drive_notify(ipcp__xfer_t *x, ipcp__qset_t *qs, unsigned mask)
+{
+    for (int i = 0; i < qs->n; i++)
+        if (mask & (1u << i))
+            ipcp__enq_notify(qs, i, &x->track);
+}
+
 /* Host memory the sender could not share (not from ipcp_mem_alloc), sent
  * by its address (RTS_SRC_ADDR) into a receive buffer that is no shareable
  * allocation either (else the sender copies into its mapping, with no
@@ -187,9 +195,7 @@ static int ipcp__read_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
         ipcp__trace_piece(x, i, qs, qi, n, 0);
         mask |= 1u << qi;
     }
-    for (int i = 0; i < qs->n; i++)
-        if (mask & (1u << i))
-            ipcp__enq_notify(qs, i, &x->track);
+    ipcp__drive_notify(x, qs, mask);
     ipcp__xfer_go(x);
     return 1;
 }
@@ -340,6 +346,26 @@ static void ipcp__drive_watch(ipcp__xfer_t *x, ipcp__qset_t *qa,
     ipcp__list_push_back(&x->comm->watching, &x->watch.link);
 }
 
+/* The direct part of a driven transfer, [0, dlen) of s into d, in np
+ * pieces on qa's queues from lo on; returns the mask of those used. */
+static unsigned ipcp__drive_direct(ipcp__xfer_t *x, ipcp__qset_t *qa,
+                                   const char *s, char *d, uint64_t dlen,
+                                   unsigned np, uint64_t seq, unsigned lo)
+{
+    unsigned mask = 0;
+    for (unsigned i = 0; i < np; i++) {
+        uint64_t off, n;
+        int qi = (int)ipcp__direct_queue(seq, i, lo, (unsigned)qa->n);
+        ipcp__piece(dlen, np, i, &off, &n);
+        ipcp__trace_piece(x, i, qa, qi, n, 1);
+        ipcp__enq_check(&x->track, qa->ops->copy(qa->q[qi], d + off, s + off, n,
+                                                 &x->track));
+        ipcp__trace_piece(x, i, qa, qi, n, 0);
+        mask |= 1u << qi;
+    }
+    return mask;
+}
+
 /* Takes the transfer when this process can copy it; declines when the
  * sender should copy instead (what was set up on the way, queues,
  * mappings, peer access, stays for later transfers): the sender's GPU is
@@ -394,21 +420,12 @@ static int ipcp__map_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
     x->import = imp;
     x->drive_id = rts->id;
     uint64_t seq = ++peer->rx.dseq; /* from 1: the watch's flags start at 0 */
-    unsigned ma = 0, mb = 0;
+    unsigned mb = 0;
     /* Not both ways under auto: see ipcp__stripe_auto_share. */
     int watched = comm->cfg->stripe_adapt && slen && np && !w.both;
     if (watched) /* both parts may start from the first copy on */
         w.t0 = ipcp__now_ns();
-    for (unsigned i = 0; i < np; i++) {
-        uint64_t off, n;
-        int qi = (int)ipcp__direct_queue(seq, i, lo, (unsigned)qa->n);
-        ipcp__piece(dlen, np, i, &off, &n);
-        ipcp__trace_piece(x, i, qa, qi, n, 1);
-        ipcp__enq_check(&x->track, qa->ops->copy(qa->q[qi], d + off, s + off, n,
-                                                 &x->track));
-        ipcp__trace_piece(x, i, qa, qi, n, 0);
-        ma |= 1u << qi;
-    }
+    unsigned ma = ipcp__drive_direct(x, qa, s, d, dlen, np, seq, lo);
     if (slen)
         ipcp__drive_staged(x, qa, qb, s, d, dlen, slen, np, nchunks, &ma, &mb);
     if (watched)
@@ -420,12 +437,8 @@ static int ipcp__map_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
     /* qa's last: the next transfer from that GPU begins with a copy on
      * qa, and the calls leave its context current, so that copy needs no
      * cuCtxSetCurrent first (0.3-1.7 us on 2 x H200, median ~0.6). */
-    for (int i = 0; i < qb->n; i++)
-        if (mb & (1u << i))
-            ipcp__enq_notify(qb, i, &x->track);
-    for (int i = 0; i < qa->n; i++)
-        if (ma & (1u << i))
-            ipcp__enq_notify(qa, i, &x->track);
+    ipcp__drive_notify(x, qb, mb);
+    ipcp__drive_notify(x, qa, ma);
     ipcp__xfer_go(x);
     return 1;
 }

@@ -259,6 +259,29 @@ void ipcp__drive_end(ipcp_comm_t *comm, ipcp__peer_t *peer, uint64_t id,
     ipcp__cts_end(comm, peer, id, IPCP_CTS_DRIVEN, path, st, why);
 }
 
+/* A finished transfer's status beyond its own track's (st): what the
+ * peer's side wrote in the error slots, our half of a SPLIT receive (its
+ * track ends here); msg gets the reason, *gone whether it was the peer's
+ * loss. */
+static ipcp_status_t ipcp__done_status(ipcp__xfer_t *x, ipcp_status_t st,
+                                       char *msg, size_t len, int *gone)
+{
+    if (st == IPCP_OK)
+        st = ipcp__err_slot_check(x, x->err_slot, x->err_seq, msg, len);
+    if (st == IPCP_OK) /* a striped transfer's staged part */
+        st = ipcp__err_slot_check(x, x->err_slot2, x->err_seq2, msg, len);
+    if (x->split_head) { /* our half of a SPLIT receive */
+        if (st == IPCP_OK && !ipcp__track_ok(&x->head)) {
+            st = atomic_load(&x->head.status);
+            *gone = st == IPCP_ERR_PEER_LOST;
+            ipcp__track_errmsg(&x->head, msg, len);
+        }
+        ipcp__track_destroy(&x->head);
+        x->split_head = 0;
+    }
+    return st;
+}
+
 void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
 {
     char msg[IPCP_ERRMSG_MAX] = "";
@@ -270,20 +293,7 @@ void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
     ipcp__list_del(&x->link);
     if (x->dev)
         atomic_fetch_sub_explicit(&comm->dev_inflight, 1, memory_order_relaxed);
-    if (st == IPCP_OK)
-        st = ipcp__err_slot_check(x, x->err_slot, x->err_seq, msg, sizeof(msg));
-    if (st == IPCP_OK) /* a striped transfer's staged part */
-        st = ipcp__err_slot_check(x, x->err_slot2, x->err_seq2, msg,
-                                  sizeof(msg));
-    if (x->split_head) { /* our half of a SPLIT receive */
-        if (st == IPCP_OK && !ipcp__track_ok(&x->head)) {
-            st = atomic_load(&x->head.status);
-            gone = st == IPCP_ERR_PEER_LOST;
-            ipcp__track_errmsg(&x->head, msg, sizeof(msg));
-        }
-        ipcp__track_destroy(&x->head);
-        x->split_head = 0;
-    }
+    st = ipcp__done_status(x, st, msg, sizeof(msg), &gone);
     ipcp__stripe_watch_end(comm, x, st == IPCP_OK);
     if (x->import)
         ipcp__import_put(comm, x->peer, x->import);

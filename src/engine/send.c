@@ -113,14 +113,47 @@ static const char *ipcp__cts_check(const ipcp__chan_t *ch,
     return NULL;
 }
 
+/* The sending channel (imported from the CTS on its first use) and the
+ * queue set of the CTS's transfer, checked against it; NULL when either
+ * fails (req completed, the peer lost: it would never be written). */
+static ipcp__qset_t *ipcp__cts_qset(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                                    ipcp_request_t *req,
+                                    const ipcp__msg_cts_t *cts, int chan_fd)
+{
+    ipcp_status_t st = IPCP_OK;
+    ipcp__qset_t *qs = NULL;
+    const char *bad;
+    if (cts->hdr.flags & IPCP_CTS_CHAN_FD) {
+        if (peer->tx.chan || chan_fd < 0)
+            st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_STATE,
+                            "unexpected channel from rank %d", peer->rank);
+        else
+            st = ipcp__chan_import(comm, &peer->tx, &cts->chan_exp, chan_fd);
+    } else if (!peer->tx.chan) {
+        st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_STATE,
+                        "rank %d sent a CTS before its channel", peer->rank);
+    }
+    if (st == IPCP_OK)
+        st = ipcp__qset_get(comm, peer, &peer->tx, &req->attr, &qs);
+    if (st != IPCP_OK) {
+        ipcp__req_complete(req, st, ipcp__last_error());
+        ipcp__peer_lost(comm, peer, "channel set-up failed");
+        return NULL;
+    }
+    if ((bad = ipcp__cts_check(peer->tx.chan, qs, req, cts))) {
+        ipcp__req_complete(req, IPCP_ERR_STATE, bad);
+        ipcp__peer_lost(comm, peer, bad);
+        return NULL;
+    }
+    return qs;
+}
+
 void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
                        ipcp_request_t *req, const ipcp__msg_cts_t *cts,
                        int *fds, int nfds)
 {
     int fi = 0, chan_fd = -1, map_fd = -1;
     ipcp__qset_t *qs;
-    ipcp_status_t st = IPCP_OK;
-    const char *bad;
 
     ipcp__trace_mark(req, IPCP_TM_MEET);
     ipcp__await_end(req); /* the sender's copies count as dev_inflight */
@@ -146,29 +179,9 @@ void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
         ipcp__req_complete(req, IPCP_OK, NULL);
         goto out;
     }
-    if (cts->hdr.flags & IPCP_CTS_CHAN_FD) {
-        if (peer->tx.chan || chan_fd < 0)
-            st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_STATE,
-                            "unexpected channel from rank %d", peer->rank);
-        else
-            st = ipcp__chan_import(comm, &peer->tx, &cts->chan_exp, chan_fd);
-    } else if (!peer->tx.chan) {
-        st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_STATE,
-                        "rank %d sent a CTS before its channel", peer->rank);
-    }
-    if (st == IPCP_OK)
-        st = ipcp__qset_get(comm, peer, &peer->tx, &req->attr, &qs);
-    if (st != IPCP_OK) {
-        ipcp__req_complete(req, st, ipcp__last_error());
-        ipcp__peer_lost(comm, peer, "channel set-up failed");
+    if (!(qs = ipcp__cts_qset(comm, peer, req, cts, chan_fd)))
         goto out;
-    }
     ipcp__chan_t *ch = peer->tx.chan;
-    if ((bad = ipcp__cts_check(ch, qs, req, cts))) {
-        ipcp__req_complete(req, IPCP_ERR_STATE, bad);
-        ipcp__peer_lost(comm, peer, bad);
-        goto out;
-    }
     req->path = (ipcp_path_t)cts->path;
     req->nbytes = req->len;
     ipcp__fault_point(IPCP_FAULT_CTS_RECEIVED);

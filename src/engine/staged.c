@@ -159,6 +159,33 @@ void ipcp__stage_init(ipcp__xfer_t *x, ipcp__chan_t *ch, char *buf,
         .seq = seq};
 }
 
+/* After a transfer's last chunk: the marks still held go in, a failure
+ * is reported, and a put's sender also waits until the target has copied
+ * out its last chunks (a put completes at the target): copy-out of every
+ * earlier chunk is implied by our own later sends that reused its slot. */
+static void ipcp__stage_end(ipcp__xfer_t *x, uint64_t nq)
+{
+    ipcp__stage_t *st = &x->stage;
+    ipcp__qset_t *qs = st->qs;
+    ipcp__chan_t *ch = st->ch;
+    ipcp__track_t *t = &x->track;
+    __typeof__(qs->ops->flag_wait) ring_wait =
+        qs->ops->flag_wait_ring ? qs->ops->flag_wait_ring : qs->ops->flag_wait;
+    for (uint64_t qi = 0; qi < nq; qi++)
+        if (st->held[qi])
+            ipcp__enq_check(t, qs->ops->flag_write(qs->q[qi], st->held[qi],
+                                                   st->held_v[qi], NULL));
+    if (st->slot && !st->reported && !ipcp__track_ok(t))
+        ipcp__err_report(st->slot, st->seq, t);
+    uint64_t first = st->nchunks > ch->nslots ? st->nchunks - ch->nslots : 0;
+    for (uint64_t c = first; st->remote_done && c < st->nchunks; c++) {
+        uint64_t g = (st->base + c) / ch->nslots,
+                 s = (st->base + c) % ch->nslots;
+        ipcp__enq_check(t, ring_wait(qs->q[0], &ch->ctl->freed[s].v, g + 1,
+                                     &x->peer->lost, NULL));
+    }
+}
+
 /* Enqueues up to n more chunks of the stage on st->qs; returns 1 once all
  * of them and the marks and waits after them are in. */
 static int ipcp__stage_step(ipcp__xfer_t *x, uint64_t n)
@@ -223,23 +250,7 @@ static int ipcp__stage_step(ipcp__xfer_t *x, uint64_t n)
     st->next = end;
     if (end < st->nchunks)
         return 0;
-    for (uint64_t qi = 0; qi < nq; qi++)
-        if (st->held[qi])
-            ipcp__enq_check(t, qs->ops->flag_write(qs->q[qi], st->held[qi],
-                                                   st->held_v[qi], NULL));
-    if (st->slot && !st->reported && !ipcp__track_ok(t))
-        ipcp__err_report(st->slot, st->seq, t);
-    /* A put's sender also waits, at the end, until the target has copied
-     * out its last chunks (a put completes at the target): copy-out of
-     * every earlier chunk is implied by our own later sends that reused
-     * its slot. */
-    uint64_t first = st->nchunks > ch->nslots ? st->nchunks - ch->nslots : 0;
-    for (uint64_t c = first; st->remote_done && c < st->nchunks; c++) {
-        uint64_t g = (st->base + c) / ch->nslots,
-                 s = (st->base + c) % ch->nslots;
-        ipcp__enq_check(t, ring_wait(qs->q[0], &ch->ctl->freed[s].v, g + 1,
-                                     &peer->lost, NULL));
-    }
+    ipcp__stage_end(x, nq);
     return 1;
 }
 

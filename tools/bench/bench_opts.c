@@ -415,6 +415,19 @@ static int apply_flag(bench_opts_t *o, int c)
     }
 }
 
+/* --stream-wait auto|sync|poll; -1 for anything else. */
+static int parse_stream_wait(bench_opts_t *o, const char *arg)
+{
+    static const char *const names[] = {"auto", "sync", "poll"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(arg, names[i]) == 0) {
+            o->stream_wait = i; /* bench_wait_t's order */
+            bench_set_stream_wait(i);
+            return 0;
+        }
+    return -1;
+}
+
 /* Applies one option; returns 0, or -1 when its value is bad. */
 static int apply_opt(bench_opts_t *o, size_args_t *sa, int c, const char *arg)
 {
@@ -463,16 +476,7 @@ static int apply_opt(bench_opts_t *o, size_args_t *sa, int c, const char *arg)
         o->stream_reqs_every = strcmp(arg, "every") == 0;
         return 0;
     case OPT_STREAM_WAIT:
-        if (strcmp(arg, "auto") == 0)
-            o->stream_wait = BENCH_WAIT_AUTO;
-        else if (strcmp(arg, "sync") == 0)
-            o->stream_wait = BENCH_WAIT_SYNC;
-        else if (strcmp(arg, "poll") == 0)
-            o->stream_wait = BENCH_WAIT_POLL;
-        else
-            return -1;
-        bench_set_stream_wait(o->stream_wait);
-        return 0;
+        return parse_stream_wait(o, arg);
     case OPT_TIMEOUT:
         o->timeout_s = strtod(arg, &end);
         return end == arg || *end || !(o->timeout_s >= 0) ? -1 : 0;
