@@ -1,9 +1,8 @@
-/* ipcpipe-bench: everything that calls CUDA.  The driver is the library's
- * run-time-loaded table (cuda_driver.h); the few entry points the bench
- * needs beyond it (events, pinned allocation, peer access) are fetched the
- * same way, through cuGetProcAddress of the libcuda.so.1 the library
- * opened.  Without CUDA at build time every function here says so and the
- * bench runs on host memory only. */
+/* ipcpipe-bench: everything that calls CUDA, through the tools' table of
+ * driver entry points (tools/common/tool_cuda.h: fetched from the driver
+ * the library loaded) and the library's description of the GPUs
+ * (ipcpipe_diag.h).  Without CUDA at build time every function here says
+ * so and the bench runs on host memory only. */
 #include "bench.h"
 
 #include <errno.h>
@@ -15,99 +14,10 @@
 
 #ifdef IPCP_HAVE_CUDA
 
-#include <cudaTypedefs.h>
-#include <dlfcn.h>
 #include <pthread.h>
 
-#include "backend/cuda/cuda_driver.h"
-
-/* ---- Entry points beyond the library's table ---------------------------- */
-
-/* X(name, ABI version, older ABI version or 0), chosen as in
- * cuda_driver.h: the newest PFN_ typedef whose type is cuda.h's prototype.
- * cuda.h maps cuEventElapsedTime to cuEventElapsedTime_v2 (CUDA 12.8); a
- * 12.0-12.7 driver lacks it, and there the original (same prototype, all
- * that timing two events of one stream needs) is taken instead. */
-#define BENCH_CU_EXTRA(X)                                                      \
-    X(cuEventCreate, 2000, 0)                                                  \
-    X(cuEventRecord, 2000, 0)                                                  \
-    X(cuEventSynchronize, 2000, 0)                                             \
-    X(cuEventElapsedTime, 12080, 2000)                                         \
-    X(cuEventDestroy, 4000, 0)                                                 \
-    X(cuCtxEnablePeerAccess, 4000, 0)                                          \
-    X(cuMemHostAlloc, 2020, 0)                                                 \
-    X(cuMemFreeHost, 2000, 0)
-
-#define BENCH_CU_ABI_CHECK_(name, abi, old)                                    \
-    _Static_assert(                                                            \
-        __builtin_types_compatible_p(__typeof__(&name), PFN_##name##_v##abi),  \
-        #name " does not have the ABI of CUDA version " #abi);
-BENCH_CU_EXTRA(BENCH_CU_ABI_CHECK_)
-#undef BENCH_CU_ABI_CHECK_
-_Static_assert(__builtin_types_compatible_p(__typeof__(&cuEventElapsedTime),
-                                            PFN_cuEventElapsedTime_v2000),
-               "cuEventElapsedTime's original ABI differs");
-
-static struct {
-#define BENCH_CU_FIELD_(name, abi, old) __typeof__(&name) pfn_##name;
-    BENCH_CU_EXTRA(BENCH_CU_FIELD_)
-#undef BENCH_CU_FIELD_
-} xcu;
-
-#define XCU(name) (xcu.pfn_##name)
-
-static pthread_once_t xcu_once = PTHREAD_ONCE_INIT;
-static char xcu_error[256];
-
-static void xcu_load_once(void)
-{
-    if (ipcp__cu_load() != IPCP_OK) {
-        bench_fmt(xcu_error, sizeof(xcu_error), "%s", ipcp_last_error());
-        return;
-    }
-    /* Already loaded by the library: this only finds it. */
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    __typeof__(&cuGetProcAddress) get_proc =
-        lib ? (__typeof__(&cuGetProcAddress))dlsym(lib, "cuGetProcAddress_v2")
-            : NULL;
-    if (!get_proc) {
-        bench_fmt(xcu_error, sizeof(xcu_error),
-                  "cannot find cuGetProcAddress_v2 in libcuda.so.1");
-        return;
-    }
-#define BENCH_CU_FETCH_(name, abi, old)                                        \
-    do {                                                                       \
-        CUdriverProcAddressQueryResult qr = CU_GET_PROC_ADDRESS_SUCCESS;       \
-        void *fn = NULL;                                                       \
-        CUresult r =                                                           \
-            get_proc(#name, &fn, abi, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &qr); \
-        if ((r != CUDA_SUCCESS || !fn) && old) {                               \
-            fn = NULL;                                                         \
-            r = get_proc(#name, &fn, old, CU_GET_PROC_ADDRESS_LEGACY_STREAM,   \
-                         &qr);                                                 \
-        }                                                                      \
-        if (r != CUDA_SUCCESS || !fn) {                                        \
-            bench_fmt(xcu_error, sizeof(xcu_error),                            \
-                      "the GPU driver lacks %s of CUDA %d.%d "                 \
-                      "(cuGetProcAddress: CUresult %d, query result %d)",      \
-                      #name, abi / 1000, abi % 1000 / 10, (int)r, (int)qr);    \
-            return;                                                            \
-        }                                                                      \
-        xcu.pfn_##name = (__typeof__(xcu.pfn_##name))fn;                       \
-    } while (0);
-    BENCH_CU_EXTRA(BENCH_CU_FETCH_)
-#undef BENCH_CU_FETCH_
-}
-
-static int xcu_load(char *err, size_t elen)
-{
-    pthread_once(&xcu_once, xcu_load_once);
-    if (xcu_error[0]) {
-        bench_fmt(err, elen, "%s", xcu_error);
-        return -1;
-    }
-    return 0;
-}
+#include "ipcpipe_diag.h"
+#include "tool_cuda.h"
 
 /* Formats "<what>: CUDA_ERROR_X: description" into err when r failed.
  * Returns 0 on success, -1 on failure. */
@@ -118,13 +28,13 @@ static int cu_ok(CUresult r, char *err, size_t elen, const char *what)
         return 0;
     if (err && elen)
         bench_fmt(err, elen, "%s: %s", what,
-                  ipcp__cu_strerror(r, msg, sizeof(msg)));
+                  tool_cu_strerror(r, msg, sizeof(msg)));
     return -1;
 }
 
 /* ---- Devices ------------------------------------------------------------- */
 
-static ipcp__cu_probe_t probe;
+static ipcp_diag_gpus_t probe;
 static int probe_done, probe_ok;
 static char probe_why[256];
 static CUcontext bound_ctx;
@@ -147,8 +57,10 @@ int bench_cuda_usable(char *why, size_t len)
         if (setting_is_off("IPCPIPE_CUDA")) {
             bench_fmt(probe_why, sizeof(probe_why),
                       "IPCPIPE_CUDA=off turns the library's CUDA backend off");
-        } else if (ipcp__cu_probe(&probe) != IPCP_OK) {
+        } else if (ipcp_diag_gpus(&probe) != IPCP_OK) {
             bench_fmt(probe_why, sizeof(probe_why), "%s", ipcp_last_error());
+            probe.ndev = 0;
+        } else if (tool_cu_load(probe_why, sizeof(probe_why)) < 0) {
             probe.ndev = 0;
         } else {
             probe_ok = 1;
@@ -194,18 +106,18 @@ static int retain_ctx(int device, CUcontext *ctx, char *err, size_t elen)
     char what[64];
     CUdevice dev;
     bench_fmt(what, sizeof(what), "cuDeviceGet(%d)", device);
-    if (cu_ok(IPCP_CU(cuDeviceGet)(&dev, device), err, elen, what) < 0)
+    if (cu_ok(TOOL_CU(cuDeviceGet)(&dev, device), err, elen, what) < 0)
         return -1;
     bench_fmt(what, sizeof(what), "cuDevicePrimaryCtxRetain(device %d)",
               device);
-    return cu_ok(IPCP_CU(cuDevicePrimaryCtxRetain)(ctx, dev), err, elen, what);
+    return cu_ok(TOOL_CU(cuDevicePrimaryCtxRetain)(ctx, dev), err, elen, what);
 }
 
 static void release_ctx(int device)
 {
     CUdevice dev;
-    if (IPCP_CU(cuDeviceGet)(&dev, device) == CUDA_SUCCESS)
-        IPCP_CU(cuDevicePrimaryCtxRelease)(dev);
+    if (TOOL_CU(cuDeviceGet)(&dev, device) == CUDA_SUCCESS)
+        TOOL_CU(cuDevicePrimaryCtxRelease)(dev);
 }
 
 int bench_cuda_bind(int device, char *err, size_t elen)
@@ -226,7 +138,7 @@ int bench_cuda_bind(int device, char *err, size_t elen)
     CUcontext ctx;
     if (retain_ctx(device, &ctx, err, elen) < 0)
         return -1;
-    if (cu_ok(IPCP_CU(cuCtxSetCurrent)(ctx), err, elen, "cuCtxSetCurrent") <
+    if (cu_ok(TOOL_CU(cuCtxSetCurrent)(ctx), err, elen, "cuCtxSetCurrent") <
         0) {
         release_ctx(device);
         return -1;
@@ -245,7 +157,7 @@ void *bench_cuda_stream(char *err, size_t elen)
         return NULL;
     }
     if (!user_stream &&
-        cu_ok(IPCP_CU(cuStreamCreate)(&user_stream, CU_STREAM_NON_BLOCKING),
+        cu_ok(TOOL_CU(cuStreamCreate)(&user_stream, CU_STREAM_NON_BLOCKING),
               err, elen, "cuStreamCreate") < 0) {
         user_stream = NULL;
         return NULL;
@@ -266,9 +178,9 @@ int bench_cuda_stream_sync(void *stream, char *err, size_t elen)
 {
     CUresult r;
     if (!bench_stream_poll())
-        r = IPCP_CU(cuStreamSynchronize)((CUstream)stream);
+        r = TOOL_CU(cuStreamSynchronize)((CUstream)stream);
     else
-        while ((r = IPCP_CU(cuStreamQuery)((CUstream)stream)) ==
+        while ((r = TOOL_CU(cuStreamQuery)((CUstream)stream)) ==
                CUDA_ERROR_NOT_READY)
             sched_yield();
     return cu_ok(r, err, elen, "waiting for the stream");
@@ -279,11 +191,11 @@ void bench_cuda_unbind(void)
     if (bound_dev < 0)
         return;
     if (user_stream) {
-        IPCP_CU(cuStreamSynchronize)(user_stream);
-        IPCP_CU(cuStreamDestroy)(user_stream);
+        TOOL_CU(cuStreamSynchronize)(user_stream);
+        TOOL_CU(cuStreamDestroy)(user_stream);
         user_stream = NULL;
     }
-    IPCP_CU(cuCtxSetCurrent)(NULL);
+    TOOL_CU(cuCtxSetCurrent)(NULL);
     release_ctx(bound_dev);
     bound_dev = -1;
     bound_ctx = NULL;
@@ -293,19 +205,19 @@ void bench_cuda_unbind(void)
  * context is restored afterwards. */
 static int with_ctx(CUcontext ctx, CUcontext *saved, char *err, size_t elen)
 {
-    if (cu_ok(IPCP_CU(cuCtxGetCurrent)(saved), err, elen, "cuCtxGetCurrent") <
+    if (cu_ok(TOOL_CU(cuCtxGetCurrent)(saved), err, elen, "cuCtxGetCurrent") <
         0)
         return -1;
     if (*saved == ctx)
         return 0;
-    return cu_ok(IPCP_CU(cuCtxSetCurrent)(ctx), err, elen, "cuCtxSetCurrent");
+    return cu_ok(TOOL_CU(cuCtxSetCurrent)(ctx), err, elen, "cuCtxSetCurrent");
 }
 
 static void restore_ctx(CUcontext saved)
 {
     CUcontext cur = NULL;
-    if (IPCP_CU(cuCtxGetCurrent)(&cur) == CUDA_SUCCESS && cur != saved)
-        IPCP_CU(cuCtxSetCurrent)(saved);
+    if (TOOL_CU(cuCtxGetCurrent)(&cur) == CUDA_SUCCESS && cur != saved)
+        TOOL_CU(cuCtxSetCurrent)(saved);
 }
 
 static int plain_alloc(CUcontext ctx, int device, size_t len, CUdeviceptr *p,
@@ -315,7 +227,7 @@ static int plain_alloc(CUcontext ctx, int device, size_t len, CUdeviceptr *p,
     char what[96];
     if (with_ctx(ctx, &saved, err, elen) < 0)
         return -1;
-    CUresult r = IPCP_CU(cuMemAlloc)(p, len ? len : 1);
+    CUresult r = TOOL_CU(cuMemAlloc)(p, len ? len : 1);
     restore_ctx(saved);
     *nomem = r == CUDA_ERROR_OUT_OF_MEMORY;
     bench_fmt(what, sizeof(what), "cuMemAlloc(%zu bytes on device %d)", len,
@@ -366,7 +278,7 @@ void bench_cuda_buf_free(ipcp_comm_t *comm, bench_buf_t *b)
     char err[256];
     if (b->plain) {
         /* cuMemFree needs no particular current context under UVA. */
-        if (cu_ok(IPCP_CU(cuMemFree)((CUdeviceptr)(uintptr_t)b->ptr), err,
+        if (cu_ok(TOOL_CU(cuMemFree)((CUdeviceptr)(uintptr_t)b->ptr), err,
                   sizeof(err), "cuMemFree") < 0)
             fprintf(stderr, "ipcpipe-bench: %s\n", err);
         release_ctx(b->device);
@@ -386,10 +298,10 @@ int bench_cuda_h2d(void *dst, const void *src, size_t n, char *err, size_t elen)
 {
     char what[96];
     bench_fmt(what, sizeof(what), "cuMemcpyHtoD(%p, %zu bytes)", dst, n);
-    if (cu_ok(IPCP_CU(cuMemcpyHtoD)((CUdeviceptr)(uintptr_t)dst, src, n), err,
+    if (cu_ok(TOOL_CU(cuMemcpyHtoD)((CUdeviceptr)(uintptr_t)dst, src, n), err,
               elen, what) < 0)
         return -1;
-    return cu_ok(IPCP_CU(cuCtxSynchronize)(), err, elen,
+    return cu_ok(TOOL_CU(cuCtxSynchronize)(), err, elen,
                  "cuCtxSynchronize after cuMemcpyHtoD");
 }
 
@@ -397,10 +309,10 @@ int bench_cuda_d2h(void *dst, const void *src, size_t n, char *err, size_t elen)
 {
     char what[96];
     bench_fmt(what, sizeof(what), "cuMemcpyDtoH(%p, %zu bytes)", src, n);
-    if (cu_ok(IPCP_CU(cuCtxSynchronize)(), err, elen,
+    if (cu_ok(TOOL_CU(cuCtxSynchronize)(), err, elen,
               "cuCtxSynchronize before cuMemcpyDtoH") < 0)
         return -1;
-    return cu_ok(IPCP_CU(cuMemcpyDtoH)(dst, (CUdeviceptr)(uintptr_t)src, n),
+    return cu_ok(TOOL_CU(cuMemcpyDtoH)(dst, (CUdeviceptr)(uintptr_t)src, n),
                  err, elen, what);
 }
 
@@ -410,10 +322,10 @@ int bench_cuda_memset(void *dst, unsigned char v, size_t n, char *err,
     char what[96];
     bench_fmt(what, sizeof(what), "cuMemsetD8(%p, 0x%02x, %zu bytes)", dst, v,
               n);
-    if (cu_ok(IPCP_CU(cuMemsetD8)((CUdeviceptr)(uintptr_t)dst, v, n), err, elen,
+    if (cu_ok(TOOL_CU(cuMemsetD8)((CUdeviceptr)(uintptr_t)dst, v, n), err, elen,
               what) < 0)
         return -1;
-    return cu_ok(IPCP_CU(cuCtxSynchronize)(), err, elen,
+    return cu_ok(TOOL_CU(cuCtxSynchronize)(), err, elen,
                  "cuCtxSynchronize after cuMemsetD8");
 }
 
@@ -454,20 +366,20 @@ static int side_enqueue(bench_cuda_ceil_t *cc, const cjob_t *j, size_t size,
 {
     CUstream s = cc->st[j->side];
     char what[128];
-    if (cu_ok(IPCP_CU(cuCtxSetCurrent)(cc->ctx[j->side]), err, elen,
+    if (cu_ok(TOOL_CU(cuCtxSetCurrent)(cc->ctx[j->side]), err, elen,
               "cuCtxSetCurrent") < 0)
         return -1;
-    if (gated && cu_ok(IPCP_CU(cuStreamWaitValue64)(s, cc->gate_dev[j->side],
+    if (gated && cu_ok(TOOL_CU(cuStreamWaitValue64)(s, cc->gate_dev[j->side],
                                                     cc->gate_val,
                                                     CU_STREAM_WAIT_VALUE_GEQ),
                        err, elen, "cuStreamWaitValue64(gate)") < 0)
         return -1;
-    if (cu_ok(XCU(cuEventRecord)(cc->ev[j->side][0], s), err, elen,
+    if (cu_ok(TOOL_CU(cuEventRecord)(cc->ev[j->side][0], s), err, elen,
               "cuEventRecord(start)") < 0)
         return -1;
     for (int k = 0; k < window; k++) {
         size_t slot = (size_t)(k % slots);
-        CUresult r = IPCP_CU(cuMemcpyAsync)(
+        CUresult r = TOOL_CU(cuMemcpyAsync)(
             j->dst + slot * j->dst_step, j->src + slot * j->src_step, size, s);
         if (r != CUDA_SUCCESS) {
             bench_fmt(what, sizeof(what),
@@ -476,7 +388,7 @@ static int side_enqueue(bench_cuda_ceil_t *cc, const cjob_t *j, size_t size,
             return cu_ok(r, err, elen, what);
         }
     }
-    return cu_ok(XCU(cuEventRecord)(cc->ev[j->side][1], s), err, elen,
+    return cu_ok(TOOL_CU(cuEventRecord)(cc->ev[j->side][1], s), err, elen,
                  "cuEventRecord(stop)");
 }
 
@@ -500,14 +412,14 @@ static int run_jobs(bench_cuda_ceil_t *cc, const cjob_t *jobs, int njobs,
     for (int j = 0; j < njobs; j++) {
         int s = jobs[j].side;
         char e2[256];
-        CUresult r = IPCP_CU(cuStreamSynchronize)(cc->st[s]);
+        CUresult r = TOOL_CU(cuStreamSynchronize)(cc->st[s]);
         if (cu_ok(r, e2, sizeof(e2), "cuStreamSynchronize") < 0 && rc == 0) {
             bench_fmt(err, elen, "%s", e2);
             rc = -1;
         }
         if (rc == 0)
             rc = cu_ok(
-                XCU(cuEventElapsedTime)(&ms[j], cc->ev[s][0], cc->ev[s][1]),
+                TOOL_CU(cuEventElapsedTime)(&ms[j], cc->ev[s][0], cc->ev[s][1]),
                 err, elen, "cuEventElapsedTime");
     }
     return rc;
@@ -516,12 +428,12 @@ static int run_jobs(bench_cuda_ceil_t *cc, const cjob_t *jobs, int njobs,
 static void ceil_free_side(ipcp_comm_t *comm, bench_cuda_ceil_t *cc, int s)
 {
     if (cc->ctx[s])
-        IPCP_CU(cuCtxSetCurrent)(cc->ctx[s]);
+        TOOL_CU(cuCtxSetCurrent)(cc->ctx[s]);
     for (int e = 0; e < 2; e++)
         if (cc->ev[s][e])
-            XCU(cuEventDestroy)(cc->ev[s][e]);
+            TOOL_CU(cuEventDestroy)(cc->ev[s][e]);
     if (cc->st[s])
-        IPCP_CU(cuStreamDestroy)(cc->st[s]);
+        TOOL_CU(cuStreamDestroy)(cc->st[s]);
     if (cc->buf[s].ptr)
         bench_cuda_buf_free(comm, &cc->buf[s]);
     if (cc->retained[s])
@@ -535,11 +447,11 @@ void bench_cuda_ceil_destroy(ipcp_comm_t *comm, bench_cuda_ceil_t *cc)
     for (int s = 0; s < 2; s++)
         ceil_free_side(comm, cc, s);
     if (cc->pinned)
-        XCU(cuMemFreeHost)(cc->pinned);
+        TOOL_CU(cuMemFreeHost)(cc->pinned);
     if (cc->gate)
-        XCU(cuMemFreeHost)((void *)cc->gate);
+        TOOL_CU(cuMemFreeHost)((void *)cc->gate);
     if (bound_ctx)
-        IPCP_CU(cuCtxSetCurrent)(bound_ctx);
+        TOOL_CU(cuCtxSetCurrent)(bound_ctx);
     free(cc);
 }
 
@@ -549,19 +461,19 @@ static int ceil_open_side(ipcp_comm_t *comm, bench_cuda_ceil_t *cc, int s,
     if (retain_ctx(cc->dev[s], &cc->ctx[s], err, elen) < 0)
         return -1;
     cc->retained[s] = 1;
-    if (cu_ok(IPCP_CU(cuCtxSetCurrent)(cc->ctx[s]), err, elen,
+    if (cu_ok(TOOL_CU(cuCtxSetCurrent)(cc->ctx[s]), err, elen,
               "cuCtxSetCurrent") < 0 ||
-        cu_ok(IPCP_CU(cuStreamCreate)(&cc->st[s], CU_STREAM_NON_BLOCKING), err,
+        cu_ok(TOOL_CU(cuStreamCreate)(&cc->st[s], CU_STREAM_NON_BLOCKING), err,
               elen, "cuStreamCreate") < 0 ||
-        cu_ok(XCU(cuEventCreate)(&cc->ev[s][0], CU_EVENT_DEFAULT), err, elen,
-              "cuEventCreate") < 0 ||
-        cu_ok(XCU(cuEventCreate)(&cc->ev[s][1], CU_EVENT_DEFAULT), err, elen,
-              "cuEventCreate") < 0)
+        cu_ok(TOOL_CU(cuEventCreate)(&cc->ev[s][0], CU_EVENT_DEFAULT), err,
+              elen, "cuEventCreate") < 0 ||
+        cu_ok(TOOL_CU(cuEventCreate)(&cc->ev[s][1], CU_EVENT_DEFAULT), err,
+              elen, "cuEventCreate") < 0)
         return -1;
     if (bench_cuda_buf_alloc(comm, len, cc->dev[s], cc->plain, &cc->buf[s],
                              nomem, err, elen) < 0)
         return -1;
-    if (cc->gated && cu_ok(IPCP_CU(cuMemHostGetDevicePointer)(
+    if (cc->gated && cu_ok(TOOL_CU(cuMemHostGetDevicePointer)(
                                &cc->gate_dev[s], (void *)cc->gate, 0),
                            err, elen, "cuMemHostGetDevicePointer(gate)") < 0)
         return -1;
@@ -578,10 +490,10 @@ static int ceil_enable_peers(bench_cuda_ceil_t *cc, char *err, size_t elen)
     for (int s = 0; s < 2; s++) {
         if (!bench_cuda_peer(cc->dev[s], cc->dev[1 - s]))
             continue;
-        if (cu_ok(IPCP_CU(cuCtxSetCurrent)(cc->ctx[s]), err, elen,
+        if (cu_ok(TOOL_CU(cuCtxSetCurrent)(cc->ctx[s]), err, elen,
                   "cuCtxSetCurrent") < 0)
             return -1;
-        CUresult r = XCU(cuCtxEnablePeerAccess)(cc->ctx[1 - s], 0);
+        CUresult r = TOOL_CU(cuCtxEnablePeerAccess)(cc->ctx[1 - s], 0);
         if (r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED &&
             cu_ok(r, err, elen, "cuCtxEnablePeerAccess") < 0)
             return -1;
@@ -595,7 +507,7 @@ bench_cuda_ceil_t *bench_cuda_ceil_create(ipcp_comm_t *comm, int a, int b,
                                           char *err, size_t elen)
 {
     *nomem = 0;
-    if (xcu_load(err, elen) < 0)
+    if (tool_cu_load(err, elen) < 0)
         return NULL;
     bench_cuda_ceil_t *cc = calloc(1, sizeof(*cc));
     if (!cc) {
@@ -609,8 +521,8 @@ bench_cuda_ceil_t *bench_cuda_ceil_create(ipcp_comm_t *comm, int a, int b,
     cc->half = len;
     cc->pinned_len = pinned_len ? pinned_len : 1;
     cc->gated = probe.dev[a].memops64 && probe.dev[b].memops64;
-    CUresult r = XCU(cuMemHostAlloc)(&cc->pinned, cc->pinned_len,
-                                     CU_MEMHOSTALLOC_PORTABLE);
+    CUresult r = TOOL_CU(cuMemHostAlloc)(&cc->pinned, cc->pinned_len,
+                                         CU_MEMHOSTALLOC_PORTABLE);
     if (r != CUDA_SUCCESS) {
         cc->pinned = NULL;
         *nomem = r == CUDA_ERROR_OUT_OF_MEMORY;
@@ -620,7 +532,7 @@ bench_cuda_ceil_t *bench_cuda_ceil_create(ipcp_comm_t *comm, int a, int b,
     memset(cc->pinned, 0, cc->pinned_len);
     if (cc->gated) {
         void *g = NULL;
-        r = XCU(cuMemHostAlloc)(
+        r = TOOL_CU(cuMemHostAlloc)(
             &g, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
         if (cu_ok(r, err, elen, "cuMemHostAlloc(gate)") < 0)
             goto fail;
@@ -633,7 +545,7 @@ bench_cuda_ceil_t *bench_cuda_ceil_create(ipcp_comm_t *comm, int a, int b,
     if (ceil_enable_peers(cc, err, elen) < 0)
         goto fail;
     if (bound_ctx)
-        IPCP_CU(cuCtxSetCurrent)(bound_ctx);
+        TOOL_CU(cuCtxSetCurrent)(bound_ctx);
     return cc;
 fail:
     bench_cuda_ceil_destroy(comm, cc);
@@ -724,7 +636,7 @@ double bench_cuda_ceil_measure(bench_cuda_ceil_t *cc, bench_ceil_kind_t kind,
     }
     free(t);
     if (bound_ctx)
-        IPCP_CU(cuCtxSetCurrent)(bound_ctx);
+        TOOL_CU(cuCtxSetCurrent)(bound_ctx);
     return best;
 }
 
@@ -750,7 +662,7 @@ struct bench_naive {
 static void restore_bound(void)
 {
     if (bound_ctx)
-        IPCP_CU(cuCtxSetCurrent)(bound_ctx);
+        TOOL_CU(cuCtxSetCurrent)(bound_ctx);
 }
 
 static int naive_side(bench_naive_t *nv, int side, char *err, size_t elen)
@@ -759,18 +671,18 @@ static int naive_side(bench_naive_t *nv, int side, char *err, size_t elen)
     if (retain_ctx(nv->dev[side], &nv->ctx[side], err, elen) < 0)
         return -1;
     nv->retained[side] = 1;
-    if (cu_ok(IPCP_CU(cuCtxSetCurrent)(nv->ctx[side]), err, elen,
+    if (cu_ok(TOOL_CU(cuCtxSetCurrent)(nv->ctx[side]), err, elen,
               "cuCtxSetCurrent") < 0)
         return -1;
     for (int s = 0; s < NAIVE_STREAMS; s++) {
         CUstream *st = side ? &nv->h2d[s] : &nv->d2h[s];
         bench_fmt(what, sizeof(what), "cuStreamCreate(%s stream %d, device %d)",
                   side ? "H2D" : "D2H", s, nv->dev[side]);
-        if (cu_ok(IPCP_CU(cuStreamCreate)(st, CU_STREAM_NON_BLOCKING), err,
+        if (cu_ok(TOOL_CU(cuStreamCreate)(st, CU_STREAM_NON_BLOCKING), err,
                   elen, what) < 0)
             return -1;
         if (side == 0 &&
-            cu_ok(IPCP_CU(cuEventCreate)(&nv->ev[s], CU_EVENT_DISABLE_TIMING),
+            cu_ok(TOOL_CU(cuEventCreate)(&nv->ev[s], CU_EVENT_DISABLE_TIMING),
                   err, elen, "cuEventCreate") < 0)
             return -1;
     }
@@ -781,7 +693,7 @@ bench_naive_t *bench_naive_create(int dev0, int dev1, size_t pinned_len,
                                   int *nomem, char *err, size_t elen)
 {
     *nomem = 0;
-    if (xcu_load(err, elen) < 0)
+    if (tool_cu_load(err, elen) < 0)
         return NULL;
     bench_naive_t *nv = calloc(1, sizeof(*nv));
     if (!nv) {
@@ -795,8 +707,8 @@ bench_naive_t *bench_naive_create(int dev0, int dev1, size_t pinned_len,
     if (naive_side(nv, 0, err, elen) < 0 || naive_side(nv, 1, err, elen) < 0)
         goto fail;
     /* cudaMallocHost in the seed: pinned, usable from both contexts. */
-    CUresult r = XCU(cuMemHostAlloc)(&nv->pinned, nv->pinned_len,
-                                     CU_MEMHOSTALLOC_PORTABLE);
+    CUresult r = TOOL_CU(cuMemHostAlloc)(&nv->pinned, nv->pinned_len,
+                                         CU_MEMHOSTALLOC_PORTABLE);
     if (r != CUDA_SUCCESS) {
         nv->pinned = NULL;
         *nomem = r == CUDA_ERROR_OUT_OF_MEMORY;
@@ -824,13 +736,13 @@ int bench_naive_open(bench_naive_t *nv,
     /* The seed's choice, kept on purpose: the mapping is made while rank
      * 0's own device is current, so it belongs to that context although
      * the memory is on rank 1's GPU. */
-    if (cu_ok(IPCP_CU(cuCtxSetCurrent)(nv->ctx[0]), err, elen,
+    if (cu_ok(TOOL_CU(cuCtxSetCurrent)(nv->ctx[0]), err, elen,
               "cuCtxSetCurrent") < 0)
         return -1;
     bench_fmt(what, sizeof(what),
               "cuIpcOpenMemHandle(rank 1's buffer, in device %d's context)",
               nv->dev[0]);
-    int rc = cu_ok(IPCP_CU(cuIpcOpenMemHandle)(
+    int rc = cu_ok(TOOL_CU(cuIpcOpenMemHandle)(
                        &nv->mapped, hd, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
                    err, elen, what);
     if (rc < 0)
@@ -845,8 +757,8 @@ void bench_naive_close(bench_naive_t *nv)
     char err[BENCH_REASON_MAX];
     if (!nv || !nv->mapped)
         return;
-    IPCP_CU(cuCtxSetCurrent)(nv->ctx[0]);
-    if (cu_ok(IPCP_CU(cuIpcCloseMemHandle)(nv->mapped), err, sizeof(err),
+    TOOL_CU(cuCtxSetCurrent)(nv->ctx[0]);
+    if (cu_ok(TOOL_CU(cuIpcCloseMemHandle)(nv->mapped), err, sizeof(err),
               "cuIpcCloseMemHandle") < 0)
         fprintf(stderr, "ipcpipe-bench: %s\n", err);
     nv->mapped = 0;
@@ -861,24 +773,24 @@ static int naive_chunk(bench_naive_t *nv, int s, CUdeviceptr src,
                        char *err, size_t elen)
 {
     char what[96];
-    if (cu_ok(IPCP_CU(cuCtxSetCurrent)(nv->ctx[0]), err, elen,
+    if (cu_ok(TOOL_CU(cuCtxSetCurrent)(nv->ctx[0]), err, elen,
               "cuCtxSetCurrent(device 0)") < 0)
         return -1;
     bench_fmt(what, sizeof(what), "cuMemcpyDtoHAsync(%zu bytes, stream %d)", n,
               s);
-    if (cu_ok(IPCP_CU(cuMemcpyDtoHAsync)(host, src, n, nv->d2h[s]), err, elen,
+    if (cu_ok(TOOL_CU(cuMemcpyDtoHAsync)(host, src, n, nv->d2h[s]), err, elen,
               what) < 0 ||
-        cu_ok(IPCP_CU(cuEventRecord)(nv->ev[s], nv->d2h[s]), err, elen,
+        cu_ok(TOOL_CU(cuEventRecord)(nv->ev[s], nv->d2h[s]), err, elen,
               "cuEventRecord") < 0)
         return -1;
-    if (cu_ok(IPCP_CU(cuCtxSetCurrent)(nv->ctx[1]), err, elen,
+    if (cu_ok(TOOL_CU(cuCtxSetCurrent)(nv->ctx[1]), err, elen,
               "cuCtxSetCurrent(device 1)") < 0 ||
-        cu_ok(IPCP_CU(cuStreamWaitEvent)(nv->h2d[s], nv->ev[s], 0), err, elen,
+        cu_ok(TOOL_CU(cuStreamWaitEvent)(nv->h2d[s], nv->ev[s], 0), err, elen,
               "cuStreamWaitEvent") < 0)
         return -1;
     bench_fmt(what, sizeof(what),
               "cuMemcpyHtoDAsync(%zu bytes into the mapping, stream %d)", n, s);
-    return cu_ok(IPCP_CU(cuMemcpyHtoDAsync)(dst, host, n, nv->h2d[s]), err,
+    return cu_ok(TOOL_CU(cuMemcpyHtoDAsync)(dst, host, n, nv->h2d[s]), err,
                  elen, what);
 }
 
@@ -912,7 +824,7 @@ int bench_naive_window(bench_naive_t *nv, const void *src, size_t size,
         char e2[BENCH_REASON_MAX];
         for (int side = 0; side < 2; side++) {
             CUstream st = side ? nv->h2d[s] : nv->d2h[s];
-            if (cu_ok(IPCP_CU(cuStreamSynchronize)(st), e2, sizeof(e2),
+            if (cu_ok(TOOL_CU(cuStreamSynchronize)(st), e2, sizeof(e2),
                       "cuStreamSynchronize") < 0 &&
                 rc == 0) {
                 bench_fmt(err, elen, "%s", e2);
@@ -932,17 +844,17 @@ void bench_naive_destroy(bench_naive_t *nv)
     for (int side = 0; side < 2; side++) {
         if (!nv->retained[side])
             continue;
-        IPCP_CU(cuCtxSetCurrent)(nv->ctx[side]);
+        TOOL_CU(cuCtxSetCurrent)(nv->ctx[side]);
         for (int s = 0; s < NAIVE_STREAMS; s++) {
             CUstream st = side ? nv->h2d[s] : nv->d2h[s];
             if (st)
-                IPCP_CU(cuStreamDestroy)(st);
+                TOOL_CU(cuStreamDestroy)(st);
             if (side == 0 && nv->ev[s])
-                IPCP_CU(cuEventDestroy)(nv->ev[s]);
+                TOOL_CU(cuEventDestroy)(nv->ev[s]);
         }
     }
     if (nv->pinned)
-        XCU(cuMemFreeHost)(nv->pinned);
+        TOOL_CU(cuMemFreeHost)(nv->pinned);
     restore_bound();
     for (int side = 0; side < 2; side++)
         if (nv->retained[side])
@@ -954,7 +866,7 @@ int bench_cuda_ipc_handle(void *ptr, unsigned char h[BENCH_IPC_HANDLE_BYTES],
                           char *err, size_t elen)
 {
     CUipcMemHandle hd;
-    if (cu_ok(IPCP_CU(cuIpcGetMemHandle)(&hd, (CUdeviceptr)(uintptr_t)ptr), err,
+    if (cu_ok(TOOL_CU(cuIpcGetMemHandle)(&hd, (CUdeviceptr)(uintptr_t)ptr), err,
               elen, "cuIpcGetMemHandle(the naive case's buffer)") < 0)
         return -1;
     memcpy(h, &hd, sizeof(hd));
@@ -978,13 +890,13 @@ int bench_cuda_load_run(int device, int h2d, volatile sig_atomic_t *stop,
     /* The driver initialized first (the bind), as everywhere else here. */
     if (bench_cuda_bind(device, err, elen) < 0)
         return -1;
-    if (xcu_load(err, elen) < 0)
+    if (tool_cu_load(err, elen) < 0)
         goto out;
-    if (cu_ok(IPCP_CU(cuMemAlloc)(&d, BENCH_LOAD_CHUNK), err, elen,
+    if (cu_ok(TOOL_CU(cuMemAlloc)(&d, BENCH_LOAD_CHUNK), err, elen,
               "cuMemAlloc(load buffer)") < 0 ||
-        cu_ok(XCU(cuMemHostAlloc)(&h, BENCH_LOAD_CHUNK, 0), err, elen,
+        cu_ok(TOOL_CU(cuMemHostAlloc)(&h, BENCH_LOAD_CHUNK, 0), err, elen,
               "cuMemHostAlloc(load buffer)") < 0 ||
-        cu_ok(IPCP_CU(cuStreamCreate)(&s, CU_STREAM_NON_BLOCKING), err, elen,
+        cu_ok(TOOL_CU(cuStreamCreate)(&s, CU_STREAM_NON_BLOCKING), err, elen,
               "cuStreamCreate") < 0)
         goto out;
     memset(h, 0x5a, BENCH_LOAD_CHUNK);
@@ -992,14 +904,14 @@ int bench_cuda_load_run(int device, int h2d, volatile sig_atomic_t *stop,
     for (int batch = 0; !*stop; batch++) {
         for (int i = 0; i < BENCH_LOAD_DEPTH; i++) {
             CUresult r =
-                h2d ? IPCP_CU(cuMemcpyHtoDAsync)(d, h, BENCH_LOAD_CHUNK, s)
-                    : IPCP_CU(cuMemcpyDtoHAsync)(h, d, BENCH_LOAD_CHUNK, s);
+                h2d ? TOOL_CU(cuMemcpyHtoDAsync)(d, h, BENCH_LOAD_CHUNK, s)
+                    : TOOL_CU(cuMemcpyDtoHAsync)(h, d, BENCH_LOAD_CHUNK, s);
             if (cu_ok(r, err, elen,
                       h2d ? "cuMemcpyHtoDAsync(load)"
                           : "cuMemcpyDtoHAsync(load)") < 0)
                 goto out;
         }
-        if (cu_ok(IPCP_CU(cuStreamSynchronize)(s), err, elen,
+        if (cu_ok(TOOL_CU(cuStreamSynchronize)(s), err, elen,
                   "cuStreamSynchronize(load)") < 0)
             goto out;
         *bytes += (double)BENCH_LOAD_DEPTH * (double)BENCH_LOAD_CHUNK;
@@ -1013,11 +925,11 @@ int bench_cuda_load_run(int device, int h2d, volatile sig_atomic_t *stop,
     rc = 0;
 out:
     if (s)
-        IPCP_CU(cuStreamDestroy)(s);
+        TOOL_CU(cuStreamDestroy)(s);
     if (h)
-        XCU(cuMemFreeHost)(h);
+        TOOL_CU(cuMemFreeHost)(h);
     if (d)
-        IPCP_CU(cuMemFree)(d);
+        TOOL_CU(cuMemFree)(d);
     bench_cuda_unbind();
     return rc;
 }

@@ -30,7 +30,8 @@
 #include <nccl.h>
 #pragma GCC diagnostic pop
 
-#include "backend/cuda/cuda_driver.h"
+#include "ipcpipe_diag.h"
+#include "tool_cuda.h"
 
 _Static_assert(sizeof(ncclUniqueId) == BENCH_NCCL_ID_BYTES,
                "BENCH_NCCL_ID_BYTES must be NCCL_UNIQUE_ID_BYTES");
@@ -151,7 +152,7 @@ static void nc_msg(char *err, size_t elen, const char *what, ncclResult_t r,
 static void cu_msg(char *err, size_t elen, const char *what, CUresult r)
 {
     char m[160];
-    bench_fmt(err, elen, "%s: %s", what, ipcp__cu_strerror(r, m, sizeof(m)));
+    bench_fmt(err, elen, "%s: %s", what, tool_cu_strerror(r, m, sizeof(m)));
 }
 
 int bench_nccl_unique_id(unsigned char id[BENCH_NCCL_ID_BYTES], char *err,
@@ -201,7 +202,7 @@ static void *nc_init_thread(void *arg)
     nc_init_t *j = arg;
     ncclComm_t comm = NULL;
     ncclResult_t r = ncclUnhandledCudaError;
-    if (IPCP_CU(cuCtxSetCurrent)(j->ctx) == CUDA_SUCCESS)
+    if (TOOL_CU(cuCtxSetCurrent)(j->ctx) == CUDA_SUCCESS)
         r = NC(ncclCommInitRank)(&comm, 2, j->id, j->rank);
     pthread_mutex_lock(&j->mu);
     int abandoned = j->abandoned;
@@ -236,7 +237,7 @@ static int nc_init_comm(const ncclUniqueId *id, int rank, double timeout_s,
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&j->cv, &ca);
     pthread_condattr_destroy(&ca);
-    CUresult cr = IPCP_CU(cuCtxGetCurrent)(&j->ctx);
+    CUresult cr = TOOL_CU(cuCtxGetCurrent)(&j->ctx);
     if (cr != CUDA_SUCCESS) {
         cu_msg(err, elen, "cuCtxGetCurrent", cr);
         nc_init_free(j);
@@ -292,7 +293,7 @@ bench_nccl_t *bench_nccl_init(const unsigned char id[BENCH_NCCL_ID_BYTES],
     }
     /* On the bound device's context, which NCCL's runtime picks up as the
      * current device. */
-    CUresult cr = IPCP_CU(cuStreamCreate)(&nc->stream, CU_STREAM_NON_BLOCKING);
+    CUresult cr = TOOL_CU(cuStreamCreate)(&nc->stream, CU_STREAM_NON_BLOCKING);
     if (cr != CUDA_SUCCESS) {
         cu_msg(err, elen, "cuStreamCreate(NCCL stream)", cr);
         free(nc);
@@ -303,7 +304,7 @@ bench_nccl_t *bench_nccl_init(const unsigned char id[BENCH_NCCL_ID_BYTES],
     setenv("NCCL_NVLS_ENABLE", "0", 0);
     memcpy(&uid, id, sizeof(uid));
     if (nc_init_comm(&uid, rank, timeout_s, &nc->comm, err, elen) < 0) {
-        IPCP_CU(cuStreamDestroy)(nc->stream);
+        TOOL_CU(cuStreamDestroy)(nc->stream);
         free(nc);
         return NULL;
     }
@@ -370,7 +371,7 @@ int bench_nccl_wait(bench_nccl_t *nc, double timeout_s, char *err, size_t elen)
 {
     double deadline = bench_now_s() + timeout_s;
     for (unsigned long k = 0;; k++) {
-        CUresult r = IPCP_CU(cuStreamQuery)(nc->stream);
+        CUresult r = TOOL_CU(cuStreamQuery)(nc->stream);
         if (r == CUDA_SUCCESS)
             return 0;
         if (r != CUDA_ERROR_NOT_READY) {
@@ -423,7 +424,7 @@ void bench_nccl_destroy(bench_nccl_t *nc)
             fprintf(stderr, "ipcpipe-bench: ncclCommDestroy: %s\n",
                     NC(ncclGetErrorString)(r));
     }
-    CUresult cr = IPCP_CU(cuStreamDestroy)(nc->stream);
+    CUresult cr = TOOL_CU(cuStreamDestroy)(nc->stream);
     if (cr != CUDA_SUCCESS) {
         char err[BENCH_REASON_MAX];
         cu_msg(err, sizeof(err), "cuStreamDestroy(NCCL stream)", cr);

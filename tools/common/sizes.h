@@ -1,12 +1,12 @@
 /* Sizes on command lines: "123", "4K", "1M+3", "4G+1", a sum of terms each
- * written as the IPCPIPE_* settings take them (ipcp__parse_size). */
+ * written as the IPCPIPE_* settings take them (ipcp_diag_parse_size). */
 #ifndef IPCP_TOOLS_SIZES_H
 #define IPCP_TOOLS_SIZES_H
 
 #include <stdint.h>
 #include <string.h>
 
-#include "common/config.h"
+#include "ipcpipe_diag.h"
 
 /* Parses a sum that ends at '\0' or at a character of stop ("," in lists;
  * NULL for none).  Returns 0 with the end in *endp (NULL: the sum must end
@@ -24,7 +24,7 @@ static inline int ipcp_tool_parse_size(const char *s, const char *stop,
             return -1;
         memcpy(term, s, n);
         term[n] = '\0';
-        if (ipcp__parse_size(term, &v) < 0 || total > SIZE_MAX - v)
+        if (ipcp_diag_parse_size(term, &v) != IPCP_OK || total > SIZE_MAX - v)
             return -1;
         total += v;
         s += n;

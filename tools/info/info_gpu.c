@@ -11,15 +11,16 @@
 #ifdef IPCP_HAVE_CUDA
 #include <time.h>
 
-#include "backend/cuda/cuda_driver.h"
+#include "ipcpipe_diag.h"
+#include "tool_cuda.h"
 #include "common/config.h"
 #include "engine/stripe.h"
 
 typedef struct gpu_facts {
     ipcp_status_t st;
     char why[320];
-    ipcp__cu_probe_t p;
-    int pool_fd[IPCP_CU_MAX_DEVICES]; /* memory pools shareable by fd */
+    ipcp_diag_gpus_t p;
+    int pool_fd[IPCP_DIAG_MAX_GPUS]; /* memory pools shareable by fd */
 } gpu_facts_t;
 
 /* Reason codes, each with the path it leads to and what it means. */
@@ -44,10 +45,10 @@ static int gpu_stripe_key(const gpu_facts_t *g, int a, int b,
 
     memset(&key, 0, sizeof(key));
     key.driver = g->p.driver_version;
-    if (IPCP_CU(cuDeviceGet)(&da, a) != CUDA_SUCCESS ||
-        IPCP_CU(cuDeviceGet)(&db, b) != CUDA_SUCCESS ||
-        IPCP_CU(cuDeviceGetUuid)(&ua, da) != CUDA_SUCCESS ||
-        IPCP_CU(cuDeviceGetUuid)(&ub, db) != CUDA_SUCCESS) {
+    if (TOOL_CU(cuDeviceGet)(&da, a) != CUDA_SUCCESS ||
+        TOOL_CU(cuDeviceGet)(&db, b) != CUDA_SUCCESS ||
+        TOOL_CU(cuDeviceGetUuid)(&ua, da) != CUDA_SUCCESS ||
+        TOOL_CU(cuDeviceGetUuid)(&ub, db) != CUDA_SUCCESS) {
         return -1;
     }
     for (int i = 0; i < 2; i++) {
@@ -198,7 +199,11 @@ static const char *gpu_mps_note(int mps)
 static void gpu_gather(gpu_facts_t *g)
 {
     memset(g, 0, sizeof(*g));
-    g->st = ipcp__cu_probe(&g->p);
+    g->st = ipcp_diag_gpus(&g->p);
+    if (g->st == IPCP_OK && tool_cu_load(g->why, sizeof(g->why)) < 0) {
+        g->st = IPCP_ERR_UNSUPPORTED;
+        return;
+    }
     if (g->st != IPCP_OK) {
         snprintf(g->why, sizeof(g->why), "%s", ipcp_last_error());
         return;
@@ -206,8 +211,8 @@ static void gpu_gather(gpu_facts_t *g)
     for (int d = 0; d < g->p.ndev; d++) {
         CUdevice dev;
         int types = 0;
-        if (IPCP_CU(cuDeviceGet)(&dev, d) == CUDA_SUCCESS &&
-            IPCP_CU(cuDeviceGetAttribute)(
+        if (TOOL_CU(cuDeviceGet)(&dev, d) == CUDA_SUCCESS &&
+            TOOL_CU(cuDeviceGetAttribute)(
                 &types, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,
                 dev) == CUDA_SUCCESS)
             g->pool_fd[d] =
@@ -218,7 +223,7 @@ static void gpu_gather(gpu_facts_t *g)
 /* What a transfer from a process on GPU a to one on GPU b would do. */
 static void gpu_verdict(const gpu_facts_t *g, int a, int b, gpu_verdict_t *v)
 {
-    const ipcp__cu_dev_info_t *da = &g->p.dev[a], *db = &g->p.dev[b];
+    const ipcp_diag_gpu_t *da = &g->p.dev[a], *db = &g->p.dev[b];
     if (!da->memops64 || !db->memops64) {
         v->path = "none";
         v->code = "NO_STREAM_MEMOPS";
@@ -260,7 +265,7 @@ static void gpu_text(const gpu_facts_t *g, const char *visible)
            g->p.driver_version / 1000, g->p.driver_version % 1000 / 10,
            g->p.ndev, g->p.ndev == 1 ? "" : "s");
     for (int d = 0; d < g->p.ndev; d++) {
-        const ipcp__cu_dev_info_t *x = &g->p.dev[d];
+        const ipcp_diag_gpu_t *x = &g->p.dev[d];
         printf("  GPU %d: %s, PCI %s\n", d, x->name, x->pci_bus_id);
         printf("         legacy IPC %s, VMM fd %s, pools by fd %s, 64-bit "
                "stream memops %s\n",
@@ -309,7 +314,7 @@ static void gpu_json(const gpu_facts_t *g)
     }
     printf(", \"driver_version\": %d, \"devices\": [", g->p.driver_version);
     for (int d = 0; d < g->p.ndev; d++) {
-        const ipcp__cu_dev_info_t *x = &g->p.dev[d];
+        const ipcp_diag_gpu_t *x = &g->p.dev[d];
         printf("%s{\"index\": %d, \"name\": ", d ? ", " : "", d);
         ipcp_json_str(stdout, x->name);
         printf(", \"pci_bus_id\": ");

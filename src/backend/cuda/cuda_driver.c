@@ -89,6 +89,9 @@ static int cu_fetch_all(__typeof__(&cuGetProcAddress) get_proc)
     return 0;
 }
 
+/* cuGetProcAddress_v2 of the loaded driver (ipcp__cu_proc). */
+static __typeof__(&cuGetProcAddress) cu_get_proc;
+
 /* libcuda stays loaded for the life of the process: the driver keeps
  * threads and state that do not survive dlclose. */
 static void cu_load_once(void)
@@ -113,7 +116,19 @@ static void cu_load_once(void)
         memset(&ipcp__cu, 0, sizeof(ipcp__cu));
         return;
     }
+    cu_get_proc = get_proc;
     cu_load_status = IPCP_OK;
+}
+
+void *ipcp__cu_proc(const char *name, int abi)
+{
+    CUdriverProcAddressQueryResult qr = CU_GET_PROC_ADDRESS_SUCCESS;
+    void *fn = NULL;
+    if (ipcp__cu_load() != IPCP_OK ||
+        cu_get_proc(name, &fn, abi, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &qr) !=
+            CUDA_SUCCESS)
+        return NULL;
+    return fn;
 }
 
 /* The loader's count of objects loaded and unloaded so far, shifted left

@@ -2,7 +2,8 @@
  * library is opened with dlopen on first use and every entry point is
  * fetched through cuGetProcAddress, so a binary built here starts on a
  * machine without a GPU driver and the CUDA backend then reports itself
- * unsupported.  Shared by the CUDA backend, its tests and the tools.
+ * unsupported.  Shared by the CUDA backend and its tests (the tools keep a
+ * table of their own, tools/common/tool_cuda.h, through ipcpipe_diag.h).
  *
  * Each entry point is requested by its base name together with the CUDA
  * version of the ABI we call it with, and with the legacy default stream.
@@ -28,7 +29,7 @@
 
 #include "common/status.h"
 
-/* Every driver function the library, its tests and tools call:
+/* Every driver function the library and its tests call:
  * X(base name, CUDA version of the ABI used).  The version is the newest
  * PFN_<name>_v<version> in cudaTypedefs.h whose type matches cuda.h's
  * prototype; a new entry must name one (the build checks it). */
@@ -118,6 +119,11 @@ typedef struct ipcp__cu_table {
 
 /* Filled once by ipcp__cu_load(); read-only afterwards. */
 extern ipcp__cu_table_t ipcp__cu;
+
+/* Any entry point of the loaded driver by base name and ABI version, as
+ * cuGetProcAddress gives it (legacy default stream); NULL when there is no
+ * driver or no such entry (ipcp_diag_cuda_proc). */
+void *ipcp__cu_proc(const char *name, int abi);
 
 /* Calls a driver function by its base name: IPCP_CU(cuInit)(0). */
 #define IPCP_CU(name) (ipcp__cu.pfn_##name)
