@@ -1,12 +1,14 @@
 /* ipcpipe's diagnostics: what its tools (ipcpipe-info, ipcpipe-bench) read
  * of the library beyond the API of ipcpipe.h.  The GPUs as the CUDA backend
  * sees them, the driver's entry points from the libcuda the library loaded
- * (so that a tool needs no driver at build or link time), and sizes as the
- * IPCPIPE_* settings take them.  Applications need only ipcpipe.h. */
+ * (so that a tool needs no driver at build or link time), the striping
+ * calibration between pairs of GPUs, and sizes as the IPCPIPE_* settings
+ * take them.  Applications need only ipcpipe.h. */
 #ifndef IPCPIPE_DIAG_H
 #define IPCPIPE_DIAG_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ipcpipe.h"
 
@@ -47,6 +49,56 @@ IPCP_API ipcp_status_t ipcp_diag_gpus(ipcp_diag_gpus_t *out);
  * it: "cuMemAlloc") with the ABI of CUDA version cuda_version, on the
  * legacy default stream; NULL when there is no driver or no such entry. */
 IPCP_API void *ipcp_diag_cuda_proc(const char *name, int cuda_version);
+
+/* Striping (IPCPIPE_STRIPE) between two GPUs: a transfer split between the
+ * direct link and the staged path, the share measured once per ordered
+ * pair and kept in a file. */
+typedef enum {
+    IPCP_DIAG_STRIPE_OFF = 0,    /* IPCPIPE_STRIPE=off */
+    IPCP_DIAG_STRIPE_FIXED,      /* a fixed share for every transfer */
+    IPCP_DIAG_STRIPE_MEASURED,   /* the file has the pair */
+    IPCP_DIAG_STRIPE_UNMEASURED, /* not yet: measured at first use */
+    IPCP_DIAG_STRIPE_IGNORED,    /* the file's entry is not trusted (why) */
+} ipcp_diag_stripe_state_t;
+
+typedef struct ipcp_diag_stripe {
+    ipcp_diag_stripe_state_t state;
+    int driven;         /* the receiver copies both parts (IPCPIPE_DRIVE);
+                           0: through the two-sided ring */
+    int adapt;          /* IPCPIPE_STRIPE_ADAPT on */
+    double fixed_share; /* FIXED: the staged share */
+    /* MEASURED: the staged share at size and at size_large, and both ways
+     * at once (0: striping does not gain); the smallest size transfers
+     * stripe from; the copies measured at size; when (Unix seconds). */
+    double share, share_large, share_bidir;
+    uint64_t size, size_large, from_size;
+    double direct_gbs, staged_gbs, striped_gbs;
+    int64_t measured;
+    char file[256]; /* the calibration file; "" when it is off */
+    char why[400];  /* UNMEASURED, IGNORED: a sentence on why */
+} ipcp_diag_stripe_t;
+
+/* What the settings and the calibration file say of transfers from the GPU
+ * of UUID src_uuid to that of dst_uuid ("GPU-xxxxxxxx-...", as the driver
+ * names them) under driver_version, without measuring or opening a GPU.
+ * With src_uuid or dst_uuid NULL only the settings' part is filled (state
+ * OFF, FIXED or UNMEASURED, driven, adapt, file). */
+IPCP_API ipcp_status_t ipcp_diag_stripe_lookup(const char *src_uuid,
+                                               const char *dst_uuid,
+                                               int driver_version,
+                                               ipcp_diag_stripe_t *out);
+
+/* Measures striping from visible GPU src to visible GPU dst now (copies in
+ * this process, a few seconds), writes the calibration file and fills out
+ * (state MEASURED).  IPCP_ERR_UNSUPPORTED when the pair cannot be measured
+ * (no driver, no such GPU, no direct path between them), with the reason
+ * in ipcp_last_error().  The GPUs stay open for further calls until
+ * ipcp_diag_release(). */
+IPCP_API ipcp_status_t ipcp_diag_stripe_tune(int src, int dst,
+                                             ipcp_diag_stripe_t *out);
+
+/* Closes what the diagnostics opened (the GPUs of ipcp_diag_stripe_tune). */
+IPCP_API void ipcp_diag_release(void);
 
 /* A size as the IPCPIPE_* settings take it ("4096", "64K", "1M", "2G"):
  * IPCP_OK, or IPCP_ERR_INVALID with the reason in ipcp_last_error(). */

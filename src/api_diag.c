@@ -1,6 +1,8 @@
 /* The diagnostics API (ipcpipe_diag.h): the CUDA backend's view of the
- * GPUs and the driver's entry points for the tools, and the settings'
- * size syntax. */
+ * GPUs and the driver's entry points for the tools, the striping
+ * calibration, and the settings' size syntax. */
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ipcpipe_diag.h"
@@ -8,8 +10,10 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "engine/stripe.h"
 
 #ifdef IPCP_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_driver.h"
 
 _Static_assert(IPCP_DIAG_MAX_GPUS == IPCP_CU_MAX_DEVICES,
@@ -79,4 +83,136 @@ ipcp_status_t ipcp_diag_parse_size(const char *text, size_t *out)
                           "\"%.40s\" is no size (a number, with K, M or G)",
                           text);
     return IPCP_OK;
+}
+
+/* ---- Striping ---------------------------------------------------------- */
+
+/* The settings' part of out; IPCP_OK or the settings' error. */
+static ipcp_status_t diag_stripe_settings(const ipcp__config_t **cfg,
+                                          ipcp_diag_stripe_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    ipcp_status_t st = ipcp__config_get(cfg);
+    if (st != IPCP_OK)
+        return st;
+    out->driven = ipcp__stripe_layout(*cfg) == IPCP_STRIPE_DRIVEN;
+    out->adapt = (*cfg)->stripe_adapt;
+    ipcp__stripe_cache_path(*cfg, out->file, sizeof(out->file));
+    if ((*cfg)->stripe < 0) {
+        out->state = IPCP_DIAG_STRIPE_OFF;
+    } else if ((*cfg)->stripe > 0) {
+        out->state = IPCP_DIAG_STRIPE_FIXED;
+        out->fixed_share = (*cfg)->stripe;
+    } else {
+        out->state = IPCP_DIAG_STRIPE_UNMEASURED;
+    }
+    return IPCP_OK;
+}
+
+static void diag_stripe_entry(const ipcp__stripe_entry_t *e,
+                              ipcp_diag_stripe_t *out)
+{
+    out->state = IPCP_DIAG_STRIPE_MEASURED;
+    out->share = e->share;
+    out->share_large = e->share_large;
+    out->share_bidir = e->share_bidir;
+    out->size = e->size;
+    out->size_large = e->size_large;
+    out->from_size = ipcp__stripe_engine_min(e->min_size, e->layout);
+    out->direct_gbs = e->direct_gbs;
+    out->staged_gbs = e->staged_gbs;
+    out->striped_gbs = e->striped_gbs;
+    out->measured = e->time;
+}
+
+ipcp_status_t ipcp_diag_stripe_lookup(const char *src_uuid,
+                                      const char *dst_uuid, int driver_version,
+                                      ipcp_diag_stripe_t *out)
+{
+    const ipcp__config_t *cfg;
+    char host[IPCP_STRIPE_HOST_MAX];
+    ipcp__stripe_entry_t key, e;
+    if (!out)
+        return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_API, IPCP_ERR_INVALID,
+                          "ipcp_diag_stripe_lookup: out is NULL");
+    ipcp_status_t st = diag_stripe_settings(&cfg, out);
+    if (st != IPCP_OK || out->state != IPCP_DIAG_STRIPE_UNMEASURED ||
+        !src_uuid || !dst_uuid)
+        return st;
+    memset(&key, 0, sizeof(key));
+    snprintf(key.src, sizeof(key.src), "%s", src_uuid);
+    snprintf(key.dst, sizeof(key.dst), "%s", dst_uuid);
+    key.layout = ipcp__stripe_layout(cfg);
+    key.driver = driver_version;
+    ipcp__stripe_host_id(host, sizeof(host));
+    switch (ipcp__stripe_cache_load(out->file, host, &key, &e, out->why,
+                                    sizeof(out->why))) {
+    case IPCP_STRIPE_HIT:
+        diag_stripe_entry(&e, out);
+        break;
+    case IPCP_STRIPE_MISS:
+        break; /* UNMEASURED, why says where it looked */
+    default:
+        out->state = IPCP_DIAG_STRIPE_IGNORED;
+        break;
+    }
+    return IPCP_OK;
+}
+
+#ifdef IPCP_HAVE_CUDA
+/* The backend ipcp_diag_stripe_tune measures with, open until
+ * ipcp_diag_release. */
+static pthread_mutex_t diag_lock = PTHREAD_MUTEX_INITIALIZER;
+static ipcp__backend_t *diag_be;
+#endif
+
+ipcp_status_t ipcp_diag_stripe_tune(int src, int dst, ipcp_diag_stripe_t *out)
+{
+    const ipcp__config_t *cfg;
+    if (!out)
+        return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_API, IPCP_ERR_INVALID,
+                          "ipcp_diag_stripe_tune: out is NULL");
+    ipcp_status_t st = diag_stripe_settings(&cfg, out);
+    if (st != IPCP_OK)
+        return st;
+#ifdef IPCP_HAVE_CUDA
+    const ipcp__backend_ops_t *ops = &ipcp__cuda_backend_ops;
+    ipcp__stripe_entry_t e;
+    pthread_mutex_lock(&diag_lock);
+    if (!diag_be)
+        st = ops->open(cfg, &diag_be);
+    if (st == IPCP_OK && (src < 0 || dst < 0 || src >= diag_be->ndev ||
+                          dst >= diag_be->ndev || src == dst))
+        st = ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                        "no pair of GPUs %d -> %d (%d visible)", src, dst,
+                        diag_be->ndev);
+    else if (st == IPCP_OK && !diag_be->peer[src][dst])
+        st = ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                        "GPU %d cannot reach GPU %d directly: nothing to "
+                        "stripe with",
+                        src, dst);
+    else if (st == IPCP_OK)
+        st =
+            ipcp__stripe_tune(cfg, ops, diag_be, src, dst, IPCP_TUNE_FORCE, &e);
+    pthread_mutex_unlock(&diag_lock);
+    if (st == IPCP_OK)
+        diag_stripe_entry(&e, out);
+    return st;
+#else
+    (void)src;
+    (void)dst;
+    return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                      "this ipcpipe was built without its CUDA backend");
+#endif
+}
+
+void ipcp_diag_release(void)
+{
+#ifdef IPCP_HAVE_CUDA
+    pthread_mutex_lock(&diag_lock);
+    if (diag_be)
+        ipcp__cuda_backend_ops.close(diag_be);
+    diag_be = NULL;
+    pthread_mutex_unlock(&diag_lock);
+#endif
 }

@@ -1,12 +1,22 @@
 /* ipcpipe_diag.h: sizes as the settings take them, every bad one refused
- * with a reason; the GPUs and the driver's entry points where a driver is
- * (this process can open libcuda.so.1), and on a machine without one a
- * refusal that says why, not a crash or an empty success. */
+ * with a reason; the striping calibration as the settings and a file
+ * written here say (measured, missing, stale, corrupt, off, fixed); the
+ * GPUs and the driver's entry points where a driver is (this process can
+ * open libcuda.so.1), and on a machine without one a refusal that says
+ * why, not a crash or an empty success. */
 #include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include "engine/stripe.h"
 #include "ipcpipe_diag.h"
 #include "testutil.h"
+
+#define UUID_A "GPU-00000000-0000-0000-0000-00000000000a"
+#define UUID_B "GPU-00000000-0000-0000-0000-00000000000b"
 
 static void check_sizes(void)
 {
@@ -32,13 +42,107 @@ static void check_sizes(void)
     T_EQ_INT(ipcp_diag_parse_size("1K", NULL), IPCP_ERR_INVALID);
 }
 
+/* In a child, before the settings are read: IPCPIPE_STRIPE=value gives
+ * state, with fixed the share it should report. */
+static void check_stripe_setting(const char *value, int state, double fixed)
+{
+    pid_t pid = fork();
+    T_CHECK(pid >= 0);
+    if (pid == 0) {
+        ipcp_diag_stripe_t e;
+        setenv("IPCPIPE_STRIPE", value, 1);
+        T_OK(ipcp_diag_stripe_lookup(UUID_A, UUID_B, 13000, &e));
+        T_EQ_INT((int)e.state, state);
+        T_CHECK(e.fixed_share > fixed - 1e-9 && e.fixed_share < fixed + 1e-9);
+        _exit(0);
+    }
+    int st;
+    T_CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
+            WEXITSTATUS(st) == 0);
+}
+
+/* The calibration file in a directory of this test's own; the settings
+ * are read once per process, so IPCPIPE_STRIPE_CACHE is set first. */
+static void check_stripe_file(void)
+{
+    char dir[] = "/tmp/ipcp-diag-XXXXXX", file[128], host[128], why[256];
+    ipcp_diag_stripe_t e;
+    T_CHECK(mkdtemp(dir) != NULL);
+    snprintf(file, sizeof(file), "%s/stripe.txt", dir);
+    setenv("IPCPIPE_STRIPE_CACHE", file, 1);
+
+    T_OK(ipcp_diag_stripe_lookup(NULL, NULL, 0, &e));
+    T_EQ_INT((int)e.state, IPCP_DIAG_STRIPE_UNMEASURED);
+    T_CHECK(strcmp(e.file, file) == 0 && e.driven == 1 && e.adapt == 1);
+    T_OK(ipcp_diag_stripe_lookup(UUID_A, UUID_B, 13000, &e));
+    T_EQ_INT((int)e.state, IPCP_DIAG_STRIPE_UNMEASURED); /* no file yet */
+    T_CHECK(e.why[0] != '\0');
+
+    ipcp__stripe_entry_t w;
+    memset(&w, 0, sizeof(w));
+    snprintf(w.src, sizeof(w.src), "%s", UUID_A);
+    snprintf(w.dst, sizeof(w.dst), "%s", UUID_B);
+    w.layout = IPCP_STRIPE_DRIVEN;
+    w.driver = 13000;
+    w.share = 0.09;
+    w.size = (uint64_t)256 << 20;
+    w.share_large = 0.11;
+    w.size_large = (uint64_t)1 << 30;
+    w.share_bidir = 0.06;
+    w.min_size = (uint64_t)64 << 20;
+    w.direct_gbs = 396.5;
+    w.staged_gbs = 54.25;
+    w.striped_gbs = 431.0;
+    w.time = 1796000000;
+    ipcp__stripe_host_id(host, sizeof(host));
+    T_EQ_INT(ipcp__stripe_cache_store(file, host, &w, why, sizeof(why)), 0);
+
+    T_OK(ipcp_diag_stripe_lookup(UUID_A, UUID_B, 13000, &e));
+    T_EQ_INT((int)e.state, IPCP_DIAG_STRIPE_MEASURED);
+    T_CHECK(e.share > 0.0899 && e.share < 0.0901 && e.share_large > 0.1099 &&
+            e.share_large < 0.1101 && e.share_bidir > 0.0599 &&
+            e.share_bidir < 0.0601);
+    T_CHECK(e.size == w.size && e.size_large == w.size_large &&
+            e.from_size == w.min_size && e.measured == w.time);
+    T_CHECK(e.direct_gbs > 396.4 && e.direct_gbs < 396.6 &&
+            e.striped_gbs > 430.9 && e.striped_gbs < 431.1);
+    /* The other direction is another pair; another driver is stale. */
+    T_OK(ipcp_diag_stripe_lookup(UUID_B, UUID_A, 13000, &e));
+    T_EQ_INT((int)e.state, IPCP_DIAG_STRIPE_UNMEASURED);
+    T_OK(ipcp_diag_stripe_lookup(UUID_A, UUID_B, 12080, &e));
+    T_EQ_INT((int)e.state, IPCP_DIAG_STRIPE_IGNORED);
+    T_CHECK(e.why[0] != '\0');
+    /* A file that does not parse is ignored, saying why. */
+    FILE *f = fopen(file, "w");
+    T_CHECK(f != NULL);
+    fputs("not a calibration file\n", f);
+    fclose(f);
+    T_OK(ipcp_diag_stripe_lookup(UUID_A, UUID_B, 13000, &e));
+    T_EQ_INT((int)e.state, IPCP_DIAG_STRIPE_IGNORED);
+    T_CHECK(e.why[0] != '\0');
+    T_EQ_INT(ipcp_diag_stripe_lookup(UUID_A, UUID_B, 13000, NULL),
+             IPCP_ERR_INVALID);
+    unlink(file);
+    rmdir(dir);
+}
+
 int main(void)
 {
     check_sizes();
+    check_stripe_setting("off", IPCP_DIAG_STRIPE_OFF, 0);
+    check_stripe_setting("0.25", IPCP_DIAG_STRIPE_FIXED, 0.25);
+    check_stripe_file();
     T_EQ_INT(ipcp_diag_gpus(NULL), IPCP_ERR_INVALID);
     static ipcp_diag_gpus_t g;
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     ipcp_status_t st = ipcp_diag_gpus(&g);
+    ipcp_diag_stripe_t e;
+    T_EQ_INT(ipcp_diag_stripe_tune(0, 0, &e), IPCP_ERR_UNSUPPORTED);
+    T_CHECK(ipcp_last_error()[0] != '\0');
+    T_EQ_INT(ipcp_diag_stripe_tune(0, IPCP_DIAG_MAX_GPUS, &e),
+             IPCP_ERR_UNSUPPORTED);
+    T_EQ_INT(ipcp_diag_stripe_tune(0, 1, NULL), IPCP_ERR_INVALID);
+    ipcp_diag_release();
     if (!lib) { /* the CI's machines: no driver */
         T_EQ_INT(st, IPCP_ERR_UNSUPPORTED);
         T_CHECK(ipcp_last_error()[0] != '\0');

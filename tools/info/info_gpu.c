@@ -13,8 +13,6 @@
 
 #include "ipcpipe_diag.h"
 #include "tool_cuda.h"
-#include "common/config.h"
-#include "engine/stripe.h"
 
 typedef struct gpu_facts {
     ipcp_status_t st;
@@ -32,89 +30,70 @@ typedef struct gpu_verdict {
     char stripe_text[512];
 } gpu_verdict_t;
 
-/* Whether transfers from GPU a to GPU b stripe (IPCPIPE_STRIPE), as the
- * settings and the calibration file say. */
-/* The calibration file's key for GPUs a and b; -1 when their UUIDs cannot
- * be read. */
-static int gpu_stripe_key(const gpu_facts_t *g, int a, int b,
-                          ipcp__stripe_entry_t *kp)
+/* The UUID of visible GPU d as the driver names it ("GPU-xxxxxxxx-...");
+ * -1 when it cannot be read. */
+static int gpu_uuid(int d, char *buf, size_t len)
 {
-    ipcp__stripe_entry_t key;
-    CUdevice da, db;
-    CUuuid ua, ub;
-
-    memset(&key, 0, sizeof(key));
-    key.driver = g->p.driver_version;
-    if (TOOL_CU(cuDeviceGet)(&da, a) != CUDA_SUCCESS ||
-        TOOL_CU(cuDeviceGet)(&db, b) != CUDA_SUCCESS ||
-        TOOL_CU(cuDeviceGetUuid)(&ua, da) != CUDA_SUCCESS ||
-        TOOL_CU(cuDeviceGetUuid)(&ub, db) != CUDA_SUCCESS) {
+    CUdevice dev;
+    CUuuid u;
+    if (TOOL_CU(cuDeviceGet)(&dev, d) != CUDA_SUCCESS ||
+        TOOL_CU(cuDeviceGetUuid)(&u, dev) != CUDA_SUCCESS)
         return -1;
-    }
-    for (int i = 0; i < 2; i++) {
-        const unsigned char *u =
-            (const unsigned char *)(i ? ub.bytes : ua.bytes);
-        snprintf(i ? key.dst : key.src, IPCP_STRIPE_UUID_MAX,
-                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
-                 "%02x%02x%02x%02x%02x%02x",
-                 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9],
-                 u[10], u[11], u[12], u[13], u[14], u[15]);
-    }
-    *kp = key;
+    const unsigned char *x = (const unsigned char *)u.bytes;
+    snprintf(buf, len,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+             "%02x%02x%02x%02x%02x%02x",
+             x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10],
+             x[11], x[12], x[13], x[14], x[15]);
     return 0;
 }
 
 /* What a calibration found for the pair says, for ipcpipe-info. */
-static void gpu_stripe_hit(const ipcp__config_t *cfg,
-                           const ipcp__stripe_entry_t *ep, gpu_verdict_t *v)
+static void gpu_stripe_hit(const ipcp_diag_stripe_t *e, gpu_verdict_t *v)
 {
-    ipcp__stripe_entry_t e = *ep;
     char when[32] = "?";
-    time_t t = (time_t)e.time;
+    time_t t = (time_t)e->measured;
     struct tm tm;
     if (gmtime_r(&t, &tm))
         strftime(when, sizeof(when), "%Y-%m-%d", &tm);
-    v->stripe = e.share > 0 ? "yes" : "no";
+    v->stripe = e->share > 0 ? "yes" : "no";
 #define ADAPT_TEXT                                                             \
     "; lowered, down to not striping, while the staged part ends late, "       \
     "raised up to a quarter past it while it ends well ahead "                 \
     "(IPCPIPE_STRIPE_ADAPT"
-    const char *adapt = !cfg->stripe_adapt               ? ""
-                        : e.layout == IPCP_STRIPE_DRIVEN ? ADAPT_TEXT
-                            "; one way only)"
-                                                         : ADAPT_TEXT ")";
+    const char *adapt = !e->adapt   ? ""
+                        : e->driven ? ADAPT_TEXT "; one way only)"
+                                    : ADAPT_TEXT ")";
 #undef ADAPT_TEXT
-    if (e.share > 0)
+    if (e->share > 0)
         snprintf(v->stripe_text, sizeof(v->stripe_text),
                  "%.0f%% staged at once at %llu MiB, %.0f%% at %llu MiB, "
                  "%.0f%% while both ways run; from %llu MiB up "
                  "(measured %s: direct %.1f, staged %.1f, striped %.1f "
                  "GB/s at %llu MiB)%s%s",
-                 e.share * 100, (unsigned long long)(e.size >> 20),
-                 e.share_large * 100, (unsigned long long)(e.size_large >> 20),
-                 e.share_bidir * 100,
-                 (unsigned long long)(ipcp__stripe_engine_min(e.min_size,
-                                                              e.layout) >>
-                                      20),
-                 when, e.direct_gbs, e.staged_gbs, e.striped_gbs,
-                 (unsigned long long)(e.size >> 20),
-                 e.layout == IPCP_STRIPE_DRIVEN
-                     ? "; the receiver copies both parts itself "
-                       "(IPCPIPE_DRIVE)"
-                     : "",
+                 e->share * 100, (unsigned long long)(e->size >> 20),
+                 e->share_large * 100,
+                 (unsigned long long)(e->size_large >> 20),
+                 e->share_bidir * 100, (unsigned long long)(e->from_size >> 20),
+                 when, e->direct_gbs, e->staged_gbs, e->striped_gbs,
+                 (unsigned long long)(e->size >> 20),
+                 e->driven ? "; the receiver copies both parts itself "
+                             "(IPCPIPE_DRIVE)"
+                           : "",
                  adapt);
     else
         snprintf(v->stripe_text, sizeof(v->stripe_text),
                  "measured %s: no share beat the direct path (direct "
                  "%.1f, best striped %.1f GB/s; the links are shared)",
-                 when, e.direct_gbs, e.striped_gbs);
+                 when, e->direct_gbs, e->striped_gbs);
 }
 
+/* Whether transfers from GPU a to GPU b stripe (IPCPIPE_STRIPE), as the
+ * settings and the calibration file say. */
 static void gpu_stripe(const gpu_facts_t *g, int a, int b, gpu_verdict_t *v)
 {
-    const ipcp__config_t *cfg;
-    char path[IPCP_DIR_MAX], host[IPCP_STRIPE_HOST_MAX], why[400];
-    ipcp__stripe_entry_t key, e;
+    char ua[64], ub[64];
+    ipcp_diag_stripe_t e;
 
     if (strcmp(v->path, "direct") != 0 || a == b) {
         v->stripe = "no";
@@ -123,49 +102,47 @@ static void gpu_stripe(const gpu_facts_t *g, int a, int b, gpu_verdict_t *v)
                         : "no direct path to share the transfer with");
         return;
     }
-    if (ipcp__config_get(&cfg) != IPCP_OK) {
+    int uuids =
+        gpu_uuid(a, ua, sizeof(ua)) == 0 && gpu_uuid(b, ub, sizeof(ub)) == 0;
+    if (ipcp_diag_stripe_lookup(uuids ? ua : NULL, uuids ? ub : NULL,
+                                g->p.driver_version, &e) != IPCP_OK) {
         v->stripe = "no";
         snprintf(v->stripe_text, sizeof(v->stripe_text), "%s",
                  ipcp_last_error());
         return;
     }
-    if (cfg->stripe < 0) {
+    switch (e.state) {
+    case IPCP_DIAG_STRIPE_OFF:
         v->stripe = "off";
         snprintf(v->stripe_text, sizeof(v->stripe_text), "IPCPIPE_STRIPE=off");
         return;
-    }
-    if (cfg->stripe > 0) {
+    case IPCP_DIAG_STRIPE_FIXED:
         v->stripe = "fixed";
         snprintf(v->stripe_text, sizeof(v->stripe_text),
                  "%.1f%% of every direct transfer staged at the same time "
                  "(IPCPIPE_STRIPE)",
-                 cfg->stripe * 100);
+                 e.fixed_share * 100);
         return;
-    }
-    if (gpu_stripe_key(g, a, b, &key) != 0) {
-        v->stripe = "no";
-        snprintf(v->stripe_text, sizeof(v->stripe_text),
-                 "cannot read the GPUs' UUIDs");
+    case IPCP_DIAG_STRIPE_MEASURED:
+        gpu_stripe_hit(&e, v);
         return;
-    }
-    key.layout = ipcp__stripe_layout(cfg);
-    ipcp__stripe_cache_path(cfg, path, sizeof(path));
-    ipcp__stripe_host_id(host, sizeof(host));
-    switch (ipcp__stripe_cache_load(path, host, &key, &e, why, sizeof(why))) {
-    case IPCP_STRIPE_HIT:
-        gpu_stripe_hit(cfg, &e, v);
-        return;
-    case IPCP_STRIPE_MISS:
+    case IPCP_DIAG_STRIPE_UNMEASURED:
+        if (!uuids) {
+            v->stripe = "no";
+            snprintf(v->stripe_text, sizeof(v->stripe_text),
+                     "cannot read the GPUs' UUIDs");
+            return;
+        }
         v->stripe = "unmeasured";
         snprintf(v->stripe_text, sizeof(v->stripe_text),
                  "not measured yet: measured at the first large transfer, or "
                  "now with ipcpipe-bench --tune (%s)",
-                 why);
+                 e.why);
         return;
     default:
         v->stripe = "ignored";
         snprintf(v->stripe_text, sizeof(v->stripe_text),
-                 "calibration ignored, measured again at first use: %s", why);
+                 "calibration ignored, measured again at first use: %s", e.why);
         return;
     }
 }
