@@ -222,7 +222,7 @@ host_run() {
             "$bench" --mem host --alloc "$alloc" --compare \
                 $(printf -- '--case %s ' ${HOST_CASES:-ompi auto direct staged}) \
                 --sizes ${HOST_SIZES:-8,2K,32K,64K,128K,1M,16M,256M,1G} \
-                $pin 2>&1 | grep -E '^ +[0-9]|^ +\^ first|^# +memcpy' || return 1
+                $pin 2>&1 | grep -E '^ +[0-9]|^ +\^ (first|min-max)|^# +memcpy' || return 1
         done
     done
 }
@@ -239,7 +239,7 @@ bound_run() {
     for pin in "" --pin; do
         echo "## --mem cuda ${pin:-(unbound)}"
         "$bench" --mem cuda --case auto --case stream --sizes 8,4K,2M,256M $pin 2>&1 |
-            grep -E '^ +[0-9]|^ +\^ first' || return 1
+            grep -E '^ +[0-9]|^ +\^ (first|min-max)' || return 1
     done
 }
 if want bound; then

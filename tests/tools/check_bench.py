@@ -32,8 +32,9 @@ REFS = GPU_REFS + ["ompi"]
 FIELDS = ["case", "size", "path", "path_used", "mem", "alloc",
           "devices.receiver", "devices.sender", "devices.receiver_bus",
           "devices.sender_bus", "ceiling_devices.from", "ceiling_devices.to",
-          "window", "gbps", "ceiling_gbps", "ceiling_kind", "ratio",
-          "latency_us", "first_us", "post_us", "start_skew_us", "verified", "iters", "status", "reason", "reference",
+          "window", "gbps", "gbps_min", "gbps_max", "ceiling_gbps",
+          "ceiling_kind", "ratio", "latency_us", "latency_min_us",
+          "latency_max_us", "first_us", "post_us", "start_skew_us", "verified", "iters", "status", "reason", "reference",
           "vs_nccl", "vs_naive", "vs_ompi", "lat_vs_ompi"]
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -104,6 +105,7 @@ def mode_csv(bench):
                   f"{r['case']}: {r['status']} {r['reason']!r} on host memory")
             continue
         check(r["status"] == "ok", f"{r['case']}: status {r['status']}")
+        check_spread(r)
         check(r["verified"] == "true",
               f"{r['case']}: verified is {r['verified']!r}, not true")
         check(r["reference"] == "false", f"{r['case']}: marked a reference")
@@ -232,6 +234,12 @@ def mode_compare_host(bench):
     rows = [l for l in p.stdout.splitlines() if l and not l.startswith("#")
             and not l.lstrip().startswith(("size", "^"))]
     check(len(rows) == nrows, f"{len(rows)} rows:\n{p.stdout}")
+    # Every measured row has its spread under it.
+    spreads = [l for l in p.stdout.splitlines()
+               if l.lstrip().startswith("^ min-max: GB/s ")]
+    measured = [r for r in rows if "waived:" not in r]
+    check(len(spreads) == len(measured), f"{len(spreads)} min-max lines "
+          f"for {len(measured)} measured rows:\n{p.stdout}")
     check("# note: --compare" in p.stdout, f"no note:\n{p.stdout}")
     for r in rows:
         check(r.split()[1] in PATHS + host_refs,
@@ -264,6 +272,23 @@ def ompi_json_rows(bench):
     return by
 
 
+def check_spread(r):
+    """An ok row's median lies within its repetitions' min-max, and its
+    half round trip within theirs (JSON numbers, CSV strings)."""
+    num = lambda v: None if v in (None, "") else float(v)
+    g, lo, hi = num(r["gbps"]), num(r["gbps_min"]), num(r["gbps_max"])
+    check(g is not None and lo is not None and hi is not None and
+          0 < lo <= g * (1 + 1e-9) and g <= hi * (1 + 1e-9),
+          f"{r['case']}: GB/s {g} not within min-max {lo}-{hi}")
+    l, llo, lhi = (num(r["latency_us"]), num(r["latency_min_us"]),
+                   num(r["latency_max_us"]))
+    check((l is None) == (llo is None) == (lhi is None),
+          f"{r['case']}: latency {l} with min-max {llo}-{lhi}")
+    if l is not None:
+        check(0 < llo <= l * (1 + 1e-9) and l <= lhi * (1 + 1e-9),
+              f"{r['case']}: latency {l} not within min-max {llo}-{lhi}")
+
+
 def check_ompi_row(r, auto):
     size = r["size"]
     check(r["status"] == "ok" and r["reference"] is True,
@@ -271,6 +296,8 @@ def check_ompi_row(r, auto):
     check(r["verified"] is True, f"{r['case']}: verified {r['verified']!r}")
     check(r["gbps"] is not None and r["gbps"] > 0,
           f"{r['case']}: GB/s {r['gbps']!r}")
+    check_spread(r)
+    check_spread(auto)
     check(r["iters"] == 20 and r["window"] == auto["window"],
           f"{r['case']}: {r['iters']} repetitions of W {r['window']}, "
           f"expected 20 of W {auto['window']}")

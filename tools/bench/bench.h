@@ -148,10 +148,14 @@ typedef struct bench_result {
     const bench_case_t *c;
     bench_outcome_t outcome;
     char reason[BENCH_REASON_MAX];
-    double gbps; /* median over the timed repetitions */
+    double gbps;               /* median over the timed repetitions */
+    double gbps_min, gbps_max; /* the slowest and fastest repetition; NAN:
+                                  not known (ceilings) */
     double ceiling_gbps;
     bench_ceil_kind_t ceiling_kind;
-    double latency_us;     /* half round trip, median; < 0: not measured */
+    double latency_us; /* half round trip, median; < 0: not measured */
+    double latency_min_us, latency_max_us; /* its shortest and longest;
+                                              NAN: not known */
     double first_us;       /* the first transfer of the case (receiver's
                               clock, from posting to completion), with the
                               one-time costs the timed ones do not pay:
@@ -244,6 +248,12 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o);
 int bench_parse_size(const char *s, size_t *out, const char **endp);
 
 double bench_median(double *v, int n);
+/* res's GB/s from the seconds t[0..n) that repetitions of bytes each took:
+ * the median, and the slowest and fastest (t is sorted). */
+void bench_set_gbps(bench_result_t *res, double bytes, double *t, int n);
+/* res's latency from n half round trips t (seconds; sorted): median, min,
+ * max. */
+void bench_set_latency(bench_result_t *res, double *t, int n);
 /* A decimal integer in [min, max] filling all of s: 0, or -1. */
 int bench_parse_int(const char *s, int min, int max, int *out);
 double bench_now_s(void);

@@ -450,8 +450,7 @@ static int naive0_cases(bench_ctx_t *ctx, const bench_case_t *c, int i,
             bench_check_buf(ctx, dst, res, (size_t)((w - 1) % slots) * c->size,
                             c->size, bench_case_seed(ctx, i, 1), "last");
     }
-    double med = t ? bench_median(t, n) : NAN;
-    res->gbps = med > 0 ? (double)w * (double)c->size / med / 1e9 : NAN;
+    bench_set_gbps(res, (double)w * (double)c->size, t, t ? n : 0);
     free(t);
     return 0;
 }
@@ -523,7 +522,11 @@ static int rank0(bench_ctx_t *ctx, const bench_case_t *c, int i,
         .c = c,
         .outcome = BENCH_OK,
         .gbps = NAN,
+        .gbps_min = NAN,
+        .gbps_max = NAN,
         .latency_us = -1,
+        .latency_min_us = NAN,
+        .latency_max_us = NAN,
         .first_us = -1,
         .post_us = -1,
         .skew_us = NAN,
@@ -544,7 +547,7 @@ static int rank0(bench_ctx_t *ctx, const bench_case_t *c, int i,
     else
         rc = naive_rank0(ctx, c, i, res);
     if (res->outcome != BENCH_OK)
-        res->gbps = NAN;
+        res->gbps = res->gbps_min = res->gbps_max = NAN;
     bench_pick_ceiling(ctx, c, res);
     return rc;
 }

@@ -66,6 +66,7 @@ typedef struct mrun {
 typedef struct mres {
     const char *status; /* "ok" or "waived" */
     double gbps, latency_us, first_us, skew_us;
+    double gbps_min, gbps_max, latency_min_us, latency_max_us;
     int iters;
     int verified; /* 1 every checked byte right, 0 not, -1 off */
     char reason[REASON_MAX];
@@ -290,8 +291,11 @@ static void bw_figures(const mcase_t *c, double *t0, double *t1,
         t1[r] -= peer[r] > t0[r] ? peer[r] : t0[r];
     }
     res->skew_us = skew ? median(skew, n) * 1e6 : NAN;
-    double med = median(t1, n);
-    res->gbps = med > 0 ? (double)c->window * (double)c->size / med / 1e9 : NAN;
+    double med = median(t1, n), bytes = (double)c->window * (double)c->size;
+    res->gbps = med > 0 ? bytes / med / 1e9 : NAN;
+    /* median() sorted t1: the slowest repetition last. */
+    res->gbps_min = n > 0 && t1[n - 1] > 0 ? bytes / t1[n - 1] / 1e9 : NAN;
+    res->gbps_max = n > 0 && t1[0] > 0 ? bytes / t1[0] / 1e9 : NAN;
     free(skew);
 }
 
@@ -370,6 +374,8 @@ static int pingpong(mrun_t *m, const mcase_t *c, int i, mres_t *res)
             check_bytes(res, m->dst, c->size, seed, "ping-pong");
     }
     res->latency_us = m->rank == 0 ? median(t, n) * 1e6 : NAN;
+    res->latency_min_us = m->rank == 0 && n > 0 ? t[0] * 1e6 : NAN;
+    res->latency_max_us = m->rank == 0 && n > 0 ? t[n - 1] * 1e6 : NAN;
     free(t);
     return 0;
 }
@@ -392,7 +398,11 @@ static void write_case(FILE *f, const mcase_t *c, const mres_t *res)
     fprintf(f, ", \"rounds\": %d, \"status\": ", c->rounds);
     ipcp_json_str(f, res->status);
     json_num(f, "gbps", res->gbps);
+    json_num(f, "gbps_min", res->gbps_min);
+    json_num(f, "gbps_max", res->gbps_max);
     json_num(f, "latency_us", res->latency_us);
+    json_num(f, "latency_min_us", res->latency_min_us);
+    json_num(f, "latency_max_us", res->latency_max_us);
     json_num(f, "first_us", res->first_us);
     /* negative skews are real (rank 1 left first): written as they are */
     if (isfinite(res->skew_us))
@@ -418,7 +428,11 @@ static int run_case(mrun_t *m, int i, FILE *out)
     const mcase_t *c = &m->o->cs[i];
     mres_t res = {.status = "ok",
                   .gbps = NAN,
+                  .gbps_min = NAN,
+                  .gbps_max = NAN,
                   .latency_us = NAN,
+                  .latency_min_us = NAN,
+                  .latency_max_us = NAN,
                   .first_us = NAN,
                   .skew_us = NAN,
                   .iters = c->reps,

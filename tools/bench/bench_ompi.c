@@ -42,6 +42,7 @@ typedef struct ompi_row {
     int window, iters, verified; /* verified: 1, 0, -1 off */
     int waived;
     double gbps, latency_us, first_us, skew_us;
+    double gbps_min, gbps_max, latency_min_us, latency_max_us;
     char reason[BENCH_REASON_MAX];
 } ompi_row_t;
 
@@ -517,7 +518,11 @@ static void parse_results(struct bench_ompi *om, const char *text,
                 .verified = json_bool(line, "verified"),
                 .waived = strcmp(status, "waived") == 0,
                 .gbps = json_num(line, "gbps"),
+                .gbps_min = json_num(line, "gbps_min"),
+                .gbps_max = json_num(line, "gbps_max"),
                 .latency_us = json_num(line, "latency_us"),
+                .latency_min_us = json_num(line, "latency_min_us"),
+                .latency_max_us = json_num(line, "latency_max_us"),
                 .first_us = json_num(line, "first_us"),
                 .skew_us = json_num(line, "skew_us"),
             };
@@ -633,7 +638,11 @@ static void ompi_fill(const struct bench_ompi *om, const bench_case_t *c,
         return;
     }
     res->gbps = r->gbps;
+    res->gbps_min = r->gbps_min;
+    res->gbps_max = r->gbps_max;
     res->latency_us = isfinite(r->latency_us) ? r->latency_us : -1;
+    res->latency_min_us = r->latency_min_us;
+    res->latency_max_us = r->latency_max_us;
     res->first_us = isfinite(r->first_us) ? r->first_us : -1;
     res->skew_us = r->skew_us;
     res->iters = r->iters;

@@ -417,6 +417,21 @@ static const char *verified_word(const bench_result_t *r)
                              : "NO";
 }
 
+/* Under a row: the spread of its repetitions beside the median (GB/s of
+ * the slowest and the fastest) and of its half round trips. */
+static void print_spread(const bench_result_t *r)
+{
+    char g[80] = "", l[80] = "";
+    if (r->gbps_min > 0 && r->gbps_max > 0)
+        snprintf(g, sizeof(g), "GB/s %.4g-%.4g over %d repetitions",
+                 r->gbps_min, r->gbps_max, r->iters);
+    if (r->latency_min_us >= 0 && r->latency_max_us >= 0)
+        snprintf(l, sizeof(l), "half round trip %.2f-%.2f us",
+                 r->latency_min_us, r->latency_max_us);
+    if (g[0] || l[0])
+        printf("%10s  ^ min-max: %s%s%s\n", "", g, g[0] && l[0] ? "; " : "", l);
+}
+
 static void table_row(const bench_opts_t *o, const bench_result_t *r)
 {
     char size[24], path[32], gbps[24], ceil[24], ratio[24], lat[24], w[16];
@@ -444,6 +459,7 @@ static void table_row(const bench_opts_t *o, const bench_result_t *r)
            lat, verified_word(r));
     if (r->verified == 0)
         printf("%10s  ^ %s\n", "", r->reason);
+    print_spread(r);
     /* One-time costs apart from the steady state: the first transfer
      * against one transfer's share of the timed median. */
     if (r->first_us >= 0 && isfinite(r->first_us) && r->gbps > 0)
@@ -472,7 +488,7 @@ typedef struct field {
     long long i;
 } field_t;
 
-#define MAX_FIELDS 32
+#define MAX_FIELDS 40
 
 typedef struct fields {
     field_t f[MAX_FIELDS];
@@ -555,12 +571,18 @@ static void row_fields(const bench_ctx_t *ctx, const bench_result_t *r,
     field_int(fs, "ceiling_devices.to", in->ceil_dev[1], cdev);
     field_int(fs, "window", r->window, 1);
     field_num(fs, "gbps", r->gbps, ok && r->gbps > 0);
+    field_num(fs, "gbps_min", r->gbps_min, ok && r->gbps_min > 0);
+    field_num(fs, "gbps_max", r->gbps_max, ok && r->gbps_max > 0);
     field_num(fs, "ceiling_gbps", r->ceiling_gbps, r->ceiling_gbps > 0);
     field_str(fs, "ceiling_kind",
               r->ceiling_gbps > 0 ? bench_ceil_name(r->ceiling_kind) : NULL);
     field_num(fs, "ratio", r->gbps / r->ceiling_gbps,
               ok && r->gbps > 0 && r->ceiling_gbps > 0);
     field_num(fs, "latency_us", r->latency_us, ok && r->latency_us >= 0);
+    field_num(fs, "latency_min_us", r->latency_min_us,
+              ok && r->latency_min_us >= 0);
+    field_num(fs, "latency_max_us", r->latency_max_us,
+              ok && r->latency_max_us >= 0);
     field_num(fs, "first_us", r->first_us, ok && r->first_us >= 0);
     field_num(fs, "post_us", r->post_us, ok && r->post_us >= 0);
     field_num(fs, "start_skew_us", r->skew_us, ok && isfinite(r->skew_us));

@@ -80,6 +80,21 @@ double bench_median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+void bench_set_gbps(bench_result_t *res, double bytes, double *t, int n)
+{
+    double med = n > 0 ? bench_median(t, n) : NAN;
+    res->gbps = med > 0 ? bytes / med / 1e9 : NAN;
+    res->gbps_min = n > 0 && t[n - 1] > 0 ? bytes / t[n - 1] / 1e9 : NAN;
+    res->gbps_max = n > 0 && t[0] > 0 ? bytes / t[0] / 1e9 : NAN;
+}
+
+void bench_set_latency(bench_result_t *res, double *t, int n)
+{
+    res->latency_us = n > 0 ? bench_median(t, n) * 1e6 : NAN;
+    res->latency_min_us = n > 0 ? t[0] * 1e6 : NAN;
+    res->latency_max_us = n > 0 ? t[n - 1] * 1e6 : NAN;
+}
+
 /* Distinct slots of a window: all W when they fit in the window's bytes
  * (always with the default W), else as many as fit, reused in turn. */
 int bench_case_slots(const bench_opts_t *o, size_t size)
@@ -453,7 +468,7 @@ static void recv_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i,
             free(tp);
             return;
         }
-        res->latency_us = bench_median(t, nb) * 1e6;
+        bench_set_latency(res, t, nb);
         res->post_us = bench_median(tp, nb) * 1e6;
         free(t);
         free(tp);
@@ -485,8 +500,7 @@ static void recv_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i,
         if (check)
             bench_check_data(ctx, res, 0, c->size, seed, "ping-pong");
     }
-    double med = t ? bench_median(t, n) : NAN;
-    res->latency_us = med * 1e6;
+    bench_set_latency(res, t, t ? n : 0);
     free(t);
 }
 
@@ -541,8 +555,7 @@ void bench_time_reps(bench_ctx_t *ctx, int tag, const double *starts,
         ends[m++] = ends[r] - s;
     }
     res->skew_us = k ? bench_median(skew, k) * 1e6 : NAN;
-    double med = m ? bench_median(ends, m) : NAN;
-    res->gbps = med > 0 ? bytes / med / 1e9 : NAN;
+    bench_set_gbps(res, bytes, ends, ends ? m : 0);
     free(peer);
     free(skew);
 }
@@ -748,6 +761,9 @@ static int run_receiver(bench_ctx_t *ctx, const bench_case_t *c, int i,
     ipcp_comm_set_path(ctx->comm, IPCP_PATH_AUTO);
     if (res->outcome != BENCH_OK)
         res->gbps = res->latency_us = res->post_us = NAN;
+    if (res->outcome != BENCH_OK)
+        res->gbps_min = res->gbps_max = res->latency_min_us =
+            res->latency_max_us = NAN;
     bench_pick_ceiling(ctx, c, res);
     return 0;
 }
@@ -763,7 +779,11 @@ int bench_run_case(bench_ctx_t *ctx, const bench_case_t *c, int i,
         .c = c,
         .outcome = BENCH_OK,
         .gbps = NAN,
+        .gbps_min = NAN,
+        .gbps_max = NAN,
         .latency_us = -1,
+        .latency_min_us = NAN,
+        .latency_max_us = NAN,
         .first_us = -1,
         .post_us = -1,
         .skew_us = NAN,
