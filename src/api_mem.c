@@ -143,9 +143,9 @@ ipcp_status_t ipcp_rmem_import(ipcp_comm_t *comm_h, const void *desc,
         return st;
     }
     atomic_init(&rm->valid, 1);
-    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     ipcp__list_push_back(&comm->rmems, &rm->link);
-    pthread_mutex_unlock(&comm->mem_lock);
+    ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
     *out = ipcp__hptr(rm->handle);
     return IPCP_OK;
 }
@@ -163,9 +163,9 @@ ipcp_status_t ipcp_rmem_release(ipcp_rmem_t *rm_h)
                           "operation(s) in flight: wait for them first",
                           (unsigned long long)rm->reg_id, rm->owner, busy);
     IPCP_CHECK(ipcp__handle_claim(rm_h, IPCP_HANDLE_RMEM));
-    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     ipcp__list_del(&rm->link);
-    pthread_mutex_unlock(&comm->mem_lock);
+    ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
     ipcp__rmem_unmap(rm);
     rm->magic = IPCP_DEAD_MAGIC;
     free(rm);

@@ -118,7 +118,7 @@ static int ipcp__choose(ipcp_comm_t *comm, ipcp_request_t *req,
      * side until the peer drops it, so a transfer already on its way
      * stays harmless).  A stale region made for the user's memory is not
      * found: ipcp__region_auto below replaces it. */
-    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     ipcp__region_t *r =
         ipcp__region_find_live(comm, req->buf, req->len, req->attr.buffer_id);
     if (r) {
@@ -126,7 +126,7 @@ static int ipcp__choose(ipcp_comm_t *comm, ipcp_request_t *req,
         shareable = r->exportable;
         ch->region = *r;
     }
-    pthread_mutex_unlock(&comm->mem_lock);
+    ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
     if (!found && o->dst_type == IPCP_MEM_CUDA &&
         o->src_type == IPCP_MEM_CUDA && o->reach) {
         r = ipcp__region_auto(comm, &req->attr);
@@ -182,7 +182,7 @@ static void ipcp__cts_target(ipcp_comm_t *comm, ipcp__peer_t *peer,
     }
     cts->dst_region = c->region.id;
     cts->dst_offset = (uint64_t)((char *)req->buf - (char *)c->region.ptr);
-    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     ipcp__region_t *r = ipcp__region_find_id(comm, c->region.id);
     if (r && !r->shared_with[peer->rank]) {
         cts->hdr.flags |= IPCP_CTS_HAS_EXP;
@@ -196,7 +196,7 @@ static void ipcp__cts_target(ipcp_comm_t *comm, ipcp__peer_t *peer,
         }
         r->shared_with[peer->rank] = 1;
     }
-    pthread_mutex_unlock(&comm->mem_lock);
+    ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
 }
 
 /* Our half of a direct transfer: the done flags of the sender's np pieces

@@ -15,6 +15,7 @@
 #include "common/fault.h"
 #include "common/handle.h"
 #include "common/list.h"
+#include "common/lockorder.h"
 #include "common/status.h"
 #include "engine/stripe.h"
 #include "engine/proto.h"

@@ -152,9 +152,10 @@ static void ipcp__teardown_transfers(ipcp_comm_t *comm)
     for (;;) {
         int active = 0;
         ipcp__list_t tmp;
-        pthread_mutex_lock(&comm->lock); /* backend threads push under it */
+        ipcp__lock(&comm->lock,
+                   IPCP_LOCK_COMM); /* backend threads push under it */
         ipcp__list_move_all(&tmp, &comm->dones);
-        pthread_mutex_unlock(&comm->lock);
+        ipcp__unlock(&comm->lock, IPCP_LOCK_COMM);
         while ((e = ipcp__list_pop_front(&tmp)))
             ipcp__run_done(comm, ipcp__list_entry(e, ipcp__xfer_t, done_link));
         for (int r = 0; r < comm->size; r++)

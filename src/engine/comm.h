@@ -62,7 +62,8 @@ struct ipcp_comm {
     /* One turn of progress at a time: the thread's, or a waiting caller's
      * (ipcp__comm_drive).  What the engine calls the progress thread's
      * (its lists, the peers' queues and protocol state) belongs to
-     * whoever holds it.  Taken before any other lock of comm. */
+     * whoever holds it.  Taken before any other lock of comm but
+     * dev_lock (common/lockorder.h has the order). */
     pthread_mutex_t prog_lock;
     atomic_int sleepers; /* callers in (or going to) cond's wait */
     ipcp__list_t cmds;

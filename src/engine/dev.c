@@ -56,7 +56,7 @@ ipcp__backend_t *ipcp__dev_get(ipcp_comm_t *comm, int level, const char *why)
                    why);
         return NULL;
     }
-    pthread_mutex_lock(&comm->dev_lock);
+    ipcp__lock(&comm->dev_lock, IPCP_LOCK_DEV);
     if (ipcp__dev_state(comm) == IPCP_DEV_CLOSED)
         ipcp__dev_open_locked(comm, why);
     be = ipcp__dev(comm);
@@ -65,7 +65,7 @@ ipcp__backend_t *ipcp__dev_get(ipcp_comm_t *comm, int level, const char *why)
                    "%s needs the CUDA backend, which is not available in "
                    "this process: %s",
                    why, comm->dev_err);
-    pthread_mutex_unlock(&comm->dev_lock);
+    ipcp__unlock(&comm->dev_lock, IPCP_LOCK_DEV);
     return be;
 }
 

@@ -307,13 +307,13 @@ void ipcp__lane_preload(ipcp_comm_t *comm, int device)
 {
     if (!comm->cfg->small || !comm->cuda_ops || !comm->cuda_ops->lane_prepare)
         return;
-    pthread_mutex_lock(&comm->lane_lock);
+    ipcp__lock(&comm->lane_lock, IPCP_LOCK_LANE);
     for (int r = 0; r < comm->size; r++) {
         ipcp__lane_t *l = r == comm->rank ? NULL : ipcp__lane_get(comm, r);
         if (l && l->device < 0 && l->broken == IPCP_OK)
             ipcp__lane_create(comm, l, device);
     }
-    pthread_mutex_unlock(&comm->lane_lock);
+    ipcp__unlock(&comm->lane_lock, IPCP_LOCK_LANE);
 }
 
 /* Our LANE message to l's peer: our block, or why we have none (lane_lock
@@ -358,7 +358,7 @@ void ipcp__lane_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
 {
     ipcp__msg_lane_t m, stop;
     int fd = -1;
-    pthread_mutex_lock(&comm->lane_lock);
+    ipcp__lock(&comm->lane_lock, IPCP_LOCK_LANE);
     ipcp__lane_t *l = comm->lanes[req->peer];
     int send = !l->sent;
     if (send)
@@ -372,7 +372,7 @@ void ipcp__lane_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
         stop.status = (int32_t)l->broken;
         l->stop_sent = 1;
     }
-    pthread_mutex_unlock(&comm->lane_lock);
+    ipcp__unlock(&comm->lane_lock, IPCP_LOCK_LANE);
     if (send)
         ipcp__lane_post_msg(comm, &comm->peers[req->peer], &m, fd);
     if (send_stop)
@@ -387,7 +387,7 @@ void ipcp__lane_on_msg(ipcp_comm_t *comm, ipcp__peer_t *peer, const void *msg,
     int fd = nfds > 0 ? fds[0] : -1;
     for (int i = 1; i < nfds; i++)
         close(fds[i]);
-    pthread_mutex_lock(&comm->lane_lock);
+    ipcp__lock(&comm->lane_lock, IPCP_LOCK_LANE);
     ipcp__lane_t *l =
         len >= sizeof(*m) ? ipcp__lane_get(comm, peer->rank) : NULL;
     if (l && l->have_peer && m->status != IPCP_OK && fd < 0) {
@@ -405,11 +405,11 @@ void ipcp__lane_on_msg(ipcp_comm_t *comm, ipcp__peer_t *peer, const void *msg,
                              ? pst
                              : IPCP_ERR_STATE,
                          why);
-        pthread_mutex_unlock(&comm->lane_lock);
+        ipcp__unlock(&comm->lane_lock, IPCP_LOCK_LANE);
         return;
     }
     if (!l || l->have_peer) {
-        pthread_mutex_unlock(&comm->lane_lock);
+        ipcp__unlock(&comm->lane_lock, IPCP_LOCK_LANE);
         if (fd >= 0)
             close(fd);
         ipcp__peer_lost(comm, peer,
@@ -434,7 +434,7 @@ void ipcp__lane_on_msg(ipcp_comm_t *comm, ipcp__peer_t *peer, const void *msg,
     int rfd = -1, answer = l->device < 0 && l->broken != IPCP_OK && !l->sent;
     if (answer)
         ipcp__lane_msg(comm, l, &reply, &rfd);
-    pthread_mutex_unlock(&comm->lane_lock);
+    ipcp__unlock(&comm->lane_lock, IPCP_LOCK_LANE);
     if (answer)
         ipcp__lane_post_msg(comm, peer, &reply, rfd);
 }
@@ -546,7 +546,7 @@ static ipcp_status_t ipcp__lane_post_(ipcp_comm_t *comm, ipcp_request_t *req,
     ipcp__lane_t *l = NULL;
     int wake = 0;
 
-    pthread_mutex_lock(&comm->lane_lock);
+    ipcp__lock(&comm->lane_lock, IPCP_LOCK_LANE);
     ipcp_status_t st = ipcp__lane_prepare(comm, req, dir, tracked, &l, &a);
     if (st == IPCP_OK && tracked) {
         req->lane_k = a.k;
@@ -559,7 +559,7 @@ static ipcp_status_t ipcp__lane_post_(ipcp_comm_t *comm, ipcp_request_t *req,
          * the first. */
         wake = atomic_fetch_add(&comm->lane_reqs, 1) == 0;
     }
-    pthread_mutex_unlock(&comm->lane_lock);
+    ipcp__unlock(&comm->lane_lock, IPCP_LOCK_LANE);
     int numbered = st == IPCP_OK;
     if (numbered)
         st = comm->cuda_ops->lane_launch(ipcp__dev(comm), l->device, stream,
@@ -570,7 +570,7 @@ static ipcp_status_t ipcp__lane_post_(ipcp_comm_t *comm, ipcp_request_t *req,
         char why[IPCP_ERRMSG_MAX];
         snprintf(why, sizeof(why), "launching message %llu failed: %s",
                  (unsigned long long)a.k, ipcp__last_error());
-        pthread_mutex_lock(&comm->lane_lock);
+        ipcp__lock(&comm->lane_lock, IPCP_LOCK_LANE);
         if (tracked) { /* the call fails; no request to wait for */
             ipcp__list_del(&req->link);
             atomic_fetch_sub(&comm->lane_reqs, 1);
@@ -583,7 +583,7 @@ static ipcp_status_t ipcp__lane_post_(ipcp_comm_t *comm, ipcp_request_t *req,
                          __ATOMIC_RELEASE);
         ipcp__lane_break(l, st, why);
         ipcp__lane_tell(comm, l);
-        pthread_mutex_unlock(&comm->lane_lock);
+        ipcp__unlock(&comm->lane_lock, IPCP_LOCK_LANE);
     }
     if (wake)
         ipcp__comm_wake(comm);
@@ -702,24 +702,24 @@ int ipcp__lane_poll(ipcp_comm_t *comm)
     uint64_t now = ipcp__now_ns();
     if ((atomic_load_explicit(&comm->lane_posting, memory_order_relaxed) > 0 &&
          now - comm->lane_poll_ns < IPCP_LANE_POLL_NS) ||
-        pthread_mutex_trylock(&comm->lane_lock) != 0)
+        ipcp__trylock(&comm->lane_lock, IPCP_LOCK_LANE) != 0)
         return 1;
     comm->lane_poll_ns = now;
     for (int r = 0; r < comm->size; r++)
         if (comm->lanes && comm->lanes[r])
             n += ipcp__lane_poll_one(comm, comm->lanes[r]);
-    pthread_mutex_unlock(&comm->lane_lock);
+    ipcp__unlock(&comm->lane_lock, IPCP_LOCK_LANE);
     return n;
 }
 
 void ipcp__lane_abort(ipcp_comm_t *comm, int peer, ipcp_status_t st,
                       const char *msg)
 {
-    pthread_mutex_lock(&comm->lane_lock);
+    ipcp__lock(&comm->lane_lock, IPCP_LOCK_LANE);
     ipcp__lane_t *l = comm->lanes ? comm->lanes[peer] : NULL;
     if (l)
         ipcp__lane_stop(l, st, msg);
-    pthread_mutex_unlock(&comm->lane_lock);
+    ipcp__unlock(&comm->lane_lock, IPCP_LOCK_LANE);
 }
 
 /* Whether every kernel launched on the lane wrote its record. */
@@ -752,7 +752,7 @@ void ipcp__lane_teardown(ipcp_comm_t *comm)
         int idle = !l->host;
         while (!idle && !(idle = ipcp__lane_idle(l)) && ipcp__now_s() < until)
             usleep(100);
-        pthread_mutex_lock(&comm->lane_lock);
+        ipcp__lock(&comm->lane_lock, IPCP_LOCK_LANE);
         ipcp__lane_poll_one(comm, l);
         ipcp__list_t *e;
         while ((e = ipcp__list_pop_front(&l->reqs))) {
@@ -761,7 +761,7 @@ void ipcp__lane_teardown(ipcp_comm_t *comm)
                                IPCP_ERR_STATE,
                                "finalized before its stream reached it");
         }
-        pthread_mutex_unlock(&comm->lane_lock);
+        ipcp__unlock(&comm->lane_lock, IPCP_LOCK_LANE);
         if (!idle) {
             IPCP_WARN(IPCP_SUB_ENGINE,
                       "small-message lane with rank %d: "

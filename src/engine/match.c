@@ -122,12 +122,12 @@ static void ipcp__rts_source(ipcp_comm_t *comm, ipcp__peer_t *peer,
 {
     if (comm->cfg->drive == IPCP_DRIVE_OFF || req->sync || !req->len)
         return;
-    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     ipcp__region_t *r =
         ipcp__region_find_live(comm, req->buf, req->len, req->attr.buffer_id);
     if (r && r->exportable)
         ipcp__rts_offer(peer, req, r, rts, exp, fds, nfds);
-    pthread_mutex_unlock(&comm->mem_lock);
+    ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
     if (!(rts->hdr.flags & IPCP_RTS_SRC) && req->attr.type == IPCP_MEM_HOST &&
         comm->cfg->pvm != IPCP_PVM_OFF) {
         rts->hdr.flags |= IPCP_RTS_SRC_ADDR;
@@ -140,10 +140,10 @@ static void ipcp__rts_source(ipcp_comm_t *comm, ipcp__peer_t *peer,
         return;
     uint64_t id = r->id;
     /* Again under the lock: a user's thread may free the region. */
-    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     if ((r = ipcp__region_find_id(comm, id)))
         ipcp__rts_offer(peer, req, r, rts, exp, fds, nfds);
-    pthread_mutex_unlock(&comm->mem_lock);
+    ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
 }
 
 /* Posts an RTS for req (a send, a staged put, or the owner's reply to a
@@ -334,7 +334,7 @@ static void ipcp__posted_del(ipcp__peer_t *peer, ipcp_request_t *req)
 static void ipcp__recv_post(ipcp_comm_t *comm, ipcp__peer_t *peer,
                             ipcp_request_t *req)
 {
-    pthread_mutex_lock(&peer->rx_lock);
+    ipcp__lock(&peer->rx_lock, IPCP_LOCK_RX);
     ipcp__unexp_t *u = ipcp__unexp_find(peer, req);
     if (u) {
         ipcp__unexp_match(comm, peer, req, u);
@@ -345,7 +345,7 @@ static void ipcp__recv_post(ipcp_comm_t *comm, ipcp__peer_t *peer,
     } else {
         ipcp__posted_add(comm, peer, req);
     }
-    pthread_mutex_unlock(&peer->rx_lock);
+    ipcp__unlock(&peer->rx_lock, IPCP_LOCK_RX);
 }
 
 /* The oldest receive posted with tag (rx_lock held). */
@@ -381,7 +381,7 @@ static void ipcp__on_rts_twosided(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                   const ipcp__msg_rts_t *rts,
                                   const unsigned char *eager)
 {
-    pthread_mutex_lock(&peer->rx_lock);
+    ipcp__lock(&peer->rx_lock, IPCP_LOCK_RX);
     ipcp_request_t *r = ipcp__posted_find(peer, rts->tag);
     ipcp__unexp_t *u = NULL;
     if (r) {
@@ -390,7 +390,7 @@ static void ipcp__on_rts_twosided(ipcp_comm_t *comm, ipcp__peer_t *peer,
     } else if ((u = ipcp__unexp_keep(peer, eager, rts->len))) {
         u->rts = *rts;
     }
-    pthread_mutex_unlock(&peer->rx_lock);
+    ipcp__unlock(&peer->rx_lock, IPCP_LOCK_RX);
     if (!r && !u)
         ipcp__peer_lost(comm, peer, "no memory for an unexpected message");
 }
@@ -401,11 +401,11 @@ int ipcp__match_posted(ipcp__peer_t *peer, int tag)
 {
     /* Taken: a caller posts or reads, as for a watch receive.  The
      * progress thread asks on its turns and never waits for a caller. */
-    if (pthread_mutex_trylock(&peer->rx_lock) != 0)
+    if (ipcp__trylock(&peer->rx_lock, IPCP_LOCK_RX) != 0)
         return 1;
     const ipcp_request_t *r = ipcp__posted_find(peer, tag);
     int posted = !r ? 0 : r->watch ? 1 : 2;
-    pthread_mutex_unlock(&peer->rx_lock);
+    ipcp__unlock(&peer->rx_lock, IPCP_LOCK_RX);
     return posted;
 }
 
@@ -422,11 +422,11 @@ int ipcp__match_eager(ipcp_comm_t *comm, ipcp__peer_t *peer,
     }
     const unsigned char *data = msg + sizeof(e);
     char why[IPCP_ERRMSG_MAX];
-    pthread_mutex_lock(&peer->rx_lock);
+    ipcp__lock(&peer->rx_lock, IPCP_LOCK_RX);
     ipcp_request_t *r = ipcp__posted_find(peer, e.tag);
     ipcp__unexp_t *u = NULL;
     if (r && caller && r->attr.type != IPCP_MEM_HOST) {
-        pthread_mutex_unlock(&peer->rx_lock);
+        ipcp__unlock(&peer->rx_lock, IPCP_LOCK_RX);
         return 0; /* the progress thread copies it to the device */
     }
     if (r) {
@@ -441,7 +441,7 @@ int ipcp__match_eager(ipcp_comm_t *comm, ipcp__peer_t *peer,
         u->rts.tag = e.tag;
         u->rts.len = e.len;
     }
-    pthread_mutex_unlock(&peer->rx_lock);
+    ipcp__unlock(&peer->rx_lock, IPCP_LOCK_RX);
     if (!r && !u) {
         if (caller)
             return 0;
@@ -481,7 +481,7 @@ static int ipcp__recv_fast(ipcp_comm_t *comm, ipcp_request_t *req)
     int took = 0;
     if (!__atomic_load_n(&peer->in_on, __ATOMIC_ACQUIRE))
         return 0; /* nothing for the caller to read */
-    pthread_mutex_lock(&peer->rx_lock);
+    ipcp__lock(&peer->rx_lock, IPCP_LOCK_RX);
     if (!atomic_load(&peer->pending) && !atomic_load(&peer->gone)) {
         ipcp__unexp_t *u = ipcp__unexp_find(peer, req);
         if (!u) {
@@ -494,7 +494,7 @@ static int ipcp__recv_fast(ipcp_comm_t *comm, ipcp_request_t *req)
         }
     }
     peer->n_rx_refused += !took;
-    pthread_mutex_unlock(&peer->rx_lock);
+    ipcp__unlock(&peer->rx_lock, IPCP_LOCK_RX);
     if (took)
         ipcp__trace_mark(req, IPCP_TM_START);
     return took;
@@ -643,7 +643,7 @@ void ipcp__match_fail_peer(ipcp_comm_t *comm, ipcp__peer_t *peer,
 {
     (void)comm;
     ipcp__fail_list(&peer->wait_cts, st, msg);
-    pthread_mutex_lock(&peer->rx_lock);
+    ipcp__lock(&peer->rx_lock, IPCP_LOCK_RX);
     ipcp__list_t *e, *tmp;
     ipcp__list_for_each_safe(e, tmp, &peer->posted)
         ipcp__list_entry(e, ipcp_request_t, link)
@@ -651,7 +651,7 @@ void ipcp__match_fail_peer(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp__fail_list(&peer->posted, st, msg);
     atomic_store_explicit(&peer->n_posted, 0, memory_order_relaxed);
     atomic_store(&peer->n_posted_thread, 0);
-    pthread_mutex_unlock(&peer->rx_lock);
+    ipcp__unlock(&peer->rx_lock, IPCP_LOCK_RX);
     ipcp__fail_list(&peer->gets, st, msg);
     ipcp__fail_list(&peer->maps, st, msg);
 }

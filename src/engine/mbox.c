@@ -275,7 +275,7 @@ ipcp_status_t ipcp__mbox_send(ipcp__peer_t *peer, const void *data, size_t len,
     ipcp_status_t st = IPCP_IN_PROGRESS;
     int inline_ok = !nfds && len <= ipcp__mbox_msg_max(peer);
     uint64_t at, n = inline_ok ? ipcp__mbox_span(len) : 1;
-    pthread_mutex_lock(&peer->tx_lock);
+    ipcp__lock(&peer->tx_lock, IPCP_LOCK_TX);
     ipcp__mbox_slot_t *s = ipcp__mbox_reserve(peer, n, &at);
     if (s && !inline_ok) {
         /* The message first, then its marker: when the reader sees the
@@ -293,7 +293,7 @@ ipcp_status_t ipcp__mbox_send(ipcp__peer_t *peer, const void *data, size_t len,
         ipcp__mbox_publish(peer, s, at, n, 0);
         peer->n_tx_thread++;
     }
-    pthread_mutex_unlock(&peer->tx_lock);
+    ipcp__unlock(&peer->tx_lock, IPCP_LOCK_TX);
     return st;
 }
 
@@ -306,7 +306,7 @@ ipcp_status_t ipcp__mbox_send_fast(ipcp__peer_t *peer, const void *hdr,
     /* outbox is set before out_on goes up (release). */
     if (!__atomic_load_n(&peer->out_on, __ATOMIC_ACQUIRE))
         return st;
-    pthread_mutex_lock(&peer->tx_lock);
+    ipcp__lock(&peer->tx_lock, IPCP_LOCK_TX);
     /* Behind our commands still queued for the progress thread, or its
      * messages waiting for room: their order is the peer's matching
      * order. */
@@ -321,7 +321,7 @@ ipcp_status_t ipcp__mbox_send_fast(ipcp__peer_t *peer, const void *hdr,
         st = IPCP_OK;
     }
     *(st == IPCP_OK ? &peer->n_tx_fast : &peer->n_tx_refused) += 1;
-    pthread_mutex_unlock(&peer->tx_lock);
+    ipcp__unlock(&peer->tx_lock, IPCP_LOCK_TX);
     return st;
 }
 
@@ -435,9 +435,9 @@ int ipcp__mbox_read(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (!atomic_load(&peer->kick) && ipcp__mbox_fresh_eager(comm, peer))
         return 0;
     atomic_store(&peer->kick, 0);
-    pthread_mutex_lock(&peer->rx_lock);
+    ipcp__lock(&peer->rx_lock, IPCP_LOCK_RX);
     n = ipcp__mbox_read_locked(comm, peer, dispatch, buf, cap);
     peer->n_rx_thread += (uint64_t)n;
-    pthread_mutex_unlock(&peer->rx_lock);
+    ipcp__unlock(&peer->rx_lock, IPCP_LOCK_RX);
     return n;
 }

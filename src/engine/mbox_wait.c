@@ -24,7 +24,8 @@ static int ipcp__mbox_read_fast(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                 uint64_t *kicked)
 {
     int n = 0, bad = 0;
-    if (!ipcp__mbox_ready(peer) || pthread_mutex_trylock(&peer->rx_lock) != 0)
+    if (!ipcp__mbox_ready(peer) ||
+        ipcp__trylock(&peer->rx_lock, IPCP_LOCK_RX) != 0)
         return 0;
     /* Under the lock: the progress thread may have read on meanwhile. */
     uint64_t tail = peer->in_tail;
@@ -48,7 +49,7 @@ static int ipcp__mbox_read_fast(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (tail != taken)
         ipcp__mbox_release(peer, tail);
     peer->n_rx_fast += (uint64_t)n;
-    pthread_mutex_unlock(&peer->rx_lock);
+    ipcp__unlock(&peer->rx_lock, IPCP_LOCK_RX);
     /* The keepalive's stamp: a tick late at most, against timeouts of
      * seconds, where a precise read cost as much as the message.  Only
      * raised: the thread stamps precise times, and a coarse one below a
@@ -196,13 +197,13 @@ void ipcp__mbox_unwatch(ipcp_comm_t *comm, ipcp_request_t *req)
     int thread = 0;
     if (atomic_load_explicit(&req->done, memory_order_acquire))
         return;
-    pthread_mutex_lock(&peer->rx_lock);
+    ipcp__lock(&peer->rx_lock, IPCP_LOCK_RX);
     if (req->watch && req->in_posted) {
         atomic_fetch_add(&peer->n_posted_thread, 1);
         thread = 1;
     }
     req->watch = 0;
-    pthread_mutex_unlock(&peer->rx_lock);
+    ipcp__unlock(&peer->rx_lock, IPCP_LOCK_RX);
     if (thread)
         ipcp__mbox_thread_needed(comm, peer);
 }

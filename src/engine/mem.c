@@ -33,7 +33,7 @@ ipcp_status_t ipcp__mem_attr(ipcp_comm_t *comm, const void *ptr, size_t len,
      * reached the caller (the acquire pairs with the count's release). */
     ipcp__region_t *r = NULL;
     if (atomic_load_explicit(&comm->nregions, memory_order_acquire)) {
-        pthread_mutex_lock(&comm->mem_lock);
+        ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
         r = ipcp__region_find_alloc(comm, ptr, len);
         if (r && r->is_auto)
             r = NULL;
@@ -42,7 +42,7 @@ ipcp_status_t ipcp__mem_attr(ipcp_comm_t *comm, const void *ptr, size_t len,
             *ops = r->ops;
             *be = r->be;
         }
-        pthread_mutex_unlock(&comm->mem_lock);
+        ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
     }
     if (r) {
         if (attr->type == IPCP_MEM_CUDA)
@@ -108,11 +108,11 @@ static ipcp_status_t ipcp__region_add(ipcp_comm_t *comm, ipcp__region_t *r)
     if (!r->shared_with)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_NOMEM,
                           "no memory for a region");
-    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     r->id = ++comm->next_region_id;
     ipcp__list_push_back(&comm->regions, &r->link);
     atomic_fetch_add_explicit(&comm->nregions, 1, memory_order_release);
-    pthread_mutex_unlock(&comm->mem_lock);
+    ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
     return IPCP_OK;
 }
 
@@ -136,10 +136,10 @@ void ipcp__mem_notify_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
 ipcp_status_t ipcp__region_retire(ipcp_comm_t *comm, ipcp__region_t *r)
 {
     ipcp_request_t *req = ipcp__req_new(comm, IPCP_REQ_NOTIFY);
-    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     ipcp__list_del(&r->link);
     atomic_fetch_sub_explicit(&comm->nregions, 1, memory_order_relaxed);
-    pthread_mutex_unlock(&comm->mem_lock);
+    ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
     if (!req)
         return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_ENGINE, IPCP_ERR_NOMEM,
                           "region %llu freed, but peers could not be told",
@@ -216,14 +216,14 @@ ipcp_status_t ipcp__mem_free(ipcp_comm_t *comm, void *ptr)
 {
     ipcp__region_t *r = NULL;
     ipcp__list_t *e, *tmp;
-    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     ipcp__list_for_each_safe(e, tmp, &comm->regions)
     {
         ipcp__region_t *x = ipcp__list_entry(e, ipcp__region_t, link);
         if (x->is_alloc && !x->is_auto && x->ptr == ptr)
             r = x;
     }
-    pthread_mutex_unlock(&comm->mem_lock);
+    ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
     if (!r)
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
                           "%p was not returned by ipcp_mem_alloc (or was "
@@ -246,19 +246,19 @@ ipcp__region_t *ipcp__region_auto(ipcp_comm_t *comm,
 
     if (!dev || !attr->base || !attr->size)
         return NULL;
-    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     ipcp__list_for_each_safe(e, tmp, &comm->regions)
     {
         r = ipcp__list_entry(e, ipcp__region_t, link);
         if (!r->is_auto || (uintptr_t)r->ptr != attr->base)
             continue;
         if (r->attr.buffer_id == attr->buffer_id && r->len == attr->size) {
-            pthread_mutex_unlock(&comm->mem_lock);
+            ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
             return r;
         }
         old = r; /* freed and reallocated at the same address */
     }
-    pthread_mutex_unlock(&comm->mem_lock);
+    ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
     if (old) {
         ipcp__region_retire(comm, old);
         ipcp__region_release(old);
@@ -304,7 +304,7 @@ ipcp_status_t ipcp__mem_register(ipcp_comm_t *comm, void *buf, size_t len,
     r->be = be;
     r->ptr = buf;
     r->len = len;
-    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     ipcp__region_t *a =
         ipcp__region_find_live(comm, buf, len, r->attr.buffer_id);
     if (a && a->exportable) {
@@ -315,7 +315,7 @@ ipcp_status_t ipcp__mem_register(ipcp_comm_t *comm, void *buf, size_t len,
         if (a->exp_fd >= 0)
             r->exp_fd = dup(a->exp_fd);
     }
-    pthread_mutex_unlock(&comm->mem_lock);
+    ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
     if (r->attr.type == IPCP_MEM_CUDA)
         ipcp__lane_preload(comm, r->attr.device);
     if (!r->exportable && ops->type != IPCP_MEM_HOST &&
@@ -337,10 +337,10 @@ ipcp_status_t ipcp__mem_deregister(ipcp_comm_t *comm, ipcp_mem_t *mem,
                           "no memory to deregister region %llu (it stays "
                           "registered)",
                           (unsigned long long)r->id);
-    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     ipcp__list_del(&r->link);
     atomic_fetch_sub_explicit(&comm->nregions, 1, memory_order_relaxed);
-    pthread_mutex_unlock(&comm->mem_lock);
+    ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
     req->region = r;
     req->region_id = r->id;
     req->scratch = r->shared_with; /* who must answer; the request's now */
@@ -409,9 +409,9 @@ int ipcp__mem_dereg_poll(ipcp_comm_t *comm)
     ipcp__list_for_each_safe(e, tmp, &comm->deregs)
     {
         ipcp_request_t *req = ipcp__list_entry(e, ipcp_request_t, link);
-        pthread_mutex_lock(&comm->mem_lock);
+        ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
         int busy = req->region->busy;
-        pthread_mutex_unlock(&comm->mem_lock);
+        ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
         int owed = ipcp__dereg_owed(comm, req->scratch, 0);
         if (!busy && !owed) {
             ipcp__list_del(e);
@@ -438,9 +438,9 @@ int ipcp__mem_dereg_poll(ipcp_comm_t *comm)
 
 void ipcp__region_op_end(ipcp_comm_t *comm, ipcp__region_t *r)
 {
-    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     r->busy--;
-    pthread_mutex_unlock(&comm->mem_lock);
+    ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
 }
 
 /* The owner asked (REG_GONE with ASK) and every operation of ours on the
@@ -479,14 +479,14 @@ int ipcp__rmem_op_end(ipcp_comm_t *comm, ipcp_rmem_t *rm, int *owner,
                       uint64_t *reg_id)
 {
     int answer = 0;
-    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     if (atomic_fetch_sub(&rm->busy, 1) == 1 && rm->ack_owed) {
         rm->ack_owed = 0;
         answer = !ipcp__rmem_busy(comm, rm->owner, rm->reg_id, 0);
     }
     *owner = rm->owner;
     *reg_id = rm->reg_id;
-    pthread_mutex_unlock(&comm->mem_lock);
+    ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
     return answer;
 }
 

@@ -43,7 +43,7 @@ void ipcp__mem_on_map_req(ipcp_comm_t *comm, ipcp__peer_t *peer,
     rep.hdr.type = IPCP_MSG_MAP_REP;
     rep.id = m->id;
     rep.reg_id = m->reg_id;
-    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     ipcp__region_t *r = ipcp__region_find_id(comm, m->reg_id);
     if (!r || r->is_alloc) {
         rep.status = IPCP_ERR_NOT_REGISTERED;
@@ -64,7 +64,7 @@ void ipcp__mem_on_map_req(ipcp_comm_t *comm, ipcp__peer_t *peer,
         }
         r->shared_with[peer->rank] = 1;
     }
-    pthread_mutex_unlock(&comm->mem_lock);
+    ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
     ipcp__peer_post(comm, peer, &rep, sizeof(rep), &fd, fd >= 0 ? 1 : 0);
 }
 
@@ -205,7 +205,7 @@ void ipcp__mem_on_reg_gone(ipcp_comm_t *comm, ipcp__peer_t *peer,
         ipcp__mem_on_reg_ack(comm, peer, m->reg_id);
         return;
     }
-    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     ipcp__list_for_each_safe(e, tmp, &comm->rmems)
     {
         ipcp_rmem_t *rm = ipcp__list_entry(e, ipcp_rmem_t, link);
@@ -216,7 +216,7 @@ void ipcp__mem_on_reg_gone(ipcp_comm_t *comm, ipcp__peer_t *peer,
      * the moment valid dropped (they start on this thread). */
     int answer = (m->hdr.flags & IPCP_REG_GONE_ASK) &&
                  !ipcp__rmem_busy(comm, peer->rank, m->reg_id, 1);
-    pthread_mutex_unlock(&comm->mem_lock);
+    ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
     if (answer)
         ipcp__reg_gone_answer(comm, peer, m->reg_id);
     ipcp__list_for_each_safe(e, tmp, &peer->imports)

@@ -18,7 +18,7 @@ static ipcp_status_t ipcp__owner_region(ipcp_comm_t *comm, uint64_t id,
                                         size_t msglen)
 {
     ipcp_status_t st = IPCP_OK;
-    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     ipcp__region_t *r = ipcp__region_find_id(comm, id);
     /* Only registrations are targets: an allocation's record may go
      * (ipcp_mem_free) without waiting for anyone. */
@@ -40,7 +40,7 @@ static ipcp_status_t ipcp__owner_region(ipcp_comm_t *comm, uint64_t id,
         r->busy++;
         *live = r;
     }
-    pthread_mutex_unlock(&comm->mem_lock);
+    ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
     return st;
 }
 

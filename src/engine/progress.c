@@ -370,12 +370,12 @@ static int ipcp__drain(ipcp_comm_t *comm)
      * than bound). */
     if (!atomic_load(&comm->queued))
         return 0;
-    if (pthread_mutex_trylock(&comm->lock) != 0)
+    if (ipcp__trylock(&comm->lock, IPCP_LOCK_COMM) != 0)
         return -1;
     ipcp__list_move_all(&cmds, &comm->cmds);
     ipcp__list_move_all(&dones, &comm->dones);
     atomic_store(&comm->queued, 0);
-    pthread_mutex_unlock(&comm->lock);
+    ipcp__unlock(&comm->lock, IPCP_LOCK_COMM);
     /* Completions first: they free slots and mappings that new commands
      * may want. */
     while ((e = ipcp__list_pop_front(&dones)) && ++n)
@@ -539,9 +539,9 @@ static int ipcp__loop_wait(ipcp_comm_t *comm, ipcp__loop_t *lp, int spinning,
     if (!spinning || lp->missed || now - lp->last_poll >= IPCP_POLL_GAP_NS ||
         !ipcp__poll_skippable(comm)) {
         /* Callers may take turns meanwhile (ipcp__comm_drive). */
-        pthread_mutex_unlock(&comm->prog_lock);
+        ipcp__unlock(&comm->prog_lock, IPCP_LOCK_PROG);
         ready = poll(lp->pfd, (nfds_t)lp->n, timeout_ms);
-        pthread_mutex_lock(&comm->prog_lock);
+        ipcp__lock(&comm->prog_lock, IPCP_LOCK_PROG);
         lp->last_poll = now;
     }
     if (!spinning)
@@ -620,13 +620,13 @@ static void ipcp__turn_chores(ipcp_comm_t *comm)
 /* One turn of the thread; returns -1 when poll() failed. */
 static int ipcp__loop_turn(ipcp_comm_t *comm, ipcp__loop_t *lp)
 {
-    pthread_mutex_lock(&comm->prog_lock);
+    ipcp__lock(&comm->prog_lock, IPCP_LOCK_PROG);
     ipcp__loop_fds(comm, lp);
     uint64_t now = ipcp__now_ns(); /* one clock read a turn */
     int spinning = ipcp__loop_spinning(comm, lp, now);
     int ready = ipcp__loop_wait(comm, lp, spinning, now);
     if (ready < 0) {
-        pthread_mutex_unlock(&comm->prog_lock);
+        ipcp__unlock(&comm->prog_lock, IPCP_LOCK_PROG);
         return -1;
     }
     int busy = ipcp__turn_move(comm, lp, ready);
@@ -634,7 +634,7 @@ static int ipcp__loop_turn(ipcp_comm_t *comm, ipcp__loop_t *lp)
         lp->last_busy = ipcp__now_ns();
     int dev_work = !busy && spinning && ipcp__dev_work(comm);
     ipcp__turn_chores(comm);
-    pthread_mutex_unlock(&comm->prog_lock);
+    ipcp__unlock(&comm->prog_lock, IPCP_LOCK_PROG);
     if (!busy && spinning)
         /* Not a pause loop: on 2 x H200 one (and in waiting callers) left
          * striped 256 MiB transfers about 0.5% slower.  On one CPU, a
@@ -655,10 +655,10 @@ static void *ipcp__progress_main(void *arg)
         goto out;
     }
     ipcp__log_set_rank(comm->rank);
-    pthread_mutex_lock(&comm->prog_lock);
+    ipcp__lock(&comm->prog_lock, IPCP_LOCK_PROG);
     ipcp__comm_announce_path(comm);
     ipcp__mbox_offer(comm);
-    pthread_mutex_unlock(&comm->prog_lock);
+    ipcp__unlock(&comm->prog_lock, IPCP_LOCK_PROG);
     /* After any activity the thread polls without sleeping for spin_us:
      * the next message of a transfer usually follows within microseconds,
      * and a sleep and wake-up costs several of them per hop. */
@@ -668,9 +668,9 @@ static void *ipcp__progress_main(void *arg)
             break;
     /* Chunks still to enqueue go in: their peer waits for them, and the
      * teardown waits for the transfers they belong to. */
-    pthread_mutex_lock(&comm->prog_lock);
+    ipcp__lock(&comm->prog_lock, IPCP_LOCK_PROG);
     ipcp__stage_flush_all(comm);
-    pthread_mutex_unlock(&comm->prog_lock);
+    ipcp__unlock(&comm->prog_lock, IPCP_LOCK_PROG);
 out:
     free(lp.pfd);
     free(lp.idx);
@@ -691,14 +691,14 @@ int ipcp__comm_drive(ipcp_comm_t *comm)
     if (atomic_load_explicit(&comm->dev_state, memory_order_acquire) ==
             IPCP_DEV_OPEN ||
         atomic_load_explicit(&comm->stop, memory_order_relaxed) ||
-        pthread_mutex_trylock(&comm->prog_lock) != 0)
+        ipcp__trylock(&comm->prog_lock, IPCP_LOCK_PROG) != 0)
         return 0;
     /* The open may have happened since the look above. */
     int busy = 0;
     if (atomic_load_explicit(&comm->dev_state, memory_order_acquire) !=
         IPCP_DEV_OPEN)
         busy = ipcp__turn_move(comm, NULL, 0);
-    pthread_mutex_unlock(&comm->prog_lock);
+    ipcp__unlock(&comm->prog_lock, IPCP_LOCK_PROG);
     return busy;
 }
 

@@ -171,10 +171,10 @@ static void ipcp__cmd_push(ipcp_comm_t *comm, ipcp_request_t *req)
     ipcp__peer_t *peer = ipcp__req_peer(comm, req);
     if (peer)
         atomic_fetch_add(&peer->pending, 1);
-    pthread_mutex_lock(&comm->lock);
+    ipcp__lock(&comm->lock, IPCP_LOCK_COMM);
     ipcp__list_push_back(&comm->cmds, &req->link);
     atomic_fetch_add(&comm->queued, 1);
-    pthread_mutex_unlock(&comm->lock);
+    ipcp__unlock(&comm->lock, IPCP_LOCK_COMM);
 }
 
 void ipcp__comm_submit(ipcp_comm_t *comm, ipcp_request_t *req)
@@ -271,9 +271,9 @@ void ipcp__req_complete(ipcp_request_t *req, ipcp_status_t st, const char *msg)
     atomic_store(&req->done, 1);
     if (!atomic_load(&comm->sleepers))
         return;
-    pthread_mutex_lock(&comm->lock);
+    ipcp__lock(&comm->lock, IPCP_LOCK_COMM);
     pthread_cond_broadcast(&comm->cond);
-    pthread_mutex_unlock(&comm->lock);
+    ipcp__unlock(&comm->lock, IPCP_LOCK_COMM);
 }
 
 void ipcp__req_sleep(ipcp_request_t *req)
@@ -284,12 +284,12 @@ void ipcp__req_sleep(ipcp_request_t *req)
         return;
     /* Counted before done is looked at under the lock (ipcp__req_complete
      * broadcasts only to counted sleepers). */
-    pthread_mutex_lock(&comm->lock);
+    ipcp__lock(&comm->lock, IPCP_LOCK_COMM);
     atomic_fetch_add(&comm->sleepers, 1);
     while (!atomic_load(&req->done))
         pthread_cond_wait(&comm->cond, &comm->lock);
     atomic_fetch_sub(&comm->sleepers, 1);
-    pthread_mutex_unlock(&comm->lock);
+    ipcp__unlock(&comm->lock, IPCP_LOCK_COMM);
 }
 
 /* A user's receive waits for the data only: once every queue of the
@@ -323,9 +323,9 @@ void ipcp__xfer_track_done(ipcp__track_t *t)
     ipcp_comm_t *comm = x->comm;
     if (x->req)
         ipcp__trace_mark(x->req, IPCP_TM_DONE);
-    pthread_mutex_lock(&comm->lock);
+    ipcp__lock(&comm->lock, IPCP_LOCK_COMM);
     ipcp__list_push_back(&comm->dones, &x->done_link);
     atomic_fetch_add(&comm->queued, 1);
-    pthread_mutex_unlock(&comm->lock);
+    ipcp__unlock(&comm->lock, IPCP_LOCK_COMM);
     ipcp__comm_wake(comm);
 }

@@ -44,11 +44,11 @@ void ipcp__offer_gather(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
         o->reach = ipcp__reachable(comm, rts, req) != 0;
     /* A stale region made for the user's memory is not found (the sent
      * route's ipcp__region_auto replaces it). */
-    pthread_mutex_lock(&comm->mem_lock);
+    ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     ipcp__region_t *r =
         ipcp__region_find_live(comm, req->buf, req->len, req->attr.buffer_id);
     o->dst_shared = r && r->exportable;
-    pthread_mutex_unlock(&comm->mem_lock);
+    ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
 }
 
 const ipcp__route_t *ipcp__route_next(const ipcp__route_t *const *table,

@@ -76,7 +76,7 @@ ipcp_status_t ipcp__sync_acquire(ipcp_comm_t *comm, int device,
                                  ipcp__sync_t **out)
 {
     ipcp_status_t st;
-    pthread_mutex_lock(&comm->sync_lock);
+    ipcp__lock(&comm->sync_lock, IPCP_LOCK_SYNC);
     st = ipcp__sync_pool(comm);
     if (st == IPCP_OK)
         st = ipcp__sync_register(comm, device);
@@ -91,7 +91,7 @@ ipcp_status_t ipcp__sync_acquire(ipcp_comm_t *comm, int device,
                         "more than %d stream-ordered operations in flight",
                         IPCP_SYNC_ENTRIES);
     }
-    pthread_mutex_unlock(&comm->sync_lock);
+    ipcp__unlock(&comm->sync_lock, IPCP_LOCK_SYNC);
     if (st != IPCP_OK)
         return st;
     /* A striping measurement that began before sync_held rose (the
@@ -116,9 +116,9 @@ static void ipcp__sync_free_locked(ipcp_comm_t *comm, ipcp__sync_t *e)
 void ipcp__sync_put(ipcp__sync_t *e)
 {
     ipcp_comm_t *comm = e->comm;
-    pthread_mutex_lock(&comm->sync_lock);
+    ipcp__lock(&comm->sync_lock, IPCP_LOCK_SYNC);
     ipcp__sync_free_locked(comm, e);
-    pthread_mutex_unlock(&comm->sync_lock);
+    ipcp__unlock(&comm->sync_lock, IPCP_LOCK_SYNC);
 }
 
 uint64_t *ipcp__sync_start(ipcp__sync_t *e)
@@ -154,10 +154,10 @@ void ipcp__sync_end(ipcp_comm_t *comm, ipcp__sync_t *e)
         ipcp__sync_put(e);
         return;
     }
-    pthread_mutex_lock(&comm->sync_lock);
+    ipcp__lock(&comm->sync_lock, IPCP_LOCK_SYNC);
     e->next_free = comm->sync_draining;
     comm->sync_draining = e;
-    pthread_mutex_unlock(&comm->sync_lock);
+    ipcp__unlock(&comm->sync_lock, IPCP_LOCK_SYNC);
 }
 
 /* Progress thread: operations whose stream got there start; entries whose
@@ -176,7 +176,7 @@ int ipcp__sync_poll(ipcp_comm_t *comm)
         ipcp__match_cmd(comm, req);
         n++;
     }
-    pthread_mutex_lock(&comm->sync_lock);
+    ipcp__lock(&comm->sync_lock, IPCP_LOCK_SYNC);
     for (ipcp__sync_t **pp = &comm->sync_draining, *e; (e = *pp);) {
         if (!ipcp__sync_started(e)) {
             pp = &e->next_free;
@@ -186,7 +186,7 @@ int ipcp__sync_poll(ipcp_comm_t *comm)
         ipcp__sync_free_locked(comm, e);
         n++;
     }
-    pthread_mutex_unlock(&comm->sync_lock);
+    ipcp__unlock(&comm->sync_lock, IPCP_LOCK_SYNC);
     return n;
 }
 
