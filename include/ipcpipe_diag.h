@@ -3,7 +3,9 @@
  * sees them, the driver's entry points from the libcuda the library loaded
  * (so that a tool needs no driver at build or link time), the striping
  * calibration between pairs of GPUs, and sizes as the IPCPIPE_* settings
- * take them.  Applications need only ipcpipe.h. */
+ * take them.  Applications need only ipcpipe.h.  The structs here are
+ * those of this version of the library (IPCP_VERSION): a tool is built
+ * with the library it calls, and they may change between versions. */
 #ifndef IPCPIPE_DIAG_H
 #define IPCPIPE_DIAG_H
 
@@ -71,7 +73,10 @@ typedef struct ipcp_diag_stripe {
      * at once (0: striping does not gain); the smallest size transfers
      * stripe from; the copies measured at size; when (Unix seconds). */
     double share, share_large, share_bidir;
-    uint64_t size, size_large, from_size;
+    uint64_t size, size_large;
+    uint64_t min_size;  /* the smallest size that gained, as measured */
+    uint64_t from_size; /* where the engine stripes from: min_size, or
+                           twice it through the two-sided ring */
     double direct_gbs, staged_gbs, striped_gbs;
     int64_t measured;
     char file[256]; /* the calibration file; "" when it is off */
@@ -97,7 +102,12 @@ IPCP_API ipcp_status_t ipcp_diag_stripe_lookup(const char *src_uuid,
 IPCP_API ipcp_status_t ipcp_diag_stripe_tune(int src, int dst,
                                              ipcp_diag_stripe_t *out);
 
-/* Closes what the diagnostics opened (the GPUs of ipcp_diag_stripe_tune). */
+/* Opens the GPUs ipcp_diag_stripe_tune measures on, once (later calls
+ * give the first outcome): IPCP_OK, or why not (ipcp_last_error()). */
+IPCP_API ipcp_status_t ipcp_diag_stripe_open(void);
+
+/* Closes what the diagnostics opened (the GPUs of ipcp_diag_stripe_tune);
+ * a later ipcp_diag_stripe_open opens them again. */
 IPCP_API void ipcp_diag_release(void);
 
 /* A size as the IPCPIPE_* settings take it ("4096", "64K", "1M", "2G"):

@@ -18,6 +18,11 @@
 
 _Static_assert(IPCP_DIAG_MAX_GPUS == IPCP_CU_MAX_DEVICES,
                "the diagnostics and the backend count GPUs alike");
+_Static_assert(sizeof(((ipcp_diag_gpu_t *)0)->name) ==
+                       sizeof(((ipcp__cu_dev_info_t *)0)->name) &&
+                   sizeof(((ipcp_diag_gpu_t *)0)->pci_bus_id) ==
+                       sizeof(((ipcp__cu_dev_info_t *)0)->pci_bus_id),
+               "a GPU's name and bus id are copied whole");
 #endif
 
 ipcp_status_t ipcp_diag_gpus(ipcp_diag_gpus_t *out)
@@ -56,13 +61,17 @@ ipcp_status_t ipcp_diag_gpus(ipcp_diag_gpus_t *out)
 
 void *ipcp_diag_cuda_proc(const char *name, int cuda_version)
 {
+    if (!name) {
+        ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_API, IPCP_ERR_INVALID,
+                   "ipcp_diag_cuda_proc: name is NULL");
+        return NULL;
+    }
 #ifdef IPCP_HAVE_CUDA
-    void *fn = name ? ipcp__cu_proc(name, cuda_version) : NULL;
+    void *fn = ipcp__cu_proc(name, cuda_version);
     if (!fn && ipcp__cu_load() == IPCP_OK) /* else its reason stands */
         ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
-                   "the GPU driver has no %.60s of CUDA %d.%d",
-                   name ? name : "(null)", cuda_version / 1000,
-                   cuda_version % 1000 / 10);
+                   "the GPU driver has no %.60s of CUDA %d.%d", name,
+                   cuda_version / 1000, cuda_version % 1000 / 10);
     return fn;
 #else
     ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
@@ -97,7 +106,10 @@ static ipcp_status_t diag_stripe_settings(const ipcp__config_t **cfg,
         return st;
     out->driven = ipcp__stripe_layout(*cfg) == IPCP_STRIPE_DRIVEN;
     out->adapt = (*cfg)->stripe_adapt;
-    ipcp__stripe_cache_path(*cfg, out->file, sizeof(out->file));
+    /* The path as the engine makes it (its buffer), then copied. */
+    char path[IPCP_DIR_MAX];
+    ipcp__stripe_cache_path(*cfg, path, sizeof(path));
+    snprintf(out->file, sizeof(out->file), "%s", path);
     if ((*cfg)->stripe < 0) {
         out->state = IPCP_DIAG_STRIPE_OFF;
     } else if ((*cfg)->stripe > 0) {
@@ -118,6 +130,7 @@ static void diag_stripe_entry(const ipcp__stripe_entry_t *e,
     out->share_bidir = e->share_bidir;
     out->size = e->size;
     out->size_large = e->size_large;
+    out->min_size = e->min_size;
     out->from_size = ipcp__stripe_engine_min(e->min_size, e->layout);
     out->direct_gbs = e->direct_gbs;
     out->staged_gbs = e->staged_gbs;
@@ -166,6 +179,43 @@ static pthread_mutex_t diag_lock = PTHREAD_MUTEX_INITIALIZER;
 static ipcp__backend_t *diag_be;
 #endif
 
+#ifdef IPCP_HAVE_CUDA
+/* diag_be's opening: diag_lock held; its first failure is kept. */
+static ipcp_status_t diag_open_locked(const ipcp__config_t *cfg)
+{
+    static ipcp_status_t failed = IPCP_OK;
+    static char why[IPCP_ERRMSG_MAX];
+    if (diag_be)
+        return IPCP_OK;
+    if (failed != IPCP_OK)
+        return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_API, failed, "%s", why);
+    ipcp_status_t st = ipcp__cuda_backend_ops.open(cfg, &diag_be);
+    if (st != IPCP_OK) {
+        failed = st;
+        snprintf(why, sizeof(why), "%s", ipcp_last_error());
+        diag_be = NULL;
+    }
+    return st;
+}
+#endif
+
+ipcp_status_t ipcp_diag_stripe_open(void)
+{
+    const ipcp__config_t *cfg;
+    ipcp_status_t st = ipcp__config_get(&cfg);
+    if (st != IPCP_OK)
+        return st;
+#ifdef IPCP_HAVE_CUDA
+    pthread_mutex_lock(&diag_lock);
+    st = diag_open_locked(cfg);
+    pthread_mutex_unlock(&diag_lock);
+    return st;
+#else
+    return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                      "this ipcpipe was built without its CUDA backend");
+#endif
+}
+
 ipcp_status_t ipcp_diag_stripe_tune(int src, int dst, ipcp_diag_stripe_t *out)
 {
     const ipcp__config_t *cfg;
@@ -179,8 +229,7 @@ ipcp_status_t ipcp_diag_stripe_tune(int src, int dst, ipcp_diag_stripe_t *out)
     const ipcp__backend_ops_t *ops = &ipcp__cuda_backend_ops;
     ipcp__stripe_entry_t e;
     pthread_mutex_lock(&diag_lock);
-    if (!diag_be)
-        st = ops->open(cfg, &diag_be);
+    st = diag_open_locked(cfg);
     if (st == IPCP_OK && (src < 0 || dst < 0 || src >= diag_be->ndev ||
                           dst >= diag_be->ndev || src == dst))
         st = ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,

@@ -20,12 +20,20 @@ static _Thread_local struct {
 } ipcp__held[IPCP_LOCK_HELD_MAX];
 static _Thread_local int ipcp__nheld;
 
+static int ipcp__nkept(void)
+{
+    return ipcp__nheld < IPCP_LOCK_HELD_MAX ? ipcp__nheld : IPCP_LOCK_HELD_MAX;
+}
+
 void ipcp__lock_wait_check(const pthread_mutex_t *m, int rank)
 {
-    for (int i = 0; i < ipcp__nheld; i++) {
+    int n = ipcp__nkept();
+    /* A recursive lock this thread holds already cannot make it wait. */
+    for (int i = 0; rank == IPCP_LOCK_RX && i < n; i++)
+        if (ipcp__held[i].m == m)
+            return;
+    for (int i = 0; i < n; i++) {
         int r = ipcp__held[i].rank;
-        if (ipcp__held[i].m == m && rank == IPCP_LOCK_RX)
-            continue; /* recursive */
         if (r < rank)
             continue;
         /* IPCP_LOCK_CHECK_LOG=file: every break noted there, and the
@@ -58,13 +66,17 @@ void ipcp__lock_note_held(const pthread_mutex_t *m, int rank)
 void ipcp__lock_note_released(const pthread_mutex_t *m, int rank)
 {
     (void)rank;
-    int n = ipcp__nheld < IPCP_LOCK_HELD_MAX ? ipcp__nheld : IPCP_LOCK_HELD_MAX;
+    int n = ipcp__nkept();
+    if (ipcp__nheld > IPCP_LOCK_HELD_MAX) { /* the newest were not kept */
+        ipcp__nheld--;
+        return;
+    }
     for (int i = n - 1; i >= 0; i--)
         if (ipcp__held[i].m == m) {
             for (int j = i; j + 1 < n; j++)
                 ipcp__held[j] = ipcp__held[j + 1];
-            break;
+            ipcp__nheld--;
+            return;
         }
-    ipcp__nheld--;
 }
 #endif

@@ -13,6 +13,9 @@
 
 #include "engine/stripe.h"
 #include "ipcpipe_diag.h"
+#ifdef IPCP_HAVE_CUDA
+#include "backend/cuda/cuda_driver.h"
+#endif
 #include "testutil.h"
 
 #define UUID_A "GPU-00000000-0000-0000-0000-00000000000a"
@@ -103,7 +106,8 @@ static void check_stripe_file(void)
             e.share_large < 0.1101 && e.share_bidir > 0.0599 &&
             e.share_bidir < 0.0601);
     T_CHECK(e.size == w.size && e.size_large == w.size_large &&
-            e.from_size == w.min_size && e.measured == w.time);
+            e.min_size == w.min_size && e.from_size == w.min_size &&
+            e.measured == w.time);
     T_CHECK(e.direct_gbs > 396.4 && e.direct_gbs < 396.6 &&
             e.striped_gbs > 430.9 && e.striped_gbs < 431.1);
     /* The other direction is another pair; another driver is stale. */
@@ -126,9 +130,66 @@ static void check_stripe_file(void)
     rmdir(dir);
 }
 
+/* Leaves a last error that no call below writes: a check that a failure
+ * said why then sees the failure's own message. */
+static void mark_error(void)
+{
+    size_t v;
+    T_EQ_INT(ipcp_diag_parse_size("marker", &v), IPCP_ERR_INVALID);
+    T_CHECK(strstr(ipcp_last_error(), "marker") != NULL);
+}
+
+static int said_new(void)
+{
+    return ipcp_last_error()[0] != '\0' &&
+           strstr(ipcp_last_error(), "marker") == NULL;
+}
+
+/* Through the two-sided ring (IPCPIPE_DRIVE=off) transfers stripe from
+ * twice the size that gained: a child, before the settings are read. */
+static void check_ring_layout(void)
+{
+    pid_t pid = fork();
+    T_CHECK(pid >= 0);
+    if (pid == 0) {
+        char dir[] = "/tmp/ipcp-diag-XXXXXX", file[128], host[128], why[256];
+        ipcp_diag_stripe_t e;
+        ipcp__stripe_entry_t w;
+        T_CHECK(mkdtemp(dir) != NULL);
+        snprintf(file, sizeof(file), "%s/stripe.txt", dir);
+        setenv("IPCPIPE_STRIPE_CACHE", file, 1);
+        setenv("IPCPIPE_DRIVE", "off", 1);
+        memset(&w, 0, sizeof(w));
+        snprintf(w.src, sizeof(w.src), "%s", UUID_A);
+        snprintf(w.dst, sizeof(w.dst), "%s", UUID_B);
+        w.layout = IPCP_STRIPE_RING;
+        w.driver = 13000;
+        w.share = 0.1;
+        w.size = (uint64_t)256 << 20;
+        w.min_size = (uint64_t)32 << 20;
+        w.direct_gbs = 390;
+        w.staged_gbs = 50;
+        w.striped_gbs = 420;
+        w.time = 1796000000;
+        ipcp__stripe_host_id(host, sizeof(host));
+        T_EQ_INT(ipcp__stripe_cache_store(file, host, &w, why, sizeof(why)), 0);
+        T_OK(ipcp_diag_stripe_lookup(UUID_A, UUID_B, 13000, &e));
+        T_EQ_INT((int)e.state, IPCP_DIAG_STRIPE_MEASURED);
+        T_CHECK(e.driven == 0 && e.min_size == w.min_size &&
+                e.from_size == 2 * w.min_size);
+        unlink(file);
+        rmdir(dir);
+        _exit(0);
+    }
+    int st;
+    T_CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
+            WEXITSTATUS(st) == 0);
+}
+
 int main(void)
 {
     check_sizes();
+    check_ring_layout();
     check_stripe_setting("off", IPCP_DIAG_STRIPE_OFF, 0);
     check_stripe_setting("0.25", IPCP_DIAG_STRIPE_FIXED, 0.25);
     check_stripe_file();
@@ -137,36 +198,57 @@ int main(void)
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     ipcp_status_t st = ipcp_diag_gpus(&g);
     ipcp_diag_stripe_t e;
+    mark_error();
     T_EQ_INT(ipcp_diag_stripe_tune(0, 0, &e), IPCP_ERR_UNSUPPORTED);
-    T_CHECK(ipcp_last_error()[0] != '\0');
+    T_CHECK(said_new());
     T_EQ_INT(ipcp_diag_stripe_tune(0, IPCP_DIAG_MAX_GPUS, &e),
              IPCP_ERR_UNSUPPORTED);
     T_EQ_INT(ipcp_diag_stripe_tune(0, 1, NULL), IPCP_ERR_INVALID);
     ipcp_diag_release();
     if (!lib) { /* the CI's machines: no driver */
         T_EQ_INT(st, IPCP_ERR_UNSUPPORTED);
-        T_CHECK(ipcp_last_error()[0] != '\0');
         T_EQ_INT(g.ndev, 0);
-        T_CHECK(ipcp_diag_cuda_proc("cuInit", 2000) == NULL);
-        T_CHECK(ipcp_last_error()[0] != '\0');
+        mark_error();
+        T_CHECK(ipcp_diag_gpus(&g) == IPCP_ERR_UNSUPPORTED && said_new());
+        mark_error();
+        T_CHECK(ipcp_diag_cuda_proc("cuInit", 2000) == NULL && said_new());
+        mark_error();
+        T_CHECK(ipcp_diag_stripe_open() != IPCP_OK && said_new());
         return 0;
     }
     /* A driver: either it describes its GPUs, or it says why not (a
      * driver without a GPU). */
     if (st != IPCP_OK) {
         T_EQ_INT(st, IPCP_ERR_UNSUPPORTED);
-        T_CHECK(ipcp_last_error()[0] != '\0');
+        mark_error();
+        T_CHECK(ipcp_diag_gpus(&g) == IPCP_ERR_UNSUPPORTED && said_new());
         return 0;
     }
     T_CHECK(g.ndev >= 1 && g.driver_version >= 12000);
+#ifdef IPCP_HAVE_CUDA
+    /* Field by field what the backend's own probe says. */
+    static ipcp__cu_probe_t p;
+    T_OK(ipcp__cu_probe(&p));
+    T_EQ_INT(g.ndev, p.ndev);
+    T_EQ_INT(g.driver_version, p.driver_version);
     for (int d = 0; d < g.ndev; d++) {
-        T_CHECK(g.dev[d].name[0] && g.dev[d].pci_bus_id[0]);
+        const ipcp_diag_gpu_t *x = &g.dev[d];
+        const ipcp__cu_dev_info_t *y = &p.dev[d];
+        T_CHECK(x->name[0] && strcmp(x->name, y->name) == 0 &&
+                strcmp(x->pci_bus_id, y->pci_bus_id) == 0);
+        T_CHECK(x->uva == y->uva && x->vmm == y->vmm &&
+                x->vmm_fd == y->vmm_fd && x->memops64 == y->memops64 &&
+                x->host_va == y->host_va && x->mps == y->mps);
+        for (int f = 0; f < g.ndev; f++)
+            T_EQ_INT(g.peer[d][f], p.peer[d][f]);
         T_EQ_INT(g.peer[d][d], 1);
     }
+#endif
     T_CHECK(ipcp_diag_cuda_proc("cuInit", 2000) != NULL);
     T_CHECK(ipcp_diag_cuda_proc("cuNoSuchEntryPoint", 2000) == NULL);
     T_CHECK(strstr(ipcp_last_error(), "cuNoSuchEntryPoint") != NULL);
-    T_CHECK(ipcp_diag_cuda_proc(NULL, 2000) == NULL);
+    mark_error();
+    T_CHECK(ipcp_diag_cuda_proc(NULL, 2000) == NULL && said_new());
     dlclose(lib);
     return 0;
 }

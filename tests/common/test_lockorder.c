@@ -44,6 +44,10 @@ int main(void)
     ipcp__lock(&rx, IPCP_LOCK_RX);
     ipcp__lock(&rx, IPCP_LOCK_RX);
     ipcp__lock(&mem, IPCP_LOCK_MEM);
+    /* A recursive lock held already cannot make the thread wait, whatever
+     * it took since. */
+    ipcp__lock(&rx, IPCP_LOCK_RX);
+    ipcp__unlock(&rx, IPCP_LOCK_RX);
     ipcp__unlock(&mem, IPCP_LOCK_MEM);
     ipcp__unlock(&rx, IPCP_LOCK_RX);
     ipcp__unlock(&rx, IPCP_LOCK_RX);

@@ -37,7 +37,7 @@ static void tune_row(const char *pair, const ipcp_diag_stripe_t *e)
         "%-9s %-8s %5.0f%% %5.0f%% %8.0f%% %9lluM %12.1f %12.1f %12.1f "
         "%8.1f\n",
         pair, e->share > 0 ? "yes" : "no", e->share * 100, e->share_large * 100,
-        e->share_bidir * 100, (unsigned long long)(e->from_size >> 20),
+        e->share_bidir * 100, (unsigned long long)(e->min_size >> 20),
         e->direct_gbs, e->staged_gbs, e->striped_gbs,
         e->direct_gbs > 0 ? (e->striped_gbs / e->direct_gbs - 1) * 100 : 0.0);
 }
@@ -52,7 +52,8 @@ int bench_tune(void)
         fprintf(stderr, "ipcpipe-bench: %s\n", ipcp_last_error());
         return 2;
     }
-    if (ipcp_diag_gpus(&gpus) != IPCP_OK) {
+    if (ipcp_diag_gpus(&gpus) != IPCP_OK ||
+        ipcp_diag_stripe_open() != IPCP_OK) {
         printf("ipcpipe-bench --tune: no GPU to tune: %s\n", ipcp_last_error());
         return 0;
     }
