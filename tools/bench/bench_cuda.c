@@ -18,10 +18,11 @@
 
 #include "ipcpipe_diag.h"
 #include "tool_cuda.h"
+#include "bench_cuda_int.h"
 
 /* Formats "<what>: CUDA_ERROR_X: description" into err when r failed.
  * Returns 0 on success, -1 on failure. */
-static int cu_ok(CUresult r, char *err, size_t elen, const char *what)
+int bench_cu_ok(CUresult r, char *err, size_t elen, const char *what)
 {
     char msg[160];
     if (r == CUDA_SUCCESS)
@@ -37,7 +38,7 @@ static int cu_ok(CUresult r, char *err, size_t elen, const char *what)
 static ipcp_diag_gpus_t probe;
 static int probe_done, probe_ok;
 static char probe_why[256];
-static CUcontext bound_ctx;
+CUcontext bench_cu_bound_ctx;
 static int bound_dev = -1;
 
 static int setting_is_off(const char *name)
@@ -101,19 +102,20 @@ int bench_cuda_peer(int a, int b)
     return a >= 0 && b >= 0 && a < n && b < n && probe.peer[a][b];
 }
 
-static int retain_ctx(int device, CUcontext *ctx, char *err, size_t elen)
+int bench_cu_retain_ctx(int device, CUcontext *ctx, char *err, size_t elen)
 {
     char what[64];
     CUdevice dev;
     bench_fmt(what, sizeof(what), "cuDeviceGet(%d)", device);
-    if (cu_ok(TOOL_CU(cuDeviceGet)(&dev, device), err, elen, what) < 0)
+    if (bench_cu_ok(TOOL_CU(cuDeviceGet)(&dev, device), err, elen, what) < 0)
         return -1;
     bench_fmt(what, sizeof(what), "cuDevicePrimaryCtxRetain(device %d)",
               device);
-    return cu_ok(TOOL_CU(cuDevicePrimaryCtxRetain)(ctx, dev), err, elen, what);
+    return bench_cu_ok(TOOL_CU(cuDevicePrimaryCtxRetain)(ctx, dev), err, elen,
+                       what);
 }
 
-static void release_ctx(int device)
+void bench_cu_release_ctx(int device)
 {
     CUdevice dev;
     if (TOOL_CU(cuDeviceGet)(&dev, device) == CUDA_SUCCESS)
@@ -136,14 +138,14 @@ int bench_cuda_bind(int device, char *err, size_t elen)
         return 0;
     bench_cuda_unbind();
     CUcontext ctx;
-    if (retain_ctx(device, &ctx, err, elen) < 0)
+    if (bench_cu_retain_ctx(device, &ctx, err, elen) < 0)
         return -1;
-    if (cu_ok(TOOL_CU(cuCtxSetCurrent)(ctx), err, elen, "cuCtxSetCurrent") <
-        0) {
-        release_ctx(device);
+    if (bench_cu_ok(TOOL_CU(cuCtxSetCurrent)(ctx), err, elen,
+                    "cuCtxSetCurrent") < 0) {
+        bench_cu_release_ctx(device);
         return -1;
     }
-    bound_ctx = ctx;
+    bench_cu_bound_ctx = ctx;
     bound_dev = device;
     return 0;
 }
@@ -156,9 +158,9 @@ void *bench_cuda_stream(char *err, size_t elen)
         bench_fmt(err, elen, "no CUDA device bound");
         return NULL;
     }
-    if (!user_stream &&
-        cu_ok(TOOL_CU(cuStreamCreate)(&user_stream, CU_STREAM_NON_BLOCKING),
-              err, elen, "cuStreamCreate") < 0) {
+    if (!user_stream && bench_cu_ok(TOOL_CU(cuStreamCreate)(
+                                        &user_stream, CU_STREAM_NON_BLOCKING),
+                                    err, elen, "cuStreamCreate") < 0) {
         user_stream = NULL;
         return NULL;
     }
@@ -183,7 +185,7 @@ int bench_cuda_stream_sync(void *stream, char *err, size_t elen)
         while ((r = TOOL_CU(cuStreamQuery)((CUstream)stream)) ==
                CUDA_ERROR_NOT_READY)
             sched_yield();
-    return cu_ok(r, err, elen, "waiting for the stream");
+    return bench_cu_ok(r, err, elen, "waiting for the stream");
 }
 
 void bench_cuda_unbind(void)
@@ -196,21 +198,22 @@ void bench_cuda_unbind(void)
         user_stream = NULL;
     }
     TOOL_CU(cuCtxSetCurrent)(NULL);
-    release_ctx(bound_dev);
+    bench_cu_release_ctx(bound_dev);
     bound_dev = -1;
-    bound_ctx = NULL;
+    bench_cu_bound_ctx = NULL;
 }
 
 /* Plain allocations are made in device's context; the thread's current
  * context is restored afterwards. */
 static int with_ctx(CUcontext ctx, CUcontext *saved, char *err, size_t elen)
 {
-    if (cu_ok(TOOL_CU(cuCtxGetCurrent)(saved), err, elen, "cuCtxGetCurrent") <
-        0)
+    if (bench_cu_ok(TOOL_CU(cuCtxGetCurrent)(saved), err, elen,
+                    "cuCtxGetCurrent") < 0)
         return -1;
     if (*saved == ctx)
         return 0;
-    return cu_ok(TOOL_CU(cuCtxSetCurrent)(ctx), err, elen, "cuCtxSetCurrent");
+    return bench_cu_ok(TOOL_CU(cuCtxSetCurrent)(ctx), err, elen,
+                       "cuCtxSetCurrent");
 }
 
 static void restore_ctx(CUcontext saved)
@@ -232,7 +235,7 @@ static int plain_alloc(CUcontext ctx, int device, size_t len, CUdeviceptr *p,
     *nomem = r == CUDA_ERROR_OUT_OF_MEMORY;
     bench_fmt(what, sizeof(what), "cuMemAlloc(%zu bytes on device %d)", len,
               device);
-    return cu_ok(r, err, elen, what);
+    return bench_cu_ok(r, err, elen, what);
 }
 
 /* Device part of bench_buf_alloc (bench_mem.c handles host memory).  A
@@ -246,10 +249,10 @@ int bench_cuda_buf_alloc(ipcp_comm_t *comm, size_t len, int device, int plain,
     if (plain) {
         CUcontext ctx;
         CUdeviceptr p;
-        if (retain_ctx(device, &ctx, err, elen) < 0)
+        if (bench_cu_retain_ctx(device, &ctx, err, elen) < 0)
             return -1;
         if (plain_alloc(ctx, device, len, &p, nomem, err, elen) < 0) {
-            release_ctx(device);
+            bench_cu_release_ctx(device);
             return -1;
         }
         b->ptr = (void *)(uintptr_t)p;
@@ -278,10 +281,10 @@ void bench_cuda_buf_free(ipcp_comm_t *comm, bench_buf_t *b)
     char err[256];
     if (b->plain) {
         /* cuMemFree needs no particular current context under UVA. */
-        if (cu_ok(TOOL_CU(cuMemFree)((CUdeviceptr)(uintptr_t)b->ptr), err,
-                  sizeof(err), "cuMemFree") < 0)
+        if (bench_cu_ok(TOOL_CU(cuMemFree)((CUdeviceptr)(uintptr_t)b->ptr), err,
+                        sizeof(err), "cuMemFree") < 0)
             fprintf(stderr, "ipcpipe-bench: %s\n", err);
-        release_ctx(b->device);
+        bench_cu_release_ctx(b->device);
     } else {
         ipcp_status_t st = ipcp_mem_free(comm, b->ptr);
         if (st != IPCP_OK)
@@ -298,22 +301,23 @@ int bench_cuda_h2d(void *dst, const void *src, size_t n, char *err, size_t elen)
 {
     char what[96];
     bench_fmt(what, sizeof(what), "cuMemcpyHtoD(%p, %zu bytes)", dst, n);
-    if (cu_ok(TOOL_CU(cuMemcpyHtoD)((CUdeviceptr)(uintptr_t)dst, src, n), err,
-              elen, what) < 0)
+    if (bench_cu_ok(TOOL_CU(cuMemcpyHtoD)((CUdeviceptr)(uintptr_t)dst, src, n),
+                    err, elen, what) < 0)
         return -1;
-    return cu_ok(TOOL_CU(cuCtxSynchronize)(), err, elen,
-                 "cuCtxSynchronize after cuMemcpyHtoD");
+    return bench_cu_ok(TOOL_CU(cuCtxSynchronize)(), err, elen,
+                       "cuCtxSynchronize after cuMemcpyHtoD");
 }
 
 int bench_cuda_d2h(void *dst, const void *src, size_t n, char *err, size_t elen)
 {
     char what[96];
     bench_fmt(what, sizeof(what), "cuMemcpyDtoH(%p, %zu bytes)", src, n);
-    if (cu_ok(TOOL_CU(cuCtxSynchronize)(), err, elen,
-              "cuCtxSynchronize before cuMemcpyDtoH") < 0)
+    if (bench_cu_ok(TOOL_CU(cuCtxSynchronize)(), err, elen,
+                    "cuCtxSynchronize before cuMemcpyDtoH") < 0)
         return -1;
-    return cu_ok(TOOL_CU(cuMemcpyDtoH)(dst, (CUdeviceptr)(uintptr_t)src, n),
-                 err, elen, what);
+    return bench_cu_ok(
+        TOOL_CU(cuMemcpyDtoH)(dst, (CUdeviceptr)(uintptr_t)src, n), err, elen,
+        what);
 }
 
 int bench_cuda_memset(void *dst, unsigned char v, size_t n, char *err,
@@ -322,11 +326,11 @@ int bench_cuda_memset(void *dst, unsigned char v, size_t n, char *err,
     char what[96];
     bench_fmt(what, sizeof(what), "cuMemsetD8(%p, 0x%02x, %zu bytes)", dst, v,
               n);
-    if (cu_ok(TOOL_CU(cuMemsetD8)((CUdeviceptr)(uintptr_t)dst, v, n), err, elen,
-              what) < 0)
+    if (bench_cu_ok(TOOL_CU(cuMemsetD8)((CUdeviceptr)(uintptr_t)dst, v, n), err,
+                    elen, what) < 0)
         return -1;
-    return cu_ok(TOOL_CU(cuCtxSynchronize)(), err, elen,
-                 "cuCtxSynchronize after cuMemsetD8");
+    return bench_cu_ok(TOOL_CU(cuCtxSynchronize)(), err, elen,
+                       "cuCtxSynchronize after cuMemsetD8");
 }
 
 /* ---- Ceilings ------------------------------------------------------------ */
@@ -366,16 +370,16 @@ static int side_enqueue(bench_cuda_ceil_t *cc, const cjob_t *j, size_t size,
 {
     CUstream s = cc->st[j->side];
     char what[128];
-    if (cu_ok(TOOL_CU(cuCtxSetCurrent)(cc->ctx[j->side]), err, elen,
-              "cuCtxSetCurrent") < 0)
+    if (bench_cu_ok(TOOL_CU(cuCtxSetCurrent)(cc->ctx[j->side]), err, elen,
+                    "cuCtxSetCurrent") < 0)
         return -1;
-    if (gated && cu_ok(TOOL_CU(cuStreamWaitValue64)(s, cc->gate_dev[j->side],
-                                                    cc->gate_val,
-                                                    CU_STREAM_WAIT_VALUE_GEQ),
-                       err, elen, "cuStreamWaitValue64(gate)") < 0)
+    if (gated && bench_cu_ok(TOOL_CU(cuStreamWaitValue64)(
+                                 s, cc->gate_dev[j->side], cc->gate_val,
+                                 CU_STREAM_WAIT_VALUE_GEQ),
+                             err, elen, "cuStreamWaitValue64(gate)") < 0)
         return -1;
-    if (cu_ok(TOOL_CU(cuEventRecord)(cc->ev[j->side][0], s), err, elen,
-              "cuEventRecord(start)") < 0)
+    if (bench_cu_ok(TOOL_CU(cuEventRecord)(cc->ev[j->side][0], s), err, elen,
+                    "cuEventRecord(start)") < 0)
         return -1;
     for (int k = 0; k < window; k++) {
         size_t slot = (size_t)(k % slots);
@@ -385,11 +389,11 @@ static int side_enqueue(bench_cuda_ceil_t *cc, const cjob_t *j, size_t size,
             bench_fmt(what, sizeof(what),
                       "cuMemcpyAsync(%zu bytes, device %d stream)", size,
                       cc->dev[j->side]);
-            return cu_ok(r, err, elen, what);
+            return bench_cu_ok(r, err, elen, what);
         }
     }
-    return cu_ok(TOOL_CU(cuEventRecord)(cc->ev[j->side][1], s), err, elen,
-                 "cuEventRecord(stop)");
+    return bench_cu_ok(TOOL_CU(cuEventRecord)(cc->ev[j->side][1], s), err, elen,
+                       "cuEventRecord(stop)");
 }
 
 /* Runs the jobs (at most one per side) at once; ms[j] is each one's time
@@ -413,12 +417,13 @@ static int run_jobs(bench_cuda_ceil_t *cc, const cjob_t *jobs, int njobs,
         int s = jobs[j].side;
         char e2[256];
         CUresult r = TOOL_CU(cuStreamSynchronize)(cc->st[s]);
-        if (cu_ok(r, e2, sizeof(e2), "cuStreamSynchronize") < 0 && rc == 0) {
+        if (bench_cu_ok(r, e2, sizeof(e2), "cuStreamSynchronize") < 0 &&
+            rc == 0) {
             bench_fmt(err, elen, "%s", e2);
             rc = -1;
         }
         if (rc == 0)
-            rc = cu_ok(
+            rc = bench_cu_ok(
                 TOOL_CU(cuEventElapsedTime)(&ms[j], cc->ev[s][0], cc->ev[s][1]),
                 err, elen, "cuEventElapsedTime");
     }
@@ -437,7 +442,7 @@ static void ceil_free_side(ipcp_comm_t *comm, bench_cuda_ceil_t *cc, int s)
     if (cc->buf[s].ptr)
         bench_cuda_buf_free(comm, &cc->buf[s]);
     if (cc->retained[s])
-        release_ctx(cc->dev[s]);
+        bench_cu_release_ctx(cc->dev[s]);
 }
 
 void bench_cuda_ceil_destroy(ipcp_comm_t *comm, bench_cuda_ceil_t *cc)
@@ -450,32 +455,33 @@ void bench_cuda_ceil_destroy(ipcp_comm_t *comm, bench_cuda_ceil_t *cc)
         TOOL_CU(cuMemFreeHost)(cc->pinned);
     if (cc->gate)
         TOOL_CU(cuMemFreeHost)((void *)cc->gate);
-    if (bound_ctx)
-        TOOL_CU(cuCtxSetCurrent)(bound_ctx);
+    if (bench_cu_bound_ctx)
+        TOOL_CU(cuCtxSetCurrent)(bench_cu_bound_ctx);
     free(cc);
 }
 
 static int ceil_open_side(ipcp_comm_t *comm, bench_cuda_ceil_t *cc, int s,
                           size_t len, int *nomem, char *err, size_t elen)
 {
-    if (retain_ctx(cc->dev[s], &cc->ctx[s], err, elen) < 0)
+    if (bench_cu_retain_ctx(cc->dev[s], &cc->ctx[s], err, elen) < 0)
         return -1;
     cc->retained[s] = 1;
-    if (cu_ok(TOOL_CU(cuCtxSetCurrent)(cc->ctx[s]), err, elen,
-              "cuCtxSetCurrent") < 0 ||
-        cu_ok(TOOL_CU(cuStreamCreate)(&cc->st[s], CU_STREAM_NON_BLOCKING), err,
-              elen, "cuStreamCreate") < 0 ||
-        cu_ok(TOOL_CU(cuEventCreate)(&cc->ev[s][0], CU_EVENT_DEFAULT), err,
-              elen, "cuEventCreate") < 0 ||
-        cu_ok(TOOL_CU(cuEventCreate)(&cc->ev[s][1], CU_EVENT_DEFAULT), err,
-              elen, "cuEventCreate") < 0)
+    if (bench_cu_ok(TOOL_CU(cuCtxSetCurrent)(cc->ctx[s]), err, elen,
+                    "cuCtxSetCurrent") < 0 ||
+        bench_cu_ok(TOOL_CU(cuStreamCreate)(&cc->st[s], CU_STREAM_NON_BLOCKING),
+                    err, elen, "cuStreamCreate") < 0 ||
+        bench_cu_ok(TOOL_CU(cuEventCreate)(&cc->ev[s][0], CU_EVENT_DEFAULT),
+                    err, elen, "cuEventCreate") < 0 ||
+        bench_cu_ok(TOOL_CU(cuEventCreate)(&cc->ev[s][1], CU_EVENT_DEFAULT),
+                    err, elen, "cuEventCreate") < 0)
         return -1;
     if (bench_cuda_buf_alloc(comm, len, cc->dev[s], cc->plain, &cc->buf[s],
                              nomem, err, elen) < 0)
         return -1;
-    if (cc->gated && cu_ok(TOOL_CU(cuMemHostGetDevicePointer)(
-                               &cc->gate_dev[s], (void *)cc->gate, 0),
-                           err, elen, "cuMemHostGetDevicePointer(gate)") < 0)
+    if (cc->gated &&
+        bench_cu_ok(TOOL_CU(cuMemHostGetDevicePointer)(&cc->gate_dev[s],
+                                                       (void *)cc->gate, 0),
+                    err, elen, "cuMemHostGetDevicePointer(gate)") < 0)
         return -1;
     return 0;
 }
@@ -490,12 +496,12 @@ static int ceil_enable_peers(bench_cuda_ceil_t *cc, char *err, size_t elen)
     for (int s = 0; s < 2; s++) {
         if (!bench_cuda_peer(cc->dev[s], cc->dev[1 - s]))
             continue;
-        if (cu_ok(TOOL_CU(cuCtxSetCurrent)(cc->ctx[s]), err, elen,
-                  "cuCtxSetCurrent") < 0)
+        if (bench_cu_ok(TOOL_CU(cuCtxSetCurrent)(cc->ctx[s]), err, elen,
+                        "cuCtxSetCurrent") < 0)
             return -1;
         CUresult r = TOOL_CU(cuCtxEnablePeerAccess)(cc->ctx[1 - s], 0);
         if (r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED &&
-            cu_ok(r, err, elen, "cuCtxEnablePeerAccess") < 0)
+            bench_cu_ok(r, err, elen, "cuCtxEnablePeerAccess") < 0)
             return -1;
     }
     return 0;
@@ -526,7 +532,7 @@ bench_cuda_ceil_t *bench_cuda_ceil_create(ipcp_comm_t *comm, int a, int b,
     if (r != CUDA_SUCCESS) {
         cc->pinned = NULL;
         *nomem = r == CUDA_ERROR_OUT_OF_MEMORY;
-        cu_ok(r, err, elen, "cuMemHostAlloc(pinned staging)");
+        bench_cu_ok(r, err, elen, "cuMemHostAlloc(pinned staging)");
         goto fail;
     }
     memset(cc->pinned, 0, cc->pinned_len);
@@ -534,7 +540,7 @@ bench_cuda_ceil_t *bench_cuda_ceil_create(ipcp_comm_t *comm, int a, int b,
         void *g = NULL;
         r = TOOL_CU(cuMemHostAlloc)(
             &g, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
-        if (cu_ok(r, err, elen, "cuMemHostAlloc(gate)") < 0)
+        if (bench_cu_ok(r, err, elen, "cuMemHostAlloc(gate)") < 0)
             goto fail;
         cc->gate = g;
         *cc->gate = 0;
@@ -544,8 +550,8 @@ bench_cuda_ceil_t *bench_cuda_ceil_create(ipcp_comm_t *comm, int a, int b,
             goto fail;
     if (ceil_enable_peers(cc, err, elen) < 0)
         goto fail;
-    if (bound_ctx)
-        TOOL_CU(cuCtxSetCurrent)(bound_ctx);
+    if (bench_cu_bound_ctx)
+        TOOL_CU(cuCtxSetCurrent)(bench_cu_bound_ctx);
     return cc;
 fail:
     bench_cuda_ceil_destroy(comm, cc);
@@ -635,303 +641,9 @@ double bench_cuda_ceil_measure(bench_cuda_ceil_t *cc, bench_ceil_kind_t kind,
         best = dir == 0 || gbps < best ? gbps : best; /* staged: the min */
     }
     free(t);
-    if (bound_ctx)
-        TOOL_CU(cuCtxSetCurrent)(bound_ctx);
+    if (bench_cu_bound_ctx)
+        TOOL_CU(cuCtxSetCurrent)(bench_cu_bound_ctx);
     return best;
-}
-
-/* ---- The forum post's pattern (--compare naive) ------------------------ */
-
-/* As examples/seed.c run_naive, in driver terms: 4 streams a side, each
- * transfer in 16 chunks. */
-#define NAIVE_STREAMS 4
-#define NAIVE_CHUNKS  16
-
-struct bench_naive {
-    int dev[2];       /* [0]: rank 0's device (bound), [1]: rank 1's */
-    CUcontext ctx[2]; /* their primary contexts, retained */
-    int retained[2];
-    CUstream d2h[NAIVE_STREAMS]; /* on dev[0] */
-    CUstream h2d[NAIVE_STREAMS]; /* on dev[1] */
-    CUevent ev[NAIVE_STREAMS];   /* on dev[0], joining d2h[s] to h2d[s] */
-    void *pinned;
-    size_t pinned_len;
-    CUdeviceptr mapped; /* rank 1's buffer, opened in ctx[0]; 0: none */
-};
-
-static void restore_bound(void)
-{
-    if (bound_ctx)
-        TOOL_CU(cuCtxSetCurrent)(bound_ctx);
-}
-
-static int naive_side(bench_naive_t *nv, int side, char *err, size_t elen)
-{
-    char what[96];
-    if (retain_ctx(nv->dev[side], &nv->ctx[side], err, elen) < 0)
-        return -1;
-    nv->retained[side] = 1;
-    if (cu_ok(TOOL_CU(cuCtxSetCurrent)(nv->ctx[side]), err, elen,
-              "cuCtxSetCurrent") < 0)
-        return -1;
-    for (int s = 0; s < NAIVE_STREAMS; s++) {
-        CUstream *st = side ? &nv->h2d[s] : &nv->d2h[s];
-        bench_fmt(what, sizeof(what), "cuStreamCreate(%s stream %d, device %d)",
-                  side ? "H2D" : "D2H", s, nv->dev[side]);
-        if (cu_ok(TOOL_CU(cuStreamCreate)(st, CU_STREAM_NON_BLOCKING), err,
-                  elen, what) < 0)
-            return -1;
-        if (side == 0 &&
-            cu_ok(TOOL_CU(cuEventCreate)(&nv->ev[s], CU_EVENT_DISABLE_TIMING),
-                  err, elen, "cuEventCreate") < 0)
-            return -1;
-    }
-    return 0;
-}
-
-bench_naive_t *bench_naive_create(int dev0, int dev1, size_t pinned_len,
-                                  int *nomem, char *err, size_t elen)
-{
-    *nomem = 0;
-    if (tool_cu_load(err, elen) < 0)
-        return NULL;
-    bench_naive_t *nv = calloc(1, sizeof(*nv));
-    if (!nv) {
-        *nomem = 1;
-        bench_fmt(err, elen, "out of memory");
-        return NULL;
-    }
-    nv->dev[0] = dev0;
-    nv->dev[1] = dev1;
-    nv->pinned_len = pinned_len ? pinned_len : 1;
-    if (naive_side(nv, 0, err, elen) < 0 || naive_side(nv, 1, err, elen) < 0)
-        goto fail;
-    /* cudaMallocHost in the seed: pinned, usable from both contexts. */
-    CUresult r = TOOL_CU(cuMemHostAlloc)(&nv->pinned, nv->pinned_len,
-                                         CU_MEMHOSTALLOC_PORTABLE);
-    if (r != CUDA_SUCCESS) {
-        nv->pinned = NULL;
-        *nomem = r == CUDA_ERROR_OUT_OF_MEMORY;
-        cu_ok(r, err, elen, "cuMemHostAlloc(pinned staging of the naive case)");
-        goto fail;
-    }
-    memset(nv->pinned, 0, nv->pinned_len);
-    restore_bound();
-    return nv;
-fail:
-    bench_naive_destroy(nv);
-    return NULL;
-}
-
-int bench_naive_open(bench_naive_t *nv,
-                     const unsigned char h[BENCH_IPC_HANDLE_BYTES], void **ptr,
-                     char *err, size_t elen)
-{
-    CUipcMemHandle hd;
-    char what[128];
-    _Static_assert(sizeof(hd) == BENCH_IPC_HANDLE_BYTES,
-                   "BENCH_IPC_HANDLE_BYTES must be CU_IPC_HANDLE_SIZE");
-    memcpy(&hd, h, sizeof(hd));
-    bench_naive_close(nv);
-    /* The seed's choice, kept on purpose: the mapping is made while rank
-     * 0's own device is current, so it belongs to that context although
-     * the memory is on rank 1's GPU. */
-    if (cu_ok(TOOL_CU(cuCtxSetCurrent)(nv->ctx[0]), err, elen,
-              "cuCtxSetCurrent") < 0)
-        return -1;
-    bench_fmt(what, sizeof(what),
-              "cuIpcOpenMemHandle(rank 1's buffer, in device %d's context)",
-              nv->dev[0]);
-    int rc = cu_ok(TOOL_CU(cuIpcOpenMemHandle)(
-                       &nv->mapped, hd, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
-                   err, elen, what);
-    if (rc < 0)
-        nv->mapped = 0;
-    *ptr = (void *)(uintptr_t)nv->mapped;
-    restore_bound();
-    return rc;
-}
-
-void bench_naive_close(bench_naive_t *nv)
-{
-    char err[BENCH_REASON_MAX];
-    if (!nv || !nv->mapped)
-        return;
-    TOOL_CU(cuCtxSetCurrent)(nv->ctx[0]);
-    if (cu_ok(TOOL_CU(cuIpcCloseMemHandle)(nv->mapped), err, sizeof(err),
-              "cuIpcCloseMemHandle") < 0)
-        fprintf(stderr, "ipcpipe-bench: %s\n", err);
-    nv->mapped = 0;
-    restore_bound();
-}
-
-/* One chunk: D2H on device 0's stream s, an event, and H2D on device 1's
- * stream s after it, each issued with its device's context current (the
- * seed's cudaSetDevice calls). */
-static int naive_chunk(bench_naive_t *nv, int s, CUdeviceptr src,
-                       unsigned char *host, CUdeviceptr dst, size_t n,
-                       char *err, size_t elen)
-{
-    char what[96];
-    if (cu_ok(TOOL_CU(cuCtxSetCurrent)(nv->ctx[0]), err, elen,
-              "cuCtxSetCurrent(device 0)") < 0)
-        return -1;
-    bench_fmt(what, sizeof(what), "cuMemcpyDtoHAsync(%zu bytes, stream %d)", n,
-              s);
-    if (cu_ok(TOOL_CU(cuMemcpyDtoHAsync)(host, src, n, nv->d2h[s]), err, elen,
-              what) < 0 ||
-        cu_ok(TOOL_CU(cuEventRecord)(nv->ev[s], nv->d2h[s]), err, elen,
-              "cuEventRecord") < 0)
-        return -1;
-    if (cu_ok(TOOL_CU(cuCtxSetCurrent)(nv->ctx[1]), err, elen,
-              "cuCtxSetCurrent(device 1)") < 0 ||
-        cu_ok(TOOL_CU(cuStreamWaitEvent)(nv->h2d[s], nv->ev[s], 0), err, elen,
-              "cuStreamWaitEvent") < 0)
-        return -1;
-    bench_fmt(what, sizeof(what),
-              "cuMemcpyHtoDAsync(%zu bytes into the mapping, stream %d)", n, s);
-    return cu_ok(TOOL_CU(cuMemcpyHtoDAsync)(dst, host, n, nv->h2d[s]), err,
-                 elen, what);
-}
-
-int bench_naive_window(bench_naive_t *nv, const void *src, size_t size,
-                       int window, int slots, char *err, size_t elen)
-{
-    if (!nv->mapped) {
-        bench_fmt(err, elen, "bench bug: no mapping open");
-        return -1;
-    }
-    if (size == 0 || (size_t)slots * size > nv->pinned_len) {
-        bench_fmt(err, elen, "pinned staging too small for %d x %zu bytes",
-                  slots, size);
-        return -1;
-    }
-    size_t chunk = (size + NAIVE_CHUNKS - 1) / NAIVE_CHUNKS;
-    CUdeviceptr s0 = (CUdeviceptr)(uintptr_t)src;
-    int rc = 0;
-    for (int k = 0; k < window && rc == 0; k++) {
-        size_t slot = (size_t)(k % slots) * size;
-        unsigned char *host = (unsigned char *)nv->pinned + slot;
-        int c = 0;
-        for (size_t off = 0; off < size && rc == 0; off += chunk, c++) {
-            size_t n = size - off < chunk ? size - off : chunk;
-            rc = naive_chunk(nv, c % NAIVE_STREAMS, s0 + off, host + off,
-                             nv->mapped + slot + off, n, err, elen);
-        }
-    }
-    /* Everything enqueued is waited for, also after a failure. */
-    for (int s = 0; s < NAIVE_STREAMS; s++) {
-        char e2[BENCH_REASON_MAX];
-        for (int side = 0; side < 2; side++) {
-            CUstream st = side ? nv->h2d[s] : nv->d2h[s];
-            if (cu_ok(TOOL_CU(cuStreamSynchronize)(st), e2, sizeof(e2),
-                      "cuStreamSynchronize") < 0 &&
-                rc == 0) {
-                bench_fmt(err, elen, "%s", e2);
-                rc = -1;
-            }
-        }
-    }
-    restore_bound();
-    return rc;
-}
-
-void bench_naive_destroy(bench_naive_t *nv)
-{
-    if (!nv)
-        return;
-    bench_naive_close(nv);
-    for (int side = 0; side < 2; side++) {
-        if (!nv->retained[side])
-            continue;
-        TOOL_CU(cuCtxSetCurrent)(nv->ctx[side]);
-        for (int s = 0; s < NAIVE_STREAMS; s++) {
-            CUstream st = side ? nv->h2d[s] : nv->d2h[s];
-            if (st)
-                TOOL_CU(cuStreamDestroy)(st);
-            if (side == 0 && nv->ev[s])
-                TOOL_CU(cuEventDestroy)(nv->ev[s]);
-        }
-    }
-    if (nv->pinned)
-        TOOL_CU(cuMemFreeHost)(nv->pinned);
-    restore_bound();
-    for (int side = 0; side < 2; side++)
-        if (nv->retained[side])
-            release_ctx(nv->dev[side]);
-    free(nv);
-}
-
-int bench_cuda_ipc_handle(void *ptr, unsigned char h[BENCH_IPC_HANDLE_BYTES],
-                          char *err, size_t elen)
-{
-    CUipcMemHandle hd;
-    if (cu_ok(TOOL_CU(cuIpcGetMemHandle)(&hd, (CUdeviceptr)(uintptr_t)ptr), err,
-              elen, "cuIpcGetMemHandle(the naive case's buffer)") < 0)
-        return -1;
-    memcpy(h, &hd, sizeof(hd));
-    return 0;
-}
-
-/* --load's copies (bench_load.c): BENCH_LOAD_DEPTH copies of
- * BENCH_LOAD_CHUNK bytes between device memory and pinned host memory on
- * one stream, waited for, again, until *stop.  A batch of several keeps
- * the copy engine busy while the host waits; the first batch's end is
- * reported on ready_fd, so that nothing is timed before the load runs. */
-int bench_cuda_load_run(int device, int h2d, volatile sig_atomic_t *stop,
-                        int ready_fd, double *bytes, double *secs, char *err,
-                        size_t elen)
-{
-    CUdeviceptr d = 0;
-    void *h = NULL;
-    CUstream s = NULL;
-    int rc = -1;
-    *bytes = *secs = 0;
-    /* The driver initialized first (the bind), as everywhere else here. */
-    if (bench_cuda_bind(device, err, elen) < 0)
-        return -1;
-    if (tool_cu_load(err, elen) < 0)
-        goto out;
-    if (cu_ok(TOOL_CU(cuMemAlloc)(&d, BENCH_LOAD_CHUNK), err, elen,
-              "cuMemAlloc(load buffer)") < 0 ||
-        cu_ok(TOOL_CU(cuMemHostAlloc)(&h, BENCH_LOAD_CHUNK, 0), err, elen,
-              "cuMemHostAlloc(load buffer)") < 0 ||
-        cu_ok(TOOL_CU(cuStreamCreate)(&s, CU_STREAM_NON_BLOCKING), err, elen,
-              "cuStreamCreate") < 0)
-        goto out;
-    memset(h, 0x5a, BENCH_LOAD_CHUNK);
-    double t0 = bench_now_s();
-    for (int batch = 0; !*stop; batch++) {
-        for (int i = 0; i < BENCH_LOAD_DEPTH; i++) {
-            CUresult r =
-                h2d ? TOOL_CU(cuMemcpyHtoDAsync)(d, h, BENCH_LOAD_CHUNK, s)
-                    : TOOL_CU(cuMemcpyDtoHAsync)(h, d, BENCH_LOAD_CHUNK, s);
-            if (cu_ok(r, err, elen,
-                      h2d ? "cuMemcpyHtoDAsync(load)"
-                          : "cuMemcpyDtoHAsync(load)") < 0)
-                goto out;
-        }
-        if (cu_ok(TOOL_CU(cuStreamSynchronize)(s), err, elen,
-                  "cuStreamSynchronize(load)") < 0)
-            goto out;
-        *bytes += (double)BENCH_LOAD_DEPTH * (double)BENCH_LOAD_CHUNK;
-        if (batch == 0 && ready_fd >= 0 && write(ready_fd, "R", 1) != 1) {
-            bench_fmt(err, elen, "cannot tell the rank the load runs: %s",
-                      strerror(errno));
-            goto out;
-        }
-    }
-    *secs = bench_now_s() - t0;
-    rc = 0;
-out:
-    if (s)
-        TOOL_CU(cuStreamDestroy)(s);
-    if (h)
-        TOOL_CU(cuMemFreeHost)(h);
-    if (d)
-        TOOL_CU(cuMemFree)(d);
-    bench_cuda_unbind();
-    return rc;
 }
 
 #else /* !IPCP_HAVE_CUDA */
@@ -1040,53 +752,6 @@ double bench_cuda_ceil_measure(bench_cuda_ceil_t *cc, bench_ceil_kind_t kind,
 {
     bench_fmt(err, elen, "%s", no_cuda);
     return 0;
-}
-
-bench_naive_t *bench_naive_create(int dev0, int dev1, size_t pinned_len,
-                                  int *nomem, char *err, size_t elen)
-{
-    *nomem = 0;
-    bench_fmt(err, elen, "%s", no_cuda);
-    return NULL;
-}
-
-int bench_naive_open(bench_naive_t *nv,
-                     const unsigned char h[BENCH_IPC_HANDLE_BYTES], void **ptr,
-                     char *err, size_t elen)
-{
-    bench_fmt(err, elen, "%s", no_cuda);
-    return -1;
-}
-
-void bench_naive_close(bench_naive_t *nv)
-{
-}
-
-int bench_naive_window(bench_naive_t *nv, const void *src, size_t size,
-                       int window, int slots, char *err, size_t elen)
-{
-    bench_fmt(err, elen, "%s", no_cuda);
-    return -1;
-}
-
-void bench_naive_destroy(bench_naive_t *nv)
-{
-}
-
-int bench_cuda_ipc_handle(void *ptr, unsigned char h[BENCH_IPC_HANDLE_BYTES],
-                          char *err, size_t elen)
-{
-    bench_fmt(err, elen, "%s", no_cuda);
-    return -1;
-}
-
-int bench_cuda_load_run(int device, int h2d, volatile sig_atomic_t *stop,
-                        int ready_fd, double *bytes, double *secs, char *err,
-                        size_t elen)
-{
-    *bytes = *secs = 0;
-    bench_fmt(err, elen, "%s", no_cuda);
-    return -1;
 }
 
 #endif

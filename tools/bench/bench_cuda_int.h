@@ -1,0 +1,19 @@
+/* What bench_cuda.c shares with the bench's other CUDA files
+ * (bench_naive.c); only with CUDA at build time. */
+#ifndef IPCP_BENCH_CUDA_INT_H
+#define IPCP_BENCH_CUDA_INT_H
+
+#ifdef IPCP_HAVE_CUDA
+#include <cuda.h>
+#include <stddef.h>
+
+/* "<what>: CUDA_ERROR_X: description" into err when r failed: 0 or -1. */
+int bench_cu_ok(CUresult r, char *err, size_t elen, const char *what);
+/* The primary context of device, retained (bench_cu_release_ctx). */
+int bench_cu_retain_ctx(int device, CUcontext *ctx, char *err, size_t elen);
+void bench_cu_release_ctx(int device);
+/* The context of the device this rank is bound to; NULL: none. */
+extern CUcontext bench_cu_bound_ctx;
+#endif
+
+#endif
