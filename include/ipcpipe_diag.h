@@ -24,6 +24,8 @@ extern "C" {
 typedef struct ipcp_diag_gpu {
     char name[96];
     char pci_bus_id[32]; /* "0000:19:00.0" */
+    char uuid[48];       /* "GPU-xxxxxxxx-..." as the driver names it (the
+                            calibration's key); "" when unreadable */
     int uva;             /* unified addressing */
     int vmm;             /* virtual memory management (cuMemCreate) */
     int vmm_fd;          /* VMM memory exported as a file descriptor */

@@ -21,8 +21,18 @@ _Static_assert(IPCP_DIAG_MAX_GPUS == IPCP_CU_MAX_DEVICES,
 _Static_assert(sizeof(((ipcp_diag_gpu_t *)0)->name) ==
                        sizeof(((ipcp__cu_dev_info_t *)0)->name) &&
                    sizeof(((ipcp_diag_gpu_t *)0)->pci_bus_id) ==
-                       sizeof(((ipcp__cu_dev_info_t *)0)->pci_bus_id),
-               "a GPU's name and bus id are copied whole");
+                       sizeof(((ipcp__cu_dev_info_t *)0)->pci_bus_id) &&
+                   sizeof(((ipcp_diag_gpu_t *)0)->uuid) ==
+                       sizeof(((ipcp__cu_dev_info_t *)0)->uuid),
+               "a GPU's name, bus id and UUID are copied whole");
+#endif
+
+#ifndef IPCP_HAVE_CUDA
+static ipcp_status_t diag_no_cuda(void)
+{
+    return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                      "this ipcpipe was built without its CUDA backend");
+}
 #endif
 
 ipcp_status_t ipcp_diag_gpus(ipcp_diag_gpus_t *out)
@@ -43,6 +53,7 @@ ipcp_status_t ipcp_diag_gpus(ipcp_diag_gpus_t *out)
         ipcp_diag_gpu_t *y = &out->dev[d];
         memcpy(y->name, x->name, sizeof(y->name));
         memcpy(y->pci_bus_id, x->pci_bus_id, sizeof(y->pci_bus_id));
+        memcpy(y->uuid, x->uuid, sizeof(y->uuid));
         y->uva = x->uva;
         y->vmm = x->vmm;
         y->vmm_fd = x->vmm_fd;
@@ -54,8 +65,7 @@ ipcp_status_t ipcp_diag_gpus(ipcp_diag_gpus_t *out)
     }
     return IPCP_OK;
 #else
-    return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
-                      "this ipcpipe was built without its CUDA backend");
+    return diag_no_cuda();
 #endif
 }
 
@@ -74,8 +84,7 @@ void *ipcp_diag_cuda_proc(const char *name, int cuda_version)
                    cuda_version / 1000, cuda_version % 1000 / 10);
     return fn;
 #else
-    ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
-               "this ipcpipe was built without its CUDA backend");
+    diag_no_cuda();
     (void)name;
     (void)cuda_version;
     return NULL;
@@ -211,8 +220,7 @@ ipcp_status_t ipcp_diag_stripe_open(void)
     pthread_mutex_unlock(&diag_lock);
     return st;
 #else
-    return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
-                      "this ipcpipe was built without its CUDA backend");
+    return diag_no_cuda();
 #endif
 }
 
@@ -250,8 +258,7 @@ ipcp_status_t ipcp_diag_stripe_tune(int src, int dst, ipcp_diag_stripe_t *out)
 #else
     (void)src;
     (void)dst;
-    return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
-                      "this ipcpipe was built without its CUDA backend");
+    return diag_no_cuda();
 #endif
 }
 

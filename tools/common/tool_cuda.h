@@ -20,7 +20,6 @@
     X(cuGetErrorString, 6000, 0)                                               \
     X(cuDeviceGet, 2000, 0)                                                    \
     X(cuDeviceGetAttribute, 2000, 0)                                           \
-    X(cuDeviceGetUuid, 11040, 0)                                               \
     X(cuDevicePrimaryCtxRetain, 7000, 0)                                       \
     X(cuDevicePrimaryCtxRelease, 11000, 0)                                     \
     X(cuCtxGetCurrent, 4000, 0)                                                \
@@ -35,7 +34,6 @@
     X(cuStreamWaitValue64, 11070, 0)                                           \
     X(cuEventCreate, 2000, 0)                                                  \
     X(cuEventRecord, 2000, 0)                                                  \
-    X(cuEventSynchronize, 2000, 0)                                             \
     X(cuEventElapsedTime, 12080, 2000)                                         \
     X(cuEventDestroy, 4000, 0)                                                 \
     X(cuMemAlloc, 3020, 0)                                                     \

@@ -30,24 +30,6 @@ typedef struct gpu_verdict {
     char stripe_text[512];
 } gpu_verdict_t;
 
-/* The UUID of visible GPU d as the driver names it ("GPU-xxxxxxxx-...");
- * -1 when it cannot be read. */
-static int gpu_uuid(int d, char *buf, size_t len)
-{
-    CUdevice dev;
-    CUuuid u;
-    if (TOOL_CU(cuDeviceGet)(&dev, d) != CUDA_SUCCESS ||
-        TOOL_CU(cuDeviceGetUuid)(&u, dev) != CUDA_SUCCESS)
-        return -1;
-    const unsigned char *x = (const unsigned char *)u.bytes;
-    snprintf(buf, len,
-             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
-             "%02x%02x%02x%02x%02x%02x",
-             x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10],
-             x[11], x[12], x[13], x[14], x[15]);
-    return 0;
-}
-
 /* What a calibration found for the pair says, for ipcpipe-info. */
 static void gpu_stripe_hit(const ipcp_diag_stripe_t *e, gpu_verdict_t *v)
 {
@@ -92,7 +74,6 @@ static void gpu_stripe_hit(const ipcp_diag_stripe_t *e, gpu_verdict_t *v)
  * settings and the calibration file say. */
 static void gpu_stripe(const gpu_facts_t *g, int a, int b, gpu_verdict_t *v)
 {
-    char ua[64], ub[64];
     ipcp_diag_stripe_t e;
 
     if (strcmp(v->path, "direct") != 0 || a == b) {
@@ -102,8 +83,8 @@ static void gpu_stripe(const gpu_facts_t *g, int a, int b, gpu_verdict_t *v)
                         : "no direct path to share the transfer with");
         return;
     }
-    int uuids =
-        gpu_uuid(a, ua, sizeof(ua)) == 0 && gpu_uuid(b, ub, sizeof(ub)) == 0;
+    const char *ua = g->p.dev[a].uuid, *ub = g->p.dev[b].uuid;
+    int uuids = ua[0] && ub[0];
     if (ipcp_diag_stripe_lookup(uuids ? ua : NULL, uuids ? ub : NULL,
                                 g->p.driver_version, &e) != IPCP_OK) {
         v->stripe = "no";

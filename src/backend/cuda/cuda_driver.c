@@ -315,6 +315,20 @@ static void cu_probe_device(ipcp__cu_dev_info_t *d, CUdevice dev)
     d->mps = ipcp__cu_device_mps(dev);
 }
 
+int ipcp__cu_uuid(CUdevice dev, char *buf, size_t len)
+{
+    CUuuid u;
+    if (IPCP_CU(cuDeviceGetUuid)(&u, dev) != CUDA_SUCCESS)
+        return -1;
+    const unsigned char *b = (const unsigned char *)u.bytes;
+    snprintf(buf, len,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+             "%02x%02x%02x%02x%02x%02x",
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
+             b[11], b[12], b[13], b[14], b[15]);
+    return 0;
+}
+
 ipcp_status_t ipcp__cu_probe(ipcp__cu_probe_t *p)
 {
     CUdevice devs[IPCP_CU_MAX_DEVICES];
@@ -343,6 +357,8 @@ ipcp_status_t ipcp__cu_probe(ipcp__cu_probe_t *p)
         if (st != IPCP_OK)
             return st;
         cu_probe_device(&p->dev[i], devs[i]);
+        if (ipcp__cu_uuid(devs[i], p->dev[i].uuid, sizeof(p->dev[i].uuid)) < 0)
+            p->dev[i].uuid[0] = '\0';
     }
     for (int a = 0; a < p->ndev; a++) {
         for (int b = 0; b < p->ndev; b++) {

@@ -166,6 +166,7 @@ ipcp_status_t ipcp__cu_result(CUresult r, int level, ipcp_status_t st,
 typedef struct ipcp__cu_dev_info {
     char name[96];
     char pci_bus_id[32]; /* "0000:19:00.0" */
+    char uuid[48];       /* "GPU-xxxxxxxx-..."; "" when unreadable */
     int uva;             /* unified addressing */
     int vmm;             /* cuMemCreate and friends */
     int vmm_fd;          /* VMM export as a POSIX file descriptor */
@@ -189,6 +190,10 @@ typedef struct ipcp__cu_probe {
  * the driver does not say (drivers older than the attribute).  Needs
  * cuInit, not a context. */
 int ipcp__cu_device_mps(CUdevice dev);
+
+/* dev's UUID as the driver names it ("GPU-xxxxxxxx-xxxx-..."): 0, or -1
+ * when the driver cannot say. */
+int ipcp__cu_uuid(CUdevice dev, char *buf, size_t len);
 
 /* Loads the driver, calls cuInit and describes the devices, without
  * creating a context.  IPCP_ERR_UNSUPPORTED (quietly, reason as last

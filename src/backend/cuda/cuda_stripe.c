@@ -452,16 +452,9 @@ ipcp_status_t ipcp__cuda_stripe_calibrate(ipcp__backend_t *be, int src, int dst,
 int ipcp__cuda_device_ident(ipcp__backend_t *be, int device, char *uuid,
                             size_t len, int *driver)
 {
-    CUuuid u;
     if (device < 0 || device >= be->ndev ||
-        IPCP_CU(cuDeviceGetUuid)(&u, be->dev[device].dev) != CUDA_SUCCESS)
+        ipcp__cu_uuid(be->dev[device].dev, uuid, len) < 0)
         return -1;
-    const unsigned char *b = (const unsigned char *)u.bytes;
-    snprintf(uuid, len,
-             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
-             "%02x%02x%02x%02x%02x%02x",
-             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
-             b[11], b[12], b[13], b[14], b[15]);
     *driver = be->driver_version;
     return 0;
 }
