@@ -255,6 +255,39 @@ extern "C" __global__ void __launch_bounds__(LANE_THREADS)
     lane_finish(&a, code, (uint32_t)a.len);
 }
 
+/* Thread 0 of a receive: waits for message k's header in the slot at h
+ * and checks it against the receive (tag, room).  Sets *len and *words
+ * (the message came as flagged words); returns the code (IPCP_LANE_*). */
+__device__ static int lane_recv_head(const ipcp__lane_kargs_t *a,
+                                     ipcp__lane_hdr_t *h, uint32_t *len,
+                                     int *words)
+{
+    const uint64_t *abort = (const uint64_t *)a->abort;
+    uint32_t want = (uint32_t)(a->k + 1);
+    uint64_t w = 0, tw;
+    if (lane_word_wait(&h->seq, want, abort, NULL, &w))
+        return IPCP_LANE_ABORTED;
+    *len = (uint32_t)w;
+    *words = IPCP_LANE_INLINE(*len, a);
+    if (!*words) {
+        __threadfence_system(); /* the data and tag before seq */
+        tw = lane_load(&h->tagw);
+    } else if (lane_word_wait(&h->tagw, want, abort, NULL, &tw)) {
+        /* Flagged like seq: it may land after it; aborted meanwhile. */
+        return IPCP_LANE_ABORTED;
+    }
+    int32_t tag = (int32_t)(uint32_t)tw;
+    if (tag != a->tag) {
+        if (a->rec) {
+            lane_store(&((ipcp__lane_rec_t *)a->rec)->info,
+                       (uint64_t)(uint32_t)tag);
+            __threadfence_system(); /* the tag before the outcome */
+        }
+        return IPCP_LANE_TAG;
+    }
+    return *len > a->len ? IPCP_LANE_TRUNC : IPCP_LANE_OK;
+}
+
 extern "C" __global__ void __launch_bounds__(LANE_THREADS)
     ipcp_lane_recv(ipcp__lane_kargs_t a)
 {
@@ -267,43 +300,11 @@ extern "C" __global__ void __launch_bounds__(LANE_THREADS)
     ipcp__lane_hdr_t *h = (ipcp__lane_hdr_t *)sl;
 
     if (threadIdx.x == 0) {
-        int code = IPCP_LANE_OK;
-        uint32_t len = 0, value = 0, want = (uint32_t)(a.k + 1);
-        uint64_t w = 0;
-        if (lane_word_wait(&h->seq, want, (const uint64_t *)a.abort, NULL, &w))
-            code = IPCP_LANE_ABORTED;
+        uint32_t len = 0;
         int words = 0;
-        if (code == IPCP_LANE_OK) {
-            len = (uint32_t)w;
-            words = IPCP_LANE_INLINE(len, &a);
-            uint64_t tw;
-            if (!words) {
-                __threadfence_system(); /* the data and tag before seq */
-                tw = lane_load(&h->tagw);
-            } else {
-                /* Flagged like seq: it may land after it. */
-                if (lane_word_wait(&h->tagw, want, (const uint64_t *)a.abort,
-                                   NULL, &tw))
-                    code = IPCP_LANE_ABORTED;
-            }
-            int32_t tag = (int32_t)(uint32_t)tw;
-            value = len;
-            if (code != IPCP_LANE_OK) {
-                /* aborted while the tag word was on its way */
-            } else if (tag != a.tag) {
-                code = IPCP_LANE_TAG;
-                if (a.rec) {
-                    lane_store(&((ipcp__lane_rec_t *)a.rec)->info,
-                               (uint64_t)(uint32_t)tag);
-                    __threadfence_system(); /* the tag before the outcome */
-                }
-            } else if (len > a.len) {
-                code = IPCP_LANE_TRUNC;
-            }
-        }
-        s_code = code;
+        s_code = lane_recv_head(&a, h, &len, &words);
         s_len = len;
-        s_value = value;
+        s_value = len;
         s_words = words;
         s_stop = 0;
     }
