@@ -318,6 +318,20 @@ err_free:
     return st;
 }
 
+/* Whether a caller waiting for req reads its peer's inbox as a watched
+ * receive's caller does (ipcp__mbox_wait), beyond the receives it posted
+ * itself: a send whose end comes in a message (the receiver's CTS or its
+ * notice that it copied), in a process where the caller takes the turn
+ * itself.  Counted among the inbox's waiters, it spares the peer a wake-up
+ * of our thread per message (an eventfd write on the receiver's way, and
+ * on one CPU a thread that competes with us): ranks bound to one CPU each
+ * on a 2-CPU VM, 64 KiB half round trip 13.3 -> 11.3 us. */
+static int ipcp__await_reads(ipcp_comm_t *comm, const ipcp_request_t *req)
+{
+    return req->type == IPCP_REQ_SEND && comm->peers[req->peer].in_on &&
+           ipcp__comm_can_drive(comm);
+}
+
 /* Until req is done. */
 static void ipcp__await(ipcp_request_t *req)
 {
@@ -335,7 +349,7 @@ static void ipcp__await(ipcp_request_t *req)
      * small message's answer often comes within the first looks, and a
      * read cost 17-28 ns on 2-CPU VMs (two of them per receive, with
      * mbox_wait's own). */
-    if (req->watch && spin_ns) {
+    if ((req->watch || ipcp__await_reads(comm, req)) && spin_ns) {
         ipcp__mbox_wait(comm, req, spin_ns);
         spin_ns = 0;
     }
@@ -699,6 +713,10 @@ ipcp_status_t ipcp_test(ipcp_request_t *req_h, int *done,
      * would see each message that late). */
     if (req->watch && !atomic_load_explicit(&req->done, memory_order_acquire))
         ipcp__mbox_poll(req->comm, req);
+    /* Then a turn of progress where the caller may take it, as MPI's tests
+     * progress: a loop of tests moves transfers on without the thread. */
+    if (!atomic_load_explicit(&req->done, memory_order_acquire))
+        ipcp__comm_drive(req->comm);
     if (!atomic_load_explicit(&req->done, memory_order_acquire)) {
         *done = 0;
         return IPCP_IN_PROGRESS;

@@ -159,6 +159,9 @@ void ipcp__comm_submit(ipcp_comm_t *comm, ipcp_request_t *req);
  * returns how much it did, 0 also when the turn is taken or not allowed.
  * For callers that hold no lock of comm. */
 int ipcp__comm_drive(ipcp_comm_t *comm);
+/* Whether callers may take turns (ipcp__comm_drive): not once the device
+ * backend is open. */
+int ipcp__comm_can_drive(const ipcp_comm_t *comm);
 /* ipcp__comm_submit, then the command run by the caller when it may. */
 void ipcp__comm_submit_drive(ipcp_comm_t *comm, ipcp_request_t *req);
 /* Marks a request done (any thread); user requests wake their waiter,

@@ -31,8 +31,9 @@ size_t ipcp__mbox_bytes(uint32_t slots);
  * for it (IPCP_MBOX_LAZY). */
 ipcp_status_t ipcp__mbox_send_fast(ipcp__peer_t *peer, const void *hdr,
                                    size_t hlen, const void *data, size_t len);
-/* A caller waits for req (a receive it posted) reading the peer's inbox
- * itself, up to spin_ns. */
+/* A caller waits for req (a receive it posted, or a send in a process
+ * whose callers take turns) reading the peer's inbox itself, up to
+ * spin_ns. */
 void ipcp__mbox_wait(ipcp_comm_t *comm, ipcp_request_t *req, uint64_t spin_ns);
 /* A receive from the peer became the thread's to complete (counted in
  * n_posted_thread already): a lazy word turns WAKE, and the thread wakes

@@ -65,7 +65,11 @@ static int ipcp__mbox_read_fast(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if ((s || bad) && *kicked != tail + 1) {
         *kicked = tail + 1;
         atomic_store(&peer->kick, 1);
-        if (atomic_load(&peer->blind))
+        /* Not when the caller takes the turn itself next (its wait loop
+         * drives at a kick): a wake-up would only make the thread compete
+         * for the turn, and on one CPU for the CPU.  A caller that leaves
+         * first wakes the thread then (ipcp__mbox_leave). */
+        if (atomic_load(&peer->blind) && !ipcp__comm_can_drive(comm))
             ipcp__comm_wake(comm);
     }
     return n;

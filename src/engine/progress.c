@@ -686,10 +686,15 @@ out:
  * keeps a transfer off the other threads (64 KiB half round trip, ranks
  * bound to one core each of 2: 105-123 us through the threads, 30-35 us
  * with this and the host queues' inline copies). */
+int ipcp__comm_can_drive(const ipcp_comm_t *comm)
+{
+    return atomic_load_explicit(&comm->dev_state, memory_order_acquire) !=
+           IPCP_DEV_OPEN;
+}
+
 int ipcp__comm_drive(ipcp_comm_t *comm)
 {
-    if (atomic_load_explicit(&comm->dev_state, memory_order_acquire) ==
-            IPCP_DEV_OPEN ||
+    if (!ipcp__comm_can_drive(comm) ||
         atomic_load_explicit(&comm->stop, memory_order_relaxed) ||
         ipcp__trylock(&comm->prog_lock, IPCP_LOCK_PROG) != 0)
         return 0;
