@@ -137,7 +137,7 @@ static const ipcp__setting_t ipcp__settings[] = {
      "receiver's setting decides, from what the sender offers: a sender "
      "offers its buffers unless off.  Not for stream-ordered transfers",
      IPCP_OFF(drive), 0, 0, 0, ipcp__drive_choices},
-    {"IPCPIPE_SPLIT", IPCP_SET_SIZE, "4M",
+    {"IPCPIPE_SPLIT", IPCP_SET_SIZE, "512K",
      "host transfers of at least this "
      "many bytes into a receiver bound to one CPU are copied by both "
      "processes at once: the receiver copies the first half out of the "

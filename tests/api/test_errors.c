@@ -614,7 +614,9 @@ static int mp_direct_nopvm(ipcp_comm_t *comm)
 static int mp_async_fail(ipcp_comm_t *comm, int read)
 {
     const char *why = read ? "process_vm_readv" : "could not write";
-    const size_t len = ((size_t)1 << 20) + 3;
+    /* Below IPCPIPE_SPLIT: a split transfer, whose two halves fail on
+     * both sides, is api.split.errors'. */
+    const size_t len = ((size_t)1 << 18) + 3;
     uint64_t seed = 0;
     if (ipcp_comm_rank(comm) == 0) {
         unsigned char *s = t_malloc(len);
