@@ -226,17 +226,16 @@ void ipcp__mbox_wait(ipcp_comm_t *comm, ipcp_request_t *req, uint64_t spin_ns)
          !atomic_load_explicit(&req->done, memory_order_acquire); i++) {
         if (ipcp__mbox_read_fast(comm, peer, &kicked))
             continue;
-        /* What it left for the thread (an RTS, a CTS), and, with CPUs to
-         * spare, the transfers whose queues ended (the copies of the
-         * receive it waits for): taken here where the caller may
-         * (ipcp__comm_drive), not after a hand-off to a thread that must
-         * first wake (unbound on one H200, a 64 KiB half round trip took
-         * 32-49 us, Open MPI's 11-13).  On one CPU the queues run inline
-         * and the thread's wake-up comes at once; a 2-CPU VM measured
-         * 47-48 us pinned with this, 28-37 without. */
+        /* What it left for the thread (an RTS, a CTS), and the transfers
+         * whose queues ended (the copies of the receive it waits for):
+         * taken here where the caller may (ipcp__comm_drive), not after a
+         * hand-off to a thread that must first wake (unbound on one H200,
+         * a 64 KiB half round trip took 32-49 us, Open MPI's 11-13).  On
+         * one CPU too: there the thread would run only once this caller
+         * yields, IPCP_MBOX_YIELD_NS later (ranks bound to one CPU each
+         * of a 2-CPU VM, direct 8 KiB half round trip 12.1 -> 3.0 us). */
         if ((atomic_load_explicit(&peer->kick, memory_order_relaxed) ||
-             (!one &&
-              atomic_load_explicit(&comm->queued, memory_order_relaxed))) &&
+             atomic_load_explicit(&comm->queued, memory_order_relaxed)) &&
             ipcp__comm_drive(comm))
             continue;
         if (yield && !(i % 16))
