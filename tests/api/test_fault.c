@@ -24,35 +24,19 @@
  * shared memory, a receive that copies out of a sender's mapped buffer, a
  * barrier whose last arrival came): then every received byte is checked
  * and a receive from the victim posted next must fail with the loss within
- * the timeout.  The survivor prints one "fault-result" line per case. */
+ * the timeout.  The survivor prints one "fault-result" line per case.
+ * What it must not leave behind is counted in test_fault_leaks.c. */
 #include "apitest.h"
+#include "test_fault_int.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #define FAULT_TIMEOUT_S 2.0
 enum { TAG_DATA = 7, TAG_DONE = 8, TAG_NEVER = 9, TAG_REJOIN = 10 };
-
-typedef enum {
-    P_EAGER,
-    P_DIRECT,
-    P_DRIVEN,
-    P_STAGED,
-    P_PUT_MAPPED,
-    P_GET_MAPPED,
-    P_PUT_PVM,
-    P_GET_PVM,
-    P_PUT_OWNER,
-    P_GET_OWNER,
-    P_BARRIER,
-    P_FINALIZE,
-    P_N
-} path_id_t;
 
 static const struct {
     const char *name;
@@ -72,18 +56,6 @@ static const struct {
     [P_BARRIER] = {"barrier", 0, "rank0", "rank1"},
     [P_FINALIZE] = {"finalize", 0, "rank0", "rank1"},
 };
-
-typedef struct cfg {
-    path_id_t path;
-    int victim; /* its rank */
-    const char *stage;
-    long count;
-    int stop;        /* SIGSTOP, else SIGKILL */
-    const char *dir; /* FAULT_DIR: pid and descriptor files; IPCPIPE_DIR */
-    int free_early;  /* the owner frees its region before finalize (the
-                        default; --free-late: after) */
-    uint64_t seed;
-} cfg_t;
 
 static cfg_t parse(int argc, char **argv)
 {
@@ -126,167 +98,6 @@ static int onesided(path_id_t p)
 static int is_put(path_id_t p)
 {
     return p == P_PUT_MAPPED || p == P_PUT_PVM || p == P_PUT_OWNER;
-}
-
-/* ---- What a survivor leaves behind ----------------------------------------
- */
-
-static int count_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    int n = 0;
-    if (!d)
-        T_FAIL("opendir /proc/self/fd: %s", strerror(errno));
-    while (readdir(d))
-        n++;
-    closedir(d);
-    return n;
-}
-
-/* Lines of /proc/self/maps that name a memfd of the library. */
-static int count_lib_maps(void)
-{
-    FILE *f = fopen("/proc/self/maps", "r");
-    char line[512];
-    int n = 0;
-    if (!f)
-        T_FAIL("fopen /proc/self/maps: %s", strerror(errno));
-    while (fgets(line, sizeof line, f))
-        n += strstr(line, "memfd:ipcpipe") != NULL;
-    fclose(f);
-    return n;
-}
-
-#define SHM_MAX 256
-typedef struct shm_list {
-    int n;
-    char names[SHM_MAX][256];
-} shm_list_t;
-
-static void shm_snapshot(shm_list_t *l)
-{
-    DIR *d = opendir("/dev/shm");
-    struct dirent *e;
-    l->n = 0;
-    if (!d)
-        return; /* no /dev/shm: nothing can be left there */
-    while ((e = readdir(d)) && l->n < SHM_MAX)
-        snprintf(l->names[l->n++], sizeof l->names[0], "%s", e->d_name);
-    closedir(d);
-}
-
-/* Entries of /dev/shm now that were not there before and are ours. */
-static void shm_check(const shm_list_t *before, const char *when)
-{
-    static shm_list_t now;
-    shm_snapshot(&now);
-    for (int i = 0; i < now.n; i++) {
-        int old = 0;
-        for (int j = 0; j < before->n && !old; j++)
-            old = strcmp(now.names[i], before->names[j]) == 0;
-        char path[300];
-        struct stat st;
-        snprintf(path, sizeof path, "/dev/shm/%s", now.names[i]);
-        if (!old && stat(path, &st) == 0 && st.st_uid == getuid())
-            T_FAIL("%s: /dev/shm/%s was left behind", when, now.names[i]);
-    }
-}
-
-/* The job's rendezvous directory (IPCPIPE_DIR/ipcpipe-<uid>/<job>) must be
- * gone, and the per-user directory empty. */
-static void rendezvous_check(const cfg_t *c, const char *job, const char *when)
-{
-    char path[512];
-    struct stat st;
-    snprintf(path, sizeof path, "%s/ipcpipe-%u/%s", c->dir, (unsigned)getuid(),
-             job);
-    if (stat(path, &st) == 0)
-        T_FAIL("%s: the rendezvous directory %s was left behind", when, path);
-    snprintf(path, sizeof path, "%s/ipcpipe-%u", c->dir, (unsigned)getuid());
-    DIR *d = opendir(path);
-    struct dirent *e;
-    while (d && (e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-            T_FAIL("%s: %s/%s was left behind", when, path, e->d_name);
-    if (d)
-        closedir(d);
-}
-
-/* Big: kept static, one per process. */
-typedef struct leaks {
-    int fds, maps;
-    shm_list_t shm;
-} leaks_t;
-
-/* A GPU driver, once initialised, keeps its device files open for the
- * life of the process (13 descriptors on an H200 machine): a job of one
- * rank first, so that they are there before the count. */
-static void warm_up_devices(void)
-{
-    ipcp_comm_params_t p;
-    ipcp_comm_t *comm = NULL;
-    char job[64];
-    void *dev = NULL;
-    ipcp_alloc_params_t a;
-    ipcp_comm_params_init(&p);
-    p.rank = 0;
-    p.size = 1;
-    snprintf(job, sizeof job, "fault-warm-%d", (int)getpid());
-    p.job_id = job;
-    T_OK(ipcp_init(&p, &comm));
-    ipcp_alloc_params_init(&a);
-    a.type = IPCP_MEM_CUDA;
-    if (ipcp_mem_alloc(comm, 4096, &a, &dev) == IPCP_OK)
-        T_OK(ipcp_mem_free(comm, dev));
-    T_OK(ipcp_finalize(comm));
-}
-
-static void leaks_before(leaks_t *l)
-{
-    warm_up_devices();
-    l->fds = count_fds();
-    l->maps = count_lib_maps();
-    shm_snapshot(&l->shm);
-}
-
-static void leaks_check(const cfg_t *c, const leaks_t *l, const char *job,
-                        const char *when)
-{
-    int fds = count_fds(), maps = count_lib_maps();
-    if (fds != l->fds)
-        T_FAIL("%s: %d descriptors open, %d before ipcp_init", when, fds,
-               l->fds);
-    if (maps != l->maps)
-        T_FAIL("%s: %d mappings of the library's memfds, %d before", when, maps,
-               l->maps);
-    shm_check(&l->shm, when);
-    rendezvous_check(c, job, when);
-}
-
-/* ---- Files beside the job: pids and the region's descriptor ------------- */
-
-static void file_write(const cfg_t *c, const char *name, const void *p,
-                       size_t len)
-{
-    char path[512], tmp[520];
-    snprintf(path, sizeof path, "%s/%s", c->dir, name);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f || fwrite(p, 1, len, f) != len || fclose(f) != 0 ||
-        rename(tmp, path) != 0)
-        T_FAIL("cannot write %s: %s", path, strerror(errno));
-}
-
-static size_t file_read(const cfg_t *c, const char *name, void *p, size_t cap)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", c->dir, name);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        T_FAIL("cannot read %s: %s", path, strerror(errno));
-    size_t n = fread(p, 1, cap, f);
-    fclose(f);
-    return n;
 }
 
 /* ---- The survivor's checks ------------------------------------------------

@@ -95,6 +95,62 @@ static int victim(ipcp_comm_t *comm, const cfg_t *c)
     T_FAIL("still alive after SIGKILL");
 }
 
+/* The survivor's wait returned st: the loss, or (where the transfer can
+ * end before the death is seen) a completed transfer, after which the loss
+ * must still show at a barrier. */
+static void check_wait(ipcp_comm_t *comm, const cfg_t *c, ipcp_status_t st,
+                       const ipcp_xfer_info_t *info, const void *p)
+{
+    if (st == IPCP_OK && c->survivor_sends && c->path == IPCP_PATH_DIRECT) {
+        /* The copies into the dead receiver's shared memory may all have
+         * finished before its death was seen: the send is then complete
+         * (the buffer is free again), which is correct.  The loss must
+         * still show, at the latest when the peer misses a barrier. */
+        printf("rank 0: the direct send completed before the loss was "
+               "seen\n");
+        T_STATUS(ipcp_barrier(comm), IPCP_ERR_PEER_LOST);
+    } else if (st == IPCP_OK && !c->survivor_sends &&
+               c->salloc == API_ALLOC_MEM) {
+        /* A receiver that copies out of the sender's buffer by itself
+         * (IPCPIPE_DRIVE) may finish before the death is seen: every byte
+         * must then be there, and the loss still shows at a barrier. */
+        printf("rank 0: the receive completed before the loss was seen\n");
+        t_verify(p, c->size, 1, "receive that ended before the loss");
+        T_STATUS(ipcp_barrier(comm), IPCP_ERR_PEER_LOST);
+    } else {
+        T_STATUS(st, IPCP_ERR_PEER_LOST);
+        T_EQ_U64(info->nbytes, 777);
+    }
+    T_MSG_HAS("rank 1");
+}
+
+/* Later transfers with the dead peer fail at once, the same way. */
+static void later_calls_fail(ipcp_comm_t *comm)
+{
+    char small[16] = {0};
+    double t0 = api_now();
+    T_STATUS(ipcp_send(comm, small, sizeof small, 1, TAG_DATA),
+             IPCP_ERR_PEER_LOST);
+    T_STATUS(ipcp_recv(comm, small, sizeof small, 1, TAG_DATA, NULL),
+             IPCP_ERR_PEER_LOST);
+    double el = api_now() - t0;
+    if (el >= PEERLOSS_TIMEOUT_S)
+        T_FAIL("calls after the loss took %.3f s", el);
+}
+
+/* Finalize after the loss returns IPCP_OK or the loss itself, nothing
+ * else. */
+static void finalize_after_loss(ipcp_comm_t *comm)
+{
+    double t0 = api_now();
+    ipcp_status_t st = ipcp_finalize(comm);
+    printf("rank 0: ipcp_finalize returned %s after %.3f s\n",
+           ipcp_strerror(st), api_now() - t0);
+    if (st != IPCP_OK && st != IPCP_ERR_PEER_LOST)
+        T_FAIL("ipcp_finalize after the loss returned %s (last error: %s)",
+               ipcp_strerror(st), ipcp_last_error());
+}
+
 static int survivor(ipcp_comm_t *comm, const cfg_t *c)
 {
     int32_t pid = 0;
@@ -126,27 +182,7 @@ static int survivor(ipcp_comm_t *comm, const cfg_t *c)
     printf("rank 0: %s wait returned %s after %.3f s: %s\n",
            c->survivor_sends ? "send" : "receive", ipcp_strerror(st), el,
            ipcp_last_error());
-    if (st == IPCP_OK && c->survivor_sends && c->path == IPCP_PATH_DIRECT) {
-        /* The copies into the dead receiver's shared memory may all have
-         * finished before its death was seen: the send is then complete
-         * (the buffer is free again), which is correct.  The loss must
-         * still show, at the latest when the peer misses a barrier. */
-        printf("rank 0: the direct send completed before the loss was "
-               "seen\n");
-        T_STATUS(ipcp_barrier(comm), IPCP_ERR_PEER_LOST);
-    } else if (st == IPCP_OK && !c->survivor_sends &&
-               c->salloc == API_ALLOC_MEM) {
-        /* A receiver that copies out of the sender's buffer by itself
-         * (IPCPIPE_DRIVE) may finish before the death is seen: every byte
-         * must then be there, and the loss still shows at a barrier. */
-        printf("rank 0: the receive completed before the loss was seen\n");
-        t_verify(p, c->size, 1, "receive that ended before the loss");
-        T_STATUS(ipcp_barrier(comm), IPCP_ERR_PEER_LOST);
-    } else {
-        T_STATUS(st, IPCP_ERR_PEER_LOST);
-        T_EQ_U64(info.nbytes, 777);
-    }
-    T_MSG_HAS("rank 1");
+    check_wait(comm, c, st, &info, p);
     if (go_req != NULL) {
         /* Rank 1 took the go message (it posted after it), so only the
          * acknowledgement can be missing. */
@@ -158,26 +194,9 @@ static int survivor(ipcp_comm_t *comm, const cfg_t *c)
     if (el >= PEERLOSS_TIMEOUT_S)
         T_FAIL("peer loss reported after %.3f s, IPCPIPE_TIMEOUT is %.0f s", el,
                PEERLOSS_TIMEOUT_S);
-
-    /* Later transfers with the dead peer fail at once, the same way. */
-    char small[16] = {0};
-    t0 = api_now();
-    T_STATUS(ipcp_send(comm, small, sizeof small, 1, TAG_DATA),
-             IPCP_ERR_PEER_LOST);
-    T_STATUS(ipcp_recv(comm, small, sizeof small, 1, TAG_DATA, NULL),
-             IPCP_ERR_PEER_LOST);
-    el = api_now() - t0;
-    if (el >= PEERLOSS_TIMEOUT_S)
-        T_FAIL("calls after the loss took %.3f s", el);
-
+    later_calls_fail(comm);
     api_buf_free(comm, &b);
-    t0 = api_now();
-    st = ipcp_finalize(comm);
-    printf("rank 0: ipcp_finalize returned %s after %.3f s\n",
-           ipcp_strerror(st), api_now() - t0);
-    if (st != IPCP_OK && st != IPCP_ERR_PEER_LOST)
-        T_FAIL("ipcp_finalize after the loss returned %s (last error: %s)",
-               ipcp_strerror(st), ipcp_last_error());
+    finalize_after_loss(comm);
     return 0;
 }
 

@@ -470,6 +470,125 @@ static void case_share(void)
 #undef NEAR
 }
 
+/* x within 1e-9 of want, for the case_adapt helpers below. */
+#define NEAR(x, want)                                                          \
+    do {                                                                       \
+        double got_ = (x); /* once: the calls change the state */              \
+        T_CHECK(got_ > (want)-1e-9 && got_ < (want) + 1e-9);                   \
+    } while (0)
+
+/* The factor's steps around and past the calibration, from a fresh state;
+ * it ends at IPCP_ADAPT_MAX less two 3% steps. */
+static void adapt_steps(ipcp__adapt_t *a)
+{
+    ipcp__adapt_init(a);
+    NEAR(ipcp__adapt_next(a), 1.0);
+    NEAR(ipcp__adapt_learn(a, 600, 2000), 1.0); /* the first: first uses */
+    NEAR(ipcp__adapt_learn(a, 600, 654), 1.0);  /* 9% late: the wide band */
+    NEAR(ipcp__adapt_learn(a, 600, 585), 1.0);  /* 2.5% early, once: waits */
+    NEAR(ipcp__adapt_learn(a, 600, 582), 1.0);  /* twice, but < 5% early */
+    NEAR(ipcp__adapt_learn(a, 600, 720), 1.0 / 1.2);
+    NEAR(ipcp__adapt_learn(a, 600, 630), 1.0 / 1.2 / 1.05 / 1.05);
+    double f = a->f;
+    NEAR(ipcp__adapt_learn(a, 600, 606), f); /* 1% late: noise */
+    NEAR(ipcp__adapt_learn(a, 600, 600), f);
+    NEAR(ipcp__adapt_learn(a, 600, 591), f); /* 1.5% early: noise */
+    NEAR(ipcp__adapt_learn(a, 600, 0), f);   /* a time missing */
+    NEAR(ipcp__adapt_learn(a, 0, 500), f);
+    NEAR(ipcp__adapt_learn(a, 600, 540), f); /* early, the first in a row */
+    NEAR(ipcp__adapt_learn(a, 600, 540), f / 0.9);
+    f = a->f;
+    NEAR(ipcp__adapt_learn(a, 600, 540), f); /* the streak starts again */
+    NEAR(ipcp__adapt_learn(a, 600, 606), f);
+    NEAR(ipcp__adapt_learn(a, 600, 540), f); /* a late or even end breaks it */
+    NEAR(ipcp__adapt_learn(a, 600, 720), f / 1.44);
+    f = a->f;
+    NEAR(ipcp__adapt_learn(a, 600, 300), f);
+    NEAR(ipcp__adapt_learn(a, 600, 300), f * IPCP_ADAPT_GROW);
+    for (int i = 0; i < 8 && a->f < 1; i++)
+        ipcp__adapt_learn(a, 600, 300);
+    NEAR(a->f, 1.0); /* to the calibration first, not past it at once */
+    NEAR(ipcp__adapt_learn(a, 600, 564), 1.0);
+    NEAR(ipcp__adapt_learn(a, 600, 564), 1.0 / 0.94);
+    NEAR(ipcp__adapt_learn(a, 600, 300), 1.0 / 0.94);
+    NEAR(ipcp__adapt_learn(a, 600, 300), 1.0 / 0.94 * IPCP_ADAPT_GROW_ABOVE);
+    for (int i = 0; i < 10; i++)
+        ipcp__adapt_learn(a, 600, 300);
+    NEAR(a->f, IPCP_ADAPT_MAX); /* never far past the calibration */
+    NEAR(ipcp__adapt_next(a), IPCP_ADAPT_MAX);
+    /* Past the calibration, 3% late is past the balance: twice the step. */
+    NEAR(ipcp__adapt_learn(a, 600, 618), IPCP_ADAPT_MAX / 1.03 / 1.03);
+}
+
+/* From the calibration: the class stops striping, probes with backoff, and
+ * comes back after a probe on time, up to the calibration again. */
+static void adapt_probes(ipcp__adapt_t *a)
+{
+    /* 256 MiB next to another process's copies on the PCIe link: the
+     * staged part waits for them whatever its size, so the class stops
+     * striping... */
+    NEAR(ipcp__adapt_learn(a, 600, 780), 1.0 / 1.69); /* 30%: no noise */
+    NEAR(ipcp__adapt_learn(a, 600, 1400), 0.0);       /* / (7/3)^2 */
+    T_CHECK(a->f == 0 && a->backoff == IPCP_ADAPT_PROBE);
+    /* ...and after IPCP_ADAPT_PROBE - 1 unstriped transfers probes at the
+     * floor; nothing else stripes while the probe is out. */
+    for (int i = 1; i < IPCP_ADAPT_PROBE; i++)
+        NEAR(ipcp__adapt_next(a), 0.0);
+    NEAR(ipcp__adapt_next(a), IPCP_ADAPT_MIN);
+    NEAR(ipcp__adapt_next(a), 0.0);
+    /* A late probe doubles the wait, up to IPCP_ADAPT_PROBE_MAX. */
+    NEAR(ipcp__adapt_learn(a, 600, 1200), 0.0);
+    T_CHECK(a->backoff == 2 * IPCP_ADAPT_PROBE);
+    unsigned waited = 0;
+    for (int k = 0; k < 8; k++) {
+        waited = 0;
+        while (ipcp__adapt_next(a) == 0)
+            waited++;
+        ipcp__adapt_learn(a, 600, 1200);
+    }
+    T_CHECK(waited == IPCP_ADAPT_PROBE_MAX - 1);
+    T_CHECK(a->backoff == IPCP_ADAPT_PROBE_MAX);
+    /* A probe that taught nothing (failed, or neither end seen) is made
+     * again after the same wait. */
+    while (ipcp__adapt_next(a) == 0)
+        ;
+    ipcp__adapt_forget(a);
+    waited = 0;
+    while (ipcp__adapt_next(a) == 0)
+        waited++;
+    T_CHECK(waited == IPCP_ADAPT_PROBE_MAX - 1);
+    /* A probe on time brings the class back at the floor; the staged path
+     * free again, early ends raise the factor back to 1. */
+    NEAR(ipcp__adapt_learn(a, 600, 600), IPCP_ADAPT_MIN);
+    T_CHECK(a->backoff == 0);
+    int n = 0;
+    while (ipcp__adapt_next(a) < 1 && n < 20) {
+        ipcp__adapt_learn(a, 600, 300 * a->f); /* half the time it had */
+        n++;
+    }
+    T_CHECK(n > 0 && n < 20);
+    NEAR(a->f, 1.0);
+}
+
+/* A staged path at 60% of its calibrated rate, with a fixed cost of a
+ * tenth of the direct part's time: the factor settles where both parts end
+ * within 2% of each other, and stays there. */
+static void adapt_settles(void)
+{
+    ipcp__adapt_t a;
+    ipcp__adapt_init(&a);
+    double td = 600, ts = 0;
+    for (int i = 0; i < 20; i++) { /* the first one teaches nothing */
+        ts = 60 + td * ipcp__adapt_next(&a) / 0.6;
+        ipcp__adapt_learn(&a, td, ts);
+    }
+    ts = 60 + td * a.f / 0.6;
+    T_CHECK(a.f >= IPCP_ADAPT_MIN && a.f < 1 &&
+            ts / td > 1 - IPCP_ADAPT_SLACK && ts / td < 1 + IPCP_ADAPT_SLACK);
+    double f = a.f;
+    NEAR(ipcp__adapt_learn(&a, td, ts), f);
+}
+
 /* IPCPIPE_STRIPE_ADAPT, one size class: its first transfer teaches
  * nothing; at the calibrated share only a staged part more than 10% late
  * lowers the factor, in proportion, and one more than 25% late twice as
@@ -481,113 +600,14 @@ static void case_share(void)
  * comes back after a probe on time. */
 static void case_adapt(void)
 {
-#define NEAR(x, want)                                                          \
-    do {                                                                       \
-        double got_ = (x); /* once: the calls change the state */              \
-        T_CHECK(got_ > (want)-1e-9 && got_ < (want) + 1e-9);                   \
-    } while (0)
     ipcp__adapt_t a;
-    ipcp__adapt_init(&a);
-    NEAR(ipcp__adapt_next(&a), 1.0);
-    NEAR(ipcp__adapt_learn(&a, 600, 2000), 1.0); /* the first: first uses */
-    NEAR(ipcp__adapt_learn(&a, 600, 654), 1.0);  /* 9% late: the wide band */
-    NEAR(ipcp__adapt_learn(&a, 600, 585), 1.0);  /* 2.5% early, once: waits */
-    NEAR(ipcp__adapt_learn(&a, 600, 582), 1.0);  /* twice, but < 5% early */
-    NEAR(ipcp__adapt_learn(&a, 600, 720), 1.0 / 1.2);
-    NEAR(ipcp__adapt_learn(&a, 600, 630), 1.0 / 1.2 / 1.05 / 1.05);
-    double f = a.f;
-    NEAR(ipcp__adapt_learn(&a, 600, 606), f); /* 1% late: noise */
-    NEAR(ipcp__adapt_learn(&a, 600, 600), f);
-    NEAR(ipcp__adapt_learn(&a, 600, 591), f); /* 1.5% early: noise */
-    NEAR(ipcp__adapt_learn(&a, 600, 0), f);   /* a time missing */
-    NEAR(ipcp__adapt_learn(&a, 0, 500), f);
-    NEAR(ipcp__adapt_learn(&a, 600, 540), f); /* early, the first in a row */
-    NEAR(ipcp__adapt_learn(&a, 600, 540), f / 0.9);
-    f = a.f;
-    NEAR(ipcp__adapt_learn(&a, 600, 540), f); /* the streak starts again */
-    NEAR(ipcp__adapt_learn(&a, 600, 606), f);
-    NEAR(ipcp__adapt_learn(&a, 600, 540), f); /* a late or even end breaks it */
-    NEAR(ipcp__adapt_learn(&a, 600, 720), f / 1.44);
-    f = a.f;
-    NEAR(ipcp__adapt_learn(&a, 600, 300), f);
-    NEAR(ipcp__adapt_learn(&a, 600, 300), f * IPCP_ADAPT_GROW);
-    for (int i = 0; i < 8 && a.f < 1; i++)
-        ipcp__adapt_learn(&a, 600, 300);
-    NEAR(a.f, 1.0); /* to the calibration first, not past it at once */
-    NEAR(ipcp__adapt_learn(&a, 600, 564), 1.0);
-    NEAR(ipcp__adapt_learn(&a, 600, 564), 1.0 / 0.94);
-    NEAR(ipcp__adapt_learn(&a, 600, 300), 1.0 / 0.94);
-    NEAR(ipcp__adapt_learn(&a, 600, 300), 1.0 / 0.94 * IPCP_ADAPT_GROW_ABOVE);
-    for (int i = 0; i < 10; i++)
-        ipcp__adapt_learn(&a, 600, 300);
-    NEAR(a.f, IPCP_ADAPT_MAX); /* never far past the calibration */
-    NEAR(ipcp__adapt_next(&a), IPCP_ADAPT_MAX);
-    /* Past the calibration, 3% late is past the balance: twice the step. */
-    NEAR(ipcp__adapt_learn(&a, 600, 618), IPCP_ADAPT_MAX / 1.03 / 1.03);
+    adapt_steps(&a);
     /* Back at the calibration. */
     ipcp__adapt_init(&a);
     ipcp__adapt_learn(&a, 600, 600);
     NEAR(a.f, 1.0);
-
-    /* 256 MiB next to another process's copies on the PCIe link: the
-     * staged part waits for them whatever its size, so the class stops
-     * striping... */
-    NEAR(ipcp__adapt_learn(&a, 600, 780), 1.0 / 1.69); /* 30%: no noise */
-    NEAR(ipcp__adapt_learn(&a, 600, 1400), 0.0);       /* / (7/3)^2 */
-    T_CHECK(a.f == 0 && a.backoff == IPCP_ADAPT_PROBE);
-    /* ...and after IPCP_ADAPT_PROBE - 1 unstriped transfers probes at the
-     * floor; nothing else stripes while the probe is out. */
-    for (int i = 1; i < IPCP_ADAPT_PROBE; i++)
-        NEAR(ipcp__adapt_next(&a), 0.0);
-    NEAR(ipcp__adapt_next(&a), IPCP_ADAPT_MIN);
-    NEAR(ipcp__adapt_next(&a), 0.0);
-    /* A late probe doubles the wait, up to IPCP_ADAPT_PROBE_MAX. */
-    NEAR(ipcp__adapt_learn(&a, 600, 1200), 0.0);
-    T_CHECK(a.backoff == 2 * IPCP_ADAPT_PROBE);
-    unsigned waited = 0;
-    for (int k = 0; k < 8; k++) {
-        waited = 0;
-        while (ipcp__adapt_next(&a) == 0)
-            waited++;
-        ipcp__adapt_learn(&a, 600, 1200);
-    }
-    T_CHECK(waited == IPCP_ADAPT_PROBE_MAX - 1);
-    T_CHECK(a.backoff == IPCP_ADAPT_PROBE_MAX);
-    /* A probe that taught nothing (failed, or neither end seen) is made
-     * again after the same wait. */
-    while (ipcp__adapt_next(&a) == 0)
-        ;
-    ipcp__adapt_forget(&a);
-    waited = 0;
-    while (ipcp__adapt_next(&a) == 0)
-        waited++;
-    T_CHECK(waited == IPCP_ADAPT_PROBE_MAX - 1);
-    /* A probe on time brings the class back at the floor; the staged path
-     * free again, early ends raise the factor back to 1. */
-    NEAR(ipcp__adapt_learn(&a, 600, 600), IPCP_ADAPT_MIN);
-    T_CHECK(a.backoff == 0);
-    int n = 0;
-    while (ipcp__adapt_next(&a) < 1 && n < 20) {
-        ipcp__adapt_learn(&a, 600, 300 * a.f); /* half the time it had */
-        n++;
-    }
-    T_CHECK(n > 0 && n < 20);
-    NEAR(a.f, 1.0);
-
-    /* A staged path at 60% of its calibrated rate, with a fixed cost of
-     * a tenth of the direct part's time: the factor settles where both
-     * parts end within 2% of each other, and stays there. */
-    ipcp__adapt_init(&a);
-    double td = 600, ts = 0;
-    for (int i = 0; i < 20; i++) { /* the first one teaches nothing */
-        ts = 60 + td * ipcp__adapt_next(&a) / 0.6;
-        ipcp__adapt_learn(&a, td, ts);
-    }
-    ts = 60 + td * a.f / 0.6;
-    T_CHECK(a.f >= IPCP_ADAPT_MIN && a.f < 1 &&
-            ts / td > 1 - IPCP_ADAPT_SLACK && ts / td < 1 + IPCP_ADAPT_SLACK);
-    f = a.f;
-    NEAR(ipcp__adapt_learn(&a, td, ts), f);
+    adapt_probes(&a);
+    adapt_settles();
 
     /* Size classes: powers of two from 8 MiB, the last one open-ended. */
     T_CHECK(ipcp__adapt_class(0) == 0);
@@ -596,8 +616,8 @@ static void case_adapt(void)
     T_CHECK(ipcp__adapt_class((uint64_t)256 << 20) == 5);
     T_CHECK(ipcp__adapt_class(((uint64_t)1 << 30) + 7) == 7);
     T_CHECK(ipcp__adapt_class((uint64_t)1 << 50) == IPCP_ADAPT_CLASSES - 1);
-#undef NEAR
 }
+#undef NEAR
 
 /* Where the file goes: the setting, "off", else under the cache home. */
 static void case_path(void)
