@@ -65,6 +65,9 @@ struct ipcp_comm {
      * whoever holds it.  Taken before any other lock of comm but
      * dev_lock (common/lockorder.h has the order). */
     pthread_mutex_t prog_lock;
+    /* prog_lock: the thread is in (or going to) a poll() that may block,
+     * with the descriptors it chose before a caller's turn. */
+    int thread_blocks;
     atomic_int sleepers; /* callers in (or going to) cond's wait */
     ipcp__list_t cmds;
     ipcp__list_t dones;

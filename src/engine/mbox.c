@@ -434,8 +434,8 @@ int ipcp__mbox_read(ipcp_comm_t *comm, ipcp__peer_t *peer,
         return 0;
     if (!atomic_load(&peer->kick) && ipcp__mbox_fresh_eager(comm, peer))
         return 0;
-    atomic_store(&peer->kick, 0);
     ipcp__lock(&peer->rx_lock, IPCP_LOCK_RX);
+    atomic_store(&peer->kick, 0); /* under the lock: see read_fast */
     n = ipcp__mbox_read_locked(comm, peer, dispatch, buf, cap);
     peer->n_rx_thread += (uint64_t)n;
     ipcp__unlock(&peer->rx_lock, IPCP_LOCK_RX);

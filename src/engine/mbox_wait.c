@@ -49,6 +49,14 @@ static int ipcp__mbox_read_fast(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (tail != taken)
         ipcp__mbox_release(peer, tail);
     peer->n_rx_fast += (uint64_t)n;
+    /* Raised under rx_lock, which the thread holds when it lowers it and
+     * reads: a raise after its read would stay up for a record long gone
+     * (and keep the thread reading beside the caller). */
+    int kick = (s || bad) && *kicked != tail + 1;
+    if (kick) {
+        *kicked = tail + 1;
+        atomic_store(&peer->kick, 1);
+    }
     ipcp__unlock(&peer->rx_lock, IPCP_LOCK_RX);
     /* The keepalive's stamp: a tick late at most, against timeouts of
      * seconds, where a precise read cost as much as the message.  Only
@@ -62,16 +70,12 @@ static int ipcp__mbox_read_fast(ipcp_comm_t *comm, ipcp__peer_t *peer,
     }
     /* Left for the progress thread, which may sleep blind (see
      * ipcp__mbox_sleep: it looks at the head after raising blind). */
-    if ((s || bad) && *kicked != tail + 1) {
-        *kicked = tail + 1;
-        atomic_store(&peer->kick, 1);
-        /* Not when the caller takes the turn itself next (its wait loop
-         * drives at a kick): a wake-up would only make the thread compete
-         * for the turn, and on one CPU for the CPU.  A caller that leaves
-         * first wakes the thread then (ipcp__mbox_leave). */
-        if (atomic_load(&peer->blind) && !ipcp__comm_can_drive(comm))
-            ipcp__comm_wake(comm);
-    }
+    /* Not when the caller takes the turn itself next (its wait loop drives
+     * at a kick): a wake-up would only make the thread compete for the
+     * turn, and on one CPU for the CPU.  A caller that leaves first wakes
+     * the thread then (ipcp__mbox_leave). */
+    if (kick && atomic_load(&peer->blind) && !ipcp__comm_can_drive(comm))
+        ipcp__comm_wake(comm);
     return n;
 }
 
@@ -170,7 +174,10 @@ static void ipcp__mbox_leave(ipcp_comm_t *comm, ipcp__peer_t *peer)
 {
     if (atomic_fetch_sub(&peer->waiters, 1) != 1 || !atomic_load(&peer->blind))
         return;
-    if (ipcp__mbox_raise(peer))
+    /* Also for an EAGER record a caller refused (kick), which a lazy word
+     * does not count. */
+    if (ipcp__mbox_raise(peer) ||
+        (ipcp__mbox_ready(peer) && atomic_load(&peer->kick)))
         ipcp__comm_wake(comm);
 }
 
@@ -220,7 +227,7 @@ void ipcp__mbox_wait(ipcp_comm_t *comm, ipcp_request_t *req, uint64_t spin_ns)
     uint64_t t0 = 0, kicked = 0;
     /* On one CPU, threads of ours that may complete it need that CPU now
      * and then; the peer's messages come from another one. */
-    int one = ipcp__one_cpu(), yield = 0;
+    int one = ipcp__one_cpu(), yield = 0, woke = 0;
     ipcp__mbox_enter(peer);
     for (unsigned i = 1;
          !atomic_load_explicit(&req->done, memory_order_acquire); i++) {
@@ -234,10 +241,18 @@ void ipcp__mbox_wait(ipcp_comm_t *comm, ipcp_request_t *req, uint64_t spin_ns)
          * one CPU too: there the thread would run only once this caller
          * yields, IPCP_MBOX_YIELD_NS later (ranks bound to one CPU each
          * of a 2-CPU VM, direct 8 KiB half round trip 12.1 -> 3.0 us). */
-        if ((atomic_load_explicit(&peer->kick, memory_order_relaxed) ||
+        int kick = atomic_load_explicit(&peer->kick, memory_order_relaxed);
+        if ((kick ||
              atomic_load_explicit(&comm->queued, memory_order_relaxed)) &&
             ipcp__comm_drive(comm))
             continue;
+        /* The device opened since read_fast chose not to wake the thread
+         * (callers no longer take turns): it must read what was left. */
+        if (kick && !woke && !ipcp__comm_can_drive(comm) &&
+            atomic_load(&peer->blind)) {
+            woke = 1;
+            ipcp__comm_wake(comm);
+        }
         if (yield && !(i % 16))
             sched_yield();
         else

@@ -539,9 +539,11 @@ static int ipcp__loop_wait(ipcp_comm_t *comm, ipcp__loop_t *lp, int spinning,
     if (!spinning || lp->missed || now - lp->last_poll >= IPCP_POLL_GAP_NS ||
         !ipcp__poll_skippable(comm)) {
         /* Callers may take turns meanwhile (ipcp__comm_drive). */
+        comm->thread_blocks = timeout_ms != 0;
         ipcp__unlock(&comm->prog_lock, IPCP_LOCK_PROG);
         ready = poll(lp->pfd, (nfds_t)lp->n, timeout_ms);
         ipcp__lock(&comm->prog_lock, IPCP_LOCK_PROG);
+        comm->thread_blocks = 0;
         lp->last_poll = now;
     }
     if (!spinning)
@@ -677,6 +679,27 @@ out:
     return NULL;
 }
 
+/* Callers take turns only in a process without the device backend (see
+ * ipcp__comm_drive). */
+int ipcp__comm_can_drive(const ipcp_comm_t *comm)
+{
+    return atomic_load_explicit(&comm->dev_state, memory_order_acquire) !=
+           IPCP_DEV_OPEN;
+}
+
+/* What a caller's turn may leave that only further turns move on: chunks
+ * still to stage, messages waiting for room in a peer's ring or socket
+ * (whose POLLOUT a blocked thread does not watch for).  prog_lock. */
+static int ipcp__turn_left(const ipcp_comm_t *comm)
+{
+    if (!ipcp__list_empty(&comm->staging))
+        return 1;
+    for (int r = 0; r < comm->size; r++)
+        if (!ipcp__list_empty(&comm->peers[r].txq))
+            return 1;
+    return 0;
+}
+
 /* A caller's turn: what moves messages and transfers on (commands and
  * completions, the inboxes, queued messages, chunks still to stage),
  * without the socket poll, the keepalive or the goodbye, which stay the
@@ -686,12 +709,6 @@ out:
  * keeps a transfer off the other threads (64 KiB half round trip, ranks
  * bound to one core each of 2: 105-123 us through the threads, 30-35 us
  * with this and the host queues' inline copies). */
-int ipcp__comm_can_drive(const ipcp_comm_t *comm)
-{
-    return atomic_load_explicit(&comm->dev_state, memory_order_acquire) !=
-           IPCP_DEV_OPEN;
-}
-
 int ipcp__comm_drive(ipcp_comm_t *comm)
 {
     if (!ipcp__comm_can_drive(comm) ||
@@ -703,6 +720,13 @@ int ipcp__comm_drive(ipcp_comm_t *comm)
     if (atomic_load_explicit(&comm->dev_state, memory_order_acquire) !=
         IPCP_DEV_OPEN)
         busy = ipcp__turn_move(comm, NULL, 0);
+    /* The caller may stop taking turns before that is done (its request
+     * ended): a thread blocked in poll() must take them, now rather than
+     * at its timeout.  Once: it looks again before it blocks. */
+    if (comm->thread_blocks && ipcp__turn_left(comm)) {
+        comm->thread_blocks = 0;
+        ipcp__comm_wake(comm);
+    }
     ipcp__unlock(&comm->prog_lock, IPCP_LOCK_PROG);
     return busy;
 }
