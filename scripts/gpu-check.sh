@@ -7,14 +7,14 @@
 #   scripts/gpu-check.sh OUTDIR [STEPS]
 #
 # STEPS is a comma list of build,tests,memcheck,bench,lane,proto,trace,
-# seed,compare,stripes,load,sweep,host,bound (default: all of them), so that a time-limited session can
+# seed,compare,stripes,load,sweep,host,bound,lat (default: all of them), so that a time-limited session can
 # run them in several calls; the build tree is reused when it is there.
 # GPU_TEST_TIMEOUT: seconds per GPU test (default 600); GPU_TEST_REGEX: run
 # only the GPU tests whose names match it.
 set -uo pipefail
 
-out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound]}
-steps=,${2:-build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound},
+out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat]}
+steps=,${2:-build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat},
 want() { [[ $steps == *,$1,* ]]; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${IPCPIPE_BUILD_ROOT:-$root/build}/gpu
@@ -245,6 +245,22 @@ bound_run() {
 if want bound; then
     step bound bound_run >"$out/bound.txt" 2>&1
     cat "$out/bound.txt" >>"$summary"
+fi
+
+# True latency: the stream case's ping-pong with the host waiting for every
+# round trip (--stream-batch 1) beside the blocking one, unbound and bound.
+lat_run() {
+    local pin
+    for pin in "" --pin; do
+        echo "## --mem cuda --stream-batch 1 ${pin:-(unbound)}"
+        "$bench" --mem cuda --case auto --case stream --sizes 8,4K,64K \
+            --stream-batch 1 $pin 2>&1 |
+            grep -E '^ +[0-9]|^ +\^ (min-max|the calls)' || return 1
+    done
+}
+if want lat; then
+    step lat lat_run >"$out/lat.txt" 2>&1
+    cat "$out/lat.txt" >>"$summary"
 fi
 
 note "gpu-check: $([ $fail -eq 0 ] && echo PASSED || echo FAILED)"

@@ -84,7 +84,8 @@ def check_run(r, settings):
           f"ranks {r}")
     check(isinstance(r["gpus"], list), f"gpus {r['gpus']!r}")
     check(r["options"]["verify"] is True and r["options"]["seed"] and
-          r["options"]["stream_wait"] in ("sync", "poll"),
+          r["options"]["stream_wait"] in ("sync", "poll") and
+          r["options"]["stream_batch"] == 32,
           f"options {r['options']}")
     check(r["settings"] == settings, f"settings {r['settings']}, expected "
           f"{settings}")
@@ -428,6 +429,11 @@ def mode_options(bench):
     check('bad value "some" for --stream-reqs' in p.stderr,
           f"--stream-reqs some: {p.stderr!r}")
     run(bench, ["--stream-reqs", "every", "--list", "--sizes", "8"])
+    for bad in ("0", "1025", "x"):
+        p = run(bench, SMALL + ["--stream-batch", bad], want_rc=2)
+        check(f'bad value "{bad}" for --stream-batch' in p.stderr,
+              f"--stream-batch {bad}: {p.stderr!r}")
+    run(bench, ["--stream-batch", "1", "--list", "--sizes", "8"])
     p = run(bench, SMALL + ["--stream-wait", "spin"], want_rc=2)
     check('bad value "spin" for --stream-wait' in p.stderr,
           f"--stream-wait spin: {p.stderr!r}")
@@ -440,7 +446,7 @@ def mode_options(bench):
           f"--list without --compare: {p.stdout.split()}")
     h = run(bench, ["--help"]).stdout
     for opt in ("--compare", "--csv", "--plot", "--stream-reqs",
-                "--stream-wait", "--version"):
+                "--stream-batch", "--stream-wait", "--version"):
         check(opt in h, f"{opt} not in --help")
     v = run(bench, ["--version"]).stdout
     check(re.fullmatch(r"ipcpipe-bench \d+\.\d+\.\d+\n", v),

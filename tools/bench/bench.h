@@ -11,12 +11,13 @@
 
 #include "ipcpipe.h"
 
-#define BENCH_MAX_SIZES    64
-#define BENCH_MAX_PATTERNS 32
-#define BENCH_MAX_DEVLIST  64
-#define BENCH_REASON_MAX   256
-#define BENCH_BUS_MAX      32
-#define BENCH_MAX_WINDOW   4096
+#define BENCH_MAX_SIZES        64
+#define BENCH_MAX_PATTERNS     32
+#define BENCH_MAX_DEVLIST      64
+#define BENCH_REASON_MAX       256
+#define BENCH_BUS_MAX          32
+#define BENCH_MAX_WINDOW       4096
+#define BENCH_MAX_STREAM_BATCH 1024
 /* Window of the default: as many transfers as make about this many bytes,
  * between 1 and 64 (like osu_bw's and nccl-tests' windows). */
 #define BENCH_WINDOW_BYTES ((size_t)64 << 20)
@@ -95,6 +96,7 @@ typedef struct bench_opts {
     int window;            /* 0: chosen per size (bench_window) */
     size_t lat_max;        /* ping-pong latency for sizes <= this; 0: none */
     int stream_reqs_every; /* --stream-reqs every: a request per call */
+    int stream_batch;      /* --stream-batch: round trips a stream wait */
     int stream_wait;       /* --stream-wait: a bench_wait_t */
     double timeout_s;      /* launcher's, when it spawns the ranks */
     int pin;               /* --pin: each spawned rank bound to one CPU */

@@ -171,10 +171,6 @@ int bench_cmp_run(bench_ctx_t *ctx, const bench_case_t *c, int i,
 /* Releases the references' state (communicator, mapping, buffers). */
 void bench_cmp_destroy(bench_ctx_t *ctx);
 
-/* Round trips in a batch of the stream case's ping-pong (both ranks
- * enqueue the same batches). */
-#define BENCH_STREAM_BATCH 32
-
 /* Shared by the run (bench_run.c), the set-up (bench_setup.c) and the
  * sender (bench_send.c). */
 /* A seed no earlier run used, and the bytes of the slots of the largest
@@ -192,7 +188,7 @@ void bench_check_data(bench_ctx_t *ctx, bench_result_t *res, size_t off,
 ipcp_status_t bench_xfer_window(bench_ctx_t *ctx, size_t size, int nrecv,
                                 int nsend, int slots, int rtag, int stag,
                                 bench_result_t *res, const char **what);
-/* The stream case's ping-pong (BENCH_STREAM_BATCH round trips a batch),
+/* The stream case's ping-pong (--stream-batch round trips a batch),
  * its data fresh and checked every batch (res: rank 0's result). */
 int bench_stream_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i,
                           int nbatches, double *t, double *tpost,

@@ -47,8 +47,9 @@ static const char usage_text[] =
     "                  through the stream-ordered calls on one CUDA\n"
     "                  stream a rank, waived on host memory: W sends\n"
     "                  or receives enqueued, then the stream waited\n"
-    "                  for, and a ping-pong of batches of 32 round\n"
-    "                  trips enqueued back to back) or its prefix,\n"
+    "                  for, and a ping-pong of batches of round trips\n"
+    "                  enqueued back to back, --stream-batch) or its\n"
+    "                  prefix,\n"
     "                  PATH:SIZE (direct:256M), or a glob (\"*:4K\");\n"
     "                  with --compare also nccl, naive, d2d, d2h, h2d\n"
     "                  (GPU memory) and ompi (host memory).\n"
@@ -65,6 +66,12 @@ static const char usage_text[] =
     "                  every call, or (last, the default, as stream-\n"
     "                  ordered code is written) only on each batch's last\n"
     "                  send and receive; the stream orders the rest\n"
+    "  --stream-batch N\n"
+    "                  round trips the stream case's ping-pong enqueues\n"
+    "                  before each rank waits for its stream (default\n"
+    "                  32: the rate at which round trips can be issued;\n"
+    "                  1: the true latency, the host waiting for every\n"
+    "                  round trip, as a blocking ping-pong is timed)\n"
     "  --stream-wait auto|sync|poll\n"
     "                  how a rank waits for its CUDA stream (the stream\n"
     "                  case, the NCCL rows): sync (cuStreamSynchronize,\n"
@@ -288,6 +295,7 @@ enum {
     OPT_NO_VERIFY,
     OPT_LAT_MAX,
     OPT_STREAM_REQS,
+    OPT_STREAM_BATCH,
     OPT_STREAM_WAIT,
     OPT_TIMEOUT,
     OPT_MEM,
@@ -320,6 +328,7 @@ static const struct option long_opts[] = {
     {"no-verify", no_argument, NULL, OPT_NO_VERIFY},
     {"lat-max", required_argument, NULL, OPT_LAT_MAX},
     {"stream-reqs", required_argument, NULL, OPT_STREAM_REQS},
+    {"stream-batch", required_argument, NULL, OPT_STREAM_BATCH},
     {"stream-wait", required_argument, NULL, OPT_STREAM_WAIT},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"mem", required_argument, NULL, OPT_MEM},
@@ -475,6 +484,9 @@ static int apply_opt(bench_opts_t *o, size_args_t *sa, int c, const char *arg)
             return -1;
         o->stream_reqs_every = strcmp(arg, "every") == 0;
         return 0;
+    case OPT_STREAM_BATCH:
+        return bench_parse_int(arg, 1, BENCH_MAX_STREAM_BATCH,
+                               &o->stream_batch);
     case OPT_STREAM_WAIT:
         return parse_stream_wait(o, arg);
     case OPT_TIMEOUT:
@@ -510,6 +522,7 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o)
                         .nranks = 2,
                         .verify = 1,
                         .lat_max = 64 * 1024,
+                        .stream_batch = 32,
                         .heartbeat = 30};
     opterr = 0;
     int c, li = 0;

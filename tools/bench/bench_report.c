@@ -252,10 +252,11 @@ static void json_run(const bench_opts_t *o, ipcp_comm_t *comm,
     json_gpus();
     printf(", \"options\": {\"window\": %d, \"iters\": %d, \"warmup\": %d, "
            "\"verify\": %s, \"compare\": %s, \"pin\": %s, "
-           "\"stream_wait\": \"%s\", \"seed\": \"0x%016llx\"}",
+           "\"stream_wait\": \"%s\", \"stream_batch\": %d, "
+           "\"seed\": \"0x%016llx\"}",
            o->window, o->iters, o->warmup, o->verify ? "true" : "false",
            o->compare ? "true" : "false", o->pin ? "true" : "false",
-           bench_stream_poll() ? "poll" : "sync",
+           bench_stream_poll() ? "poll" : "sync", o->stream_batch,
            (unsigned long long)bench_ctx_seed(ctx));
     printf(", \"settings\": {");
     int n = 0;

@@ -293,6 +293,7 @@ int bench_stream_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i,
 {
     ipcp_stream_t us = (ipcp_stream_t)ctx->ustream;
     int r0 = ctx->rank == RECV, peer = r0 ? SEND : RECV;
+    int calls = 2 * ctx->o->stream_batch;
     char err[BENCH_REASON_MAX];
     for (int b = 0; b < nbatches; b++) {
         int n = 0;
@@ -309,14 +310,13 @@ int bench_stream_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i,
         *st = IPCP_OK;
         /* Ping then pong: rank 0 sends the first and receives the
          * second, rank 1 the reverse, echoing what it received. */
-        for (int k = 0; k < 2 * BENCH_STREAM_BATCH && *st == IPCP_OK; k++) {
+        for (int k = 0; k < calls && *st == IPCP_OK; k++) {
             int ping = k % 2 == 0, send = ping == r0;
             int tag = bench_case_tag(i, ping ? T_PING : T_PONG);
             void *buf = send && r0 ? ctx->src.ptr : ctx->dst.ptr;
             /* A request per call costs it 0.6-1 us on an H200 VM (see
              * NOTES.md); --stream-reqs every measures that case. */
-            int track =
-                ctx->o->stream_reqs_every || k >= 2 * BENCH_STREAM_BATCH - 2;
+            int track = ctx->o->stream_reqs_every || k >= calls - 2;
             ipcp_request_t **rq = track ? &ctx->reqs[n] : NULL;
             *st = send ? ipcp_isend_on_stream(ctx->comm, buf, c->size, peer,
                                               tag, us, rq)
@@ -339,9 +339,9 @@ int bench_stream_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i,
         if (r0 && ctx->o->verify)
             bench_check_data(ctx, res, 0, c->size, seed, "stream ping-pong");
         if (t)
-            t[b] = (t1 - t0) / (2.0 * BENCH_STREAM_BATCH);
+            t[b] = (t1 - t0) / calls;
         if (tpost)
-            tpost[b] = (tp - t0) / (2.0 * BENCH_STREAM_BATCH);
+            tpost[b] = (tp - t0) / calls;
     }
     return 0;
 }
@@ -456,7 +456,7 @@ static void recv_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i,
         /* The calls' own time too: the GPUs run the batch while it is
          * enqueued, and calls slower than a half round trip would set
          * the pace. */
-        int nb = (rounds + BENCH_STREAM_BATCH - 1) / BENCH_STREAM_BATCH;
+        int nb = (rounds + ctx->o->stream_batch - 1) / ctx->o->stream_batch;
         double *tp = calloc((size_t)nb, sizeof(*tp));
         ipcp_status_t st = IPCP_OK;
         if (!t || !tp ||

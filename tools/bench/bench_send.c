@@ -117,7 +117,7 @@ static int send_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i)
     if (bench_barrier(ctx) < 0)
         return -1;
     if (ctx->ustream && st == IPCP_OK) {
-        int nb = (rounds + BENCH_STREAM_BATCH - 1) / BENCH_STREAM_BATCH;
+        int nb = (rounds + ctx->o->stream_batch - 1) / ctx->o->stream_batch;
         if (bench_stream_pingpong(ctx, c, i, 1 + nb, NULL, NULL, &st, NULL) < 0)
             send_report(c, "stream ping-pong", st, &reported);
         ipcp_comm_set_path(ctx->comm, IPCP_PATH_AUTO);

@@ -99,9 +99,11 @@ void bench_table_row(const bench_opts_t *o, const bench_result_t *r)
                "", r->first_us, (double)r->c->size / r->gbps / 1e3,
                r->first_us - (double)r->c->size / r->gbps / 1e3);
     if (r->post_us >= 0 && isfinite(r->post_us))
-        printf("%10s  ^ the calls took %.2f us each to enqueue (CPU); %s\n", "",
-               r->post_us,
+        printf("%10s  ^ the calls took %.2f us each to enqueue (CPU); %s; "
+               "%d round trip%s a stream wait\n",
+               "", r->post_us,
                o->stream_reqs_every
                    ? "a request on every call"
-                   : "requests on each batch's last send and receive");
+                   : "requests on each batch's last send and receive",
+               o->stream_batch, o->stream_batch == 1 ? "" : "s");
 }
