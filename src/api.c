@@ -371,6 +371,7 @@ static void ipcp__await(ipcp_request_t *req)
             sched_yield();
         now = ipcp__now_ns();
     }
+    ipcp__comm_undrive(comm);
     if (req->watch)
         ipcp__mbox_unwatch(comm, req);
     ipcp__req_sleep(req);
@@ -702,15 +703,20 @@ ipcp_status_t ipcp_wait(ipcp_request_t *req_h, ipcp_xfer_info_t *info)
     return ipcp__wait_req(req, info);
 }
 
-/* Whether ipcp_test takes a turn for req (see there). */
+/* Whether ipcp_test takes a turn for req (see there).  A receive whose
+ * caller reads the inbox (watch) has just read it: a turn has work only
+ * when commands or completions are queued, a record was left for the
+ * thread, chunks are still to stage or messages wait for room.  Anything
+ * else (a send waiting for its CTS, a barrier) may wait for a record in
+ * an inbox nobody else reads now: a turn every test. */
 static int ipcp__test_drives(const ipcp_request_t *req)
 {
     ipcp_comm_t *comm = req->comm;
-    if (atomic_load_explicit(&comm->queued, memory_order_relaxed))
+    if (!req->watch ||
+        atomic_load_explicit(&comm->queued, memory_order_relaxed) ||
+        atomic_load_explicit(&comm->nstaging, memory_order_relaxed))
         return 1;
-    if (req->type > IPCP_REQ_GET) /* not a transfer with one peer */
-        return 0;
-    ipcp__peer_t *peer = &comm->peers[req->peer];
+    const ipcp__peer_t *peer = &comm->peers[req->peer];
     return atomic_load_explicit(&peer->kick, memory_order_relaxed) ||
            atomic_load_explicit(&peer->backlog, memory_order_relaxed);
 }
@@ -729,13 +735,15 @@ ipcp_status_t ipcp_test(ipcp_request_t *req_h, int *done,
         ipcp__mbox_poll(req->comm, req);
     /* Then a turn of progress where the caller may take it, as MPI's tests
      * progress: a loop of tests moves transfers on without the thread.
-     * Only when a turn has work (commands or completions queued, a record
-     * left for the thread, messages waiting for room): an idle one would
-     * still take prog_lock and the lines of every inbox from the thread
-     * and the writers, at every test of a loop. */
+     * For a receive its caller reads, only when a turn has work
+     * (ipcp__test_drives): an idle one would still take prog_lock and the
+     * lines of every inbox from the thread and the writers, at every test
+     * of a loop. */
     if (!atomic_load_explicit(&req->done, memory_order_acquire) &&
-        ipcp__test_drives(req))
+        ipcp__test_drives(req)) {
         ipcp__comm_drive(req->comm);
+        ipcp__comm_undrive(req->comm);
+    }
     if (!atomic_load_explicit(&req->done, memory_order_acquire)) {
         *done = 0;
         return IPCP_IN_PROGRESS;

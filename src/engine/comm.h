@@ -65,9 +65,13 @@ struct ipcp_comm {
      * whoever holds it.  Taken before any other lock of comm but
      * dev_lock (common/lockorder.h has the order). */
     pthread_mutex_t prog_lock;
-    /* prog_lock: the thread is in (or going to) a poll() that may block,
-     * with the descriptors it chose before a caller's turn. */
-    int thread_blocks;
+    /* The thread is in (or going to) a poll() that blocks until a
+     * descriptor it chose before a caller's turn is ready (written under
+     * prog_lock); a caller's last turn left work only further turns move
+     * on (ipcp__comm_drive, ipcp__comm_undrive). */
+    atomic_int thread_blocks;
+    atomic_int turn_left;
+    atomic_int nstaging; /* transfers in staging (callers read it) */
     atomic_int sleepers; /* callers in (or going to) cond's wait */
     ipcp__list_t cmds;
     ipcp__list_t dones;
@@ -162,6 +166,9 @@ void ipcp__comm_submit(ipcp_comm_t *comm, ipcp_request_t *req);
  * returns how much it did, 0 also when the turn is taken or not allowed.
  * For callers that hold no lock of comm. */
 int ipcp__comm_drive(ipcp_comm_t *comm);
+/* A caller that took turns stops taking them (it returns, or sleeps):
+ * wakes the thread if a turn left work and the thread blocks. */
+void ipcp__comm_undrive(ipcp_comm_t *comm);
 /* Whether callers may take turns (ipcp__comm_drive): not once the device
  * backend is open. */
 int ipcp__comm_can_drive(const ipcp_comm_t *comm);

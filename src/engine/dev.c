@@ -33,6 +33,11 @@ static void ipcp__dev_open_locked(ipcp_comm_t *comm, const char *why)
         __atomic_store_n(&comm->cuda, be, __ATOMIC_RELEASE);
         atomic_store_explicit(&comm->dev_state, IPCP_DEV_OPEN,
                               memory_order_release);
+        /* Callers take no more turns: what one left for a turn of its own
+         * (a record it kicked without waking the thread) is the thread's
+         * now. */
+        if (comm->thread_started)
+            ipcp__comm_wake(comm);
         IPCP_INFO(IPCP_SUB_INIT, "%s backend opened for %s in %.1f ms",
                   ops->name, why, ms);
         return;

@@ -177,7 +177,7 @@ static void ipcp__mbox_leave(ipcp_comm_t *comm, ipcp__peer_t *peer)
     /* Also for an EAGER record a caller refused (kick), which a lazy word
      * does not count. */
     if (ipcp__mbox_raise(peer) ||
-        (ipcp__mbox_ready(peer) && atomic_load(&peer->kick)))
+        (atomic_load(&peer->kick) && ipcp__mbox_ready(peer)))
         ipcp__comm_wake(comm);
 }
 
@@ -227,7 +227,7 @@ void ipcp__mbox_wait(ipcp_comm_t *comm, ipcp_request_t *req, uint64_t spin_ns)
     uint64_t t0 = 0, kicked = 0;
     /* On one CPU, threads of ours that may complete it need that CPU now
      * and then; the peer's messages come from another one. */
-    int one = ipcp__one_cpu(), yield = 0, woke = 0;
+    int one = ipcp__one_cpu(), yield = 0;
     ipcp__mbox_enter(peer);
     for (unsigned i = 1;
          !atomic_load_explicit(&req->done, memory_order_acquire); i++) {
@@ -241,18 +241,15 @@ void ipcp__mbox_wait(ipcp_comm_t *comm, ipcp_request_t *req, uint64_t spin_ns)
          * one CPU too: there the thread would run only once this caller
          * yields, IPCP_MBOX_YIELD_NS later (ranks bound to one CPU each
          * of a 2-CPU VM, direct 8 KiB half round trip 12.1 -> 3.0 us). */
-        int kick = atomic_load_explicit(&peer->kick, memory_order_relaxed);
-        if ((kick ||
-             atomic_load_explicit(&comm->queued, memory_order_relaxed)) &&
+        /* And chunks still to stage, messages waiting for room: the
+         * thread may block in poll() meanwhile (ipcp__comm_undrive wakes
+         * it for what is left when the caller stops). */
+        if ((atomic_load_explicit(&peer->kick, memory_order_relaxed) ||
+             atomic_load_explicit(&comm->queued, memory_order_relaxed) ||
+             atomic_load_explicit(&comm->nstaging, memory_order_relaxed) ||
+             atomic_load_explicit(&peer->backlog, memory_order_relaxed)) &&
             ipcp__comm_drive(comm))
             continue;
-        /* The device opened since read_fast chose not to wake the thread
-         * (callers no longer take turns): it must read what was left. */
-        if (kick && !woke && !ipcp__comm_can_drive(comm) &&
-            atomic_load(&peer->blind)) {
-            woke = 1;
-            ipcp__comm_wake(comm);
-        }
         if (yield && !(i % 16))
             sched_yield();
         else
@@ -270,6 +267,7 @@ void ipcp__mbox_wait(ipcp_comm_t *comm, ipcp_request_t *req, uint64_t spin_ns)
     /* It sleeps now: the thread reads its message at once. */
     ipcp__mbox_unwatch(comm, req);
     ipcp__mbox_leave(comm, peer);
+    ipcp__comm_undrive(comm);
 }
 
 void ipcp__mbox_poll(ipcp_comm_t *comm, ipcp_request_t *req)

@@ -471,6 +471,7 @@ typedef struct ipcp__loop {
     uint64_t last_busy; /* when a turn last did something */
     uint64_t last_poll; /* when it last called poll() */
     int missed;         /* the last drain found comm->lock taken */
+    int pollout;        /* a peer's queue waits: poll() watches POLLOUT */
 } ipcp__loop_t;
 
 /* What poll() watches: the eventfd, and each live peer's socket. */
@@ -479,6 +480,7 @@ static void ipcp__loop_fds(ipcp_comm_t *comm, ipcp__loop_t *lp)
     int n = 0;
     lp->pfd[n].fd = comm->wake_fd;
     lp->pfd[n++].events = POLLIN;
+    lp->pollout = 0;
     for (int r = 0; r < comm->size; r++) {
         ipcp__peer_t *p = &comm->peers[r];
         if (r == comm->rank || p->closed)
@@ -487,8 +489,10 @@ static void ipcp__loop_fds(ipcp_comm_t *comm, ipcp__loop_t *lp)
         /* Once the peer switched, its messages are in the inbox (the
          * socket is read at markers); a hang-up still shows. */
         lp->pfd[n].events = p->in_on ? 0 : POLLIN;
-        if (!ipcp__list_empty(&p->txq))
+        if (!ipcp__list_empty(&p->txq)) {
             lp->pfd[n].events |= POLLOUT;
+            lp->pollout = 1;
+        }
         lp->idx[n++] = r;
     }
     lp->n = n;
@@ -539,11 +543,13 @@ static int ipcp__loop_wait(ipcp_comm_t *comm, ipcp__loop_t *lp, int spinning,
     if (!spinning || lp->missed || now - lp->last_poll >= IPCP_POLL_GAP_NS ||
         !ipcp__poll_skippable(comm)) {
         /* Callers may take turns meanwhile (ipcp__comm_drive). */
-        comm->thread_blocks = timeout_ms != 0;
+        /* With a queue waiting it returns once the socket takes more,
+         * mostly at once (a queue waiting for ring room). */
+        atomic_store(&comm->thread_blocks, timeout_ms != 0 && !lp->pollout);
         ipcp__unlock(&comm->prog_lock, IPCP_LOCK_PROG);
         ready = poll(lp->pfd, (nfds_t)lp->n, timeout_ms);
         ipcp__lock(&comm->prog_lock, IPCP_LOCK_PROG);
-        comm->thread_blocks = 0;
+        atomic_store(&comm->thread_blocks, 0);
         lp->last_poll = now;
     }
     if (!spinning)
@@ -692,7 +698,7 @@ int ipcp__comm_can_drive(const ipcp_comm_t *comm)
  * (whose POLLOUT a blocked thread does not watch for).  prog_lock. */
 static int ipcp__turn_left(const ipcp_comm_t *comm)
 {
-    if (!ipcp__list_empty(&comm->staging))
+    if (atomic_load_explicit(&comm->nstaging, memory_order_relaxed))
         return 1;
     for (int r = 0; r < comm->size; r++)
         if (!ipcp__list_empty(&comm->peers[r].txq))
@@ -720,15 +726,26 @@ int ipcp__comm_drive(ipcp_comm_t *comm)
     if (atomic_load_explicit(&comm->dev_state, memory_order_acquire) !=
         IPCP_DEV_OPEN)
         busy = ipcp__turn_move(comm, NULL, 0);
-    /* The caller may stop taking turns before that is done (its request
-     * ended): a thread blocked in poll() must take them, now rather than
-     * at its timeout.  Once: it looks again before it blocks. */
-    if (comm->thread_blocks && ipcp__turn_left(comm)) {
-        comm->thread_blocks = 0;
-        ipcp__comm_wake(comm);
-    }
+    /* For the caller's ipcp__comm_undrive: the caller moves such work on
+     * itself while it takes turns (no wake-up for the thread to compete
+     * with it, on one CPU for the CPU). */
+    atomic_store(&comm->turn_left, ipcp__turn_left(comm));
     ipcp__unlock(&comm->prog_lock, IPCP_LOCK_PROG);
     return busy;
+}
+
+void ipcp__comm_undrive(ipcp_comm_t *comm)
+{
+    /* Against the thread: it raises thread_blocks under prog_lock after
+     * looking at the work (staging, queues) a turn leaves, and lowers it
+     * under prog_lock after poll(); the turn stores turn_left under
+     * prog_lock.  A turn before the thread's look leaves work it sees; a
+     * turn during its poll() sees thread_blocks up here (seq_cst).  A
+     * stale turn_left costs a spurious wake-up at most. */
+    if (atomic_load(&comm->turn_left) && atomic_load(&comm->thread_blocks)) {
+        atomic_store(&comm->turn_left, 0);
+        ipcp__comm_wake(comm);
+    }
 }
 
 ipcp_status_t ipcp__comm_start(ipcp_comm_t *comm)

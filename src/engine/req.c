@@ -190,6 +190,8 @@ void ipcp__comm_submit_drive(ipcp_comm_t *comm, ipcp_request_t *req)
      * is the thread's. */
     if (!ipcp__comm_drive(comm) || atomic_load(&comm->queued))
         ipcp__comm_wake(comm);
+    else
+        ipcp__comm_undrive(comm);
 }
 
 void ipcp__await_offer(ipcp_comm_t *comm, ipcp_request_t *req)

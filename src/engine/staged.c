@@ -301,12 +301,14 @@ void ipcp__stage_go(ipcp_comm_t *comm, ipcp__xfer_t *x, ipcp__qset_t *qs,
     }
     qs->staging++;
     ipcp__list_push_back(&comm->staging, &st->link);
+    atomic_fetch_add_explicit(&comm->nstaging, 1, memory_order_relaxed);
 }
 
 static void ipcp__stage_finish(ipcp__xfer_t *x)
 {
     ipcp__list_del(&x->stage.link);
     x->stage.qs->staging--;
+    atomic_fetch_sub_explicit(&x->comm->nstaging, 1, memory_order_relaxed);
     ipcp__stage_done(x);
 }
 
