@@ -75,13 +75,15 @@ struct ipcp_comm {
     atomic_int sleepers; /* callers in (or going to) cond's wait */
     ipcp__list_t cmds;
     ipcp__list_t dones;
-    ipcp_request_t *bye_req; /* progress thread: finalize in progress */
     /* Progress thread: transfers whose requests ended early still running
-     * (ipcp__xfer_end_early), and a goodbye held until they are done
-     * (ipcp__check_bye sends it). */
+     * (ipcp__xfer_end_early). */
     int early_live;
-    ipcp_request_t *bye_held;
-    double bye_deadline;
+    /* Progress thread: where finalize is (ipcp__fin_t, changed only by
+     * ipcp__fin_to), its request while it runs, and when the step it is
+     * in gives up waiting. */
+    int fin;
+    ipcp_request_t *fin_req;
+    double fin_deadline;
     /* Keepalive (progress thread): when peers are checked next (ns), and
      * whether a request waited on any of them at the last check. */
     uint64_t ka_next;
@@ -157,6 +159,17 @@ ipcp_status_t ipcp__comm_new(int rank, int size, const char *job,
 void ipcp__comm_delete(ipcp_comm_t *comm);
 ipcp_status_t ipcp__comm_start(ipcp_comm_t *comm);
 void ipcp__comm_stop(ipcp_comm_t *comm);
+/* Finalize's steps on the progress thread, in order; a state is left only
+ * for a later one. */
+typedef enum ipcp__fin {
+    IPCP_FIN_NONE, /* not asked */
+    IPCP_FIN_HELD, /* asked while transfers whose requests ended early run:
+                      the goodbye waits for them, up to the timeout */
+    IPCP_FIN_SAID, /* goodbye sent: waiting for every peer's, up to the
+                      timeout */
+    IPCP_FIN_DONE, /* its request completed */
+} ipcp__fin_t;
+
 /* Wakes the progress thread (any thread). */
 void ipcp__comm_wake(ipcp_comm_t *comm);
 /* Hands a request to the progress thread. */

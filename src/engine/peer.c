@@ -232,7 +232,7 @@ const char *ipcp__peer_gone(const ipcp__peer_t *peer, char *buf, size_t len)
  * that needs its message, or finalize that waits for its goodbye. */
 static int ipcp__peer_awaited(const ipcp_comm_t *comm, ipcp__peer_t *p)
 {
-    if (comm->bye_req ||
+    if (comm->fin == IPCP_FIN_SAID ||
         (comm->bar_pending &&
          (comm->rank ? p->rank == 0
                      : comm->bar_seen[p->rank] != comm->bar_epoch)))

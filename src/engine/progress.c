@@ -38,7 +38,7 @@ static int ipcp__on_path(ipcp__peer_t *peer, const unsigned char *msg,
 static void ipcp__on_bye(ipcp_comm_t *comm, ipcp__peer_t *peer)
 {
     char why[64];
-    if (!comm->bye_req && !comm->bye_held)
+    if (comm->fin == IPCP_FIN_NONE)
         ipcp__fault_point(IPCP_FAULT_BYE_RECEIVED);
     peer->bye = 1;
     atomic_store(&peer->gone, 1);
@@ -162,18 +162,40 @@ static int ipcp__peer_read_inbox(ipcp_comm_t *comm, ipcp__peer_t *peer)
 
 /* ---- Commands and completions ------------------------------------------ */
 
+/* Finalize's one transition (ipcp__fin_t): to a later state only, with
+ * its request on the way in (NONE -> HELD or SAID), kept through HELD ->
+ * SAID, and completed with st on the way out (SAID -> DONE).  Each wait
+ * gets its own timeout. */
+static void ipcp__fin_to(ipcp_comm_t *comm, ipcp__fin_t to, ipcp_request_t *req,
+                         ipcp_status_t st, const char *msg)
+{
+    if ((int)to <= comm->fin) {
+        IPCP_ERROR(IPCP_SUB_ENGINE, "finalize cannot go from step %d to %d",
+                   comm->fin, (int)to);
+        return;
+    }
+    comm->fin = (int)to;
+    if (req)
+        comm->fin_req = req;
+    if (to == IPCP_FIN_DONE) {
+        ipcp__req_complete(comm->fin_req, st, msg);
+        comm->fin_req = NULL;
+        return;
+    }
+    comm->fin_deadline = ipcp__now_s() + comm->timeout_s;
+}
+
 /* Goodbye to every peer.  The trace part goes out before: rank 0 merges
  * the parts once every peer has said it. */
 static void ipcp__bye_send(ipcp_comm_t *comm, ipcp_request_t *req)
 {
     ipcp__trace_flush(comm);
-    comm->bye_req = req;
+    ipcp__fin_to(comm, IPCP_FIN_SAID, req, IPCP_OK, NULL);
     for (int r = 0; r < comm->size; r++) {
         ipcp__msg_hdr_t bye = {IPCP_MSG_BYE, 0};
         if (r != comm->rank && !comm->peers[r].closed)
             ipcp__peer_post(comm, &comm->peers[r], &bye, sizeof(bye), NULL, 0);
     }
-    comm->bye_deadline = ipcp__now_s() + comm->timeout_s;
     ipcp__fault_point(IPCP_FAULT_BYE_SENT);
 }
 
@@ -213,12 +235,10 @@ static void ipcp__run_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
     case IPCP_REQ_BYE:
         /* Transfers whose requests ended early end first (their trace
          * events, their releases): ipcp__check_bye sends it then. */
-        if (comm->early_live) {
-            comm->bye_held = req;
-            comm->bye_deadline = ipcp__now_s() + comm->timeout_s;
-            break;
-        }
-        ipcp__bye_send(comm, req);
+        if (comm->early_live)
+            ipcp__fin_to(comm, IPCP_FIN_HELD, req, IPCP_OK, NULL);
+        else
+            ipcp__bye_send(comm, req);
         break;
     default:
         ipcp__req_complete(req, IPCP_ERR_STATE, "unknown command");
@@ -395,28 +415,26 @@ static void ipcp__check_bye(ipcp_comm_t *comm)
     int waiting = 0;
     /* A held goodbye goes once the early-ended transfers are done, or at
      * the timeout: a track that never ends must not hang finalize. */
-    if (comm->bye_held &&
-        (!comm->early_live || ipcp__now_s() >= comm->bye_deadline)) {
-        ipcp_request_t *bye = comm->bye_held;
+    if (comm->fin == IPCP_FIN_HELD &&
+        (!comm->early_live || ipcp__now_s() >= comm->fin_deadline)) {
         if (comm->early_live)
             IPCP_WARN(IPCP_SUB_ENGINE,
                       "finalizing with %d transfer(s) "
                       "whose receives ended still running",
                       comm->early_live);
-        comm->bye_held = NULL;
-        ipcp__bye_send(comm, bye);
+        ipcp__bye_send(comm, NULL);
     }
-    if (!comm->bye_req)
+    if (comm->fin != IPCP_FIN_SAID)
         return;
     for (int r = 0; r < comm->size; r++)
         if (r != comm->rank && !comm->peers[r].closed && !comm->peers[r].bye)
             waiting++;
-    if (waiting && ipcp__now_s() < comm->bye_deadline)
+    if (waiting && ipcp__now_s() < comm->fin_deadline)
         return;
     ipcp__trace_merge(comm);
-    ipcp__req_complete(comm->bye_req, waiting ? IPCP_ERR_TIMEOUT : IPCP_OK,
-                       waiting ? "peers did not finalize in time" : NULL);
-    comm->bye_req = NULL;
+    ipcp__fin_to(comm, IPCP_FIN_DONE, NULL,
+                 waiting ? IPCP_ERR_TIMEOUT : IPCP_OK,
+                 waiting ? "peers did not finalize in time" : NULL);
 }
 
 void ipcp__comm_announce_path(ipcp_comm_t *comm)
@@ -501,8 +519,9 @@ static void ipcp__loop_fds(ipcp_comm_t *comm, ipcp__loop_t *lp)
 /* How long poll() may block when nothing is awaited. */
 static int ipcp__loop_timeout(const ipcp_comm_t *comm)
 {
-    int timeout_ms = comm->bye_req || comm->bye_held || comm->bar_pending ||
-                             comm->wr_broken || !ipcp__list_empty(&comm->deregs)
+    int timeout_ms = comm->fin == IPCP_FIN_HELD || comm->fin == IPCP_FIN_SAID ||
+                             comm->bar_pending || comm->wr_broken ||
+                             !ipcp__list_empty(&comm->deregs)
                          ? 50
                          : 1000;
     /* Not only while a request is known to wait on a peer: callers post
