@@ -712,13 +712,18 @@ ipcp_status_t ipcp_wait(ipcp_request_t *req_h, ipcp_xfer_info_t *info)
 static int ipcp__test_drives(const ipcp_request_t *req)
 {
     ipcp_comm_t *comm = req->comm;
-    if (!req->watch ||
-        atomic_load_explicit(&comm->queued, memory_order_relaxed) ||
-        atomic_load_explicit(&comm->nstaging, memory_order_relaxed))
-        return 1;
+    int done = atomic_load_explicit(&req->done, memory_order_acquire);
+    if (!req->watch)
+        return !done;
+    /* A record its poll refused (kick, raised without a wake-up since a
+     * turn was to take it): taken now even when the request is done. */
     const ipcp__peer_t *peer = &comm->peers[req->peer];
-    return atomic_load_explicit(&peer->kick, memory_order_relaxed) ||
-           atomic_load_explicit(&peer->backlog, memory_order_relaxed);
+    if (atomic_load_explicit(&peer->kick, memory_order_relaxed))
+        return 1;
+    return !done &&
+           (atomic_load_explicit(&comm->queued, memory_order_relaxed) ||
+            atomic_load_explicit(&comm->nstaging, memory_order_relaxed) ||
+            atomic_load_explicit(&peer->backlog, memory_order_relaxed));
 }
 
 ipcp_status_t ipcp_test(ipcp_request_t *req_h, int *done,
@@ -739,8 +744,7 @@ ipcp_status_t ipcp_test(ipcp_request_t *req_h, int *done,
      * (ipcp__test_drives): an idle one would still take prog_lock and the
      * lines of every inbox from the thread and the writers, at every test
      * of a loop. */
-    if (!atomic_load_explicit(&req->done, memory_order_acquire) &&
-        ipcp__test_drives(req)) {
+    if (ipcp__test_drives(req)) {
         ipcp__comm_drive(req->comm);
         ipcp__comm_undrive(req->comm);
     }

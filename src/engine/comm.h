@@ -10,6 +10,17 @@
 #include "common/fault.h"
 #include "common/status.h"
 
+/* Finalize's steps on the progress thread, in order; a state is left only
+ * for a later one. */
+typedef enum ipcp__fin {
+    IPCP_FIN_NONE, /* not asked */
+    IPCP_FIN_HELD, /* asked while transfers whose requests ended early run:
+                      the goodbye waits for them, up to the timeout */
+    IPCP_FIN_SAID, /* goodbye sent: waiting for every peer's, up to the
+                      timeout */
+    IPCP_FIN_DONE, /* its request completed */
+} ipcp__fin_t;
+
 struct ipcp_comm {
     uint64_t magic;
     ipcp__handle_t handle;
@@ -78,10 +89,10 @@ struct ipcp_comm {
     /* Progress thread: transfers whose requests ended early still running
      * (ipcp__xfer_end_early). */
     int early_live;
-    /* Progress thread: where finalize is (ipcp__fin_t, changed only by
-     * ipcp__fin_to), its request while it runs, and when the step it is
-     * in gives up waiting. */
-    int fin;
+    /* prog_lock (the thread, or a caller's turn): where finalize is
+     * (changed only by ipcp__fin_to), its request while it runs, and when
+     * the step it is in gives up waiting. */
+    ipcp__fin_t fin;
     ipcp_request_t *fin_req;
     double fin_deadline;
     /* Keepalive (progress thread): when peers are checked next (ns), and
@@ -159,17 +170,6 @@ ipcp_status_t ipcp__comm_new(int rank, int size, const char *job,
 void ipcp__comm_delete(ipcp_comm_t *comm);
 ipcp_status_t ipcp__comm_start(ipcp_comm_t *comm);
 void ipcp__comm_stop(ipcp_comm_t *comm);
-/* Finalize's steps on the progress thread, in order; a state is left only
- * for a later one. */
-typedef enum ipcp__fin {
-    IPCP_FIN_NONE, /* not asked */
-    IPCP_FIN_HELD, /* asked while transfers whose requests ended early run:
-                      the goodbye waits for them, up to the timeout */
-    IPCP_FIN_SAID, /* goodbye sent: waiting for every peer's, up to the
-                      timeout */
-    IPCP_FIN_DONE, /* its request completed */
-} ipcp__fin_t;
-
 /* Wakes the progress thread (any thread). */
 void ipcp__comm_wake(ipcp_comm_t *comm);
 /* Hands a request to the progress thread. */
@@ -220,6 +220,8 @@ void ipcp__xfer_end_early(ipcp__xfer_t *x);
  * makes one. */
 void ipcp__req_init(ipcp_comm_t *comm, ipcp_request_t *req, int type);
 ipcp_request_t *ipcp__req_new(ipcp_comm_t *comm, int type);
+/* How many freed requests this thread keeps for reuse (default 1024). */
+void ipcp__req_cache_cap(unsigned n);
 /* Sleeps until req is done (completion broadcasts to sleepers). */
 void ipcp__req_sleep(ipcp_request_t *req);
 /* Drops a reference (the owner's, or the engine's after an early end);

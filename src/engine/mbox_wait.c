@@ -70,10 +70,10 @@ static int ipcp__mbox_read_fast(ipcp_comm_t *comm, ipcp__peer_t *peer,
     }
     /* Left for the progress thread, which may sleep blind (see
      * ipcp__mbox_sleep: it looks at the head after raising blind). */
-    /* Not when the caller takes the turn itself next (its wait loop drives
-     * at a kick): a wake-up would only make the thread compete for the
-     * turn, and on one CPU for the CPU.  A caller that leaves first wakes
-     * the thread then (ipcp__mbox_leave). */
+    /* Not when the caller takes the turn itself next (its wait loop, and
+     * ipcp_test, drive at a kick): a wake-up would only make the thread
+     * compete for the turn, and on one CPU for the CPU.  A waiting caller
+     * that leaves first wakes the thread then (ipcp__mbox_leave). */
     if (kick && atomic_load(&peer->blind) && !ipcp__comm_can_drive(comm))
         ipcp__comm_wake(comm);
     return n;

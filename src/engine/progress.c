@@ -166,31 +166,34 @@ static int ipcp__peer_read_inbox(ipcp_comm_t *comm, ipcp__peer_t *peer)
  * its request on the way in (NONE -> HELD or SAID), kept through HELD ->
  * SAID, and completed with st on the way out (SAID -> DONE).  Each wait
  * gets its own timeout. */
-static void ipcp__fin_to(ipcp_comm_t *comm, ipcp__fin_t to, ipcp_request_t *req,
-                         ipcp_status_t st, const char *msg)
+static int ipcp__fin_to(ipcp_comm_t *comm, ipcp__fin_t to, ipcp_request_t *req,
+                        ipcp_status_t st, const char *msg)
 {
-    if ((int)to <= comm->fin) {
-        IPCP_ERROR(IPCP_SUB_ENGINE, "finalize cannot go from step %d to %d",
-                   comm->fin, (int)to);
-        return;
+    if (to <= comm->fin) { /* one finalize a communicator: cannot happen */
+        if (req)
+            ipcp__req_complete(req, IPCP_ERR_STATE,
+                               "finalize is under way or done already");
+        return -1;
     }
-    comm->fin = (int)to;
+    comm->fin = to;
     if (req)
         comm->fin_req = req;
     if (to == IPCP_FIN_DONE) {
         ipcp__req_complete(comm->fin_req, st, msg);
         comm->fin_req = NULL;
-        return;
+        return 0;
     }
     comm->fin_deadline = ipcp__now_s() + comm->timeout_s;
+    return 0;
 }
 
 /* Goodbye to every peer.  The trace part goes out before: rank 0 merges
  * the parts once every peer has said it. */
 static void ipcp__bye_send(ipcp_comm_t *comm, ipcp_request_t *req)
 {
+    if (ipcp__fin_to(comm, IPCP_FIN_SAID, req, IPCP_OK, NULL) < 0)
+        return;
     ipcp__trace_flush(comm);
-    ipcp__fin_to(comm, IPCP_FIN_SAID, req, IPCP_OK, NULL);
     for (int r = 0; r < comm->size; r++) {
         ipcp__msg_hdr_t bye = {IPCP_MSG_BYE, 0};
         if (r != comm->rank && !comm->peers[r].closed)
@@ -507,9 +510,12 @@ static void ipcp__loop_fds(ipcp_comm_t *comm, ipcp__loop_t *lp)
         /* Once the peer switched, its messages are in the inbox (the
          * socket is read at markers); a hang-up still shows. */
         lp->pfd[n].events = p->in_on ? 0 : POLLIN;
+        /* A queue waiting for ring room: poll() returns at once (the
+         * socket takes more), and the thread spins.  One waiting for a
+         * full socket may block. */
         if (!ipcp__list_empty(&p->txq)) {
             lp->pfd[n].events |= POLLOUT;
-            lp->pollout = 1;
+            lp->pollout |= p->out_on;
         }
         lp->idx[n++] = r;
     }
@@ -562,8 +568,7 @@ static int ipcp__loop_wait(ipcp_comm_t *comm, ipcp__loop_t *lp, int spinning,
     if (!spinning || lp->missed || now - lp->last_poll >= IPCP_POLL_GAP_NS ||
         !ipcp__poll_skippable(comm)) {
         /* Callers may take turns meanwhile (ipcp__comm_drive). */
-        /* With a queue waiting it returns once the socket takes more,
-         * mostly at once (a queue waiting for ring room). */
+        /* With a queue waiting for ring room it returns at once. */
         atomic_store(&comm->thread_blocks, timeout_ms != 0 && !lp->pollout);
         ipcp__unlock(&comm->prog_lock, IPCP_LOCK_PROG);
         ready = poll(lp->pfd, (nfds_t)lp->n, timeout_ms);
@@ -682,6 +687,10 @@ static void *ipcp__progress_main(void *arg)
         goto out;
     }
     ipcp__log_set_rank(comm->rank);
+    /* It frees requests callers made (stream-ordered calls without one,
+     * transfers that ended early) and makes few: kept, they would only
+     * hold memory. */
+    ipcp__req_cache_cap(128);
     ipcp__lock(&comm->prog_lock, IPCP_LOCK_PROG);
     ipcp__comm_announce_path(comm);
     ipcp__mbox_offer(comm);

@@ -21,14 +21,15 @@
  * this many: a request is 2 KB, past what malloc keeps per thread, and its
  * calloc and free took 480 of the 1,800 instructions a small isend and its
  * wait cost (2 CPUs, 64 in flight).  1024 (2 MB at most, kept only by a
- * thread that had that many in flight): with 128, windows of 8 B past it
- * paid a calloc, a free and page faults a request (malloc trims the heap
- * it grew): 256 in flight 0.035 GB/s, 512 0.022, against 0.092 with 64;
- * with 1024, 0.084 at both (ranks bound to one CPU each, 2-CPU VM).  Per thread
- * rather than per communicator: a small message's own calls then take no lock
- * for it (a lock pair costs 15 ns in a process with a second thread, on a 2-CPU
- * VM, and each message took two).  None under AddressSanitizer, which then sees
- * a request used after its free. */
+ * thread that freed that many; the progress thread, which frees requests
+ * other threads made and makes few, keeps 128): with 128, windows of 8 B
+ * past it paid a calloc, a free and page faults a request (malloc trims
+ * the heap it grew): 256 in flight 0.035 GB/s, 512 0.022, against 0.092
+ * with 64; with 1024, 0.084 at both (ranks bound to one CPU each, 2-CPU
+ * VM).  Per thread rather than per communicator: a small message's own
+ * calls then take no lock for it (a lock pair costs 15 ns in a process
+ * with a second thread, on a 2-CPU VM, and each message took two).  None
+ * under AddressSanitizer, which then sees a request used after its free. */
 #if defined(__SANITIZE_ADDRESS__)
 #define IPCP_REQ_CACHE 0
 #elif defined(__has_feature)
@@ -44,7 +45,8 @@
 typedef struct ipcp__req_tcache {
     ipcp_request_t *head; /* linked through cache_next */
     unsigned n;
-    int keyed; /* emptied at the thread's exit (common/tls.h) */
+    unsigned cap; /* 0: IPCP_REQ_CACHE (ipcp__req_cache_cap) */
+    int keyed;    /* emptied at the thread's exit (common/tls.h) */
 } ipcp__req_tcache_t;
 
 static _Thread_local ipcp__req_tcache_t ipcp__req_tc IPCP_TLS_FAST;
@@ -66,13 +68,18 @@ static void ipcp__req_tc_empty(void *arg)
 static int ipcp__req_cache_put(ipcp_request_t *req)
 {
     ipcp__req_tcache_t *tc = &ipcp__req_tc;
-    if (tc->n >= IPCP_REQ_CACHE ||
+    if (tc->n >= (tc->cap ? tc->cap : IPCP_REQ_CACHE) ||
         ipcp__at_thread_exit(&tc->keyed, ipcp__req_tc_empty, tc) != 0)
         return 0;
     req->cache_next = tc->head;
     tc->head = req;
     tc->n++;
     return 1;
+}
+
+void ipcp__req_cache_cap(unsigned n)
+{
+    ipcp__req_tc.cap = n < 1 ? 1 : n > IPCP_REQ_CACHE ? IPCP_REQ_CACHE : n;
 }
 
 /* A request this thread freed, or NULL. */
@@ -87,6 +94,11 @@ static ipcp_request_t *ipcp__req_cache_get(void)
     return req;
 }
 #else
+void ipcp__req_cache_cap(unsigned n)
+{
+    (void)n;
+}
+
 static int ipcp__req_cache_put(ipcp_request_t *req)
 {
     (void)req;
@@ -144,7 +156,8 @@ void ipcp__req_free(ipcp_request_t *req)
 
 void ipcp__req_disown(ipcp_request_t *req)
 {
-    ipcp__handle_free(req->handle);
+    if (req->handle)
+        ipcp__handle_free(req->handle);
     req->handle = 0; /* before the reference goes: the engine may free */
     ipcp__req_free(req);
 }
