@@ -161,6 +161,73 @@ static int nccl_window(bench_ctx_t *ctx, int send, size_t size, int n,
     return 0;
 }
 
+/* Whether the NCCL case of c also measures a ping-pong (both ranks ask). */
+static int nccl_lat_case(const bench_ctx_t *ctx, const bench_case_t *c)
+{
+    return c->size <= ctx->o->lat_max && c->size <= ctx->cap;
+}
+
+/* One round trip's calls on this rank's stream: rank 0 sends its source
+ * and receives into its buffer, rank 1 receives and sends what it got
+ * back; each call its own group (the pong cannot go before the ping). */
+static int nccl_round(bench_ctx_t *ctx, size_t size, char *err, size_t elen)
+{
+    int r0 = ctx->rank == RECV, peer = r0 ? SEND : RECV;
+    void *out = r0 ? ctx->src.ptr : ctx->dst.ptr; /* rank 1 echoes */
+    for (int k = 0; k < 2; k++) {
+        int send = (k == 0) == r0;
+        if (bench_nccl_post(ctx->nccl, send, send ? out : ctx->dst.ptr, size, 1,
+                            1, peer, err, elen) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* NCCL's ping-pong, timed as the stream case's (bench_stream_pingpong): a
+ * warm-up batch, then batches of --stream-batch round trips enqueued back
+ * to back, the stream waited for after each; half a round trip is a
+ * batch's time over twice its rounds (--stream-batch 1: the host waits
+ * for every round trip).  Fresh data into poisoned buffers every batch,
+ * checked on rank 0.  res: rank 0's result, NULL on rank 1.  0, or -1
+ * when the ranks can no longer talk. */
+static int nccl_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i,
+                         bench_result_t *res)
+{
+    bench_result_t lr = {.outcome = BENCH_OK, .verified = -1};
+    bench_result_t *rr = res ? res : &lr;
+    int batch = ctx->o->stream_batch, r0 = ctx->rank == RECV;
+    int nb = (bench_lat_rounds(ctx->o, c->size) + batch - 1) / batch, n = 0;
+    double *t = calloc((size_t)nb, sizeof(*t));
+    char err[BENCH_REASON_MAX];
+    for (int b = -1; b < nb && rr->outcome == BENCH_OK; b++) {
+        uint64_t seed = bench_pingpong_seed(ctx, i, b + 1);
+        if (ctx->o->verify &&
+            ((r0 && bench_fill_src(ctx, c->size, seed, rr) < 0) ||
+             bench_poison(ctx, c->size, rr) < 0))
+            break;
+        double t0 = bench_now_s();
+        int rc = 0;
+        for (int k = 0; k < batch && rc == 0; k++)
+            rc = nccl_round(ctx, c->size, err, sizeof(err));
+        if (rc == 0)
+            rc = bench_nccl_wait(ctx->nccl, nccl_timeout_s(), err, sizeof(err));
+        double t1 = bench_now_s();
+        if (rc < 0) {
+            nccl_break(ctx, err);
+            bench_set_error(rr, "NCCL ping-pong", err);
+            break;
+        }
+        if (r0 && ctx->o->verify)
+            bench_check_data(ctx, rr, 0, c->size, seed, "NCCL ping-pong");
+        if (b >= 0 && t)
+            t[n++] = (t1 - t0) / (2.0 * batch);
+    }
+    if (res && t && n == nb)
+        bench_set_latency(res, t, n);
+    free(t);
+    return 0;
+}
+
 /* Rank 0: can the case run here?  Fills the hello (and res when not). */
 static void nccl_hello0(bench_ctx_t *ctx, const bench_case_t *c, cmp_hello_t *h,
                         bench_result_t *res)
@@ -310,7 +377,11 @@ static int nccl_rank0(bench_ctx_t *ctx, const bench_case_t *c, int i,
     }
     if (bench_bcast_verdict(ctx, i, ok) < 0)
         return -1;
-    return ok ? nccl0_timed(ctx, c, i, res) : 0;
+    if (!ok)
+        return 0;
+    if (nccl0_timed(ctx, c, i, res) < 0)
+        return -1;
+    return nccl_lat_case(ctx, c) ? nccl_pingpong(ctx, c, i, res) : 0;
 }
 
 /* Rank 1's side: readiness, then sends; its outcome goes to rank 0. */
@@ -592,7 +663,8 @@ static int rank_other(bench_ctx_t *ctx, const bench_case_t *c, int i)
                  bench_case_tag(i, T_VERDICT), "verdict") < 0)
         return -1;
     if (verdict && one && kind == BENCH_KIND_NCCL) {
-        if (nccl1_timed(ctx, c, i) < 0)
+        if (nccl1_timed(ctx, c, i) < 0 ||
+            (nccl_lat_case(ctx, c) && nccl_pingpong(ctx, c, i, NULL) < 0))
             return -1;
     } else if (verdict) {
         for (int r = 0; r < bench_reps(ctx->o, c->size); r++)
