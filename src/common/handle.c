@@ -204,7 +204,7 @@ ipcp_status_t ipcp__handle_new_owned(unsigned type, void *obj, uint64_t owner,
     return IPCP_OK;
 }
 
-int ipcp__handle_free(ipcp__handle_t h)
+int ipcp__handle_release(ipcp__handle_t h)
 {
     unsigned type = ipcp__handle_type(h);
     ipcp__hslot_t *s = ipcp__handle_slot(h);

@@ -114,8 +114,14 @@ void ipcp__handle_reap(unsigned type, uint64_t owner,
  * whose generations all were used is retired, so a value is never issued
  * twice).  Returns 1 when this call released h, 0 when h was not live (0,
  * already released, or released by another thread at the same moment):
- * of two threads releasing one handle, exactly one gets 1. */
-int ipcp__handle_free(ipcp__handle_t h);
+ * of two threads releasing one handle, exactly one gets 1.  0 costs no
+ * call: every small message's request is freed with no handle left (its
+ * owner's wait released it). */
+int ipcp__handle_release(ipcp__handle_t h);
+static inline int ipcp__handle_free(ipcp__handle_t h)
+{
+    return h ? ipcp__handle_release(h) : 0;
+}
 /* Whether h was issued and has been freed since (its slot moved to a later
  * generation), as opposed to a value never issued. */
 int ipcp__handle_stale(ipcp__handle_t h);

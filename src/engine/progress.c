@@ -567,8 +567,8 @@ static int ipcp__loop_wait(ipcp_comm_t *comm, ipcp__loop_t *lp, int spinning,
     int ready = 0;
     if (!spinning || lp->missed || now - lp->last_poll >= IPCP_POLL_GAP_NS ||
         !ipcp__poll_skippable(comm)) {
-        /* Callers may take turns meanwhile (ipcp__comm_drive). */
-        /* With a queue waiting for ring room it returns at once. */
+        /* Callers may take turns meanwhile (ipcp__comm_drive).  It blocks
+         * unless a queue waits for ring room (then it returns at once). */
         atomic_store(&comm->thread_blocks, timeout_ms != 0 && !lp->pollout);
         ipcp__unlock(&comm->prog_lock, IPCP_LOCK_PROG);
         ready = poll(lp->pfd, (nfds_t)lp->n, timeout_ms);
@@ -756,8 +756,10 @@ int ipcp__comm_drive(ipcp_comm_t *comm)
         busy = ipcp__turn_move(comm, NULL, 0);
     /* For the caller's ipcp__comm_undrive: the caller moves such work on
      * itself while it takes turns (no wake-up for the thread to compete
-     * with it, on one CPU for the CPU). */
-    atomic_store(&comm->turn_left, ipcp__turn_left(comm));
+     * with it, on one CPU for the CPU).  Only while the thread blocks:
+     * else it looks at that work itself before it blocks. */
+    atomic_store(&comm->turn_left,
+                 atomic_load(&comm->thread_blocks) && ipcp__turn_left(comm));
     ipcp__unlock(&comm->prog_lock, IPCP_LOCK_PROG);
     return busy;
 }

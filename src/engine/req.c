@@ -144,10 +144,8 @@ void ipcp__req_free(ipcp_request_t *req)
         return;
     /* Set only when a failure frees a request before its handle reached
      * the user; the owner's release (ipcp_wait, ipcp_test,
-     * ipcp__req_disown) clears it otherwise: no call then (a small
-     * message's request comes here on both ranks). */
-    if (req->handle)
-        ipcp__handle_free(req->handle);
+     * ipcp__req_disown) clears it otherwise. */
+    ipcp__handle_free(req->handle);
     free(req->scratch);
     req->magic = IPCP_DEAD_MAGIC;
     if (!ipcp__req_cache_put(req))
@@ -156,8 +154,7 @@ void ipcp__req_free(ipcp_request_t *req)
 
 void ipcp__req_disown(ipcp_request_t *req)
 {
-    if (req->handle)
-        ipcp__handle_free(req->handle);
+    ipcp__handle_free(req->handle);
     req->handle = 0; /* before the reference goes: the engine may free */
     ipcp__req_free(req);
 }
