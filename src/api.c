@@ -279,6 +279,7 @@ ipcp_status_t ipcp_init(const ipcp_comm_params_t *params, ipcp_comm_t **out)
     comm->eager_max = cfg->eager;
     ipcp__trace_open(comm);
     bp.probe_addr = (uint64_t)(uintptr_t)&comm->probe_word;
+    bp.proto = ipcp__proto();
     ipcp__log_set_rank(bp.rank);
     st = ipcp__boot_connect(&bp, &comm->boot);
     if (st != IPCP_OK)

@@ -33,7 +33,7 @@
  * as another version rather than as garbage. */
 typedef struct boot_hello {
     uint64_t magic;   /* IPCP_BOOT_MAGIC */
-    uint32_t version; /* IPCP_BOOT_PROTO_VERSION */
+    uint32_t version; /* the caller's protocol (params->proto) */
     uint32_t size;
     uint32_t rank;
     int32_t pid;

@@ -146,11 +146,11 @@ static int boot_hello_check(const boot_ctx_t *ctx, const void *buf, ssize_t n,
     memcpy(&version, (const char *)buf + sizeof(magic), sizeof(version));
     if (magic != IPCP_BOOT_MAGIC)
         return boot_why(why, wlen, "bad magic 0x%016" PRIx64, magic);
-    if (version != IPCP_BOOT_PROTO_VERSION)
+    if (version != boot->proto)
         return boot_why(why, wlen,
-                        "protocol version %" PRIu32 ", ours is %d "
-                        "(two ipcpipe versions in one job?)",
-                        version, IPCP_BOOT_PROTO_VERSION);
+                        "protocol 0x%08" PRIx32 ", ours is 0x%08" PRIx32
+                        " (two ipcpipe versions in one job?)",
+                        version, boot->proto);
     if (n != (ssize_t)sizeof(*h))
         return boot_why(why, wlen, "hello of %zd bytes, expected %zu", n,
                         sizeof(*h));
@@ -186,7 +186,7 @@ static void boot_hello_fill(boot_hello_t *h, const ipcp__boot_t *boot,
 {
     memset(h, 0, sizeof(*h));
     h->magic = IPCP_BOOT_MAGIC;
-    h->version = IPCP_BOOT_PROTO_VERSION;
+    h->version = boot->proto;
     h->size = (uint32_t)boot->size;
     h->rank = (uint32_t)boot->rank;
     h->pid = (int32_t)getpid();
@@ -658,6 +658,7 @@ ipcp_status_t ipcp__boot_connect(const ipcp__boot_params_t *params,
     boot->rank = params->rank;
     boot->size = params->size;
     boot->timeout_s = params->timeout_s;
+    boot->proto = params->proto;
     memcpy(boot->job, params->job, sizeof(boot->job));
     for (int r = 0; r < boot->size; r++)
         boot->peers[r].fd = -1;

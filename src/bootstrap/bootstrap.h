@@ -12,11 +12,6 @@
 #include "common/config.h"
 
 #define IPCP_BOOT_MAGIC 0x69706370626f6f74ULL /* "ipcpboot" */
-/* Protocol versions.  2: striped transfers, 3: lane, 4: the lane's
- * flagged words and break message, 5: receiver-driven transfers, 6: the
- * region's address in a map reply, keepalive PING/PONG, 7: EAGER, 8:
- * mailbox records carry their position. */
-#define IPCP_BOOT_PROTO_VERSION 9
 /* Largest message ipcp__sock_send/recv move (one SOCK_SEQPACKET datagram). */
 #define IPCP_SOCK_MSG_MAX (64 * 1024)
 /* Most file descriptors attached to one message. */
@@ -32,6 +27,9 @@ typedef struct ipcp__boot_params {
     uint64_t probe_addr;    /* address of a word holding IPCP_BOOT_MAGIC in
                                this process, sent to peers so that they can
                                test process_vm_readv permission */
+    uint32_t proto;         /* the caller's protocol (the engine's
+                               ipcp__proto): a peer with another is
+                               refused at its hello */
 } ipcp__boot_params_t;
 
 /* Where rank/size/job came from, for the log and ipcpipe-info. */
@@ -67,6 +65,7 @@ typedef struct ipcp__boot {
     int size;
     char job[IPCP_JOB_MAX];
     double timeout_s;
+    uint32_t proto;               /* params->proto */
     char path[IPCP_DIR_MAX + 64]; /* the job's rendezvous directory */
     ipcp__boot_peer_t *peers;     /* [size] */
 } ipcp__boot_t;
@@ -75,7 +74,7 @@ typedef struct ipcp__boot {
  * (each level mode 0700, owned by us, not a symlink), listens there, and
  * connects every pair of ranks: rank i connects to every j < i and accepts
  * every j > i.  Each connection is checked with SO_PEERCRED (same uid) and
- * a hello carrying IPCP_BOOT_MAGIC, IPCP_BOOT_PROTO_VERSION, the job, the
+ * a hello carrying IPCP_BOOT_MAGIC, the caller's protocol, the job, the
  * ranks, pid and probe address.  Stale socket files from an earlier run of
  * the same job are replaced.  On expiry of timeout_s the error names the
  * ranks that never came.  The socket files and directory are removed once

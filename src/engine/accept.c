@@ -446,13 +446,16 @@ static unsigned ipcp__split_copy(ipcp__peer_t *peer, const ipcp__msg_rts_t *rts,
     return 1u << qi;
 }
 
-/* The sender's copy, with our copy of the first head bytes meanwhile when
- * head is not 0 (himp: the sender's allocation mapped here for it, or
- * NULL to read with process_vm_readv). */
-static void ipcp__sent_run(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                           const ipcp__msg_rts_t *rts, ipcp_request_t *req,
-                           const ipcp__offer_t *o, uint64_t head,
-                           ipcp__import_t *himp)
+extern const ipcp__route_t ipcp__route_sent;
+extern const ipcp__route_t ipcp__route_split;
+
+/* The sender's copy (route: the one whose tx the sender runs), with our
+ * copy of the first head bytes meanwhile when head is not 0 (himp: the sender's
+ * allocation mapped here for it, or NULL to read with process_vm_readv). */
+static void ipcp__sent_run(const ipcp__route_t *route, ipcp_comm_t *comm,
+                           ipcp__peer_t *peer, const ipcp__msg_rts_t *rts,
+                           ipcp_request_t *req, const ipcp__offer_t *o,
+                           uint64_t head, ipcp__import_t *himp)
 {
     ipcp__msg_cts_t cts;
     ipcp__plan_t pl;
@@ -485,6 +488,7 @@ static void ipcp__sent_run(ipcp_comm_t *comm, ipcp__peer_t *peer,
     req->nbytes = rts->len;
     ipcp__xfer_begin(comm, peer, req, 1, pl.nchunks);
     ipcp__accept_cts(comm, peer, rts, req, &pl, &cts, fds, &nfds);
+    cts.route = ipcp__route_id(route);
     if (head) {
         cts.hdr.flags |= IPCP_CTS_SPLIT;
         cts.head_len = head;
@@ -530,14 +534,15 @@ static int ipcp__sent_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
                             const ipcp__msg_rts_t *rts, ipcp_request_t *req,
                             const ipcp__offer_t *o)
 {
-    ipcp__sent_run(comm, peer, rts, req, o, 0, NULL);
+    ipcp__sent_run(&ipcp__route_sent, comm, peer, rts, req, o, 0, NULL);
     return 1;
 }
 
 const ipcp__route_t ipcp__route_sent = {
-    "sent",
-    ipcp__sent_serves,
-    ipcp__sent_start,
+    .name = "sent",
+    .serves = ipcp__sent_serves,
+    .start = ipcp__sent_start,
+    .tx = ipcp__xfer_tx_sent,
 };
 
 static int ipcp__split_serves(const ipcp__offer_t *o, const ipcp__config_t *cfg)
@@ -554,14 +559,15 @@ static int ipcp__split_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
     uint64_t head = ipcp__split_head(o, comm->cfg);
     if (!ipcp__split_source(comm, peer, rts, head, &himp))
         return 0;
-    ipcp__sent_run(comm, peer, rts, req, o, head, himp);
+    ipcp__sent_run(&ipcp__route_split, comm, peer, rts, req, o, head, himp);
     return 1;
 }
 
 const ipcp__route_t ipcp__route_split = {
-    "split",
-    ipcp__split_serves,
-    ipcp__split_start,
+    .name = "split",
+    .serves = ipcp__split_serves,
+    .start = ipcp__split_start,
+    .tx = ipcp__xfer_tx_sent,
 };
 
 void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,

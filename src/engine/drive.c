@@ -201,9 +201,9 @@ static int ipcp__read_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
 }
 
 const ipcp__route_t ipcp__route_read = {
-    "read",
-    ipcp__read_serves,
-    ipcp__read_start,
+    .name = "read",
+    .serves = ipcp__read_serves,
+    .start = ipcp__read_start,
 };
 
 /* Sets up what a driven transfer copies with: peer access of the sender's
@@ -444,7 +444,7 @@ static int ipcp__map_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
 }
 
 const ipcp__route_t ipcp__route_map = {
-    "map",
-    ipcp__map_serves,
-    ipcp__map_start,
+    .name = "map",
+    .serves = ipcp__map_serves,
+    .start = ipcp__map_start,
 };

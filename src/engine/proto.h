@@ -10,6 +10,15 @@
 #include "backend/backend.h"
 #include "common/util.h"
 
+/* The version of this protocol, checked at the bootstrap's hello with
+ * the routes' names (ipcp__proto).  2: striped transfers, 3: lane, 4: the
+ * lane's flagged words and break message, 5: receiver-driven transfers,
+ * 6: the region's address in a map reply, keepalive PING/PONG, 7: EAGER,
+ * 8: mailbox records carry their position, 9: RTS_SRC_ADDR (the receiver
+ * reads host memory with process_vm_readv), 10: the CTS names
+ * the receiver's route. */
+#define IPCP_PROTO_VERSION 10
+
 #define IPCP_MAX_SLOTS      64
 #define IPCP_MAX_QUEUES     8
 #define IPCP_MAX_QSETS_WIRE 33
@@ -115,13 +124,13 @@ typedef struct ipcp__msg_cts {
     int32_t path; /* ipcp_path_t chosen by the receiver */
     uint64_t id;  /* the RTS's id */
     uint64_t len;
-    uint64_t chunk_base; /* staged: first ring chunk of this transfer */
-    uint64_t dseq;       /* direct: value for the done flags */
-    uint64_t sseq;       /* staged: the transfer's number (error slot) */
-    uint32_t dst_mode;   /* direct: MAPPED or PVM */
-    uint32_t npieces;    /* direct: copies (and done flags) to use */
-    uint32_t dq_lo;      /* direct: the sender's first queue for them */
-    uint32_t pad;
+    uint64_t chunk_base;     /* staged: first ring chunk of this transfer */
+    uint64_t dseq;           /* direct: value for the done flags */
+    uint64_t sseq;           /* staged: the transfer's number (error slot) */
+    uint32_t dst_mode;       /* direct: MAPPED or PVM */
+    uint32_t npieces;        /* direct: copies (and done flags) to use */
+    uint32_t dq_lo;          /* direct: the sender's first queue for them */
+    uint32_t route;          /* ipcp__route_id of the receiver's route */
     uint64_t stripe_len;     /* striped: bytes at the end that go staged */
     uint64_t dst_region;     /* direct MAPPED: receiver's allocation id */
     uint64_t dst_offset;     /* direct MAPPED: offset of the buffer in it */

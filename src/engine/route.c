@@ -26,6 +26,56 @@ const ipcp__route_t *const ipcp__routes[] = {
     NULL,
 };
 
+#define IPCP_ROUTES_ADDED_MAX 4
+static const ipcp__route_t *ipcp__routes_added[IPCP_ROUTES_ADDED_MAX + 1];
+static uint32_t ipcp__nroutes_added;
+
+int ipcp__route_add(const ipcp__route_t *r)
+{
+    if (ipcp__nroutes_added == IPCP_ROUTES_ADDED_MAX)
+        return -1;
+    ipcp__routes_added[ipcp__nroutes_added++] = r;
+    return 0;
+}
+
+uint32_t ipcp__route_id(const ipcp__route_t *r)
+{
+    uint32_t i;
+    for (i = 0; i < ipcp__nroutes_added; i++)
+        if (ipcp__routes_added[i] == r)
+            return i;
+    for (const ipcp__route_t *const *t = ipcp__routes; *t; t++, i++)
+        if (*t == r)
+            break;
+    return i;
+}
+
+const ipcp__route_t *ipcp__route_by_id(uint32_t id)
+{
+    if (id < ipcp__nroutes_added)
+        return ipcp__routes_added[id];
+    id -= ipcp__nroutes_added;
+    for (const ipcp__route_t *const *t = ipcp__routes; *t; t++, id--)
+        if (id == 0)
+            return *t;
+    return NULL;
+}
+
+/* FNV-1a of the route names, each with its terminating 0, folded to 16
+ * bits below the version. */
+uint32_t ipcp__proto(void)
+{
+    uint32_t h = 2166136261u, i = 0;
+    const ipcp__route_t *r;
+    while ((r = ipcp__route_by_id(i++)))
+        for (const char *c = r->name;; c++) {
+            h = (h ^ (unsigned char)*c) * 16777619u;
+            if (!*c)
+                break;
+        }
+    return (uint32_t)IPCP_PROTO_VERSION << 16 | ((h >> 16) ^ (h & 0xffff));
+}
+
 void ipcp__offer_gather(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
                         const ipcp_request_t *req, ipcp_path_t force,
                         ipcp__offer_t *o)
@@ -69,6 +119,9 @@ const ipcp__route_t *ipcp__route_take(const ipcp__route_t *const *table,
 {
     size_t i = 0;
     const ipcp__route_t *r;
+    if (table == ipcp__routes && ipcp__nroutes_added &&
+        (r = ipcp__route_take(ipcp__routes_added, o, comm, peer, rts, req)))
+        return r;
     while ((r = ipcp__route_next(table, o, comm->cfg, &i)))
         if (r->start(comm, peer, rts, req, o))
             return r;

@@ -9,7 +9,11 @@
  * and then the next route that can serve is tried.  The last route, the
  * sender's copy, serves everything.
  *
- * A new path is a file with its route (serves, start), its line in
+ * The route's index travels in the CTS, and the sender takes its own
+ * step on that route's tx: both ends run the same table, which the
+ * bootstrap's hello checks (ipcp__proto).
+ *
+ * A new path is a file with its route (serves, start, tx), its line in
  * route.c and its tests. */
 #ifndef IPCP_ENGINE_ROUTE_H
 #define IPCP_ENGINE_ROUTE_H
@@ -44,10 +48,25 @@ typedef struct ipcp__route {
     int (*start)(ipcp_comm_t *comm, ipcp__peer_t *peer,
                  const ipcp__msg_rts_t *rts, ipcp_request_t *req,
                  const ipcp__offer_t *o);
+    /* The sender's step on a CTS that start sent (its route field names
+     * this route); fds came with it and are closed after.  NULL for a
+     * route whose receiver copies alone: the sender then hears only the
+     * end, a DRIVEN CTS. */
+    void (*tx)(ipcp_comm_t *comm, ipcp__peer_t *peer, ipcp_request_t *req,
+               const ipcp__msg_cts_t *cts, const int *fds, int nfds);
 } ipcp__route_t;
 
 /* The routes, in order of preference; NULL-terminated. */
 extern const ipcp__route_t *const ipcp__routes[];
+
+/* Adds a route ahead of the table's (tests: a path that lives in a test
+ * program).  Before the first communicator; both ends of a job must add
+ * the same.  -1 when the room for added routes is full. */
+int ipcp__route_add(const ipcp__route_t *r);
+/* A route's number in CTSs (added routes first, then the table's), and
+ * the route of a number (NULL for none). */
+uint32_t ipcp__route_id(const ipcp__route_t *r);
+const ipcp__route_t *ipcp__route_by_id(uint32_t id);
 
 /* The offer of rts against req (takes comm->mem_lock to look the
  * receive buffer up). */

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/time.h"
+#include "engine/route.h"
 #include "engine/xfer.h"
 #include "engine/samegpu.h"
 #include "engine/stripe.h"
@@ -152,35 +153,51 @@ void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
                        ipcp_request_t *req, const ipcp__msg_cts_t *cts,
                        int *fds, int nfds)
 {
-    int fi = 0, chan_fd = -1, map_fd = -1;
-    ipcp__qset_t *qs;
+    const ipcp__route_t *r;
 
     ipcp__trace_mark(req, IPCP_TM_MEET);
     ipcp__await_end(req); /* the sender's copies count as dev_inflight */
-    if ((cts->hdr.flags & IPCP_CTS_CHAN_FD) && fi < nfds)
-        chan_fd = fds[fi++];
-    if ((cts->hdr.flags & IPCP_CTS_MAP_FD) && fi < nfds)
-        map_fd = fds[fi++];
     if (cts->status != IPCP_OK) {
         char msg[IPCP_ERRMSG_MAX];
         snprintf(msg, sizeof(msg), "%.*s", IPCP_ERRWIRE_MAX - 1, cts->errmsg);
         ipcp__req_complete(req, ipcp__peer_status(cts->status), msg);
-        goto out;
-    }
-    if (cts->hdr.flags & IPCP_CTS_DRIVEN) { /* the receiver copied it */
+    } else if (cts->hdr.flags & IPCP_CTS_DRIVEN) { /* the receiver copied */
         if (cts->path < IPCP_PATH_DIRECT || cts->path > IPCP_PATH_LANE) {
             ipcp__req_complete(req, IPCP_ERR_STATE,
                                "the receiver reported an unknown path");
-            goto out;
+        } else {
+            req->path = (ipcp_path_t)cts->path;
+            req->nbytes = req->len;
+            ipcp__trace_send_driven(comm, peer, req, req->path);
+            ipcp__req_complete(req, IPCP_OK, NULL);
         }
-        req->path = (ipcp_path_t)cts->path;
-        req->nbytes = req->len;
-        ipcp__trace_send_driven(comm, peer, req, req->path);
-        ipcp__req_complete(req, IPCP_OK, NULL);
-        goto out;
+    } else if (!(r = ipcp__route_by_id(cts->route)) || !r->tx) {
+        /* It waits for what we would never do. */
+        ipcp__req_complete(req, IPCP_ERR_STATE,
+                           "CTS names no route with a sender's step");
+        ipcp__peer_lost(comm, peer, "CTS names no route with a sender's step");
+    } else {
+        r->tx(comm, peer, req, cts, fds, nfds);
     }
+    for (int i = 0; i < nfds; i++)
+        close(fds[i]);
+}
+
+/* The sent and split routes' step: our copies of the direct part into the
+ * target the CTS names, the staged part through the ring. */
+void ipcp__xfer_tx_sent(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                        ipcp_request_t *req, const ipcp__msg_cts_t *cts,
+                        const int *fds, int nfds)
+{
+    int fi = 0, chan_fd = -1, map_fd = -1;
+    ipcp__qset_t *qs;
+
+    if ((cts->hdr.flags & IPCP_CTS_CHAN_FD) && fi < nfds)
+        chan_fd = fds[fi++];
+    if ((cts->hdr.flags & IPCP_CTS_MAP_FD) && fi < nfds)
+        map_fd = fds[fi++];
     if (!(qs = ipcp__cts_qset(comm, peer, req, cts, chan_fd)))
-        goto out;
+        return;
     ipcp__chan_t *ch = peer->tx.chan;
     req->path = (ipcp_path_t)cts->path;
     req->nbytes = req->len;
@@ -210,9 +227,6 @@ void ipcp__xfer_on_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
                          &ch->ctl->serr[cts->sseq % IPCP_ERR_SLOTS], cts->sseq);
     }
     ipcp__stage_go(comm, &req->xfer, qs, mask);
-out:
-    for (int i = 0; i < nfds; i++)
-        close(fds[i]);
 }
 
 int ipcp__split_end(ipcp_comm_t *comm, ipcp__peer_t *peer,

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
+#include "engine/paths.h"
 #include "common/config.h"
 #include "common/time.h"
 #include "engine/proto.h"
@@ -51,6 +52,7 @@ static int fake_join(ipcp__boot_t **boot)
     T_OK(ipcp__boot_resolve(cfg, -1, -1, NULL, cfg->timeout_s, &bp, &o));
     snprintf(bp.dir, sizeof(bp.dir), "%s", cfg->dir);
     bp.probe_addr = (uint64_t)(uintptr_t)&probe_word;
+    bp.proto = ipcp__proto();
     T_OK(ipcp__boot_connect(&bp, boot));
     t_rank = bp.rank;
     return (*boot)->peers[0].fd;

@@ -114,6 +114,7 @@ void solo_params(ipcp__boot_params_t *p, int rank, int size, const char *base,
     t_fmt(p->dir, sizeof(p->dir), "%s", base);
     p->timeout_s = timeout_s;
     p->probe_addr = (uint64_t)(uintptr_t)&probe_word;
+    p->proto = T_BOOT_PROTO;
 }
 
 /* A rank's parameters from the launcher's variables; the base directory and
@@ -129,6 +130,7 @@ static void rank_params(ipcp__boot_params_t *p)
     if (base != NULL)
         t_fmt(p->dir, sizeof(p->dir), "%s", base);
     p->probe_addr = (uint64_t)(uintptr_t)&probe_word;
+    p->proto = T_BOOT_PROTO;
 }
 
 int raw_listen(const char *path)
@@ -311,7 +313,7 @@ static int rank_hello_refused(void)
         t_fmt(path, sizeof(path), "%s/ipcpipe-%u/%s/r0.sock", p.dir,
               (unsigned)getuid(), p.job);
         const t_hello_t good = {
-            IPCP_BOOT_MAGIC, IPCP_BOOT_PROTO_VERSION, 2, 1, getpid(), 8, {0}};
+            IPCP_BOOT_MAGIC, T_BOOT_PROTO, 2, 1, getpid(), 8, {0}};
         for (int v = 0; v < 10; v++) {
             t_hello_t h = good;
             char raw[sizeof(h) + 8] = {0};
@@ -386,7 +388,7 @@ static void fake_rank0(const ipcp__boot_params_t *p)
         T_CHECK(getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0);
         T_EQ_INT(recv(fd, &h, sizeof(h), 0), sizeof(h));
         T_EQ_U64(h.magic, IPCP_BOOT_MAGIC);
-        T_EQ_INT(h.version, IPCP_BOOT_PROTO_VERSION);
+        T_EQ_INT(h.version, T_BOOT_PROTO);
         T_EQ_INT(h.size, 2);
         T_EQ_INT(h.rank, 1);
         T_EQ_INT(h.pid, cr.pid);

@@ -8,6 +8,9 @@
 
 #include "bootstrap/bootstrap.h"
 
+/* The protocol these tests' ranks agree on (ipcp__boot_params_t proto). */
+#define T_BOOT_PROTO 0x7e570001u
+
 /* snprintf that fails the test instead of cutting a path short. */
 void t_fmt(char *buf, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

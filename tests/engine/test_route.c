@@ -185,10 +185,14 @@ FAKE_START(1, 1)
 FAKE_START(2, 1)
 FAKE_START(3, 1)
 
-static const ipcp__route_t declines = {"declines", serves_yes, start_0};
-static const ipcp__route_t never = {"never", serves_no, start_1};
-static const ipcp__route_t takes = {"takes", serves_yes, start_2};
-static const ipcp__route_t after = {"after", serves_yes, start_3};
+static const ipcp__route_t declines = {
+    .name = "declines", .serves = serves_yes, .start = start_0};
+static const ipcp__route_t never = {
+    .name = "never", .serves = serves_no, .start = start_1};
+static const ipcp__route_t takes = {
+    .name = "takes", .serves = serves_yes, .start = start_2};
+static const ipcp__route_t after = {
+    .name = "after", .serves = serves_yes, .start = start_3};
 
 static void check_fallback(void)
 {
@@ -213,6 +217,43 @@ static void check_fallback(void)
     T_EQ_INT(started[1], 0);
 }
 
+/* Route numbers (what a CTS carries) name the same route back; an added
+ * route comes first, is tried before the table's, and changes the
+ * protocol the hello checks; the room for added routes is bounded. */
+static void check_ids(size_t n)
+{
+    static ipcp_comm_t comm;
+    ipcp__config_t cfg;
+    ipcp__offer_t o;
+    char err[300];
+    uint32_t proto = ipcp__proto();
+    T_EQ_INT(proto >> 16, IPCP_PROTO_VERSION);
+    for (size_t i = 0; i < n; i++) {
+        T_EQ_INT(ipcp__route_id(ipcp__routes[i]), i);
+        T_CHECK(ipcp__route_by_id((uint32_t)i) == ipcp__routes[i]);
+    }
+    T_CHECK(ipcp__route_by_id((uint32_t)n) == NULL);
+    T_CHECK(ipcp__route_by_id(UINT32_MAX) == NULL);
+
+    T_EQ_INT(ipcp__route_add(&takes), 0);
+    T_CHECK(ipcp__proto() != proto);
+    T_EQ_INT(ipcp__route_id(&takes), 0);
+    T_CHECK(ipcp__route_by_id(0) == &takes);
+    T_EQ_INT(ipcp__route_id(ipcp__routes[0]), 1);
+    T_CHECK(ipcp__route_by_id((uint32_t)n + 1) == NULL);
+    case_env = NULL;
+    T_OK(ipcp__config_parse(&cfg, get_env, NULL, err, sizeof(err)));
+    comm.cfg = &cfg;
+    memset(&o, 0, sizeof(o));
+    int before = started[2];
+    T_CHECK(ipcp__route_take(ipcp__routes, &o, &comm, NULL, NULL, NULL) ==
+            &takes);
+    T_EQ_INT(started[2], before + 1);
+    for (int k = 1; k < 4; k++)
+        T_EQ_INT(ipcp__route_add(&after), 0);
+    T_EQ_INT(ipcp__route_add(&after), -1);
+}
+
 int main(void)
 {
     int failed = 0;
@@ -222,6 +263,7 @@ int main(void)
         T_CHECK(ipcp__routes[n]->name && ipcp__routes[n]->serves &&
                 ipcp__routes[n]->start);
     T_CHECK(n >= 2 && strcmp(ipcp__routes[n - 1]->name, "sent") == 0);
+    T_CHECK(ipcp__routes[n - 1]->tx != NULL); /* the sender copies */
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         ipcp__config_t cfg;
         ipcp__offer_t o;
@@ -234,6 +276,7 @@ int main(void)
         T_CHECK(ipcp__routes[n - 1]->serves(&o, &cfg));
     }
     check_fallback();
+    check_ids(n);
     T_EQ_INT(failed, 0);
     return 0;
 }
