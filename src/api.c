@@ -298,9 +298,9 @@ ipcp_status_t ipcp_init(const ipcp_comm_params_t *params, ipcp_comm_t **out)
     st = ipcp__open_backends(comm);
     if (st != IPCP_OK)
         goto err_free;
-    st = ipcp__comm_start(comm);
+    st = ipcp__comm_start(comm); /* the peers' engines started too */
     if (st != IPCP_OK)
-        goto err_free;
+        goto err_stop;
     st = ipcp__handle_new(IPCP_HANDLE_COMM, comm, &comm->handle);
     if (st != IPCP_OK)
         goto err_stop;

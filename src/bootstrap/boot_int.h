@@ -30,7 +30,10 @@
 
 /* The hello.  All ranks run on one machine, so host byte order is used;
  * magic and version come first so that a different layout is recognised
- * as another version rather than as garbage. */
+ * as another version rather than as garbage.  The version is the caller's
+ * protocol (the engine's IPCP_PROTO_VERSION and routes): a change of this
+ * layout must raise IPCP_PROTO_VERSION too (a hello of another size is
+ * refused as well). */
 typedef struct boot_hello {
     uint64_t magic;   /* IPCP_BOOT_MAGIC */
     uint32_t version; /* the caller's protocol (params->proto) */

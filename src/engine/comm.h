@@ -168,6 +168,9 @@ ipcp_status_t ipcp__comm_new(int rank, int size, const char *job,
 /* Frees what ipcp__comm_new made (sockets, backends and thread are the
  * caller's to end first). */
 void ipcp__comm_delete(ipcp_comm_t *comm);
+/* Starts the progress thread and returns once every peer's thread has
+ * announced itself (its PATH), or fails (thread stopped) when a peer was
+ * lost or the timeout passed first. */
 ipcp_status_t ipcp__comm_start(ipcp_comm_t *comm);
 void ipcp__comm_stop(ipcp_comm_t *comm);
 /* Wakes the progress thread (any thread). */

@@ -7,7 +7,7 @@
 
 /* The protocol both ends of a connection must share: IPCP_PROTO_VERSION
  * and the names of the routes in order (a hash), for the bootstrap's
- * hello (route.c). */
+ * hello (route.c).  No route can be added after the first call. */
 uint32_t ipcp__proto(void);
 
 /* Receiver side: chooses the path for a matched RTS, enqueues its half and

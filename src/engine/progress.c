@@ -650,6 +650,37 @@ void ipcp__comm_undrive(ipcp_comm_t *comm)
     }
 }
 
+/* Until every peer's PATH has come (the first message its thread sends):
+ * before it, a small send to that peer could not go eager (only a peer
+ * known to leave the path to us gets eager messages), and a blocking one
+ * then waited for its receive: two sends before the receiver's first
+ * receive hung, ranks on a loaded 2-CPU VM.  Bounded by the timeout; a
+ * peer lost meanwhile ends it. */
+static ipcp_status_t ipcp__comm_await_paths(ipcp_comm_t *comm)
+{
+    uint64_t t0 = ipcp__now_ns();
+    uint64_t limit = (uint64_t)(comm->cfg->timeout_s * 1e9);
+    for (int r = 0; r < comm->size; r++) {
+        ipcp__peer_t *p = &comm->peers[r];
+        if (r == comm->rank)
+            continue;
+        while (__atomic_load_n(&p->remote_path, __ATOMIC_ACQUIRE) < 0) {
+            if (atomic_load(&p->lost))
+                return ipcp__fail(
+                    IPCP_LOG_WARN, IPCP_SUB_INIT, IPCP_ERR_PEER_LOST,
+                    "rank %d was lost while the ranks started", r);
+            if (ipcp__now_ns() - t0 > limit)
+                return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_INIT,
+                                  IPCP_ERR_TIMEOUT,
+                                  "rank %d did not start its engine within "
+                                  "%.1f s of joining",
+                                  r, comm->cfg->timeout_s);
+            usleep(20);
+        }
+    }
+    return IPCP_OK;
+}
+
 ipcp_status_t ipcp__comm_start(ipcp_comm_t *comm)
 {
     comm->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -664,7 +695,10 @@ ipcp_status_t ipcp__comm_start(ipcp_comm_t *comm)
                           "cannot start the progress thread: %s", strerror(rc));
     }
     comm->thread_started = 1;
-    return IPCP_OK;
+    ipcp_status_t st = ipcp__comm_await_paths(comm);
+    if (st != IPCP_OK)
+        ipcp__comm_stop(comm);
+    return st;
 }
 
 void ipcp__comm_stop(ipcp_comm_t *comm)

@@ -1,4 +1,5 @@
 /* The receiver's routes and their order (engine/route.h). */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "common/cpu.h"
@@ -29,10 +30,15 @@ const ipcp__route_t *const ipcp__routes[] = {
 #define IPCP_ROUTES_ADDED_MAX 4
 static const ipcp__route_t *ipcp__routes_added[IPCP_ROUTES_ADDED_MAX + 1];
 static uint32_t ipcp__nroutes_added;
+/* Set by the first ipcp__proto (a communicator's hello): from then on the
+ * numbers are the protocol's, and an added route would shift them under
+ * the peers (and under the progress threads that read the table). */
+static atomic_int ipcp__routes_fixed;
 
 int ipcp__route_add(const ipcp__route_t *r)
 {
-    if (ipcp__nroutes_added == IPCP_ROUTES_ADDED_MAX)
+    if (atomic_load(&ipcp__routes_fixed) ||
+        ipcp__nroutes_added == IPCP_ROUTES_ADDED_MAX)
         return -1;
     ipcp__routes_added[ipcp__nroutes_added++] = r;
     return 0;
@@ -67,6 +73,7 @@ uint32_t ipcp__proto(void)
 {
     uint32_t h = 2166136261u, i = 0;
     const ipcp__route_t *r;
+    atomic_store(&ipcp__routes_fixed, 1);
     while ((r = ipcp__route_by_id(i++)))
         for (const char *c = r->name;; c++) {
             h = (h ^ (unsigned char)*c) * 16777619u;

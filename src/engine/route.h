@@ -60,8 +60,9 @@ typedef struct ipcp__route {
 extern const ipcp__route_t *const ipcp__routes[];
 
 /* Adds a route ahead of the table's (tests: a path that lives in a test
- * program).  Before the first communicator; both ends of a job must add
- * the same.  -1 when the room for added routes is full. */
+ * program).  Both ends of a job must add the same.  -1 once a
+ * communicator has started in this process (the numbers are fixed then),
+ * or when the room for added routes is full. */
 int ipcp__route_add(const ipcp__route_t *r);
 /* A route's number in CTSs (added routes first, then the table's), and
  * the route of a number (NULL for none). */

@@ -3,13 +3,14 @@
  * the memory it was given.
  *
  *   test_api_hostile --case mbox_empty|mbox_file|mbox_shrink|cts_status
+ *   test_api_hostile --case cts_route
  *   test_api_hostile --case mbox_forged_kind|mbox_forged_len|mbox_forged_skip
  *   test_api_hostile --case bar_dup   (3 ranks: rank 1 fake, rank 2 late)
  *   test_api_hostile --case desc_addr|dereg_inflight [--path auto|staged]
  *   test_api_hostile --case fsize|nan_timeout|misspelt|trace_full|log_file
  *   test_api_hostile --case huge_job
  *
- * In the mbox_* and cts_status cases rank 1 is a fake peer: it joins the
+ * In the mbox_* and cts_* cases rank 1 is a fake peer: it joins the
  * job through the real bootstrap and then speaks the engine's raw protocol
  * on its socket (engine/proto.h), while rank 0 is an ordinary rank.  In the
  * others both ranks are ordinary and rank 0 misuses what rank 1 gave it.
@@ -41,10 +42,12 @@ static uint64_t probe_word = IPCP_BOOT_MAGIC;
 
 /* ---- The fake peer ------------------------------------------------------- */
 
-/* Joins the job as this rank through the real rendezvous; returns the
- * socket to rank 0. */
+/* Joins the job as this rank through the real rendezvous and announces
+ * the path it leaves to its peers (auto), as every engine does first (an
+ * honest rank's ipcp_init waits for it); returns the socket to rank 0. */
 static int fake_join(ipcp__boot_t **boot)
 {
+    ipcp__msg_path_t pm;
     const ipcp__config_t *cfg;
     ipcp__boot_params_t bp;
     ipcp__boot_origin_t o;
@@ -55,6 +58,13 @@ static int fake_join(ipcp__boot_t **boot)
     bp.proto = ipcp__proto();
     T_OK(ipcp__boot_connect(&bp, boot));
     t_rank = bp.rank;
+    memset(&pm, 0, sizeof(pm));
+    pm.hdr.type = IPCP_MSG_PATH;
+    pm.path = IPCP_PATH_AUTO;
+    for (int r = 0; r < (*boot)->size; r++)
+        if (r != t_rank)
+            T_OK(ipcp__sock_send((*boot)->peers[r].fd, &pm, sizeof(pm), NULL, 0,
+                                 0));
     return (*boot)->peers[0].fd;
 }
 
@@ -211,6 +221,20 @@ static int fake_main(const char *name)
                      (int)bad[i]);
             T_OK(ipcp__sock_send(fd, &cts, sizeof(cts), NULL, 0, 0));
         }
+    } else if (strcmp(name, "cts_route") == 0) {
+        /* Rank 0's send meets a CTS that names a route it has not got. */
+        T_CHECK(fake_read_until(fd, IPCP_MSG_RTS, buf, sizeof(buf), fds,
+                                &nfds) > 0);
+        const ipcp__msg_rts_t *rts = (const void *)buf;
+        ipcp__msg_cts_t cts;
+        memset(&cts, 0, sizeof(cts));
+        cts.hdr.type = IPCP_MSG_CTS;
+        cts.id = rts->id;
+        cts.len = rts->len;
+        cts.status = IPCP_OK;
+        cts.path = IPCP_PATH_DIRECT;
+        cts.route = 1000;
+        T_OK(ipcp__sock_send(fd, &cts, sizeof(cts), NULL, 0, 0));
     } else if (strcmp(name, "bar_dup") == 0) {
         /* Our arrival at rank 0's barrier, twice: the second must not
          * count for rank 2, which has not come. */
@@ -283,6 +307,11 @@ static int victim_main(const char *name)
         unsigned char b[8];
         T_STATUS(ipcp_recv(comm, b, sizeof(b), 1, TAG_DATA, NULL),
                  IPCP_ERR_PEER_LOST);
+    } else if (strcmp(name, "cts_route") == 0) {
+        unsigned char b[64 << 10]; /* above IPCPIPE_EAGER: an RTS */
+        memset(b, 0, sizeof(b));
+        T_STATUS(ipcp_send(comm, b, sizeof(b), 1, TAG_DATA), IPCP_ERR_STATE);
+        T_MSG_HAS("CTS names no route");
     } else {
         victim_cts(comm);
     }

@@ -365,7 +365,7 @@ static void gen_ctrl_twosided(void)
     gen_op_msg(&g, 0, path.data, path.len, 0, NULL);
     gen_op(&g, CTRL_OP_SEND, 0, 1, 100);
     gen_run(&g);
-    eager = *gen_find(IPCP_MSG_RTS);
+    eager = *gen_find(IPCP_MSG_EAGER);
     gen_write("ctrl", "path_then_eager_send", g.b, g.n);
     /* Receiving them: eager, then the rendezvous one, which the engine
      * answers with a CTS and its channel. */
