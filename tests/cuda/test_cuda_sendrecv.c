@@ -8,11 +8,15 @@
  *
  * KIND: dev (cuMemAlloc: the user's memory, exported by legacy IPC), vmm
  * (ipcp_mem_alloc of CUDA memory), host (malloc), hostmem (ipcp_mem_alloc
- * of host memory).  Rank 0 sends, rank 1 receives, and only the receiver
- * forces the path (it decides).  devices same: both ranks on device 0 (one
- * GPU shared by two processes); split: rank r on device r; isolated: rank
- * r sees only GPU r (CUDA_VISIBLE_DEVICES=r), so no direct path exists and
- * auto must pick staged.
+ * of host memory); the user's own VMM memory (cuMemCreate, as PyTorch's
+ * expandable segments and NCCL make it): uvmm (one allocation with a POSIX
+ * fd handle type: exported by fd), uvmm2 (two such allocations mapped
+ * one after the other, the buffer across both: not exported, staged),
+ * uvmm0 (one allocation without handle types: not exported).  Rank 0 sends,
+ * rank 1 receives, and only the receiver forces the path (it decides).  devices
+ * same: both ranks on device 0 (one GPU shared by two processes); split: rank r
+ * on device r; isolated: rank r sees only GPU r (CUDA_VISIBLE_DEVICES=r), so no
+ * direct path exists and auto must pick staged.
  *
  * --kill sender|receiver: that rank posts its side and kills itself with
  * SIGKILL a moment later (mid-transfer); the survivor's blocking call must
@@ -43,7 +47,16 @@
 
 enum { TAG_SEED = 1, TAG_DATA = 7 };
 
-typedef enum { K_DEV, K_VMM, K_HOST, K_HOSTMEM } kind_t;
+typedef enum {
+    K_DEV,
+    K_VMM,
+    K_HOST,
+    K_HOSTMEM,
+    K_UVMM,
+    K_UVMM2,
+    K_UVMM0,
+    K_NKINDS
+} kind_t;
 
 typedef struct cfg {
     size_t size, soff, roff;
@@ -60,16 +73,31 @@ typedef struct cfg {
 
 static kind_t parse_kind(const char *s)
 {
-    static const char *const names[] = {"dev", "vmm", "host", "hostmem"};
-    for (int i = 0; i < 4; i++)
+    static const char *const names[K_NKINDS] = {
+        "dev", "vmm", "host", "hostmem", "uvmm", "uvmm2", "uvmm0"};
+    for (int i = 0; i < K_NKINDS; i++)
         if (strcmp(s, names[i]) == 0)
             return (kind_t)i;
-    T_FAIL("unknown buffer kind \"%s\" (dev, vmm, host, hostmem)", s);
+    T_FAIL("unknown buffer kind \"%s\" (dev, vmm, host, hostmem, uvmm, "
+           "uvmm2, uvmm0)",
+           s);
+}
+
+static int is_uvmm(kind_t k)
+{
+    return k == K_UVMM || k == K_UVMM2 || k == K_UVMM0;
 }
 
 static int is_device(kind_t k)
 {
-    return k == K_DEV || k == K_VMM;
+    return k == K_DEV || k == K_VMM || is_uvmm(k);
+}
+
+/* Device memory the other process can map (the direct path's condition on
+ * at least one side). */
+static int exportable(kind_t k)
+{
+    return k == K_DEV || k == K_VMM || k == K_UVMM;
 }
 
 static cfg_t parse(int argc, char **argv)
@@ -120,6 +148,11 @@ typedef struct buf {
     kind_t kind;
     unsigned char *base; /* off + len + GUARD bytes */
     size_t total, off, len;
+    /* The user's VMM kinds: the reservation, and its allocations */
+    CUdeviceptr va;
+    size_t va_size, piece;
+    CUmemGenericAllocationHandle h[2];
+    int nh;
 } buf_t;
 
 static void buf_write(const buf_t *b, size_t at, const void *h, size_t n)
@@ -144,6 +177,49 @@ static void buf_read(const buf_t *b, size_t at, void *h, size_t n)
         memcpy(h, b->base + at, n);
 }
 
+/* The user's VMM memory (kinds uvmm*): one allocation, or two mapped
+ * back to back with the buffer across the seam (uvmm2), readable and
+ * writable by device. */
+static void *uvmm_alloc(buf_t *b, int device)
+{
+    CUmemAllocationProp prop;
+    CUmemAccessDesc acc;
+    size_t gran = 0;
+    memset(&prop, 0, sizeof(prop));
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device;
+    if (b->kind != K_UVMM0)
+        prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    CU_OK(IPCP_CU(cuMemGetAllocationGranularity)(
+        &gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    b->nh = b->kind == K_UVMM2 ? 2 : 1;
+    size_t need = b->kind == K_UVMM2 ? b->total / 2 + 1 : b->total;
+    b->piece = (need + gran - 1) / gran * gran;
+    b->va_size = b->piece * (size_t)b->nh;
+    CU_OK(IPCP_CU(cuMemAddressReserve)(&b->va, b->va_size, 0, 0, 0));
+    for (int i = 0; i < b->nh; i++) {
+        CU_OK(IPCP_CU(cuMemCreate)(&b->h[i], b->piece, &prop, 0));
+        CU_OK(IPCP_CU(cuMemMap)(b->va + (size_t)i * b->piece, b->piece, 0,
+                                b->h[i], 0));
+    }
+    memset(&acc, 0, sizeof(acc));
+    acc.location = prop.location;
+    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CU_OK(IPCP_CU(cuMemSetAccess)(b->va, b->va_size, &acc, 1));
+    /* Two allocations: the buffer's middle byte sits at the seam. */
+    size_t at = b->kind == K_UVMM2 ? b->piece - b->total / 2 : 0;
+    return (void *)(uintptr_t)(b->va + at);
+}
+
+static void uvmm_free(buf_t *b)
+{
+    CU_OK(IPCP_CU(cuMemUnmap)(b->va, b->va_size));
+    for (int i = 0; i < b->nh; i++)
+        CU_OK(IPCP_CU(cuMemRelease)(b->h[i]));
+    CU_OK(IPCP_CU(cuMemAddressFree)(b->va, b->va_size));
+}
+
 /* Allocates, fills everything with the guard pattern, then [off, off+len)
  * with the data pattern when data_seed is not 0. */
 static void *buf_alloc(ipcp_comm_t *comm, buf_t *b, kind_t kind, size_t len,
@@ -161,6 +237,8 @@ static void *buf_alloc(ipcp_comm_t *comm, buf_t *b, kind_t kind, size_t len,
         CUdeviceptr d;
         CU_OK(IPCP_CU(cuMemAlloc)(&d, b->total));
         ptr = (void *)(uintptr_t)d;
+    } else if (is_uvmm(kind)) {
+        ptr = uvmm_alloc(b, device);
     } else if (kind == K_HOST) {
         ptr = t_malloc(b->total);
     } else {
@@ -182,6 +260,8 @@ static void buf_free(ipcp_comm_t *comm, buf_t *b)
 {
     if (b->kind == K_DEV)
         CU_OK(IPCP_CU(cuMemFree)((CUdeviceptr)(uintptr_t)b->base));
+    else if (is_uvmm(b->kind))
+        uvmm_free(b);
     else if (b->kind == K_HOST)
         free(b->base);
     else
@@ -237,14 +317,20 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Whether the receiver's forced path can serve the transfer: direct needs
- * device memory on both sides (ours by VMM, the user's by legacy IPC) and a
- * sender that can reach the receiver's GPU. */
+/* Whether a direct path can serve the transfer: device memory on both
+ * sides, a sender that can reach the receiver's GPU, and one side that
+ * the other can map (the receiver copies out of the sender's allocation,
+ * or the sender into the receiver's). */
+static int direct_possible(const cfg_t *c)
+{
+    return is_device(c->recv) && is_device(c->send) && !c->isolated &&
+           (exportable(c->recv) || exportable(c->send));
+}
+
+/* Whether the receiver's forced path can serve the transfer. */
 static int expect_ok(const cfg_t *c)
 {
-    if (c->path != IPCP_PATH_DIRECT)
-        return 1;
-    return is_device(c->recv) && is_device(c->send) && !c->isolated;
+    return c->path != IPCP_PATH_DIRECT || direct_possible(c);
 }
 
 /* The victim of --kill: posts its side, lets the transfer start, dies. */
@@ -365,6 +451,10 @@ static void run_receiver(ipcp_comm_t *comm, const cfg_t *c, int device,
             T_EQ_INT(info.path, c->path);
         else if (c->isolated && c->size > 32768) /* IPCPIPE_EAGER */
             T_EQ_INT(info.path, IPCP_PATH_STAGED);
+        else if ((is_uvmm(c->send) || is_uvmm(c->recv)) && !c->split)
+            /* Never a silent fall-back: mappable memory goes direct. */
+            T_EQ_INT(info.path,
+                     direct_possible(c) ? IPCP_PATH_DIRECT : IPCP_PATH_STAGED);
         else
             T_CHECK(info.path != IPCP_PATH_AUTO);
         buf_verify(&b, gseed, seed, "received data");

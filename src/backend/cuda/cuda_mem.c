@@ -298,6 +298,126 @@ static ipcp_status_t cuda_export_vmm(ipcp__backend_t *be, ipcp__cuda_alloc_t *a,
     return IPCP_OK;
 }
 
+/* ---- VMM memory ipcpipe did not allocate -------------------------------- */
+
+/* Whether the allocation mapped at va is h (a retained handle is the
+ * allocation's: retaining it again gives the same value). */
+static int cuda_same_alloc(CUdeviceptr va, CUmemGenericAllocationHandle h)
+{
+    CUmemGenericAllocationHandle o;
+    if (IPCP_CU(cuMemRetainAllocationHandle)(&o, (void *)(uintptr_t)va) !=
+        CUDA_SUCCESS)
+        return 0;
+    IPCP_CU(cuMemRelease)(o);
+    return o == h;
+}
+
+/* The range the allocation h is mapped at around ptr, found granule by
+ * granule (the driver reports no allocation's size): [*base, *base +
+ * *size).  Bounded: an allocation of more than 2^20 granules is not
+ * walked to its end (the export then fails as too large). */
+static void cuda_alloc_extent(const void *ptr, CUmemGenericAllocationHandle h,
+                              size_t gran, CUdeviceptr *base, size_t *size)
+{
+    CUdeviceptr lo = (CUdeviceptr)(uintptr_t)ptr & ~(CUdeviceptr)(gran - 1);
+    CUdeviceptr hi = lo + gran;
+    for (int i = 0;
+         i < (1 << 20) && lo >= gran && cuda_same_alloc(lo - gran, h); i++)
+        lo -= gran;
+    for (int i = 0; i < (1 << 20) && cuda_same_alloc(hi, h); i++)
+        hi += gran;
+    *base = lo;
+    *size = (size_t)(hi - lo);
+}
+
+/* Device memory another allocator made with cuMemCreate (PyTorch's
+ * expandable segments, NCCL's buffers, the user's own): exported by fd as
+ * ours is when the allocation allows POSIX file descriptors and the
+ * buffer lies in one allocation.  *vmm: whether it is VMM memory at all
+ * (0: nothing was said, another way may serve).  Entered in the buffer's
+ * device. */
+static ipcp_status_t cuda_export_foreign(const void *ptr, size_t len,
+                                         const ipcp__cuda_ptr_t *pi,
+                                         ipcp__export_t *exp, int *fd, int *vmm)
+{
+    CUmemGenericAllocationHandle h;
+    CUmemAllocationProp prop;
+    CUdeviceptr base;
+    size_t gran = 0, size;
+    int f = -1;
+    char err[160];
+    CUresult r = IPCP_CU(cuMemRetainAllocationHandle)(&h, (void *)ptr);
+    *vmm = r == CUDA_SUCCESS;
+    if (!*vmm) /* cuMemAlloc'd or pool memory */
+        return IPCP_ERR_UNSUPPORTED;
+    memset(&prop, 0, sizeof(prop));
+    r = IPCP_CU(cuMemGetAllocationPropertiesFromHandle)(&prop, h);
+    if (r == CUDA_SUCCESS &&
+        !(prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+        r = CUDA_ERROR_NOT_SUPPORTED;
+    if (r == CUDA_SUCCESS)
+        r = IPCP_CU(cuMemGetAllocationGranularity)(
+            &gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (r != CUDA_SUCCESS || !gran || (gran & (gran - 1))) {
+        IPCP_CU(cuMemRelease)(h);
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
+                          "VMM memory at %p (device %d) was made without a "
+                          "POSIX file descriptor handle type: it cannot be "
+                          "exported and will move through the staged path",
+                          ptr, pi->device);
+    }
+    if (!cuda_same_alloc((CUdeviceptr)(uintptr_t)ptr, h)) {
+        /* Handles that differ per retain cannot tell where the allocation
+         * starts, and a wrong start would map the wrong bytes. */
+        IPCP_CU(cuMemRelease)(h);
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
+                          "VMM memory at %p: the driver does not tell which "
+                          "allocation holds it; it will move through the "
+                          "staged path",
+                          ptr);
+    }
+    cuda_alloc_extent(ptr, h, gran, &base, &size);
+    uint64_t off = (uint64_t)((uintptr_t)ptr - base);
+    if (len > size - off) {
+        IPCP_CU(cuMemRelease)(h);
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
+                          "[%p, +%zu) spans more than one VMM allocation "
+                          "(the one at %#llx has %zu bytes): it will move "
+                          "through the staged path",
+                          ptr, len, (unsigned long long)base, size);
+    }
+    r = IPCP_CU(cuMemExportToShareableHandle)(
+        &f, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    IPCP_CU(cuMemRelease)(h);
+    if (r != CUDA_SUCCESS)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
+                          "device memory at %p cannot be exported: "
+                          "cuMemExportToShareableHandle: %s; it will move "
+                          "through the staged path",
+                          ptr, ipcp__cu_strerror(r, err, sizeof(err)));
+    (void)fcntl(f, F_SETFD, FD_CLOEXEC);
+    ipcp__cuda_vmm_data_t d;
+    memset(exp, 0, sizeof(*exp));
+    memset(&d, 0, sizeof(d));
+    exp->kind = IPCP_EXPORT_CUDA_VMM;
+    exp->len = sizeof(d);
+    exp->size = size - off;
+    d.magic = IPCP_CUDA_VMM_MAGIC;
+    d.alloc_size = size;
+    d.offset = off;
+    d.device = pi->device;
+    d.check = ipcp__cuda_export_check(exp, &d, sizeof(d));
+    memcpy(exp->data, &d, sizeof(d));
+    *fd = f;
+    IPCP_DEBUG(IPCP_SUB_CUDA,
+               "exported VMM memory at %p (an allocation of %zu bytes at "
+               "%#llx made by another allocator) by fd",
+               ptr, size, (unsigned long long)base);
+    return IPCP_OK;
+}
+
+/* ---- The user's other device memory ------------------------------------- */
+
 /* Finds the allocation of user memory and its IPC handle. */
 static ipcp_status_t cuda_legacy_handle(const void *ptr,
                                         const ipcp__cuda_ptr_t *pi,
@@ -311,8 +431,7 @@ static ipcp_status_t cuda_legacy_handle(const void *ptr,
         r = IPCP_CU(cuIpcGetMemHandle)(h, *base);
     if (r == CUDA_SUCCESS)
         return IPCP_OK;
-    /* cudaMallocAsync pool memory without IPC, and VMM memory that is not
-     * ours, land here. */
+    /* cudaMallocAsync pool memory without IPC lands here. */
     return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
                       "device memory at %p (device %d, allocation at %#llx) "
                       "cannot be exported: cuIpcGetMemHandle: %s; it will "
@@ -321,9 +440,10 @@ static ipcp_status_t cuda_legacy_handle(const void *ptr,
                       ipcp__cu_strerror(r, err, sizeof(err)));
 }
 
-static ipcp_status_t cuda_export_legacy(ipcp__backend_t *be, const void *ptr,
-                                        size_t len, ipcp__export_t *exp,
-                                        int *fd)
+/* The user's device memory: by fd when another allocator made it with
+ * cuMemCreate, else by legacy IPC (cudaMalloc'd). */
+static ipcp_status_t cuda_export_user(ipcp__backend_t *be, const void *ptr,
+                                      size_t len, ipcp__export_t *exp, int *fd)
 {
     ipcp__cuda_legacy_data_t d;
     ipcp__cuda_scope_t sc;
@@ -338,9 +458,12 @@ static ipcp_status_t cuda_export_legacy(ipcp__backend_t *be, const void *ptr,
     ipcp_status_t st = ipcp__cuda_enter(be, pi.device, IPCP_LOG_ERROR, &sc);
     if (st != IPCP_OK)
         return st;
-    st = cuda_legacy_handle(ptr, &pi, &base, &size, &h);
+    int vmm = 0;
+    st = cuda_export_foreign(ptr, len, &pi, exp, fd, &vmm);
+    if (!vmm)
+        st = cuda_legacy_handle(ptr, &pi, &base, &size, &h);
     ipcp__cuda_leave(&sc);
-    if (st != IPCP_OK)
+    if (st != IPCP_OK || vmm)
         return st;
     uint64_t off = (uint64_t)((uintptr_t)ptr - base);
     if ((uintptr_t)ptr < base || off > size || len > size - off)
@@ -376,5 +499,5 @@ ipcp_status_t ipcp__cuda_mem_export(ipcp__backend_t *be, void *handle,
                           "allocation");
     if (a)
         return cuda_export_vmm(be, a, ptr, len, exp, fd);
-    return cuda_export_legacy(be, ptr, len, exp, fd);
+    return cuda_export_user(be, ptr, len, exp, fd);
 }
