@@ -129,7 +129,7 @@ static int ipcp__choose(ipcp_comm_t *comm, ipcp_request_t *req,
     ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
     if (!found && o->dst_type == IPCP_MEM_CUDA &&
         o->src_type == IPCP_MEM_CUDA && o->reach) {
-        r = ipcp__region_auto(comm, &req->attr);
+        r = ipcp__region_auto(comm, &req->attr, req->buf, req->len);
         if (r) {
             shareable = 1;
             ch->region = *r;

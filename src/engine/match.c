@@ -136,7 +136,7 @@ static void ipcp__rts_source(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (r || req->attr.type != IPCP_MEM_CUDA)
         return;
     /* Touched by this thread only (ipcp__choose does the same). */
-    if (!(r = ipcp__region_auto(comm, &req->attr)))
+    if (!(r = ipcp__region_auto(comm, &req->attr, req->buf, req->len)))
         return;
     uint64_t id = r->id;
     /* Again under the lock: a user's thread may free the region. */

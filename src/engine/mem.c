@@ -237,15 +237,27 @@ ipcp_status_t ipcp__mem_free(ipcp_comm_t *comm, void *ptr)
 }
 
 ipcp__region_t *ipcp__region_auto(ipcp_comm_t *comm,
-                                  const ipcp__mem_attr_t *attr)
+                                  const ipcp__mem_attr_t *attr, const void *buf,
+                                  size_t len)
 {
     ipcp__region_t *r, *old = NULL;
     ipcp__list_t *e, *tmp;
     const ipcp__backend_ops_t *ops = comm->cuda_ops;
     ipcp__backend_t *dev = ipcp__dev(comm);
+    uintptr_t b = (uintptr_t)buf;
 
     if (!dev || !attr->base || !attr->size)
         return NULL;
+    if (b < attr->base || b - attr->base > attr->size ||
+        len > attr->size - (b - attr->base)) {
+        /* Across allocations (VMM memory mapped piece by piece); debug
+         * only: it is asked again at every transfer of the buffer. */
+        IPCP_DEBUG(IPCP_SUB_ENGINE,
+                   "device buffer [%p, +%zu) spans more than its allocation "
+                   "[%#llx, +%zu): using the staged path",
+                   buf, len, (unsigned long long)attr->base, attr->size);
+        return NULL;
+    }
     ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     ipcp__list_for_each_safe(e, tmp, &comm->regions)
     {

@@ -21,10 +21,12 @@ ipcp__region_t *ipcp__region_find_live(ipcp_comm_t *comm, const void *ptr,
 ipcp__region_t *ipcp__region_find_id(ipcp_comm_t *comm, uint64_t id);
 /* The exported record of the device allocation holding attr's pointer
  * (attr->base/size/buffer_id), made on first use; NULL when it cannot be
- * exported (reason logged).  A record for an older allocation at the same
- * address (other buffer id) is retired first.  Takes comm->mem_lock. */
+ * exported or does not hold all of [buf, buf + len) (reason logged).  A record
+ * for an older allocation at the same address (other buffer id) is retired
+ * first.  Takes comm->mem_lock. */
 ipcp__region_t *ipcp__region_auto(ipcp_comm_t *comm,
-                                  const ipcp__mem_attr_t *attr);
+                                  const ipcp__mem_attr_t *attr, const void *buf,
+                                  size_t len);
 void ipcp__mem_on_map_req(ipcp_comm_t *comm, ipcp__peer_t *peer,
                           const ipcp__msg_map_req_t *m);
 void ipcp__mem_on_map_rep(ipcp_comm_t *comm, ipcp__peer_t *peer,

@@ -32,6 +32,10 @@
  * call returned, with no barrier first (the receiver's goodbye must not
  * overtake what the sender still waits for).
  *
+ * --rounds N: N times, each rank allocates its buffer, moves fresh data
+ * and frees it (a new allocation at a freed one's address must not reach
+ * the freed memory through a mapping a peer kept).
+ *
  * --iters N repeats the transfer N times and has the receiver print the
  * bandwidth of all but the first (which makes the mappings, streams and
  * registrations); a sanity figure, not a benchmark.
@@ -67,6 +71,7 @@ typedef struct cfg {
     int kill; /* 0, or 1 + the rank that dies (0 sender, 1 receiver) */
     long iters;
     int end_barrier; /* 0: each rank finalizes as soon as its side ended */
+    long rounds;     /* buffers allocated, moved and freed this often */
 } cfg_t;
 
 /* ---- Arguments ----------------------------------------------------------- */
@@ -111,6 +116,9 @@ static cfg_t parse(int argc, char **argv)
     c.send = parse_kind(ct_opt(argc, argv, "--send", "vmm"));
     c.recv = parse_kind(ct_opt(argc, argv, "--recv", "vmm"));
     c.iters = atol(ct_opt(argc, argv, "--iters", "1"));
+    c.rounds = atol(ct_opt(argc, argv, "--rounds", "1"));
+    if (c.rounds < 1)
+        T_FAIL("--rounds must be at least 1");
     const char *e = ct_opt(argc, argv, "--end", "barrier");
     if (strcmp(e, "barrier") != 0 && strcmp(e, "none") != 0)
         T_FAIL("unknown --end \"%s\" (barrier, none)", e);
@@ -320,11 +328,13 @@ static double now_s(void)
 /* Whether a direct path can serve the transfer: device memory on both
  * sides, a sender that can reach the receiver's GPU, and one side that
  * the other can map (the receiver copies out of the sender's allocation,
- * or the sender into the receiver's). */
+ * unless IPCPIPE_DRIVE=off, or the sender into the receiver's). */
 static int direct_possible(const cfg_t *c)
 {
+    const char *drive = getenv("IPCPIPE_DRIVE");
+    int drives = !drive || strcmp(drive, "off") != 0;
     return is_device(c->recv) && is_device(c->send) && !c->isolated &&
-           (exportable(c->recv) || exportable(c->send));
+           (exportable(c->recv) || (drives && exportable(c->send)));
 }
 
 /* Whether the receiver's forced path can serve the transfer. */
@@ -479,10 +489,13 @@ static int rank_main(int argc, char **argv)
     if (t_rank == 1)
         T_OK(ipcp_comm_set_path(comm, c.path));
     T_OK(ipcp_barrier(comm));
-    if (t_rank == 0)
-        run_sender(comm, &c, device, seed);
-    else
-        run_receiver(comm, &c, device, seed);
+    for (long r = 0; r < c.rounds; r++) {
+        uint64_t rseed = seed + 0x9e3779b97f4a7c15ull * (uint64_t)r;
+        if (t_rank == 0)
+            run_sender(comm, &c, device, rseed);
+        else
+            run_receiver(comm, &c, device, rseed);
+    }
     if (!c.kill)
         T_OK(ipcp_finalize(comm));
     drop_device(device);

@@ -145,23 +145,38 @@ static CUcontext cuda_any_ctx(ipcp__backend_t *be)
 
 static CUresult cuda_ptr_attrs(const void *ptr, ipcp__cuda_ptr_t *out)
 {
-    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                                   CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-                                   CU_POINTER_ATTRIBUTE_RANGE_SIZE,
-                                   CU_POINTER_ATTRIBUTE_BUFFER_ID,
-                                   CU_POINTER_ATTRIBUTE_IS_MANAGED};
-    /* The driver writes a boolean of unstated width for IS_MANAGED; a
-     * zeroed 64-bit word reads right whatever it writes. */
-    uint64_t managed = 0;
-    void *data[] = {&out->memtype, &out->device,    &out->base,
-                    &out->size,    &out->buffer_id, &managed};
+    CUpointer_attribute attrs[] = {
+        CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+        CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+        CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+        CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+        CU_POINTER_ATTRIBUTE_BUFFER_ID,
+        CU_POINTER_ATTRIBUTE_IS_MANAGED,
+        CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE};
+    /* The driver writes booleans of unstated width; zeroed 64-bit words
+     * read right whatever it writes. */
+    uint64_t managed = 0, legacy = 0;
+    void *data[] = {&out->memtype,   &out->device, &out->base, &out->size,
+                    &out->buffer_id, &managed,     &legacy};
     memset(out, 0, sizeof(*out));
     out->device = -1;
     CUresult r = IPCP_CU(cuPointerGetAttributes)(
         (unsigned)ipcp__array_size(attrs), attrs, data,
         (CUdeviceptr)(uintptr_t)ptr);
     out->managed = managed != 0;
+    out->legacy_ipc = legacy != 0;
+    /* VMM memory: the range above is the whole reservation (PyTorch's
+     * spans the GPU's memory), and what can be exported is one mapping,
+     * whose extent cuMemGetAddressRange gives. */
+    CUdeviceptr b;
+    size_t n;
+    if (r == CUDA_SUCCESS && out->memtype == CU_MEMORYTYPE_DEVICE &&
+        !out->legacy_ipc && !out->managed &&
+        IPCP_CU(cuMemGetAddressRange)(&b, &n, (CUdeviceptr)(uintptr_t)ptr) ==
+            CUDA_SUCCESS) {
+        out->base = b;
+        out->size = n;
+    }
     return r;
 }
 

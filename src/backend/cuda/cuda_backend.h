@@ -83,10 +83,12 @@ void ipcp__cuda_bind_forget(void);
 typedef struct ipcp__cuda_ptr {
     unsigned memtype; /* CUmemorytype, 0 when unknown to CUDA */
     int device;       /* ordinal of the device it belongs to */
-    CUdeviceptr base; /* start of its allocation (address range) */
+    CUdeviceptr base; /* start of its allocation (address range; VMM
+                         memory: of its mapping) */
     size_t size;
     unsigned long long buffer_id;
     int managed;
+    int legacy_ipc; /* cuIpcGetMemHandle can export it (cudaMalloc'd) */
 } ipcp__cuda_ptr_t;
 
 /* 1 when ptr is device memory this backend moves (CU_MEMORYTYPE_DEVICE, not

@@ -301,7 +301,7 @@ static ipcp_status_t cuda_export_vmm(ipcp__backend_t *be, ipcp__cuda_alloc_t *a,
 /* ---- VMM memory ipcpipe did not allocate -------------------------------- */
 
 /* Whether the allocation mapped at va is h (a retained handle is the
- * allocation's: retaining it again gives the same value). */
+ * value the allocation was mapped with, whoever retains it). */
 static int cuda_same_alloc(CUdeviceptr va, CUmemGenericAllocationHandle h)
 {
     CUmemGenericAllocationHandle o;
@@ -310,24 +310,6 @@ static int cuda_same_alloc(CUdeviceptr va, CUmemGenericAllocationHandle h)
         return 0;
     IPCP_CU(cuMemRelease)(o);
     return o == h;
-}
-
-/* The range the allocation h is mapped at around ptr, found granule by
- * granule (the driver reports no allocation's size): [*base, *base +
- * *size).  Bounded: an allocation of more than 2^20 granules is not
- * walked to its end (the export then fails as too large). */
-static void cuda_alloc_extent(const void *ptr, CUmemGenericAllocationHandle h,
-                              size_t gran, CUdeviceptr *base, size_t *size)
-{
-    CUdeviceptr lo = (CUdeviceptr)(uintptr_t)ptr & ~(CUdeviceptr)(gran - 1);
-    CUdeviceptr hi = lo + gran;
-    for (int i = 0;
-         i < (1 << 20) && lo >= gran && cuda_same_alloc(lo - gran, h); i++)
-        lo -= gran;
-    for (int i = 0; i < (1 << 20) && cuda_same_alloc(hi, h); i++)
-        hi += gran;
-    *base = lo;
-    *size = (size_t)(hi - lo);
 }
 
 /* Device memory another allocator made with cuMemCreate (PyTorch's
@@ -366,19 +348,24 @@ static ipcp_status_t cuda_export_foreign(const void *ptr, size_t len,
                           "exported and will move through the staged path",
                           ptr, pi->device);
     }
-    if (!cuda_same_alloc((CUdeviceptr)(uintptr_t)ptr, h)) {
-        /* Handles that differ per retain cannot tell where the allocation
-         * starts, and a wrong start would map the wrong bytes. */
+    /* The mapping holding ptr (one cuMemMap, at the allocation's offset
+     * 0, which cuMemMap requires), checked at both ends against the
+     * allocation itself: a wrong extent would map the wrong bytes. */
+    r = IPCP_CU(cuMemGetAddressRange)(&base, &size,
+                                      (CUdeviceptr)(uintptr_t)ptr);
+    if (r != CUDA_SUCCESS || !size || size % gran ||
+        !cuda_same_alloc(base, h) || !cuda_same_alloc(base + size - gran, h) ||
+        (base >= gran && cuda_same_alloc(base - gran, h)) ||
+        cuda_same_alloc(base + size, h)) {
         IPCP_CU(cuMemRelease)(h);
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
-                          "VMM memory at %p: the driver does not tell which "
-                          "allocation holds it; it will move through the "
-                          "staged path",
+                          "VMM memory at %p: its mapping's extent is not "
+                          "one allocation's; it will move through the staged "
+                          "path",
                           ptr);
     }
-    cuda_alloc_extent(ptr, h, gran, &base, &size);
     uint64_t off = (uint64_t)((uintptr_t)ptr - base);
-    if (len > size - off) {
+    if (off > size || len > size - off) {
         IPCP_CU(cuMemRelease)(h);
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
                           "[%p, +%zu) spans more than one VMM allocation "
