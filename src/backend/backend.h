@@ -164,6 +164,13 @@ typedef struct ipcp__backend_ops {
      * this process allocated on dst outside mem_alloc (CUDA: peer access
      * of src's context to dst's; once per pair).  NULL for host. */
     ipcp_status_t (*device_link)(ipcp__backend_t *be, int src, int dst);
+    /* Whether copies on device's queues may write [ptr, +len), memory the
+     * user mapped (CUDA: VMM memory another allocator made answers with
+     * the access its mapping grants device, which peer access does not
+     * change; other memory IPCP_OK once device_link succeeded).  NULL:
+     * always. */
+    ipcp_status_t (*mem_access)(ipcp__backend_t *be, const void *ptr,
+                                size_t len, int device);
 
     /* Queues.  Enqueueing never waits for earlier operations.  destroy
      * waits for what was enqueued, then frees. */

@@ -333,8 +333,12 @@ static int direct_possible(const cfg_t *c)
 {
     const char *drive = getenv("IPCPIPE_DRIVE");
     int drives = !drive || strcmp(drive, "off") != 0;
+    /* The receiver's copy runs on the sender's GPU, which may write the
+     * user's VMM memory only where its mapping grants it (ours grant
+     * every GPU; these grant their own). */
+    int writable = !c->split || !is_uvmm(c->recv);
     return is_device(c->recv) && is_device(c->send) && !c->isolated &&
-           (exportable(c->recv) || (drives && exportable(c->send)));
+           (exportable(c->recv) || (drives && writable && exportable(c->send)));
 }
 
 /* Whether the receiver's forced path can serve the transfer. */

@@ -524,6 +524,7 @@ const ipcp__backend_ops_t ipcp__cuda_backend_ops = {
     .device_reach = cuda_device_reach,
     .device_mps = cuda_device_mps,
     .device_link = cuda_device_link,
+    .mem_access = ipcp__cuda_mem_access,
     .queue_create = ipcp__cuda_queue_create,
     .queue_destroy = ipcp__cuda_queue_destroy,
     .copy = ipcp__cuda_copy,

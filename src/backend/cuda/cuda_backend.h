@@ -147,6 +147,9 @@ typedef struct ipcp__cuda_alloc {
 ipcp_status_t ipcp__cuda_mem_alloc(ipcp__backend_t *be, size_t len, int device,
                                    void **ptr, void **handle);
 ipcp_status_t ipcp__cuda_mem_free(ipcp__backend_t *be, void *handle);
+/* backend.h mem_access. */
+ipcp_status_t ipcp__cuda_mem_access(ipcp__backend_t *be, const void *ptr,
+                                    size_t len, int device);
 ipcp_status_t ipcp__cuda_mem_export(ipcp__backend_t *be, void *handle,
                                     const void *ptr, size_t len,
                                     ipcp__export_t *exp, int *fd);

@@ -68,6 +68,7 @@
     X(cuMemGetAddressRange, 3020)                                              \
     X(cuMemRetainAllocationHandle, 11000)                                      \
     X(cuMemGetAllocationPropertiesFromHandle, 10020)                           \
+    X(cuMemGetAccess, 10020)                                                   \
     X(cuIpcGetMemHandle, 4010)                                                 \
     X(cuIpcOpenMemHandle, 11000)                                               \
     X(cuIpcCloseMemHandle, 4010)                                               \

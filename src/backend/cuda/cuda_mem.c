@@ -403,6 +403,33 @@ static ipcp_status_t cuda_export_foreign(const void *ptr, size_t len,
     return IPCP_OK;
 }
 
+ipcp_status_t ipcp__cuda_mem_access(ipcp__backend_t *be, const void *ptr,
+                                    size_t len, int device)
+{
+    ipcp__cuda_ptr_t pi;
+    CUmemLocation loc;
+    unsigned long long flags = 0;
+    if (!ipcp__cuda_query(be, ptr, &pi) || pi.legacy_ipc)
+        return IPCP_OK; /* peer access (device_link) serves it */
+    if (device < 0 || device >= be->ndev)
+        return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_CUDA, IPCP_ERR_INVALID,
+                          "no device %d here", device);
+    loc.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    loc.id = (int)be->dev[device].dev;
+    /* Both ends: a buffer across two mappings may grant each its own. */
+    const char *last = (const char *)ptr + (len ? len - 1 : 0);
+    CUresult r =
+        IPCP_CU(cuMemGetAccess)(&flags, &loc, (CUdeviceptr)(uintptr_t)ptr);
+    if (r == CUDA_SUCCESS && flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+        r = IPCP_CU(cuMemGetAccess)(&flags, &loc, (CUdeviceptr)(uintptr_t)last);
+    if (r == CUDA_SUCCESS && flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+        return IPCP_OK;
+    return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
+                      "device %d may not write the VMM memory at %p (device "
+                      "%d): its mapping grants that device no access",
+                      device, ptr, pi.device);
+}
+
 /* ---- The user's other device memory ------------------------------------- */
 
 /* Finds the allocation of user memory and its IPC handle. */
