@@ -344,9 +344,10 @@ static ipcp_status_t cuda_export_foreign(const void *ptr, size_t len,
         IPCP_CU(cuMemRelease)(h);
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
                           "VMM memory at %p (device %d) was made without a "
-                          "POSIX file descriptor handle type: it cannot be "
-                          "exported and will move through the staged path",
-                          ptr, pi->device);
+                          "POSIX file descriptor handle type (handle types "
+                          "%#x): it cannot be exported and will move "
+                          "through the staged path",
+                          ptr, pi->device, (unsigned)prop.requestedHandleTypes);
     }
     /* The mapping holding ptr (one cuMemMap, at the allocation's offset
      * 0, which cuMemMap requires), checked at both ends against the
