@@ -63,9 +63,14 @@ void ipcp__track_notify(ipcp__track_t *t);
 /* What the engine learns about a pointer. */
 typedef struct ipcp__mem_attr {
     ipcp_mem_type_t type;
-    int device;         /* CUDA ordinal; -1 for host */
-    uintptr_t base;     /* base of the allocation holding it; 0 unknown */
-    size_t size;        /* size of that allocation; 0 unknown */
+    int device;     /* CUDA ordinal; -1 for host */
+    uintptr_t base; /* base of the allocation holding it; 0 unknown */
+    size_t size;    /* size of that allocation; 0 unknown */
+    /* The part of it that can be shared as one: the allocation, or, for
+     * VMM memory mapped piece by piece, the mapping holding the pointer
+     * (base/size then span the reservation).  0: as base/size. */
+    uintptr_t map_base;
+    size_t map_size;
     uint64_t buffer_id; /* unique id of the allocation (CUDA); 0 unknown */
 } ipcp__mem_attr_t;
 

@@ -83,7 +83,7 @@ typedef struct ipcp__htcache {
     int keyed; /* given back at the thread's exit (tls.h) */
 } ipcp__htcache_t;
 
-static _Thread_local ipcp__htcache_t ipcp__htc IPCP_TLS_FAST;
+static _Thread_local ipcp__htcache_t ipcp__htc;
 
 /* At the thread's exit: its slots go on the shared list. */
 static void ipcp__htc_give_back(void *arg)

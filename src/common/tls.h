@@ -4,13 +4,14 @@
 #ifndef IPCP_COMMON_TLS_H
 #define IPCP_COMMON_TLS_H
 
-/* For a few bytes read on every message: the initial-exec model reaches
- * them at a fixed offset from the thread pointer, where the default model
- * of a shared library calls __tls_get_addr each time (four calls a small
- * message took, 3.5% of a sender's time on a 2-CPU VM).  The loader sets
- * such variables aside from a small reserve when the library is opened
- * with dlopen, so only small ones get it. */
-#define IPCP_TLS_FAST __attribute__((tls_model("initial-exec")))
+/* Thread-local variables keep the default model of a shared library, so
+ * that the library can be opened with dlopen in any process: the
+ * initial-exec model (a fixed offset from the thread pointer) needs room
+ * in the static TLS block, which a Python process that imported PyTorch
+ * has used up ("cannot allocate memory in static TLS block", even for 36
+ * bytes).  On x86-64 the library is built with TLS descriptors
+ * (-mtls-dialect=gnu2, src/CMakeLists.txt), whose accesses take no call
+ * once the thread's block exists. */
 
 /* Calls fn(arg) when the calling thread exits (at most 4 per thread),
  * asked once per thread: *armed (the caller's thread-local flag) says it

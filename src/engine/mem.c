@@ -245,26 +245,27 @@ ipcp__region_t *ipcp__region_auto(ipcp_comm_t *comm,
     const ipcp__backend_ops_t *ops = comm->cuda_ops;
     ipcp__backend_t *dev = ipcp__dev(comm);
     uintptr_t b = (uintptr_t)buf;
+    uintptr_t base = attr->map_size ? attr->map_base : attr->base;
+    size_t size = attr->map_size ? attr->map_size : attr->size;
 
-    if (!dev || !attr->base || !attr->size)
+    if (!dev || !base || !size)
         return NULL;
-    if (b < attr->base || b - attr->base > attr->size ||
-        len > attr->size - (b - attr->base)) {
+    if (b < base || b - base > size || len > size - (b - base)) {
         /* Across allocations (VMM memory mapped piece by piece); debug
          * only: it is asked again at every transfer of the buffer. */
         IPCP_DEBUG(IPCP_SUB_ENGINE,
                    "device buffer [%p, +%zu) spans more than its allocation "
                    "[%#llx, +%zu): using the staged path",
-                   buf, len, (unsigned long long)attr->base, attr->size);
+                   buf, len, (unsigned long long)base, size);
         return NULL;
     }
     ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     ipcp__list_for_each_safe(e, tmp, &comm->regions)
     {
         r = ipcp__list_entry(e, ipcp__region_t, link);
-        if (!r->is_auto || (uintptr_t)r->ptr != attr->base)
+        if (!r->is_auto || (uintptr_t)r->ptr != base)
             continue;
-        if (r->attr.buffer_id == attr->buffer_id && r->len == attr->size) {
+        if (r->attr.buffer_id == attr->buffer_id && r->len == size) {
             ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
             return r;
         }
@@ -280,8 +281,8 @@ ipcp__region_t *ipcp__region_auto(ipcp_comm_t *comm,
         return NULL;
     r->exp_fd = -1;
     r->is_alloc = r->is_auto = 1;
-    r->ptr = (void *)attr->base;
-    r->len = attr->size;
+    r->ptr = (void *)base;
+    r->len = size;
     r->attr = *attr;
     r->ops = ops;
     r->be = dev;

@@ -20,7 +20,8 @@ ipcp__region_t *ipcp__region_find_live(ipcp_comm_t *comm, const void *ptr,
                                        size_t len, uint64_t buffer_id);
 ipcp__region_t *ipcp__region_find_id(ipcp_comm_t *comm, uint64_t id);
 /* The exported record of the device allocation holding attr's pointer
- * (attr->base/size/buffer_id), made on first use; NULL when it cannot be
+ * (attr->map_base/map_size, else base/size, and buffer_id), made on
+ * first use; NULL when it cannot be
  * exported or does not hold all of [buf, buf + len) (reason logged).  A record
  * for an older allocation at the same address (other buffer id) is retired
  * first.  Takes comm->mem_lock. */

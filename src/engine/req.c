@@ -49,7 +49,7 @@ typedef struct ipcp__req_tcache {
     int keyed;    /* emptied at the thread's exit (common/tls.h) */
 } ipcp__req_tcache_t;
 
-static _Thread_local ipcp__req_tcache_t ipcp__req_tc IPCP_TLS_FAST;
+static _Thread_local ipcp__req_tcache_t ipcp__req_tc;
 
 static void ipcp__req_tc_empty(void *arg)
 {

@@ -170,12 +170,14 @@ static CUresult cuda_ptr_attrs(const void *ptr, ipcp__cuda_ptr_t *out)
      * whose extent cuMemGetAddressRange gives. */
     CUdeviceptr b;
     size_t n;
+    out->map_base = out->base;
+    out->map_size = out->size;
     if (r == CUDA_SUCCESS && out->memtype == CU_MEMORYTYPE_DEVICE &&
         !out->legacy_ipc && !out->managed &&
         IPCP_CU(cuMemGetAddressRange)(&b, &n, (CUdeviceptr)(uintptr_t)ptr) ==
             CUDA_SUCCESS) {
-        out->base = b;
-        out->size = n;
+        out->map_base = b;
+        out->map_size = n;
     }
     return r;
 }
@@ -229,6 +231,8 @@ static int cuda_owns(ipcp__backend_t *be, const void *ptr,
     attr->device = pi.device;
     attr->base = (uintptr_t)pi.base;
     attr->size = pi.size;
+    attr->map_base = (uintptr_t)pi.map_base;
+    attr->map_size = pi.map_size;
     attr->buffer_id = pi.buffer_id;
     return 1;
 }

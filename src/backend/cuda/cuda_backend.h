@@ -83,12 +83,15 @@ void ipcp__cuda_bind_forget(void);
 typedef struct ipcp__cuda_ptr {
     unsigned memtype; /* CUmemorytype, 0 when unknown to CUDA */
     int device;       /* ordinal of the device it belongs to */
-    CUdeviceptr base; /* start of its allocation (address range; VMM
-                         memory: of its mapping) */
+    CUdeviceptr base; /* start of its allocation (address range) */
     size_t size;
     unsigned long long buffer_id;
     int managed;
     int legacy_ipc; /* cuIpcGetMemHandle can export it (cudaMalloc'd) */
+    /* The mapping holding it (VMM memory: one cuMemMap of an allocation,
+     * where base/size span the whole reservation); else base/size. */
+    CUdeviceptr map_base;
+    size_t map_size;
 } ipcp__cuda_ptr_t;
 
 /* 1 when ptr is device memory this backend moves (CU_MEMORYTYPE_DEVICE, not
