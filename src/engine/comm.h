@@ -106,6 +106,10 @@ struct ipcp_comm {
     /* How many regions there are (changed under mem_lock): a buffer's
      * classification skips the lock and the list while there are none */
     atomic_int nregions;
+    /* Why a user's device buffer goes staged was logged at info level
+     * once (ipcp__region_auto); later ones go to debug: it is asked at
+     * every transfer of such a buffer (no region is kept for it). */
+    atomic_int unshared_said;
     ipcp__list_t rmems;
     uint64_t next_region_id;
 

@@ -288,10 +288,12 @@ ipcp__region_t *ipcp__region_auto(ipcp_comm_t *comm,
     r->be = dev;
     if (ops->mem_export(dev, NULL, r->ptr, r->len, &r->exp, &r->exp_fd) !=
         IPCP_OK) {
-        IPCP_INFO(IPCP_SUB_ENGINE,
-                  "device buffer cannot be shared, using the "
-                  "staged path: %s",
-                  ipcp__last_error());
+        int first = !atomic_exchange(&comm->unshared_said, 1);
+        IPCP_LOG(first ? IPCP_LOG_INFO : IPCP_LOG_DEBUG, IPCP_SUB_ENGINE,
+                 "device buffer cannot be shared, using the staged path: "
+                 "%s%s",
+                 ipcp__last_error(),
+                 first ? " (later ones of this process at debug level)" : "");
         free(r);
         return NULL;
     }

@@ -342,7 +342,7 @@ static ipcp_status_t cuda_export_foreign(const void *ptr, size_t len,
             &gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
     if (r != CUDA_SUCCESS || !gran || (gran & (gran - 1))) {
         IPCP_CU(cuMemRelease)(h);
-        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
+        return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
                           "VMM memory at %p (device %d) was made without a "
                           "POSIX file descriptor handle type (handle types "
                           "%#x): it cannot be exported and will move "
@@ -359,7 +359,7 @@ static ipcp_status_t cuda_export_foreign(const void *ptr, size_t len,
         (base >= gran && cuda_same_alloc(base - gran, h)) ||
         cuda_same_alloc(base + size, h)) {
         IPCP_CU(cuMemRelease)(h);
-        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
+        return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
                           "VMM memory at %p: its mapping's extent is not "
                           "one allocation's; it will move through the staged "
                           "path",
@@ -368,7 +368,7 @@ static ipcp_status_t cuda_export_foreign(const void *ptr, size_t len,
     uint64_t off = (uint64_t)((uintptr_t)ptr - base);
     if (off > size || len > size - off) {
         IPCP_CU(cuMemRelease)(h);
-        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
+        return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
                           "[%p, +%zu) spans more than one VMM allocation "
                           "(the one at %#llx has %zu bytes): it will move "
                           "through the staged path",
@@ -378,7 +378,7 @@ static ipcp_status_t cuda_export_foreign(const void *ptr, size_t len,
         &f, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
     IPCP_CU(cuMemRelease)(h);
     if (r != CUDA_SUCCESS)
-        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
+        return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
                           "device memory at %p cannot be exported: "
                           "cuMemExportToShareableHandle: %s; it will move "
                           "through the staged path",
@@ -447,7 +447,7 @@ static ipcp_status_t cuda_legacy_handle(const void *ptr,
     if (r == CUDA_SUCCESS)
         return IPCP_OK;
     /* cudaMallocAsync pool memory without IPC lands here. */
-    return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
+    return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
                       "device memory at %p (device %d, allocation at %#llx) "
                       "cannot be exported: cuIpcGetMemHandle: %s; it will "
                       "move through the staged path",
