@@ -92,6 +92,28 @@ static size_t fake_read_until(int fd, uint32_t want, void *buf, size_t cap,
     }
 }
 
+/* Answers rank 0's next RTS with a CTS of the given status, route and
+ * message, as a receiver would (nothing else in it). */
+static void fake_answer_rts(int fd, int32_t status, uint32_t route,
+                            const char *errmsg)
+{
+    static unsigned char buf[IPCP_SOCK_MSG_MAX];
+    int fds[IPCP_SOCK_MAX_FDS], nfds = 0;
+    T_CHECK(fake_read_until(fd, IPCP_MSG_RTS, buf, sizeof(buf), fds, &nfds) >
+            0);
+    const ipcp__msg_rts_t *rts = (const void *)buf;
+    ipcp__msg_cts_t cts;
+    memset(&cts, 0, sizeof(cts));
+    cts.hdr.type = IPCP_MSG_CTS;
+    cts.id = rts->id;
+    cts.len = rts->len;
+    cts.status = status;
+    cts.path = status == IPCP_OK ? IPCP_PATH_DIRECT : 0;
+    cts.route = route;
+    snprintf(cts.errmsg, sizeof(cts.errmsg), "%s", errmsg);
+    T_OK(ipcp__sock_send(fd, &cts, sizeof(cts), NULL, 0, 0));
+}
+
 /* Until rank 0 says goodbye (answered) or closes the connection. */
 static void fake_bye(int fd)
 {
@@ -208,33 +230,13 @@ static int fake_main(const char *name)
          * one of ipcp_status_t's errors. */
         static const int32_t bad[] = {-12345, IPCP_IN_PROGRESS, INT32_MIN};
         for (int i = 0; i < 3; i++) {
-            T_CHECK(fake_read_until(fd, IPCP_MSG_RTS, buf, sizeof(buf), fds,
-                                    &nfds) > 0);
-            const ipcp__msg_rts_t *rts = (const void *)buf;
-            ipcp__msg_cts_t cts;
-            memset(&cts, 0, sizeof(cts));
-            cts.hdr.type = IPCP_MSG_CTS;
-            cts.id = rts->id;
-            cts.len = rts->len;
-            cts.status = bad[i];
-            snprintf(cts.errmsg, sizeof(cts.errmsg), "forged status %d",
-                     (int)bad[i]);
-            T_OK(ipcp__sock_send(fd, &cts, sizeof(cts), NULL, 0, 0));
+            char why[64];
+            snprintf(why, sizeof(why), "forged status %d", (int)bad[i]);
+            fake_answer_rts(fd, bad[i], 0, why);
         }
     } else if (strcmp(name, "cts_route") == 0) {
         /* Rank 0's send meets a CTS that names a route it has not got. */
-        T_CHECK(fake_read_until(fd, IPCP_MSG_RTS, buf, sizeof(buf), fds,
-                                &nfds) > 0);
-        const ipcp__msg_rts_t *rts = (const void *)buf;
-        ipcp__msg_cts_t cts;
-        memset(&cts, 0, sizeof(cts));
-        cts.hdr.type = IPCP_MSG_CTS;
-        cts.id = rts->id;
-        cts.len = rts->len;
-        cts.status = IPCP_OK;
-        cts.path = IPCP_PATH_DIRECT;
-        cts.route = 1000;
-        T_OK(ipcp__sock_send(fd, &cts, sizeof(cts), NULL, 0, 0));
+        fake_answer_rts(fd, IPCP_OK, 1000, "");
     } else if (strcmp(name, "bar_dup") == 0) {
         /* Our arrival at rank 0's barrier, twice: the second must not
          * count for rank 2, which has not come. */
