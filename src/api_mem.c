@@ -121,7 +121,6 @@ ipcp_status_t ipcp_rmem_import(ipcp_comm_t *comm_h, const void *desc,
                           "no memory for an imported region");
     rm->magic = IPCP_RMEM_MAGIC;
     rm->comm = comm;
-    rm->fd = -1;
     ipcp__list_init(&rm->link);
     /* Before the region is listed: finalize frees it with its handle. */
     ipcp_status_t st = ipcp__handle_new(IPCP_HANDLE_RMEM, rm, &rm->handle);

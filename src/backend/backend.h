@@ -74,15 +74,31 @@ typedef struct ipcp__mem_attr {
     uint64_t buffer_id; /* unique id of the allocation (CUDA); 0 unknown */
 } ipcp__mem_attr_t;
 
-/* Exported memory, as it travels to a peer (plus at most one fd, sent
- * beside it with SCM_RIGHTS). */
-#define IPCP_EXPORT_MAX 96
+/* Exported memory, as it travels to a peer, with up to
+ * IPCP_EXPORT_MAX_FDS file descriptors sent beside it (SCM_RIGHTS): one
+ * for memory of one piece, one a piece for device memory mapped piece by
+ * piece (PyTorch's expandable segments). */
+#define IPCP_EXPORT_MAX     96
+#define IPCP_EXPORT_MAX_FDS 64
 typedef struct ipcp__export {
     uint32_t kind; /* backend-defined */
     uint32_t len;  /* bytes of data used */
     uint64_t size; /* bytes mappable from the export's base */
     uint8_t data[IPCP_EXPORT_MAX];
 } ipcp__export_t;
+
+/* The descriptors of one export, owned by whoever holds the set. */
+typedef struct ipcp__fds {
+    int n;
+    int fd[IPCP_EXPORT_MAX_FDS];
+} ipcp__fds_t;
+
+/* Closes every descriptor of the set and empties it. */
+void ipcp__fds_close(ipcp__fds_t *s);
+/* Replaces the set's descriptors with duplicates of fds[0..n) (n at most
+ * IPCP_EXPORT_MAX_FDS); -1 when one cannot be duplicated (the set is
+ * then empty). */
+int ipcp__fds_dup(ipcp__fds_t *s, const int *fds, int n);
 
 /* How the staged part of a striped copy is ordered, which sets what it
  * can take (backend stripe_calibrate measures the one the engine will
@@ -139,14 +155,31 @@ typedef struct ipcp__backend_ops {
     ipcp_status_t (*mem_export)(ipcp__backend_t *be, void *handle,
                                 const void *ptr, size_t len,
                                 ipcp__export_t *exp, int *fd);
+    /* The descriptors a peer needs besides exp, an export of ptr whose
+     * mem_export gave none (memory the backend did not allocate): made
+     * anew for each peer, so that nothing of the user's memory is held
+     * open here between transfers (an open descriptor would keep memory
+     * the user frees allocated).  Returns how many were written to fds
+     * (at most max, 0 when the export needs none), or -1 (the reason is
+     * the last error).  NULL: no export needs any. */
+    int (*mem_share)(ipcp__backend_t *be, const void *ptr,
+                     const ipcp__export_t *exp, int *fds, int max);
+    /* Where [ptr, +len) lies in memory mapped piece by piece (CUDA: VMM
+     * mappings of equal size back to back, as PyTorch's expandable
+     * segments make): the pieces' extent from the first one's base, and
+     * an identity that changes when any of them is mapped anew.  0 when
+     * it cannot be exported so (quietly).  NULL: never. */
+    int (*mem_span)(ipcp__backend_t *be, const void *ptr, size_t len,
+                    uintptr_t *base, size_t *size, uint64_t *id);
     /* Maps a peer's export for use by queues on `device` (CUDA: in that
      * device's context, since a copy issued on a stream of one device into a
      * mapping owned by another device's context is a cross-context copy that
-     * serializes).  fd is borrowed (-1 if none came).  *ptr is where the
-     * export's base (the exporter's ptr) is mapped.  A bad export is
-     * rejected, never trusted. */
+     * serializes).  fds[0..nfds) are borrowed (what came with the export).
+     * *ptr is where the export's base (the exporter's ptr) is mapped.  A
+     * bad export is rejected, never trusted. */
     ipcp_status_t (*mem_import)(ipcp__backend_t *be, const ipcp__export_t *exp,
-                                int fd, int device, void **ptr, void **handle);
+                                const int *fds, int nfds, int device,
+                                void **ptr, void **handle);
     ipcp_status_t (*mem_unimport)(ipcp__backend_t *be, void *handle);
 
     /* Makes shared host memory (rings, flags) usable by this backend's

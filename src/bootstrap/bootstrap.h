@@ -14,8 +14,9 @@
 #define IPCP_BOOT_MAGIC 0x69706370626f6f74ULL /* "ipcpboot" */
 /* Largest message ipcp__sock_send/recv move (one SOCK_SEQPACKET datagram). */
 #define IPCP_SOCK_MSG_MAX (64 * 1024)
-/* Most file descriptors attached to one message. */
-#define IPCP_SOCK_MAX_FDS 4
+/* Most file descriptors attached to one message (the engine's largest
+ * carries a channel's and those of an export of 64 pieces). */
+#define IPCP_SOCK_MAX_FDS 72
 
 typedef struct ipcp__boot_params {
     int rank;               /* 0 <= rank < size */

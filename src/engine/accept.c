@@ -185,14 +185,14 @@ static void ipcp__cts_target(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     ipcp__region_t *r = ipcp__region_find_id(comm, c->region.id);
     if (r && !r->shared_with[peer->rank]) {
+        /* Without its descriptors the sender's import fails, and says
+         * so; the transfer fails with it. */
+        int n = ipcp__region_fds(r, fds + *nfds, IPCP_EXPORT_MAX_FDS);
         cts->hdr.flags |= IPCP_CTS_HAS_EXP;
         cts->exp = r->exp;
-        if (r->exp_fd >= 0) {
-            int fd = dup(r->exp_fd);
-            if (fd >= 0) {
-                fds[(*nfds)++] = fd;
-                cts->hdr.flags |= IPCP_CTS_MAP_FD;
-            }
+        if (n > 0) {
+            *nfds += n;
+            cts->hdr.flags |= IPCP_CTS_MAP_FD;
         }
         r->shared_with[peer->rank] = 1;
     }
@@ -460,7 +460,7 @@ static void ipcp__sent_run(const ipcp__route_t *route, ipcp_comm_t *comm,
     ipcp__msg_cts_t cts;
     ipcp__plan_t pl;
     ipcp__qset_t *qs;
-    int fds[2], nfds = 0;
+    int fds[IPCP_MSG_MAX_FDS], nfds = 0;
     unsigned mask = 0;
     ipcp_path_t force = o->force;
 

@@ -207,9 +207,9 @@ static void ipcp__lane_connect(ipcp_comm_t *comm, ipcp__lane_t *l)
         return; /* mapped once our block exists; the fd waits */
     } else if (l->broken != IPCP_OK) {
         /* nothing to map: the fd goes */
-    } else if (comm->cuda_ops->mem_import(ipcp__dev(comm), &m->exp, l->peer_fd,
-                                          l->device, &l->remote,
-                                          &l->remote_handle) != IPCP_OK) {
+    } else if (comm->cuda_ops->mem_import(
+                   ipcp__dev(comm), &m->exp, &l->peer_fd, l->peer_fd >= 0,
+                   l->device, &l->remote, &l->remote_handle) != IPCP_OK) {
         l->remote = NULL;
         snprintf(why, sizeof(why),
                  "GPU %d cannot map rank %d's GPU memory "

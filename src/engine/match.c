@@ -95,13 +95,15 @@ static void ipcp__rts_offer(ipcp__peer_t *peer, ipcp_request_t *req,
     rts->src_offset = (uint64_t)((char *)req->buf - (char *)r->ptr);
     if (r->shared_with[peer->rank])
         return;
-    int fd = r->exp_fd >= 0 ? dup(r->exp_fd) : -1;
-    if (r->exp_fd >= 0 && fd < 0)
+    int n = ipcp__region_fds(r, fds + *nfds, IPCP_EXPORT_MAX_FDS);
+    if (n < 0) { /* not offered: the receiver does not copy it */
+        rts->hdr.flags &= ~(uint32_t)IPCP_RTS_SRC;
         return;
+    }
     rts->hdr.flags |= IPCP_RTS_SRC_EXP;
     *exp = r->exp;
-    if (fd >= 0) {
-        fds[(*nfds)++] = fd;
+    if (n > 0) {
+        *nfds += n;
         rts->hdr.flags |= IPCP_RTS_SRC_FD;
     }
     r->shared_with[peer->rank] = 1;
@@ -154,7 +156,7 @@ void ipcp__send_rts(ipcp_comm_t *comm, ipcp__peer_t *peer, ipcp_request_t *req,
 {
     ipcp__qset_t *qs;
     ipcp__export_t exp;
-    int fds[1], nfds = 0;
+    int fds[IPCP_EXPORT_MAX_FDS], nfds = 0;
     ipcp_status_t st = ipcp__qset_get(comm, peer, &peer->tx, &req->attr, &qs);
     if (st != IPCP_OK) {
         ipcp__req_complete(req, st, ipcp__last_error());
@@ -591,9 +593,8 @@ void ipcp__match_msg(ipcp_comm_t *comm, ipcp__peer_t *peer,
             memcpy(&rts, msg, sizeof(rts));
             memcpy(&exp, msg + sizeof(rts), sizeof(exp));
             if ((rts.hdr.flags & IPCP_RTS_SRC_EXP) &&
-                (!(rts.hdr.flags & IPCP_RTS_SRC_FD) || nfds == 1))
-                ipcp__rexport_put(peer, rts.src_region, &exp,
-                                  nfds == 1 ? fds[0] : -1);
+                (!(rts.hdr.flags & IPCP_RTS_SRC_FD) || nfds > 0))
+                ipcp__rexport_put(peer, rts.src_region, &exp, fds, nfds);
         }
         ipcp__close_fds(fds, nfds);
         ipcp__on_rts(comm, peer, msg, len);

@@ -76,8 +76,10 @@ void ipcp__import_put(ipcp_comm_t *comm, ipcp__peer_t *peer,
                       ipcp__import_t *imp);
 /* Forgets the peer's export of region id (0: all of them). */
 void ipcp__rexport_drop(ipcp__peer_t *peer, uint64_t id);
+/* Keeps the peer's export of region id, with duplicates of the nfds
+ * descriptors that came with it. */
 void ipcp__rexport_put(ipcp__peer_t *peer, uint64_t id,
-                       const ipcp__export_t *exp, int fd);
+                       const ipcp__export_t *exp, const int *fds, int nfds);
 /* Lost peer: releases device waits by writing the flags (host waits see
  * peer->lost themselves). */
 void ipcp__xfer_release_waits(ipcp_comm_t *comm, ipcp__peer_t *peer);

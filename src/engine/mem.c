@@ -236,47 +236,97 @@ ipcp_status_t ipcp__mem_free(ipcp_comm_t *comm, void *ptr)
     return st;
 }
 
-ipcp__region_t *ipcp__region_auto(ipcp_comm_t *comm,
-                                  const ipcp__mem_attr_t *attr, const void *buf,
-                                  size_t len)
+int ipcp__region_fds(const ipcp__region_t *r, int *fds, int max)
 {
-    ipcp__region_t *r, *old = NULL;
-    ipcp__list_t *e, *tmp;
-    const ipcp__backend_ops_t *ops = comm->cuda_ops;
-    ipcp__backend_t *dev = ipcp__dev(comm);
-    uintptr_t b = (uintptr_t)buf;
-    uintptr_t base = attr->map_size ? attr->map_base : attr->base;
-    size_t size = attr->map_size ? attr->map_size : attr->size;
-
-    if (!dev || !base || !size)
-        return NULL;
-    if (b < base || b - base > size || len > size - (b - base)) {
-        /* Across allocations (VMM memory mapped piece by piece); debug
-         * only: it is asked again at every transfer of the buffer. */
-        IPCP_DEBUG(IPCP_SUB_ENGINE,
-                   "device buffer [%p, +%zu) spans more than its allocation "
-                   "[%#llx, +%zu): using the staged path",
-                   buf, len, (unsigned long long)base, size);
-        return NULL;
+    if (r->exp_fd >= 0) {
+        if (max < 1 || (fds[0] = dup(r->exp_fd)) < 0) {
+            ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_ENGINE, IPCP_ERR_SYSTEM,
+                       "cannot duplicate the descriptor of region %llu: %s",
+                       (unsigned long long)r->id,
+                       max < 1 ? "no room" : strerror(errno));
+            return -1;
+        }
+        return 1;
     }
+    if (!r->ops->mem_share)
+        return 0;
+    return r->ops->mem_share(r->be, r->ptr, &r->exp, fds, max);
+}
+
+/* Whether an auto region at the address of a buffer whose first piece is
+ * attr's no longer shows the memory there now: another allocation took a
+ * piece's place (single piece: attr's buffer id; several: their
+ * identity, asked again). */
+static int ipcp__auto_stale(ipcp_comm_t *comm, const ipcp__region_t *r,
+                            const ipcp__mem_attr_t *attr)
+{
+    uintptr_t b;
+    size_t n;
+    uint64_t id;
+    size_t piece = attr->map_size ? attr->map_size : attr->size;
+    if (r->len == piece)
+        return r->attr.buffer_id != attr->buffer_id;
+    return !comm->cuda_ops->mem_span ||
+           !comm->cuda_ops->mem_span(ipcp__dev(comm), r->ptr, r->len, &b, &n,
+                                     &id) ||
+           b != (uintptr_t)r->ptr || n != r->len || id != r->attr.buffer_id;
+}
+
+/* The auto region of [base, +size) with identity id, or NULL; one that
+ * is stale is retired on the way (auto regions are only touched by the
+ * progress thread, so none goes away meanwhile). */
+static ipcp__region_t *ipcp__auto_find(ipcp_comm_t *comm,
+                                       const ipcp__mem_attr_t *attr,
+                                       uintptr_t base, size_t size, uint64_t id)
+{
+    ipcp__region_t *r, *found = NULL, *old = NULL;
+    ipcp__list_t *e, *tmp;
     ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     ipcp__list_for_each_safe(e, tmp, &comm->regions)
     {
         r = ipcp__list_entry(e, ipcp__region_t, link);
         if (!r->is_auto || (uintptr_t)r->ptr != base)
             continue;
-        if (r->attr.buffer_id == attr->buffer_id && r->len == size) {
-            ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
-            return r;
-        }
-        old = r; /* freed and reallocated at the same address */
+        if (r->attr.buffer_id == id && r->len == size)
+            found = r;
+        else
+            old = r; /* maybe freed and reallocated at the same address */
     }
     ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
-    if (old) {
+    if (old && ipcp__auto_stale(comm, old, attr)) {
         ipcp__region_retire(comm, old);
         ipcp__region_release(old);
         free(old);
     }
+    return found;
+}
+
+ipcp__region_t *ipcp__region_auto(ipcp_comm_t *comm,
+                                  const ipcp__mem_attr_t *attr, const void *buf,
+                                  size_t len)
+{
+    ipcp__region_t *r;
+    const ipcp__backend_ops_t *ops = comm->cuda_ops;
+    ipcp__backend_t *dev = ipcp__dev(comm);
+    uintptr_t b = (uintptr_t)buf;
+    uintptr_t base = attr->map_size ? attr->map_base : attr->base;
+    size_t size = attr->map_size ? attr->map_size : attr->size;
+    uint64_t id = attr->buffer_id;
+
+    if (!dev || !base || !size)
+        return NULL;
+    if ((b < base || b - base > size || len > size - (b - base)) &&
+        (!ops->mem_span || !ops->mem_span(dev, buf, len, &base, &size, &id))) {
+        /* Across allocations that cannot be shared as pieces; debug only:
+         * it is asked again at every transfer of the buffer. */
+        IPCP_DEBUG(IPCP_SUB_ENGINE,
+                   "device buffer [%p, +%zu) spans more than its allocation "
+                   "[%#llx, +%zu): using the staged path",
+                   buf, len, (unsigned long long)base, size);
+        return NULL;
+    }
+    if ((r = ipcp__auto_find(comm, attr, base, size, id)))
+        return r;
     if (!(r = calloc(1, sizeof(*r))))
         return NULL;
     r->exp_fd = -1;
@@ -284,6 +334,7 @@ ipcp__region_t *ipcp__region_auto(ipcp_comm_t *comm,
     r->ptr = (void *)base;
     r->len = size;
     r->attr = *attr;
+    r->attr.buffer_id = id;
     r->ops = ops;
     r->be = dev;
     if (ops->mem_export(dev, NULL, r->ptr, r->len, &r->exp, &r->exp_fd) !=

@@ -37,7 +37,7 @@ void ipcp__mem_on_map_req(ipcp_comm_t *comm, ipcp__peer_t *peer,
                           const ipcp__msg_map_req_t *m)
 {
     ipcp__msg_map_rep_t rep;
-    int fd = -1;
+    int fds[IPCP_EXPORT_MAX_FDS], nfds = 0;
     ipcp__fault_point(IPCP_FAULT_MAP_REQUESTED);
     memset(&rep, 0, sizeof(rep));
     rep.hdr.type = IPCP_MSG_MAP_REP;
@@ -55,17 +55,20 @@ void ipcp__mem_on_map_req(ipcp_comm_t *comm, ipcp__peer_t *peer,
         rep.len = r->len;
         rep.addr = (uint64_t)(uintptr_t)r->ptr;
         rep.mem_type = (int32_t)r->attr.type;
-        if (r->exportable) {
+        /* Without its descriptors it goes through the owner. */
+        if (r->exportable &&
+            (nfds = ipcp__region_fds(r, fds, IPCP_EXPORT_MAX_FDS)) >= 0) {
             rep.hdr.flags |= IPCP_MAP_HAS_EXP;
             rep.exp = r->exp;
             rep.offset = r->parent_off;
-            if (r->exp_fd >= 0 && (fd = dup(r->exp_fd)) >= 0)
+            if (nfds > 0)
                 rep.hdr.flags |= IPCP_MAP_FD;
         }
+        nfds = ipcp__max(nfds, 0);
         r->shared_with[peer->rank] = 1;
     }
     ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
-    ipcp__peer_post(comm, peer, &rep, sizeof(rep), &fd, fd >= 0 ? 1 : 0);
+    ipcp__peer_post(comm, peer, &rep, sizeof(rep), fds, nfds);
 }
 
 int ipcp__pvm_allowed(ipcp_comm_t *comm, ipcp__peer_t *peer)
@@ -89,16 +92,17 @@ int ipcp__pvm_allowed(ipcp_comm_t *comm, ipcp__peer_t *peer)
 
 static void ipcp__rmem_map(ipcp_comm_t *comm, ipcp__peer_t *peer,
                            ipcp_rmem_t *rm, const ipcp__msg_map_rep_t *m,
-                           int fd)
+                           const int *fds, int nfds)
 {
     ipcp__mem_attr_t host = {.type = IPCP_MEM_HOST, .device = -1};
-    rm->fd = -1;
+    ipcp__fds_close(&rm->fds);
     rm->mode = IPCP_RMEM_STAGED;
     if ((m->hdr.flags & IPCP_MAP_HAS_EXP) && m->offset <= m->exp.size &&
         m->len <= m->exp.size - m->offset) {
         rm->exp = m->exp;
         rm->map_off = m->offset;
-        rm->fd = fd >= 0 ? dup(fd) : -1;
+        /* Without duplicates its mapping fails, and says why. */
+        (void)ipcp__fds_dup(&rm->fds, fds, nfds);
         rm->mode = IPCP_RMEM_MAPPED;
         /* Host regions are mapped now, so that a bad export shows at once;
          * device regions wait for the device that will copy. */
@@ -121,8 +125,9 @@ void *ipcp__rmem_mapping(ipcp_comm_t *comm, ipcp_rmem_t *rm,
         return NULL;
     if (rm->maps[i] || rm->map_failed[i])
         return rm->maps[i];
-    if (!be || ops->mem_import(be, &rm->exp, rm->fd, i ? attr->device : -1,
-                               &base, &rm->handles[i]) != IPCP_OK) {
+    if (!be || ops->mem_import(be, &rm->exp, rm->fds.fd, rm->fds.n,
+                               i ? attr->device : -1, &base,
+                               &rm->handles[i]) != IPCP_OK) {
         rm->map_failed[i] = 1;
         IPCP_INFO(IPCP_SUB_ENGINE,
                   "region %llu of rank %d cannot be mapped "
@@ -142,7 +147,7 @@ void ipcp__mem_on_map_rep(ipcp_comm_t *comm, ipcp__peer_t *peer,
 {
     ipcp__list_t *e, *tmp;
     ipcp_request_t *req = NULL;
-    int fd = (m->hdr.flags & IPCP_MAP_FD) && nfds > 0 ? fds[0] : -1;
+    int nmap = (m->hdr.flags & IPCP_MAP_FD) ? nfds : 0;
 
     ipcp__list_for_each_safe(e, tmp, &peer->maps)
     {
@@ -176,7 +181,7 @@ void ipcp__mem_on_map_rep(ipcp_comm_t *comm, ipcp__peer_t *peer,
                  (unsigned long long)m->addr);
         ipcp__req_complete(req, IPCP_ERR_BAD_DESCRIPTOR, msg);
     } else {
-        ipcp__rmem_map(comm, peer, req->rmem, m, fd);
+        ipcp__rmem_map(comm, peer, req->rmem, m, fds, nmap);
         ipcp__req_complete(req, IPCP_OK, NULL);
     }
     for (int i = 0; i < nfds; i++)
@@ -242,9 +247,7 @@ void ipcp__rmem_unmap(ipcp_rmem_t *rm)
         rm->handles[i] = NULL;
         rm->maps[i] = NULL;
     }
-    if (rm->fd >= 0)
-        close(rm->fd);
-    rm->fd = -1;
+    ipcp__fds_close(&rm->fds);
 }
 
 void ipcp__mem_cleanup(ipcp_comm_t *comm)

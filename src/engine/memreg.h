@@ -19,12 +19,18 @@ ipcp__region_t *ipcp__region_find_alloc(ipcp_comm_t *comm, const void *ptr,
 ipcp__region_t *ipcp__region_find_live(ipcp_comm_t *comm, const void *ptr,
                                        size_t len, uint64_t buffer_id);
 ipcp__region_t *ipcp__region_find_id(ipcp_comm_t *comm, uint64_t id);
+/* The descriptors that go with r's export to a peer, new ones the caller
+ * sends or closes: a duplicate of the one r holds, else those the backend
+ * makes for this share (mem_share).  Returns how many (0 to max), or -1
+ * when they cannot be made (the reason is the last error).  mem_lock
+ * held. */
+int ipcp__region_fds(const ipcp__region_t *r, int *fds, int max);
 /* The exported record of the device allocation holding attr's pointer
- * (attr->map_base/map_size, else base/size, and buffer_id), made on
- * first use; NULL when it cannot be
- * exported or does not hold all of [buf, buf + len) (reason logged).  A record
- * for an older allocation at the same address (other buffer id) is retired
- * first.  Takes comm->mem_lock. */
+ * (attr->map_base/map_size, else base/size, and buffer_id), or of the
+ * pieces holding [buf, buf + len) where it spans several (backend
+ * mem_span: their extent and identity), made on first use; NULL when it
+ * cannot be exported (reason logged).  A record at the same address whose
+ * memory was replaced since is retired.  Takes comm->mem_lock. */
 ipcp__region_t *ipcp__region_auto(ipcp_comm_t *comm,
                                   const ipcp__mem_attr_t *attr, const void *buf,
                                   size_t len);

@@ -95,7 +95,7 @@ typedef struct ipcp__rexport {
     ipcp__list_t link;
     uint64_t id;
     ipcp__export_t exp;
-    int fd; /* owned duplicate, -1 if none came */
+    ipcp__fds_t fds; /* owned duplicates of those that came with it */
 } ipcp__rexport_t;
 
 struct ipcp__peer {

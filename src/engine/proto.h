@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "bootstrap/bootstrap.h"
 #include "common/util.h"
 
 /* The version of this protocol, checked at the bootstrap's hello with
@@ -16,8 +17,15 @@
  * 6: the region's address in a map reply, keepalive PING/PONG, 7: EAGER,
  * 8: mailbox records carry their position, 9: RTS_SRC_ADDR (the receiver
  * reads host memory with process_vm_readv), 10: the CTS names
- * the receiver's route. */
-#define IPCP_PROTO_VERSION 10
+ * the receiver's route, 11: an export may come with several descriptors
+ * (device memory mapped piece by piece). */
+#define IPCP_PROTO_VERSION 11
+
+/* Most descriptors one message carries: a CTS's channel and its target's
+ * export. */
+#define IPCP_MSG_MAX_FDS (1 + IPCP_EXPORT_MAX_FDS)
+_Static_assert(IPCP_MSG_MAX_FDS <= IPCP_SOCK_MAX_FDS,
+               "a socket message must carry a CTS's descriptors");
 
 #define IPCP_MAX_SLOTS      64
 #define IPCP_MAX_QUEUES     8

@@ -52,8 +52,8 @@ struct ipcp_rmem {
      * (index 0 host, 1 + d device d) on the progress thread, since device
      * memory must be mapped in the context of the device that copies. */
     ipcp__export_t exp;
-    int fd;         /* owned duplicate, -1 if none came */
-    size_t map_off; /* of the region in the export */
+    ipcp__fds_t fds; /* owned duplicates of those that came */
+    size_t map_off;  /* of the region in the export */
     void *maps[IPCP_MAX_QSETS];
     void *handles[IPCP_MAX_QSETS];
     unsigned char map_failed[IPCP_MAX_QSETS];

@@ -32,8 +32,8 @@ static void ipcp__tx_report_late(void *arg)
  * the mask of the queues used. */
 static unsigned ipcp__tx_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                 ipcp_request_t *req, const ipcp__msg_cts_t *cts,
-                                ipcp__qset_t *qs, int map_fd, uint64_t base,
-                                uint64_t len)
+                                ipcp__qset_t *qs, const int *map_fds, int nmap,
+                                uint64_t base, uint64_t len)
 {
     ipcp__track_t *t = &req->xfer.track;
     ipcp__chan_t *ch = peer->tx.chan;
@@ -44,7 +44,7 @@ static unsigned ipcp__tx_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (cts->dst_mode == IPCP_DST_MAPPED) {
         ipcp__import_t *imp = NULL;
         if (cts->hdr.flags & IPCP_CTS_HAS_EXP)
-            ipcp__rexport_put(peer, cts->dst_region, &cts->exp, map_fd);
+            ipcp__rexport_put(peer, cts->dst_region, &cts->exp, map_fds, nmap);
         ipcp_status_t st =
             ipcp__import_get(comm, peer, cts->dst_region, &req->attr, &imp);
         if (st == IPCP_OK) {
@@ -189,13 +189,13 @@ void ipcp__xfer_tx_sent(ipcp_comm_t *comm, ipcp__peer_t *peer,
                         ipcp_request_t *req, const ipcp__msg_cts_t *cts,
                         const int *fds, int nfds)
 {
-    int fi = 0, chan_fd = -1, map_fd = -1;
+    int fi = 0, chan_fd = -1, nmap = 0;
     ipcp__qset_t *qs;
 
     if ((cts->hdr.flags & IPCP_CTS_CHAN_FD) && fi < nfds)
         chan_fd = fds[fi++];
-    if ((cts->hdr.flags & IPCP_CTS_MAP_FD) && fi < nfds)
-        map_fd = fds[fi++];
+    if (cts->hdr.flags & IPCP_CTS_MAP_FD) /* the target's, all the rest */
+        nmap = nfds - fi;
     if (!(qs = ipcp__cts_qset(comm, peer, req, cts, chan_fd)))
         return;
     ipcp__chan_t *ch = peer->tx.chan;
@@ -219,7 +219,8 @@ void ipcp__xfer_tx_sent(ipcp_comm_t *comm, ipcp__peer_t *peer,
         req->xfer.split_wait = 1;
     }
     if (direct)
-        mask |= ipcp__tx_direct(comm, peer, req, cts, qs, map_fd, head, dlen);
+        mask |= ipcp__tx_direct(comm, peer, req, cts, qs, fds + fi, nmap, head,
+                                dlen);
     if (!direct || striped) {
         ch->seq += nchunks;
         ipcp__stage_init(&req->xfer, ch, (char *)req->buf + dlen, slen, unit,

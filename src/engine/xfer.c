@@ -188,8 +188,8 @@ ipcp_status_t ipcp__chan_import(ipcp_comm_t *comm, ipcp__dir_t *dir,
     if (!ch)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_NOMEM,
                           "no memory for a channel");
-    st = comm->host_ops->mem_import(comm->host, exp, fd, -1, &ch->base,
-                                    &ch->handle);
+    st = comm->host_ops->mem_import(comm->host, exp, &fd, fd >= 0, -1,
+                                    &ch->base, &ch->handle);
     if (st != IPCP_OK) {
         free(ch);
         return st;
@@ -296,20 +296,18 @@ static ipcp__rexport_t *ipcp__rexport_find(ipcp__peer_t *peer, uint64_t id)
  * peer sends it once (with the CTS of a target, or the RTS of a source).
  * Region ids are the peer's, one space for both. */
 void ipcp__rexport_put(ipcp__peer_t *peer, uint64_t id,
-                       const ipcp__export_t *exp, int fd)
+                       const ipcp__export_t *exp, const int *fds, int nfds)
 {
     ipcp__rexport_t *rx = ipcp__rexport_find(peer, id);
     if (!rx) {
         if (!(rx = calloc(1, sizeof(*rx))))
             return; /* an import of it then fails, and says why */
-        rx->fd = -1;
         rx->id = id;
         ipcp__list_push_back(&peer->rexports, &rx->link);
     }
-    if (rx->fd >= 0)
-        close(rx->fd);
     rx->exp = *exp;
-    rx->fd = fd >= 0 ? dup(fd) : -1;
+    /* Too many, or no duplicates: its import fails, and says why. */
+    (void)ipcp__fds_dup(&rx->fds, fds, nfds);
 }
 
 void ipcp__rexport_drop(ipcp__peer_t *peer, uint64_t id)
@@ -321,8 +319,7 @@ void ipcp__rexport_drop(ipcp__peer_t *peer, uint64_t id)
         if (id && x->id != id)
             continue;
         ipcp__list_del(e);
-        if (x->fd >= 0)
-            close(x->fd);
+        ipcp__fds_close(&x->fds);
         free(x);
     }
 }
@@ -360,8 +357,8 @@ ipcp_status_t ipcp__import_get(ipcp_comm_t *comm, ipcp__peer_t *peer,
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_NOMEM,
                           "no memory for an import");
     ipcp__backend_of(comm, attr, &imp->ops, &imp->be);
-    st = imp->ops->mem_import(imp->be, &rx->exp, rx->fd, device, &imp->ptr,
-                              &imp->handle);
+    st = imp->ops->mem_import(imp->be, &rx->exp, rx->fds.fd, rx->fds.n, device,
+                              &imp->ptr, &imp->handle);
     if (st != IPCP_OK) {
         free(imp);
         return st;

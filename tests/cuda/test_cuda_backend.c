@@ -313,7 +313,7 @@ static void case_vmm_self_import(void)
     T_OK(ops->mem_alloc(be, len, 0, &p, &h));
     dev_fill((uintptr_t)p, len, seed);
     T_OK(ops->mem_export(be, h, (char *)p + 4096, len - 4096, &e, &fd));
-    T_OK(ops->mem_import(be, &e, fd, 0, &q, &ih));
+    T_OK(ops->mem_import(be, &e, &fd, fd >= 0, 0, &q, &ih));
     T_CHECK(q != (char *)p + 4096);
     dev_verify((uintptr_t)q, len - 4096, seed, 4096, "imported mapping");
     dev_fill((uintptr_t)q, 1000, seed2);
@@ -324,14 +324,20 @@ static void case_vmm_self_import(void)
     drop_device(0);
 }
 
-static void expect_rejected(const ipcp__export_t *e, int fd, const char *what)
+static void expect_rejected2(const ipcp__export_t *e, const int *fds, int nfds,
+                             const char *what)
 {
     void *q = NULL, *ih = NULL;
-    ipcp_status_t st = ops->mem_import(be, e, fd, 0, &q, &ih);
+    ipcp_status_t st = ops->mem_import(be, e, fds, nfds, 0, &q, &ih);
     if (st != IPCP_ERR_BAD_DESCRIPTOR)
         T_FAIL("import of %s returned %s, expected IPCP_ERR_BAD_DESCRIPTOR "
                "(%s)",
                what, ipcp_strerror(st), ipcp_last_error());
+}
+
+static void expect_rejected(const ipcp__export_t *e, int fd, const char *what)
+{
+    expect_rejected2(e, &fd, fd >= 0, what);
 }
 
 static void corrupt_and_check(const ipcp__export_t *good, int fd)
@@ -366,7 +372,8 @@ static void case_import_bad(void)
     expect_rejected(&k, fd, "a host kind");
     k.kind = 77;
     expect_rejected(&k, fd, "an unknown kind");
-    T_STATUS(ops->mem_import(be, &e, fd, be->ndev, &q, &ih), IPCP_ERR_INVALID);
+    T_STATUS(ops->mem_import(be, &e, &fd, fd >= 0, be->ndev, &q, &ih),
+             IPCP_ERR_INVALID);
 
     CU_OK(IPCP_CU(cuMemAlloc)(&d, 1 << 20));
     T_OK(ops->mem_export(be, NULL, (void *)(uintptr_t)(d + 3), 100, &l, &lfd));
@@ -565,6 +572,74 @@ static void case_queue_peer(void)
     drop_device(0);
 }
 
+/* VMM memory another allocator mapped as three allocations of one
+ * granule back to back (as PyTorch's expandable segments do): exported as
+ * pieces whose fds are made for each share, imported back to back, and
+ * its identity changed when a piece is mapped anew. */
+static void case_foreign_pieces(void)
+{
+    CUmemAllocationProp prop;
+    CUmemAccessDesc acc;
+    CUmemGenericAllocationHandle h[4];
+    CUdeviceptr va;
+    ipcp__export_t e;
+    size_t gran = 0, sz = 0;
+    uintptr_t base = 0;
+    uint64_t id = 0, id2 = 0;
+    int fd = 0, fds[4];
+    void *q = NULL, *ih = NULL;
+    uint64_t seed = t_fresh_seed();
+    use_device(0);
+    memset(&prop, 0, sizeof(prop));
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    CU_OK(IPCP_CU(cuMemGetAllocationGranularity)(
+        &gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    memset(&acc, 0, sizeof(acc));
+    acc.location = prop.location;
+    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CU_OK(IPCP_CU(cuMemAddressReserve)(&va, 4 * gran, 0, 0, 0));
+    for (int i = 0; i < 3; i++) {
+        CU_OK(IPCP_CU(cuMemCreate)(&h[i], gran, &prop, 0));
+        CU_OK(IPCP_CU(cuMemMap)(va + i * gran, gran, 0, h[i], 0));
+    }
+    CU_OK(IPCP_CU(cuMemSetAccess)(va, 3 * gran, &acc, 1));
+    void *p = (void *)(uintptr_t)(va + gran / 2);
+    size_t len = 2 * gran; /* from the middle of the first to the third */
+    dev_fill((CUdeviceptr)(uintptr_t)p, len, seed);
+    T_CHECK(ops->mem_span(be, p, len, &base, &sz, &id));
+    T_EQ_U64(base, va);
+    T_EQ_U64(sz, 3 * gran);
+    T_CHECK(!ops->mem_span(be, p, 3 * gran, &base, &sz, &id2)); /* unmapped */
+    T_OK(ops->mem_export(be, NULL, p, len, &e, &fd));
+    T_EQ_INT(fd, -1); /* made at each share instead */
+    T_EQ_U64(e.size, 3 * gran - gran / 2);
+    T_EQ_INT(ops->mem_share(be, p, &e, fds, 2), -1);
+    T_MSG_HAS("room for 2");
+    T_EQ_INT(ops->mem_share(be, p, &e, fds, 4), 3);
+    expect_rejected2(&e, fds, 2, "two fds for three pieces");
+    T_OK(ops->mem_import(be, &e, fds, 3, 0, &q, &ih));
+    dev_verify((CUdeviceptr)(uintptr_t)q, len, seed, 0, "imported pieces");
+    T_OK(ops->mem_unimport(be, ih));
+    for (int i = 0; i < 3; i++)
+        close(fds[i]);
+    /* The third allocation replaced at its address. */
+    CU_OK(IPCP_CU(cuMemUnmap)(va + 2 * gran, gran));
+    CU_OK(IPCP_CU(cuMemRelease)(h[2]));
+    CU_OK(IPCP_CU(cuMemCreate)(&h[3], gran, &prop, 0));
+    CU_OK(IPCP_CU(cuMemMap)(va + 2 * gran, gran, 0, h[3], 0));
+    CU_OK(IPCP_CU(cuMemSetAccess)(va + 2 * gran, gran, &acc, 1));
+    T_CHECK(ops->mem_span(be, p, len, &base, &sz, &id2));
+    T_CHECK(id2 != id);
+    CU_OK(IPCP_CU(cuMemUnmap)(va, 3 * gran));
+    CU_OK(IPCP_CU(cuMemRelease)(h[0]));
+    CU_OK(IPCP_CU(cuMemRelease)(h[1]));
+    CU_OK(IPCP_CU(cuMemRelease)(h[3]));
+    CU_OK(IPCP_CU(cuMemAddressFree)(va, 4 * gran));
+    drop_device(0);
+}
+
 static const struct {
     const char *name;
     void (*fn)(void);
@@ -577,6 +652,7 @@ static const struct {
     {"export", case_export},
     {"vmm_self_import", case_vmm_self_import},
     {"import_bad", case_import_bad},
+    {"foreign_pieces", case_foreign_pieces},
     {"shm", case_shm},
     {"queue", case_queue},
     {"queue_wrap", case_queue_wrap},

@@ -11,8 +11,12 @@
  * of host memory); the user's own VMM memory (cuMemCreate, as PyTorch's
  * expandable segments and NCCL make it): uvmm (one allocation with a POSIX
  * fd handle type: exported by fd), uvmm2 (two such allocations mapped
- * one after the other, the buffer across both: not exported, staged),
- * uvmm0 (one allocation without handle types: not exported).  Rank 0 sends,
+ * one after the other, the buffer across both: exported as two pieces),
+ * uvmmn (allocations of one granule each, as many as the buffer spans,
+ * from the middle of the first: exported piece by piece up to 64 pieces,
+ * staged beyond), uvmmx (two allocations of different sizes, the buffer
+ * across both: not exported), uvmm0 (one allocation without handle types:
+ * not exported).  Rank 0 sends,
  * rank 1 receives, and only the receiver forces the path (it decides).  devices
  * same: both ranks on device 0 (one GPU shared by two processes); split: rank r
  * on device r; isolated: rank r sees only GPU r (CUDA_VISIBLE_DEVICES=r), so no
@@ -34,7 +38,10 @@
  *
  * --rounds N: N times, each rank allocates its buffer, moves fresh data
  * and frees it (a new allocation at a freed one's address must not reach
- * the freed memory through a mapping a peer kept).
+ * the freed memory through a mapping a peer kept).  --remap 1: the user's
+ * VMM kinds keep their reservation and first allocation from round to
+ * round and map new allocations after it (as PyTorch's expandable
+ * segments do): a mapping of the old ones must not be reused.
  *
  * --iters N repeats the transfer N times and has the receiver print the
  * bandwidth of all but the first (which makes the mappings, streams and
@@ -58,6 +65,8 @@ typedef enum {
     K_HOSTMEM,
     K_UVMM,
     K_UVMM2,
+    K_UVMMN,
+    K_UVMMX,
     K_UVMM0,
     K_NKINDS
 } kind_t;
@@ -72,25 +81,32 @@ typedef struct cfg {
     long iters;
     int end_barrier; /* 0: each rank finalizes as soon as its side ended */
     long rounds;     /* buffers allocated, moved and freed this often */
+    int remap;       /* the user's VMM kinds keep their first allocation */
+    int keep;        /* this round's buffer is remapped in the next */
 } cfg_t;
+
+/* Most allocations an export carries (IPCP_EXPORT_MAX_FDS). */
+#define MAX_PIECES 64
 
 /* ---- Arguments ----------------------------------------------------------- */
 
 static kind_t parse_kind(const char *s)
 {
-    static const char *const names[K_NKINDS] = {
-        "dev", "vmm", "host", "hostmem", "uvmm", "uvmm2", "uvmm0"};
+    static const char *const names[K_NKINDS] = {"dev",     "vmm",   "host",
+                                                "hostmem", "uvmm",  "uvmm2",
+                                                "uvmmn",   "uvmmx", "uvmm0"};
     for (int i = 0; i < K_NKINDS; i++)
         if (strcmp(s, names[i]) == 0)
             return (kind_t)i;
     T_FAIL("unknown buffer kind \"%s\" (dev, vmm, host, hostmem, uvmm, "
-           "uvmm2, uvmm0)",
+           "uvmm2, uvmmn, uvmmx, uvmm0)",
            s);
 }
 
 static int is_uvmm(kind_t k)
 {
-    return k == K_UVMM || k == K_UVMM2 || k == K_UVMM0;
+    return k == K_UVMM || k == K_UVMM2 || k == K_UVMMN || k == K_UVMMX ||
+           k == K_UVMM0;
 }
 
 static int is_device(kind_t k)
@@ -98,11 +114,39 @@ static int is_device(kind_t k)
     return k == K_DEV || k == K_VMM || is_uvmm(k);
 }
 
-/* Device memory the other process can map (the direct path's condition on
- * at least one side). */
-static int exportable(kind_t k)
+/* The granule of VMM allocations on device 0 (uvmmn's piece). */
+static size_t vmm_granule(void)
 {
-    return k == K_DEV || k == K_VMM || k == K_UVMM;
+    CUmemAllocationProp prop;
+    size_t gran = 0;
+    memset(&prop, 0, sizeof(prop));
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    CU_OK(IPCP_CU(cuMemGetAllocationGranularity)(
+        &gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    return gran;
+}
+
+/* uvmmn: where the buffer starts in its first granule, and how many
+ * granules hold total bytes from there. */
+static size_t uvmmn_start(size_t gran, size_t total)
+{
+    return total >= gran ? gran / 2 : gran - total / 2;
+}
+
+static size_t uvmmn_pieces(size_t gran, size_t total)
+{
+    return (uvmmn_start(gran, total) + total + gran - 1) / gran;
+}
+
+/* Device memory the other process can map (the direct path's condition on
+ * at least one side); total: the buffer's bytes with its guards. */
+static int exportable(kind_t k, size_t total)
+{
+    if (k == K_UVMMN)
+        return uvmmn_pieces(vmm_granule(), total) <= MAX_PIECES;
+    return k == K_DEV || k == K_VMM || k == K_UVMM || k == K_UVMM2;
 }
 
 static cfg_t parse(int argc, char **argv)
@@ -117,6 +161,8 @@ static cfg_t parse(int argc, char **argv)
     c.recv = parse_kind(ct_opt(argc, argv, "--recv", "vmm"));
     c.iters = atol(ct_opt(argc, argv, "--iters", "1"));
     c.rounds = atol(ct_opt(argc, argv, "--rounds", "1"));
+    c.remap = atoi(ct_opt(argc, argv, "--remap", "0")) != 0;
+    c.keep = 0;
     if (c.rounds < 1)
         T_FAIL("--rounds must be at least 1");
     const char *e = ct_opt(argc, argv, "--end", "barrier");
@@ -159,7 +205,7 @@ typedef struct buf {
     /* The user's VMM kinds: the reservation, and its allocations */
     CUdeviceptr va;
     size_t va_size, piece;
-    CUmemGenericAllocationHandle h[2];
+    CUmemGenericAllocationHandle h[2 * MAX_PIECES];
     int nh;
 } buf_t;
 
@@ -185,13 +231,64 @@ static void buf_read(const buf_t *b, size_t at, void *h, size_t n)
         memcpy(h, b->base + at, n);
 }
 
-/* The user's VMM memory (kinds uvmm*): one allocation, or two mapped
- * back to back with the buffer across the seam (uvmm2), readable and
- * writable by device. */
+/* Bytes of the user's VMM allocation i (uvmmx: the second is twice the
+ * first). */
+static size_t uvmm_piece(const buf_t *b, int i)
+{
+    return b->kind == K_UVMMX && i == 1 ? 2 * b->piece : b->piece;
+}
+
+/* The layout of the user's VMM kinds: allocations of b->piece bytes (nh
+ * of them), and where the buffer starts in the first. */
+static size_t uvmm_layout(buf_t *b, size_t gran)
+{
+    size_t at = 0, need = b->total;
+    b->nh = 1;
+    if (b->kind == K_UVMMN) {
+        b->piece = gran;
+        b->nh = (int)uvmmn_pieces(gran, b->total);
+        return uvmmn_start(gran, b->total);
+    }
+    if (b->kind == K_UVMM2 || b->kind == K_UVMMX) {
+        /* Two allocations: the buffer's middle byte sits at the seam. */
+        b->nh = 2;
+        need = b->total / 2 + 1;
+    }
+    b->piece = (need + gran - 1) / gran * gran;
+    if (b->nh == 2)
+        at = b->piece - b->total / 2;
+    return at;
+}
+
+/* Maps new allocations as pieces from..nh of b's reservation. */
+static void uvmm_map(buf_t *b, const CUmemAllocationProp *prop, int from)
+{
+    CUmemAccessDesc acc;
+    size_t at = 0;
+    memset(&acc, 0, sizeof(acc));
+    acc.location = prop->location;
+    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    for (int i = 0; i < b->nh; i++) {
+        size_t n = uvmm_piece(b, i);
+        if (i >= from) {
+            CU_OK(IPCP_CU(cuMemCreate)(&b->h[i], n, prop, 0));
+            CU_OK(IPCP_CU(cuMemMap)(b->va + at, n, 0, b->h[i], 0));
+            CU_OK(IPCP_CU(cuMemSetAccess)(b->va + at, n, &acc, 1));
+        }
+        at += n;
+    }
+}
+
+/* What --remap keeps from one round to the next: the reservation and its
+ * first allocation. */
+static buf_t uvmm_kept;
+
+/* The user's VMM memory (kinds uvmm*), readable and writable by device;
+ * with --remap, the reservation and first allocation of the round before
+ * when there was one. */
 static void *uvmm_alloc(buf_t *b, int device)
 {
     CUmemAllocationProp prop;
-    CUmemAccessDesc acc;
     size_t gran = 0;
     memset(&prop, 0, sizeof(prop));
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -201,31 +298,43 @@ static void *uvmm_alloc(buf_t *b, int device)
         prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     CU_OK(IPCP_CU(cuMemGetAllocationGranularity)(
         &gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
-    b->nh = b->kind == K_UVMM2 ? 2 : 1;
-    size_t need = b->kind == K_UVMM2 ? b->total / 2 + 1 : b->total;
-    b->piece = (need + gran - 1) / gran * gran;
-    b->va_size = b->piece * (size_t)b->nh;
-    CU_OK(IPCP_CU(cuMemAddressReserve)(&b->va, b->va_size, 0, 0, 0));
-    for (int i = 0; i < b->nh; i++) {
-        CU_OK(IPCP_CU(cuMemCreate)(&b->h[i], b->piece, &prop, 0));
-        CU_OK(IPCP_CU(cuMemMap)(b->va + (size_t)i * b->piece, b->piece, 0,
-                                b->h[i], 0));
+    size_t at = uvmm_layout(b, gran);
+    if (b->nh > 2 * MAX_PIECES)
+        T_FAIL("%zu bytes would take %d allocations of %zu", b->total, b->nh,
+               b->piece);
+    b->va_size = 0;
+    for (int i = 0; i < b->nh; i++)
+        b->va_size += uvmm_piece(b, i);
+    if (uvmm_kept.va) {
+        b->va = uvmm_kept.va;
+        b->h[0] = uvmm_kept.h[0];
+        uvmm_map(b, &prop, 1);
+        uvmm_kept.va = 0;
+    } else {
+        CU_OK(IPCP_CU(cuMemAddressReserve)(&b->va, b->va_size, 0, 0, 0));
+        uvmm_map(b, &prop, 0);
     }
-    memset(&acc, 0, sizeof(acc));
-    acc.location = prop.location;
-    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    CU_OK(IPCP_CU(cuMemSetAccess)(b->va, b->va_size, &acc, 1));
-    /* Two allocations: the buffer's middle byte sits at the seam. */
-    size_t at = b->kind == K_UVMM2 ? b->piece - b->total / 2 : 0;
     return (void *)(uintptr_t)(b->va + at);
 }
 
-static void uvmm_free(buf_t *b)
+/* Unmaps and releases the allocations (keep: all but the first, which
+ * stays mapped with the reservation for the next round). */
+static void uvmm_free(buf_t *b, int keep)
 {
-    CU_OK(IPCP_CU(cuMemUnmap)(b->va, b->va_size));
-    for (int i = 0; i < b->nh; i++)
-        CU_OK(IPCP_CU(cuMemRelease)(b->h[i]));
-    CU_OK(IPCP_CU(cuMemAddressFree)(b->va, b->va_size));
+    size_t at = 0;
+    keep = keep && b->nh > 1;
+    for (int i = 0; i < b->nh; i++) {
+        size_t n = uvmm_piece(b, i);
+        if (!keep || i > 0) {
+            CU_OK(IPCP_CU(cuMemUnmap)(b->va + at, n));
+            CU_OK(IPCP_CU(cuMemRelease)(b->h[i]));
+        }
+        at += n;
+    }
+    if (keep)
+        uvmm_kept = *b;
+    else
+        CU_OK(IPCP_CU(cuMemAddressFree)(b->va, b->va_size));
 }
 
 /* Allocates, fills everything with the guard pattern, then [off, off+len)
@@ -264,12 +373,12 @@ static void *buf_alloc(ipcp_comm_t *comm, buf_t *b, kind_t kind, size_t len,
     return b->base + off;
 }
 
-static void buf_free(ipcp_comm_t *comm, buf_t *b)
+static void buf_free(ipcp_comm_t *comm, buf_t *b, int keep)
 {
     if (b->kind == K_DEV)
         CU_OK(IPCP_CU(cuMemFree)((CUdeviceptr)(uintptr_t)b->base));
     else if (is_uvmm(b->kind))
-        uvmm_free(b);
+        uvmm_free(b, keep);
     else if (b->kind == K_HOST)
         free(b->base);
     else
@@ -337,8 +446,11 @@ static int direct_possible(const cfg_t *c)
      * user's VMM memory only where its mapping grants it (ours grant
      * every GPU; these grant their own). */
     int writable = !c->split || !is_uvmm(c->recv);
+    size_t rtotal = c->roff + c->size + GUARD,
+           stotal = c->soff + c->size + GUARD;
     return is_device(c->recv) && is_device(c->send) && !c->isolated &&
-           (exportable(c->recv) || (drives && writable && exportable(c->send)));
+           (exportable(c->recv, rtotal) ||
+            (drives && writable && exportable(c->send, stotal)));
 }
 
 /* Whether the receiver's forced path can serve the transfer. */
@@ -419,7 +531,7 @@ static void run_sender(ipcp_comm_t *comm, const cfg_t *c, int device,
     buf_verify(&b, gseed, seed, "send buffer after the send");
     if (c->end_barrier)
         T_OK(ipcp_barrier(comm));
-    buf_free(comm, &b);
+    buf_free(comm, &b, c->keep);
 }
 
 static void run_receiver(ipcp_comm_t *comm, const cfg_t *c, int device,
@@ -475,7 +587,7 @@ static void run_receiver(ipcp_comm_t *comm, const cfg_t *c, int device,
     }
     if (c->end_barrier)
         T_OK(ipcp_barrier(comm));
-    buf_free(comm, &b);
+    buf_free(comm, &b, c->keep);
 }
 
 static int rank_main(int argc, char **argv)
@@ -495,6 +607,7 @@ static int rank_main(int argc, char **argv)
     T_OK(ipcp_barrier(comm));
     for (long r = 0; r < c.rounds; r++) {
         uint64_t rseed = seed + 0x9e3779b97f4a7c15ull * (uint64_t)r;
+        c.keep = c.remap && r + 1 < c.rounds;
         if (t_rank == 0)
             run_sender(comm, &c, device, rseed);
         else

@@ -78,14 +78,15 @@ static ipcp_status_t fk_mem_free(ipcp__backend_t *be, void *handle)
 int fk_fail_import;
 
 static ipcp_status_t fk_mem_import(ipcp__backend_t *be,
-                                   const ipcp__export_t *exp, int fd,
-                                   int device, void **ptr, void **handle)
+                                   const ipcp__export_t *exp, const int *fds,
+                                   int nfds, int device, void **ptr,
+                                   void **handle)
 {
     (void)device;
     if (fk_fail_import)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
                           "fake import refused");
-    return H->mem_import(be, exp, fd, -1, ptr, handle);
+    return H->mem_import(be, exp, fds, nfds, -1, ptr, handle);
 }
 
 static int fk_registered;

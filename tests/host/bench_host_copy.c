@@ -157,7 +157,7 @@ int main(int argc, char **argv)
     T_OK(ops->mem_alloc(be, b.len, -1, &mine, &h));
     double t1 = ipcp__now_s();
     T_OK(ops->mem_export(be, h, mine, b.len, &exp, &fd));
-    T_OK(ops->mem_import(be, &exp, fd, -1, (void **)&b.peer, &hi));
+    T_OK(ops->mem_import(be, &exp, &fd, fd >= 0, -1, (void **)&b.peer, &hi));
     double t2 = ipcp__now_s();
     T_OK(ops->mem_alloc(be, 4096 + BENCH_SLOTS * b.chunk, -1, (void **)&b.flags,
                         &ring_h));

@@ -23,7 +23,7 @@ static void check_shared(ipcp__backend_t *be, void *mine, size_t len,
 {
     void *theirs = NULL, *h = NULL;
     T_EQ_U64(exp->size, len);
-    T_OK(ops->mem_import(be, exp, fd, -1, &theirs, &h));
+    T_OK(ops->mem_import(be, exp, &fd, fd >= 0, -1, &theirs, &h));
     T_CHECK(theirs != mine); /* a second mapping, not the same pages */
     uint64_t s1 = t_fresh_seed(), s2 = t_fresh_seed();
     t_fill(mine, len, s1);
@@ -79,7 +79,7 @@ static void case_alloc_zero(void)
     void *q = NULL, *hq = NULL;
     T_OK(ops->mem_export(be, h1, p1, 0, &exp, &fd));
     T_EQ_U64(exp.size, 0);
-    T_OK(ops->mem_import(be, &exp, fd, -1, &q, &hq));
+    T_OK(ops->mem_import(be, &exp, &fd, fd >= 0, -1, &q, &hq));
     T_EQ_INT(((unsigned char *)q)[0], 0xab);
     T_OK(ops->mem_unimport(be, hq));
     close(fd);
@@ -171,7 +171,7 @@ static void expect_rejected(export_fixture_t *f, const ipcp__export_t *exp,
                             int fd, const char *msg)
 {
     void *p = (void *)1, *h = (void *)1;
-    T_STATUS(ops->mem_import(f->be, exp, fd, -1, &p, &h),
+    T_STATUS(ops->mem_import(f->be, exp, &fd, fd >= 0, -1, &p, &h),
              IPCP_ERR_BAD_DESCRIPTOR);
     T_MSG_HAS(msg);
     T_CHECK(p == (void *)1 && h == (void *)1); /* outputs untouched */

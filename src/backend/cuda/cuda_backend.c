@@ -143,6 +143,11 @@ static CUcontext cuda_any_ctx(ipcp__backend_t *be)
     return NULL;
 }
 
+/* Whether the driver answers the mapping attributes (CUDA 11.x and
+ * later); cleared at the first refusal, after which the mapping of memory
+ * that is not legacy-IPC capable is asked apart. */
+static int cuda_map_attrs = 1;
+
 static CUresult cuda_ptr_attrs(const void *ptr, ipcp__cuda_ptr_t *out)
 {
     CUpointer_attribute attrs[] = {
@@ -152,32 +157,46 @@ static CUresult cuda_ptr_attrs(const void *ptr, ipcp__cuda_ptr_t *out)
         CU_POINTER_ATTRIBUTE_RANGE_SIZE,
         CU_POINTER_ATTRIBUTE_BUFFER_ID,
         CU_POINTER_ATTRIBUTE_IS_MANAGED,
-        CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE};
+        CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+        CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR,
+        CU_POINTER_ATTRIBUTE_MAPPING_SIZE};
     /* The driver writes booleans of unstated width; zeroed 64-bit words
      * read right whatever it writes. */
     uint64_t managed = 0, legacy = 0;
-    void *data[] = {&out->memtype,   &out->device, &out->base, &out->size,
-                    &out->buffer_id, &managed,     &legacy};
+    void *data[] = {&out->memtype, &out->device,    &out->base,
+                    &out->size,    &out->buffer_id, &managed,
+                    &legacy,       &out->map_base,  &out->map_size};
+    unsigned n = (unsigned)ipcp__array_size(attrs);
+    int map = __atomic_load_n(&cuda_map_attrs, __ATOMIC_RELAXED);
     memset(out, 0, sizeof(*out));
     out->device = -1;
-    CUresult r = IPCP_CU(cuPointerGetAttributes)(
-        (unsigned)ipcp__array_size(attrs), attrs, data,
-        (CUdeviceptr)(uintptr_t)ptr);
+    CUresult r = IPCP_CU(cuPointerGetAttributes)(map ? n : n - 2, attrs, data,
+                                                 (CUdeviceptr)(uintptr_t)ptr);
+    if (r == CUDA_ERROR_INVALID_VALUE && map) {
+        __atomic_store_n(&cuda_map_attrs, 0, __ATOMIC_RELAXED);
+        return cuda_ptr_attrs(ptr, out);
+    }
     out->managed = managed != 0;
     out->legacy_ipc = legacy != 0;
-    /* VMM memory: the range above is the whole reservation (PyTorch's
-     * spans the GPU's memory), and what can be exported is one mapping,
-     * whose extent cuMemGetAddressRange gives. */
+    if (r != CUDA_SUCCESS || out->memtype != CU_MEMORYTYPE_DEVICE ||
+        out->legacy_ipc || out->managed || (map && out->map_size)) {
+        /* VMM memory: the range above is the whole reservation (PyTorch's
+         * spans the GPU's memory), and what can be exported is one
+         * mapping, which the mapping attributes give. */
+        if (!out->map_size) {
+            out->map_base = out->base;
+            out->map_size = out->size;
+        }
+        return r;
+    }
     CUdeviceptr b;
-    size_t n;
+    size_t sz;
     out->map_base = out->base;
     out->map_size = out->size;
-    if (r == CUDA_SUCCESS && out->memtype == CU_MEMORYTYPE_DEVICE &&
-        !out->legacy_ipc && !out->managed &&
-        IPCP_CU(cuMemGetAddressRange)(&b, &n, (CUdeviceptr)(uintptr_t)ptr) ==
-            CUDA_SUCCESS) {
+    if (IPCP_CU(cuMemGetAddressRange)(&b, &sz, (CUdeviceptr)(uintptr_t)ptr) ==
+        CUDA_SUCCESS) {
         out->map_base = b;
-        out->map_size = n;
+        out->map_size = sz;
     }
     return r;
 }
@@ -521,6 +540,8 @@ const ipcp__backend_ops_t ipcp__cuda_backend_ops = {
     .mem_alloc = ipcp__cuda_mem_alloc,
     .mem_free = ipcp__cuda_mem_free,
     .mem_export = ipcp__cuda_mem_export,
+    .mem_share = ipcp__cuda_mem_share,
+    .mem_span = ipcp__cuda_mem_span,
     .mem_import = ipcp__cuda_mem_import,
     .mem_unimport = ipcp__cuda_mem_unimport,
     .shm_register = ipcp__cuda_shm_register,

@@ -101,15 +101,16 @@ int ipcp__cuda_query(ipcp__backend_t *be, const void *ptr,
 
 /* ---- Exports ------------------------------------------------------------- */
 
-/* ipcp__export_t.data of IPCP_EXPORT_CUDA_VMM: the allocation is mapped
- * whole from the fd that travels beside it. */
+/* ipcp__export_t.data of IPCP_EXPORT_CUDA_VMM: npieces allocations of
+ * alloc_size bytes each, mapped back to back from the fds that travel
+ * beside it (one each, in order; one piece for ours). */
 typedef struct ipcp__cuda_vmm_data {
     uint64_t magic;      /* IPCP_CUDA_VMM_MAGIC */
-    uint64_t alloc_size; /* bytes of the allocation, whole granules */
-    uint64_t offset;     /* of the exported pointer in it */
+    uint64_t alloc_size; /* bytes of each allocation, whole granules */
+    uint64_t offset;     /* of the exported pointer in the first */
     int32_t device;      /* exporter's ordinal (for messages only) */
-    uint32_t pad;
-    uint64_t check; /* ipcp__cuda_export_check() */
+    uint32_t npieces;    /* 1 to IPCP_EXPORT_MAX_FDS */
+    uint64_t check;      /* ipcp__cuda_export_check() */
 } ipcp__cuda_vmm_data_t;
 
 #define IPCP_CUDA_VMM_MAGIC 0x6d6d766170637069ULL /* "ipcpavmm" */
@@ -156,6 +157,11 @@ ipcp_status_t ipcp__cuda_mem_access(ipcp__backend_t *be, const void *ptr,
 ipcp_status_t ipcp__cuda_mem_export(ipcp__backend_t *be, void *handle,
                                     const void *ptr, size_t len,
                                     ipcp__export_t *exp, int *fd);
+/* backend.h mem_share and mem_span. */
+int ipcp__cuda_mem_share(ipcp__backend_t *be, const void *ptr,
+                         const ipcp__export_t *exp, int *fds, int max);
+int ipcp__cuda_mem_span(ipcp__backend_t *be, const void *ptr, size_t len,
+                        uintptr_t *base, size_t *size, uint64_t *id);
 void ipcp__cuda_mem_release_all(ipcp__backend_t *be);
 /* Grants device read-write access to [va, va+size) (required), then each
  * device with others[d] set (best effort, refusals logged at debug). */
@@ -165,8 +171,9 @@ ipcp_status_t ipcp__cuda_grant(ipcp__backend_t *be, CUdeviceptr va, size_t size,
 /* ---- Imports (cuda_import.c) --------------------------------------------- */
 
 ipcp_status_t ipcp__cuda_mem_import(ipcp__backend_t *be,
-                                    const ipcp__export_t *exp, int fd,
-                                    int device, void **ptr, void **handle);
+                                    const ipcp__export_t *exp, const int *fds,
+                                    int nfds, int device, void **ptr,
+                                    void **handle);
 ipcp_status_t ipcp__cuda_mem_unimport(ipcp__backend_t *be, void *handle);
 /* Closes legacy mappings nobody released (the last backend is closing). */
 void ipcp__cuda_import_drop_all(ipcp__backend_t *be);

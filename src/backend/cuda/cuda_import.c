@@ -8,8 +8,9 @@
  * Legacy IPC: a handle can be opened only once per context per process, so
  * opened mappings live in a process-wide cache, refcounted, keyed by the
  * handle bytes, the exporter's buffer id and the context.
- * VMM: every import maps the fd anew (no such limit), grants the device
- * access, and drops the imported handle, which the mapping keeps alive. */
+ * VMM: every import maps the fds anew (no such limit), one after another
+ * when the export is of several allocations, grants the device access, and
+ * drops the imported handles, which the mappings keep alive. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,7 +39,9 @@ typedef struct cuda_import {
     int device;
     cuda_legacy_map_t *legacy; /* IPCP_EXPORT_CUDA_LEGACY */
     CUdeviceptr va;            /* IPCP_EXPORT_CUDA_VMM: the reservation */
-    size_t size;
+    size_t size;               /* its bytes: npieces mappings of piece */
+    size_t piece;
+    unsigned npieces;
 } cuda_import_t;
 
 #define CUDA_IMPORT_MAGIC 0x74726f706d697563ULL
@@ -65,7 +68,7 @@ static ipcp_status_t cuda_check_legacy(const ipcp__export_t *exp,
     return IPCP_OK;
 }
 
-static ipcp_status_t cuda_check_vmm(const ipcp__export_t *exp, int fd,
+static ipcp_status_t cuda_check_vmm(const ipcp__export_t *exp, int nfds,
                                     ipcp__cuda_vmm_data_t *d)
 {
     if (exp->len != sizeof(*d))
@@ -74,11 +77,16 @@ static ipcp_status_t cuda_check_vmm(const ipcp__export_t *exp, int fd,
     if (d->magic != IPCP_CUDA_VMM_MAGIC ||
         d->check != ipcp__cuda_export_check(exp, d, sizeof(*d)))
         return cuda_bad_export("VMM data fails its checksum");
-    if (d->alloc_size == 0 || d->alloc_size > (uint64_t)SIZE_MAX / 2 ||
-        d->offset > d->alloc_size || exp->size != d->alloc_size - d->offset)
+    if (d->npieces == 0 || d->npieces > IPCP_EXPORT_MAX_FDS)
+        return cuda_bad_export("VMM export of no or too many allocations");
+    if (d->alloc_size == 0 ||
+        d->alloc_size > (uint64_t)SIZE_MAX / 2 / IPCP_EXPORT_MAX_FDS ||
+        d->offset > d->alloc_size * d->npieces ||
+        exp->size != d->alloc_size * d->npieces - d->offset)
         return cuda_bad_export("VMM sizes do not add up");
-    if (fd < 0)
-        return cuda_bad_export("no file descriptor came with a VMM export");
+    if (nfds != (int)d->npieces)
+        return cuda_bad_export("a VMM export came without one file "
+                               "descriptor for each allocation");
     return IPCP_OK;
 }
 
@@ -226,13 +234,26 @@ void ipcp__cuda_import_drop_all(ipcp__backend_t *be)
 
 /* ---- VMM ----------------------------------------------------------------- */
 
-static ipcp_status_t cuda_vmm_map(ipcp__backend_t *be,
-                                  const ipcp__cuda_vmm_data_t *d, int fd,
-                                  int device, cuda_import_t *im)
+/* Unmaps the first n pieces of im's reservation and frees it. */
+static void cuda_vmm_unmap(cuda_import_t *im, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        ipcp__cu_check(
+            IPCP_CU(cuMemUnmap)(im->va + (CUdeviceptr)i * im->piece, im->piece),
+            IPCP_LOG_WARN, "cuMemUnmap(%#llx, %zu bytes)",
+            (unsigned long long)(im->va + (CUdeviceptr)i * im->piece),
+            im->piece);
+    ipcp__cu_check(IPCP_CU(cuMemAddressFree)(im->va, im->size), IPCP_LOG_WARN,
+                   "cuMemAddressFree(%#llx, %zu bytes)",
+                   (unsigned long long)im->va, im->size);
+}
+
+/* Maps the allocation of fd at va (its handle is dropped: the mapping
+ * keeps the memory). */
+static ipcp_status_t cuda_vmm_map_one(CUdeviceptr va, size_t size, int fd,
+                                      const ipcp__cuda_vmm_data_t *d)
 {
     CUmemGenericAllocationHandle h;
-    unsigned char others[IPCP_CU_MAX_DEVICES];
-    size_t size = (size_t)d->alloc_size;
     ipcp_status_t st =
         ipcp__cu_check(IPCP_CU(cuMemImportFromShareableHandle)(
                            &h, (void *)(uintptr_t)fd,
@@ -243,47 +264,54 @@ static ipcp_status_t cuda_vmm_map(ipcp__backend_t *be,
                        fd, size, (int)d->device);
     if (st != IPCP_OK)
         return st;
-    st = ipcp__cu_check(IPCP_CU(cuMemAddressReserve)(&im->va, size, 0, 0, 0),
-                        IPCP_LOG_ERROR, "cuMemAddressReserve(%zu bytes)", size);
-    if (st != IPCP_OK)
-        goto release;
-    st = ipcp__cu_check(IPCP_CU(cuMemMap)(im->va, size, 0, h, 0),
-                        IPCP_LOG_ERROR, "cuMemMap(%#llx, %zu bytes of fd %d)",
-                        (unsigned long long)im->va, size, fd);
-    if (st != IPCP_OK)
-        goto free_va;
-    /* Where the memory sits (which of our devices, if any) is not known
-     * here, so every other device is offered access, best effort: a stream
-     * of any device of this process may then copy into it. */
-    memset(others, 1, sizeof(others));
-    st = ipcp__cuda_grant(be, im->va, size, device, others);
-    if (st != IPCP_OK)
-        goto unmap;
-    im->size = size;
-    /* The mapping holds the memory; the handle is no longer needed. */
-    IPCP_CU(cuMemRelease)(h);
-    return IPCP_OK;
-unmap:
-    IPCP_CU(cuMemUnmap)(im->va, size);
-free_va:
-    IPCP_CU(cuMemAddressFree)(im->va, size);
-release:
+    st = ipcp__cu_check(IPCP_CU(cuMemMap)(va, size, 0, h, 0), IPCP_LOG_ERROR,
+                        "cuMemMap(%#llx, %zu bytes of fd %d)",
+                        (unsigned long long)va, size, fd);
     IPCP_CU(cuMemRelease)(h);
     return st;
 }
 
+static ipcp_status_t cuda_vmm_map(ipcp__backend_t *be,
+                                  const ipcp__cuda_vmm_data_t *d,
+                                  const int *fds, int device, cuda_import_t *im)
+{
+    unsigned char others[IPCP_CU_MAX_DEVICES];
+    unsigned n = 0;
+    im->piece = (size_t)d->alloc_size;
+    im->npieces = d->npieces;
+    im->size = im->piece * im->npieces;
+    ipcp_status_t st = ipcp__cu_check(
+        IPCP_CU(cuMemAddressReserve)(&im->va, im->size, 0, 0, 0),
+        IPCP_LOG_ERROR, "cuMemAddressReserve(%zu bytes)", im->size);
+    if (st != IPCP_OK)
+        return st;
+    for (; n < im->npieces && st == IPCP_OK; n += st == IPCP_OK)
+        st = cuda_vmm_map_one(im->va + (CUdeviceptr)n * im->piece, im->piece,
+                              fds[n], d);
+    /* Where the memory sits (which of our devices, if any) is not known
+     * here, so every other device is offered access, best effort: a stream
+     * of any device of this process may then copy into it. */
+    memset(others, 1, sizeof(others));
+    if (st == IPCP_OK)
+        st = ipcp__cuda_grant(be, im->va, im->size, device, others);
+    if (st != IPCP_OK)
+        cuda_vmm_unmap(im, n);
+    return st;
+}
+
 static ipcp_status_t cuda_import_vmm(ipcp__backend_t *be,
-                                     const ipcp__export_t *exp, int fd,
-                                     int device, cuda_import_t *im, void **ptr)
+                                     const ipcp__export_t *exp, const int *fds,
+                                     int nfds, int device, cuda_import_t *im,
+                                     void **ptr)
 {
     ipcp__cuda_vmm_data_t d;
     ipcp__cuda_scope_t sc;
-    ipcp_status_t st = cuda_check_vmm(exp, fd, &d);
+    ipcp_status_t st = cuda_check_vmm(exp, nfds, &d);
     if (st != IPCP_OK)
         return st;
     if ((st = ipcp__cuda_enter(be, device, IPCP_LOG_ERROR, &sc)) != IPCP_OK)
         return st;
-    st = cuda_vmm_map(be, &d, fd, device, im);
+    st = cuda_vmm_map(be, &d, fds, device, im);
     ipcp__cuda_leave(&sc);
     if (st != IPCP_OK)
         return st;
@@ -296,12 +324,7 @@ static void cuda_unimport_vmm(ipcp__backend_t *be, cuda_import_t *im)
     ipcp__cuda_scope_t sc;
     int entered =
         ipcp__cuda_enter(be, im->device, IPCP_LOG_WARN, &sc) == IPCP_OK;
-    ipcp__cu_check(IPCP_CU(cuMemUnmap)(im->va, im->size), IPCP_LOG_WARN,
-                   "cuMemUnmap(%#llx, %zu bytes)", (unsigned long long)im->va,
-                   im->size);
-    ipcp__cu_check(IPCP_CU(cuMemAddressFree)(im->va, im->size), IPCP_LOG_WARN,
-                   "cuMemAddressFree(%#llx, %zu bytes)",
-                   (unsigned long long)im->va, im->size);
+    cuda_vmm_unmap(im, im->npieces);
     if (entered)
         ipcp__cuda_leave(&sc);
 }
@@ -310,8 +333,9 @@ static void cuda_unimport_vmm(ipcp__backend_t *be, cuda_import_t *im)
 
 /* device -1 (the engine's one-sided imports name none) maps for device 0. */
 ipcp_status_t ipcp__cuda_mem_import(ipcp__backend_t *be,
-                                    const ipcp__export_t *exp, int fd,
-                                    int device, void **ptr, void **handle)
+                                    const ipcp__export_t *exp, const int *fds,
+                                    int nfds, int device, void **ptr,
+                                    void **handle)
 {
     ipcp_status_t st;
     if (device < 0)
@@ -331,18 +355,21 @@ ipcp_status_t ipcp__cuda_mem_import(ipcp__backend_t *be,
                           "cannot allocate an import record");
     im->kind = exp->kind;
     im->device = device;
-    if (exp->kind == IPCP_EXPORT_CUDA_LEGACY)
+    if (exp->kind == IPCP_EXPORT_CUDA_LEGACY && nfds)
+        st = cuda_bad_export("descriptors came with a legacy IPC export");
+    else if (exp->kind == IPCP_EXPORT_CUDA_LEGACY)
         st = cuda_import_legacy(be, exp, device, im, ptr);
     else
-        st = cuda_import_vmm(be, exp, fd, device, im, ptr);
+        st = cuda_import_vmm(be, exp, fds, nfds, device, im, ptr);
     if (st != IPCP_OK) {
         free(im);
         return st;
     }
     im->magic = CUDA_IMPORT_MAGIC;
-    IPCP_DEBUG(IPCP_SUB_CUDA, "imported %llu bytes (%s) at %p for device %d",
+    IPCP_DEBUG(IPCP_SUB_CUDA,
+               "imported %llu bytes (%s, %d fds) at %p for device %d",
                (unsigned long long)exp->size,
-               exp->kind == IPCP_EXPORT_CUDA_VMM ? "VMM fd" : "legacy IPC",
+               exp->kind == IPCP_EXPORT_CUDA_VMM ? "VMM" : "legacy IPC", nfds,
                *ptr, device);
     *handle = im;
     return IPCP_OK;

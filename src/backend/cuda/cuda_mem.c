@@ -292,6 +292,7 @@ static ipcp_status_t cuda_export_vmm(ipcp__backend_t *be, ipcp__cuda_alloc_t *a,
     d.alloc_size = a->size;
     d.offset = off;
     d.device = a->device;
+    d.npieces = 1;
     d.check = ipcp__cuda_export_check(exp, &d, sizeof(d));
     memcpy(exp->data, &d, sizeof(d));
     *fd = f;
@@ -312,28 +313,24 @@ static int cuda_same_alloc(CUdeviceptr va, CUmemGenericAllocationHandle h)
     return o == h;
 }
 
-/* Device memory another allocator made with cuMemCreate (PyTorch's
- * expandable segments, NCCL's buffers, the user's own): exported by fd as
- * ours is when the allocation allows POSIX file descriptors and the
- * buffer lies in one allocation.  *vmm: whether it is VMM memory at all
- * (0: nothing was said, another way may serve).  Entered in the buffer's
- * device. */
-static ipcp_status_t cuda_export_foreign(const void *ptr, size_t len,
-                                         const ipcp__cuda_ptr_t *pi,
-                                         ipcp__export_t *exp, int *fd, int *vmm)
+/* The allocation mapped at va, checked to be one of size bytes mapped
+ * whole there (one cuMemMap at the allocation's offset 0, which cuMemMap
+ * requires) and shareable by POSIX fd: its retained handle in *h (the
+ * caller releases it).  A wrong extent would map the wrong bytes, so it
+ * is checked at both ends and beside.  Entered in its device. */
+static ipcp_status_t cuda_vmm_piece(CUdeviceptr va, size_t size,
+                                    CUmemGenericAllocationHandle *h)
 {
-    CUmemGenericAllocationHandle h;
     CUmemAllocationProp prop;
-    CUdeviceptr base;
-    size_t gran = 0, size;
-    int f = -1;
-    char err[160];
-    CUresult r = IPCP_CU(cuMemRetainAllocationHandle)(&h, (void *)ptr);
-    *vmm = r == CUDA_SUCCESS;
-    if (!*vmm) /* cuMemAlloc'd or pool memory */
-        return IPCP_ERR_UNSUPPORTED;
+    CUdeviceptr base = 0;
+    size_t gran = 0, got = 0;
+    if (IPCP_CU(cuMemRetainAllocationHandle)(h, (void *)(uintptr_t)va) !=
+        CUDA_SUCCESS)
+        return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
+                          "no VMM allocation is mapped at %#llx",
+                          (unsigned long long)va);
     memset(&prop, 0, sizeof(prop));
-    r = IPCP_CU(cuMemGetAllocationPropertiesFromHandle)(&prop, h);
+    CUresult r = IPCP_CU(cuMemGetAllocationPropertiesFromHandle)(&prop, *h);
     if (r == CUDA_SUCCESS &&
         !(prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
         r = CUDA_ERROR_NOT_SUPPORTED;
@@ -341,67 +338,178 @@ static ipcp_status_t cuda_export_foreign(const void *ptr, size_t len,
         r = IPCP_CU(cuMemGetAllocationGranularity)(
             &gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
     if (r != CUDA_SUCCESS || !gran || (gran & (gran - 1))) {
-        IPCP_CU(cuMemRelease)(h);
+        IPCP_CU(cuMemRelease)(*h);
         return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
-                          "VMM memory at %p (device %d) was made without a "
-                          "POSIX file descriptor handle type (handle types "
-                          "%#x): it cannot be exported and will move "
+                          "VMM memory at %#llx was made without a POSIX file "
+                          "descriptor handle type (handle types %#x): it "
+                          "cannot be exported and will move through the "
+                          "staged path",
+                          (unsigned long long)va,
+                          (unsigned)prop.requestedHandleTypes);
+    }
+    r = IPCP_CU(cuMemGetAddressRange)(&base, &got, va);
+    if (r != CUDA_SUCCESS || base != va || got != size || size % gran ||
+        !cuda_same_alloc(va + size - gran, *h) ||
+        (va >= gran && cuda_same_alloc(va - gran, *h)) ||
+        cuda_same_alloc(va + size, *h)) {
+        IPCP_CU(cuMemRelease)(*h);
+        return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
+                          "VMM memory at %#llx: its mapping's extent is not "
+                          "one allocation's of %zu bytes; it will move "
                           "through the staged path",
-                          ptr, pi->device, (unsigned)prop.requestedHandleTypes);
+                          (unsigned long long)va, size);
     }
-    /* The mapping holding ptr (one cuMemMap, at the allocation's offset
-     * 0, which cuMemMap requires), checked at both ends against the
-     * allocation itself: a wrong extent would map the wrong bytes. */
-    r = IPCP_CU(cuMemGetAddressRange)(&base, &size,
-                                      (CUdeviceptr)(uintptr_t)ptr);
-    if (r != CUDA_SUCCESS || !size || size % gran ||
-        !cuda_same_alloc(base, h) || !cuda_same_alloc(base + size - gran, h) ||
-        (base >= gran && cuda_same_alloc(base - gran, h)) ||
-        cuda_same_alloc(base + size, h)) {
-        IPCP_CU(cuMemRelease)(h);
-        return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
-                          "VMM memory at %p: its mapping's extent is not "
-                          "one allocation's; it will move through the staged "
-                          "path",
-                          ptr);
-    }
-    uint64_t off = (uint64_t)((uintptr_t)ptr - base);
-    if (off > size || len > size - off) {
-        IPCP_CU(cuMemRelease)(h);
-        return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
-                          "[%p, +%zu) spans more than one VMM allocation "
-                          "(the one at %#llx has %zu bytes): it will move "
-                          "through the staged path",
-                          ptr, len, (unsigned long long)base, size);
-    }
-    r = IPCP_CU(cuMemExportToShareableHandle)(
-        &f, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    return IPCP_OK;
+}
+
+/* Device memory another allocator made with cuMemCreate (PyTorch's
+ * expandable segments, NCCL's buffers, the user's own): exported as the
+ * allocations holding [ptr, +len), each shareable by fd, of one size and
+ * mapped back to back (a buffer in one of them is one piece).  The fds are
+ * made for each peer by mem_share, so that none stays open here.  *vmm:
+ * whether it is VMM memory at all (0: nothing was said, another way may
+ * serve).  Entered in the buffer's device. */
+static ipcp_status_t cuda_export_foreign(const void *ptr, size_t len,
+                                         const ipcp__cuda_ptr_t *pi,
+                                         ipcp__export_t *exp, int *vmm)
+{
+    CUmemGenericAllocationHandle h;
+    CUdeviceptr base = pi->map_base, p = (CUdeviceptr)(uintptr_t)ptr;
+    size_t piece = pi->map_size;
+    *vmm =
+        IPCP_CU(cuMemRetainAllocationHandle)(&h, (void *)ptr) == CUDA_SUCCESS;
+    if (!*vmm) /* cuMemAlloc'd or pool memory */
+        return IPCP_ERR_UNSUPPORTED;
     IPCP_CU(cuMemRelease)(h);
-    if (r != CUDA_SUCCESS)
+    if (!piece || p < base || p - base > piece ||
+        len > (uint64_t)piece * IPCP_EXPORT_MAX_FDS - (p - base))
         return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
-                          "device memory at %p cannot be exported: "
-                          "cuMemExportToShareableHandle: %s; it will move "
-                          "through the staged path",
-                          ptr, ipcp__cu_strerror(r, err, sizeof(err)));
-    (void)fcntl(f, F_SETFD, FD_CLOEXEC);
+                          "[%p, +%zu) spans more than %d VMM allocations of "
+                          "%zu bytes: it will move through the staged path",
+                          ptr, len, IPCP_EXPORT_MAX_FDS, piece);
+    uint64_t off = p - base;
+    uint32_t n = (uint32_t)ipcp__max((off + len + piece - 1) / piece, 1);
+    for (uint32_t i = 0; i < n; i++) {
+        ipcp_status_t st =
+            cuda_vmm_piece(base + (uint64_t)i * piece, piece, &h);
+        if (st != IPCP_OK)
+            return st;
+        IPCP_CU(cuMemRelease)(h);
+    }
     ipcp__cuda_vmm_data_t d;
     memset(exp, 0, sizeof(*exp));
     memset(&d, 0, sizeof(d));
     exp->kind = IPCP_EXPORT_CUDA_VMM;
     exp->len = sizeof(d);
-    exp->size = size - off;
+    exp->size = (uint64_t)piece * n - off;
     d.magic = IPCP_CUDA_VMM_MAGIC;
-    d.alloc_size = size;
+    d.alloc_size = piece;
     d.offset = off;
     d.device = pi->device;
+    d.npieces = n;
     d.check = ipcp__cuda_export_check(exp, &d, sizeof(d));
     memcpy(exp->data, &d, sizeof(d));
-    *fd = f;
     IPCP_DEBUG(IPCP_SUB_CUDA,
-               "exported VMM memory at %p (an allocation of %zu bytes at "
-               "%#llx made by another allocator) by fd",
-               ptr, size, (unsigned long long)base);
+               "VMM memory at %p made by another allocator: %u allocation(s) "
+               "of %zu bytes from %#llx, shared by fd",
+               ptr, n, piece, (unsigned long long)base);
     return IPCP_OK;
+}
+
+/* Exports one allocation mapped at va (checked as cuda_vmm_piece does)
+ * as a new fd. */
+static int cuda_vmm_fd(CUdeviceptr va, size_t size)
+{
+    CUmemGenericAllocationHandle h;
+    char err[160];
+    int f = -1;
+    if (cuda_vmm_piece(va, size, &h) != IPCP_OK)
+        return -1;
+    CUresult r = IPCP_CU(cuMemExportToShareableHandle)(
+        &f, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    IPCP_CU(cuMemRelease)(h);
+    if (r != CUDA_SUCCESS) {
+        ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_CUDA, IPCP_ERR_CUDA,
+                   "cuMemExportToShareableHandle(allocation at %#llx): %s",
+                   (unsigned long long)va,
+                   ipcp__cu_strerror(r, err, sizeof(err)));
+        return -1;
+    }
+    /* The driver's descriptor must not leak into programs this process
+     * starts. */
+    (void)fcntl(f, F_SETFD, FD_CLOEXEC);
+    return f;
+}
+
+int ipcp__cuda_mem_share(ipcp__backend_t *be, const void *ptr,
+                         const ipcp__export_t *exp, int *fds, int max)
+{
+    ipcp__cuda_vmm_data_t d;
+    ipcp__cuda_scope_t sc;
+    ipcp__cuda_ptr_t pi;
+    int n = 0;
+    if (exp->kind != IPCP_EXPORT_CUDA_VMM)
+        return 0;
+    memcpy(&d, exp->data, sizeof(d));
+    if (exp->len != sizeof(d) || !d.npieces || d.npieces > (uint32_t)max ||
+        (uintptr_t)ptr < d.offset) {
+        ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_INVALID,
+                   "cannot share an export of %u allocation(s) with room "
+                   "for %d descriptors",
+                   d.npieces, max);
+        return -1;
+    }
+    if (!ipcp__cuda_query(be, ptr, &pi) ||
+        ipcp__cuda_enter(be, pi.device, IPCP_LOG_ERROR, &sc) != IPCP_OK) {
+        ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_INVALID,
+                   "%p is no longer device memory: its export cannot be "
+                   "shared",
+                   ptr);
+        return -1;
+    }
+    CUdeviceptr base = (CUdeviceptr)(uintptr_t)ptr - d.offset;
+    for (; n < (int)d.npieces; n++)
+        if ((fds[n] = cuda_vmm_fd(base + (uint64_t)n * d.alloc_size,
+                                  (size_t)d.alloc_size)) < 0)
+            break;
+    ipcp__cuda_leave(&sc);
+    if (n == (int)d.npieces)
+        return n;
+    while (n > 0)
+        close(fds[--n]);
+    return -1;
+}
+
+int ipcp__cuda_mem_span(ipcp__backend_t *be, const void *ptr, size_t len,
+                        uintptr_t *base, size_t *size, uint64_t *id)
+{
+    ipcp__cuda_ptr_t pi, q;
+    if (!len || !ipcp__cuda_query(be, ptr, &pi) || pi.legacy_ipc ||
+        !pi.map_size || (uintptr_t)ptr < pi.map_base)
+        return 0;
+    uintptr_t b = (uintptr_t)pi.map_base, end = (uintptr_t)ptr + len;
+    size_t piece = pi.map_size;
+    uint64_t h =
+        ipcp__fnv1a(&pi.buffer_id, sizeof(pi.buffer_id), IPCP_FNV_SEED);
+    int n = 1;
+    if (end < (uintptr_t)ptr)
+        return 0;
+    for (uintptr_t p = b + piece; p < end && p > b; p += piece, n++) {
+        if (n == IPCP_EXPORT_MAX_FDS || !ipcp__cuda_query(be, (void *)p, &q) ||
+            q.legacy_ipc || q.device != pi.device || q.map_base != p ||
+            q.map_size != piece) {
+            ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
+                       "[%p, +%zu) is not made of at most %d VMM mappings of "
+                       "%zu bytes back to back",
+                       ptr, len, IPCP_EXPORT_MAX_FDS, piece);
+            return 0;
+        }
+        h = ipcp__fnv1a(&q.buffer_id, sizeof(q.buffer_id), h);
+    }
+    *base = b;
+    *size = piece * (size_t)n;
+    *id = h;
+    return 1;
 }
 
 ipcp_status_t ipcp__cuda_mem_access(ipcp__backend_t *be, const void *ptr,
@@ -456,7 +564,8 @@ static ipcp_status_t cuda_legacy_handle(const void *ptr,
 }
 
 /* The user's device memory: by fd when another allocator made it with
- * cuMemCreate, else by legacy IPC (cudaMalloc'd). */
+ * cuMemCreate (the fds come with mem_share), else by legacy IPC
+ * (cudaMalloc'd). */
 static ipcp_status_t cuda_export_user(ipcp__backend_t *be, const void *ptr,
                                       size_t len, ipcp__export_t *exp, int *fd)
 {
@@ -474,7 +583,8 @@ static ipcp_status_t cuda_export_user(ipcp__backend_t *be, const void *ptr,
     if (st != IPCP_OK)
         return st;
     int vmm = 0;
-    st = cuda_export_foreign(ptr, len, &pi, exp, fd, &vmm);
+    *fd = -1;
+    st = cuda_export_foreign(ptr, len, &pi, exp, &vmm);
     if (!vmm)
         st = cuda_legacy_handle(ptr, &pi, &base, &size, &h);
     ipcp__cuda_leave(&sc);

@@ -53,8 +53,9 @@ ipcp_status_t ipcp__host_mem_export(ipcp__backend_t *be, void *handle,
                                     const void *ptr, size_t len,
                                     ipcp__export_t *exp, int *fd);
 ipcp_status_t ipcp__host_mem_import(ipcp__backend_t *be,
-                                    const ipcp__export_t *exp, int fd,
-                                    int device, void **ptr, void **handle);
+                                    const ipcp__export_t *exp, const int *fds,
+                                    int nfds, int device, void **ptr,
+                                    void **handle);
 ipcp_status_t ipcp__host_mem_unimport(ipcp__backend_t *be, void *handle);
 /* Releases allocations still registered when the backend closes. */
 void ipcp__host_mem_release_all(ipcp__backend_t *be);

@@ -243,13 +243,21 @@ static ipcp_status_t host_export_validate(const ipcp__export_t *exp,
 }
 
 ipcp_status_t ipcp__host_mem_import(ipcp__backend_t *be,
-                                    const ipcp__export_t *exp, int fd,
-                                    int device, void **ptr, void **handle)
+                                    const ipcp__export_t *exp, const int *fds,
+                                    int nfds, int device, void **ptr,
+                                    void **handle)
 {
     ipcp__host_export_data_t d;
     ipcp_status_t st = host_export_validate(exp, &d);
     if (st != IPCP_OK)
         return st;
+    if (nfds > 1)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_HOST,
+                          IPCP_ERR_BAD_DESCRIPTOR,
+                          "host export rejected: %d descriptors came with "
+                          "it, not one",
+                          nfds);
+    int fd = nfds == 1 ? fds[0] : -1;
     st = ipcp__memfd_check(fd, d.offset + exp->size, IPCP_LOG_ERROR,
                            IPCP_SUB_HOST, "a host export");
     if (st != IPCP_OK)
