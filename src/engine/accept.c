@@ -184,10 +184,13 @@ static void ipcp__cts_target(ipcp_comm_t *comm, ipcp__peer_t *peer,
     cts->dst_offset = (uint64_t)((char *)req->buf - (char *)c->region.ptr);
     ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     ipcp__region_t *r = ipcp__region_find_id(comm, c->region.id);
-    if (r && !r->shared_with[peer->rank]) {
-        /* Without its descriptors the sender's import fails, and says
-         * so; the transfer fails with it. */
-        int n = ipcp__region_fds(r, fds + *nfds, IPCP_EXPORT_MAX_FDS);
+    /* Without its descriptors (none left in this process?) the export
+     * is not sent: the sender's import fails and says so, this transfer
+     * fails, and the next one offers it again. */
+    int n = r && !r->shared_with[peer->rank]
+                ? ipcp__region_fds(r, fds + *nfds, IPCP_EXPORT_MAX_FDS)
+                : -1;
+    if (n >= 0) {
         cts->hdr.flags |= IPCP_CTS_HAS_EXP;
         cts->exp = r->exp;
         if (n > 0) {

@@ -250,7 +250,9 @@ int ipcp__region_fds(const ipcp__region_t *r, int *fds, int max)
     }
     if (!r->ops->mem_share)
         return 0;
-    return r->ops->mem_share(r->be, r->ptr, &r->exp, fds, max);
+    /* A registration inside another region shares that one's export. */
+    return r->ops->mem_share(r->be, (char *)r->ptr - r->parent_off, &r->exp,
+                             fds, max);
 }
 
 /* Whether an auto region at the address of a buffer whose first piece is
@@ -279,8 +281,9 @@ static ipcp__region_t *ipcp__auto_find(ipcp_comm_t *comm,
                                        const ipcp__mem_attr_t *attr,
                                        uintptr_t base, size_t size, uint64_t id)
 {
-    ipcp__region_t *r, *found = NULL, *old = NULL;
+    ipcp__region_t *r, *found = NULL, *old[8];
     ipcp__list_t *e, *tmp;
+    int nold = 0;
     ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     ipcp__list_for_each_safe(e, tmp, &comm->regions)
     {
@@ -289,14 +292,16 @@ static ipcp__region_t *ipcp__auto_find(ipcp_comm_t *comm,
             continue;
         if (r->attr.buffer_id == id && r->len == size)
             found = r;
-        else
-            old = r; /* maybe freed and reallocated at the same address */
+        else if (nold < (int)ipcp__array_size(old))
+            old[nold++] = r; /* maybe freed and reallocated here */
     }
     ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
-    if (old && ipcp__auto_stale(comm, old, attr)) {
-        ipcp__region_retire(comm, old);
-        ipcp__region_release(old);
-        free(old);
+    for (int i = 0; i < nold; i++) {
+        if (!ipcp__auto_stale(comm, old[i], attr))
+            continue;
+        ipcp__region_retire(comm, old[i]);
+        ipcp__region_release(old[i]);
+        free(old[i]);
     }
     return found;
 }

@@ -96,6 +96,7 @@ typedef struct ipcp__rexport {
     uint64_t id;
     ipcp__export_t exp;
     ipcp__fds_t fds; /* owned duplicates of those that came with it */
+    int spent;       /* 2 + the device whose import closed them, or 0 */
 } ipcp__rexport_t;
 
 struct ipcp__peer {

@@ -306,6 +306,7 @@ void ipcp__rexport_put(ipcp__peer_t *peer, uint64_t id,
         ipcp__list_push_back(&peer->rexports, &rx->link);
     }
     rx->exp = *exp;
+    rx->spent = 0;
     /* Too many, or no duplicates: its import fails, and says why. */
     (void)ipcp__fds_dup(&rx->fds, fds, nfds);
 }
@@ -352,6 +353,12 @@ ipcp_status_t ipcp__import_get(ipcp_comm_t *comm, ipcp__peer_t *peer,
                           "rank %d named region %llu, whose export never "
                           "came",
                           peer->rank, (unsigned long long)id);
+    if (rx->spent)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_UNSUPPORTED,
+                          "rank %d's region %llu is mapped for device %d "
+                          "only: its descriptors (one for each of its "
+                          "allocations) were not kept for another device",
+                          peer->rank, (unsigned long long)id, rx->spent - 2);
     imp = calloc(1, sizeof(*imp));
     if (!imp)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_NOMEM,
@@ -362,6 +369,13 @@ ipcp_status_t ipcp__import_get(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (st != IPCP_OK) {
         free(imp);
         return st;
+    }
+    /* An export of many pieces keeps nothing open: the mapping holds its
+     * memory, and dozens of descriptors kept for each region would exhaust
+     * the process's (another device of ours then cannot map it). */
+    if (rx->fds.n > 1) {
+        ipcp__fds_close(&rx->fds);
+        rx->spent = device + 2;
     }
     imp->id = id;
     imp->device = device;

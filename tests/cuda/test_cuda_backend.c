@@ -611,6 +611,8 @@ static void case_foreign_pieces(void)
     T_CHECK(ops->mem_span(be, p, len, &base, &sz, &id));
     T_EQ_U64(base, va);
     T_EQ_U64(sz, 3 * gran);
+    T_CHECK(ops->mem_span(be, p, len, &base, &sz, &id2));
+    T_EQ_U64(id2, id); /* the same pieces: the same identity */
     T_CHECK(!ops->mem_span(be, p, 3 * gran, &base, &sz, &id2)); /* unmapped */
     T_OK(ops->mem_export(be, NULL, p, len, &e, &fd));
     T_EQ_INT(fd, -1); /* made at each share instead */

@@ -178,12 +178,12 @@ static CUresult cuda_ptr_attrs(const void *ptr, ipcp__cuda_ptr_t *out)
     }
     out->managed = managed != 0;
     out->legacy_ipc = legacy != 0;
+    /* VMM memory: the range above is the whole reservation (PyTorch's
+     * spans the GPU's memory), and what can be exported is one mapping,
+     * which the mapping attributes give; other memory is its range. */
     if (r != CUDA_SUCCESS || out->memtype != CU_MEMORYTYPE_DEVICE ||
         out->legacy_ipc || out->managed || (map && out->map_size)) {
-        /* VMM memory: the range above is the whole reservation (PyTorch's
-         * spans the GPU's memory), and what can be exported is one
-         * mapping, which the mapping attributes give. */
-        if (!out->map_size) {
+        if (!(map && out->map_size) || out->legacy_ipc || out->managed) {
             out->map_base = out->base;
             out->map_size = out->size;
         }

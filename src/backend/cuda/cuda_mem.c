@@ -454,9 +454,9 @@ int ipcp__cuda_mem_share(ipcp__backend_t *be, const void *ptr,
     if (exp->len != sizeof(d) || !d.npieces || d.npieces > (uint32_t)max ||
         (uintptr_t)ptr < d.offset) {
         ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_INVALID,
-                   "cannot share an export of %u allocation(s) with room "
-                   "for %d descriptors",
-                   d.npieces, max);
+                   "cannot share an export of %u allocation(s) at %p with "
+                   "room for %d descriptors",
+                   d.npieces, ptr, max);
         return -1;
     }
     if (!ipcp__cuda_query(be, ptr, &pi) ||
