@@ -6,12 +6,16 @@
 For each allocator setting (PYTORCH_CUDA_ALLOC_CONF; default: the default
 allocator, expandable_segments:True, backend:cudaMallocAsync) it starts two
 ranks that move 1, 16, 64 and 256 MiB tensors with ipcp_send/ipcp_recv
-(through ctypes, the library's C API), 20 timed transfers after one, and
-prints the path the receiver saw, GB/s and whether every byte arrived.
+(through ctypes, the library's C API), 20 timed transfers after one (each
+after a barrier, timed by the receiver), and prints the path the receiver
+saw, the median GB/s with the slowest and fastest beside the median of
+the same copy within one process on the GPU (its ceiling), and whether
+every byte arrived (checked before the ceiling's copies overwrite it).
 Exit status 0 when every transfer arrived intact.
 """
 import ctypes
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -22,6 +26,20 @@ REPS = 20
 
 class Info(ctypes.Structure):
     _fields_ = [("nbytes", ctypes.c_size_t), ("path", ctypes.c_int)]
+
+
+def copy_ceiling(torch, dst, src):
+    """Median GB/s of dst.copy_(src) on this GPU in this process: what the
+    copy engine gives one process, the bound of a transfer between two."""
+    gbs = []
+    for i in range(REPS + 1):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        torch.cuda.synchronize()
+        if i:
+            gbs.append(dst.numel() / (time.perf_counter() - t0) / 1e9)
+    return statistics.median(gbs)
 
 
 def rank_main(lib_path):
@@ -52,25 +70,33 @@ def rank_main(lib_path):
         torch.cuda.synchronize()
         ptr = ctypes.c_void_p(t.data_ptr())
         info = Info()
-        t0 = 0.0
+        gbs = []
         for i in range(REPS + 1):
-            if i == 1:
-                t0 = time.time()
+            if lib.ipcp_barrier(comm) != 0:
+                sys.exit(f"{conf}: barrier: {lib.ipcp_last_error().decode()}")
+            t0 = time.perf_counter()
             if rank == 0:
                 st = lib.ipcp_send(comm, ptr, ctypes.c_size_t(n), 1, mb)
             else:
                 st = lib.ipcp_recv(comm, ptr, ctypes.c_size_t(n), 0, mb,
                                    ctypes.byref(info))
+            dt = time.perf_counter() - t0
             if st != 0:
                 sys.exit(f"{conf}: {mb} MiB: {lib.ipcp_last_error().decode()}")
-        dt = time.time() - t0
+            if i:  # the first makes the mappings
+                gbs.append(n / dt / 1e9)
         if rank == 1:
             torch.cuda.synchronize()
             same = torch.equal(ref, t)
             ok = ok and same
+            gbs.sort()
+            ceil = copy_ceiling(torch, t, ref)
+            med = statistics.median(gbs)
             print(f"{conf}: {mb} MiB: path "
                   f"{lib.ipcp_path_name(info.path).decode()}, "
-                  f"{n * REPS / dt / 1e9:.1f} GB/s, verified "
+                  f"{med:.1f} GB/s ({gbs[0]:.1f}-{gbs[-1]:.1f}), "
+                  f"device copy in one process {ceil:.1f} GB/s "
+                  f"({100 * med / ceil:.0f}%), verified "
                   f"{'yes' if same else 'NO'}", flush=True)
         del t
     lib.ipcp_finalize(comm)

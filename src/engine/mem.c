@@ -84,8 +84,21 @@ ipcp__region_t *ipcp__region_find_alloc(ipcp_comm_t *comm, const void *ptr,
 ipcp__region_t *ipcp__region_find_live(ipcp_comm_t *comm, const void *ptr,
                                        size_t len, uint64_t buffer_id)
 {
-    ipcp__region_t *r = ipcp__region_find_alloc(comm, ptr, len);
-    return r && r->is_auto && r->attr.buffer_id != buffer_id ? NULL : r;
+    ipcp__list_t *e, *tmp;
+    uintptr_t a = (uintptr_t)ptr;
+    /* An auto region of other memory, or of several pieces (whose
+     * identity is theirs together, asked by ipcp__region_auto), is passed
+     * over: another may be the buffer's. */
+    ipcp__list_for_each_safe(e, tmp, &comm->regions)
+    {
+        ipcp__region_t *r = ipcp__list_entry(e, ipcp__region_t, link);
+        uintptr_t b = (uintptr_t)r->ptr;
+        if (r->is_alloc && a >= b && a - b <= r->len &&
+            len <= r->len - (a - b) &&
+            (!r->is_auto || r->attr.buffer_id == buffer_id))
+            return r;
+    }
+    return NULL;
 }
 
 ipcp__region_t *ipcp__region_find_id(ipcp_comm_t *comm, uint64_t id)

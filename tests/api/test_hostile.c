@@ -3,7 +3,7 @@
  * the memory it was given.
  *
  *   test_api_hostile --case mbox_empty|mbox_file|mbox_shrink|cts_status
- *   test_api_hostile --case cts_route
+ *   test_api_hostile --case cts_route|cts_fds
  *   test_api_hostile --case mbox_forged_kind|mbox_forged_len|mbox_forged_skip
  *   test_api_hostile --case bar_dup   (3 ranks: rank 1 fake, rank 2 late)
  *   test_api_hostile --case desc_addr|dereg_inflight [--path auto|staged]
@@ -30,6 +30,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "engine/paths.h"
+#include "engine/route.h"
 #include "common/config.h"
 #include "common/time.h"
 #include "engine/proto.h"
@@ -112,6 +113,49 @@ static void fake_answer_rts(int fd, int32_t status, uint32_t route,
     cts.route = route;
     snprintf(cts.errmsg, sizeof(cts.errmsg), "%s", errmsg);
     T_OK(ipcp__sock_send(fd, &cts, sizeof(cts), NULL, 0, 0));
+}
+
+/* The number of the route whose sender copies ("sent"). */
+static uint32_t sent_route(void)
+{
+    const ipcp__route_t *r;
+    for (uint32_t id = 0; (r = ipcp__route_by_id(id)); id++)
+        if (strcmp(r->name, "sent") == 0)
+            return id;
+    T_FAIL("no route named \"sent\"");
+}
+
+/* Answers rank 0's next RTS with a CTS of the sent route that brings the
+ * most descriptors a message may carry, as a channel's and a target's,
+ * none of them what it claims (empty memfds). */
+static void fake_answer_rts_fds(int fd)
+{
+    static unsigned char buf[IPCP_SOCK_MSG_MAX];
+    int fds[IPCP_SOCK_MAX_FDS], nfds = 0;
+    T_CHECK(fake_read_until(fd, IPCP_MSG_RTS, buf, sizeof(buf), fds, &nfds) >
+            0);
+    for (int i = 0; i < nfds; i++)
+        close(fds[i]);
+    const ipcp__msg_rts_t *rts = (const void *)buf;
+    ipcp__msg_cts_t cts;
+    memset(&cts, 0, sizeof(cts));
+    cts.hdr.type = IPCP_MSG_CTS;
+    cts.hdr.flags = IPCP_CTS_CHAN_FD | IPCP_CTS_HAS_EXP | IPCP_CTS_MAP_FD;
+    cts.id = rts->id;
+    cts.len = rts->len;
+    cts.status = IPCP_OK;
+    cts.path = IPCP_PATH_DIRECT;
+    cts.npieces = 1;
+    cts.dst_mode = 1;
+    cts.route = sent_route();
+    cts.chan_exp.kind = IPCP_EXPORT_HOST_MEMFD;
+    cts.chan_exp.size = 1 << 20;
+    cts.exp = cts.chan_exp;
+    for (int i = 0; i < IPCP_SOCK_MAX_FDS; i++)
+        T_CHECK((fds[i] = memfd_create("fake", MFD_CLOEXEC)) >= 0);
+    T_OK(ipcp__sock_send(fd, &cts, sizeof(cts), fds, IPCP_SOCK_MAX_FDS, 0));
+    for (int i = 0; i < IPCP_SOCK_MAX_FDS; i++)
+        close(fds[i]);
 }
 
 /* Until rank 0 says goodbye (answered) or closes the connection. */
@@ -237,6 +281,8 @@ static int fake_main(const char *name)
     } else if (strcmp(name, "cts_route") == 0) {
         /* Rank 0's send meets a CTS that names a route it has not got. */
         fake_answer_rts(fd, IPCP_OK, 1000, "");
+    } else if (strcmp(name, "cts_fds") == 0) {
+        fake_answer_rts_fds(fd);
     } else if (strcmp(name, "bar_dup") == 0) {
         /* Our arrival at rank 0's barrier, twice: the second must not
          * count for rank 2, which has not come. */
@@ -281,10 +327,47 @@ static void victim_cts(ipcp_comm_t *comm)
     free(b);
 }
 
+/* Descriptors open in this process. */
+static int open_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    T_CHECK(d != NULL);
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
+/* A CTS with 72 descriptors that are not what it claims: the send fails,
+ * the peer is cut off, and every one of them is closed. */
+static void victim_cts_fds(ipcp_comm_t *comm, int fds_before)
+{
+    unsigned char b[64 << 10]; /* above IPCPIPE_EAGER: an RTS */
+    memset(b, 0, sizeof(b));
+    ipcp_status_t st = ipcp_send(comm, b, sizeof(b), 1, TAG_DATA);
+    if (st == IPCP_OK)
+        T_FAIL("a send into a forged channel succeeded");
+    T_CHECK(st == IPCP_ERR_PEER_LOST || st == IPCP_ERR_BAD_DESCRIPTOR ||
+            st == IPCP_ERR_STATE || st == IPCP_ERR_SYSTEM);
+    printf("send: %s: %s\n", ipcp_strerror(st), ipcp_last_error());
+    ipcp_status_t fst = ipcp_finalize(comm);
+    T_CHECK(fst == IPCP_OK || fst == IPCP_ERR_TIMEOUT);
+    int after = open_fds();
+    if (after > fds_before)
+        T_FAIL("%d descriptors open after finalize, %d before init", after,
+               fds_before);
+}
+
 static int victim_main(const char *name)
 {
     ipcp_comm_t *comm = NULL;
+    int fds_before = open_fds();
     T_OK(ipcp_init(NULL, &comm));
+    if (strcmp(name, "cts_fds") == 0) {
+        victim_cts_fds(comm, fds_before);
+        return 0;
+    }
     t_rank = ipcp_comm_rank(comm);
     if (strcmp(name, "bar_dup") == 0 && t_rank == 2) {
         usleep(500000); /* an honest rank that is late to the barrier */

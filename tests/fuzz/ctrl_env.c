@@ -385,7 +385,6 @@ static void ctrl_op_onesided(ctrl_run_t *run, fuzz_in_t *in)
     rm->reg_id = reg_id;
     rm->len = off + len;
     rm->type = IPCP_MEM_HOST;
-    rm->fd = -1;
     rm->mode = IPCP_RMEM_STAGED;
     atomic_init(&rm->valid, 1);
     pthread_mutex_lock(&comm->mem_lock);
