@@ -144,11 +144,12 @@ static CUcontext cuda_any_ctx(ipcp__backend_t *be)
 }
 
 /* Whether the driver answers the mapping attributes (CUDA 11.x and
- * later); cleared at the first refusal, after which the mapping of memory
- * that is not legacy-IPC capable is asked apart. */
+ * later); cleared when it refuses them and answers the rest, after which
+ * the mapping of memory that is not legacy-IPC capable is asked apart. */
 static int cuda_map_attrs = 1;
 
-static CUresult cuda_ptr_attrs(const void *ptr, ipcp__cuda_ptr_t *out)
+static CUresult cuda_ptr_attrs_map(const void *ptr, ipcp__cuda_ptr_t *out,
+                                   int map)
 {
     CUpointer_attribute attrs[] = {
         CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
@@ -167,15 +168,10 @@ static CUresult cuda_ptr_attrs(const void *ptr, ipcp__cuda_ptr_t *out)
                     &out->size,    &out->buffer_id, &managed,
                     &legacy,       &out->map_base,  &out->map_size};
     unsigned n = (unsigned)ipcp__array_size(attrs);
-    int map = __atomic_load_n(&cuda_map_attrs, __ATOMIC_RELAXED);
     memset(out, 0, sizeof(*out));
     out->device = -1;
     CUresult r = IPCP_CU(cuPointerGetAttributes)(map ? n : n - 2, attrs, data,
                                                  (CUdeviceptr)(uintptr_t)ptr);
-    if (r == CUDA_ERROR_INVALID_VALUE && map) {
-        __atomic_store_n(&cuda_map_attrs, 0, __ATOMIC_RELAXED);
-        return cuda_ptr_attrs(ptr, out);
-    }
     out->managed = managed != 0;
     out->legacy_ipc = legacy != 0;
     /* VMM memory: the range above is the whole reservation (PyTorch's
@@ -198,6 +194,18 @@ static CUresult cuda_ptr_attrs(const void *ptr, ipcp__cuda_ptr_t *out)
         out->map_base = b;
         out->map_size = sz;
     }
+    return r;
+}
+
+static CUresult cuda_ptr_attrs(const void *ptr, ipcp__cuda_ptr_t *out)
+{
+    int map = __atomic_load_n(&cuda_map_attrs, __ATOMIC_RELAXED);
+    CUresult r = cuda_ptr_attrs_map(ptr, out, map);
+    if (r != CUDA_ERROR_INVALID_VALUE || !map)
+        return r;
+    r = cuda_ptr_attrs_map(ptr, out, 0);
+    if (r == CUDA_SUCCESS)
+        __atomic_store_n(&cuda_map_attrs, 0, __ATOMIC_RELAXED);
     return r;
 }
 

@@ -525,18 +525,23 @@ ipcp_status_t ipcp__cuda_mem_access(ipcp__backend_t *be, const void *ptr,
                           "no device %d here", device);
     loc.type = CU_MEM_LOCATION_TYPE_DEVICE;
     loc.id = (int)be->dev[device].dev;
-    /* Both ends: a buffer across two mappings may grant each its own. */
-    const char *last = (const char *)ptr + (len ? len - 1 : 0);
-    CUresult r =
-        IPCP_CU(cuMemGetAccess)(&flags, &loc, (CUdeviceptr)(uintptr_t)ptr);
-    if (r == CUDA_SUCCESS && flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
-        r = IPCP_CU(cuMemGetAccess)(&flags, &loc, (CUdeviceptr)(uintptr_t)last);
-    if (r == CUDA_SUCCESS && flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+    /* Every mapping the buffer crosses grants its own (a copy into one
+     * that grants nothing faults, and spoils the context). */
+    uintptr_t p = (uintptr_t)ptr, end = p + (len ? len : 1);
+    for (int n = 0; p < end && n <= IPCP_EXPORT_MAX_FDS; n++) {
+        CUresult r = IPCP_CU(cuMemGetAccess)(&flags, &loc, (CUdeviceptr)p);
+        if (r != CUDA_SUCCESS || flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE ||
+            !ipcp__cuda_query(be, (const void *)p, &pi) ||
+            pi.map_base + pi.map_size <= p)
+            break;
+        p = (uintptr_t)(pi.map_base + pi.map_size);
+    }
+    if (p >= end)
         return IPCP_OK;
     return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
-                      "device %d may not write the VMM memory at %p (device "
-                      "%d): its mapping grants that device no access",
-                      device, ptr, pi.device);
+                      "device %d may not write the VMM memory at %#llx: a "
+                      "mapping of [%p, +%zu) grants that device no access",
+                      device, (unsigned long long)p, ptr, len);
 }
 
 /* ---- The user's other device memory ------------------------------------- */
