@@ -26,6 +26,10 @@ typedef struct boot_launcher {
     const char *job_var; /* first choice for the job, NULL: none */
     const char *job_alt; /* second choice, or with job_join the suffix */
     int job_join;        /* 1: job is job_var "." job_alt (Slurm step) */
+    /* How many of the job's ranks run on this node (local_nodes 0), or on
+     * how many nodes the job runs (1); NULL: not said. */
+    const char *local_var;
+    int local_nodes;
 } boot_launcher_t;
 
 /* Order matters when several are set.  mpirun and mpiexec.hydra started
@@ -34,11 +38,14 @@ typedef struct boot_launcher {
  * the node index, so Slurm comes last: the innermost launcher wins. */
 static const boot_launcher_t boot_launchers[] = {
     {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-     "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", 0},
-    {"MPICH/Hydra", "PMI_RANK", "PMI_SIZE", "PMI_KVSNAME", NULL, 0},
-    {"torchrun", "RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID", NULL, 0},
+     "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", 0,
+     "OMPI_COMM_WORLD_LOCAL_SIZE", 0},
+    {"MPICH/Hydra", "PMI_RANK", "PMI_SIZE", "PMI_KVSNAME", NULL, 0,
+     "MPI_LOCALNRANKS", 0},
+    {"torchrun", "RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID", NULL, 0,
+     "LOCAL_WORLD_SIZE", 0},
     {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_ID", "SLURM_STEP_ID",
-     1},
+     1, "SLURM_STEP_NUM_NODES", 1},
 };
 
 /* A launcher variable set to "" counts as unset. */
@@ -54,6 +61,28 @@ static const boot_launcher_t *boot_detect_launcher(void)
         if (boot_env(boot_launchers[i].rank_var) != NULL)
             return &boot_launchers[i];
     return NULL;
+}
+
+/* A job size taken from the launcher must be the ranks of this node:
+ * peers on other nodes would never come to the rendezvous, and every rank
+ * would wait the whole timeout for them.  Said at once instead. */
+static ipcp_status_t boot_check_one_node(const boot_launcher_t *l, int size,
+                                         const char *size_from)
+{
+    long v;
+    if (l == NULL || l->local_var == NULL || strcmp(size_from, l->size_var))
+        return IPCP_OK;
+    const char *s = boot_env(l->local_var);
+    if (s == NULL || ipcp__parse_int(s, 1, BOOT_SIZE_MAX, &v) != 0 ||
+        (l->local_nodes ? v == 1 : v >= size))
+        return IPCP_OK;
+    return ipcp__fail(
+        IPCP_LOG_ERROR, IPCP_SUB_BOOT, IPCP_ERR_UNSUPPORTED,
+        "the job runs on several nodes (%s=%s, %s=%d, %s): ipcpipe joins "
+        "the ranks of one node; give each node's ranks a job of their own "
+        "(IPCPIPE_RANK and IPCPIPE_SIZE of the node, e.g. torchrun's "
+        "LOCAL_RANK and LOCAL_WORLD_SIZE)",
+        l->local_var, s, l->size_var, size, l->name);
 }
 
 static void boot_set_from(char *dst, const char *src)
@@ -215,6 +244,8 @@ ipcp_status_t ipcp__boot_resolve(const ipcp__config_t *cfg, int rank, int size,
         return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_BOOT, IPCP_ERR_CONFIG,
                           "rank %d (from %s) is not below size %d (from %s)",
                           p.rank, o.rank_from, p.size, o.size_from);
+    if ((st = boot_check_one_node(l, p.size, o.size_from)) != IPCP_OK)
+        return st;
     boot_resolve_job(cfg, job, l, p.job, o.job_from);
 
     p.timeout_s = timeout_s > 0 ? timeout_s : cfg ? cfg->timeout_s : 0;

@@ -24,6 +24,10 @@ static const char *const launcher_vars[] = {
     "RANK",
     "WORLD_SIZE",
     "TORCHELASTIC_RUN_ID",
+    "OMPI_COMM_WORLD_LOCAL_SIZE",
+    "MPI_LOCALNRANKS",
+    "LOCAL_WORLD_SIZE",
+    "SLURM_STEP_NUM_NODES",
 };
 
 /* ctest may itself run under a launcher: start from a clean slate. */
@@ -388,6 +392,44 @@ static void case_timeout(void)
     T_CHECK(p.timeout_s == 0.25);
 }
 
+/* A job the launcher spreads over several nodes is refused at once with
+ * the reason, not waited for; one node's ranks, or a size set by the
+ * user, pass. */
+static void case_nodes(void)
+{
+    static const struct {
+        const char *rank, *size, *local, *local_v;
+    } l[] = {
+        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+         "OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+        {"PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS", "2"},
+        {"RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "2"},
+        {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_NUM_NODES", "2"},
+    };
+    ipcp__config_t c = cfg_unset();
+    ipcp__boot_params_t p;
+    ipcp__boot_origin_t o;
+    for (size_t i = 0; i < sizeof(l) / sizeof(l[0]); i++) {
+        clear_env();
+        set(l[i].rank, "1");
+        set(l[i].size, "4");
+        set(l[i].local, l[i].local_v);
+        T_STATUS(ipcp__boot_resolve(&c, -1, -1, NULL, 0, &p, &o),
+                 IPCP_ERR_UNSUPPORTED);
+        T_MSG_HAS("runs on several nodes");
+        T_MSG_HAS(l[i].local);
+        /* The user's size is the user's word. */
+        c.size = 2;
+        resolve_ok(&c, -1, -1, NULL, &p, &o);
+        T_EQ_INT(p.size, 2);
+        c.size = -1;
+        set(l[i].local, i == 3 ? "1" : "4");
+        resolve_ok(&c, -1, -1, NULL, &p, &o);
+        T_EQ_INT(p.size, 4);
+    }
+    clear_env();
+}
+
 static const struct {
     const char *name;
     void (*fn)(void);
@@ -405,6 +447,7 @@ static const struct {
     {"resolve_rank_range", case_rank_range},
     {"resolve_sanitize", case_sanitize},
     {"resolve_timeout", case_timeout},
+    {"resolve_nodes", case_nodes},
 };
 
 int main(int argc, char **argv)
