@@ -12,9 +12,10 @@
 
 /* Formats the message, stores it as this thread's last error, logs it at
  * `level` for `subsys`, and returns st.  Call it once, where the error is
- * found; callers further up just return the status. */
-ipcp_status_t ipcp__fail(int level, int subsys, ipcp_status_t st,
-                         const char *fmt, ...)
+ * found; callers further up just return the status.  Exported for the
+ * library's own modules built apart (libipcpipe_mpi), not for users. */
+IPCP_API ipcp_status_t ipcp__fail(int level, int subsys, ipcp_status_t st,
+                                  const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* Stores msg as this thread's last error without logging (used to hand a
