@@ -7,14 +7,14 @@
 #   scripts/gpu-check.sh OUTDIR [STEPS]
 #
 # STEPS is a comma list of build,tests,memcheck,bench,lane,proto,trace,
-# seed,compare,stripes,load,sweep,host,bound,lat (default: all of them), so that a time-limited session can
+# seed,compare,stripes,load,sweep,host,bound,lat,torch (default: all of them), so that a time-limited session can
 # run them in several calls; the build tree is reused when it is there.
 # GPU_TEST_TIMEOUT: seconds per GPU test (default 600); GPU_TEST_REGEX: run
 # only the GPU tests whose names match it.
 set -uo pipefail
 
-out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat]}
-steps=,${2:-build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat},
+out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat,torch]}
+steps=,${2:-build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat,torch},
 want() { [[ $steps == *,$1,* ]]; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${IPCPIPE_BUILD_ROOT:-$root/build}/gpu
@@ -261,6 +261,19 @@ lat_run() {
 if want lat; then
     step lat lat_run >"$out/lat.txt" 2>&1
     cat "$out/lat.txt" >>"$summary"
+fi
+
+# Tensors of PyTorch's allocators between two processes on the GPU (where
+# this Python has torch): path, median GB/s beside the same copy in one
+# process, every byte checked.
+if want torch; then
+    if python3 -c 'import torch' >/dev/null 2>&1; then
+        step torch python3 "$root/scripts/torch_allocators.py" \
+            "$build/src/libipcpipe.so" >"$out/torch.txt" 2>&1
+        cat "$out/torch.txt" >>"$summary"
+    else
+        note "torch      skipped: this Python has no torch"
+    fi
 fi
 
 note "gpu-check: $([ $fail -eq 0 ] && echo PASSED || echo FAILED)"
