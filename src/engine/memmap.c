@@ -138,6 +138,11 @@ void *ipcp__rmem_mapping(ipcp_comm_t *comm, ipcp_rmem_t *rm,
                   be ? ipcp__last_error() : "no backend for its memory");
         return NULL;
     }
+    /* An export of many pieces keeps no descriptors once mapped (dozens
+     * for each region would exhaust the process's): another device's
+     * mapping then fails, and its operations go through the owner. */
+    if (rm->fds.n > 1)
+        ipcp__fds_close(&rm->fds);
     rm->maps[i] = (char *)base + rm->map_off;
     return rm->maps[i];
 }
