@@ -1,0 +1,48 @@
+"""ipcpipe from Python between two processes on host memory: each case
+runs two ranks of ranks.py as one job and needs both to pass."""
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+import ipcpipe
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run_pair(case):
+    seed = random.randrange(1 << 30)
+    job = f"pytest-{os.getpid()}-{case}-{seed}"
+    procs = []
+    for rank in (0, 1):
+        env = dict(os.environ, IPCPIPE_RANK=str(rank), IPCPIPE_SIZE="2",
+                   IPCPIPE_JOB=job)
+        procs.append(subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "ranks.py"), case, str(seed)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True))
+    outs = []
+    for p in procs:
+        out, _ = p.communicate(timeout=120)
+        outs.append((p.returncode, out))
+    for rank, (rc, out) in enumerate(outs):
+        assert rc == 0, f"rank {rank} of {case} (seed {seed}):\n{out}"
+
+
+@pytest.mark.parametrize("case", ["sendrecv", "requests", "errors"])
+def test_pair(case):
+    run_pair(case)
+
+
+def test_alone():
+    """A job of one: its properties, and bad arguments refused."""
+    with ipcpipe.Comm(rank=0, size=1, job=f"alone-{os.getpid()}") as c:
+        assert (c.rank, c.size) == (0, 1)
+        assert c.job == f"alone-{os.getpid()}"
+    with pytest.raises(ValueError, match="path"):
+        ipcpipe.Comm(rank=0, size=1, path="sideways")
+    with pytest.raises(ValueError):
+        ipcpipe.Comm(rank=-1, size=1)
+    assert ipcpipe.version()
