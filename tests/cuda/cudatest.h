@@ -54,6 +54,21 @@ static inline void ct_memset(CUdeviceptr p, unsigned char v, size_t n)
     CU_OK(IPCP_CU(cuCtxSynchronize)());
 }
 
+/* The properties of a pinned VMM allocation on device that may be
+ * exported as handles (0: none), and its granule in *gran. */
+static inline void ct_vmm_prop(CUmemAllocationProp *prop, int device,
+                               unsigned handles, size_t *gran)
+{
+    memset(prop, 0, sizeof(*prop));
+    prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop->location.id = device;
+    prop->requestedHandleTypes = (CUmemAllocationHandleType)handles;
+    *gran = 0;
+    CU_OK(IPCP_CU(cuMemGetAllocationGranularity)(
+        gran, prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+}
+
 /* The value after `key` on the command line, or dflt. */
 static inline const char *ct_opt(int argc, char **argv, const char *key,
                                  const char *dflt)

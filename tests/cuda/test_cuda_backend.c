@@ -590,12 +590,7 @@ static void case_foreign_pieces(void)
     void *q = NULL, *ih = NULL;
     uint64_t seed = t_fresh_seed();
     use_device(0);
-    memset(&prop, 0, sizeof(prop));
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    CU_OK(IPCP_CU(cuMemGetAllocationGranularity)(
-        &gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    ct_vmm_prop(&prop, 0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, &gran);
     memset(&acc, 0, sizeof(acc));
     acc.location = prop.location;
     acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;

@@ -118,13 +118,8 @@ static int is_device(kind_t k)
 static size_t vmm_granule(void)
 {
     CUmemAllocationProp prop;
-    size_t gran = 0;
-    memset(&prop, 0, sizeof(prop));
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    CU_OK(IPCP_CU(cuMemGetAllocationGranularity)(
-        &gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    size_t gran;
+    ct_vmm_prop(&prop, 0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, &gran);
     return gran;
 }
 
@@ -289,15 +284,11 @@ static buf_t uvmm_kept;
 static void *uvmm_alloc(buf_t *b, int device)
 {
     CUmemAllocationProp prop;
-    size_t gran = 0;
-    memset(&prop, 0, sizeof(prop));
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = device;
-    if (b->kind != K_UVMM0)
-        prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    CU_OK(IPCP_CU(cuMemGetAllocationGranularity)(
-        &gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    size_t gran;
+    ct_vmm_prop(&prop, device,
+                b->kind == K_UVMM0 ? 0
+                                   : CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                &gran);
     size_t at = uvmm_layout(b, gran);
     if (b->nh > 2 * MAX_PIECES)
         T_FAIL("%zu bytes would take %d allocations of %zu", b->total, b->nh,
