@@ -1,9 +1,10 @@
 /* ipcpipe._core: the public C API (include/ipcpipe.h) as Python types.
  *
  * A buffer is taken without a copy: an object with __cuda_array_interface__
- * (PyTorch's and CuPy's CUDA tensors) gives its device pointer, anything
- * else the buffer protocol (NumPy arrays, bytearray, memoryview); either
- * must be C-contiguous, and a receive buffer writable.  Blocking calls
+ * (PyTorch's and CuPy's CUDA tensors) gives its device pointer, else the
+ * buffer protocol (NumPy arrays, bytearray, memoryview), else DLPack
+ * (PyTorch's CPU tensors); it must be C-contiguous, and a receive buffer
+ * writable (DLPack says nothing of that: its producer's word).  Blocking calls
  * release the GIL.  A request keeps its buffer (and the object behind it)
  * until it is waited for or tested done; one dropped before that is
  * waited for, so that no transfer outlives its memory. */
@@ -32,12 +33,39 @@ static PyObject *core_raise(ipcp_status_t st, const char *what)
 
 /* ---- Buffers ------------------------------------------------------------- */
 
+/* DLPack's exchange structures (dlpack.h, ABI version 0.x), as the
+ * producer's capsule "dltensor" holds them. */
+typedef struct {
+    int32_t device_type; /* 1 CPU, 2 CUDA, 3 CUDA host, 13 CUDA managed */
+    int32_t device_id;
+} core_dl_device_t;
+
+typedef struct {
+    void *data;
+    core_dl_device_t device;
+    int32_t ndim;
+    struct {
+        uint8_t code, bits;
+        uint16_t lanes;
+    } dtype;
+    int64_t *shape;
+    int64_t *strides; /* in elements; NULL: C order */
+    uint64_t byte_offset;
+} core_dl_tensor_t;
+
+typedef struct core_dl_managed {
+    core_dl_tensor_t dl_tensor;
+    void *manager_ctx;
+    void (*deleter)(struct core_dl_managed *self);
+} core_dl_managed_t;
+
 typedef struct core_buf {
     void *ptr;
     size_t len;
     int has_view; /* view holds a buffer-protocol export */
     Py_buffer view;
-    PyObject *owner; /* the object behind ptr (a reference) */
+    PyObject *owner;       /* the object behind ptr (a reference) */
+    core_dl_managed_t *dl; /* a DLPack tensor we consumed */
 } core_buf_t;
 
 static void core_buf_release(core_buf_t *b)
@@ -45,6 +73,9 @@ static void core_buf_release(core_buf_t *b)
     if (b->has_view)
         PyBuffer_Release(&b->view);
     b->has_view = 0;
+    if (b->dl && b->dl->deleter)
+        b->dl->deleter(b->dl);
+    b->dl = NULL;
     Py_CLEAR(b->owner);
 }
 
@@ -131,6 +162,49 @@ out:
     return rc;
 }
 
+/* DLPack (obj.__dlpack__()): 1 when obj has it and b was filled, 0 when
+ * it has none, -1 with an exception set.  The tensor is ours once taken
+ * (the capsule renamed "used_dltensor"); its deleter runs at release. */
+static int core_buf_dlpack(PyObject *obj, core_buf_t *b)
+{
+    if (!PyObject_HasAttrString(obj, "__dlpack__"))
+        return 0;
+    PyObject *cap = PyObject_CallMethod(obj, "__dlpack__", NULL);
+    if (!cap)
+        return -1;
+    core_dl_managed_t *m = PyCapsule_GetPointer(cap, "dltensor");
+    if (!m) {
+        Py_DECREF(cap);
+        return -1;
+    }
+    PyCapsule_SetName(cap, "used_dltensor");
+    Py_DECREF(cap);
+    b->dl = m;
+    const core_dl_tensor_t *t = &m->dl_tensor;
+    size_t item = ((size_t)t->dtype.bits * t->dtype.lanes + 7) / 8, n = 1;
+    int type = t->device.device_type;
+    if (type != 1 && type != 2 && type != 3 && type != 13) {
+        PyErr_Format(PyExc_ValueError,
+                     "a DLPack tensor on device type %d: host and CUDA "
+                     "memory only",
+                     type);
+        return -1;
+    }
+    for (int32_t i = t->ndim - 1; i >= 0; i--) {
+        if (t->strides && t->shape[i] > 1 && (size_t)t->strides[i] != n) {
+            PyErr_SetString(PyExc_ValueError,
+                            "the DLPack tensor is not C-contiguous");
+            return -1;
+        }
+        n *= (size_t)t->shape[i];
+    }
+    b->ptr = (char *)t->data + t->byte_offset;
+    b->len = n * item;
+    b->owner = obj;
+    Py_INCREF(obj);
+    return 1;
+}
+
 /* The memory of obj, as a receive buffer when writable. */
 static int core_buf_get(PyObject *obj, int writable, core_buf_t *b)
 {
@@ -139,12 +213,18 @@ static int core_buf_get(PyObject *obj, int writable, core_buf_t *b)
     if (r)
         return r > 0 ? 0 : -1;
     int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
+    if (!PyObject_CheckBuffer(obj) && (r = core_buf_dlpack(obj, b)) != 0) {
+        if (r < 0)
+            core_buf_release(b);
+        return r > 0 ? 0 : -1;
+    }
     if (PyObject_GetBuffer(obj, &b->view, flags) != 0) {
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
         PyErr_Format(PyExc_ValueError,
-                     "%s buffer must be C-contiguous%s and expose the buffer "
-                     "protocol or __cuda_array_interface__ (%S)",
+                     "%s buffer must be C-contiguous%s and expose "
+                     "__cuda_array_interface__, the buffer protocol or "
+                     "__dlpack__ (%S)",
                      writable ? "a receive" : "a send",
                      writable ? " and writable" : "", value ? value : Py_None);
         Py_XDECREF(type);

@@ -56,6 +56,37 @@ def case_requests(comm, seed):
         assert "completed already" in str(e), e
 
 
+class DLOnly:
+    """An array seen through DLPack alone (as PyTorch's CPU tensors are)."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, stream=None):
+        return self.a.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
+def case_dlpack(comm, seed):
+    """Buffers that only DLPack describes; a strided one refused."""
+    peer = 1 - comm.rank
+    n = (256 << 10) + 5
+    if comm.rank == 0:
+        info = comm.send(DLOnly(fresh(n, seed)), peer, tag=4)
+    else:
+        got = np.zeros(n, dtype=np.uint8)
+        info = comm.recv(DLOnly(got), peer, tag=4)
+        assert np.array_equal(got, fresh(n, seed)), "DLPack receive differs"
+    assert info.nbytes == n, info
+    try:
+        comm.send(DLOnly(np.zeros(64, dtype=np.uint8)[::2]), peer)
+        raise AssertionError("a strided DLPack tensor was accepted")
+    except ValueError as e:
+        assert "DLPack tensor is not C-contiguous" in str(e), e
+
+
 def case_errors(comm, seed):
     """Refusals with reasons, and a truncated receive."""
     peer = 1 - comm.rank

@@ -31,7 +31,7 @@ def run_pair(case):
         assert rc == 0, f"rank {rank} of {case} (seed {seed}):\n{out}"
 
 
-@pytest.mark.parametrize("case", ["sendrecv", "requests", "errors"])
+@pytest.mark.parametrize("case", ["sendrecv", "requests", "dlpack", "errors"])
 def test_pair(case):
     run_pair(case)
 
