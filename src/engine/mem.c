@@ -66,39 +66,39 @@ ipcp_status_t ipcp__mem_attr(ipcp_comm_t *comm, const void *ptr, size_t len,
     return IPCP_OK;
 }
 
-ipcp__region_t *ipcp__region_find_alloc(ipcp_comm_t *comm, const void *ptr,
-                                        size_t len)
+/* The first allocation holding [ptr, ptr+len) that is not an auto region
+ * of another identity than buffer_id (any, with all 1). */
+static ipcp__region_t *ipcp__region_holding(ipcp_comm_t *comm, const void *ptr,
+                                            size_t len, int all,
+                                            uint64_t buffer_id)
 {
     ipcp__list_t *e, *tmp;
     uintptr_t a = (uintptr_t)ptr;
-    ipcp__list_for_each_safe(e, tmp, &comm->regions)
-    {
-        ipcp__region_t *r = ipcp__list_entry(e, ipcp__region_t, link);
-        uintptr_t b = (uintptr_t)r->ptr;
-        if (r->is_alloc && a >= b && a - b <= r->len && len <= r->len - (a - b))
-            return r;
-    }
-    return NULL;
-}
-
-ipcp__region_t *ipcp__region_find_live(ipcp_comm_t *comm, const void *ptr,
-                                       size_t len, uint64_t buffer_id)
-{
-    ipcp__list_t *e, *tmp;
-    uintptr_t a = (uintptr_t)ptr;
-    /* An auto region of other memory, or of several pieces (whose
-     * identity is theirs together, asked by ipcp__region_auto), is passed
-     * over: another may be the buffer's. */
     ipcp__list_for_each_safe(e, tmp, &comm->regions)
     {
         ipcp__region_t *r = ipcp__list_entry(e, ipcp__region_t, link);
         uintptr_t b = (uintptr_t)r->ptr;
         if (r->is_alloc && a >= b && a - b <= r->len &&
             len <= r->len - (a - b) &&
-            (!r->is_auto || r->attr.buffer_id == buffer_id))
+            (all || !r->is_auto || r->attr.buffer_id == buffer_id))
             return r;
     }
     return NULL;
+}
+
+ipcp__region_t *ipcp__region_find_alloc(ipcp_comm_t *comm, const void *ptr,
+                                        size_t len)
+{
+    return ipcp__region_holding(comm, ptr, len, 1, 0);
+}
+
+ipcp__region_t *ipcp__region_find_live(ipcp_comm_t *comm, const void *ptr,
+                                       size_t len, uint64_t buffer_id)
+{
+    /* An auto region of other memory, or of several pieces (whose
+     * identity is theirs together, asked by ipcp__region_auto), is passed
+     * over: another may be the buffer's. */
+    return ipcp__region_holding(comm, ptr, len, 0, buffer_id);
 }
 
 ipcp__region_t *ipcp__region_find_id(ipcp_comm_t *comm, uint64_t id)

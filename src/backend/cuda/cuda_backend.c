@@ -176,21 +176,18 @@ static CUresult cuda_ptr_attrs_map(const void *ptr, ipcp__cuda_ptr_t *out,
     out->legacy_ipc = legacy != 0;
     /* VMM memory: the range above is the whole reservation (PyTorch's
      * spans the GPU's memory), and what can be exported is one mapping,
-     * which the mapping attributes give; other memory is its range. */
-    if (r != CUDA_SUCCESS || out->memtype != CU_MEMORYTYPE_DEVICE ||
-        out->legacy_ipc || out->managed || (map && out->map_size)) {
-        if (!(map && out->map_size) || out->legacy_ipc || out->managed) {
-            out->map_base = out->base;
-            out->map_size = out->size;
-        }
+     * which the mapping attributes give (else cuMemGetAddressRange);
+     * other memory is its range. */
+    int vmm = r == CUDA_SUCCESS && out->memtype == CU_MEMORYTYPE_DEVICE &&
+              !out->legacy_ipc && !out->managed;
+    if (vmm && map && out->map_size)
         return r;
-    }
     CUdeviceptr b;
     size_t sz;
     out->map_base = out->base;
     out->map_size = out->size;
-    if (IPCP_CU(cuMemGetAddressRange)(&b, &sz, (CUdeviceptr)(uintptr_t)ptr) ==
-        CUDA_SUCCESS) {
+    if (vmm && IPCP_CU(cuMemGetAddressRange)(
+                   &b, &sz, (CUdeviceptr)(uintptr_t)ptr) == CUDA_SUCCESS) {
         out->map_base = b;
         out->map_size = sz;
     }

@@ -253,11 +253,30 @@ static ipcp__cuda_alloc_t *cuda_find_alloc(ipcp__backend_t *be, const void *p)
     return found;
 }
 
+/* Fills exp with npieces allocations of piece bytes from off in the
+ * first, of device (IPCP_EXPORT_CUDA_VMM). */
+static void cuda_vmm_describe(ipcp__export_t *exp, size_t piece,
+                              uint32_t npieces, uint64_t off, int device)
+{
+    ipcp__cuda_vmm_data_t d;
+    memset(exp, 0, sizeof(*exp));
+    memset(&d, 0, sizeof(d));
+    exp->kind = IPCP_EXPORT_CUDA_VMM;
+    exp->len = sizeof(d);
+    exp->size = (uint64_t)piece * npieces - off;
+    d.magic = IPCP_CUDA_VMM_MAGIC;
+    d.alloc_size = piece;
+    d.offset = off;
+    d.device = device;
+    d.npieces = npieces;
+    d.check = ipcp__cuda_export_check(exp, &d, sizeof(d));
+    memcpy(exp->data, &d, sizeof(d));
+}
+
 static ipcp_status_t cuda_export_vmm(ipcp__backend_t *be, ipcp__cuda_alloc_t *a,
                                      const void *ptr, size_t len,
                                      ipcp__export_t *exp, int *fd)
 {
-    ipcp__cuda_vmm_data_t d;
     ipcp__cuda_scope_t sc;
     uint64_t off = (uint64_t)((uintptr_t)ptr - a->va);
     int f = -1;
@@ -283,18 +302,7 @@ static ipcp_status_t cuda_export_vmm(ipcp__backend_t *be, ipcp__cuda_alloc_t *a,
     /* The driver's descriptor must not leak into programs this process
      * starts. */
     (void)fcntl(f, F_SETFD, FD_CLOEXEC);
-    memset(exp, 0, sizeof(*exp));
-    memset(&d, 0, sizeof(d));
-    exp->kind = IPCP_EXPORT_CUDA_VMM;
-    exp->len = sizeof(d);
-    exp->size = a->size - off;
-    d.magic = IPCP_CUDA_VMM_MAGIC;
-    d.alloc_size = a->size;
-    d.offset = off;
-    d.device = a->device;
-    d.npieces = 1;
-    d.check = ipcp__cuda_export_check(exp, &d, sizeof(d));
-    memcpy(exp->data, &d, sizeof(d));
+    cuda_vmm_describe(exp, a->size, 1, off, a->device);
     *fd = f;
     return IPCP_OK;
 }
@@ -396,19 +404,7 @@ static ipcp_status_t cuda_export_foreign(const void *ptr, size_t len,
             return st;
         IPCP_CU(cuMemRelease)(h);
     }
-    ipcp__cuda_vmm_data_t d;
-    memset(exp, 0, sizeof(*exp));
-    memset(&d, 0, sizeof(d));
-    exp->kind = IPCP_EXPORT_CUDA_VMM;
-    exp->len = sizeof(d);
-    exp->size = (uint64_t)piece * n - off;
-    d.magic = IPCP_CUDA_VMM_MAGIC;
-    d.alloc_size = piece;
-    d.offset = off;
-    d.device = pi->device;
-    d.npieces = n;
-    d.check = ipcp__cuda_export_check(exp, &d, sizeof(d));
-    memcpy(exp->data, &d, sizeof(d));
+    cuda_vmm_describe(exp, piece, n, off, pi->device);
     IPCP_DEBUG(IPCP_SUB_CUDA,
                "VMM memory at %p made by another allocator: %u allocation(s) "
                "of %zu bytes from %#llx, shared by fd",
