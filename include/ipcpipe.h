@@ -122,8 +122,12 @@ typedef struct ipcp_rmem ipcp_rmem_t;
  * (staged), inline in the control message (eager, small host messages), or
  * split between direct and staged at once, over different links (striped:
  * GPU to GPU; see IPCPIPE_STRIPE), or by kernels storing into the peer's
- * GPU memory (lane: small stream-ordered messages; see IPCPIPE_SMALL).
- * Striped and lane are reported, never forced. */
+ * GPU memory (lane: small stream-ordered messages; see IPCPIPE_SMALL), or
+ * through a ring of slots in device memory on the receiver's GPU (bounce:
+ * GPU buffers that neither side can share, such as those of the default
+ * cudaMallocAsync pool).  Eager, striped and lane are reported, never
+ * forced; a forced bounce path applies to device to device transfers, and
+ * leaves those with host memory to auto. */
 typedef enum {
     IPCP_PATH_AUTO = 0,
     IPCP_PATH_DIRECT = 1,
@@ -131,6 +135,7 @@ typedef enum {
     IPCP_PATH_EAGER = 3,
     IPCP_PATH_STRIPED = 4,
     IPCP_PATH_LANE = 5,
+    IPCP_PATH_BOUNCE = 6,
 } ipcp_path_t;
 
 IPCP_API const char *ipcp_path_name(ipcp_path_t path);

@@ -42,6 +42,8 @@ const char *ipcp_path_name(ipcp_path_t path)
         return "striped";
     case IPCP_PATH_LANE:
         return "lane";
+    case IPCP_PATH_BOUNCE:
+        return "bounce";
     }
     return "unknown";
 }
@@ -235,8 +237,9 @@ static ipcp_status_t ipcp__resolve(const ipcp_comm_params_t *params,
                                  "ipcp_comm_params_init)");
         memcpy(&p, params, params->struct_size);
     }
-    if (p.path < IPCP_PATH_AUTO || p.path > IPCP_PATH_STAGED)
-        return ipcp__bad_arg("params->path must be AUTO, DIRECT or STAGED");
+    if (!ipcp__path_forceable(p.path))
+        return ipcp__bad_arg("params->path must be AUTO, DIRECT, STAGED or "
+                             "BOUNCE");
     /* NaN compares false with everything: it would pass for "not set". */
     if (!isfinite(p.timeout_s) || p.timeout_s > 1e9)
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
@@ -247,7 +250,8 @@ static ipcp_status_t ipcp__resolve(const ipcp_comm_params_t *params,
         cfg, p.rank, p.size, p.job_id,
         p.timeout_s > 0 ? p.timeout_s : cfg->timeout_s, bp, &origin));
     snprintf(bp->dir, sizeof(bp->dir), "%s", cfg->dir);
-    *path = p.path != IPCP_PATH_AUTO ? p.path : (ipcp_path_t)cfg->path;
+    *path =
+        p.path != IPCP_PATH_AUTO ? p.path : ipcp__path_of_setting(cfg->path);
     IPCP_INFO(IPCP_SUB_INIT,
               "rank %d (from %s) of %d (from %s), job '%s' "
               "(from %s)",
@@ -464,10 +468,9 @@ ipcp_status_t ipcp_comm_set_path(ipcp_comm_t *comm_h, ipcp_path_t path)
 {
     ipcp_comm_t *comm;
     IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
-    if (path != IPCP_PATH_AUTO && path != IPCP_PATH_DIRECT &&
-        path != IPCP_PATH_STAGED)
-        return ipcp__bad_arg("path must be IPCP_PATH_AUTO, IPCP_PATH_DIRECT "
-                             "or IPCP_PATH_STAGED");
+    if (!ipcp__path_forceable(path))
+        return ipcp__bad_arg("path must be IPCP_PATH_AUTO, IPCP_PATH_DIRECT, "
+                             "IPCP_PATH_STAGED or IPCP_PATH_BOUNCE");
     atomic_store(&comm->path, path);
     /* Peers learn it before anything this thread sends them later, since
      * the announcement is queued ahead on the same ordered sockets. */

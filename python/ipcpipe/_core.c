@@ -308,17 +308,19 @@ static int core_comm_open(core_comm_t *self)
 
 static int core_path_arg(PyObject *o, ipcp_path_t *path)
 {
-    static const char *const names[] = {"auto", "direct", "staged"};
+    static const ipcp_path_t paths[] = {IPCP_PATH_AUTO, IPCP_PATH_DIRECT,
+                                        IPCP_PATH_STAGED, IPCP_PATH_BOUNCE};
     const char *s = o == Py_None ? "auto" : PyUnicode_AsUTF8(o);
     if (!s)
         return -1;
-    for (int i = 0; i < 3; i++)
-        if (strcmp(s, names[i]) == 0) {
-            *path = (ipcp_path_t)i;
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+        if (strcmp(s, ipcp_path_name(paths[i])) == 0) {
+            *path = paths[i];
             return 0;
         }
     PyErr_Format(PyExc_ValueError,
-                 "path %R: 'auto', 'direct' or 'staged' (None: IPCPIPE_PATH)",
+                 "path %R: 'auto', 'direct', 'staged' or 'bounce' (None: "
+                 "IPCPIPE_PATH)",
                  o);
     return -1;
 }

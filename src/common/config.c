@@ -36,7 +36,7 @@ typedef struct ipcp__setting {
 } ipcp__setting_t;
 
 static const char *const ipcp__path_choices[] = {"auto", "direct", "staged",
-                                                 NULL};
+                                                 "bounce", NULL};
 static const char *const ipcp__autooff_choices[] = {"auto", "off", NULL};
 static const char *const ipcp__notify_choices[] = {"event", "callback", NULL};
 static const char *const ipcp__offon_choices[] = {"off", "on", NULL};
@@ -69,7 +69,8 @@ static const ipcp__setting_t ipcp__settings[] = {
      IPCP_OFF(dir), 0, 0, 0, NULL},
     {"IPCPIPE_PATH", IPCP_SET_ENUM, "auto",
      "path for transfers this rank "
-     "receives: auto, direct (into the mapped buffer) or staged (shared ring)",
+     "receives: auto, direct (into the mapped buffer), staged (shared ring) "
+     "or bounce (a ring in device memory on the receiver's GPU)",
      IPCP_OFF(path), 0, 0, 0, ipcp__path_choices},
     {"IPCPIPE_CHUNK", IPCP_SET_SIZE, "auto",
      "slot size of the staged ring "

@@ -25,7 +25,7 @@ typedef struct ipcp__config {
     char job[IPCP_JOB_MAX]; /* IPCPIPE_JOB, "" unset */
     double timeout_s;       /* IPCPIPE_TIMEOUT */
     char dir[IPCP_DIR_MAX]; /* IPCPIPE_DIR, "" = default place */
-    int path;               /* IPCPIPE_PATH, ipcp_path_t */
+    int path;               /* IPCPIPE_PATH: ipcp__path_of_setting */
     size_t chunk;           /* IPCPIPE_CHUNK, 0 = backend default */
     int slots;              /* IPCPIPE_SLOTS, 0 = backend default */
     int slots_per_queue;    /* IPCPIPE_SLOTS_PER_QUEUE, 0 = 4 */
@@ -76,5 +76,19 @@ const char *ipcp__env_foreign(const char *name);
 int ipcp__parse_size(const char *s, size_t *out);
 int ipcp__parse_int(const char *s, long min, long max, long *out);
 int ipcp__parse_double(const char *s, double min, double max, double *out);
+
+/* The paths a user may force (params, ipcp_comm_set_path, IPCPIPE_PATH),
+ * and the path of an IPCPIPE_PATH value (its index among the choices
+ * auto, direct, staged, bounce). */
+static inline int ipcp__path_forceable(int p)
+{
+    return p == IPCP_PATH_AUTO || p == IPCP_PATH_DIRECT ||
+           p == IPCP_PATH_STAGED || p == IPCP_PATH_BOUNCE;
+}
+
+static inline ipcp_path_t ipcp__path_of_setting(int v)
+{
+    return v == 3 ? IPCP_PATH_BOUNCE : (ipcp_path_t)v;
+}
 
 #endif

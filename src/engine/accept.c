@@ -63,6 +63,18 @@ static void ipcp__choice_why(const ipcp_comm_t *comm, const ipcp__peer_t *peer,
                      "process_vm_readv",
                      peer->rank);
         break;
+    case IPCP_WHY_BOUNCE:
+        n = snprintf(buf, len,
+                     "neither buffer lies in a shareable allocation: "
+                     "through a ring in device memory on GPU %d",
+                     req->attr.device);
+        break;
+    case IPCP_WHY_NO_RING:
+        n = snprintf(buf, len,
+                     "neither buffer lies in a shareable allocation, and no "
+                     "shareable ring could be made on GPU %d",
+                     req->attr.device);
+        break;
     case IPCP_WHY_UNSHARED:
         n = snprintf(buf, len,
                      "receive buffer is not shareable (not from "
@@ -136,7 +148,9 @@ static int ipcp__choose(ipcp_comm_t *comm, ipcp_request_t *req,
         }
     }
     int rc = ipcp__sent_choose(o, comm->cfg, shareable, &ch->mode, &ch->why);
-    ch->path = ch->mode ? IPCP_PATH_DIRECT : IPCP_PATH_STAGED;
+    ch->path = ch->mode == IPCP_DST_BOUNCE ? IPCP_PATH_BOUNCE
+               : ch->mode                  ? IPCP_PATH_DIRECT
+                                           : IPCP_PATH_STAGED;
     return rc;
 }
 
@@ -168,20 +182,21 @@ static void ipcp__accept_fail(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp__req_complete(req, st, msg);
 }
 
-/* Where the sender writes a direct transfer: our mapped allocation (its
- * export on first use by this peer) or, for process_vm_writev, our
- * address. */
+/* Where the sender writes: our mapped allocation (its export on first use
+ * by this peer), at `at` (the receive buffer, or the bounce path's ring),
+ * or, for process_vm_writev, our address. */
 static void ipcp__cts_target(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                             ipcp_request_t *req, const ipcp__choice_t *c,
+                             const void *at, const ipcp__choice_t *c,
                              ipcp__msg_cts_t *cts, int *fds, int *nfds)
 {
-    cts->dst_mode = (uint32_t)c->mode;
-    if (c->mode != IPCP_DST_MAPPED) {
-        cts->dst_addr = (uint64_t)(uintptr_t)req->buf;
+    cts->dst_mode =
+        c->mode == IPCP_DST_BOUNCE ? IPCP_DST_MAPPED : (uint32_t)c->mode;
+    if (cts->dst_mode != IPCP_DST_MAPPED) {
+        cts->dst_addr = (uint64_t)(uintptr_t)at;
         return;
     }
     cts->dst_region = c->region.id;
-    cts->dst_offset = (uint64_t)((char *)req->buf - (char *)c->region.ptr);
+    cts->dst_offset = (uint64_t)((const char *)at - (char *)c->region.ptr);
     ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     ipcp__region_t *r = ipcp__region_find_id(comm, c->region.id);
     /* Without its descriptors (none left in this process?) the export
@@ -251,9 +266,9 @@ static int ipcp__accept_path(ipcp_comm_t *comm, ipcp__peer_t *peer,
         char msg[IPCP_ERRMSG_MAX], why[200];
         ipcp__choice_why(comm, peer, req, c, why, sizeof(why));
         snprintf(msg, sizeof(msg),
-                 "the direct path was forced but cannot "
+                 "the %s path was forced but cannot "
                  "serve this transfer: %s",
-                 why);
+                 ipcp_path_name(o->force), why);
         ipcp__accept_fail(comm, peer, rts, req, IPCP_ERR_UNSUPPORTED, msg);
         return 0;
     }
@@ -281,6 +296,30 @@ static int ipcp__accept_queues(ipcp_comm_t *comm, ipcp__peer_t *peer,
     return st == IPCP_OK;
 }
 
+/* The bounce path's ring on the receive buffer's GPU (pl->region), made on
+ * first use; where it cannot be, the transfer goes staged, or fails when
+ * the bounce path was forced (0: failed here). */
+static int ipcp__accept_ring(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                             const ipcp__msg_rts_t *rts, ipcp_request_t *req,
+                             const ipcp__offer_t *o, ipcp__choice_t *c)
+{
+    if (c->path != IPCP_PATH_BOUNCE ||
+        ipcp__chan_ring(comm, &peer->rx, req->attr.device, &c->region) == 0)
+        return 1;
+    c->why = IPCP_WHY_NO_RING;
+    if (o->force == IPCP_PATH_BOUNCE) {
+        char msg[IPCP_ERRMSG_MAX], why[200];
+        ipcp__choice_why(comm, peer, req, c, why, sizeof(why));
+        snprintf(msg, sizeof(msg), "the bounce path was forced: %s (%s)", why,
+                 ipcp__last_error());
+        ipcp__accept_fail(comm, peer, rts, req, IPCP_ERR_UNSUPPORTED, msg);
+        return 0;
+    }
+    c->path = IPCP_PATH_STAGED;
+    c->mode = 0;
+    return 1;
+}
+
 /* How the transfer is cut: the direct part's pieces over the sender's
  * queues from lo_s, the staged part (all of a staged transfer, the share
  * of a striped one) in ring chunks. */
@@ -290,17 +329,17 @@ static void ipcp__accept_plan(ipcp_comm_t *comm, ipcp__peer_t *peer,
                               ipcp__plan_t *pl)
 {
     ipcp__chan_t *ch = peer->rx.chan;
+    int ring = pl->c.path == IPCP_PATH_STAGED || pl->c.path == IPCP_PATH_BOUNCE;
     pl->slen =
-        pl->c.path == IPCP_PATH_STAGED
-            ? rts->len
-            : ipcp__stripe_choose(comm, peer, rts, req, &pl->c, force, ch, qs,
-                                  &pl->lo_s, &pl->lo_r, &pl->watch);
+        ring ? rts->len
+             : ipcp__stripe_choose(comm, peer, rts, req, &pl->c, force, ch, qs,
+                                   &pl->lo_s, &pl->lo_r, &pl->watch);
     pl->dlen = rts->len - pl->slen;
     if (pl->c.path == IPCP_PATH_DIRECT && pl->slen) {
         pl->c.path = IPCP_PATH_STRIPED;
         pl->c.staged = pl->slen;
     }
-    pl->direct = pl->c.path != IPCP_PATH_STAGED;
+    pl->direct = !ring;
     pl->snq = rts->src_nq ? rts->src_nq : 1;
     pl->unit = ipcp__staged_unit(pl->slen, ch->slot_size, pl->direct);
     pl->nchunks = ipcp__staged_nchunks(pl->slen, pl->unit, ch->slot_size);
@@ -336,11 +375,13 @@ static void ipcp__accept_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
         cts->dseq = ++ch->dseq[rts->src_qset];
         cts->npieces = pl->np;
         cts->dq_lo = pl->lo_s;
-        ipcp__cts_target(comm, peer, req, &pl->c, cts, fds, nfds);
+        ipcp__cts_target(comm, peer, req->buf, &pl->c, cts, fds, nfds);
         req->xfer.err_slot =
             &ch->ctl->derr[rts->src_qset][cts->dseq % IPCP_ERR_SLOTS];
         req->xfer.err_seq = cts->dseq;
     }
+    if (pl->c.path == IPCP_PATH_BOUNCE)
+        ipcp__cts_target(comm, peer, pl->c.region.ptr, &pl->c, cts, fds, nfds);
     if (!pl->direct || pl->slen) {
         cts->chunk_base = ch->seq;
         cts->stripe_len = pl->direct ? pl->slen : 0;
@@ -389,7 +430,7 @@ static uint64_t ipcp__split_head(const ipcp__offer_t *o,
                                  const ipcp__config_t *cfg)
 {
     if (!cfg->split || o->len < cfg->split || cfg->drive == IPCP_DRIVE_OFF ||
-        cfg->stripe > 0 || o->force == IPCP_PATH_STAGED || o->sync ||
+        cfg->stripe > 0 || !ipcp__direct_allowed(o->force) || o->sync ||
         o->dst_type != IPCP_MEM_HOST || o->src_type != IPCP_MEM_HOST ||
         !(o->src_map || o->src_addr) || !o->one_cpu)
         return 0;
@@ -469,7 +510,8 @@ static void ipcp__sent_run(const ipcp__route_t *route, ipcp_comm_t *comm,
 
     memset(&pl, 0, sizeof(pl));
     if (!ipcp__accept_path(comm, peer, rts, req, o, &pl.c) ||
-        !ipcp__accept_queues(comm, peer, rts, req, &qs)) {
+        !ipcp__accept_queues(comm, peer, rts, req, &qs) ||
+        !ipcp__accept_ring(comm, peer, rts, req, o, &pl.c)) {
         if (himp)
             ipcp__import_put(comm, peer, himp);
         return;
@@ -519,8 +561,10 @@ static void ipcp__sent_run(const ipcp__route_t *route, ipcp_comm_t *comm,
         mask |= ipcp__rx_direct(peer, rts, req, qs, cts.dseq, pl.np, pl.lo_s,
                                 pl.lo_r);
     if (!pl.direct || pl.slen)
-        ipcp__stage_init(&req->xfer, peer->rx.chan, (char *)req->buf + pl.dlen,
-                         pl.slen, pl.unit, cts.chunk_base, 0, 0, NULL, 0);
+        ipcp__stage_init(&req->xfer, peer->rx.chan,
+                         pl.c.path == IPCP_PATH_BOUNCE ? pl.c.region.ptr : NULL,
+                         (char *)req->buf + pl.dlen, pl.slen, pl.unit,
+                         cts.chunk_base, 0, 0, NULL, 0);
     if (watched)
         ipcp__accept_watch(comm, peer, rts, req, &pl, &cts);
     ipcp__stage_go(comm, &req->xfer, qs, mask);

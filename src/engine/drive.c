@@ -36,7 +36,7 @@
  * the user's stream). */
 static int ipcp__map_serves(const ipcp__offer_t *o, const ipcp__config_t *cfg)
 {
-    return cfg->drive != IPCP_DRIVE_OFF && o->force != IPCP_PATH_STAGED &&
+    return cfg->drive != IPCP_DRIVE_OFF && ipcp__direct_allowed(o->force) &&
            !o->sync && o->len && o->src_map && o->src_type == o->dst_type &&
            (o->dst_type == IPCP_MEM_HOST || o->reach);
 }
@@ -151,7 +151,7 @@ static void ipcp__drive_notify(ipcp__xfer_t *x, ipcp__qset_t *qs, unsigned mask)
 static int ipcp__read_serves(const ipcp__offer_t *o, const ipcp__config_t *cfg)
 {
     return cfg->drive != IPCP_DRIVE_OFF && cfg->pvm != IPCP_PVM_OFF &&
-           cfg->stripe <= 0 && o->force != IPCP_PATH_STAGED && !o->sync &&
+           cfg->stripe <= 0 && ipcp__direct_allowed(o->force) && !o->sync &&
            o->len && o->src_addr && o->src_type == IPCP_MEM_HOST &&
            o->dst_type == IPCP_MEM_HOST && !o->dst_shared;
 }

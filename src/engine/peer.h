@@ -74,6 +74,12 @@ typedef struct ipcp__dir {
     unsigned dstage_busy;    /* driven transfers with a staged part running */
     ipcp__queue_t *dstage_b; /* the queue of the last one's copies in */
     uint64_t dseq;
+    /* The bounce path (rx only): the channel's ring in device memory of
+     * each device it received on, an allocation of ours (freed with the
+     * communicator's), made on first use; or why not (a failure is not
+     * tried again). */
+    void *ring[IPCP_MAX_QSETS];
+    unsigned char ring_failed[IPCP_MAX_QSETS];
 } ipcp__dir_t;
 
 /* A peer's memory we mapped (two-sided direct targets), by region id. */

@@ -29,7 +29,7 @@ static int ipcp__on_path(ipcp__peer_t *peer, const unsigned char *msg,
     if (len < sizeof(ipcp__msg_path_t))
         return -1;
     int path = ((const ipcp__msg_path_t *)(const void *)msg)->path;
-    if (path < IPCP_PATH_AUTO || path > IPCP_PATH_STAGED)
+    if (!ipcp__path_forceable(path))
         return -1;
     __atomic_store_n(&peer->remote_path, path, __ATOMIC_RELEASE);
     return 0;

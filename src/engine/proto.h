@@ -19,7 +19,7 @@
  * reads host memory with process_vm_readv), 10: the CTS names
  * the receiver's route, 11: an export may come with several descriptors
  * (device memory mapped piece by piece). */
-#define IPCP_PROTO_VERSION 11
+#define IPCP_PROTO_VERSION 12
 
 /* Most descriptors one message carries: a CTS's channel and its target's
  * export. */
@@ -124,7 +124,10 @@ typedef struct ipcp__msg_rts {
  * own done flags. */
 #define IPCP_CTS_SPLIT 0x10
 
-enum { IPCP_DST_MAPPED = 1, IPCP_DST_PVM = 2 };
+/* BOUNCE is the receiver's choice alone (ipcp__sent_choose): its CTS
+ * names the ring in device memory it made (dst_region, path BOUNCE) with
+ * dst_mode MAPPED. */
+enum { IPCP_DST_MAPPED = 1, IPCP_DST_PVM = 2, IPCP_DST_BOUNCE = 3 };
 
 typedef struct ipcp__msg_cts {
     ipcp__msg_hdr_t hdr;
@@ -140,7 +143,8 @@ typedef struct ipcp__msg_cts {
     uint32_t dq_lo;          /* direct: the sender's first queue for them */
     uint32_t route;          /* ipcp__route_id of the receiver's route */
     uint64_t stripe_len;     /* striped: bytes at the end that go staged */
-    uint64_t dst_region;     /* direct MAPPED: receiver's allocation id */
+    uint64_t dst_region;     /* direct MAPPED: receiver's allocation id;
+                                bounce: its ring's */
     uint64_t dst_offset;     /* direct MAPPED: offset of the buffer in it */
     uint64_t dst_addr;       /* direct PVM: receiver's address */
     uint64_t head_len;       /* SPLIT: the bytes the receiver copies */

@@ -96,7 +96,7 @@ void ipcp__offer_gather(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
     o->pvm_ok = (rts->hdr.flags & IPCP_RTS_PVM_OK) != 0;
     o->sync = req->sync != 0;
     o->one_cpu = ipcp__one_cpu() != 0;
-    o->force = force;
+    o->force = ipcp__force_for(force, o->src_type, o->dst_type);
     if (o->src_type == IPCP_MEM_CUDA && o->dst_type == IPCP_MEM_CUDA)
         o->reach = ipcp__reachable(comm, rts, req) != 0;
     /* A stale region made for the user's memory is not found (the sent
@@ -143,17 +143,26 @@ int ipcp__sent_choose(const ipcp__offer_t *o, const ipcp__config_t *cfg,
         *why = IPCP_WHY_KINDS;
     } else if (o->dst_type == IPCP_MEM_CUDA && !o->reach) {
         *why = IPCP_WHY_NO_PEER;
-    } else if (shareable) {
+    } else if (shareable && o->force != IPCP_PATH_BOUNCE) {
         *mode = IPCP_DST_MAPPED;
         *why = IPCP_WHY_MAPPED;
     } else if (o->dst_type == IPCP_MEM_HOST && o->pvm_ok &&
                cfg->pvm != IPCP_PVM_OFF) {
         *mode = IPCP_DST_PVM;
         *why = IPCP_WHY_PVM;
+    } else if (o->dst_type == IPCP_MEM_CUDA && o->force != IPCP_PATH_STAGED) {
+        /* Neither buffer shared (the sender's would have been read by the
+         * map route): a ring in our device memory still keeps the data
+         * off the host. */
+        *mode = IPCP_DST_BOUNCE;
+        *why = IPCP_WHY_BOUNCE;
     } else {
         *why = IPCP_WHY_UNSHARED;
     }
-    if (o->force == IPCP_PATH_DIRECT && !*mode)
+    if (o->force == IPCP_PATH_DIRECT && *mode != IPCP_DST_MAPPED &&
+        *mode != IPCP_DST_PVM)
+        return -1;
+    if (o->force == IPCP_PATH_BOUNCE && *mode != IPCP_DST_BOUNCE)
         return -1;
     if (o->force == IPCP_PATH_STAGED && *mode) {
         *mode = 0;

@@ -36,6 +36,25 @@ typedef struct ipcp__offer {
     ipcp_path_t force;       /* IPCPIPE_PATH or the caller's */
 } ipcp__offer_t;
 
+/* The path forced on a transfer from src_type to dst_type memory: a
+ * forced bounce path is for device to device transfers, and leaves the
+ * others (host messages beside them) to auto. */
+static inline ipcp_path_t ipcp__force_for(ipcp_path_t force, int src_type,
+                                          int dst_type)
+{
+    if (force == IPCP_PATH_BOUNCE &&
+        (src_type != IPCP_MEM_CUDA || dst_type != IPCP_MEM_CUDA))
+        return IPCP_PATH_AUTO;
+    return force;
+}
+
+/* Whether a forced path lets a direct route take the transfer (auto, or
+ * direct itself). */
+static inline int ipcp__direct_allowed(ipcp_path_t force)
+{
+    return force == IPCP_PATH_AUTO || force == IPCP_PATH_DIRECT;
+}
+
 typedef struct ipcp__route {
     const char *name;
     /* Whether the route can serve the offer under cfg (no side effect). */
@@ -89,9 +108,10 @@ const ipcp__route_t *ipcp__route_take(const ipcp__route_t *const *table,
 
 /* The sender's copy, decided (no side effect): direct into our buffer
  * (*mode IPCP_DST_MAPPED when it is shareable, IPCP_DST_PVM when the
- * sender may write us with process_vm_writev) or staged (0), and why
- * (IPCP_WHY_*), a forced path obeyed; -1 when the direct path was forced
- * and cannot serve (*why says why). */
+ * sender may write us with process_vm_writev), through a ring in our
+ * device memory (IPCP_DST_BOUNCE: device memory neither side shares) or
+ * staged (0), and why (IPCP_WHY_*), a forced path obeyed; -1 when the
+ * forced direct or bounce path cannot serve (*why says why). */
 int ipcp__sent_choose(const ipcp__offer_t *o, const ipcp__config_t *cfg,
                       int shareable, int *mode, int *why);
 

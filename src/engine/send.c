@@ -27,6 +27,33 @@ static void ipcp__tx_report_late(void *arg)
         ipcp__err_report(x->tx_slot, x->tx_seq, &x->track);
 }
 
+/* The receiver's allocation the CTS names (its export, when it came
+ * with it, kept for later), mapped here for the transfer: the address of
+ * the CTS's offset in it, with need bytes from there; NULL with the track
+ * failed when it cannot be. */
+static char *ipcp__tx_target(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                             ipcp_request_t *req, const ipcp__msg_cts_t *cts,
+                             const int *map_fds, int nmap, uint64_t need)
+{
+    ipcp__track_t *t = &req->xfer.track;
+    ipcp__import_t *imp = NULL;
+    if (cts->hdr.flags & IPCP_CTS_HAS_EXP)
+        ipcp__rexport_put(peer, cts->dst_region, &cts->exp, map_fds, nmap);
+    ipcp_status_t st =
+        ipcp__import_get(comm, peer, cts->dst_region, &req->attr, &imp);
+    if (st != IPCP_OK) {
+        ipcp__track_fail(t, st, "%s", ipcp__last_error());
+        return NULL;
+    }
+    req->xfer.import = imp;
+    if (cts->dst_offset > imp->size || need > imp->size - cts->dst_offset) {
+        ipcp__track_fail(t, IPCP_ERR_STATE,
+                         "target range is outside the peer's allocation");
+        return NULL;
+    }
+    return (char *)imp->ptr + cts->dst_offset;
+}
+
 /* Our half of the direct part, [base, base + len) of the buffer: np
  * pieces, each copied and then marked in its queue's done flag.  Returns
  * the mask of the queues used. */
@@ -41,24 +68,8 @@ static unsigned ipcp__tx_direct(ipcp_comm_t *comm, ipcp__peer_t *peer,
     int myq = ipcp__qset_index(&req->attr);
     char *dst = NULL;
 
-    if (cts->dst_mode == IPCP_DST_MAPPED) {
-        ipcp__import_t *imp = NULL;
-        if (cts->hdr.flags & IPCP_CTS_HAS_EXP)
-            ipcp__rexport_put(peer, cts->dst_region, &cts->exp, map_fds, nmap);
-        ipcp_status_t st =
-            ipcp__import_get(comm, peer, cts->dst_region, &req->attr, &imp);
-        if (st == IPCP_OK) {
-            req->xfer.import = imp;
-            if (cts->dst_offset > imp->size ||
-                req->len > imp->size - cts->dst_offset)
-                ipcp__track_fail(t, IPCP_ERR_STATE,
-                                 "target range is outside "
-                                 "the peer's allocation");
-            dst = (char *)imp->ptr + cts->dst_offset;
-        } else {
-            ipcp__track_fail(t, st, "%s", ipcp__last_error());
-        }
-    }
+    if (cts->dst_mode == IPCP_DST_MAPPED)
+        dst = ipcp__tx_target(comm, peer, req, cts, map_fds, nmap, req->len);
     req->xfer.tx_slot = &ch->ctl->derr[myq][cts->dseq % IPCP_ERR_SLOTS];
     req->xfer.tx_seq = cts->dseq;
     if (!ipcp__track_ok(t)) /* before the done flags release the peer */
@@ -105,6 +116,9 @@ static const char *ipcp__cts_check(const ipcp__chan_t *ch,
     if (direct && (cts->npieces < 1 || cts->dq_lo >= (unsigned)qs->n ||
                    cts->npieces > (unsigned)qs->n - cts->dq_lo))
         return "CTS asks for more pieces than the sender has queues";
+    if (cts->path == IPCP_PATH_BOUNCE &&
+        (req->attr.type != IPCP_MEM_CUDA || cts->dst_mode != IPCP_DST_MAPPED))
+        return "bad bounce ring";
     if ((cts->hdr.flags & IPCP_CTS_SPLIT) &&
         (cts->path != IPCP_PATH_DIRECT || req->attr.type != IPCP_MEM_HOST ||
          cts->head_len == 0 || cts->head_len >= req->len))
@@ -222,9 +236,15 @@ void ipcp__xfer_tx_sent(ipcp_comm_t *comm, ipcp__peer_t *peer,
         mask |= ipcp__tx_direct(comm, peer, req, cts, qs, fds + fi, nmap, head,
                                 dlen);
     if (!direct || striped) {
+        /* The bounce path's ring: its slots, as many as the channel's. */
+        char *slots =
+            cts->path == IPCP_PATH_BOUNCE
+                ? ipcp__tx_target(comm, peer, req, cts, fds + fi, nfds - fi,
+                                  (uint64_t)ch->nslots * ch->slot_size)
+                : NULL;
         ch->seq += nchunks;
-        ipcp__stage_init(&req->xfer, ch, (char *)req->buf + dlen, slen, unit,
-                         cts->chunk_base, 1, req->type == IPCP_REQ_PUT,
+        ipcp__stage_init(&req->xfer, ch, slots, (char *)req->buf + dlen, slen,
+                         unit, cts->chunk_base, 1, req->type == IPCP_REQ_PUT,
                          &ch->ctl->serr[cts->sseq % IPCP_ERR_SLOTS], cts->sseq);
     }
     ipcp__stage_go(comm, &req->xfer, qs, mask);

@@ -139,15 +139,22 @@ static unsigned ipcp__staged_mask(const ipcp__chan_t *ch,
 }
 
 /* Sets up one side's half of a staged transfer of len bytes at buf, ring
- * chunks base.. on (ipcp__stage_step enqueues it).  Per chunk c the sender
- * waits for its slot to be freed (generation c / S), copies in and marks
- * it full; the receiver waits for full, copies out and marks it freed. */
-void ipcp__stage_init(ipcp__xfer_t *x, ipcp__chan_t *ch, char *buf,
+ * chunks base.. on (ipcp__stage_step enqueues it), through the channel's
+ * slots or, when slots is not NULL, through slots of the same geometry
+ * elsewhere (the bounce path's ring in device memory: the flags, and
+ * the chunks' numbers, are the channel's either way).  That ring lies in
+ * the receiver's device memory, where the sender's GPU writes: the
+ * receiver's waits flush remote writes before its copies read them.  Per chunk
+ * c the sender waits for its slot to be freed (generation c / S), copies in and
+ * marks it full; the receiver waits for full, copies out and marks it freed. */
+void ipcp__stage_init(ipcp__xfer_t *x, ipcp__chan_t *ch, char *slots, char *buf,
                       uint64_t len, uint64_t unit, uint64_t base, int send,
                       int remote_done, ipcp__errslot_t *slot, uint64_t seq)
 {
     x->stage = (ipcp__stage_t){
         .ch = ch,
+        .slots = slots ? slots : ch->slots,
+        .flush = slots && !send,
         .buf = buf,
         .len = len,
         .unit = unit,
@@ -200,7 +207,8 @@ static int ipcp__stage_step(ipcp__xfer_t *x, uint64_t n)
     uint64_t nq = (uint64_t)ipcp__staged_queues(ch, qs);
     uint64_t end = st->nchunks - st->next > n ? st->next + n : st->nchunks;
     __typeof__(qs->ops->flag_wait) ring_wait =
-        qs->ops->flag_wait_ring ? qs->ops->flag_wait_ring : qs->ops->flag_wait;
+        qs->ops->flag_wait_ring && !st->flush ? qs->ops->flag_wait_ring
+                                              : qs->ops->flag_wait;
     /* A chunk's mark goes into its queue with the wait of that queue's next
      * chunk, as one operation where the backend has one: the same order,
      * and less time between two copies. */
@@ -210,13 +218,13 @@ static int ipcp__stage_step(ipcp__xfer_t *x, uint64_t n)
         uint64_t off, len, qi = ipcp__staged_q(ch, st->base + c, nq);
         ipcp__staged_chunk(st->len, st->unit, ch->slot_size, st->nchunks, c,
                            &off, &len);
-        char *sl = ch->slots + s * ch->slot_size;
+        char *sl = st->slots + s * ch->slot_size;
         ipcp__queue_t *q = qs->q[qi];
         uint64_t *held = st->held[qi], held_v = st->held_v[qi];
         /* Not tied to the track: a failed transfer's waits still run, so
          * its marks keep their order with the marks of the transfers
          * around it on the other queues. */
-        int paired = held && qs->ops->flag_write_wait;
+        int paired = held && qs->ops->flag_write_wait && !st->flush;
         ipcp_status_t rc =
             paired ? qs->ops->flag_write_wait(q, held, held_v, &wait[s].v,
                                               st->send ? g : g + 1, &peer->lost)

@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "common/time.h"
+#include "engine/mem.h"
+#include "engine/memreg.h"
 #include "engine/xfer.h"
 #include "engine/samegpu.h"
 #include "engine/stripe.h"
@@ -215,6 +217,45 @@ ipcp_status_t ipcp__chan_import(ipcp_comm_t *comm, ipcp__dir_t *dir,
     ch->slots_per_queue = (uint32_t)c->slots_per_queue;
     dir->chan = ch;
     return ipcp__chan_bind_all(dir);
+}
+
+/* Receiver, the bounce path: the ring of dir's channel in device memory
+ * on `device` (its slots' geometry), made on first use; *out a copy of
+ * its region.  0, or -1 when it cannot be made or shared (logged once;
+ * the transfers go staged). */
+int ipcp__chan_ring(ipcp_comm_t *comm, ipcp__dir_t *dir, int device,
+                    ipcp__region_t *out)
+{
+    ipcp__mem_attr_t a = {.type = IPCP_MEM_CUDA, .device = device};
+    int idx = ipcp__qset_index(&a);
+    const ipcp__chan_t *ch = dir->chan;
+    size_t len = (size_t)ch->nslots * ch->slot_size;
+    const ipcp__region_t *r = NULL;
+    if (dir->ring_failed[idx])
+        return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_ENGINE, IPCP_ERR_UNSUPPORTED,
+                          "no ring could be made on GPU %d before", device),
+               -1;
+    if (!dir->ring[idx] && ipcp__mem_alloc(comm, len, IPCP_MEM_CUDA, device,
+                                           &dir->ring[idx]) != IPCP_OK) {
+        dir->ring[idx] = NULL;
+        goto fail;
+    }
+    ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
+    if ((r = ipcp__region_find_alloc(comm, dir->ring[idx], len)) &&
+        r->exportable)
+        *out = *r;
+    ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
+    if (r && r->exportable)
+        return 0;
+    ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_ENGINE, IPCP_ERR_UNSUPPORTED,
+               "the bounce ring on GPU %d cannot be shared", device);
+fail:
+    dir->ring_failed[idx] = 1;
+    IPCP_INFO(IPCP_SUB_ENGINE,
+              "no ring of %zu bytes in device memory on GPU %d (%s): "
+              "buffers that cannot be shared go staged",
+              len, device, ipcp__last_error());
+    return -1;
 }
 
 void ipcp__dir_destroy(ipcp_comm_t *comm, ipcp__dir_t *dir)

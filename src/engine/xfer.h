@@ -21,12 +21,15 @@ enum {
     IPCP_WHY_FORCED_STAGED,
     IPCP_WHY_DRIVEN,   /* this process copies it (IPCPIPE_DRIVE) */
     IPCP_WHY_PVM_READ, /* this process reads it with process_vm_readv */
+    IPCP_WHY_BOUNCE,   /* neither buffer shareable: the device ring */
+    IPCP_WHY_NO_RING,  /* ... but the device ring could not be made */
 };
 
 typedef struct ipcp__choice {
     ipcp_path_t path;
-    int mode;              /* IPCP_DST_MAPPED or IPCP_DST_PVM */
-    ipcp__region_t region; /* MAPPED: copy of the allocation */
+    int mode;              /* IPCP_DST_MAPPED, _PVM or _BOUNCE */
+    ipcp__region_t region; /* MAPPED: copy of the allocation; BOUNCE:
+                              of the ring */
     int why;               /* IPCP_WHY_* */
     int src_type;          /* the RTS's ipcp_mem_type_t */
     uint64_t staged;       /* striped: bytes staged at once */
@@ -54,6 +57,8 @@ ipcp_status_t ipcp__chan_create(ipcp_comm_t *comm, ipcp__dir_t *dir,
                                 int device_mem);
 ipcp_status_t ipcp__chan_import(ipcp_comm_t *comm, ipcp__dir_t *dir,
                                 const ipcp__export_t *exp, int fd);
+int ipcp__chan_ring(ipcp_comm_t *comm, ipcp__dir_t *dir, int device,
+                    ipcp__region_t *out);
 ipcp_status_t ipcp__import_get(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                uint64_t id, const ipcp__mem_attr_t *attr,
                                ipcp__import_t **out);
@@ -77,7 +82,7 @@ int ipcp__staged_nq(const ipcp__chan_t *ch, int nq);
 int ipcp__staged_queues(const ipcp__chan_t *ch, const ipcp__qset_t *qs);
 uint64_t ipcp__staged_unit(uint64_t len, uint64_t slot, int striped);
 uint64_t ipcp__staged_nchunks(uint64_t len, uint64_t slot, uint64_t ring_slot);
-void ipcp__stage_init(ipcp__xfer_t *x, ipcp__chan_t *ch, char *buf,
+void ipcp__stage_init(ipcp__xfer_t *x, ipcp__chan_t *ch, char *slots, char *buf,
                       uint64_t len, uint64_t unit, uint64_t base, int send,
                       int remote_done, ipcp__errslot_t *slot, uint64_t seq);
 void ipcp__stage_go(ipcp_comm_t *comm, ipcp__xfer_t *x, ipcp__qset_t *qs,

@@ -2,7 +2,7 @@
  * through the public API; every byte verified, and the bytes around the
  * buffers too.
  *
- *   test_cuda_sendrecv --size S --path direct|staged|auto --send KIND
+ *   test_cuda_sendrecv --size S --path direct|staged|bounce|auto --send KIND
  *       --recv KIND [--devices same|split|isolated] [--soff N] [--roff N]
  *       [--iters N] [--kill sender|receiver] [--end barrier|none]
  *
@@ -16,7 +16,11 @@
  * from the middle of the first: exported piece by piece up to 64 pieces,
  * staged beyond), uvmmx (two allocations of different sizes, the buffer
  * across both: not exported), uvmm0 (one allocation without handle types:
- * not exported).  Rank 0 sends,
+ * not exported); cudaMallocAsync's kinds: pool (cuMemAllocAsync from the
+ * device's default pool, which cannot be shared), spool (from a pool made
+ * with POSIX fd handles).  Device memory neither side can share moves
+ * through the bounce path (a ring in the receiver's device memory) where
+ * the sender's GPU reaches the receiver's, else staged.  Rank 0 sends,
  * rank 1 receives, and only the receiver forces the path (it decides).  devices
  * same: both ranks on device 0 (one GPU shared by two processes); split: rank r
  * on device r; isolated: rank r sees only GPU r (CUDA_VISIBLE_DEVICES=r), so no
@@ -29,8 +33,9 @@
  * hang on device waits the dead peer would have released.
  *
  * A forced direct path can serve only a receive buffer from ipcp_mem_alloc
- * of the same kind of memory as the send buffer; otherwise both sides must
- * fail with IPCP_ERR_UNSUPPORTED and say why.
+ * of the same kind of memory as the send buffer, a forced bounce path only
+ * GPUs with a direct link (host memory on either side goes as under auto);
+ * otherwise both sides must fail with IPCP_ERR_UNSUPPORTED and say why.
  *
  * --end none: each rank frees its buffer and finalizes as soon as its own
  * call returned, with no barrier first (the receiver's goodbye must not
@@ -68,6 +73,8 @@ typedef enum {
     K_UVMMN,
     K_UVMMX,
     K_UVMM0,
+    K_POOL,
+    K_SPOOL,
     K_NKINDS
 } kind_t;
 
@@ -92,14 +99,14 @@ typedef struct cfg {
 
 static kind_t parse_kind(const char *s)
 {
-    static const char *const names[K_NKINDS] = {"dev",     "vmm",   "host",
-                                                "hostmem", "uvmm",  "uvmm2",
-                                                "uvmmn",   "uvmmx", "uvmm0"};
+    static const char *const names[K_NKINDS] = {
+        "dev",   "vmm",   "host",  "hostmem", "uvmm", "uvmm2",
+        "uvmmn", "uvmmx", "uvmm0", "pool",    "spool"};
     for (int i = 0; i < K_NKINDS; i++)
         if (strcmp(s, names[i]) == 0)
             return (kind_t)i;
     T_FAIL("unknown buffer kind \"%s\" (dev, vmm, host, hostmem, uvmm, "
-           "uvmm2, uvmmn, uvmmx, uvmm0)",
+           "uvmm2, uvmmn, uvmmx, uvmm0, pool, spool)",
            s);
 }
 
@@ -109,9 +116,14 @@ static int is_uvmm(kind_t k)
            k == K_UVMM0;
 }
 
+static int is_pool(kind_t k)
+{
+    return k == K_POOL || k == K_SPOOL;
+}
+
 static int is_device(kind_t k)
 {
-    return k == K_DEV || k == K_VMM || is_uvmm(k);
+    return k == K_DEV || k == K_VMM || is_uvmm(k) || is_pool(k);
 }
 
 /* The granule of VMM allocations on device 0 (uvmmn's piece). */
@@ -170,10 +182,12 @@ static cfg_t parse(int argc, char **argv)
         c.path = IPCP_PATH_DIRECT;
     else if (strcmp(p, "staged") == 0)
         c.path = IPCP_PATH_STAGED;
+    else if (strcmp(p, "bounce") == 0)
+        c.path = IPCP_PATH_BOUNCE;
     else if (strcmp(p, "auto") == 0)
         c.path = IPCP_PATH_AUTO;
     else
-        T_FAIL("unknown path \"%s\" (direct, staged, auto)", p);
+        T_FAIL("unknown path \"%s\" (direct, staged, bounce, auto)", p);
     if (strcmp(d, "same") != 0 && strcmp(d, "split") != 0 &&
         strcmp(d, "isolated") != 0)
         T_FAIL("unknown --devices \"%s\" (same, split, isolated)", d);
@@ -202,6 +216,7 @@ typedef struct buf {
     size_t va_size, piece;
     CUmemGenericAllocationHandle h[2 * MAX_PIECES];
     int nh;
+    CUmemoryPool pool; /* spool: the pool made for it */
 } buf_t;
 
 static void buf_write(const buf_t *b, size_t at, const void *h, size_t n)
@@ -308,6 +323,35 @@ static void *uvmm_alloc(buf_t *b, int device)
     return (void *)(uintptr_t)(b->va + at);
 }
 
+/* cudaMallocAsync's memory (kinds pool, spool), made ready before use. */
+static void *pool_alloc(buf_t *b, int device)
+{
+    CUdeviceptr d;
+    b->pool = NULL;
+    if (b->kind == K_SPOOL) {
+        CUmemPoolProps pp;
+        memset(&pp, 0, sizeof(pp));
+        pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        pp.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        pp.location.id = device;
+        CU_OK(IPCP_CU(cuMemPoolCreate)(&b->pool, &pp));
+        CU_OK(IPCP_CU(cuMemAllocFromPoolAsync)(&d, b->total, b->pool, NULL));
+    } else {
+        CU_OK(IPCP_CU(cuMemAllocAsync)(&d, b->total, NULL));
+    }
+    CU_OK(IPCP_CU(cuStreamSynchronize)(NULL));
+    return (void *)(uintptr_t)d;
+}
+
+static void pool_free(buf_t *b)
+{
+    CU_OK(IPCP_CU(cuMemFreeAsync)((CUdeviceptr)(uintptr_t)b->base, NULL));
+    CU_OK(IPCP_CU(cuStreamSynchronize)(NULL));
+    if (b->pool)
+        CU_OK(IPCP_CU(cuMemPoolDestroy)(b->pool));
+}
+
 /* Unmaps and releases the allocations (keep: all but the first, which
  * stays mapped with the reservation for the next round). */
 static void uvmm_free(buf_t *b, int keep)
@@ -347,6 +391,8 @@ static void *buf_alloc(ipcp_comm_t *comm, buf_t *b, kind_t kind, size_t len,
         ptr = (void *)(uintptr_t)d;
     } else if (is_uvmm(kind)) {
         ptr = uvmm_alloc(b, device);
+    } else if (is_pool(kind)) {
+        ptr = pool_alloc(b, device);
     } else if (kind == K_HOST) {
         ptr = t_malloc(b->total);
     } else {
@@ -370,6 +416,8 @@ static void buf_free(ipcp_comm_t *comm, buf_t *b, int keep)
         CU_OK(IPCP_CU(cuMemFree)((CUdeviceptr)(uintptr_t)b->base));
     else if (is_uvmm(b->kind))
         uvmm_free(b, keep);
+    else if (is_pool(b->kind))
+        pool_free(b);
     else if (b->kind == K_HOST)
         free(b->base);
     else
@@ -444,10 +492,21 @@ static int direct_possible(const cfg_t *c)
             (drives && writable && exportable(c->send, stotal)));
 }
 
+/* Whether the bounce path can serve it: device memory on both sides, and
+ * a sender that can reach the receiver's GPU. */
+static int bounce_possible(const cfg_t *c)
+{
+    return is_device(c->recv) && is_device(c->send) && !c->isolated;
+}
+
 /* Whether the receiver's forced path can serve the transfer. */
 static int expect_ok(const cfg_t *c)
 {
-    return c->path != IPCP_PATH_DIRECT || direct_possible(c);
+    if (c->path == IPCP_PATH_DIRECT)
+        return direct_possible(c);
+    if (c->path == IPCP_PATH_BOUNCE && is_device(c->send) && is_device(c->recv))
+        return bounce_possible(c);
+    return 1; /* a forced bounce path leaves host memory to auto */
 }
 
 /* The victim of --kill: posts its side, lets the transfer start, dies. */
@@ -553,7 +612,8 @@ static void run_receiver(ipcp_comm_t *comm, const cfg_t *c, int device,
                (double)c->size * (double)(c->iters - 1) / (now_s() - t0) / 1e9);
     if (!expect_ok(c)) {
         T_STATUS(st, IPCP_ERR_UNSUPPORTED);
-        T_MSG_HAS("direct path was forced");
+        T_MSG_HAS(c->path == IPCP_PATH_BOUNCE ? "bounce path was forced"
+                                              : "direct path was forced");
         buf_verify_untouched(&b, gseed,
                              "receive buffer of a refused "
                              "transfer");
@@ -564,14 +624,21 @@ static void run_receiver(ipcp_comm_t *comm, const cfg_t *c, int device,
             T_EQ_INT(info.path,
                      ct_direct_path(c->size, c->split && is_device(c->send) &&
                                                  is_device(c->recv)));
+        else if (c->path == IPCP_PATH_BOUNCE &&
+                 (!is_device(c->send) || !is_device(c->recv)))
+            T_EQ_INT(info.path, IPCP_PATH_STAGED); /* host and device */
         else if (c->path != IPCP_PATH_AUTO)
             T_EQ_INT(info.path, c->path);
         else if (c->isolated && c->size > 32768) /* IPCPIPE_EAGER */
             T_EQ_INT(info.path, IPCP_PATH_STAGED);
-        else if ((is_uvmm(c->send) || is_uvmm(c->recv)) && !c->split)
-            /* Never a silent fall-back: mappable memory goes direct. */
-            T_EQ_INT(info.path,
-                     direct_possible(c) ? IPCP_PATH_DIRECT : IPCP_PATH_STAGED);
+        else if ((is_uvmm(c->send) || is_uvmm(c->recv) || is_pool(c->send) ||
+                  is_pool(c->recv)) &&
+                 !c->split)
+            /* Never a silent fall-back: mappable memory goes direct,
+             * other device memory through the device ring. */
+            T_EQ_INT(info.path, direct_possible(c)   ? IPCP_PATH_DIRECT
+                                : bounce_possible(c) ? IPCP_PATH_BOUNCE
+                                                     : IPCP_PATH_STAGED);
         else
             T_CHECK(info.path != IPCP_PATH_AUTO);
         buf_verify(&b, gseed, seed, "received data");

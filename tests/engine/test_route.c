@@ -35,7 +35,7 @@ typedef struct {
     const char *routes; /* the names of those that serve, in order */
     int why;            /* the sender's copy: IPCP_WHY_* */
     int mode;           /* ... where it writes (0: staged; -1: the
-                           forced direct path cannot serve) */
+                           forced direct or bounce path cannot serve) */
 } route_case_t;
 
 #define MIB ((uint64_t)1 << 20)
@@ -84,8 +84,23 @@ static const route_case_t cases[] = {
     {"GPU to GPU, cudaMalloc'd, the receive buffer exported", NULL, C, C,
      REACH | AUTO, MIB, IPCP_PATH_AUTO, "sent", IPCP_WHY_MAPPED,
      IPCP_DST_MAPPED},
-    {"GPU to GPU, cudaMalloc'd, its export failed", NULL, C, C, REACH, MIB,
-     IPCP_PATH_AUTO, "sent", IPCP_WHY_UNSHARED, 0},
+    {"GPU to GPU, nothing shareable (the default cudaMallocAsync pool)", NULL,
+     C, C, REACH, MIB, IPCP_PATH_AUTO, "sent", IPCP_WHY_BOUNCE,
+     IPCP_DST_BOUNCE},
+    {"GPU to GPU, nothing shareable, staged forced", NULL, C, C, REACH, MIB,
+     IPCP_PATH_STAGED, "sent", IPCP_WHY_UNSHARED, 0},
+    {"GPU to GPU, nothing shareable, stream-ordered", NULL, C, C, REACH | SYNC,
+     MIB, IPCP_PATH_AUTO, "sent", IPCP_WHY_BOUNCE, IPCP_DST_BOUNCE},
+    {"bounce forced, both buffers shareable", NULL, C, C,
+     SRC_MAP | REACH | SHARED, MIB, IPCP_PATH_BOUNCE, "sent", IPCP_WHY_BOUNCE,
+     IPCP_DST_BOUNCE},
+    {"bounce forced, GPUs without peer access", NULL, C, C, 0, MIB,
+     IPCP_PATH_BOUNCE, "sent", IPCP_WHY_NO_PEER, -1},
+    {"bounce forced, host memory: as auto", NULL, H, H,
+     SRC_MAP | SRC_ADDR | PVM_OK | SHARED | ONE_CPU, 8 * MIB, IPCP_PATH_BOUNCE,
+     "split map sent", IPCP_WHY_MAPPED, IPCP_DST_MAPPED},
+    {"bounce forced, host to GPU: as auto", NULL, H, C, SHARED, MIB,
+     IPCP_PATH_BOUNCE, "sent", IPCP_WHY_KINDS, 0},
     {"GPU to GPU without peer access", NULL, C, C, SRC_MAP | SHARED, MIB,
      IPCP_PATH_AUTO, "sent", IPCP_WHY_NO_PEER, 0},
     {"GPU to GPU, stream-ordered", NULL, C, C, SRC_MAP | REACH | SHARED | SYNC,
@@ -120,7 +135,7 @@ static void offer_of(const route_case_t *c, ipcp__offer_t *o)
     o->dst_shared = !!(c->facts & SHARED);
     o->sync = !!(c->facts & SYNC);
     o->one_cpu = !!(c->facts & ONE_CPU);
-    o->force = c->force;
+    o->force = ipcp__force_for(c->force, c->src, c->dst);
 }
 
 static int run_case(const route_case_t *c)

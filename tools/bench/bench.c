@@ -34,6 +34,7 @@ const bench_path_t bench_paths[] = {
     {"ompi", IPCP_PATH_AUTO, 0, BENCH_KIND_MPI, BENCH_CEIL_MEMCPY, 0, 0},
     {"direct", IPCP_PATH_DIRECT, 0, BENCH_KIND_IPCP, 0, 0, 0},
     {"staged", IPCP_PATH_STAGED, 0, BENCH_KIND_IPCP, 0, 0, 0},
+    {"bounce", IPCP_PATH_BOUNCE, 0, BENCH_KIND_IPCP, 0, 0, 0},
     {"auto", IPCP_PATH_AUTO, 0, BENCH_KIND_IPCP, 0, 0, 0},
     {"bidir", IPCP_PATH_AUTO, 1, BENCH_KIND_IPCP, 0, 0, 0},
     {"bidir-direct", IPCP_PATH_DIRECT, 1, BENCH_KIND_IPCP, 0, 0, 0},
@@ -131,7 +132,7 @@ static int runnable_cases(bench_ctx_t *ctx, const bench_case_t *all, int nall,
                           bench_case_t *out, char *note, size_t nlen)
 {
     int host = bench_ctx_mem(ctx) != BENCH_MEM_CUDA, any_mpi = 0;
-    int n = 0, gpu_out = 0, mpi_out = 0;
+    int n = 0, gpu_out = 0, mpi_out = 0, bounce_out = 0;
     char why[BENCH_REASON_MAX], text[2 * BENCH_REASON_MAX];
     for (int i = 0; i < nall; i++)
         any_mpi |= all[i].path->kind == BENCH_KIND_MPI;
@@ -142,6 +143,8 @@ static int runnable_cases(bench_ctx_t *ctx, const bench_case_t *all, int nall,
         bench_kind_t k = all[i].path->kind;
         if (k != BENCH_KIND_IPCP && k != BENCH_KIND_MPI && host)
             gpu_out++;
+        else if (all[i].path->path == IPCP_PATH_BOUNCE && host)
+            bounce_out++;
         else if (k == BENCH_KIND_MPI && !mpi)
             mpi_out++;
         else
@@ -154,6 +157,12 @@ static int runnable_cases(bench_ctx_t *ctx, const bench_case_t *all, int nall,
                   "staged pattern, single-process GPU copies) need GPU "
                   "memory; %d case%s left out",
                   gpu_out, gpu_out == 1 ? "" : "s");
+        add_note(note, nlen, text);
+    }
+    if (bounce_out) {
+        bench_fmt(text, sizeof(text),
+                  "the bounce path moves GPU memory only; %d case%s left out",
+                  bounce_out, bounce_out == 1 ? "" : "s");
         add_note(note, nlen, text);
     }
     if (mpi_out && host)

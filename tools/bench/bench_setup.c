@@ -633,9 +633,11 @@ void bench_pick_ceiling(const bench_ctx_t *ctx, const bench_case_t *c,
         ipcp_path_t p =
             res->outcome == BENCH_OK ? res->path_used : c->path->path;
         /* Striped: against the copy engine alone, which it means to pass;
-         * the lane against it too (the same link, moved by kernels). */
+         * the lane against it too (the same link, moved by kernels), and
+         * the bounce path (the same link, then a copy on the receiver's
+         * GPU). */
         if (p == IPCP_PATH_DIRECT || p == IPCP_PATH_STRIPED ||
-            p == IPCP_PATH_LANE)
+            p == IPCP_PATH_LANE || p == IPCP_PATH_BOUNCE)
             k = bidir ? BENCH_CEIL_D2D_BIDIR : BENCH_CEIL_D2D;
         else if (p == IPCP_PATH_STAGED)
             k = bidir ? BENCH_CEIL_STAGED_BIDIR : BENCH_CEIL_STAGED;

@@ -26,6 +26,10 @@ typedef struct gpu_verdict {
     const char *path; /* "direct", "staged", "none" */
     const char *code;
     char text[200];
+    /* Buffers neither process can share (the default cudaMallocAsync
+     * pool, VMM memory without handle types): "bounce" or "staged". */
+    const char *unshared;
+    char unshared_text[160];
     const char *stripe; /* yes, no, off, fixed, unmeasured, ignored */
     char stripe_text[512];
 } gpu_verdict_t;
@@ -210,6 +214,17 @@ static void gpu_verdict(const gpu_facts_t *g, int a, int b, gpu_verdict_t *v)
                  "host ring",
                  a, b);
     }
+    int ring = strcmp(v->path, "direct") == 0 && db->vmm_fd;
+    v->unshared = ring ? "bounce" : v->path;
+    if (ring)
+        snprintf(v->unshared_text, sizeof(v->unshared_text),
+                 "through a ring in GPU %d's memory, GPU %d writing it", b, a);
+    else
+        snprintf(v->unshared_text, sizeof(v->unshared_text), "%s",
+                 strcmp(v->path, "direct") == 0
+                     ? "through the pinned host ring: GPU's memory cannot be "
+                       "shared for a ring (no VMM fd)"
+                     : "as above");
 }
 
 static void gpu_text(const gpu_facts_t *g, const char *visible)
@@ -229,8 +244,7 @@ static void gpu_text(const gpu_facts_t *g, const char *visible)
                "stream memops %s\n",
                x->uva ? "yes" : "no (no unified addressing)",
                x->vmm_fd ? "yes" : "no (ipcp_mem_alloc of its memory fails)",
-               g->pool_fd[d] ? "yes" : "no (pool memory moves staged)",
-               x->memops64 ? "yes" : "NO");
+               g->pool_fd[d] ? "yes" : "no", x->memops64 ? "yes" : "NO");
         printf("         MPS: %s; %s\n", gpu_mps_word(x->mps),
                gpu_mps_note(x->mps));
     }
@@ -253,6 +267,8 @@ static void gpu_text(const gpu_facts_t *g, const char *visible)
             printf("    %d -> %d: %-6s %-16s %s\n", a, b, v.path, v.code,
                    v.text);
             printf("              stripe: %s, %s\n", v.stripe, v.stripe_text);
+            printf("              buffers neither side can share: %s, %s\n",
+                   v.unshared, v.unshared_text);
         }
     }
     if (visible && *visible)
@@ -305,6 +321,8 @@ static void gpu_json(const gpu_facts_t *g)
             ipcp_json_str(stdout, v.text);
             printf(", \"stripe\": \"%s\", \"stripe_text\": ", v.stripe);
             ipcp_json_str(stdout, v.stripe_text);
+            printf(", \"unshared\": \"%s\", \"unshared_text\": ", v.unshared);
+            ipcp_json_str(stdout, v.unshared_text);
             printf("}");
             first = 0;
         }

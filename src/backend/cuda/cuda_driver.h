@@ -96,6 +96,11 @@
     X(cuStreamWaitValue64, 11070)                                              \
     X(cuStreamBatchMemOp, 11070)                                               \
     X(cuMemAlloc, 3020)                                                        \
+    X(cuMemAllocAsync, 11020)                                                  \
+    X(cuMemFreeAsync, 11020)                                                   \
+    X(cuMemAllocFromPoolAsync, 11020)                                          \
+    X(cuMemPoolCreate, 11020)                                                  \
+    X(cuMemPoolDestroy, 11020)                                                 \
     X(cuMemAllocManaged, 6000)                                                 \
     X(cuMemFree, 3020)                                                         \
     X(cuMemGetInfo, 3020)                                                      \
