@@ -7,14 +7,14 @@
 #   scripts/gpu-check.sh OUTDIR [STEPS]
 #
 # STEPS is a comma list of build,tests,memcheck,bench,lane,proto,trace,
-# seed,compare,stripes,load,sweep,host,bound,lat,torch (default: all of them), so that a time-limited session can
+# seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs (default: all of them), so that a time-limited session can
 # run them in several calls; the build tree is reused when it is there.
 # GPU_TEST_TIMEOUT: seconds per GPU test (default 600); GPU_TEST_REGEX: run
 # only the GPU tests whose names match it.
 set -uo pipefail
 
-out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat,torch]}
-steps=,${2:-build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat,torch},
+out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs]}
+steps=,${2:-build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs},
 want() { [[ $steps == *,$1,* ]]; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${IPCPIPE_BUILD_ROOT:-$root/build}/gpu
@@ -266,6 +266,25 @@ fi
 # Tensors of PyTorch's allocators between two processes on the GPU (where
 # this Python has torch): path, median GB/s beside the same copy in one
 # process, every byte checked.
+# GPU memory the library did not allocate (issue 26): each allocator's
+# auto row beside the direct row on ipcp_mem_alloc buffers, one run after
+# the other in this step, and the bounce path forced on ipcp_mem_alloc
+# buffers beside the host ring.
+if want allocs; then
+    allocs_run() {
+        "$bench" --mem cuda --case direct --case staged --case bounce \
+            --sizes 16M,64M,256M,1G --lat-max 0 2>&1 | grep -E '^ +[0-9]|^# memory' || return 1
+        local a
+        for a in plain vmm vmm0 pool spool; do
+            "$bench" --mem cuda --alloc "$a" --case auto \
+                --sizes 16M,64M,256M,1G --lat-max 0 2>&1 |
+                grep -E '^ +[0-9]|^# memory' || return 1
+        done
+    }
+    step allocs allocs_run >"$out/allocs.txt" 2>&1
+    cat "$out/allocs.txt" >>"$summary"
+fi
+
 if want torch; then
     if python3 -c 'import torch' >/dev/null 2>&1; then
         step torch python3 "$root/scripts/torch_allocators.py" \

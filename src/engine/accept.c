@@ -296,6 +296,19 @@ static int ipcp__accept_queues(ipcp_comm_t *comm, ipcp__peer_t *peer,
     return st == IPCP_OK;
 }
 
+/* The bounce path's slots.  Between GPUs, the channel's.  On one GPU,
+ * where the two processes' copies take turns in the GPU's time slices
+ * (without MPS) and each hand-over of a chunk between them may wait for
+ * one, IPCP_BOUNCE_SAMEGPU_CHUNK, unless IPCPIPE_CHUNK sets the size. */
+static uint64_t ipcp__bounce_slot(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                                  const ipcp__msg_rts_t *rts,
+                                  const ipcp_request_t *req)
+{
+    if (comm->cfg->chunk || !ipcp__samegpu(comm, rts, req))
+        return peer->rx.chan->slot_size;
+    return IPCP_BOUNCE_SAMEGPU_CHUNK;
+}
+
 /* The bounce path's ring on the receive buffer's GPU (pl->region), made on
  * first use; where it cannot be, the transfer goes staged, or fails when
  * the bounce path was forced (0: failed here). */
@@ -304,7 +317,9 @@ static int ipcp__accept_ring(ipcp_comm_t *comm, ipcp__peer_t *peer,
                              const ipcp__offer_t *o, ipcp__choice_t *c)
 {
     if (c->path != IPCP_PATH_BOUNCE ||
-        ipcp__chan_ring(comm, &peer->rx, req->attr.device, &c->region) == 0)
+        ipcp__chan_ring(comm, &peer->rx, req->attr.device,
+                        ipcp__bounce_slot(comm, peer, rts, req), &c->region,
+                        &c->ring) == 0)
         return 1;
     c->why = IPCP_WHY_NO_RING;
     if (o->force == IPCP_PATH_BOUNCE) {
@@ -341,8 +356,10 @@ static void ipcp__accept_plan(ipcp_comm_t *comm, ipcp__peer_t *peer,
     }
     pl->direct = !ring;
     pl->snq = rts->src_nq ? rts->src_nq : 1;
-    pl->unit = ipcp__staged_unit(pl->slen, ch->slot_size, pl->direct);
-    pl->nchunks = ipcp__staged_nchunks(pl->slen, pl->unit, ch->slot_size);
+    uint64_t ss =
+        pl->c.path == IPCP_PATH_BOUNCE ? pl->c.ring.slot_size : ch->slot_size;
+    pl->unit = ipcp__staged_unit(pl->slen, ss, pl->direct);
+    pl->nchunks = ipcp__staged_nchunks(pl->slen, pl->unit, ss);
     if (pl->direct)
         pl->np = ipcp__npieces(comm, pl->dlen, pl->snq - pl->lo_s,
                                rts->src_type == IPCP_MEM_CUDA ||
@@ -380,8 +397,10 @@ static void ipcp__accept_cts(ipcp_comm_t *comm, ipcp__peer_t *peer,
             &ch->ctl->derr[rts->src_qset][cts->dseq % IPCP_ERR_SLOTS];
         req->xfer.err_seq = cts->dseq;
     }
-    if (pl->c.path == IPCP_PATH_BOUNCE)
-        ipcp__cts_target(comm, peer, pl->c.region.ptr, &pl->c, cts, fds, nfds);
+    if (pl->c.path == IPCP_PATH_BOUNCE) {
+        ipcp__cts_target(comm, peer, pl->c.ring.slots, &pl->c, cts, fds, nfds);
+        cts->ring_slot = pl->c.ring.slot_size;
+    }
     if (!pl->direct || pl->slen) {
         cts->chunk_base = ch->seq;
         cts->stripe_len = pl->direct ? pl->slen : 0;
@@ -562,7 +581,7 @@ static void ipcp__sent_run(const ipcp__route_t *route, ipcp_comm_t *comm,
                                 pl.lo_r);
     if (!pl.direct || pl.slen)
         ipcp__stage_init(&req->xfer, peer->rx.chan,
-                         pl.c.path == IPCP_PATH_BOUNCE ? pl.c.region.ptr : NULL,
+                         pl.c.path == IPCP_PATH_BOUNCE ? &pl.c.ring : NULL,
                          (char *)req->buf + pl.dlen, pl.slen, pl.unit,
                          cts.chunk_base, 0, 0, NULL, 0);
     if (watched)

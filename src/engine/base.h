@@ -37,9 +37,14 @@
  * on two 89.5%, on four 88.7%; 16 MiB x 4 slots on four queues 48% (each
  * queue needs slots of its own in flight).  A pair's ring stays within
  * 64 MiB.  Direct copies use the four queues. */
-#define IPCP_CUDA_CHUNK  (16u << 20)
-#define IPCP_CUDA_SLOTS  4
-#define IPCP_CUDA_QUEUES 4
+#define IPCP_CUDA_CHUNK (16u << 20)
+#define IPCP_CUDA_SLOTS 4
+/* The bounce path's slots between two processes on one GPU (a ring of
+ * IPCP_CUDA_SLOTS of them in the receiver's device memory). */
+#define IPCP_BOUNCE_SAMEGPU_CHUNK ((uint64_t)64 << 20)
+/* The largest slot a peer's CTS may name (IPCPIPE_CHUNK's largest). */
+#define IPCP_RING_SLOT_MAX ((uint64_t)1 << 30)
+#define IPCP_CUDA_QUEUES   4
 /* Direct transfers (IPCPIPE_PIECE=auto): host copies split into pieces of
  * at least 256 KiB over the worker threads; copies that involve device
  * memory are not split (see ipcp__npieces). */

@@ -76,9 +76,10 @@ typedef struct ipcp__dir {
     uint64_t dseq;
     /* The bounce path (rx only): the channel's ring in device memory of
      * each device it received on, an allocation of ours (freed with the
-     * communicator's), made on first use; or why not (a failure is not
-     * tried again). */
+     * communicator's), made on first use, with as many slots as the
+     * channel; or that it failed (not tried again). */
     void *ring[IPCP_MAX_QSETS];
+    uint64_t ring_slot[IPCP_MAX_QSETS]; /* bytes of one of its slots */
     unsigned char ring_failed[IPCP_MAX_QSETS];
 } ipcp__dir_t;
 

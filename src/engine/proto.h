@@ -148,6 +148,7 @@ typedef struct ipcp__msg_cts {
     uint64_t dst_offset;     /* direct MAPPED: offset of the buffer in it */
     uint64_t dst_addr;       /* direct PVM: receiver's address */
     uint64_t head_len;       /* SPLIT: the bytes the receiver copies */
+    uint64_t ring_slot;      /* bounce: bytes of a slot of its ring */
     ipcp__export_t chan_exp; /* with CHAN_FD: the channel's memfd export */
     ipcp__export_t exp;      /* with HAS_EXP: the target allocation */
     char errmsg[IPCP_ERRWIRE_MAX];

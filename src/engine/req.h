@@ -53,8 +53,9 @@ typedef struct ipcp__stage {
     ipcp__list_t link; /* comm->staging */
     ipcp__qset_t *qs;
     ipcp__chan_t *ch;
-    char *slots; /* the channel's, or the bounce path's ring */
-    int flush;   /* a receiver's waits flush remote writes (that ring) */
+    char *slots;        /* the channel's, or the bounce path's ring */
+    uint64_t slot_size; /* of a slot of that ring */
+    int flush;          /* a receiver's waits flush remote writes (that ring) */
     char *buf;
     uint64_t len, unit, base, nchunks, next;
     int send, remote_done, reported;

@@ -38,21 +38,29 @@ void ipcp__samegpu_text(char *buf, size_t len, int rank, int device, int mps)
                  rank, device, slices);
 }
 
+int ipcp__samegpu(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
+                  const ipcp_request_t *req)
+{
+    const ipcp__backend_ops_t *ops = comm->cuda_ops;
+    ipcp__backend_t *be = ipcp__dev(comm);
+    uint64_t mine;
+    return be && req->attr.type == IPCP_MEM_CUDA &&
+           rts->src_type == (int32_t)IPCP_MEM_CUDA && rts->nreach >= 1 &&
+           ops->device_reach &&
+           ops->device_reach(be, req->attr.device, &mine, 1) == 1 &&
+           mine == rts->reach[0];
+}
+
 void ipcp__samegpu_note(ipcp_comm_t *comm, ipcp__peer_t *peer,
                         const ipcp__msg_rts_t *rts, const ipcp_request_t *req)
 {
     const ipcp__backend_ops_t *ops = comm->cuda_ops;
     ipcp__backend_t *be = ipcp__dev(comm);
-    uint64_t mine;
     char text[512];
 
     if (peer->samegpu_noted ||
-        !ipcp__log_enabled(IPCP_LOG_INFO, IPCP_SUB_ENGINE) || !be ||
-        req->attr.type != IPCP_MEM_CUDA ||
-        rts->src_type != (int32_t)IPCP_MEM_CUDA || rts->nreach < 1 ||
-        !ops->device_reach ||
-        ops->device_reach(be, req->attr.device, &mine, 1) != 1 ||
-        mine != rts->reach[0])
+        !ipcp__log_enabled(IPCP_LOG_INFO, IPCP_SUB_ENGINE) ||
+        !ipcp__samegpu(comm, rts, req))
         return;
     peer->samegpu_noted = 1;
     ipcp__samegpu_text(text, sizeof(text), peer->rank, req->attr.device,

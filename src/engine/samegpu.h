@@ -12,6 +12,11 @@
  * -1 unknown); pure, for tests. */
 void ipcp__samegpu_text(char *buf, size_t len, int rank, int device, int mps);
 
+/* Whether the sender's buffer (rts) lies on the GPU of the receive
+ * buffer. */
+int ipcp__samegpu(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
+                  const ipcp_request_t *req);
+
 /* Called as a receive meets the peer's RTS: the first time a device
  * transfer from this peer comes out of a buffer on the GPU of the receive
  * buffer, logs ipcp__samegpu_text at info level. */

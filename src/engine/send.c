@@ -117,7 +117,8 @@ static const char *ipcp__cts_check(const ipcp__chan_t *ch,
                    cts->npieces > (unsigned)qs->n - cts->dq_lo))
         return "CTS asks for more pieces than the sender has queues";
     if (cts->path == IPCP_PATH_BOUNCE &&
-        (req->attr.type != IPCP_MEM_CUDA || cts->dst_mode != IPCP_DST_MAPPED))
+        (req->attr.type != IPCP_MEM_CUDA || cts->dst_mode != IPCP_DST_MAPPED ||
+         cts->ring_slot == 0 || cts->ring_slot > IPCP_RING_SLOT_MAX))
         return "bad bounce ring";
     if ((cts->hdr.flags & IPCP_CTS_SPLIT) &&
         (cts->path != IPCP_PATH_DIRECT || req->attr.type != IPCP_MEM_HOST ||
@@ -221,8 +222,10 @@ void ipcp__xfer_tx_sent(ipcp_comm_t *comm, ipcp__peer_t *peer,
     uint64_t slen = striped ? cts->stripe_len : direct ? 0 : req->len;
     uint64_t head = (cts->hdr.flags & IPCP_CTS_SPLIT) ? cts->head_len : 0;
     uint64_t dlen = req->len - slen - head;
-    uint64_t unit = ipcp__staged_unit(slen, ch->slot_size, striped);
-    uint64_t nchunks = ipcp__staged_nchunks(slen, unit, ch->slot_size);
+    int bounce = cts->path == IPCP_PATH_BOUNCE;
+    uint64_t ss = bounce ? cts->ring_slot : ch->slot_size;
+    uint64_t unit = ipcp__staged_unit(slen, ss, striped);
+    uint64_t nchunks = ipcp__staged_nchunks(slen, unit, ss);
     unsigned np = direct ? cts->npieces : 0, mask = 0;
 
     ipcp__stage_flush(comm, qs);
@@ -236,15 +239,19 @@ void ipcp__xfer_tx_sent(ipcp_comm_t *comm, ipcp__peer_t *peer,
         mask |= ipcp__tx_direct(comm, peer, req, cts, qs, fds + fi, nmap, head,
                                 dlen);
     if (!direct || striped) {
-        /* The bounce path's ring: its slots, as many as the channel's. */
-        char *slots =
-            cts->path == IPCP_PATH_BOUNCE
-                ? ipcp__tx_target(comm, peer, req, cts, fds + fi, nfds - fi,
-                                  (uint64_t)ch->nslots * ch->slot_size)
-                : NULL;
+        /* The bounce path's ring: as many slots as the channel's.  Where
+         * it cannot be mapped the track has failed: the chunks' marks
+         * still go in, their copies do not. */
+        ipcp__ring_t ring = {ch->slots, ss};
+        char *slots = bounce ? ipcp__tx_target(comm, peer, req, cts, fds + fi,
+                                               nfds - fi, ch->nslots * ss)
+                             : NULL;
+        if (slots)
+            ring.slots = slots;
         ch->seq += nchunks;
-        ipcp__stage_init(&req->xfer, ch, slots, (char *)req->buf + dlen, slen,
-                         unit, cts->chunk_base, 1, req->type == IPCP_REQ_PUT,
+        ipcp__stage_init(&req->xfer, ch, bounce ? &ring : NULL,
+                         (char *)req->buf + dlen, slen, unit, cts->chunk_base,
+                         1, req->type == IPCP_REQ_PUT,
                          &ch->ctl->serr[cts->sseq % IPCP_ERR_SLOTS], cts->sseq);
     }
     ipcp__stage_go(comm, &req->xfer, qs, mask);

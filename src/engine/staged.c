@@ -140,30 +140,32 @@ static unsigned ipcp__staged_mask(const ipcp__chan_t *ch,
 
 /* Sets up one side's half of a staged transfer of len bytes at buf, ring
  * chunks base.. on (ipcp__stage_step enqueues it), through the channel's
- * slots or, when slots is not NULL, through slots of the same geometry
+ * slots or, when ring is not NULL, through as many slots, of its size,
  * elsewhere (the bounce path's ring in device memory: the flags, and
  * the chunks' numbers, are the channel's either way).  That ring lies in
  * the receiver's device memory, where the sender's GPU writes: the
  * receiver's waits flush remote writes before its copies read them.  Per chunk
  * c the sender waits for its slot to be freed (generation c / S), copies in and
  * marks it full; the receiver waits for full, copies out and marks it freed. */
-void ipcp__stage_init(ipcp__xfer_t *x, ipcp__chan_t *ch, char *slots, char *buf,
-                      uint64_t len, uint64_t unit, uint64_t base, int send,
-                      int remote_done, ipcp__errslot_t *slot, uint64_t seq)
+void ipcp__stage_init(ipcp__xfer_t *x, ipcp__chan_t *ch,
+                      const ipcp__ring_t *ring, char *buf, uint64_t len,
+                      uint64_t unit, uint64_t base, int send, int remote_done,
+                      ipcp__errslot_t *slot, uint64_t seq)
 {
-    x->stage = (ipcp__stage_t){
-        .ch = ch,
-        .slots = slots ? slots : ch->slots,
-        .flush = slots && !send,
-        .buf = buf,
-        .len = len,
-        .unit = unit,
-        .base = base,
-        .nchunks = ipcp__staged_nchunks(len, unit, ch->slot_size),
-        .send = send,
-        .remote_done = remote_done,
-        .slot = slot,
-        .seq = seq};
+    uint64_t ss = ring ? ring->slot_size : ch->slot_size;
+    x->stage = (ipcp__stage_t){.ch = ch,
+                               .slots = ring ? ring->slots : ch->slots,
+                               .slot_size = ss,
+                               .flush = ring && !send,
+                               .buf = buf,
+                               .len = len,
+                               .unit = unit,
+                               .base = base,
+                               .nchunks = ipcp__staged_nchunks(len, unit, ss),
+                               .send = send,
+                               .remote_done = remote_done,
+                               .slot = slot,
+                               .seq = seq};
 }
 
 /* After a transfer's last chunk: the marks still held go in, a failure
@@ -216,9 +218,9 @@ static int ipcp__stage_step(ipcp__xfer_t *x, uint64_t n)
         uint64_t g = (st->base + c) / ch->nslots,
                  s = (st->base + c) % ch->nslots;
         uint64_t off, len, qi = ipcp__staged_q(ch, st->base + c, nq);
-        ipcp__staged_chunk(st->len, st->unit, ch->slot_size, st->nchunks, c,
+        ipcp__staged_chunk(st->len, st->unit, st->slot_size, st->nchunks, c,
                            &off, &len);
-        char *sl = st->slots + s * ch->slot_size;
+        char *sl = st->slots + s * st->slot_size;
         ipcp__queue_t *q = qs->q[qi];
         uint64_t *held = st->held[qi], held_v = st->held_v[qi];
         /* Not tied to the track: a failed transfer's waits still run, so
@@ -298,7 +300,7 @@ void ipcp__stage_go(ipcp_comm_t *comm, ipcp__xfer_t *x, ipcp__qset_t *qs,
                                       st->remote_done);
     if (!st->send && st->nchunks) {
         uint64_t off, len0;
-        ipcp__staged_chunk(st->len, st->unit, st->ch->slot_size, st->nchunks, 0,
+        ipcp__staged_chunk(st->len, st->unit, st->slot_size, st->nchunks, 0,
                            &off, &len0);
         st->due_ns = ipcp__now_ns() + ipcp__min(len0 / IPCP_STAGE_DEFER_RATE,
                                                 IPCP_STAGE_DEFER_MAX);

@@ -220,33 +220,40 @@ ipcp_status_t ipcp__chan_import(ipcp_comm_t *comm, ipcp__dir_t *dir,
 }
 
 /* Receiver, the bounce path: the ring of dir's channel in device memory
- * on `device` (its slots' geometry), made on first use; *out a copy of
- * its region.  0, or -1 when it cannot be made or shared (logged once;
- * the transfers go staged). */
+ * on `device`, as many slots as the channel of slot_size bytes, made on
+ * first use (a ring made before keeps its slots); *out a copy of its
+ * region, *ring its slots.  0, or -1 when it cannot be made or shared
+ * (logged once; the transfers go staged). */
 int ipcp__chan_ring(ipcp_comm_t *comm, ipcp__dir_t *dir, int device,
-                    ipcp__region_t *out)
+                    uint64_t slot_size, ipcp__region_t *out, ipcp__ring_t *ring)
 {
     ipcp__mem_attr_t a = {.type = IPCP_MEM_CUDA, .device = device};
-    int idx = ipcp__qset_index(&a);
-    const ipcp__chan_t *ch = dir->chan;
-    size_t len = (size_t)ch->nslots * ch->slot_size;
-    const ipcp__region_t *r = NULL;
+    int idx = ipcp__qset_index(&a), shared = 0;
     if (dir->ring_failed[idx])
         return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_ENGINE, IPCP_ERR_UNSUPPORTED,
                           "no ring could be made on GPU %d before", device),
                -1;
+    if (!dir->ring[idx])
+        dir->ring_slot[idx] = slot_size;
+    size_t len = (size_t)dir->chan->nslots * dir->ring_slot[idx];
     if (!dir->ring[idx] && ipcp__mem_alloc(comm, len, IPCP_MEM_CUDA, device,
                                            &dir->ring[idx]) != IPCP_OK) {
         dir->ring[idx] = NULL;
         goto fail;
     }
     ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
-    if ((r = ipcp__region_find_alloc(comm, dir->ring[idx], len)) &&
-        r->exportable)
+    const ipcp__region_t *r =
+        ipcp__region_find_alloc(comm, dir->ring[idx], len);
+    if (r && r->exportable) {
         *out = *r;
+        shared = 1;
+    }
     ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
-    if (r && r->exportable)
+    if (shared) {
+        ring->slots = dir->ring[idx];
+        ring->slot_size = dir->ring_slot[idx];
         return 0;
+    }
     ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_ENGINE, IPCP_ERR_UNSUPPORTED,
                "the bounce ring on GPU %d cannot be shared", device);
 fail:

@@ -25,11 +25,19 @@ enum {
     IPCP_WHY_NO_RING,  /* ... but the device ring could not be made */
 };
 
+/* Slots the staged ring's chunks pass through other than the channel's
+ * (the bounce path's, in device memory): as many as the channel has. */
+typedef struct ipcp__ring {
+    char *slots;
+    uint64_t slot_size;
+} ipcp__ring_t;
+
 typedef struct ipcp__choice {
     ipcp_path_t path;
     int mode;              /* IPCP_DST_MAPPED, _PVM or _BOUNCE */
     ipcp__region_t region; /* MAPPED: copy of the allocation; BOUNCE:
                               of the ring */
+    ipcp__ring_t ring;     /* BOUNCE: the ring's slots here */
     int why;               /* IPCP_WHY_* */
     int src_type;          /* the RTS's ipcp_mem_type_t */
     uint64_t staged;       /* striped: bytes staged at once */
@@ -58,7 +66,8 @@ ipcp_status_t ipcp__chan_create(ipcp_comm_t *comm, ipcp__dir_t *dir,
 ipcp_status_t ipcp__chan_import(ipcp_comm_t *comm, ipcp__dir_t *dir,
                                 const ipcp__export_t *exp, int fd);
 int ipcp__chan_ring(ipcp_comm_t *comm, ipcp__dir_t *dir, int device,
-                    ipcp__region_t *out);
+                    uint64_t slot_size, ipcp__region_t *out,
+                    ipcp__ring_t *ring);
 ipcp_status_t ipcp__import_get(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                uint64_t id, const ipcp__mem_attr_t *attr,
                                ipcp__import_t **out);
@@ -82,9 +91,10 @@ int ipcp__staged_nq(const ipcp__chan_t *ch, int nq);
 int ipcp__staged_queues(const ipcp__chan_t *ch, const ipcp__qset_t *qs);
 uint64_t ipcp__staged_unit(uint64_t len, uint64_t slot, int striped);
 uint64_t ipcp__staged_nchunks(uint64_t len, uint64_t slot, uint64_t ring_slot);
-void ipcp__stage_init(ipcp__xfer_t *x, ipcp__chan_t *ch, char *slots, char *buf,
-                      uint64_t len, uint64_t unit, uint64_t base, int send,
-                      int remote_done, ipcp__errslot_t *slot, uint64_t seq);
+void ipcp__stage_init(ipcp__xfer_t *x, ipcp__chan_t *ch,
+                      const ipcp__ring_t *ring, char *buf, uint64_t len,
+                      uint64_t unit, uint64_t base, int send, int remote_done,
+                      ipcp__errslot_t *slot, uint64_t seq);
 void ipcp__stage_go(ipcp_comm_t *comm, ipcp__xfer_t *x, ipcp__qset_t *qs,
                     unsigned mask);
 void ipcp__stage_flush(ipcp_comm_t *comm, ipcp__qset_t *qs);

@@ -68,6 +68,11 @@ typedef enum {
 typedef enum {
     BENCH_ALLOC_IPCP = 0,  /* ipcp_mem_alloc (VMM on CUDA) */
     BENCH_ALLOC_PLAIN = 1, /* cuMemAlloc (legacy IPC in the library) */
+    /* GPU memory of other allocators (bench_alloc.c) */
+    BENCH_ALLOC_VMM = 2,   /* cuMemCreate with a POSIX fd handle */
+    BENCH_ALLOC_VMM0 = 3,  /* cuMemCreate without handle types */
+    BENCH_ALLOC_POOL = 4,  /* cuMemAllocAsync: the default pool */
+    BENCH_ALLOC_SPOOL = 5, /* a pool made with POSIX fd handles */
 } bench_alloc_t;
 
 /* --load: pinned copies in a third process on one rank's GPU, for the
@@ -284,8 +289,9 @@ void bench_fmt(char *buf, size_t len, const char *fmt, ...)
 typedef struct bench_buf {
     void *ptr;
     size_t len;
-    int device; /* -1: host memory */
-    int plain;  /* 1: cuMemAlloc, freed with cuMemFree */
+    int device;          /* -1: host memory */
+    bench_alloc_t alloc; /* who made it */
+    void *foreign;       /* vmm, vmm0, pool, spool: bench_alloc.c's */
 } bench_buf_t;
 
 /* 1 when this build has CUDA and the library's CUDA backend could run
@@ -308,11 +314,13 @@ int bench_cuda_find_bus(const char *bus);
 /* 1 when a can access b's memory directly. */
 int bench_cuda_peer(int a, int b);
 
-/* Buffers: host (ipcp_mem_alloc, touched), or device (ipcp_mem_alloc with
- * IPCP_MEM_CUDA, or cuMemAlloc when plain).  Errors: -1, message in err,
+/* Buffers: host (ipcp_mem_alloc, touched; posix_memalign when plain), or
+ * device (ipcp_mem_alloc with IPCP_MEM_CUDA, cuMemAlloc when plain, or
+ * another allocator's: bench_alloc_t).  Errors: -1, message in err,
  * *nomem set when it was lack of memory. */
-int bench_buf_alloc(ipcp_comm_t *comm, size_t len, int device, int plain,
-                    bench_buf_t *b, int *nomem, char *err, size_t elen);
+int bench_buf_alloc(ipcp_comm_t *comm, size_t len, int device,
+                    bench_alloc_t alloc, bench_buf_t *b, int *nomem, char *err,
+                    size_t elen);
 void bench_buf_free(ipcp_comm_t *comm, bench_buf_t *b);
 /* Data: staging is host memory of at least len bytes, used for device
  * buffers.  Each returns 0, or -1 with a message. */
@@ -353,8 +361,9 @@ double bench_ceil_measure(bench_ceil_t *cl, bench_ceil_kind_t kind, size_t size,
 
 /* Device memory and CUDA ceilings (bench_cuda.c; without CUDA at build
  * time they fail, saying so). */
-int bench_cuda_buf_alloc(ipcp_comm_t *comm, size_t len, int device, int plain,
-                         bench_buf_t *b, int *nomem, char *err, size_t elen);
+int bench_cuda_buf_alloc(ipcp_comm_t *comm, size_t len, int device,
+                         bench_alloc_t alloc, bench_buf_t *b, int *nomem,
+                         char *err, size_t elen);
 void bench_cuda_buf_free(ipcp_comm_t *comm, bench_buf_t *b);
 /* On the bound device, synchronized with the device before returning. */
 int bench_cuda_h2d(void *dst, const void *src, size_t n, char *err,

@@ -555,7 +555,8 @@ static int naive_rank0(bench_ctx_t *ctx, const bench_case_t *c, int i,
             "", err);
     /* The slots of rank 1's buffer, through the mapping (its size is
      * dst_len, as rank 0's receive slots). */
-    bench_buf_t dst = {mapped, ctx->dst_len, ctx->device, 1};
+    bench_buf_t dst = {mapped, ctx->dst_len, ctx->device, BENCH_ALLOC_PLAIN,
+                       NULL};
     int rc = naive0_cases(ctx, c, i, &dst, res);
     bench_naive_close(ctx->naive);
     /* Rank 1 keeps its buffer until rank 0 is done with it. */
@@ -572,9 +573,9 @@ static void naive1_ready(bench_ctx_t *ctx, cmp_answer_t *a)
     int nomem = 0;
     a->ok = 0;
     if (!ctx->naive_buf.ptr &&
-        bench_cuda_buf_alloc(ctx->comm, ctx->dst_len, ctx->device, 1,
-                             &ctx->naive_buf, &nomem, a->reason,
-                             sizeof(a->reason)) < 0) {
+        bench_cuda_buf_alloc(ctx->comm, ctx->dst_len, ctx->device,
+                             BENCH_ALLOC_PLAIN, &ctx->naive_buf, &nomem,
+                             a->reason, sizeof(a->reason)) < 0) {
         a->waive = nomem;
         return;
     }

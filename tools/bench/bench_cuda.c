@@ -241,12 +241,16 @@ static int plain_alloc(CUcontext ctx, int device, size_t len, CUdeviceptr *p,
 /* Device part of bench_buf_alloc (bench_mem.c handles host memory).  A
  * plain allocation keeps its device's primary context retained until it is
  * freed: the last release would destroy the context and the memory. */
-int bench_cuda_buf_alloc(ipcp_comm_t *comm, size_t len, int device, int plain,
-                         bench_buf_t *b, int *nomem, char *err, size_t elen)
+int bench_cuda_buf_alloc(ipcp_comm_t *comm, size_t len, int device,
+                         bench_alloc_t alloc, bench_buf_t *b, int *nomem,
+                         char *err, size_t elen)
 {
     *nomem = 0;
     memset(b, 0, sizeof(*b));
-    if (plain) {
+    if (alloc != BENCH_ALLOC_IPCP && alloc != BENCH_ALLOC_PLAIN) {
+        if (bench_foreign_alloc(alloc, device, len, b, nomem, err, elen) < 0)
+            return -1;
+    } else if (alloc == BENCH_ALLOC_PLAIN) {
         CUcontext ctx;
         CUdeviceptr p;
         if (bench_cu_retain_ctx(device, &ctx, err, elen) < 0)
@@ -272,14 +276,16 @@ int bench_cuda_buf_alloc(ipcp_comm_t *comm, size_t len, int device, int plain,
     }
     b->len = len;
     b->device = device;
-    b->plain = plain;
+    b->alloc = alloc;
     return 0;
 }
 
 void bench_cuda_buf_free(ipcp_comm_t *comm, bench_buf_t *b)
 {
     char err[256];
-    if (b->plain) {
+    if (b->foreign) {
+        bench_foreign_free(b);
+    } else if (b->alloc == BENCH_ALLOC_PLAIN) {
         /* cuMemFree needs no particular current context under UVA. */
         if (bench_cu_ok(TOOL_CU(cuMemFree)((CUdeviceptr)(uintptr_t)b->ptr), err,
                         sizeof(err), "cuMemFree") < 0)
@@ -475,8 +481,9 @@ static int ceil_open_side(ipcp_comm_t *comm, bench_cuda_ceil_t *cc, int s,
         bench_cu_ok(TOOL_CU(cuEventCreate)(&cc->ev[s][1], CU_EVENT_DEFAULT),
                     err, elen, "cuEventCreate") < 0)
         return -1;
-    if (bench_cuda_buf_alloc(comm, len, cc->dev[s], cc->plain, &cc->buf[s],
-                             nomem, err, elen) < 0)
+    if (bench_cuda_buf_alloc(comm, len, cc->dev[s],
+                             cc->plain ? BENCH_ALLOC_PLAIN : BENCH_ALLOC_IPCP,
+                             &cc->buf[s], nomem, err, elen) < 0)
         return -1;
     if (cc->gated &&
         bench_cu_ok(TOOL_CU(cuMemHostGetDevicePointer)(&cc->gate_dev[s],
@@ -701,8 +708,9 @@ int bench_cuda_peer(int a, int b)
     return 0;
 }
 
-int bench_cuda_buf_alloc(ipcp_comm_t *comm, size_t len, int device, int plain,
-                         bench_buf_t *b, int *nomem, char *err, size_t elen)
+int bench_cuda_buf_alloc(ipcp_comm_t *comm, size_t len, int device,
+                         bench_alloc_t alloc, bench_buf_t *b, int *nomem,
+                         char *err, size_t elen)
 {
     *nomem = 0;
     bench_fmt(err, elen, "%s", no_cuda);

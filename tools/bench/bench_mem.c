@@ -19,15 +19,22 @@ void bench_fmt(char *buf, size_t len, const char *fmt, ...)
     va_end(ap);
 }
 
-int bench_buf_alloc(ipcp_comm_t *comm, size_t len, int device, int plain,
-                    bench_buf_t *b, int *nomem, char *err, size_t elen)
+int bench_buf_alloc(ipcp_comm_t *comm, size_t len, int device,
+                    bench_alloc_t alloc, bench_buf_t *b, int *nomem, char *err,
+                    size_t elen)
 {
     if (device >= 0)
-        return bench_cuda_buf_alloc(comm, len, device, plain, b, nomem, err,
+        return bench_cuda_buf_alloc(comm, len, device, alloc, b, nomem, err,
                                     elen);
     memset(b, 0, sizeof(*b));
     *nomem = 0;
-    if (plain) {
+    if (alloc != BENCH_ALLOC_IPCP && alloc != BENCH_ALLOC_PLAIN) {
+        bench_fmt(err, elen,
+                  "--alloc vmm, vmm0, pool and spool make GPU "
+                  "memory: they need --mem cuda");
+        return -1;
+    }
+    if (alloc == BENCH_ALLOC_PLAIN) {
         /* Private memory no peer can map: the library reaches it with
          * process_vm_writev/readv or its staged path. */
         if (posix_memalign(&b->ptr, 4096, len ? len : 1) != 0) {
@@ -48,7 +55,7 @@ int bench_buf_alloc(ipcp_comm_t *comm, size_t len, int device, int plain,
     }
     b->len = len;
     b->device = -1;
-    b->plain = plain;
+    b->alloc = alloc;
     /* Every page touched now, so no timed transfer pays first-touch
      * faults. */
     memset(b->ptr, 0, len);
@@ -61,7 +68,7 @@ void bench_buf_free(ipcp_comm_t *comm, bench_buf_t *b)
         return;
     if (b->device >= 0) {
         bench_cuda_buf_free(comm, b);
-    } else if (b->plain) {
+    } else if (b->alloc == BENCH_ALLOC_PLAIN) {
         free(b->ptr);
     } else {
         ipcp_status_t st = ipcp_mem_free(comm, b->ptr);

@@ -31,7 +31,11 @@ static const char usage_text[] =
     "                  each process sees them\n"
     "  --alloc KIND    buffers from ipcp (ipcp_mem_alloc: shared memory,\n"
     "                  VMM on GPUs; the default) or plain (posix_memalign,\n"
-    "                  cuMemAlloc on GPUs: the library's legacy IPC path)\n"
+    "                  cuMemAlloc on GPUs: the library's legacy IPC path);\n"
+    "                  GPU memory of other allocators: vmm (cuMemCreate\n"
+    "                  with a POSIX fd handle), vmm0 (without handles),\n"
+    "                  pool (cuMemAllocAsync, the default pool), spool (a\n"
+    "                  pool made with POSIX fd handles)\n"
     "  --window N      transfers posted back to back per repetition\n"
     "                  (default: 64 MiB / size, between 1 and 64)\n"
     "  --sizes LIST    comma-separated sizes (8,4K,1M,1G+1); default:\n"
@@ -444,7 +448,8 @@ static int parse_stream_wait(bench_opts_t *o, const char *arg)
 static int apply_opt(bench_opts_t *o, size_args_t *sa, int c, const char *arg)
 {
     static const char *const mems[] = {"auto", "host", "cuda"};
-    static const char *const allocs[] = {"ipcp", "plain"};
+    static const char *const allocs[] = {"ipcp", "plain", "vmm",
+                                         "vmm0", "pool",  "spool"};
     char *end;
     int v;
     switch (c) {
@@ -454,7 +459,7 @@ static int apply_opt(bench_opts_t *o, size_args_t *sa, int c, const char *arg)
         o->mem = (bench_mem_t)v;
         return 0;
     case OPT_ALLOC:
-        if (parse_choice(arg, allocs, 2, &v) < 0)
+        if (parse_choice(arg, allocs, 6, &v) < 0)
             return -1;
         o->alloc = (bench_alloc_t)v;
         return 0;

@@ -44,7 +44,31 @@ static const char *mem_name(bench_mem_t m)
 
 static const char *alloc_name(bench_alloc_t a)
 {
-    return a == BENCH_ALLOC_PLAIN ? "plain" : "ipcp";
+    static const char *const names[] = {"ipcp", "plain", "vmm",
+                                        "vmm0", "pool",  "spool"};
+    return (unsigned)a < sizeof(names) / sizeof(names[0]) ? names[a] : "?";
+}
+
+/* Where the GPU buffers of a row came from, in words. */
+static const char *alloc_words(bench_alloc_t a)
+{
+    switch (a) {
+    case BENCH_ALLOC_PLAIN:
+        return "cuMemAlloc (the library's legacy IPC path)";
+    case BENCH_ALLOC_VMM:
+        return "cuMemCreate with a POSIX fd handle (memory the library did "
+               "not allocate, exported by fd)";
+    case BENCH_ALLOC_VMM0:
+        return "cuMemCreate without handle types (memory no process can "
+               "share)";
+    case BENCH_ALLOC_POOL:
+        return "cuMemAllocAsync from the default pool (memory no process "
+               "can share)";
+    case BENCH_ALLOC_SPOOL:
+        return "cuMemAllocFromPoolAsync, a pool made with POSIX fd handles";
+    default:
+        return "ipcp_mem_alloc (VMM, exported as file descriptors)";
+    }
 }
 
 static void header_memory(const bench_setup_info_t *in)
@@ -57,10 +81,7 @@ static void header_memory(const bench_setup_info_t *in)
                in->mem_note[0] ? "; " : "", in->mem_note);
         return;
     }
-    printf("# memory: cuda, from %s\n",
-           in->alloc == BENCH_ALLOC_PLAIN
-               ? "cuMemAlloc (the library's legacy IPC path)"
-               : "ipcp_mem_alloc (VMM, exported as file descriptors)");
+    printf("# memory: cuda, from %s\n", alloc_words(in->alloc));
     for (int r = 0; r < 2; r++) {
         if (in->dev[r] < 0)
             continue;

@@ -155,11 +155,11 @@ static int alloc_buffers(bench_ctx_t *ctx, int *nomem, char *err, size_t elen)
         return -1;
     size_t lat = ctx->o->lat_max < ctx->cap ? ctx->o->lat_max : ctx->cap;
     size_t dlen = ctx->rank == RECV || ctx->any_bidir ? ctx->dst_len : lat;
-    int dev = cuda ? ctx->device : -1,
-        plain = ctx->o->alloc == BENCH_ALLOC_PLAIN;
-    if (bench_buf_alloc(ctx->comm, ctx->cap, dev, plain, &ctx->src, nomem, err,
+    int dev = cuda ? ctx->device : -1;
+    bench_alloc_t alloc = ctx->o->alloc;
+    if (bench_buf_alloc(ctx->comm, ctx->cap, dev, alloc, &ctx->src, nomem, err,
                         elen) < 0 ||
-        bench_buf_alloc(ctx->comm, dlen ? dlen : 1, dev, plain, &ctx->dst,
+        bench_buf_alloc(ctx->comm, dlen ? dlen : 1, dev, alloc, &ctx->dst,
                         nomem, err, elen) < 0)
         goto fail;
     if (cuda) {
@@ -218,8 +218,10 @@ static int alloc_ceilings(bench_ctx_t *ctx, const alloc_msg_t *peer, int *nomem,
     }
     in->ceil_dev[0] = a;
     in->ceil_dev[1] = b;
+    /* Other allocators' rows stand beside ceilings on cuMemAlloc memory
+     * (the copy engines' speed does not depend on who allocated). */
     ctx->ceil = bench_ceil_create_cuda(
-        ctx->comm, a, b, ctx->o->alloc == BENCH_ALLOC_PLAIN, ctx->dst_len,
+        ctx->comm, a, b, ctx->o->alloc != BENCH_ALLOC_IPCP, ctx->dst_len,
         ctx->cap, nomem, err, elen);
     return ctx->ceil ? 0 : -1;
 }

@@ -49,7 +49,20 @@
     X(cuMemcpyDtoHAsync, 3020, 0)                                              \
     X(cuIpcGetMemHandle, 4010, 0)                                              \
     X(cuIpcOpenMemHandle, 11000, 0)                                            \
-    X(cuIpcCloseMemHandle, 4010, 0)
+    X(cuIpcCloseMemHandle, 4010, 0)                                            \
+    X(cuMemGetAllocationGranularity, 10020, 0)                                 \
+    X(cuMemCreate, 10020, 0)                                                   \
+    X(cuMemRelease, 10020, 0)                                                  \
+    X(cuMemAddressReserve, 10020, 0)                                           \
+    X(cuMemAddressFree, 10020, 0)                                              \
+    X(cuMemMap, 10020, 0)                                                      \
+    X(cuMemUnmap, 10020, 0)                                                    \
+    X(cuMemSetAccess, 10020, 0)                                                \
+    X(cuMemAllocAsync, 11020, 0)                                               \
+    X(cuMemFreeAsync, 11020, 0)                                                \
+    X(cuMemAllocFromPoolAsync, 11020, 0)                                       \
+    X(cuMemPoolCreate, 11020, 0)                                               \
+    X(cuMemPoolDestroy, 11020, 0)
 
 typedef struct tool_cu_table {
 #define TOOL_CU_FIELD_(name, abi, old) __typeof__(&name) pfn_##name;
