@@ -75,6 +75,12 @@ static void ipcp__choice_why(const ipcp_comm_t *comm, const ipcp__peer_t *peer,
                      "shareable ring could be made on GPU %d",
                      req->attr.device);
         break;
+    case IPCP_WHY_RING_REFUSED:
+        n = snprintf(buf, len,
+                     "neither buffer lies in a shareable allocation, and "
+                     "rank %d could not map a ring of this process before",
+                     peer->rank);
+        break;
     case IPCP_WHY_UNSHARED:
         n = snprintf(buf, len,
                      "receive buffer is not shareable (not from "

@@ -39,10 +39,13 @@
  * 64 MiB.  Direct copies use the four queues. */
 #define IPCP_CUDA_CHUNK (16u << 20)
 #define IPCP_CUDA_SLOTS 4
-/* The bounce path's slots between two processes on one GPU (a ring of
- * IPCP_CUDA_SLOTS of them in the receiver's device memory). */
+/* The bounce path's slots between two processes on one GPU (a ring of as
+ * many as the channel's in the receiver's device memory), and the most
+ * device memory a ring takes (its slots are made smaller to fit). */
 #define IPCP_BOUNCE_SAMEGPU_CHUNK ((uint64_t)64 << 20)
-/* The largest slot a peer's CTS may name (IPCPIPE_CHUNK's largest). */
+#define IPCP_BOUNCE_RING_MAX      ((uint64_t)256 << 20)
+/* The slots a peer's CTS may name (IPCPIPE_CHUNK's range). */
+#define IPCP_RING_SLOT_MIN ((uint64_t)4096)
 #define IPCP_RING_SLOT_MAX ((uint64_t)1 << 30)
 #define IPCP_CUDA_QUEUES   4
 /* Direct transfers (IPCPIPE_PIECE=auto): host copies split into pieces of

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "engine/route.h"
 
 static void ipcp__close_fds(int *fds, int nfds)
 {
@@ -78,6 +79,8 @@ void ipcp__rts_fill(ipcp_comm_t *comm, ipcp__peer_t *peer, ipcp_request_t *req,
     if (req->attr.type == IPCP_MEM_CUDA && req->len >= IPCP_STRIPE_MIN_SIZE &&
         ipcp__peer_busy(peer, 1))
         rts->hdr.flags |= IPCP_RTS_PEER_RECV;
+    if (req->attr.type == IPCP_MEM_CUDA && peer->no_bounce)
+        rts->hdr.flags |= IPCP_RTS_NO_BOUNCE;
     if (req->attr.type == IPCP_MEM_CUDA && ipcp__dev(comm) &&
         comm->cuda_ops->device_reach)
         rts->nreach = (uint32_t)comm->cuda_ops->device_reach(
@@ -192,7 +195,8 @@ static void ipcp__send_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
      * round trip.  Only to a receiver known to leave the path to us: one
      * that forces a path gets that path, even for one byte. */
     if (req->attr.type == IPCP_MEM_HOST && req->len <= comm->eager_max &&
-        peer->remote_path == IPCP_PATH_AUTO) {
+        ipcp__force_for(peer->remote_path, IPCP_MEM_HOST, IPCP_MEM_HOST) ==
+            IPCP_PATH_AUTO) {
         ipcp_status_t st;
         ipcp__msg_eager_t e = {
             {IPCP_MSG_EAGER, 0}, req->tag, (uint32_t)req->len};
@@ -459,8 +463,8 @@ static int ipcp__send_fast(ipcp_comm_t *comm, ipcp_request_t *req)
     ipcp__msg_eager_t e = {{IPCP_MSG_EAGER, 0}, req->tag, (uint32_t)req->len};
     if (req->len > comm->eager_max ||
         sizeof(e) + req->len > ipcp__mbox_msg_max(peer) ||
-        __atomic_load_n(&peer->remote_path, __ATOMIC_ACQUIRE) !=
-            IPCP_PATH_AUTO ||
+        ipcp__force_for(__atomic_load_n(&peer->remote_path, __ATOMIC_ACQUIRE),
+                        IPCP_MEM_HOST, IPCP_MEM_HOST) != IPCP_PATH_AUTO ||
         ipcp__mbox_send_fast(peer, &e, sizeof(e), req->buf, req->len) !=
             IPCP_OK)
         return 0;

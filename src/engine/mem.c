@@ -124,7 +124,8 @@ static ipcp_status_t ipcp__region_add(ipcp_comm_t *comm, ipcp__region_t *r)
     ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     r->id = ++comm->next_region_id;
     ipcp__list_push_back(&comm->regions, &r->link);
-    atomic_fetch_add_explicit(&comm->nregions, 1, memory_order_release);
+    if (!r->internal)
+        atomic_fetch_add_explicit(&comm->nregions, 1, memory_order_release);
     ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
     return IPCP_OK;
 }
@@ -151,7 +152,8 @@ ipcp_status_t ipcp__region_retire(ipcp_comm_t *comm, ipcp__region_t *r)
     ipcp_request_t *req = ipcp__req_new(comm, IPCP_REQ_NOTIFY);
     ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     ipcp__list_del(&r->link);
-    atomic_fetch_sub_explicit(&comm->nregions, 1, memory_order_relaxed);
+    if (!r->internal)
+        atomic_fetch_sub_explicit(&comm->nregions, 1, memory_order_relaxed);
     ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
     if (!req)
         return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_ENGINE, IPCP_ERR_NOMEM,
@@ -174,8 +176,10 @@ void ipcp__region_release(ipcp__region_t *r)
     r->shared_with = NULL;
 }
 
-ipcp_status_t ipcp__mem_alloc(ipcp_comm_t *comm, size_t len,
-                              ipcp_mem_type_t type, int device, void **ptr)
+/* ipcp__mem_alloc, and the library's own allocations (internal). */
+static ipcp_status_t ipcp__mem_alloc_as(ipcp_comm_t *comm, size_t len,
+                                        ipcp_mem_type_t type, int device,
+                                        int internal, void **ptr)
 {
     const ipcp__backend_ops_t *ops = comm->host_ops;
     ipcp__backend_t *be = comm->host;
@@ -192,6 +196,7 @@ ipcp_status_t ipcp__mem_alloc(ipcp_comm_t *comm, size_t len,
                           "no memory for an allocation record");
     r->exp_fd = -1;
     r->is_alloc = 1;
+    r->internal = internal;
     r->ops = ops;
     r->be = be;
     st = ops->mem_alloc(be, len, device, &r->ptr, &r->handle);
@@ -203,7 +208,8 @@ ipcp_status_t ipcp__mem_alloc(ipcp_comm_t *comm, size_t len,
     r->attr.device = type == IPCP_MEM_CUDA ? device : -1;
     if (type == IPCP_MEM_CUDA) {
         ipcp__dev_used(comm);
-        ipcp__lane_preload(comm, device);
+        if (!internal)
+            ipcp__lane_preload(comm, device);
     }
     st = ops->mem_export(be, r->handle, r->ptr, len, &r->exp, &r->exp_fd);
     r->exportable = st == IPCP_OK;
@@ -223,6 +229,18 @@ err_mem:
 err_free:
     free(r);
     return st;
+}
+
+ipcp_status_t ipcp__mem_alloc(ipcp_comm_t *comm, size_t len,
+                              ipcp_mem_type_t type, int device, void **ptr)
+{
+    return ipcp__mem_alloc_as(comm, len, type, device, 0, ptr);
+}
+
+ipcp_status_t ipcp__mem_alloc_internal(ipcp_comm_t *comm, size_t len,
+                                       int device, void **ptr)
+{
+    return ipcp__mem_alloc_as(comm, len, IPCP_MEM_CUDA, device, 1, ptr);
 }
 
 ipcp_status_t ipcp__mem_free(ipcp_comm_t *comm, void *ptr)

@@ -6,6 +6,11 @@
 
 ipcp_status_t ipcp__mem_alloc(ipcp_comm_t *comm, size_t len,
                               ipcp_mem_type_t type, int device, void **ptr);
+/* Device memory of the library's own (the bounce path's rings), shared
+ * like an allocation but not counted among the user's: no lane is made
+ * for its device.  Freed by ipcp__mem_free, or with the communicator. */
+ipcp_status_t ipcp__mem_alloc_internal(ipcp_comm_t *comm, size_t len,
+                                       int device, void **ptr);
 ipcp_status_t ipcp__mem_free(ipcp_comm_t *comm, void *ptr);
 ipcp_status_t ipcp__mem_register(ipcp_comm_t *comm, void *buf, size_t len,
                                  ipcp_mem_t *mem);

@@ -274,7 +274,8 @@ void ipcp__mem_cleanup(ipcp_comm_t *comm)
     }
     while ((e = ipcp__list_pop_front(&comm->regions))) {
         ipcp__region_t *r = ipcp__list_entry(e, ipcp__region_t, link);
-        atomic_fetch_sub_explicit(&comm->nregions, 1, memory_order_relaxed);
+        if (!r->internal)
+            atomic_fetch_sub_explicit(&comm->nregions, 1, memory_order_relaxed);
         ipcp__region_release(r);
         if (r->is_alloc) {
             if (!r->is_auto)

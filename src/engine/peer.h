@@ -142,6 +142,7 @@ struct ipcp__peer {
     ipcp__dir_t rx;
     unsigned logged_paths; /* path reasons already logged at info */
     int samegpu_noted;     /* engine/samegpu.c said it shares our GPU */
+    int no_bounce;         /* a bounce ring of its could not be mapped here */
     /* shared-memory mailbox (engine/mbox.c) */
     void *inbox;  /* ours: the peer writes, we read */
     void *outbox; /* the peer's inbox: we write */

@@ -18,8 +18,9 @@
  * 8: mailbox records carry their position, 9: RTS_SRC_ADDR (the receiver
  * reads host memory with process_vm_readv), 10: the CTS names
  * the receiver's route, 11: an export may come with several descriptors
- * (device memory mapped piece by piece). */
-#define IPCP_PROTO_VERSION 12
+ * (device memory mapped piece by piece), 12: the bounce path, 13: its
+ * ring's slot size in the CTS, RTS_NO_BOUNCE. */
+#define IPCP_PROTO_VERSION 13
 
 /* Most descriptors one message carries: a CTS's channel and its target's
  * export. */
@@ -85,6 +86,9 @@ typedef struct ipcp__msg_eager {
 #define IPCP_RTS_SRC_EXP   0x40
 #define IPCP_RTS_SRC_FD    0x80 /* with SRC_EXP: its fd is attached */
 #define IPCP_RTS_SRC_ADDR  0x100
+/* The sender could not map a bounce ring of the receiver's before: its
+ * device transfers go staged. */
+#define IPCP_RTS_NO_BOUNCE 0x200
 
 typedef struct ipcp__msg_rts {
     ipcp__msg_hdr_t hdr;

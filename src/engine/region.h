@@ -11,8 +11,10 @@ struct ipcp__region {
     ipcp__list_t link;
     uint64_t id;
     int is_alloc;
-    int is_auto; /* device memory the user allocated, exported by
-                    the library when first received into */
+    int is_auto;  /* device memory the user allocated, exported by
+                     the library when first received into */
+    int internal; /* the library's own (the bounce path's rings): not
+                     counted in nregions, no lane made for it */
     void *ptr;
     size_t len;
     ipcp__mem_attr_t attr;

@@ -94,6 +94,7 @@ void ipcp__offer_gather(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
     o->src_map = (rts->hdr.flags & IPCP_RTS_SRC) != 0;
     o->src_addr = (rts->hdr.flags & IPCP_RTS_SRC_ADDR) != 0;
     o->pvm_ok = (rts->hdr.flags & IPCP_RTS_PVM_OK) != 0;
+    o->no_bounce = (rts->hdr.flags & IPCP_RTS_NO_BOUNCE) != 0;
     o->sync = req->sync != 0;
     o->one_cpu = ipcp__one_cpu() != 0;
     o->force = ipcp__force_for(force, o->src_type, o->dst_type);
@@ -150,12 +151,13 @@ int ipcp__sent_choose(const ipcp__offer_t *o, const ipcp__config_t *cfg,
                cfg->pvm != IPCP_PVM_OFF) {
         *mode = IPCP_DST_PVM;
         *why = IPCP_WHY_PVM;
-    } else if (o->dst_type == IPCP_MEM_CUDA && o->force != IPCP_PATH_STAGED) {
+    } else if (o->dst_type == IPCP_MEM_CUDA &&
+               (o->force == IPCP_PATH_AUTO || o->force == IPCP_PATH_BOUNCE)) {
         /* Neither buffer shared (the sender's would have been read by the
          * map route): a ring in our device memory still keeps the data
-         * off the host. */
-        *mode = IPCP_DST_BOUNCE;
-        *why = IPCP_WHY_BOUNCE;
+         * off the host, where the sender can map it. */
+        *mode = o->no_bounce ? 0 : IPCP_DST_BOUNCE;
+        *why = o->no_bounce ? IPCP_WHY_RING_REFUSED : IPCP_WHY_BOUNCE;
     } else {
         *why = IPCP_WHY_UNSHARED;
     }

@@ -33,6 +33,7 @@ typedef struct ipcp__offer {
     unsigned dst_shared : 1; /* the buffer lies in a shareable region */
     unsigned sync : 1;       /* a stream-ordered receive */
     unsigned one_cpu : 1;    /* this process may run on one CPU */
+    unsigned no_bounce : 1;  /* RTS_NO_BOUNCE: it cannot map our ring */
     ipcp_path_t force;       /* IPCPIPE_PATH or the caller's */
 } ipcp__offer_t;
 

@@ -118,7 +118,8 @@ static const char *ipcp__cts_check(const ipcp__chan_t *ch,
         return "CTS asks for more pieces than the sender has queues";
     if (cts->path == IPCP_PATH_BOUNCE &&
         (req->attr.type != IPCP_MEM_CUDA || cts->dst_mode != IPCP_DST_MAPPED ||
-         cts->ring_slot == 0 || cts->ring_slot > IPCP_RING_SLOT_MAX))
+         cts->ring_slot < IPCP_RING_SLOT_MIN ||
+         cts->ring_slot > IPCP_RING_SLOT_MAX))
         return "bad bounce ring";
     if ((cts->hdr.flags & IPCP_CTS_SPLIT) &&
         (cts->path != IPCP_PATH_DIRECT || req->attr.type != IPCP_MEM_HOST ||
@@ -244,10 +245,12 @@ void ipcp__xfer_tx_sent(ipcp_comm_t *comm, ipcp__peer_t *peer,
          * still go in, their copies do not. */
         ipcp__ring_t ring = {ch->slots, ss};
         char *slots = bounce ? ipcp__tx_target(comm, peer, req, cts, fds + fi,
-                                               nfds - fi, ch->nslots * ss)
+                                               nmap, ch->nslots * ss)
                              : NULL;
         if (slots)
             ring.slots = slots;
+        else if (bounce) /* later transfers go staged (RTS_NO_BOUNCE) */
+            peer->no_bounce = 1;
         ch->seq += nchunks;
         ipcp__stage_init(&req->xfer, ch, bounce ? &ring : NULL,
                          (char *)req->buf + dlen, slen, unit, cts->chunk_base,

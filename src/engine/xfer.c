@@ -202,7 +202,8 @@ ipcp_status_t ipcp__chan_import(ipcp_comm_t *comm, ipcp__dir_t *dir,
     const ipcp__chan_ctl_t *c = ch->ctl;
     if (exp->size < ipcp__ctl_size() || c->magic != IPCP_CHAN_MAGIC ||
         c->version != IPCP_CHAN_VERSION || c->size != exp->size ||
-        c->nslots < 1 || c->nslots > IPCP_MAX_SLOTS || c->slot_size == 0 ||
+        c->nslots < 1 || c->nslots > IPCP_MAX_SLOTS ||
+        c->slot_size < IPCP_RING_SLOT_MIN ||
         c->slots_offset != ipcp__ctl_size() || c->slots_per_queue < 1 ||
         c->slots_per_queue > IPCP_MAX_SLOTS ||
         c->slot_size > (c->size - c->slots_offset) / c->nslots) {
@@ -220,10 +221,11 @@ ipcp_status_t ipcp__chan_import(ipcp_comm_t *comm, ipcp__dir_t *dir,
 }
 
 /* Receiver, the bounce path: the ring of dir's channel in device memory
- * on `device`, as many slots as the channel of slot_size bytes, made on
- * first use (a ring made before keeps its slots); *out a copy of its
- * region, *ring its slots.  0, or -1 when it cannot be made or shared
- * (logged once; the transfers go staged). */
+ * on `device`, as many slots as the channel of slot_size bytes (fewer
+ * where that would pass IPCP_BOUNCE_RING_MAX), made on first use (a ring
+ * made before keeps its slots); *out a copy of its region, *ring its
+ * slots.  0, or -1 when it cannot be made or shared (logged once; the
+ * transfers go staged). */
 int ipcp__chan_ring(ipcp_comm_t *comm, ipcp__dir_t *dir, int device,
                     uint64_t slot_size, ipcp__region_t *out, ipcp__ring_t *ring)
 {
@@ -234,10 +236,11 @@ int ipcp__chan_ring(ipcp_comm_t *comm, ipcp__dir_t *dir, int device,
                           "no ring could be made on GPU %d before", device),
                -1;
     if (!dir->ring[idx])
-        dir->ring_slot[idx] = slot_size;
+        dir->ring_slot[idx] = ipcp__min(
+            slot_size, (IPCP_BOUNCE_RING_MAX / dir->chan->nslots) & ~4095ull);
     size_t len = (size_t)dir->chan->nslots * dir->ring_slot[idx];
-    if (!dir->ring[idx] && ipcp__mem_alloc(comm, len, IPCP_MEM_CUDA, device,
-                                           &dir->ring[idx]) != IPCP_OK) {
+    if (!dir->ring[idx] && ipcp__mem_alloc_internal(
+                               comm, len, device, &dir->ring[idx]) != IPCP_OK) {
         dir->ring[idx] = NULL;
         goto fail;
     }
@@ -256,6 +259,8 @@ int ipcp__chan_ring(ipcp_comm_t *comm, ipcp__dir_t *dir, int device,
     }
     ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_ENGINE, IPCP_ERR_UNSUPPORTED,
                "the bounce ring on GPU %d cannot be shared", device);
+    ipcp__mem_free(comm, dir->ring[idx]);
+    dir->ring[idx] = NULL;
 fail:
     dir->ring_failed[idx] = 1;
     IPCP_INFO(IPCP_SUB_ENGINE,

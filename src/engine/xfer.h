@@ -19,10 +19,11 @@ enum {
     IPCP_WHY_PVM,      /* process_vm_writev allowed */
     IPCP_WHY_UNSHARED, /* none of the above */
     IPCP_WHY_FORCED_STAGED,
-    IPCP_WHY_DRIVEN,   /* this process copies it (IPCPIPE_DRIVE) */
-    IPCP_WHY_PVM_READ, /* this process reads it with process_vm_readv */
-    IPCP_WHY_BOUNCE,   /* neither buffer shareable: the device ring */
-    IPCP_WHY_NO_RING,  /* ... but the device ring could not be made */
+    IPCP_WHY_DRIVEN,       /* this process copies it (IPCPIPE_DRIVE) */
+    IPCP_WHY_PVM_READ,     /* this process reads it with process_vm_readv */
+    IPCP_WHY_BOUNCE,       /* neither buffer shareable: the device ring */
+    IPCP_WHY_NO_RING,      /* ... but the device ring could not be made */
+    IPCP_WHY_RING_REFUSED, /* ... or mapped by the sender */
 };
 
 /* Slots the staged ring's chunks pass through other than the channel's

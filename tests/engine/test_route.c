@@ -22,7 +22,8 @@ enum {
     SHARED = 16,
     SYNC = 32,
     ONE_CPU = 64,
-    AUTO = 128 /* the sent route exports the cudaMalloc'd receive buffer */
+    AUTO = 128,     /* the sent route exports the cudaMalloc'd receive buffer */
+    NO_BOUNCE = 256 /* the sender could not map our ring before */
 };
 
 typedef struct {
@@ -91,6 +92,14 @@ static const route_case_t cases[] = {
      IPCP_PATH_STAGED, "sent", IPCP_WHY_UNSHARED, 0},
     {"GPU to GPU, nothing shareable, stream-ordered", NULL, C, C, REACH | SYNC,
      MIB, IPCP_PATH_AUTO, "sent", IPCP_WHY_BOUNCE, IPCP_DST_BOUNCE},
+    {"GPU to GPU, nothing shareable, the sender cannot map our ring", NULL, C,
+     C, REACH | NO_BOUNCE, MIB, IPCP_PATH_AUTO, "sent", IPCP_WHY_RING_REFUSED,
+     0},
+    {"GPU to GPU, nothing shareable, direct forced", NULL, C, C, REACH, MIB,
+     IPCP_PATH_DIRECT, "sent", IPCP_WHY_UNSHARED, -1},
+    {"bounce forced, the sender cannot map our ring", NULL, C, C,
+     REACH | NO_BOUNCE, MIB, IPCP_PATH_BOUNCE, "sent", IPCP_WHY_RING_REFUSED,
+     -1},
     {"bounce forced, both buffers shareable", NULL, C, C,
      SRC_MAP | REACH | SHARED, MIB, IPCP_PATH_BOUNCE, "sent", IPCP_WHY_BOUNCE,
      IPCP_DST_BOUNCE},
@@ -135,6 +144,7 @@ static void offer_of(const route_case_t *c, ipcp__offer_t *o)
     o->dst_shared = !!(c->facts & SHARED);
     o->sync = !!(c->facts & SYNC);
     o->one_cpu = !!(c->facts & ONE_CPU);
+    o->no_bounce = !!(c->facts & NO_BOUNCE);
     o->force = ipcp__force_for(c->force, c->src, c->dst);
 }
 

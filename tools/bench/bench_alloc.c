@@ -17,8 +17,8 @@
 
 /* What a buffer of these allocators needs to be freed. */
 typedef struct foreign {
-    CUdeviceptr va;   /* the reservation (vmm) or the allocation (pools) */
-    size_t va_size;   /* vmm: bytes reserved and mapped */
+    CUdeviceptr va; /* the reservation (vmm) or the allocation (pools) */
+    size_t va_size; /* vmm: bytes reserved and mapped */
     CUmemGenericAllocationHandle h; /* vmm */
     CUmemoryPool pool;              /* spool: the pool made for it */
 } foreign_t;
@@ -53,8 +53,8 @@ static int vmm_alloc(int device, size_t len, int fd, foreign_t *f, int *nomem,
     if (bench_cu_ok(TOOL_CU(cuMemAddressReserve)(&f->va, f->va_size, 0, 0, 0),
                     err, elen, "cuMemAddressReserve") < 0)
         goto err_release;
-    if (bench_cu_ok(TOOL_CU(cuMemMap)(f->va, f->va_size, 0, f->h, 0), err,
-                    elen, "cuMemMap") < 0)
+    if (bench_cu_ok(TOOL_CU(cuMemMap)(f->va, f->va_size, 0, f->h, 0), err, elen,
+                    "cuMemMap") < 0)
         goto err_free;
     if (bench_cu_ok(TOOL_CU(cuMemSetAccess)(f->va, f->va_size, &acc, 1), err,
                     elen, "cuMemSetAccess") == 0)
@@ -103,8 +103,8 @@ static int pool_alloc(int device, size_t len, int shareable, foreign_t *f,
     return -1;
 }
 
-int bench_foreign_alloc(bench_alloc_t a, int device, size_t len,
-                        bench_buf_t *b, int *nomem, char *err, size_t elen)
+int bench_foreign_alloc(bench_alloc_t a, int device, size_t len, bench_buf_t *b,
+                        int *nomem, char *err, size_t elen)
 {
     foreign_t *f = calloc(1, sizeof(*f));
     int rc;
