@@ -40,7 +40,9 @@ class CMakeBuildExt(build_ext):
 setup(
     version=version(),
     packages=["ipcpipe"],
-    ext_modules=[Extension("ipcpipe._core", ["ipcpipe/_core.c"],
+    ext_modules=[Extension("ipcpipe._core",
+                           ["ipcpipe/_core.c", "ipcpipe/_buf.c",
+                            "ipcpipe/_mem.c"],
                            include_dirs=[os.path.join(ROOT, "include")],
                            libraries=["pthread", "dl"])],
     cmdclass={"build_ext": CMakeBuildExt},

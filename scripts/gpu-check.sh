@@ -7,14 +7,14 @@
 #   scripts/gpu-check.sh OUTDIR [STEPS]
 #
 # STEPS is a comma list of build,tests,memcheck,bench,lane,proto,trace,
-# seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs (default: all of them), so that a time-limited session can
+# seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs,python (default: all of them), so that a time-limited session can
 # run them in several calls; the build tree is reused when it is there.
 # GPU_TEST_TIMEOUT: seconds per GPU test (default 600); GPU_TEST_REGEX: run
 # only the GPU tests whose names match it.
 set -uo pipefail
 
-out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs]}
-steps=,${2:-build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs},
+out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs,python]}
+steps=,${2:-build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs,python},
 want() { [[ $steps == *,$1,* ]]; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${IPCPIPE_BUILD_ROOT:-$root/build}/gpu
@@ -53,8 +53,13 @@ step() { # name, command...
 if want build; then
     # Warnings are errors in CI (gcc 12); another compiler here may warn
     # about more, which is reported but does not stop the GPU checks.
+    # The Python package for the python3 that has PyTorch, where one has.
+    pyopt=
+    if py=$(command -v python3) && "$py" -c 'import torch' >/dev/null 2>&1; then
+        pyopt=-DIPCPIPE_PYTHON=$py
+    fi
     step build bash -c "cmake -S '$root' -B '$build' -DCMAKE_BUILD_TYPE=Release \
-        -DIPCPIPE_WERROR=OFF >'$out/build.log' 2>&1 && \
+        -DIPCPIPE_WERROR=OFF $pyopt >'$out/build.log' 2>&1 && \
         cmake --build '$build' -j$jobs >>'$out/build.log' 2>&1"
     note "build warnings: $(grep -c 'warning:' "$out/build.log")"
     "$build/tools/ipcpipe-info" >>"$out/machine.txt" 2>&1
@@ -283,6 +288,19 @@ if want allocs; then
     }
     step allocs allocs_run >"$out/allocs.txt" 2>&1
     cat "$out/allocs.txt" >>"$summary"
+fi
+
+# The Python package's tests (python/tests: host memory, and PyTorch
+# tensors on the GPU where the interpreter has torch).
+if want python; then
+    py=$(sed -n 's/^IPCPIPE_PYTHON:[A-Z]*=//p' "$build/CMakeCache.txt")
+    if [ -n "$py" ] && "$py" -c 'import pytest, numpy' >/dev/null 2>&1; then
+        step python env PYTHONPATH="$build/python" "$py" -m pytest -v \
+            -p no:cacheprovider "$root/python/tests" >"$out/python.txt" 2>&1
+        grep -E 'passed|failed|skipped|Error' "$out/python.txt" | tail -n 20 >>"$summary"
+    else
+        note "python     skipped: no pytest and numpy for ${py:-python3}"
+    fi
 fi
 
 if want torch; then

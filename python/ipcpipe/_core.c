@@ -1,242 +1,95 @@
-/* ipcpipe._core: the public C API (include/ipcpipe.h) as Python types.
+/* ipcpipe._core: the public C API (include/ipcpipe.h, ipcpipe_cuda.h) as
+ * Python types.
  *
- * A buffer is taken without a copy: an object with __cuda_array_interface__
- * (PyTorch's and CuPy's CUDA tensors) gives its device pointer, else the
- * buffer protocol (NumPy arrays, bytearray, memoryview), else DLPack
- * (PyTorch's CPU tensors); it must be C-contiguous, and a receive buffer
- * writable (DLPack says nothing of that: its producer's word).  Blocking calls
- * release the GIL.  A request keeps its buffer (and the object behind it)
- * until it is waited for or tested done; one dropped before that is
- * waited for, so that no transfer outlives its memory. */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+ * Buffers are taken without a copy (_buf.c).  Blocking calls release the
+ * GIL.  A request keeps its buffer (and the object behind it) until it is
+ * waited for or tested done; one dropped before that is waited for, so
+ * that no transfer outlives its memory.  Errors raise the subclass of
+ * ipcpipe.Error of their status, with .status, .name and .message. */
+#include "_core.h"
+
+#include <stdint.h>
+#include <string.h>
 #include <structmember.h>
 
-#include <string.h>
+#include "ipcpipe_cuda.h"
 
-#include "ipcpipe.h"
+PyObject *core_error; /* ipcpipe.Error */
 
-static PyObject *core_error; /* ipcpipe.Error */
+/* ---- Errors -------------------------------------------------------------- */
 
-/* Raises ipcpipe.Error(status, name, message) from the last error. */
-static PyObject *core_raise(ipcp_status_t st, const char *what)
+/* The class of each error status, by -status (index 0 unused). */
+#define CORE_NERR 16
+static PyObject *core_errors[CORE_NERR];
+
+static const struct {
+    ipcp_status_t st;
+    const char *name;
+} core_error_names[] = {
+    {IPCP_ERR_INVALID, "InvalidArgument"},
+    {IPCP_ERR_NOMEM, "OutOfMemory"},
+    {IPCP_ERR_SYSTEM, "SystemCallFailed"},
+    {IPCP_ERR_TIMEOUT, "Timeout"},
+    {IPCP_ERR_PEER_LOST, "PeerLost"},
+    {IPCP_ERR_TRUNCATED, "Truncated"},
+    {IPCP_ERR_NOT_REGISTERED, "NotRegistered"},
+    {IPCP_ERR_OUT_OF_RANGE, "OutOfRange"},
+    {IPCP_ERR_BAD_DESCRIPTOR, "BadDescriptor"},
+    {IPCP_ERR_STATE, "StateError"},
+    {IPCP_ERR_UNSUPPORTED, "Unsupported"},
+    {IPCP_ERR_CUDA, "CudaError"},
+    {IPCP_ERR_BOOTSTRAP, "BootstrapFailed"},
+    {IPCP_ERR_PERMISSION, "PermissionDenied"},
+    {IPCP_ERR_CONFIG, "ConfigError"},
+};
+
+PyObject *core_raise(ipcp_status_t st)
 {
-    PyObject *args =
-        Py_BuildValue("(iss)", (int)st, ipcp_strerror(st), ipcp_last_error());
-    if (args) {
-        PyErr_SetObject(core_error, args);
-        Py_DECREF(args);
-    }
-    (void)what;
+    PyObject *cls = st < 0 && -st < CORE_NERR && core_errors[-st]
+                        ? core_errors[-st]
+                        : core_error;
+    const char *msg = ipcp_last_error();
+    PyObject *e =
+        PyObject_CallFunction(cls, "s", *msg ? msg : ipcp_status_desc(st));
+    if (!e)
+        return NULL;
+    PyObject *code = PyLong_FromLong((long)st),
+             *name = PyUnicode_FromString(ipcp_strerror(st)),
+             *text = PyUnicode_FromString(msg);
+    if (code && name && text &&
+        PyObject_SetAttrString(e, "status", code) == 0 &&
+        PyObject_SetAttrString(e, "name", name) == 0 &&
+        PyObject_SetAttrString(e, "message", text) == 0)
+        PyErr_SetObject(cls, e);
+    Py_XDECREF(code);
+    Py_XDECREF(name);
+    Py_XDECREF(text);
+    Py_DECREF(e);
     return NULL;
 }
 
-/* ---- Buffers ------------------------------------------------------------- */
-
-/* DLPack's exchange structures (dlpack.h, ABI version 0.x), as the
- * producer's capsule "dltensor" holds them. */
-typedef struct {
-    int32_t device_type; /* 1 CPU, 2 CUDA, 3 CUDA host, 13 CUDA managed */
-    int32_t device_id;
-} core_dl_device_t;
-
-typedef struct {
-    void *data;
-    core_dl_device_t device;
-    int32_t ndim;
-    struct {
-        uint8_t code, bits;
-        uint16_t lanes;
-    } dtype;
-    int64_t *shape;
-    int64_t *strides; /* in elements; NULL: C order */
-    uint64_t byte_offset;
-} core_dl_tensor_t;
-
-typedef struct core_dl_managed {
-    core_dl_tensor_t dl_tensor;
-    void *manager_ctx;
-    void (*deleter)(struct core_dl_managed *self);
-} core_dl_managed_t;
-
-typedef struct core_buf {
-    void *ptr;
-    size_t len;
-    int has_view; /* view holds a buffer-protocol export */
-    Py_buffer view;
-    PyObject *owner;       /* the object behind ptr (a reference) */
-    core_dl_managed_t *dl; /* a DLPack tensor we consumed */
-} core_buf_t;
-
-static void core_buf_release(core_buf_t *b)
+/* Makes ipcpipe.Error and its subclasses in module m: 0 or -1. */
+static int core_errors_make(PyObject *m)
 {
-    if (b->has_view)
-        PyBuffer_Release(&b->view);
-    b->has_view = 0;
-    if (b->dl && b->dl->deleter)
-        b->dl->deleter(b->dl);
-    b->dl = NULL;
-    Py_CLEAR(b->owner);
-}
-
-/* Bytes of one element of an array-interface type string ("<f4": 4). */
-static int core_typestr_size(PyObject *ts, size_t *size)
-{
-    const char *s = PyUnicode_Check(ts) ? PyUnicode_AsUTF8(ts) : NULL;
-    long n;
-    char *end;
-    if (!s || strlen(s) < 3)
+    core_error = PyErr_NewExceptionWithDoc(
+        "ipcpipe.Error",
+        "A failed call: .status (the ipcp_status_t), .name (its constant's "
+        "name) and .message (the library's sentence).",
+        NULL, NULL);
+    if (!core_error || PyModule_AddObject(m, "Error", core_error) < 0)
         return -1;
-    n = strtol(s + 2, &end, 10);
-    if (*end || n <= 0)
-        return -1;
-    *size = (size_t)n;
-    return 0;
-}
-
-/* __cuda_array_interface__ (version 2 and later): 1 when obj has one and b
- * was filled, 0 when it has none, -1 with an exception set. */
-static int core_buf_cai(PyObject *obj, int writable, core_buf_t *b)
-{
-    PyObject *cai = PyObject_GetAttrString(obj, "__cuda_array_interface__");
-    if (!cai) {
-        PyErr_Clear();
-        return 0;
-    }
-    PyObject *data =
-        PyDict_Check(cai) ? PyDict_GetItemString(cai, "data") : NULL;
-    PyObject *shape =
-        PyDict_Check(cai) ? PyDict_GetItemString(cai, "shape") : NULL;
-    PyObject *ts =
-        PyDict_Check(cai) ? PyDict_GetItemString(cai, "typestr") : NULL;
-    PyObject *strides =
-        PyDict_Check(cai) ? PyDict_GetItemString(cai, "strides") : NULL;
-    size_t item = 0, n = 1;
-    int rc = -1;
-    if (!data || !PyTuple_Check(data) || PyTuple_Size(data) != 2 || !shape ||
-        !PyTuple_Check(shape) || !ts || core_typestr_size(ts, &item) != 0) {
-        PyErr_SetString(PyExc_ValueError,
-                        "__cuda_array_interface__ lacks data, shape or "
-                        "typestr");
-        goto out;
-    }
-    for (Py_ssize_t i = 0; i < PyTuple_Size(shape); i++) {
-        long long d = PyLong_AsLongLong(PyTuple_GetItem(shape, i));
-        if (d < 0 || PyErr_Occurred())
-            goto bad_shape;
-        n *= (size_t)d;
-    }
-    /* Strides, when given, must be those of C order. */
-    if (strides && strides != Py_None) {
-        size_t want = item;
-        for (Py_ssize_t i = PyTuple_Size(shape) - 1; i >= 0; i--) {
-            long long st = PyLong_AsLongLong(PyTuple_GetItem(strides, i));
-            long long d = PyLong_AsLongLong(PyTuple_GetItem(shape, i));
-            if (d > 1 && (size_t)st != want) {
-                PyErr_SetString(PyExc_ValueError,
-                                "the CUDA array is not C-contiguous");
-                goto out;
-            }
-            want *= (size_t)d;
-        }
-    }
-    if (writable && PyObject_IsTrue(PyTuple_GetItem(data, 1))) {
-        PyErr_SetString(PyExc_ValueError,
-                        "a receive buffer must be writable; this CUDA array "
-                        "is read-only");
-        goto out;
-    }
-    b->ptr = PyLong_AsVoidPtr(PyTuple_GetItem(data, 0));
-    if (PyErr_Occurred())
-        goto out;
-    b->len = n * item;
-    b->owner = obj;
-    Py_INCREF(obj);
-    rc = 1;
-    goto out;
-bad_shape:
-    PyErr_SetString(PyExc_ValueError,
-                    "__cuda_array_interface__ has a bad shape");
-out:
-    Py_DECREF(cai);
-    return rc;
-}
-
-/* DLPack (obj.__dlpack__()): 1 when obj has it and b was filled, 0 when
- * it has none, -1 with an exception set.  The tensor is ours once taken
- * (the capsule renamed "used_dltensor"); its deleter runs at release. */
-static int core_buf_dlpack(PyObject *obj, core_buf_t *b)
-{
-    if (!PyObject_HasAttrString(obj, "__dlpack__"))
-        return 0;
-    PyObject *cap = PyObject_CallMethod(obj, "__dlpack__", NULL);
-    if (!cap)
-        return -1;
-    core_dl_managed_t *m = PyCapsule_GetPointer(cap, "dltensor");
-    if (!m) {
-        Py_DECREF(cap);
-        return -1;
-    }
-    PyCapsule_SetName(cap, "used_dltensor");
-    Py_DECREF(cap);
-    b->dl = m;
-    const core_dl_tensor_t *t = &m->dl_tensor;
-    size_t item = ((size_t)t->dtype.bits * t->dtype.lanes + 7) / 8, n = 1;
-    int type = t->device.device_type;
-    if (type != 1 && type != 2 && type != 3 && type != 13) {
-        PyErr_Format(PyExc_ValueError,
-                     "a DLPack tensor on device type %d: host and CUDA "
-                     "memory only",
-                     type);
-        return -1;
-    }
-    for (int32_t i = t->ndim - 1; i >= 0; i--) {
-        if (t->strides && t->shape[i] > 1 && (size_t)t->strides[i] != n) {
-            PyErr_SetString(PyExc_ValueError,
-                            "the DLPack tensor is not C-contiguous");
+    Py_INCREF(core_error);
+    for (size_t i = 0;
+         i < sizeof(core_error_names) / sizeof(core_error_names[0]); i++) {
+        char qual[64];
+        snprintf(qual, sizeof(qual), "ipcpipe.%s", core_error_names[i].name);
+        PyObject *c = PyErr_NewExceptionWithDoc(
+            qual, ipcp_status_desc(core_error_names[i].st), core_error, NULL);
+        if (!c || PyModule_AddObject(m, core_error_names[i].name, c) < 0)
             return -1;
-        }
-        n *= (size_t)t->shape[i];
+        Py_INCREF(c);
+        core_errors[-core_error_names[i].st] = c;
     }
-    b->ptr = (char *)t->data + t->byte_offset;
-    b->len = n * item;
-    b->owner = obj;
-    Py_INCREF(obj);
-    return 1;
-}
-
-/* The memory of obj, as a receive buffer when writable. */
-static int core_buf_get(PyObject *obj, int writable, core_buf_t *b)
-{
-    memset(b, 0, sizeof(*b));
-    int r = core_buf_cai(obj, writable, b);
-    if (r)
-        return r > 0 ? 0 : -1;
-    int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
-    if (!PyObject_CheckBuffer(obj) && (r = core_buf_dlpack(obj, b)) != 0) {
-        if (r < 0)
-            core_buf_release(b);
-        return r > 0 ? 0 : -1;
-    }
-    if (PyObject_GetBuffer(obj, &b->view, flags) != 0) {
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        PyErr_Format(PyExc_ValueError,
-                     "%s buffer must be C-contiguous%s and expose "
-                     "__cuda_array_interface__, the buffer protocol or "
-                     "__dlpack__ (%S)",
-                     writable ? "a receive" : "a send",
-                     writable ? " and writable" : "", value ? value : Py_None);
-        Py_XDECREF(type);
-        Py_XDECREF(value);
-        Py_XDECREF(tb);
-        return -1;
-    }
-    b->has_view = 1;
-    b->ptr = b->view.buf;
-    b->len = (size_t)b->view.len;
-    b->owner = obj;
-    Py_INCREF(obj);
     return 0;
 }
 
@@ -294,11 +147,7 @@ static PyObject *core_info_new(const ipcp_xfer_info_t *info)
 
 /* ---- Comm ---------------------------------------------------------------- */
 
-typedef struct {
-    PyObject_HEAD ipcp_comm_t *comm;
-} core_comm_t;
-
-static int core_comm_open(core_comm_t *self)
+int core_comm_open(core_comm_t *self)
 {
     if (self->comm)
         return 0;
@@ -355,7 +204,7 @@ static int core_comm_init(core_comm_t *self, PyObject *args, PyObject *kw)
     PyEval_RestoreThread(ts);
     if (st != IPCP_OK) {
         self->comm = NULL;
-        core_raise(st, "init");
+        core_raise(st);
         return -1;
     }
     return 0;
@@ -371,6 +220,8 @@ static PyObject *core_comm_close(core_comm_t *self, PyObject *unused)
     ipcp_status_t st = IPCP_OK;
     ipcp_comm_t *c = self->comm;
     (void)unused;
+    if (c && core_mems_close(self) != 0)
+        return NULL;
     self->comm = NULL;
     if (c) {
         PyThreadState *ts = PyEval_SaveThread();
@@ -378,12 +229,13 @@ static PyObject *core_comm_close(core_comm_t *self, PyObject *unused)
         PyEval_RestoreThread(ts);
     }
     if (st != IPCP_OK)
-        return core_raise(st, "finalize");
+        return core_raise(st);
     Py_RETURN_NONE;
 }
 
 static void core_comm_dealloc(core_comm_t *self)
 {
+    /* No allocation of it is alive: each holds the communicator. */
     if (self->comm) {
         PyThreadState *ts = PyEval_SaveThread();
         (void)ipcp_finalize(self->comm);
@@ -403,7 +255,7 @@ static PyObject *core_comm_barrier(core_comm_t *self, PyObject *unused)
     st = ipcp_barrier(self->comm);
     PyEval_RestoreThread(ts);
     if (st != IPCP_OK)
-        return core_raise(st, "barrier");
+        return core_raise(st);
     Py_RETURN_NONE;
 }
 
@@ -462,7 +314,7 @@ static PyObject *core_req_wait(core_req_t *self, PyObject *unused)
     PyEval_RestoreThread(ts);
     core_req_end(self);
     if (st != IPCP_OK)
-        return core_raise(st, "wait");
+        return core_raise(st);
     return core_info_new(&info);
 }
 
@@ -480,7 +332,7 @@ static PyObject *core_req_test(core_req_t *self, PyObject *unused)
         Py_RETURN_NONE;
     core_req_end(self);
     if (st != IPCP_OK)
-        return core_raise(st, "test");
+        return core_raise(st);
     return core_info_new(&info);
 }
 
@@ -515,70 +367,90 @@ static PyTypeObject core_req_type = {
 
 /* ---- Transfers ----------------------------------------------------------- */
 
-/* Posts a send (recv 0) or receive of buf; returns a new Request. */
-static PyObject *core_post(core_comm_t *self, PyObject *args, PyObject *kw,
-                           int recv)
+PyObject *core_req_new(core_comm_t *comm, ipcp_request_t *req, core_buf_t *b)
 {
-    static char *kwlist[] = {"buf", "peer", "tag", "stream", NULL};
-    PyObject *obj, *stream = Py_None;
-    int peer, tag = 0;
-    ipcp_status_t st;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "Oi|iO", kwlist, &obj, &peer,
-                                     &tag, &stream))
-        return NULL;
-    if (core_comm_open(self) != 0)
-        return NULL;
-    if (stream != Py_None) {
-        PyErr_SetString(PyExc_NotImplementedError,
-                        "stream-ordered transfers are not in this version "
-                        "of the Python package; pass stream=None");
-        return NULL;
-    }
     core_req_t *r = PyObject_New(core_req_t, &core_req_type);
-    if (!r)
-        return NULL;
-    r->req = NULL;
-    r->comm = NULL;
-    if (core_buf_get(obj, recv, &r->buf) != 0) {
-        memset(&r->buf, 0, sizeof(r->buf));
-        Py_DECREF(r);
+    if (!r) {
+        /* Its memory must outlive the transfer. */
+        PyThreadState *ts = PyEval_SaveThread();
+        (void)ipcp_wait(req, NULL);
+        PyEval_RestoreThread(ts);
+        core_buf_release(b);
         return NULL;
     }
-    PyThreadState *ts = PyEval_SaveThread();
-    st = recv ? ipcp_irecv(self->comm, r->buf.ptr, r->buf.len, peer, tag,
-                           &r->req)
-              : ipcp_isend(self->comm, r->buf.ptr, r->buf.len, peer, tag,
-                           &r->req);
-    PyEval_RestoreThread(ts);
-    if (st != IPCP_OK) {
-        r->req = NULL;
-        Py_DECREF(r);
-        return core_raise(st, recv ? "irecv" : "isend");
-    }
-    r->comm = (PyObject *)self;
-    Py_INCREF(self);
+    r->req = req;
+    r->buf = *b;
+    memset(b, 0, sizeof(*b));
+    r->comm = (PyObject *)comm;
+    Py_INCREF(comm);
     return (PyObject *)r;
 }
 
-static PyObject *core_isend(core_comm_t *self, PyObject *args, PyObject *kw)
+PyObject *core_req_finish(PyObject *r)
 {
-    return core_post(self, args, kw, 0);
-}
-
-static PyObject *core_irecv(core_comm_t *self, PyObject *args, PyObject *kw)
-{
-    return core_post(self, args, kw, 1);
-}
-
-static PyObject *core_blocking(core_comm_t *self, PyObject *args, PyObject *kw,
-                               int recv)
-{
-    PyObject *r = core_post(self, args, kw, recv);
     if (!r)
         return NULL;
     PyObject *info = core_req_wait((core_req_t *)r, NULL);
     Py_DECREF(r);
     return info;
+}
+
+/* Posts a send (recv 0) or receive of buf, in stream order when a stream
+ * is given; returns a new Request. */
+static PyObject *core_post(core_comm_t *self, PyObject *args, PyObject *kw,
+                           int recv, int *streamed)
+{
+    static char *kwlist[] = {"buf", "peer", "tag", "stream", NULL};
+    PyObject *obj, *stream = Py_None;
+    int peer, tag = 0, none;
+    ipcp_stream_t s;
+    ipcp_request_t *req = NULL;
+    core_buf_t b;
+    ipcp_status_t st;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "Oi|iO", kwlist, &obj, &peer,
+                                     &tag, &stream))
+        return NULL;
+    if (core_comm_open(self) != 0 || core_stream_arg(stream, &s, &none) != 0 ||
+        core_buf_get(obj, recv, &b) != 0)
+        return NULL;
+    *streamed = !none;
+    PyThreadState *ts = PyEval_SaveThread();
+    if (!none)
+        st = recv ? ipcp_irecv_on_stream(self->comm, b.ptr, b.len, peer, tag, s,
+                                         &req)
+                  : ipcp_isend_on_stream(self->comm, b.ptr, b.len, peer, tag, s,
+                                         &req);
+    else
+        st = recv ? ipcp_irecv(self->comm, b.ptr, b.len, peer, tag, &req)
+                  : ipcp_isend(self->comm, b.ptr, b.len, peer, tag, &req);
+    PyEval_RestoreThread(ts);
+    if (st != IPCP_OK) {
+        core_buf_release(&b);
+        return core_raise(st);
+    }
+    return core_req_new(self, req, &b);
+}
+
+static PyObject *core_isend(core_comm_t *self, PyObject *args, PyObject *kw)
+{
+    int streamed;
+    return core_post(self, args, kw, 0, &streamed);
+}
+
+static PyObject *core_irecv(core_comm_t *self, PyObject *args, PyObject *kw)
+{
+    int streamed;
+    return core_post(self, args, kw, 1, &streamed);
+}
+
+/* send and recv: waited for, unless stream-ordered (the stream carries the
+ * order; the Request is returned, for its errors). */
+static PyObject *core_blocking(core_comm_t *self, PyObject *args, PyObject *kw,
+                               int recv)
+{
+    int streamed = 0;
+    PyObject *r = core_post(self, args, kw, recv, &streamed);
+    return streamed ? r : core_req_finish(r);
 }
 
 static PyObject *core_send(core_comm_t *self, PyObject *args, PyObject *kw)
@@ -592,19 +464,40 @@ static PyObject *core_recv(core_comm_t *self, PyObject *args, PyObject *kw)
 }
 
 static PyMethodDef core_comm_methods[] = {
-    {"send", (PyCFunction)(void (*)(void))core_send,
-     METH_VARARGS | METH_KEYWORDS,
+#define CORE_KW(f)                                                             \
+    (PyCFunction)(void (*)(void))(f), METH_VARARGS | METH_KEYWORDS
+    {"send", CORE_KW(core_send),
      "send(buf, peer, tag=0, stream=None) -> Info: sends buf and returns "
-     "once it is in the peer's receive buffer."},
-    {"recv", (PyCFunction)(void (*)(void))core_recv,
-     METH_VARARGS | METH_KEYWORDS,
-     "recv(buf, peer, tag=0, stream=None) -> Info: receives into buf."},
-    {"isend", (PyCFunction)(void (*)(void))core_isend,
-     METH_VARARGS | METH_KEYWORDS,
+     "once it is in the peer's receive buffer.  With a CUDA stream (an int "
+     "handle, torch.cuda.Stream, a CuPy stream) it is enqueued there "
+     "instead (ipcpipe_cuda.h) and a Request is returned, done when this "
+     "side of the transfer is."},
+    {"recv", CORE_KW(core_recv),
+     "recv(buf, peer, tag=0, stream=None) -> Info: receives into buf (with "
+     "a stream: enqueued there, a Request returned)."},
+    {"isend", CORE_KW(core_isend),
      "isend(buf, peer, tag=0, stream=None) -> Request."},
-    {"irecv", (PyCFunction)(void (*)(void))core_irecv,
-     METH_VARARGS | METH_KEYWORDS,
+    {"irecv", CORE_KW(core_irecv),
      "irecv(buf, peer, tag=0, stream=None) -> Request."},
+    {"alloc", CORE_KW(core_alloc),
+     "alloc(nbytes, device=None) -> Memory: memory peers can map (host "
+     "memory, or the CUDA device's); it exposes the buffer protocol (host), "
+     "__cuda_array_interface__ (device) and DLPack."},
+    {"register", CORE_KW(core_register),
+     "register(buf) -> Registration: buf opened to peers' put and get; "
+     ".pack() gives the bytes a peer attaches."},
+    {"attach", CORE_KW(core_attach),
+     "attach(desc) -> Remote: a peer's registration from its packed "
+     "bytes, for put and get."},
+    {"put", CORE_KW(core_put),
+     "put(buf, remote, offset=0) -> Info: copies buf into the peer's "
+     "region at offset; returns once it is there."},
+    {"get", CORE_KW(core_get),
+     "get(buf, remote, offset=0) -> Info: copies the peer's region from "
+     "offset into buf."},
+    {"iput", CORE_KW(core_iput), "iput(buf, remote, offset=0) -> Request."},
+    {"iget", CORE_KW(core_iget), "iget(buf, remote, offset=0) -> Request."},
+#undef CORE_KW
     {"barrier", (PyCFunction)core_comm_barrier, METH_NOARGS,
      "Returns once every rank of the job called it."},
     {"close", (PyCFunction)core_comm_close, METH_NOARGS,
@@ -662,19 +555,14 @@ PyMODINIT_FUNC PyInit__core(void)
     PyObject *m = PyModule_Create(&core_module);
     if (!m)
         return NULL;
-    core_error = PyErr_NewExceptionWithDoc(
-        "ipcpipe.Error",
-        "A failed call: args are (status code, status name, message).", NULL,
-        NULL);
-    if (!core_error || PyType_Ready(&core_info_type) < 0 ||
-        PyType_Ready(&core_req_type) < 0 || PyType_Ready(&core_comm_type) < 0)
+    if (core_errors_make(m) != 0 || core_mem_types(m) != 0 ||
+        PyType_Ready(&core_info_type) < 0 || PyType_Ready(&core_req_type) < 0 ||
+        PyType_Ready(&core_comm_type) < 0)
         goto fail;
-    Py_INCREF(core_error);
     Py_INCREF(&core_info_type);
     Py_INCREF(&core_req_type);
     Py_INCREF(&core_comm_type);
-    if (PyModule_AddObject(m, "Error", core_error) < 0 ||
-        PyModule_AddObject(m, "Info", (PyObject *)&core_info_type) < 0 ||
+    if (PyModule_AddObject(m, "Info", (PyObject *)&core_info_type) < 0 ||
         PyModule_AddObject(m, "Request", (PyObject *)&core_req_type) < 0 ||
         PyModule_AddObject(m, "Comm", (PyObject *)&core_comm_type) < 0)
         goto fail;

@@ -1,6 +1,8 @@
 """One rank of a two-rank case of test_ipcpipe.py (run by it, with the
 job in IPCPIPE_RANK/SIZE/JOB): exits 0 when every check held."""
 import sys
+import threading
+import time
 
 import numpy as np
 
@@ -100,28 +102,147 @@ def case_errors(comm, seed):
     try:
         comm.send(bytearray(8), 5)
         raise AssertionError("a send to rank 5 of 2 was accepted")
-    except ipcpipe.Error as e:
-        assert e.args[1] == "IPCP_ERR_INVALID", e.args
+    except ipcpipe.InvalidArgument as e:
+        assert e.name == "IPCP_ERR_INVALID" and e.status == -1, e
+        assert "out of range" in e.message, e.message
+    # Stream-ordered calls move device memory only.
     try:
         comm.send(bytearray(8), peer, stream=0)
-        raise AssertionError("stream accepted")
-    except NotImplementedError:
-        pass
+        raise AssertionError("a stream-ordered send of host memory")
+    except ipcpipe.Unsupported as e:
+        assert e.name == "IPCP_ERR_UNSUPPORTED", e
+    try:
+        comm.send(bytearray(8), peer, stream="s")
+        raise AssertionError("a string taken for a stream")
+    except TypeError as e:
+        assert "CUDA stream" in str(e), e
     # 64 KiB into 1 KiB: the receiver fails and nothing is written.
     if comm.rank == 0:
         try:
             comm.send(fresh(65536, seed), peer, tag=9)
-        except ipcpipe.Error as e:
-            assert e.args[1] == "IPCP_ERR_TRUNCATED", e.args
+        except ipcpipe.Truncated as e:
+            assert e.name == "IPCP_ERR_TRUNCATED", e
     else:
         small = np.zeros(1024, dtype=np.uint8)
         try:
             comm.recv(small, peer, tag=9)
             raise AssertionError("a truncated receive succeeded")
-        except ipcpipe.Error as e:
-            assert e.args[1] == "IPCP_ERR_TRUNCATED", e.args
+        except ipcpipe.Truncated as e:
+            assert isinstance(e, ipcpipe.Error) and e.status == -6, e
         assert not small.any()
     comm.barrier()
+
+
+def case_alloc(comm, seed):
+    """Memory from Comm.alloc: sent and received as itself, seen by NumPy
+    through the buffer protocol and DLPack; freed only without views."""
+    peer = 1 - comm.rank
+    n = (1 << 20) + 3
+    mem = comm.alloc(n)
+    assert len(mem) == n and mem.nbytes == n and mem.device is None, mem
+    if comm.rank == 0:
+        np.asarray(mem)[:] = fresh(n, seed)
+        info = comm.send(mem, peer)
+    else:
+        info = comm.recv(mem, peer)
+        view = np.from_dlpack(mem)
+        assert view.dtype == np.uint8 and view.shape == (n,), view
+        assert np.array_equal(view, fresh(n, seed)), "received bytes differ"
+        assert info.path == "direct", info
+        try:
+            mem.free()
+            raise AssertionError("memory freed under a view")
+        except BufferError as e:
+            assert "1 view" in str(e), e
+        try:
+            comm.close()
+            raise AssertionError("communicator closed under a view")
+        except BufferError as e:
+            assert "still viewed" in str(e), e
+        del view
+    assert info.nbytes == n, info
+    comm.barrier()
+    mem.free()
+    try:
+        memoryview(mem)
+        raise AssertionError("a freed Memory gave a view")
+    except ipcpipe.Error as e:
+        assert "freed" in str(e), e
+
+
+def case_putget(comm, seed):
+    """Rank 1 registers an array and sends its packed descriptor; rank 0
+    attaches it, puts and gets at an offset, every byte checked; out of
+    range and forged descriptors refused."""
+    peer = 1 - comm.rank
+    n, off, k = 1 << 20, 4099, 300000
+    if comm.rank == 1:
+        region = np.zeros(n, dtype=np.uint8)
+        reg = comm.register(region)
+        desc = reg.pack()
+        assert isinstance(desc, bytes) and desc, desc
+        comm.send(bytearray(desc), peer)
+        comm.barrier()  # rank 0 put
+        assert np.array_equal(region[off:off + k], fresh(k, seed))
+        assert not region[:off].any() and not region[off + k:].any()
+        region[:] = fresh(n, seed + 1)
+        comm.barrier()  # rank 0 gets
+        comm.barrier()  # rank 0 released it
+        reg.close()
+        return
+    raw = bytearray(256)
+    info = comm.recv(raw, peer)
+    desc = bytes(raw[:info.nbytes])
+    remote = comm.attach(desc)
+    assert remote.nbytes == n and remote.owner == 1, remote
+    comm.put(fresh(k, seed), remote, offset=off)
+    comm.barrier()
+    comm.barrier()
+    got = np.zeros(k, dtype=np.uint8)
+    req = comm.iget(got, remote, offset=off)
+    assert req.wait().nbytes == k
+    assert np.array_equal(got, fresh(n, seed + 1)[off:off + k]), "get differs"
+    try:
+        comm.put(bytearray(16), remote, offset=n - 8)
+        raise AssertionError("a put past the region's end")
+    except ipcpipe.OutOfRange as e:
+        assert e.name == "IPCP_ERR_OUT_OF_RANGE", e
+    forged = bytearray(desc)
+    forged[len(forged) // 2] ^= 0xFF
+    try:
+        comm.attach(bytes(forged))
+        raise AssertionError("a forged descriptor attached")
+    except ipcpipe.BadDescriptor as e:
+        assert e.status == -9, e
+    remote.close()
+    comm.barrier()
+
+
+def case_gil(comm, seed):
+    """A thread runs while the main thread waits in a blocking receive."""
+    peer = 1 - comm.rank
+    if comm.rank == 0:
+        time.sleep(0.5)
+        comm.send(fresh(64, seed), peer)
+        return
+    ticks = [0]
+    done = threading.Event()
+
+    def spin():
+        while not done.is_set():
+            ticks[0] += 1
+            time.sleep(0.001)
+
+    t = threading.Thread(target=spin)
+    t.start()
+    got = np.zeros(64, dtype=np.uint8)
+    before = ticks[0]
+    comm.recv(got, peer)
+    during = ticks[0] - before
+    done.set()
+    t.join()
+    assert np.array_equal(got, fresh(64, seed))
+    assert during >= 50, f"the other thread ran {during} times in 0.5 s"
 
 
 def main():

@@ -31,7 +31,8 @@ def run_pair(case):
         assert rc == 0, f"rank {rank} of {case} (seed {seed}):\n{out}"
 
 
-@pytest.mark.parametrize("case", ["sendrecv", "requests", "dlpack", "errors"])
+@pytest.mark.parametrize("case", ["sendrecv", "requests", "dlpack", "errors",
+                                  "alloc", "putget", "gil"])
 def test_pair(case):
     run_pair(case)
 
