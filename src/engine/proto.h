@@ -127,6 +127,10 @@ typedef struct ipcp__msg_rts {
  * rest; the send ends at the receiver's DRIVEN CTS, which follows its
  * own done flags. */
 #define IPCP_CTS_SPLIT 0x10
+/* Bounce: the ring's chunks are whole slots from the first (one GPU). */
+#define IPCP_CTS_NO_RAMP 0x20
+/* Bounce: each side enqueues a chunk once the host sees its flag met. */
+#define IPCP_CTS_GATE 0x40
 
 /* BOUNCE is the receiver's choice alone (ipcp__sent_choose): its CTS
  * names the ring in device memory it made (dst_region, path BOUNCE) with

@@ -55,7 +55,9 @@ typedef struct ipcp__stage {
     ipcp__chan_t *ch;
     char *slots;        /* the channel's, or the bounce path's ring */
     uint64_t slot_size; /* of a slot of that ring */
+    uint64_t ramp_slot; /* the slot the layout ramps to, or 0: no ramp */
     int flush;          /* a receiver's waits flush remote writes (that ring) */
+    int gate;           /* a chunk goes in once the host sees its wait met */
     char *buf;
     uint64_t len, unit, base, nchunks, next;
     int send, remote_done, reported;

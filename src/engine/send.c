@@ -225,8 +225,9 @@ void ipcp__xfer_tx_sent(ipcp_comm_t *comm, ipcp__peer_t *peer,
     uint64_t dlen = req->len - slen - head;
     int bounce = cts->path == IPCP_PATH_BOUNCE;
     uint64_t ss = bounce ? cts->ring_slot : ch->slot_size;
+    int no_ramp = bounce && (cts->hdr.flags & IPCP_CTS_NO_RAMP);
     uint64_t unit = ipcp__staged_unit(slen, ss, striped);
-    uint64_t nchunks = ipcp__staged_nchunks(slen, unit, ss);
+    uint64_t nchunks = ipcp__staged_nchunks(slen, unit, no_ramp ? 0 : ss);
     unsigned np = direct ? cts->npieces : 0, mask = 0;
 
     ipcp__stage_flush(comm, qs);
@@ -243,7 +244,8 @@ void ipcp__xfer_tx_sent(ipcp_comm_t *comm, ipcp__peer_t *peer,
         /* The bounce path's ring: as many slots as the channel's.  Where
          * it cannot be mapped the track has failed: the chunks' marks
          * still go in, their copies do not. */
-        ipcp__ring_t ring = {ch->slots, ss};
+        ipcp__ring_t ring = {ch->slots, ss, no_ramp,
+                             bounce && (cts->hdr.flags & IPCP_CTS_GATE)};
         char *slots = bounce ? ipcp__tx_target(comm, peer, req, cts, fds + fi,
                                                nmap, ch->nslots * ss)
                              : NULL;

@@ -66,7 +66,8 @@ uint64_t ipcp__staged_unit(uint64_t len, uint64_t slot, int striped)
 }
 
 /* Ramps are for whole-slot chunks: a striped transfer's staged part is
- * cut in few chunks on purpose (ipcp__stripe_unit). */
+ * cut in few chunks on purpose (ipcp__stripe_unit), and a ring_slot of 0
+ * (the bounce path on one GPU) has none. */
 static int ipcp__staged_ramp(uint64_t len, uint64_t unit, uint64_t slot)
 {
     return unit == slot && len >= 4 * unit &&
@@ -153,15 +154,18 @@ void ipcp__stage_init(ipcp__xfer_t *x, ipcp__chan_t *ch,
                       ipcp__errslot_t *slot, uint64_t seq)
 {
     uint64_t ss = ring ? ring->slot_size : ch->slot_size;
+    uint64_t rs = ring && ring->no_ramp ? 0 : ss;
     x->stage = (ipcp__stage_t){.ch = ch,
                                .slots = ring ? ring->slots : ch->slots,
                                .slot_size = ss,
+                               .ramp_slot = rs,
+                               .gate = ring && ring->gate,
                                .flush = ring && !send,
                                .buf = buf,
                                .len = len,
                                .unit = unit,
                                .base = base,
-                               .nchunks = ipcp__staged_nchunks(len, unit, ss),
+                               .nchunks = ipcp__staged_nchunks(len, unit, rs),
                                .send = send,
                                .remote_done = remote_done,
                                .slot = slot,
@@ -218,7 +222,7 @@ static int ipcp__stage_step(ipcp__xfer_t *x, uint64_t n)
         uint64_t g = (st->base + c) / ch->nslots,
                  s = (st->base + c) % ch->nslots;
         uint64_t off, len, qi = ipcp__staged_q(ch, st->base + c, nq);
-        ipcp__staged_chunk(st->len, st->unit, st->slot_size, st->nchunks, c,
+        ipcp__staged_chunk(st->len, st->unit, st->ramp_slot, st->nchunks, c,
                            &off, &len);
         char *sl = st->slots + s * st->slot_size;
         ipcp__queue_t *q = qs->q[qi];
@@ -256,12 +260,39 @@ static int ipcp__stage_step(ipcp__xfer_t *x, uint64_t n)
         }
         st->held[qi] = &mark[s].v;
         st->held_v[qi] = g + 1;
+        /* A gated stage holds no mark: the peer's next chunk may wait for
+         * it before our next one can go in. */
+        if (st->gate) {
+            ipcp__enq_check(t, qs->ops->flag_write(q, st->held[qi],
+                                                   st->held_v[qi], NULL));
+            st->held[qi] = NULL;
+        }
     }
     st->next = end;
     if (end < st->nchunks)
         return 0;
     ipcp__stage_end(x, nq);
     return 1;
+}
+
+/* Whether the next chunk of a gated stage may go in: the flag its queue
+ * would wait for is met already (read by the host), so that the device
+ * never holds a queue of this process blocked on the peer's work.  Two
+ * processes on one GPU without MPS take turns in its time slices, and a
+ * blocked queue kept the GPU from the other's copies (the bounce path on
+ * one H200: 64 MiB at 153 GB/s with the waits on the device).  A lost
+ * peer's flags are moved far ahead, which meets them. */
+static int ipcp__stage_ready(const ipcp__xfer_t *x)
+{
+    const ipcp__stage_t *st = &x->stage;
+    if (!st->gate || st->next >= st->nchunks)
+        return 1;
+    const ipcp__chan_t *ch = st->ch;
+    uint64_t k = st->base + st->next, g = k / ch->nslots, s = k % ch->nslots;
+    const uint64_t *flag =
+        st->send ? &ch->ctl->freed[s].v : &ch->ctl->full[s].v;
+    uint64_t want = st->send ? g : g + 1;
+    return (int64_t)(__atomic_load_n(flag, __ATOMIC_ACQUIRE) - want) >= 0;
 }
 
 /* Ends one side's enqueueing once its staged chunks are all in. */
@@ -300,12 +331,13 @@ void ipcp__stage_go(ipcp_comm_t *comm, ipcp__xfer_t *x, ipcp__qset_t *qs,
                                       st->remote_done);
     if (!st->send && st->nchunks) {
         uint64_t off, len0;
-        ipcp__staged_chunk(st->len, st->unit, st->slot_size, st->nchunks, 0,
+        ipcp__staged_chunk(st->len, st->unit, st->ramp_slot, st->nchunks, 0,
                            &off, &len0);
         st->due_ns = ipcp__now_ns() + ipcp__min(len0 / IPCP_STAGE_DEFER_RATE,
                                                 IPCP_STAGE_DEFER_MAX);
     }
-    if (st->nchunks == 0 || (st->send && ipcp__stage_step(x, 1))) {
+    if (st->nchunks == 0 ||
+        (st->send && ipcp__stage_ready(x) && ipcp__stage_step(x, 1))) {
         ipcp__stage_done(x);
         return;
     }
@@ -355,7 +387,7 @@ int ipcp__stage_poll(ipcp_comm_t *comm)
         unsigned i = 0;
         while (i < nheld && held[i] != x->stage.qs)
             i++;
-        if (i == nheld && ipcp__stage_due(x, &now)) {
+        if (i == nheld && ipcp__stage_due(x, &now) && ipcp__stage_ready(x)) {
             if (ipcp__stage_step(x, 1))
                 ipcp__stage_finish(x);
             return 1;

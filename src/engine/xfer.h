@@ -31,6 +31,8 @@ enum {
 typedef struct ipcp__ring {
     char *slots;
     uint64_t slot_size;
+    int no_ramp; /* whole slots from the first chunk (IPCP_CTS_NO_RAMP) */
+    int gate;    /* chunks enqueued once their flag is up (IPCP_CTS_GATE) */
 } ipcp__ring_t;
 
 typedef struct ipcp__choice {
