@@ -47,3 +47,24 @@ def test_alone():
     with pytest.raises(ValueError):
         ipcpipe.Comm(rank=-1, size=1)
     assert ipcpipe.version()
+
+
+def test_bench():
+    """python3 -m ipcpipe.bench: Python's rows beside the C bench's, every
+    byte verified, a bad size named."""
+    env = dict(os.environ)
+    for k in ("IPCPIPE_RANK", "IPCPIPE_SIZE", "IPCPIPE_JOB"):
+        env.pop(k, None)
+    p = subprocess.run([sys.executable, "-m", "ipcpipe.bench", "--sizes",
+                        "8,1M", "--iters", "3"], env=env, text=True,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       timeout=240)
+    assert p.returncode == 0, p.stdout
+    rows = [line.split() for line in p.stdout.splitlines()
+            if line and not line.startswith(("#", "  size"))]
+    assert [r[0] for r in rows] == ["8", "1M"], p.stdout
+    assert all(r[-1] == "yes" for r in rows), p.stdout
+    p = subprocess.run([sys.executable, "-m", "ipcpipe.bench", "--sizes",
+                        "12Q"], env=env, text=True, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=60)
+    assert p.returncode == 2 and "12Q" in p.stdout, p.stdout
