@@ -149,38 +149,52 @@ static int core_buf_dlpack(PyObject *obj, core_buf_t *b)
     return 1;
 }
 
+/* ValueError naming what a buffer must be, with why (may be NULL). */
+static int core_buf_refuse(int writable, PyObject *why)
+{
+    PyErr_Format(PyExc_ValueError,
+                 "%s buffer must be C-contiguous%s and expose "
+                 "__cuda_array_interface__, the buffer protocol or "
+                 "__dlpack__ (%S)",
+                 writable ? "a receive" : "a send",
+                 writable ? " and writable" : "", why ? why : Py_None);
+    return -1;
+}
+
+/* The buffer protocol first: NumPy arrays and bytearrays, the common case,
+ * without the failed attribute look-ups of the others (a micro-second of a
+ * small message's call).  An object whose buffer is refused (device
+ * memory from Comm.alloc) may still have a CUDA array interface. */
 int core_buf_get(PyObject *obj, int writable, core_buf_t *b)
 {
+    int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0), r;
     memset(b, 0, sizeof(*b));
-    int r = core_buf_cai(obj, writable, b);
-    if (r)
+    if (PyObject_CheckBuffer(obj)) {
+        if (PyObject_GetBuffer(obj, &b->view, flags) == 0) {
+            b->has_view = 1;
+            b->ptr = b->view.buf;
+            b->len = (size_t)b->view.len;
+            b->owner = obj;
+            Py_INCREF(obj);
+            return 0;
+        }
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        if ((r = core_buf_cai(obj, writable, b)) == 0)
+            core_buf_refuse(writable, value);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
         return r > 0 ? 0 : -1;
-    int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
-    if (!PyObject_CheckBuffer(obj) && (r = core_buf_dlpack(obj, b)) != 0) {
+    }
+    if ((r = core_buf_cai(obj, writable, b)) != 0)
+        return r > 0 ? 0 : -1;
+    if ((r = core_buf_dlpack(obj, b)) != 0) {
         if (r < 0)
             core_buf_release(b);
         return r > 0 ? 0 : -1;
     }
-    if (PyObject_GetBuffer(obj, &b->view, flags) != 0) {
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        PyErr_Format(PyExc_ValueError,
-                     "%s buffer must be C-contiguous%s and expose "
-                     "__cuda_array_interface__, the buffer protocol or "
-                     "__dlpack__ (%S)",
-                     writable ? "a receive" : "a send",
-                     writable ? " and writable" : "", value ? value : Py_None);
-        Py_XDECREF(type);
-        Py_XDECREF(value);
-        Py_XDECREF(tb);
-        return -1;
-    }
-    b->has_view = 1;
-    b->ptr = b->view.buf;
-    b->len = (size_t)b->view.len;
-    b->owner = obj;
-    Py_INCREF(obj);
-    return 0;
+    return core_buf_refuse(writable, NULL);
 }
 
 /* The CUDA stream of a stream= argument: None (*none set), an int handle,

@@ -131,17 +131,28 @@ static PyTypeObject core_info_type = {
     .tp_members = core_info_members,
 };
 
+/* The name of each path, made once. */
+static PyObject *core_path_names[8];
+
 static PyObject *core_info_new(const ipcp_xfer_info_t *info)
 {
-    core_info_t *i = PyObject_New(core_info_t, &core_info_type);
-    if (!i)
+    unsigned p = (unsigned)info->path;
+    PyObject *name = p < 8 ? core_path_names[p] : NULL;
+    if (!name &&
+        !(name = PyUnicode_InternFromString(ipcp_path_name(info->path))))
         return NULL;
-    i->nbytes = (Py_ssize_t)info->nbytes;
-    i->path = PyUnicode_FromString(ipcp_path_name(info->path));
-    if (!i->path) {
-        Py_DECREF(i);
+    if (p < 8)
+        core_path_names[p] = name;
+    core_info_t *i = PyObject_New(core_info_t, &core_info_type);
+    if (!i) {
+        if (p >= 8)
+            Py_DECREF(name);
         return NULL;
     }
+    i->nbytes = (Py_ssize_t)info->nbytes;
+    i->path = name;
+    if (p < 8)
+        Py_INCREF(name);
     return (PyObject *)i;
 }
 
@@ -443,14 +454,36 @@ static PyObject *core_irecv(core_comm_t *self, PyObject *args, PyObject *kw)
     return core_post(self, args, kw, 1, &streamed);
 }
 
-/* send and recv: waited for, unless stream-ordered (the stream carries the
- * order; the Request is returned, for its errors). */
+/* send and recv: waited for, without a Request object, unless
+ * stream-ordered (the stream carries the order; the Request is returned,
+ * for its errors). */
 static PyObject *core_blocking(core_comm_t *self, PyObject *args, PyObject *kw,
                                int recv)
 {
-    int streamed = 0;
-    PyObject *r = core_post(self, args, kw, recv, &streamed);
-    return streamed ? r : core_req_finish(r);
+    static char *kwlist[] = {"buf", "peer", "tag", "stream", NULL};
+    PyObject *obj, *stream = Py_None;
+    int peer, tag = 0, streamed = 0;
+    ipcp_request_t *req = NULL;
+    ipcp_xfer_info_t info;
+    core_buf_t b;
+    ipcp_status_t st;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "Oi|iO", kwlist, &obj, &peer,
+                                     &tag, &stream))
+        return NULL;
+    if (stream != Py_None)
+        return core_post(self, args, kw, recv, &streamed);
+    if (core_comm_open(self) != 0 || core_buf_get(obj, recv, &b) != 0)
+        return NULL;
+    PyThreadState *ts = PyEval_SaveThread();
+    st = recv ? ipcp_irecv(self->comm, b.ptr, b.len, peer, tag, &req)
+              : ipcp_isend(self->comm, b.ptr, b.len, peer, tag, &req);
+    if (st == IPCP_OK)
+        st = ipcp_wait(req, &info);
+    PyEval_RestoreThread(ts);
+    core_buf_release(&b);
+    if (st != IPCP_OK)
+        return core_raise(st);
+    return core_info_new(&info);
 }
 
 static PyObject *core_send(core_comm_t *self, PyObject *args, PyObject *kw)

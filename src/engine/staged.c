@@ -263,8 +263,8 @@ static int ipcp__stage_step(ipcp__xfer_t *x, uint64_t n)
         /* A gated stage holds no mark: the peer's next chunk may wait for
          * it before our next one can go in. */
         if (st->gate) {
-            ipcp__enq_check(t, qs->ops->flag_write(q, st->held[qi],
-                                                   st->held_v[qi], NULL));
+            ipcp__enq_check(
+                t, qs->ops->flag_write(q, st->held[qi], st->held_v[qi], NULL));
             st->held[qi] = NULL;
         }
     }
