@@ -220,6 +220,11 @@ IPCP_API ipcp_status_t ipcp_wait(ipcp_request_t *req, ipcp_xfer_info_t *info);
  * *done = 1: completed; the request is freed and its status returned. */
 IPCP_API ipcp_status_t ipcp_test(ipcp_request_t *req, int *done,
                                  ipcp_xfer_info_t *info);
+/* ipcp_wait for at most timeout_s seconds (0 to 1e9): as ipcp_test when it
+ * returns, so a caller can look at something else (a signal, a deadline)
+ * between waits. */
+IPCP_API ipcp_status_t ipcp_wait_for(ipcp_request_t *req, double timeout_s,
+                                     int *done, ipcp_xfer_info_t *info);
 
 /* ------------------------------------------------------------------------ */
 /* Memory                                                                    */

@@ -338,12 +338,13 @@ static int ipcp__await_reads(ipcp_comm_t *comm, const ipcp_request_t *req)
            ipcp__comm_can_drive(comm);
 }
 
-/* Until req is done. */
-static void ipcp__await(ipcp_request_t *req)
+/* Until req is done, or until `until` (ipcp__now_ns's clock; 0: no
+ * limit); whether it is done. */
+static int ipcp__await(ipcp_request_t *req, uint64_t until_ns)
 {
     ipcp_comm_t *comm = req->comm;
     if (atomic_load_explicit(&req->done, memory_order_acquire))
-        return;
+        return 1;
     /* A short spin first: a transfer that is about to finish costs less
      * than a sleep and a wake-up.  While device transfers are in flight
      * (they end within milliseconds), or a device send's receiver may be
@@ -360,14 +361,17 @@ static void ipcp__await(ipcp_request_t *req)
         spin_ns = 0;
     }
     if (atomic_load_explicit(&req->done, memory_order_acquire))
-        return;
+        return 1;
     uint64_t t0 = ipcp__now_ns(), now = t0, until = t0 + spin_ns;
+    if (until_ns && until > until_ns)
+        until = until_ns;
     /* On one CPU no longer than spin_us: the threads that complete a
      * device transfer need that CPU (common/cpu.h). */
     uint64_t dev_ns = ipcp__one_cpu() ? 0 : IPCP_DEV_SPIN_NS;
     /* It moves the transfer on itself meanwhile where it may: no hand-off
      * to a thread that must first be scheduled (ipcp__comm_drive). */
     while (!atomic_load_explicit(&req->done, memory_order_acquire) &&
+           (!until_ns || now < until_ns) &&
            (now < until || (now - t0 < dev_ns &&
                             (atomic_load_explicit(&comm->dev_inflight,
                                                   memory_order_relaxed) > 0 ||
@@ -379,7 +383,7 @@ static void ipcp__await(ipcp_request_t *req)
     ipcp__comm_undrive(comm);
     if (req->watch)
         ipcp__mbox_unwatch(comm, req);
-    ipcp__req_sleep(req);
+    return ipcp__req_sleep(req, until_ns);
 }
 
 /* A done request's status, its info, and its message as the last error. */
@@ -399,7 +403,7 @@ static ipcp_status_t ipcp__req_result(const ipcp_request_t *req,
 /* Waits for a request the caller owns; returns its status. */
 ipcp_status_t ipcp__wait_req(ipcp_request_t *req, ipcp_xfer_info_t *info)
 {
-    ipcp__await(req);
+    ipcp__await(req, 0);
     ipcp_status_t st = ipcp__req_result(req, info);
     /* The caller released the handle (ipcp__claim_req; internal requests
      * have none): a second wait is refused even while the engine still
@@ -665,7 +669,7 @@ static ipcp_status_t ipcp__blocking(ipcp_comm_t *comm_h, int type, void *buf,
     req.tag = tag;
     ipcp__classify(comm, &req);
     if (req.attr.type == IPCP_MEM_HOST && ipcp__match_fast(comm, &req)) {
-        ipcp__await(&req);
+        ipcp__await(&req, 0);
         return ipcp__req_result(&req, info);
     }
     ipcp_request_t *heap = ipcp__twosided_req(comm, type, buf, len, peer, tag);
@@ -704,6 +708,27 @@ ipcp_status_t ipcp_wait(ipcp_request_t *req_h, ipcp_xfer_info_t *info)
     ipcp_request_t *req;
     IPCP_CHECK(ipcp__req_get(req_h, &req));
     IPCP_CHECK(ipcp__claim_req(req_h, req));
+    return ipcp__wait_req(req, info);
+}
+
+ipcp_status_t ipcp_wait_for(ipcp_request_t *req_h, double timeout_s, int *done,
+                            ipcp_xfer_info_t *info)
+{
+    ipcp_request_t *req;
+    IPCP_CHECK(ipcp__req_get(req_h, &req));
+    if (!done)
+        return ipcp__bad_arg("done is NULL");
+    /* NaN compares false with everything. */
+    if (!(timeout_s >= 0) || timeout_s > 1e9)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
+                          "timeout_s is %g: 0 to 1e9 seconds", timeout_s);
+    uint64_t until = ipcp__now_ns() + (uint64_t)(timeout_s * 1e9);
+    if (!ipcp__await(req, until ? until : 1)) {
+        *done = 0;
+        return IPCP_IN_PROGRESS;
+    }
+    IPCP_CHECK(ipcp__claim_req(req_h, req));
+    *done = 1;
     return ipcp__wait_req(req, info);
 }
 

@@ -58,7 +58,12 @@ ipcp_status_t ipcp__comm_new(int rank, int size, const char *job,
     comm->probe_word = IPCP_BOOT_MAGIC;
     comm->wake_fd = -1;
     ipcp__mutex_init_spin(&comm->lock);
-    pthread_cond_init(&comm->cond, NULL);
+    /* Timed sleeps (ipcp_wait_for) count on the monotonic clock. */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&comm->cond, &ca);
+    pthread_condattr_destroy(&ca);
     ipcp__mutex_init_spin(&comm->prog_lock);
     ipcp__mutex_init_spin(&comm->mem_lock);
     ipcp__mutex_init_spin(&comm->sync_lock);

@@ -229,8 +229,9 @@ void ipcp__req_init(ipcp_comm_t *comm, ipcp_request_t *req, int type);
 ipcp_request_t *ipcp__req_new(ipcp_comm_t *comm, int type);
 /* How many freed requests this thread keeps for reuse (default 1024). */
 void ipcp__req_cache_cap(unsigned n);
-/* Sleeps until req is done (completion broadcasts to sleepers). */
-void ipcp__req_sleep(ipcp_request_t *req);
+/* Sleeps until req is done (completion broadcasts to sleepers), or until
+ * `until` (ipcp__now_ns's clock; 0: no limit); whether it is done. */
+int ipcp__req_sleep(ipcp_request_t *req, uint64_t until);
 /* Drops a reference (the owner's, or the engine's after an early end);
  * the last one frees, and with it the request's handle if it has one. */
 void ipcp__req_free(ipcp_request_t *req);

@@ -294,20 +294,28 @@ void ipcp__req_complete(ipcp_request_t *req, ipcp_status_t st, const char *msg)
     ipcp__unlock(&comm->lock, IPCP_LOCK_COMM);
 }
 
-void ipcp__req_sleep(ipcp_request_t *req)
+int ipcp__req_sleep(ipcp_request_t *req, uint64_t until)
 {
     ipcp_comm_t *comm = req->comm;
+    struct timespec ts = {(time_t)(until / 1000000000u),
+                          (long)(until % 1000000000u)};
     /* Most waits end spinning: then no lock. */
     if (atomic_load_explicit(&req->done, memory_order_acquire))
-        return;
+        return 1;
     /* Counted before done is looked at under the lock (ipcp__req_complete
      * broadcasts only to counted sleepers). */
     ipcp__lock(&comm->lock, IPCP_LOCK_COMM);
     atomic_fetch_add(&comm->sleepers, 1);
-    while (!atomic_load(&req->done))
-        pthread_cond_wait(&comm->cond, &comm->lock);
+    while (!atomic_load(&req->done)) {
+        if (!until)
+            pthread_cond_wait(&comm->cond, &comm->lock);
+        else if (pthread_cond_timedwait(&comm->cond, &comm->lock, &ts) ==
+                 ETIMEDOUT)
+            break;
+    }
     atomic_fetch_sub(&comm->sleepers, 1);
     ipcp__unlock(&comm->lock, IPCP_LOCK_COMM);
+    return atomic_load(&req->done);
 }
 
 /* A user's receive waits for the data only: once every queue of the

@@ -10,8 +10,10 @@
  * this process; the others run 2 ranks through t_mp_main. */
 #include "apitest.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ipcpipe_cuda.h"
@@ -297,6 +299,55 @@ static int mp_req_twice(ipcp_comm_t *comm)
     return 0;
 }
 
+/* ipcp_wait_for: a receive with nothing sent yet times out after about
+ * its timeout (0 at once), the request still the caller's; bad timeouts
+ * are refused; once the message is sent it completes with its data, and
+ * the handle is stale after. */
+static int mp_wait_for(ipcp_comm_t *comm)
+{
+    uint64_t seed = 0;
+    unsigned char buf[4096];
+    if (ipcp_comm_rank(comm) == 1) {
+        api_ctl_recv(comm, 0, TAG_GO, &seed, 8);
+        t_fill(buf, sizeof buf, seed);
+        T_OK(ipcp_send(comm, buf, sizeof buf, 0, TAG_A));
+        return 0;
+    }
+    seed = t_fresh_seed();
+    ipcp_request_t *a = NULL;
+    ipcp_xfer_info_t info = {777, IPCP_PATH_AUTO};
+    int done = -7;
+    T_OK(ipcp_irecv(comm, buf, sizeof buf, 1, TAG_A, &a));
+    T_STATUS(ipcp_wait_for(a, 0, &done, &info), IPCP_IN_PROGRESS);
+    T_EQ_INT(done, 0);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    T_STATUS(ipcp_wait_for(a, 0.2, &done, &info), IPCP_IN_PROGRESS);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double dt = (double)(t1.tv_sec - t0.tv_sec) +
+                (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    T_EQ_INT(done, 0);
+    T_EQ_U64(info.nbytes, 777);
+    if (dt < 0.19 || dt > 2.0)
+        T_FAIL("a wait of 0.2 s took %.3f s", dt);
+    done = -7;
+    T_STATUS(ipcp_wait_for(a, -1, &done, &info), IPCP_ERR_INVALID);
+    T_MSG_HAS("timeout_s is -1");
+    T_STATUS(ipcp_wait_for(a, NAN, &done, &info), IPCP_ERR_INVALID);
+    T_MSG_HAS("timeout_s is nan");
+    T_STATUS(ipcp_wait_for(a, 1, NULL, &info), IPCP_ERR_INVALID);
+    T_MSG_HAS("done is NULL");
+    T_EQ_INT(done, -7);
+    api_ctl_send(comm, 1, TAG_GO, &seed, 8);
+    T_OK(ipcp_wait_for(a, 30, &done, &info));
+    T_EQ_INT(done, 1);
+    T_EQ_U64(info.nbytes, sizeof buf);
+    t_verify(buf, sizeof buf, seed, "message after the timeouts");
+    T_ERR(ipcp_wait_for(a, 1, &done, &info), IPCP_ERR_INVALID,
+          "request handle %s is stale: " GONE_REQ, hex(a));
+    return 0;
+}
+
 /* A stale request handle whose memory and slot a newer request took: the
  * calls on it are refused and the newer request completes with its own
  * data.  The newer message is sent only after those calls, so that a
@@ -544,11 +595,10 @@ static int rank_main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*fn)(ipcp_comm_t *comm);
-    } cases[] = {{"req_twice", mp_req_twice},
-                 {"req_reuse", mp_req_reuse},
-                 {"rmem_twice", mp_rmem_twice},
-                 {"after_finalize", mp_after_finalize},
-                 {"wrong_type", mp_wrong_type}};
+    } cases[] = {
+        {"req_twice", mp_req_twice},           {"wait_for", mp_wait_for},
+        {"req_reuse", mp_req_reuse},           {"rmem_twice", mp_rmem_twice},
+        {"after_finalize", mp_after_finalize}, {"wrong_type", mp_wrong_type}};
     const char *name = api_opt(argc, argv, "--case", "");
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         if (strcmp(name, cases[k].name) != 0)

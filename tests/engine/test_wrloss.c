@@ -96,7 +96,7 @@ static void rank0_sends(const fake_t *f, uint64_t seed)
 /* Waits for a request made with ipcp__req_new, as ipcp_wait does. */
 static ipcp_status_t wait_internal(ipcp_request_t *req, char *msg, size_t len)
 {
-    ipcp__req_sleep(req);
+    ipcp__req_sleep(req, 0);
     ipcp_status_t st = req->status;
     snprintf(msg, len, "%s", st == IPCP_OK ? "" : req->errmsg);
     ipcp__req_disown(req);
