@@ -226,6 +226,8 @@ bad:
     return -1;
 }
 
+static void core_orphans_drop(PyObject *orphans);
+
 static PyObject *core_comm_close(core_comm_t *self, PyObject *unused)
 {
     ipcp_status_t st = IPCP_OK;
@@ -234,11 +236,15 @@ static PyObject *core_comm_close(core_comm_t *self, PyObject *unused)
     if (c && core_mems_close(self) != 0)
         return NULL;
     self->comm = NULL;
+    /* Finalize ends what they wait for; their handles are stale then. */
+    PyObject *orphans = self->orphans;
+    self->orphans = NULL;
     if (c) {
         PyThreadState *ts = PyEval_SaveThread();
         st = ipcp_finalize(c);
         PyEval_RestoreThread(ts);
     }
+    core_orphans_drop(orphans);
     if (st != IPCP_OK)
         return core_raise(st);
     Py_RETURN_NONE;
@@ -311,6 +317,27 @@ static void core_req_end(core_req_t *self)
     Py_CLEAR(self->comm);
 }
 
+/* Seconds a wait runs with the GIL released before it looks for signals
+ * (Ctrl-C) and goes on. */
+#define CORE_WAIT_SLICE 0.1
+
+/* Waits for req, a slice at a time: 1 when it ended (*st, *info), 0 when
+ * a signal handler raised (the request still runs). */
+static int core_wait(ipcp_request_t *req, ipcp_status_t *st,
+                     ipcp_xfer_info_t *info)
+{
+    for (;;) {
+        int done = 0;
+        PyThreadState *ts = PyEval_SaveThread();
+        *st = ipcp_wait_for(req, CORE_WAIT_SLICE, &done, info);
+        PyEval_RestoreThread(ts);
+        if (done || *st != IPCP_IN_PROGRESS)
+            return 1;
+        if (PyErr_CheckSignals() < 0)
+            return 0;
+    }
+}
+
 static PyObject *core_req_wait(core_req_t *self, PyObject *unused)
 {
     ipcp_xfer_info_t info;
@@ -320,9 +347,8 @@ static PyObject *core_req_wait(core_req_t *self, PyObject *unused)
         PyErr_SetString(core_error, "the request was completed already");
         return NULL;
     }
-    PyThreadState *ts = PyEval_SaveThread();
-    st = ipcp_wait(self->req, &info);
-    PyEval_RestoreThread(ts);
+    if (!core_wait(self->req, &st, &info))
+        return NULL; /* interrupted: it can be waited for again */
     core_req_end(self);
     if (st != IPCP_OK)
         return core_raise(st);
@@ -454,6 +480,47 @@ static PyObject *core_irecv(core_comm_t *self, PyObject *args, PyObject *kw)
     return core_post(self, args, kw, 1, &streamed);
 }
 
+/* A blocking call interrupted by a signal: its transfer still runs, so its
+ * buffer is kept, in a Request the communicator holds until the transfer
+ * ends (core_orphans_reap) or the communicator closes. */
+static void core_orphan(core_comm_t *self, ipcp_request_t *req, core_buf_t *b)
+{
+    PyObject *exc_type, *exc, *tb;
+    PyErr_Fetch(&exc_type, &exc, &tb);
+    PyObject *r = core_req_new(self, req, b);
+    if (r && (self->orphans || (self->orphans = PyList_New(0))))
+        PyList_Append(self->orphans, r);
+    Py_XDECREF(r);
+    PyErr_Restore(exc_type, exc, tb);
+}
+
+/* After finalize: the interrupted calls' requests are stale, their
+ * buffers free. */
+static void core_orphans_drop(PyObject *orphans)
+{
+    if (!orphans)
+        return;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(orphans); i++)
+        core_req_end((core_req_t *)PyList_GET_ITEM(orphans, i));
+    Py_DECREF(orphans);
+}
+
+/* Drops the interrupted calls' requests that ended. */
+static void core_orphans_reap(core_comm_t *self)
+{
+    if (!self->orphans)
+        return;
+    for (Py_ssize_t i = PyList_GET_SIZE(self->orphans) - 1; i >= 0; i--) {
+        core_req_t *r = (core_req_t *)PyList_GET_ITEM(self->orphans, i);
+        int done = 0;
+        ipcp_xfer_info_t info;
+        if (r->req && ipcp_test(r->req, &done, &info) == IPCP_IN_PROGRESS)
+            continue;
+        core_req_end(r);
+        PySequence_DelItem(self->orphans, i);
+    }
+}
+
 /* send and recv: waited for, without a Request object, unless
  * stream-ordered (the stream carries the order; the Request is returned,
  * for its errors). */
@@ -474,12 +541,15 @@ static PyObject *core_blocking(core_comm_t *self, PyObject *args, PyObject *kw,
         return core_post(self, args, kw, recv, &streamed);
     if (core_comm_open(self) != 0 || core_buf_get(obj, recv, &b) != 0)
         return NULL;
+    core_orphans_reap(self);
     PyThreadState *ts = PyEval_SaveThread();
     st = recv ? ipcp_irecv(self->comm, b.ptr, b.len, peer, tag, &req)
               : ipcp_isend(self->comm, b.ptr, b.len, peer, tag, &req);
-    if (st == IPCP_OK)
-        st = ipcp_wait(req, &info);
     PyEval_RestoreThread(ts);
+    if (st == IPCP_OK && !core_wait(req, &st, &info)) {
+        core_orphan(self, req, &b); /* interrupted: it still runs */
+        return NULL;
+    }
     core_buf_release(&b);
     if (st != IPCP_OK)
         return core_raise(st);

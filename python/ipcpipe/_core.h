@@ -69,7 +69,8 @@ typedef struct core_mem core_mem_t;
 
 typedef struct {
     PyObject_HEAD ipcp_comm_t *comm;
-    core_mem_t *mems; /* its allocations still open (_mem.c) */
+    core_mem_t *mems;  /* its allocations still open (_mem.c) */
+    PyObject *orphans; /* Requests of blocking calls a signal interrupted */
 } core_comm_t;
 
 /* 0 when the communicator is open, else -1 with ipcpipe.Error set. */

@@ -1,5 +1,7 @@
 """One rank of a two-rank case of test_ipcpipe.py (run by it, with the
 job in IPCPIPE_RANK/SIZE/JOB): exits 0 when every check held."""
+import os
+import signal
 import sys
 import threading
 import time
@@ -243,6 +245,47 @@ def case_gil(comm, seed):
     t.join()
     assert np.array_equal(got, fresh(64, seed))
     assert during >= 50, f"the other thread ran {during} times in 0.5 s"
+
+
+def case_interrupt(comm, seed):
+    """Ctrl-C (SIGINT) ends a blocking receive and a Request's wait at
+    once; the transfers still run, and complete into their buffers once
+    the peer sends."""
+    peer = 1 - comm.rank
+    n = (1 << 20) + 3
+    if comm.rank == 0:
+        comm.barrier()
+        comm.send(fresh(n, seed), peer, tag=21)
+        comm.send(fresh(n, seed + 1), peer, tag=22)
+        comm.barrier()
+        return
+
+    def interrupted(call):
+        def kick():
+            time.sleep(0.3)
+            os.kill(os.getpid(), signal.SIGINT)
+        t = threading.Thread(target=kick)
+        t0 = time.monotonic()
+        t.start()
+        try:
+            call()
+            raise AssertionError("a wait with nothing sent returned")
+        except KeyboardInterrupt:
+            pass
+        t.join()
+        dt = time.monotonic() - t0
+        assert dt < 2.0, f"Ctrl-C took {dt:.2f} s"
+
+    got, got2 = np.zeros(n, dtype=np.uint8), np.zeros(n, dtype=np.uint8)
+    interrupted(lambda: comm.recv(got, peer, tag=21))
+    req = comm.irecv(got2, peer, tag=22)
+    interrupted(req.wait)
+    assert req.test() is None, "a receive done before the send"
+    comm.barrier()
+    assert req.wait().nbytes == n
+    assert np.array_equal(got2, fresh(n, seed + 1)), "Request's data differ"
+    comm.barrier()  # rank 0's sends ended: the interrupted receive's too
+    assert np.array_equal(got, fresh(n, seed)), "interrupted recv's data"
 
 
 def main():

@@ -32,7 +32,7 @@ def run_pair(case):
 
 
 @pytest.mark.parametrize("case", ["sendrecv", "requests", "dlpack", "errors",
-                                  "alloc", "putget", "gil"])
+                                  "alloc", "putget", "gil", "interrupt"])
 def test_pair(case):
     run_pair(case)
 
