@@ -40,6 +40,7 @@ class CMakeBuildExt(build_ext):
 setup(
     version=version(),
     packages=["ipcpipe"],
+    package_data={"ipcpipe": ["_core.pyi", "py.typed"]},
     ext_modules=[Extension("ipcpipe._core",
                            ["ipcpipe/_core.c", "ipcpipe/_buf.c",
                             "ipcpipe/_mem.c"],

@@ -5,10 +5,12 @@ from ._core import (  # noqa: F401
     BadDescriptor, BootstrapFailed, Comm, ConfigError, CudaError, Error, Info,
     InvalidArgument, Memory, NotRegistered, OutOfMemory, OutOfRange,
     PeerLost, PermissionDenied, Registration, Remote, Request,
-    StateError, SystemCallFailed, Timeout, Truncated, Unsupported, version)
+    StateError, SystemCallFailed, Timeout, Truncated, Unsupported, settings,
+    version)
 
 __all__ = [
     "Comm", "Info", "Request", "Memory", "Registration", "Remote", "version",
+    "settings",
     "Error", "InvalidArgument", "OutOfMemory", "SystemCallFailed", "Timeout",
     "PeerLost", "Truncated", "NotRegistered", "OutOfRange", "BadDescriptor",
     "StateError", "Unsupported", "CudaError", "BootstrapFailed",

@@ -640,8 +640,40 @@ static PyObject *core_version(PyObject *m, PyObject *unused)
     return PyUnicode_FromString(ipcp_version_string());
 }
 
+/* [(name, value, default, doc, is_set)] of every IPCPIPE_* setting, as
+ * the environment sets them now; a bad value raises ConfigError. */
+static PyObject *core_settings(PyObject *m, PyObject *unused)
+{
+    (void)m;
+    (void)unused;
+    ipcp_status_t st = ipcp_settings_check();
+    if (st != IPCP_OK)
+        return core_raise(st);
+    int n = ipcp_settings_count();
+    PyObject *list = PyList_New(0);
+    for (int i = 0; list && i < n; i++) {
+        ipcp_setting_info_t s;
+        if ((st = ipcp_setting_get(i, &s)) != IPCP_OK) {
+            Py_DECREF(list);
+            return core_raise(st);
+        }
+        PyObject *t = Py_BuildValue("(ssssO)", s.name, s.value, s.deflt, s.doc,
+                                    s.is_set ? Py_True : Py_False);
+        if (!t || PyList_Append(list, t) < 0) {
+            Py_XDECREF(t);
+            Py_CLEAR(list);
+            break;
+        }
+        Py_DECREF(t);
+    }
+    return list;
+}
+
 static PyMethodDef core_methods[] = {
     {"version", core_version, METH_NOARGS, "The C library's version."},
+    {"settings", core_settings, METH_NOARGS,
+     "settings() -> [(name, value, default, doc, is_set)]: every IPCPIPE_* "
+     "setting as the environment sets it."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -68,3 +68,25 @@ def test_bench():
                         "12Q"], env=env, text=True, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, timeout=60)
     assert p.returncode == 2 and "12Q" in p.stdout, p.stdout
+
+
+def test_info(capsys, monkeypatch):
+    """python3 -m ipcpipe.info runs ipcpipe-info, or prints the settings
+    itself where the tool is not installed; a bad setting is an error."""
+    p = subprocess.run([sys.executable, "-m", "ipcpipe.info"], text=True,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       timeout=120)
+    assert p.returncode == 0 and "IPCPIPE_CHUNK" in p.stdout, p.stdout
+    import ipcpipe.info
+    monkeypatch.setattr(ipcpipe.info, "find_tool", lambda: None)
+    assert ipcpipe.info.main([]) == 0
+    out = capsys.readouterr().out
+    assert "ipcpipe-info is not installed" in out and "IPCPIPE_PATH=" in out
+    names = [s[0] for s in ipcpipe.settings()]
+    assert "IPCPIPE_TIMEOUT" in names and len(names) == len(set(names))
+    p = subprocess.run(
+        [sys.executable, "-c", "import ipcpipe\ntry:\n ipcpipe.settings()\n"
+         "except ipcpipe.ConfigError as e: print('refused:', e.message)"],
+        env=dict(os.environ, IPCPIPE_CHUNK="banana"), text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+    assert "refused:" in p.stdout and "IPCPIPE_CHUNK" in p.stdout, p.stdout
