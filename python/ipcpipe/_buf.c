@@ -13,14 +13,22 @@
 
 void core_buf_release(core_buf_t *b)
 {
+    /* An exception being raised is kept: the releases may run
+     * deallocations that call the library. */
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
     if (b->has_view)
         PyBuffer_Release(&b->view);
     b->has_view = 0;
     if (b->dl && b->dl->deleter)
         b->dl->deleter(b->dl);
     b->dl = NULL;
+    if (b->mem_export)
+        core_mem_untake(b);
+    b->mem_export = 0;
     Py_CLEAR(b->owner);
     Py_CLEAR(b->also);
+    PyErr_Restore(type, value, tb);
 }
 
 /* Bytes of one element of an array-interface type string ("<f4": 4). */
@@ -44,6 +52,8 @@ static int core_buf_cai(PyObject *obj, int writable, core_buf_t *b)
 {
     PyObject *cai = PyObject_GetAttrString(obj, "__cuda_array_interface__");
     if (!cai) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
         PyErr_Clear();
         return 0;
     }
@@ -71,6 +81,13 @@ static int core_buf_cai(PyObject *obj, int writable, core_buf_t *b)
         n *= (size_t)d;
     }
     /* Strides, when given, must be those of C order. */
+    if (strides && strides != Py_None &&
+        (!PyTuple_Check(strides) ||
+         PyTuple_Size(strides) != PyTuple_Size(shape))) {
+        PyErr_SetString(PyExc_ValueError,
+                        "__cuda_array_interface__ has bad strides");
+        goto out;
+    }
     if (strides && strides != Py_None) {
         size_t want = item;
         for (Py_ssize_t i = PyTuple_Size(shape) - 1; i >= 0; i--) {
@@ -169,6 +186,10 @@ int core_buf_get(PyObject *obj, int writable, core_buf_t *b)
 {
     int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0), r;
     memset(b, 0, sizeof(*b));
+    /* Memory from Comm.alloc, host or device: counted as a view while the
+     * transfer holds it, so that it is not freed under it. */
+    if ((r = core_mem_take(obj, b)) != 0)
+        return r > 0 ? 0 : -1;
     if (PyObject_CheckBuffer(obj)) {
         if (PyObject_GetBuffer(obj, &b->view, flags) == 0) {
             b->has_view = 1;

@@ -9,6 +9,7 @@
 #include "_core.h"
 
 #include <stdint.h>
+#include <limits.h>
 #include <string.h>
 #include <structmember.h>
 
@@ -49,8 +50,9 @@ PyObject *core_raise(ipcp_status_t st)
                         ? core_errors[-st]
                         : core_error;
     const char *msg = ipcp_last_error();
-    PyObject *e =
-        PyObject_CallFunction(cls, "s", *msg ? msg : ipcp_status_desc(st));
+    if (!*msg)
+        msg = ipcp_status_desc(st);
+    PyObject *e = PyObject_CallFunction(cls, "s", msg);
     if (!e)
         return NULL;
     PyObject *code = PyLong_FromLong((long)st),
@@ -201,9 +203,12 @@ static int core_comm_init(core_comm_t *self, PyObject *args, PyObject *kw)
         return -1;
     }
     ipcp_comm_params_init(&p);
-    if (rank != Py_None && (p.rank = (int)PyLong_AsLong(rank)) < 0)
+    long v;
+    if (rank != Py_None &&
+        ((v = PyLong_AsLong(rank)) < 0 || v > INT_MAX || (p.rank = (int)v) < 0))
         goto bad;
-    if (size != Py_None && (p.size = (int)PyLong_AsLong(size)) < 1)
+    if (size != Py_None &&
+        ((v = PyLong_AsLong(size)) < 1 || v > INT_MAX || (p.size = (int)v) < 1))
         goto bad;
     if (timeout != Py_None && !((p.timeout_s = PyFloat_AsDouble(timeout)) > 0))
         goto bad;
@@ -228,23 +233,38 @@ bad:
 
 static void core_orphans_drop(PyObject *orphans);
 
+/* Finalizes (the GIL released); then the allocations' memory and the
+ * orphans' transfers are gone (finalize ended them). */
+static ipcp_status_t core_comm_finalize(core_comm_t *self)
+{
+    ipcp_comm_t *c = self->comm;
+    PyObject *orphans = self->orphans;
+    self->comm = NULL;
+    self->orphans = NULL;
+    PyThreadState *ts = PyEval_SaveThread();
+    ipcp_status_t st = ipcp_finalize(c);
+    PyEval_RestoreThread(ts);
+    core_mems_gone(self);
+    core_orphans_drop(orphans);
+    return st;
+}
+
 static PyObject *core_comm_close(core_comm_t *self, PyObject *unused)
 {
-    ipcp_status_t st = IPCP_OK;
-    ipcp_comm_t *c = self->comm;
     (void)unused;
-    if (c && core_mems_close(self) != 0)
+    if (!self->comm)
+        Py_RETURN_NONE;
+    if (self->calls) {
+        PyErr_Format(core_error,
+                     "%d call%s of another thread still run%s on this "
+                     "communicator: close it once they returned",
+                     self->calls, self->calls == 1 ? "" : "s",
+                     self->calls == 1 ? "s" : "");
         return NULL;
-    self->comm = NULL;
-    /* Finalize ends what they wait for; their handles are stale then. */
-    PyObject *orphans = self->orphans;
-    self->orphans = NULL;
-    if (c) {
-        PyThreadState *ts = PyEval_SaveThread();
-        st = ipcp_finalize(c);
-        PyEval_RestoreThread(ts);
     }
-    core_orphans_drop(orphans);
+    if (core_mems_check(self) != 0)
+        return NULL;
+    ipcp_status_t st = core_comm_finalize(self);
     if (st != IPCP_OK)
         return core_raise(st);
     Py_RETURN_NONE;
@@ -252,13 +272,10 @@ static PyObject *core_comm_close(core_comm_t *self, PyObject *unused)
 
 static void core_comm_dealloc(core_comm_t *self)
 {
-    /* No allocation of it is alive: each holds the communicator. */
-    if (self->comm) {
-        PyThreadState *ts = PyEval_SaveThread();
-        (void)ipcp_finalize(self->comm);
-        PyEval_RestoreThread(ts);
-        self->comm = NULL;
-    }
+    /* No allocation of it is alive (each holds the communicator), and no
+     * call runs. */
+    if (self->comm)
+        (void)core_comm_finalize(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -268,9 +285,12 @@ static PyObject *core_comm_barrier(core_comm_t *self, PyObject *unused)
     (void)unused;
     if (core_comm_open(self) != 0)
         return NULL;
+    ipcp_comm_t *c = self->comm;
+    CORE_ENTER(self);
     PyThreadState *ts = PyEval_SaveThread();
-    st = ipcp_barrier(self->comm);
+    st = ipcp_barrier(c);
     PyEval_RestoreThread(ts);
+    CORE_LEAVE(self);
     if (st != IPCP_OK)
         return core_raise(st);
     Py_RETURN_NONE;
@@ -305,16 +325,23 @@ static PyObject *core_comm_get(core_comm_t *self, void *which)
 typedef struct {
     PyObject_HEAD ipcp_request_t *req;
     core_buf_t buf;
-    PyObject *comm; /* keeps the communicator open while it runs */
+    PyObject *comm; /* keeps the communicator open while it runs (an
+                       orphan's: NULL, the communicator holds it) */
+    int busy;       /* a thread waits for it */
 } core_req_t;
 
 static PyTypeObject core_req_type;
 
+/* Lets go of what it held; an exception being raised is kept (the
+ * releases may run deallocations that call the library). */
 static void core_req_end(core_req_t *self)
 {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
     self->req = NULL;
     core_buf_release(&self->buf);
     Py_CLEAR(self->comm);
+    PyErr_Restore(type, value, tb);
 }
 
 /* Seconds a wait runs with the GIL released before it looks for signals
@@ -338,21 +365,50 @@ static int core_wait(ipcp_request_t *req, ipcp_status_t *st,
     }
 }
 
-static PyObject *core_req_wait(core_req_t *self, PyObject *unused)
+/* A request a thread may wait for or test now: 0, or -1 (raised) when it
+ * ended or another thread waits for it. */
+static int core_req_usable(core_req_t *self)
+{
+    if (!self->req)
+        PyErr_SetString(core_error, "the request was completed already");
+    else if (self->busy)
+        PyErr_SetString(core_error, "another thread waits for this request");
+    else
+        return 0;
+    return -1;
+}
+
+/* Waits for a Request (the caller's thread the only one): its Info, or
+ * NULL raised; interrupted, it still runs (*interrupted set). */
+static PyObject *core_req_wait_in(core_req_t *self, int *interrupted)
 {
     ipcp_xfer_info_t info;
     ipcp_status_t st;
-    (void)unused;
-    if (!self->req) {
-        PyErr_SetString(core_error, "the request was completed already");
+    core_comm_t *c = (core_comm_t *)self->comm;
+    *interrupted = 0;
+    if (core_req_usable(self) != 0)
+        return NULL;
+    self->busy = 1;
+    if (c)
+        CORE_ENTER(c);
+    int ended = core_wait(self->req, &st, &info);
+    if (c)
+        CORE_LEAVE(c);
+    self->busy = 0;
+    if (!ended) {
+        *interrupted = 1;
         return NULL;
     }
-    if (!core_wait(self->req, &st, &info))
-        return NULL; /* interrupted: it can be waited for again */
+    PyObject *ret = st == IPCP_OK ? core_info_new(&info) : core_raise(st);
     core_req_end(self);
-    if (st != IPCP_OK)
-        return core_raise(st);
-    return core_info_new(&info);
+    return ret;
+}
+
+static PyObject *core_req_wait(core_req_t *self, PyObject *unused)
+{
+    int interrupted; /* then it can be waited for again */
+    (void)unused;
+    return core_req_wait_in(self, &interrupted);
 }
 
 static PyObject *core_req_test(core_req_t *self, PyObject *unused)
@@ -360,17 +416,15 @@ static PyObject *core_req_test(core_req_t *self, PyObject *unused)
     ipcp_xfer_info_t info;
     int done = 0;
     (void)unused;
-    if (!self->req) {
-        PyErr_SetString(core_error, "the request was completed already");
+    if (core_req_usable(self) != 0)
         return NULL;
-    }
     ipcp_status_t st = ipcp_test(self->req, &done, &info);
-    if (!done)
+    if (!done && st == IPCP_IN_PROGRESS)
         Py_RETURN_NONE;
+    /* Done, or refused (a handle its communicator's finalize ended). */
+    PyObject *ret = st == IPCP_OK ? core_info_new(&info) : core_raise(st);
     core_req_end(self);
-    if (st != IPCP_OK)
-        return core_raise(st);
-    return core_info_new(&info);
+    return ret;
 }
 
 static void core_req_dealloc(core_req_t *self)
@@ -418,17 +472,38 @@ PyObject *core_req_new(core_comm_t *comm, ipcp_request_t *req, core_buf_t *b)
     r->req = req;
     r->buf = *b;
     memset(b, 0, sizeof(*b));
-    r->comm = (PyObject *)comm;
-    Py_INCREF(comm);
+    r->comm = core_ref((PyObject *)comm);
+    r->busy = 0;
     return (PyObject *)r;
 }
 
-PyObject *core_req_finish(PyObject *r)
+/* A transfer a signal interrupted the wait for: it still runs, so its
+ * buffer is kept, in its Request, which the communicator holds (and which
+ * does not hold the communicator) until the transfer ends
+ * (core_orphans_reap) or the communicator is finalized. */
+static void core_orphan(core_comm_t *self, core_req_t *r)
 {
-    if (!r)
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    Py_CLEAR(r->comm);
+    core_mem_orphan(&r->buf);
+    if (self->orphans || (self->orphans = PyList_New(0)))
+        if (PyList_Append(self->orphans, (PyObject *)r) < 0)
+            PyErr_Clear(); /* then its wait in dealloc keeps the buffer */
+    PyErr_Restore(type, value, tb);
+}
+
+PyObject *core_req_finish(PyObject *o)
+{
+    int interrupted;
+    if (!o)
         return NULL;
-    PyObject *info = core_req_wait((core_req_t *)r, NULL);
-    Py_DECREF(r);
+    core_req_t *r = (core_req_t *)o;
+    core_comm_t *c = (core_comm_t *)r->comm;
+    PyObject *info = core_req_wait_in(r, &interrupted);
+    if (interrupted)
+        core_orphan(c, r);
+    Py_DECREF(o);
     return info;
 }
 
@@ -451,19 +526,21 @@ static PyObject *core_post(core_comm_t *self, PyObject *args, PyObject *kw,
         core_buf_get(obj, recv, &b) != 0)
         return NULL;
     *streamed = !none;
+    ipcp_comm_t *c = self->comm;
+    CORE_ENTER(self);
     PyThreadState *ts = PyEval_SaveThread();
     if (!none)
-        st = recv ? ipcp_irecv_on_stream(self->comm, b.ptr, b.len, peer, tag, s,
-                                         &req)
-                  : ipcp_isend_on_stream(self->comm, b.ptr, b.len, peer, tag, s,
-                                         &req);
+        st = recv ? ipcp_irecv_on_stream(c, b.ptr, b.len, peer, tag, s, &req)
+                  : ipcp_isend_on_stream(c, b.ptr, b.len, peer, tag, s, &req);
     else
-        st = recv ? ipcp_irecv(self->comm, b.ptr, b.len, peer, tag, &req)
-                  : ipcp_isend(self->comm, b.ptr, b.len, peer, tag, &req);
+        st = recv ? ipcp_irecv(c, b.ptr, b.len, peer, tag, &req)
+                  : ipcp_isend(c, b.ptr, b.len, peer, tag, &req);
     PyEval_RestoreThread(ts);
+    CORE_LEAVE(self);
     if (st != IPCP_OK) {
+        PyObject *e = core_raise(st);
         core_buf_release(&b);
-        return core_raise(st);
+        return e;
     }
     return core_req_new(self, req, &b);
 }
@@ -480,20 +557,6 @@ static PyObject *core_irecv(core_comm_t *self, PyObject *args, PyObject *kw)
     return core_post(self, args, kw, 1, &streamed);
 }
 
-/* A blocking call interrupted by a signal: its transfer still runs, so its
- * buffer is kept, in a Request the communicator holds until the transfer
- * ends (core_orphans_reap) or the communicator closes. */
-static void core_orphan(core_comm_t *self, ipcp_request_t *req, core_buf_t *b)
-{
-    PyObject *exc_type, *exc, *tb;
-    PyErr_Fetch(&exc_type, &exc, &tb);
-    PyObject *r = core_req_new(self, req, b);
-    if (r && (self->orphans || (self->orphans = PyList_New(0))))
-        PyList_Append(self->orphans, r);
-    Py_XDECREF(r);
-    PyErr_Restore(exc_type, exc, tb);
-}
-
 /* After finalize: the interrupted calls' requests are stale, their
  * buffers free. */
 static void core_orphans_drop(PyObject *orphans)
@@ -505,20 +568,31 @@ static void core_orphans_drop(PyObject *orphans)
     Py_DECREF(orphans);
 }
 
-/* Drops the interrupted calls' requests that ended. */
+/* Drops the interrupted calls' requests that ended: the list is rebuilt
+ * with those that run, and swapped in before the others are let go (which
+ * may run Python code, and another thread meanwhile). */
 static void core_orphans_reap(core_comm_t *self)
 {
-    if (!self->orphans)
+    PyObject *old = self->orphans, *keep;
+    if (!old || !(keep = PyList_New(0)))
         return;
-    for (Py_ssize_t i = PyList_GET_SIZE(self->orphans) - 1; i >= 0; i--) {
-        core_req_t *r = (core_req_t *)PyList_GET_ITEM(self->orphans, i);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(old); i++) {
+        core_req_t *r = (core_req_t *)PyList_GET_ITEM(old, i);
         int done = 0;
         ipcp_xfer_info_t info;
-        if (r->req && ipcp_test(r->req, &done, &info) == IPCP_IN_PROGRESS)
+        if (r->req && ipcp_test(r->req, &done, &info) == IPCP_IN_PROGRESS &&
+            PyList_Append(keep, (PyObject *)r) == 0)
             continue;
-        core_req_end(r);
-        PySequence_DelItem(self->orphans, i);
+        PyErr_Clear();
+        r->req = done || !r->req ? NULL : r->req;
     }
+    self->orphans = keep;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(old); i++) {
+        core_req_t *r = (core_req_t *)PyList_GET_ITEM(old, i);
+        if (!r->req)
+            core_req_end(r);
+    }
+    Py_DECREF(old);
 }
 
 /* send and recv: waited for, without a Request object, unless
@@ -542,18 +616,28 @@ static PyObject *core_blocking(core_comm_t *self, PyObject *args, PyObject *kw,
     if (core_comm_open(self) != 0 || core_buf_get(obj, recv, &b) != 0)
         return NULL;
     core_orphans_reap(self);
+    ipcp_comm_t *c = self->comm;
+    CORE_ENTER(self);
     PyThreadState *ts = PyEval_SaveThread();
-    st = recv ? ipcp_irecv(self->comm, b.ptr, b.len, peer, tag, &req)
-              : ipcp_isend(self->comm, b.ptr, b.len, peer, tag, &req);
+    st = recv ? ipcp_irecv(c, b.ptr, b.len, peer, tag, &req)
+              : ipcp_isend(c, b.ptr, b.len, peer, tag, &req);
     PyEval_RestoreThread(ts);
-    if (st == IPCP_OK && !core_wait(req, &st, &info)) {
-        core_orphan(self, req, &b); /* interrupted: it still runs */
+    int ended = st != IPCP_OK || core_wait(req, &st, &info);
+    CORE_LEAVE(self);
+    if (!ended) { /* interrupted: it still runs */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyObject *r = core_req_new(self, req, &b);
+        PyErr_Restore(type, value, tb);
+        if (r) {
+            core_orphan(self, (core_req_t *)r);
+            Py_DECREF(r);
+        }
         return NULL;
     }
+    PyObject *ret = st == IPCP_OK ? core_info_new(&info) : core_raise(st);
     core_buf_release(&b);
-    if (st != IPCP_OK)
-        return core_raise(st);
-    return core_info_new(&info);
+    return ret;
 }
 
 static PyObject *core_send(core_comm_t *self, PyObject *args, PyObject *kw)

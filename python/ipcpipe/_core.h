@@ -9,6 +9,13 @@
 
 #include "ipcpipe.h"
 
+/* Py_NewRef came with Python 3.10. */
+static inline PyObject *core_ref(PyObject *o)
+{
+    Py_INCREF(o);
+    return o;
+}
+
 /* ipcpipe.Error, and the class of a status (a subclass of it). */
 extern PyObject *core_error;
 /* Raises the class of st with the last error's message; returns NULL. */
@@ -49,6 +56,8 @@ typedef struct core_buf {
     Py_buffer view;
     PyObject *owner;       /* the object behind ptr (a reference) */
     PyObject *also;        /* another object its transfer holds, or NULL */
+    int mem_export;        /* owner is a Memory, counted in its exports */
+    int orphaned;          /* ... and in its orphaned (an orphan's) */
     core_dl_managed_t *dl; /* a DLPack tensor we consumed */
 } core_buf_t;
 
@@ -71,10 +80,15 @@ typedef struct {
     PyObject_HEAD ipcp_comm_t *comm;
     core_mem_t *mems;  /* its allocations still open (_mem.c) */
     PyObject *orphans; /* Requests of blocking calls a signal interrupted */
+    int calls;         /* calls of threads that released the GIL in it */
 } core_comm_t;
 
 /* 0 when the communicator is open, else -1 with ipcpipe.Error set. */
 int core_comm_open(core_comm_t *self);
+/* Around a call that releases the GIL: Comm.close refuses meanwhile (a
+ * finalize must not run beside another call of the communicator). */
+#define CORE_ENTER(c) ((c)->calls++)
+#define CORE_LEAVE(c) ((c)->calls--)
 /* A Request for req, holding b (moved in) and the communicator. */
 PyObject *core_req_new(core_comm_t *comm, ipcp_request_t *req, core_buf_t *b);
 /* Waits for a Request and returns its Info (the reference is stolen). */
@@ -90,9 +104,16 @@ PyObject *core_put(core_comm_t *self, PyObject *args, PyObject *kw);
 PyObject *core_get(core_comm_t *self, PyObject *args, PyObject *kw);
 PyObject *core_iput(core_comm_t *self, PyObject *args, PyObject *kw);
 PyObject *core_iget(core_comm_t *self, PyObject *args, PyObject *kw);
-/* Before the communicator is finalized: its allocations are invalidated,
- * or -1 (with an exception) while one is still viewed. */
-int core_mems_close(core_comm_t *self);
+/* Before the communicator is finalized: -1 (with an exception) while one
+ * of its allocations is viewed (but by an orphan); after it,
+ * core_mems_gone marks them freed (finalize freed their memory). */
+int core_mems_check(core_comm_t *self);
+void core_mems_gone(core_comm_t *self);
+/* A Memory taken as a transfer's buffer, counted in its exports: 1 when
+ * obj is one (b filled), 0 when it is not, -1 when it was freed. */
+int core_mem_take(PyObject *obj, core_buf_t *b);
+void core_mem_untake(core_buf_t *b);
+void core_mem_orphan(core_buf_t *b);
 /* The types, readied and added to the module: 0 or -1. */
 int core_mem_types(PyObject *m);
 

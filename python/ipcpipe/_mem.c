@@ -20,7 +20,8 @@ struct core_mem {
     void *ptr;                       /* NULL once freed */
     size_t len;
     int device;               /* -1: host memory */
-    Py_ssize_t exports;       /* buffer views and DLPack tensors alive */
+    Py_ssize_t exports;       /* buffer views, DLPack tensors, transfers */
+    Py_ssize_t orphaned;      /* of those, transfers a signal left running */
     Py_ssize_t shape[1];      /* of a buffer view */
     core_mem_t *next, **prev; /* comm->mems */
 };
@@ -66,19 +67,58 @@ static int core_mem_release(core_mem_t *m)
     return 0;
 }
 
-int core_mems_close(core_comm_t *self)
+int core_mems_check(core_comm_t *self)
 {
     for (core_mem_t *m = self->mems; m; m = m->next)
-        if (m->exports > 0) {
+        if (m->exports > m->orphaned) {
             PyErr_Format(PyExc_BufferError,
                          "memory from Comm.alloc (%zu bytes) is still viewed: "
                          "drop its views before closing the communicator",
                          m->len);
             return -1;
         }
-    while (self->mems)
-        (void)core_mem_release(self->mems);
     return 0;
+}
+
+void core_mems_gone(core_comm_t *self)
+{
+    while (self->mems) {
+        core_mem_t *m = self->mems;
+        m->ptr = NULL; /* finalize freed it */
+        core_mem_unlink(m);
+    }
+}
+
+int core_mem_take(PyObject *obj, core_buf_t *b)
+{
+    if (Py_TYPE(obj) != &core_mem_type)
+        return 0;
+    core_mem_t *m = (core_mem_t *)obj;
+    if (core_mem_valid(m) != 0)
+        return -1;
+    b->ptr = m->ptr;
+    b->len = m->len;
+    b->owner = core_ref(obj);
+    b->mem_export = 1;
+    m->exports++;
+    return 1;
+}
+
+void core_mem_untake(core_buf_t *b)
+{
+    core_mem_t *m = (core_mem_t *)b->owner;
+    m->exports--;
+    if (b->orphaned)
+        m->orphaned--;
+    b->orphaned = 0;
+}
+
+void core_mem_orphan(core_buf_t *b)
+{
+    if (!b->mem_export || b->orphaned)
+        return;
+    ((core_mem_t *)b->owner)->orphaned++;
+    b->orphaned = 1;
 }
 
 PyObject *core_alloc(core_comm_t *self, PyObject *args, PyObject *kw)
@@ -118,15 +158,20 @@ PyObject *core_alloc(core_comm_t *self, PyObject *args, PyObject *kw)
     m->len = (size_t)n;
     m->device = dev == Py_None ? -1 : p.device;
     m->exports = 0;
+    m->orphaned = 0;
     m->next = NULL;
     m->prev = NULL;
+    ipcp_comm_t *c = self->comm;
+    CORE_ENTER(self);
     PyThreadState *ts = PyEval_SaveThread();
-    ipcp_status_t st = ipcp_mem_alloc(self->comm, m->len, &p, &m->ptr);
+    ipcp_status_t st = ipcp_mem_alloc(c, m->len, &p, &m->ptr);
     PyEval_RestoreThread(ts);
+    CORE_LEAVE(self);
     if (st != IPCP_OK) {
+        PyObject *e = core_raise(st);
         m->ptr = NULL;
         Py_DECREF(m);
-        return core_raise(st);
+        return e;
     }
     m->next = self->mems;
     if (m->next)
@@ -265,7 +310,7 @@ static PyObject *core_mem_get(core_mem_t *m, void *which)
     if (which == (void *)0)
         return PyLong_FromSize_t(m->len);
     if (which == (void *)1)
-        return m->device >= 0 ? PyLong_FromLong(m->device) : Py_NewRef(Py_None);
+        return m->device >= 0 ? PyLong_FromLong(m->device) : core_ref(Py_None);
     if (core_mem_valid(m) != 0)
         return NULL;
     return PyLong_FromVoidPtr(m->ptr);
@@ -357,41 +402,57 @@ PyObject *core_register(core_comm_t *self, PyObject *args, PyObject *kw)
         Py_DECREF(r);
         return NULL;
     }
+    ipcp_comm_t *c = self->comm;
+    CORE_ENTER(self);
     PyThreadState *ts = PyEval_SaveThread();
-    ipcp_status_t st =
-        ipcp_mem_register(self->comm, r->buf.ptr, r->buf.len, &r->mem);
+    ipcp_status_t st = ipcp_mem_register(c, r->buf.ptr, r->buf.len, &r->mem);
     PyEval_RestoreThread(ts);
+    CORE_LEAVE(self);
     if (st != IPCP_OK) {
+        PyObject *e = core_raise(st);
         r->mem = NULL;
         Py_DECREF(r);
-        return core_raise(st);
+        return e;
     }
     return (PyObject *)r;
 }
 
 /* Ends the registration (waits until no peer's operation on it is in
- * flight); 0 or -1 with the error raised. */
+ * flight); 0 or -1 with the error raised.  The handle is taken first, so
+ * that a second close on another thread meanwhile finds none.  When a
+ * peer did not confirm in time (IPCP_ERR_TIMEOUT) the buffer is kept for
+ * good: a stopped peer could still write it when it resumes. */
 static int core_reg_end(core_reg_t *r)
 {
     ipcp_status_t st = IPCP_OK;
-    if (r->mem && r->comm->comm) {
-        PyThreadState *ts = PyEval_SaveThread();
-        st = ipcp_mem_deregister(r->mem);
-        PyEval_RestoreThread(ts);
-    }
+    ipcp_mem_t *mem = r->mem;
+    core_comm_t *c = r->comm;
     r->mem = NULL;
-    core_buf_release(&r->buf);
-    if (st != IPCP_OK) {
-        core_raise(st);
-        return -1;
+    if (mem && c->comm) {
+        CORE_ENTER(c);
+        PyThreadState *ts = PyEval_SaveThread();
+        st = ipcp_mem_deregister(mem);
+        PyEval_RestoreThread(ts);
+        CORE_LEAVE(c);
     }
-    return 0;
+    PyObject *e = st != IPCP_OK ? core_raise(st) : NULL;
+    core_buf_t *kept;
+    if (st == IPCP_ERR_TIMEOUT && (kept = PyMem_Malloc(sizeof(*kept)))) {
+        *kept = r->buf; /* never released */
+        memset(&r->buf, 0, sizeof(r->buf));
+    }
+    core_buf_release(&r->buf);
+    (void)e;
+    return st == IPCP_OK ? 0 : -1;
 }
 
 static void core_reg_dealloc(core_reg_t *r)
 {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
     if (core_reg_end(r) != 0)
         PyErr_WriteUnraisable((PyObject *)r);
+    PyErr_Restore(type, value, tb);
     Py_CLEAR(r->comm);
     Py_TYPE(r)->tp_free((PyObject *)r);
 }
@@ -399,7 +460,7 @@ static void core_reg_dealloc(core_reg_t *r)
 static PyObject *core_reg_close(core_reg_t *r, PyObject *unused)
 {
     (void)unused;
-    return core_reg_end(r) == 0 ? Py_NewRef(Py_None) : NULL;
+    return core_reg_end(r) == 0 ? core_ref(Py_None) : NULL;
 }
 
 static PyObject *core_reg_pack(core_reg_t *r, PyObject *unused)
@@ -421,7 +482,7 @@ static PyObject *core_reg_pack(core_reg_t *r, PyObject *unused)
 static PyObject *core_enter(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    return Py_NewRef(self);
+    return core_ref(self);
 }
 
 static PyObject *core_reg_exit(core_reg_t *r, PyObject *args)
@@ -469,15 +530,18 @@ PyObject *core_attach(core_comm_t *self, PyObject *args, PyObject *kw)
     r->comm = self;
     Py_INCREF(self);
     r->rm = NULL;
+    ipcp_comm_t *c = self->comm;
+    CORE_ENTER(self);
     PyThreadState *ts = PyEval_SaveThread();
-    ipcp_status_t st =
-        ipcp_rmem_import(self->comm, d.buf, (size_t)d.len, &r->rm);
+    ipcp_status_t st = ipcp_rmem_import(c, d.buf, (size_t)d.len, &r->rm);
     PyEval_RestoreThread(ts);
+    CORE_LEAVE(self);
     PyBuffer_Release(&d);
     if (st != IPCP_OK) {
+        PyObject *e = core_raise(st);
         r->rm = NULL;
         Py_DECREF(r);
-        return core_raise(st);
+        return e;
     }
     return (PyObject *)r;
 }
@@ -497,9 +561,12 @@ static int core_rem_end(core_rem_t *r)
 
 static void core_rem_dealloc(core_rem_t *r)
 {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
     /* Requests hold it: none is in flight. */
     if (core_rem_end(r) != 0)
         PyErr_WriteUnraisable((PyObject *)r);
+    PyErr_Restore(type, value, tb);
     Py_CLEAR(r->comm);
     Py_TYPE(r)->tp_free((PyObject *)r);
 }
@@ -507,7 +574,7 @@ static void core_rem_dealloc(core_rem_t *r)
 static PyObject *core_rem_close(core_rem_t *r, PyObject *unused)
 {
     (void)unused;
-    return core_rem_end(r) == 0 ? Py_NewRef(Py_None) : NULL;
+    return core_rem_end(r) == 0 ? core_ref(Py_None) : NULL;
 }
 
 static PyObject *core_rem_exit(core_rem_t *r, PyObject *args)
@@ -578,6 +645,12 @@ static PyObject *core_onesided(core_comm_t *self, PyObject *args, PyObject *kw,
                                      &core_rem_type, &rem, &off, &stream) ||
         core_rem_open(rem) != 0)
         return NULL;
+    if (rem->comm != self) {
+        PyErr_SetString(PyExc_ValueError,
+                        "the remote region was attached by another "
+                        "communicator");
+        return NULL;
+    }
     if (off < 0) {
         PyErr_SetString(PyExc_ValueError, "offset must be >= 0");
         return NULL;
@@ -587,24 +660,27 @@ static PyObject *core_onesided(core_comm_t *self, PyObject *args, PyObject *kw,
     if (core_stream_arg(stream, &s, &none) != 0 ||
         core_buf_get(obj, get, &b) != 0)
         return NULL;
+    ipcp_comm_t *c = self->comm;
+    ipcp_rmem_t *rm = rem->rm;
+    CORE_ENTER(self);
     PyThreadState *ts = PyEval_SaveThread();
     if (!none)
-        st = get ? ipcp_iget_on_stream(self->comm, b.ptr, b.len, rem->rm,
-                                       (size_t)off, s, &req)
-                 : ipcp_iput_on_stream(self->comm, b.ptr, b.len, rem->rm,
-                                       (size_t)off, s, &req);
+        st =
+            get ? ipcp_iget_on_stream(c, b.ptr, b.len, rm, (size_t)off, s, &req)
+                : ipcp_iput_on_stream(c, b.ptr, b.len, rm, (size_t)off, s,
+                                      &req);
     else
-        st = get ? ipcp_iget(self->comm, b.ptr, b.len, rem->rm, (size_t)off,
-                             &req)
-                 : ipcp_iput(self->comm, b.ptr, b.len, rem->rm, (size_t)off,
-                             &req);
+        st = get ? ipcp_iget(c, b.ptr, b.len, rm, (size_t)off, &req)
+                 : ipcp_iput(c, b.ptr, b.len, rm, (size_t)off, &req);
     PyEval_RestoreThread(ts);
+    CORE_LEAVE(self);
     if (st != IPCP_OK) {
+        PyObject *e = core_raise(st);
         core_buf_release(&b);
-        return core_raise(st);
+        return e;
     }
     /* The Remote may not be released while the operation runs. */
-    b.also = Py_NewRef((PyObject *)rem);
+    b.also = core_ref((PyObject *)rem);
     return core_req_new(self, req, &b);
 }
 

@@ -62,6 +62,7 @@ class Buffers:
             self.src = [data.cuda() for _ in range(w)]
             self.dst = [torch.zeros(n, dtype=torch.uint8, device="cuda")
                         for _ in range(w)]
+            torch.cuda.synchronize()  # the library's streams do not wait
         else:
             import numpy as np
             data = np.random.default_rng(seed).integers(0, 256, n,

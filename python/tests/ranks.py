@@ -144,9 +144,17 @@ def case_alloc(comm, seed):
     assert len(mem) == n and mem.nbytes == n and mem.device is None, mem
     if comm.rank == 0:
         np.asarray(mem)[:] = fresh(n, seed)
+        comm.barrier()
         info = comm.send(mem, peer)
     else:
-        info = comm.recv(mem, peer)
+        req = comm.irecv(mem, peer)
+        try:
+            mem.free()
+            raise AssertionError("memory freed under a receive into it")
+        except BufferError as e:
+            assert "1 view" in str(e), e
+        comm.barrier()
+        info = req.wait()
         view = np.from_dlpack(mem)
         assert view.dtype == np.uint8 and view.shape == (n,), view
         assert np.array_equal(view, fresh(n, seed)), "received bytes differ"
@@ -258,7 +266,9 @@ def case_interrupt(comm, seed):
         comm.send(fresh(n, seed), peer, tag=21)
         comm.send(fresh(n, seed + 1), peer, tag=22)
         comm.barrier()
-        return
+        comm.barrier()  # rank 1 left a receive running
+        comm.close()
+        return "closed"
 
     def interrupted(call):
         def kick():
@@ -286,6 +296,20 @@ def case_interrupt(comm, seed):
     assert np.array_equal(got2, fresh(n, seed + 1)), "Request's data differ"
     comm.barrier()  # rank 0's sends ended: the interrupted receive's too
     assert np.array_equal(got, fresh(n, seed)), "interrupted recv's data"
+    # Left running at close: an interrupted receive into memory from
+    # alloc (its transfer's hold does not keep close from finalizing), and
+    # a request, stale after it.
+    mem = comm.alloc(4096)
+    interrupted(lambda: comm.recv(mem, peer, tag=23))
+    late = comm.irecv(bytearray(64), peer, tag=24)
+    comm.barrier()
+    comm.close()
+    try:
+        late.test()
+        raise AssertionError("a request of a closed communicator tested")
+    except ipcpipe.Error as e:
+        assert "stale" in str(e), e
+    return "closed"
 
 
 def main():
@@ -293,8 +317,8 @@ def main():
     with ipcpipe.Comm(timeout=30) as comm:
         assert comm.size == 2 and comm.rank in (0, 1)
         assert comm.job, comm.job
-        globals()["case_" + case](comm, seed)
-        comm.barrier()
+        if globals()["case_" + case](comm, seed) != "closed":
+            comm.barrier()
     try:
         comm.barrier()
         raise AssertionError("a closed communicator answered")
