@@ -18,11 +18,12 @@ import argparse
 import csv
 import io
 import os
-import shutil
 import statistics
 import subprocess
 import sys
 import time
+
+from ._tools import find_tool
 
 LAT_MAX = 64 << 10
 
@@ -160,14 +161,7 @@ def spawn(args):
 
 
 def find_c_bench(path):
-    if path:
-        return path
-    found = shutil.which("ipcpipe-bench")
-    if found:
-        return found
-    here = os.path.dirname(os.path.abspath(__file__))
-    cand = os.path.join(here, "..", "..", "tools", "ipcpipe-bench")
-    return cand if os.access(cand, os.X_OK) else None
+    return path or find_tool("ipcpipe-bench")
 
 
 def c_rows(bench, args):

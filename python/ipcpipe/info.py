@@ -5,21 +5,14 @@ the options given: the library's version, the machine's GPUs and the
 paths between them, every setting.  Where the tool is not installed (a
 pip install builds the library alone) it prints what the package itself
 knows: the version and every IPCPIPE_* setting in effect."""
-import os
-import shutil
 import subprocess
 import sys
 
-from . import _core
+from . import _core, _tools
 
 
 def find_tool():
-    found = shutil.which("ipcpipe-info")
-    if found:
-        return found
-    here = os.path.dirname(os.path.abspath(__file__))
-    cand = os.path.join(here, "..", "..", "tools", "ipcpipe-info")
-    return cand if os.access(cand, os.X_OK) else None
+    return _tools.find_tool("ipcpipe-info")
 
 
 def main(argv):
