@@ -18,6 +18,20 @@
 
 /* ---- Receiver side ------------------------------------------------------- */
 
+/* What a striped or split transfer adds to its reason. */
+static void ipcp__choice_more(const ipcp__peer_t *peer, const ipcp__choice_t *c,
+                              char *buf, size_t len)
+{
+    if (c->staged)
+        snprintf(buf, len, "; %llu bytes staged at once",
+                 (unsigned long long)c->staged);
+    else if (c->head)
+        snprintf(buf, len,
+                 "; this process copies the first %llu bytes out of rank "
+                 "%d's buffer meanwhile",
+                 (unsigned long long)c->head, peer->rank);
+}
+
 static void ipcp__choice_why(const ipcp_comm_t *comm, const ipcp__peer_t *peer,
                              const ipcp_request_t *req, const ipcp__choice_t *c,
                              char *buf, size_t len)
@@ -94,14 +108,8 @@ static void ipcp__choice_why(const ipcp_comm_t *comm, const ipcp__peer_t *peer,
         n = snprintf(buf, len, "staged path forced");
         break;
     }
-    if (c->staged && n >= 0 && (size_t)n < len)
-        snprintf(buf + n, len - (size_t)n, "; %llu bytes staged at once",
-                 (unsigned long long)c->staged);
-    else if (c->head && n >= 0 && (size_t)n < len)
-        snprintf(buf + n, len - (size_t)n,
-                 "; this process copies the first %llu bytes out of rank "
-                 "%d's buffer meanwhile",
-                 (unsigned long long)c->head, peer->rank);
+    if (n >= 0 && (size_t)n < len)
+        ipcp__choice_more(peer, c, buf + n, len - (size_t)n);
 }
 
 /* Device to device: may the sender's device write this buffer's device? */
