@@ -345,8 +345,9 @@ static int ipcp__accept_ring(ipcp_comm_t *comm, ipcp__peer_t *peer,
         return 1;
     int same = ipcp__samegpu(comm, rts, req);
     if (ipcp__chan_ring(comm, &peer->rx, req->attr.device,
-                        ipcp__bounce_slot(comm, peer, same), &c->region,
-                        &c->ring) == 0) {
+                        ipcp__bounce_slot(comm, peer, same), &c->ring,
+                        &c->region.id) == 0) {
+        c->region.ptr = c->ring.slots;
         c->ring.no_ramp = same;
         c->ring.gate = same && ipcp__bounce_gate(comm, req->attr.device);
         return 1;
@@ -374,23 +375,25 @@ static void ipcp__accept_plan(ipcp_comm_t *comm, ipcp__peer_t *peer,
                               ipcp__plan_t *pl)
 {
     ipcp__chan_t *ch = peer->rx.chan;
-    int ring = pl->c.path == IPCP_PATH_STAGED || pl->c.path == IPCP_PATH_BOUNCE;
+    int whole =
+        pl->c.path == IPCP_PATH_STAGED || pl->c.path == IPCP_PATH_BOUNCE;
     pl->slen =
-        ring ? rts->len
-             : ipcp__stripe_choose(comm, peer, rts, req, &pl->c, force, ch, qs,
-                                   &pl->lo_s, &pl->lo_r, &pl->watch);
+        whole ? rts->len
+              : ipcp__stripe_choose(comm, peer, rts, req, &pl->c, force, ch, qs,
+                                    &pl->lo_s, &pl->lo_r, &pl->watch);
     pl->dlen = rts->len - pl->slen;
     if (pl->c.path == IPCP_PATH_DIRECT && pl->slen) {
         pl->c.path = IPCP_PATH_STRIPED;
         pl->c.staged = pl->slen;
     }
-    pl->direct = !ring;
+    pl->direct = !whole;
     pl->snq = rts->src_nq ? rts->src_nq : 1;
-    uint64_t ss =
-        pl->c.path == IPCP_PATH_BOUNCE ? pl->c.ring.slot_size : ch->slot_size;
-    pl->unit = ipcp__staged_unit(pl->slen, ss, pl->direct);
+    const ipcp__ring_t *ring =
+        pl->c.path == IPCP_PATH_BOUNCE ? &pl->c.ring : NULL;
+    pl->unit =
+        ipcp__staged_unit(pl->slen, ipcp__ring_slot(ch, ring), pl->direct);
     pl->nchunks =
-        ipcp__staged_nchunks(pl->slen, pl->unit, pl->c.ring.no_ramp ? 0 : ss);
+        ipcp__staged_nchunks(pl->slen, pl->unit, ipcp__ring_ramp(ch, ring));
     if (pl->direct)
         pl->np = ipcp__npieces(comm, pl->dlen, pl->snq - pl->lo_s,
                                rts->src_type == IPCP_MEM_CUDA ||

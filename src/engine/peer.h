@@ -80,6 +80,7 @@ typedef struct ipcp__dir {
      * channel; or that it failed (not tried again). */
     void *ring[IPCP_MAX_QSETS];
     uint64_t ring_slot[IPCP_MAX_QSETS]; /* bytes of one of its slots */
+    uint64_t ring_id[IPCP_MAX_QSETS];   /* its region's number */
     unsigned char ring_failed[IPCP_MAX_QSETS];
 } ipcp__dir_t;
 

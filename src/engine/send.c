@@ -223,11 +223,15 @@ void ipcp__xfer_tx_sent(ipcp_comm_t *comm, ipcp__peer_t *peer,
     uint64_t slen = striped ? cts->stripe_len : direct ? 0 : req->len;
     uint64_t head = (cts->hdr.flags & IPCP_CTS_SPLIT) ? cts->head_len : 0;
     uint64_t dlen = req->len - slen - head;
-    int bounce = cts->path == IPCP_PATH_BOUNCE;
-    uint64_t ss = bounce ? cts->ring_slot : ch->slot_size;
-    int no_ramp = bounce && (cts->hdr.flags & IPCP_CTS_NO_RAMP);
-    uint64_t unit = ipcp__staged_unit(slen, ss, striped);
-    uint64_t nchunks = ipcp__staged_nchunks(slen, unit, no_ramp ? 0 : ss);
+    /* The bounce path's ring, as the CTS describes it (its slots mapped
+     * below): as many slots as the channel's. */
+    ipcp__ring_t ring = {ch->slots, cts->ring_slot,
+                         (cts->hdr.flags & IPCP_CTS_NO_RAMP) != 0,
+                         (cts->hdr.flags & IPCP_CTS_GATE) != 0};
+    const ipcp__ring_t *rp = cts->path == IPCP_PATH_BOUNCE ? &ring : NULL;
+    uint64_t unit = ipcp__staged_unit(slen, ipcp__ring_slot(ch, rp), striped);
+    uint64_t nchunks =
+        ipcp__staged_nchunks(slen, unit, ipcp__ring_ramp(ch, rp));
     unsigned np = direct ? cts->npieces : 0, mask = 0;
 
     ipcp__stage_flush(comm, qs);
@@ -241,22 +245,18 @@ void ipcp__xfer_tx_sent(ipcp_comm_t *comm, ipcp__peer_t *peer,
         mask |= ipcp__tx_direct(comm, peer, req, cts, qs, fds + fi, nmap, head,
                                 dlen);
     if (!direct || striped) {
-        /* The bounce path's ring: as many slots as the channel's.  Where
-         * it cannot be mapped the track has failed: the chunks' marks
-         * still go in, their copies do not. */
-        ipcp__ring_t ring = {ch->slots, ss, no_ramp,
-                             bounce && (cts->hdr.flags & IPCP_CTS_GATE)};
-        char *slots = bounce ? ipcp__tx_target(comm, peer, req, cts, fds + fi,
-                                               nmap, ch->nslots * ss)
-                             : NULL;
+        /* Where the ring cannot be mapped the track has failed: the
+         * chunks' marks still go in, their copies do not. */
+        char *slots = rp ? ipcp__tx_target(comm, peer, req, cts, fds + fi, nmap,
+                                           ch->nslots * ring.slot_size)
+                         : NULL;
         if (slots)
             ring.slots = slots;
-        else if (bounce) /* later transfers go staged (RTS_NO_BOUNCE) */
+        else if (rp) /* later transfers go staged (RTS_NO_BOUNCE) */
             peer->no_bounce = 1;
         ch->seq += nchunks;
-        ipcp__stage_init(&req->xfer, ch, bounce ? &ring : NULL,
-                         (char *)req->buf + dlen, slen, unit, cts->chunk_base,
-                         1, req->type == IPCP_REQ_PUT,
+        ipcp__stage_init(&req->xfer, ch, rp, (char *)req->buf + dlen, slen,
+                         unit, cts->chunk_base, 1, req->type == IPCP_REQ_PUT,
                          &ch->ctl->serr[cts->sseq % IPCP_ERR_SLOTS], cts->sseq);
     }
     ipcp__stage_go(comm, &req->xfer, qs, mask);

@@ -153,11 +153,10 @@ void ipcp__stage_init(ipcp__xfer_t *x, ipcp__chan_t *ch,
                       uint64_t unit, uint64_t base, int send, int remote_done,
                       ipcp__errslot_t *slot, uint64_t seq)
 {
-    uint64_t ss = ring ? ring->slot_size : ch->slot_size;
-    uint64_t rs = ring && ring->no_ramp ? 0 : ss;
+    uint64_t rs = ipcp__ring_ramp(ch, ring);
     x->stage = (ipcp__stage_t){.ch = ch,
                                .slots = ring ? ring->slots : ch->slots,
-                               .slot_size = ss,
+                               .slot_size = ipcp__ring_slot(ch, ring),
                                .ramp_slot = rs,
                                .gate = ring && ring->gate,
                                .flush = ring && !send,

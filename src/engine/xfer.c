@@ -220,54 +220,67 @@ ipcp_status_t ipcp__chan_import(ipcp_comm_t *comm, ipcp__dir_t *dir,
     return ipcp__chan_bind_all(dir);
 }
 
-/* Receiver, the bounce path: the ring of dir's channel in device memory
- * on `device`, as many slots as the channel of slot_size bytes (fewer
- * where that would pass IPCP_BOUNCE_RING_MAX), made on first use (a ring
- * made before keeps its slots); *out a copy of its region, *ring its
- * slots.  0, or -1 when it cannot be made or shared (logged once; the
- * transfers go staged). */
-int ipcp__chan_ring(ipcp_comm_t *comm, ipcp__dir_t *dir, int device,
-                    uint64_t slot_size, ipcp__region_t *out, ipcp__ring_t *ring)
+/* Makes the bounce path's ring of dir's channel on device (slot
+ * ring_slot[idx], set by the caller): 0, or -1 when it cannot be made or
+ * shared (the last error says why). */
+static int ipcp__chan_ring_make(ipcp_comm_t *comm, ipcp__dir_t *dir, int idx,
+                                int device, size_t len)
 {
-    ipcp__mem_attr_t a = {.type = IPCP_MEM_CUDA, .device = device};
-    int idx = ipcp__qset_index(&a), shared = 0;
-    if (dir->ring_failed[idx])
-        return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_ENGINE, IPCP_ERR_UNSUPPORTED,
-                          "no ring could be made on GPU %d before", device),
-               -1;
-    if (!dir->ring[idx])
-        dir->ring_slot[idx] = ipcp__min(
-            slot_size, (IPCP_BOUNCE_RING_MAX / dir->chan->nslots) & ~4095ull);
-    size_t len = (size_t)dir->chan->nslots * dir->ring_slot[idx];
-    if (!dir->ring[idx] && ipcp__mem_alloc_internal(
-                               comm, len, device, &dir->ring[idx]) != IPCP_OK) {
+    int shared = 0;
+    if (ipcp__mem_alloc_internal(comm, len, device, &dir->ring[idx]) !=
+        IPCP_OK) {
         dir->ring[idx] = NULL;
-        goto fail;
+        return -1;
     }
     ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     const ipcp__region_t *r =
         ipcp__region_find_alloc(comm, dir->ring[idx], len);
     if (r && r->exportable) {
-        *out = *r;
+        dir->ring_id[idx] = r->id;
         shared = 1;
     }
     ipcp__unlock(&comm->mem_lock, IPCP_LOCK_MEM);
-    if (shared) {
-        ring->slots = dir->ring[idx];
-        ring->slot_size = dir->ring_slot[idx];
+    if (shared)
         return 0;
-    }
     ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_ENGINE, IPCP_ERR_UNSUPPORTED,
                "the bounce ring on GPU %d cannot be shared", device);
     ipcp__mem_free(comm, dir->ring[idx]);
     dir->ring[idx] = NULL;
-fail:
-    dir->ring_failed[idx] = 1;
-    IPCP_INFO(IPCP_SUB_ENGINE,
-              "no ring of %zu bytes in device memory on GPU %d (%s): "
-              "buffers that cannot be shared go staged",
-              len, device, ipcp__last_error());
     return -1;
+}
+
+/* Receiver, the bounce path: the ring of dir's channel in device memory
+ * on `device`, as many slots as the channel of slot_size bytes (fewer
+ * where that would pass IPCP_BOUNCE_RING_MAX), made on first use (a ring
+ * made before keeps its slots); *ring its slots, *id its region's number.
+ * 0, or -1 when it cannot be made or shared (logged once; the transfers
+ * go staged). */
+int ipcp__chan_ring(ipcp_comm_t *comm, ipcp__dir_t *dir, int device,
+                    uint64_t slot_size, ipcp__ring_t *ring, uint64_t *id)
+{
+    ipcp__mem_attr_t a = {.type = IPCP_MEM_CUDA, .device = device};
+    int idx = ipcp__qset_index(&a);
+    if (dir->ring_failed[idx])
+        return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_ENGINE, IPCP_ERR_UNSUPPORTED,
+                          "no ring could be made on GPU %d before", device),
+               -1;
+    if (!dir->ring[idx]) {
+        dir->ring_slot[idx] = ipcp__min(
+            slot_size, (IPCP_BOUNCE_RING_MAX / dir->chan->nslots) & ~4095ull);
+        size_t len = (size_t)dir->chan->nslots * dir->ring_slot[idx];
+        if (ipcp__chan_ring_make(comm, dir, idx, device, len) != 0) {
+            dir->ring_failed[idx] = 1;
+            IPCP_INFO(IPCP_SUB_ENGINE,
+                      "no ring of %zu bytes in device memory on GPU %d (%s): "
+                      "buffers that cannot be shared go staged",
+                      len, device, ipcp__last_error());
+            return -1;
+        }
+    }
+    ring->slots = dir->ring[idx];
+    ring->slot_size = dir->ring_slot[idx];
+    *id = dir->ring_id[idx];
+    return 0;
 }
 
 void ipcp__dir_destroy(ipcp_comm_t *comm, ipcp__dir_t *dir)

@@ -35,11 +35,25 @@ typedef struct ipcp__ring {
     int gate;    /* chunks enqueued once their flag is up (IPCP_CTS_GATE) */
 } ipcp__ring_t;
 
+/* The slot size of the ring a staged part passes through (ring, or the
+ * channel's when NULL), and the slot its chunks ramp to (0: none). */
+static inline uint64_t ipcp__ring_slot(const ipcp__chan_t *ch,
+                                       const ipcp__ring_t *ring)
+{
+    return ring ? ring->slot_size : ch->slot_size;
+}
+
+static inline uint64_t ipcp__ring_ramp(const ipcp__chan_t *ch,
+                                       const ipcp__ring_t *ring)
+{
+    return ring && ring->no_ramp ? 0 : ipcp__ring_slot(ch, ring);
+}
+
 typedef struct ipcp__choice {
     ipcp_path_t path;
     int mode;              /* IPCP_DST_MAPPED, _PVM or _BOUNCE */
     ipcp__region_t region; /* MAPPED: copy of the allocation; BOUNCE:
-                              of the ring */
+                              the ring's number and address */
     ipcp__ring_t ring;     /* BOUNCE: the ring's slots here */
     int why;               /* IPCP_WHY_* */
     int src_type;          /* the RTS's ipcp_mem_type_t */
@@ -69,8 +83,7 @@ ipcp_status_t ipcp__chan_create(ipcp_comm_t *comm, ipcp__dir_t *dir,
 ipcp_status_t ipcp__chan_import(ipcp_comm_t *comm, ipcp__dir_t *dir,
                                 const ipcp__export_t *exp, int fd);
 int ipcp__chan_ring(ipcp_comm_t *comm, ipcp__dir_t *dir, int device,
-                    uint64_t slot_size, ipcp__region_t *out,
-                    ipcp__ring_t *ring);
+                    uint64_t slot_size, ipcp__ring_t *ring, uint64_t *id);
 ipcp_status_t ipcp__import_get(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                uint64_t id, const ipcp__mem_attr_t *attr,
                                ipcp__import_t **out);
