@@ -637,6 +637,74 @@ static void case_foreign_pieces(void)
     drop_device(0);
 }
 
+/* Memory of a cudaMallocAsync pool made with fd handles: one allocation
+ * is one region, exported through the pool (its fd made for each share),
+ * imported and read here; an allocation made again at the same address
+ * has another buffer id; the default pool's memory is refused. */
+static void case_pool(void)
+{
+    CUmemPoolProps pp;
+    CUmemoryPool pool;
+    CUdeviceptr d, d2, dd;
+    ipcp__mem_attr_t a, a2;
+    ipcp__export_t e;
+    int fd = -2, pfd = -1;
+    void *q = NULL, *ih = NULL;
+    size_t len = (1 << 20) + 3;
+    uint64_t seed = t_fresh_seed();
+    use_device(0);
+    memset(&pp, 0, sizeof(pp));
+    pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    pp.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    pp.location.id = 0;
+    CU_OK(IPCP_CU(cuMemPoolCreate)(&pool, &pp));
+    CU_OK(IPCP_CU(cuMemAllocFromPoolAsync)(&d, len, pool, NULL));
+    CU_OK(IPCP_CU(cuStreamSynchronize)(NULL));
+    dev_fill(d, len, seed);
+    T_EQ_INT(ops->owns(be, (void *)(uintptr_t)(d + 5), &a), 1);
+    T_EQ_U64(a.base, d); /* the allocation, not the pool's piece */
+    T_CHECK(a.size >= len);
+    T_EQ_U64(a.map_base, d);
+    T_EQ_U64(a.map_size, a.size);
+    T_OK(ops->mem_export(be, NULL, (void *)(uintptr_t)(d + 5), len - 5, &e,
+                         &fd));
+    T_EQ_INT(e.kind, IPCP_EXPORT_CUDA_POOL);
+    T_EQ_INT(fd, -1); /* made at each share instead */
+    T_EQ_U64(e.size, a.size - 5);
+    T_EQ_INT(ops->mem_share(be, (void *)(uintptr_t)(d + 5), &e, &pfd, 1), 1);
+    corrupt_and_check(&e, pfd);
+    expect_rejected2(&e, NULL, 0, "a pool export without its pool's fd");
+    T_OK(ops->mem_import(be, &e, &pfd, 1, 0, &q, &ih));
+    dev_verify((CUdeviceptr)(uintptr_t)q, len - 5, seed, 5,
+               "imported pool "
+               "allocation");
+    T_OK(ops->mem_unimport(be, ih));
+    close(pfd);
+    /* Freed and made again: at the same address, another buffer id. */
+    CU_OK(IPCP_CU(cuMemFreeAsync)(d, NULL));
+    CU_OK(IPCP_CU(cuMemAllocFromPoolAsync)(&d2, len, pool, NULL));
+    CU_OK(IPCP_CU(cuStreamSynchronize)(NULL));
+    T_EQ_INT(ops->owns(be, (void *)(uintptr_t)d2, &a2), 1);
+    if (d2 == d)
+        T_CHECK(a2.buffer_id != a.buffer_id);
+    printf("pool allocation again at %s address, buffer ids %llu, %llu\n",
+           d2 == d ? "the same" : "another", (unsigned long long)a.buffer_id,
+           (unsigned long long)a2.buffer_id);
+    CU_OK(IPCP_CU(cuMemFreeAsync)(d2, NULL));
+    CU_OK(IPCP_CU(cuStreamSynchronize)(NULL));
+    CU_OK(IPCP_CU(cuMemPoolDestroy)(pool));
+    /* The device's default pool has no shareable handle type. */
+    CU_OK(IPCP_CU(cuMemAllocAsync)(&dd, len, NULL));
+    CU_OK(IPCP_CU(cuStreamSynchronize)(NULL));
+    T_STATUS(ops->mem_export(be, NULL, (void *)(uintptr_t)dd, len, &e, &fd),
+             IPCP_ERR_UNSUPPORTED);
+    T_MSG_HAS("cannot be shared");
+    CU_OK(IPCP_CU(cuMemFreeAsync)(dd, NULL));
+    CU_OK(IPCP_CU(cuStreamSynchronize)(NULL));
+    drop_device(0);
+}
+
 static const struct {
     const char *name;
     void (*fn)(void);
@@ -650,6 +718,7 @@ static const struct {
     {"vmm_self_import", case_vmm_self_import},
     {"import_bad", case_import_bad},
     {"foreign_pieces", case_foreign_pieces},
+    {"pool", case_pool},
     {"shm", case_shm},
     {"queue", case_queue},
     {"queue_wrap", case_queue_wrap},

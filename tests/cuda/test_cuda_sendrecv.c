@@ -18,7 +18,8 @@
  * across both: not exported), uvmm0 (one allocation without handle types:
  * not exported); cudaMallocAsync's kinds: pool (cuMemAllocAsync from the
  * device's default pool, which cannot be shared), spool (from a pool made
- * with POSIX fd handles).  Device memory neither side can share moves
+ * with POSIX fd handles: shared through the pool; each buffer's pool is
+ * destroyed with it).  Device memory neither side can share moves
  * through the bounce path (a ring in the receiver's device memory) where
  * the sender's GPU reaches the receiver's, else staged.  Rank 0 sends,
  * rank 1 receives, and only the receiver forces the path (it decides).  devices
@@ -153,7 +154,8 @@ static int exportable(kind_t k, size_t total)
 {
     if (k == K_UVMMN)
         return uvmmn_pieces(vmm_granule(), total) <= MAX_PIECES;
-    return k == K_DEV || k == K_VMM || k == K_UVMM || k == K_UVMM2;
+    return k == K_DEV || k == K_VMM || k == K_UVMM || k == K_UVMM2 ||
+           k == K_SPOOL;
 }
 
 static cfg_t parse(int argc, char **argv)
@@ -482,9 +484,9 @@ static int direct_possible(const cfg_t *c)
     const char *drive = getenv("IPCPIPE_DRIVE");
     int drives = !drive || strcmp(drive, "off") != 0;
     /* The receiver's copy runs on the sender's GPU, which may write the
-     * user's VMM memory only where its mapping grants it (ours grant
-     * every GPU; these grant their own). */
-    int writable = !c->split || !is_uvmm(c->recv);
+     * user's VMM or pool memory only where its mapping or pool grants it
+     * (ours grant every GPU; these grant their own). */
+    int writable = !c->split || !(is_uvmm(c->recv) || is_pool(c->recv));
     size_t rtotal = c->roff + c->size + GUARD,
            stotal = c->soff + c->size + GUARD;
     return is_device(c->recv) && is_device(c->send) && !c->isolated &&

@@ -160,26 +160,29 @@ static CUresult cuda_ptr_attrs_map(const void *ptr, ipcp__cuda_ptr_t *out,
         CU_POINTER_ATTRIBUTE_IS_MANAGED,
         CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
         CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR,
-        CU_POINTER_ATTRIBUTE_MAPPING_SIZE};
+        CU_POINTER_ATTRIBUTE_MAPPING_SIZE,
+        CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE};
     /* The driver writes booleans of unstated width; zeroed 64-bit words
      * read right whatever it writes. */
     uint64_t managed = 0, legacy = 0;
-    void *data[] = {&out->memtype, &out->device,    &out->base,
-                    &out->size,    &out->buffer_id, &managed,
-                    &legacy,       &out->map_base,  &out->map_size};
+    void *data[] = {&out->memtype,   &out->device, &out->base, &out->size,
+                    &out->buffer_id, &managed,     &legacy,    &out->map_base,
+                    &out->map_size,  &out->pool};
     unsigned n = (unsigned)ipcp__array_size(attrs);
     memset(out, 0, sizeof(*out));
     out->device = -1;
-    CUresult r = IPCP_CU(cuPointerGetAttributes)(map ? n : n - 2, attrs, data,
+    CUresult r = IPCP_CU(cuPointerGetAttributes)(map ? n : n - 3, attrs, data,
                                                  (CUdeviceptr)(uintptr_t)ptr);
     out->managed = managed != 0;
     out->legacy_ipc = legacy != 0;
     /* VMM memory: the range above is the whole reservation (PyTorch's
      * spans the GPU's memory), and what can be exported is one mapping,
      * which the mapping attributes give (else cuMemGetAddressRange);
-     * other memory is its range. */
+     * other memory is its range.  A pool's memory is mapped by the pool's
+     * pieces (32 MiB and more), but what can be exported is one
+     * allocation: its range. */
     int vmm = r == CUDA_SUCCESS && out->memtype == CU_MEMORYTYPE_DEVICE &&
-              !out->legacy_ipc && !out->managed;
+              !out->legacy_ipc && !out->managed && !out->pool;
     if (vmm && map && out->map_size)
         return r;
     CUdeviceptr b;

@@ -92,6 +92,9 @@ typedef struct ipcp__cuda_ptr {
      * where base/size span the whole reservation); else base/size. */
     CUdeviceptr map_base;
     size_t map_size;
+    /* The cudaMallocAsync pool it came from (base/size and the mapping
+     * are then its allocation); NULL for other memory. */
+    CUmemoryPool pool;
 } ipcp__cuda_ptr_t;
 
 /* 1 when ptr is device memory this backend moves (CU_MEMORYTYPE_DEVICE, not
@@ -125,15 +128,55 @@ typedef struct ipcp__cuda_legacy_data {
     uint64_t check;     /* ipcp__cuda_export_check() */
 } ipcp__cuda_legacy_data_t;
 
+/* ipcp__export_t.data of IPCP_EXPORT_CUDA_POOL: an allocation of a
+ * cudaMallocAsync pool made with POSIX fd handles, which the importer maps
+ * from the pool (its fd travels beside it) and the pointer's export data.
+ * The importer keeps the mapping while the exporter's region lives. */
+typedef struct ipcp__cuda_pool_data {
+    uint64_t magic; /* IPCP_CUDA_POOL_MAGIC */
+    unsigned char ptr[sizeof(CUmemPoolPtrExportData)];
+    uint64_t alloc_size; /* bytes of the allocation */
+    uint64_t offset;     /* of the exported pointer in it */
+    uint64_t check;      /* ipcp__cuda_export_check() */
+} ipcp__cuda_pool_data_t;
+
+#define IPCP_CUDA_POOL_MAGIC 0x6c6f6f7070637069ULL /* "ipcpool" */
+
+_Static_assert(sizeof(ipcp__cuda_pool_data_t) <= IPCP_EXPORT_MAX,
+               "pool export data");
 _Static_assert(sizeof(ipcp__cuda_vmm_data_t) <= IPCP_EXPORT_MAX,
                "VMM export data");
 _Static_assert(sizeof(ipcp__cuda_legacy_data_t) <= IPCP_EXPORT_MAX,
                "legacy export data");
 
 /* Checksum over kind, size and the first data_len - 8 bytes of data (the
- * check word is last in both layouts). */
+ * check word is last in every layout). */
 uint64_t ipcp__cuda_export_check(const ipcp__export_t *exp, const void *data,
                                  size_t data_len);
+
+/* ---- Pool memory (cuda_pool.c) ------------------------------------------ */
+
+/* Describes [ptr, +len) in the pool allocation pi names (pi->pool set) for
+ * a peer; IPCP_ERR_UNSUPPORTED (quietly) when the pool cannot be shared.
+ * Entered in the buffer's device. */
+ipcp_status_t ipcp__cuda_pool_export(const void *ptr, size_t len,
+                                     const ipcp__cuda_ptr_t *pi,
+                                     ipcp__export_t *exp);
+/* A new descriptor of the pool of the allocation starting at base, for a
+ * peer (mem_share); -1 when there is none (the reason is the last error). */
+int ipcp__cuda_pool_fd(ipcp__backend_t *be, const void *base);
+/* *rw: whether pool grants device dev read and write access. */
+ipcp_status_t ipcp__cuda_pool_access(CUmemoryPool pool, CUdevice dev, int *rw);
+/* Checks a peer's pool export, which came with nfds descriptors. */
+ipcp_status_t ipcp__cuda_pool_check(const ipcp__export_t *exp, int nfds,
+                                    ipcp__cuda_pool_data_t *d);
+/* Maps d's allocation for device (the pool from fd, borrowed), or takes
+ * another reference to its mapping: *map for ipcp__cuda_pool_unimport,
+ * *ptr where the exporter's pointer is. */
+ipcp_status_t ipcp__cuda_pool_import(ipcp__backend_t *be,
+                                     const ipcp__cuda_pool_data_t *d, int fd,
+                                     int device, void **map, void **ptr);
+void ipcp__cuda_pool_unimport(ipcp__backend_t *be, void *map);
 
 /* ---- Memory (cuda_mem.c) ------------------------------------------------- */
 

@@ -101,6 +101,12 @@
     X(cuMemAllocFromPoolAsync, 11020)                                          \
     X(cuMemPoolCreate, 11020)                                                  \
     X(cuMemPoolDestroy, 11020)                                                 \
+    X(cuMemPoolSetAccess, 11020)                                               \
+    X(cuMemPoolGetAccess, 11020)                                               \
+    X(cuMemPoolExportToShareableHandle, 11020)                                 \
+    X(cuMemPoolImportFromShareableHandle, 11020)                               \
+    X(cuMemPoolExportPointer, 11020)                                           \
+    X(cuMemPoolImportPointer, 11020)                                           \
     X(cuMemAllocManaged, 6000)                                                 \
     X(cuMemFree, 3020)                                                         \
     X(cuMemGetInfo, 3020)                                                      \

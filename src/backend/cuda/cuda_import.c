@@ -10,7 +10,8 @@
  * handle bytes, the exporter's buffer id and the context.
  * VMM: every import maps the fds anew (no such limit), one after another
  * when the export is of several allocations, grants the device access, and
- * drops the imported handles, which the mappings keep alive. */
+ * drops the imported handles, which the mappings keep alive.
+ * Pools: cuda_pool.c. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +39,7 @@ typedef struct cuda_import {
     uint32_t kind;
     int device;
     cuda_legacy_map_t *legacy; /* IPCP_EXPORT_CUDA_LEGACY */
+    void *pool;                /* IPCP_EXPORT_CUDA_POOL: cuda_pool.c's */
     CUdeviceptr va;            /* IPCP_EXPORT_CUDA_VMM: the reservation */
     size_t size;               /* its bytes: npieces mappings of piece */
     size_t piece;
@@ -329,6 +331,20 @@ static void cuda_unimport_vmm(ipcp__backend_t *be, cuda_import_t *im)
         ipcp__cuda_leave(&sc);
 }
 
+/* ---- Pools --------------------------------------------------------------- */
+
+static ipcp_status_t cuda_import_pool(ipcp__backend_t *be,
+                                      const ipcp__export_t *exp, const int *fds,
+                                      int nfds, int device, cuda_import_t *im,
+                                      void **ptr)
+{
+    ipcp__cuda_pool_data_t d;
+    ipcp_status_t st = ipcp__cuda_pool_check(exp, nfds, &d);
+    if (st != IPCP_OK)
+        return st;
+    return ipcp__cuda_pool_import(be, &d, fds[0], device, &im->pool, ptr);
+}
+
 /* ---- Entry points -------------------------------------------------------- */
 
 /* device -1 (the engine's one-sided imports name none) maps for device 0. */
@@ -345,7 +361,7 @@ ipcp_status_t ipcp__cuda_mem_import(ipcp__backend_t *be,
                           "cannot import for CUDA device %d (%d visible)",
                           device, be->ndev);
     if (exp->kind != IPCP_EXPORT_CUDA_LEGACY &&
-        exp->kind != IPCP_EXPORT_CUDA_VMM)
+        exp->kind != IPCP_EXPORT_CUDA_VMM && exp->kind != IPCP_EXPORT_CUDA_POOL)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA,
                           IPCP_ERR_BAD_DESCRIPTOR,
                           "export kind %u is not a CUDA export", exp->kind);
@@ -359,6 +375,8 @@ ipcp_status_t ipcp__cuda_mem_import(ipcp__backend_t *be,
         st = cuda_bad_export("descriptors came with a legacy IPC export");
     else if (exp->kind == IPCP_EXPORT_CUDA_LEGACY)
         st = cuda_import_legacy(be, exp, device, im, ptr);
+    else if (exp->kind == IPCP_EXPORT_CUDA_POOL)
+        st = cuda_import_pool(be, exp, fds, nfds, device, im, ptr);
     else
         st = cuda_import_vmm(be, exp, fds, nfds, device, im, ptr);
     if (st != IPCP_OK) {
@@ -369,8 +387,10 @@ ipcp_status_t ipcp__cuda_mem_import(ipcp__backend_t *be,
     IPCP_DEBUG(IPCP_SUB_CUDA,
                "imported %llu bytes (%s, %d fds) at %p for device %d",
                (unsigned long long)exp->size,
-               exp->kind == IPCP_EXPORT_CUDA_VMM ? "VMM" : "legacy IPC", nfds,
-               *ptr, device);
+               exp->kind == IPCP_EXPORT_CUDA_VMM    ? "VMM"
+               : exp->kind == IPCP_EXPORT_CUDA_POOL ? "pool"
+                                                    : "legacy IPC",
+               nfds, *ptr, device);
     *handle = im;
     return IPCP_OK;
 }
@@ -385,6 +405,8 @@ ipcp_status_t ipcp__cuda_mem_unimport(ipcp__backend_t *be, void *handle)
     im->magic = 0;
     if (im->kind == IPCP_EXPORT_CUDA_LEGACY)
         cuda_unimport_legacy(be, im->legacy);
+    else if (im->kind == IPCP_EXPORT_CUDA_POOL)
+        ipcp__cuda_pool_unimport(be, im->pool);
     else
         cuda_unimport_vmm(be, im);
     free(im);

@@ -437,6 +437,35 @@ static int cuda_vmm_fd(CUdeviceptr va, size_t size)
     return f;
 }
 
+/* A pool allocation's export needs its pool's descriptor. */
+static int cuda_pool_share(ipcp__backend_t *be, const void *ptr,
+                           const ipcp__export_t *exp, int *fds, int max)
+{
+    ipcp__cuda_pool_data_t d;
+    ipcp__cuda_scope_t sc;
+    ipcp__cuda_ptr_t pi;
+    memcpy(&d, exp->data, sizeof(d));
+    if (exp->len != sizeof(d) || max < 1 || (uintptr_t)ptr < d.offset) {
+        ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_INVALID,
+                   "cannot share a pool export at %p with room for %d "
+                   "descriptors",
+                   ptr, max);
+        return -1;
+    }
+    const void *base = (const char *)ptr - d.offset;
+    if (!ipcp__cuda_query(be, base, &pi) ||
+        ipcp__cuda_enter(be, pi.device, IPCP_LOG_ERROR, &sc) != IPCP_OK) {
+        ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_INVALID,
+                   "%p is no longer device memory: its export cannot be "
+                   "shared",
+                   base);
+        return -1;
+    }
+    fds[0] = ipcp__cuda_pool_fd(be, base);
+    ipcp__cuda_leave(&sc);
+    return fds[0] < 0 ? -1 : 1;
+}
+
 int ipcp__cuda_mem_share(ipcp__backend_t *be, const void *ptr,
                          const ipcp__export_t *exp, int *fds, int max)
 {
@@ -444,6 +473,8 @@ int ipcp__cuda_mem_share(ipcp__backend_t *be, const void *ptr,
     ipcp__cuda_scope_t sc;
     ipcp__cuda_ptr_t pi;
     int n = 0;
+    if (exp->kind == IPCP_EXPORT_CUDA_POOL)
+        return cuda_pool_share(be, ptr, exp, fds, max);
     if (exp->kind != IPCP_EXPORT_CUDA_VMM)
         return 0;
     memcpy(&d, exp->data, sizeof(d));
@@ -480,7 +511,7 @@ int ipcp__cuda_mem_span(ipcp__backend_t *be, const void *ptr, size_t len,
                         uintptr_t *base, size_t *size, uint64_t *id)
 {
     ipcp__cuda_ptr_t pi, q;
-    if (!len || !ipcp__cuda_query(be, ptr, &pi) || pi.legacy_ipc ||
+    if (!len || !ipcp__cuda_query(be, ptr, &pi) || pi.legacy_ipc || pi.pool ||
         !pi.map_size || (uintptr_t)ptr < pi.map_base)
         return 0;
     uintptr_t b = (uintptr_t)pi.map_base, end = (uintptr_t)ptr + len;
@@ -519,6 +550,16 @@ ipcp_status_t ipcp__cuda_mem_access(ipcp__backend_t *be, const void *ptr,
     if (device < 0 || device >= be->ndev)
         return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_CUDA, IPCP_ERR_INVALID,
                           "no device %d here", device);
+    if (pi.pool) {
+        int rw = 0;
+        ipcp__cuda_pool_access(pi.pool, be->dev[device].dev, &rw);
+        if (rw)
+            return IPCP_OK;
+        return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
+                          "device %d may not write the pool memory at %p: "
+                          "its pool grants that device no access",
+                          device, ptr);
+    }
     loc.type = CU_MEM_LOCATION_TYPE_DEVICE;
     loc.id = (int)be->dev[device].dev;
     /* Every mapping the buffer crosses grants its own (a copy into one
@@ -564,9 +605,10 @@ static ipcp_status_t cuda_legacy_handle(const void *ptr,
                       ipcp__cu_strerror(r, err, sizeof(err)));
 }
 
-/* The user's device memory: by fd when another allocator made it with
- * cuMemCreate (the fds come with mem_share), else by legacy IPC
- * (cudaMalloc'd). */
+/* The user's device memory: through its pool when a cudaMallocAsync pool
+ * made it (the pool's fd comes with mem_share), by fd when another
+ * allocator made it with cuMemCreate (the fds come with mem_share), else
+ * by legacy IPC (cudaMalloc'd). */
 static ipcp_status_t cuda_export_user(ipcp__backend_t *be, const void *ptr,
                                       size_t len, ipcp__export_t *exp, int *fd)
 {
@@ -585,6 +627,11 @@ static ipcp_status_t cuda_export_user(ipcp__backend_t *be, const void *ptr,
         return st;
     int vmm = 0;
     *fd = -1;
+    if (pi.pool) {
+        st = ipcp__cuda_pool_export(ptr, len, &pi, exp);
+        ipcp__cuda_leave(&sc);
+        return st;
+    }
     st = cuda_export_foreign(ptr, len, &pi, exp, &vmm);
     if (!vmm)
         st = cuda_legacy_handle(ptr, &pi, &base, &size, &h);
