@@ -125,9 +125,11 @@ typedef struct ipcp_rmem ipcp_rmem_t;
  * GPU memory (lane: small stream-ordered messages; see IPCPIPE_SMALL), or
  * through a ring of slots in device memory on the receiver's GPU (bounce:
  * GPU buffers that neither side can share, such as those of the default
- * cudaMallocAsync pool).  Eager, striped and lane are reported, never
- * forced; a forced bounce path applies to device to device transfers, and
- * leaves those with host memory to auto. */
+ * cudaMallocAsync pool), or through the transport of a job that spans
+ * nodes (remote: MPI, for ranks on other nodes; see ipcpipe_mpi.h).
+ * Eager, striped, lane and remote are reported, never forced; a forced
+ * bounce path applies to device to device transfers, and leaves those
+ * with host memory to auto. */
 typedef enum {
     IPCP_PATH_AUTO = 0,
     IPCP_PATH_DIRECT = 1,
@@ -136,6 +138,7 @@ typedef enum {
     IPCP_PATH_STRIPED = 4,
     IPCP_PATH_LANE = 5,
     IPCP_PATH_BOUNCE = 6,
+    IPCP_PATH_REMOTE = 7,
 } ipcp_path_t;
 
 IPCP_API const char *ipcp_path_name(ipcp_path_t path);

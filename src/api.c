@@ -13,52 +13,6 @@
 #include "engine/mem.h"
 #include "ipcpipe_cuda.h"
 
-#ifndef IPCP_VERSION_STRING
-#define IPCP_VERSION_STRING "0.1.0"
-#endif
-
-unsigned ipcp_version(void)
-{
-    return IPCP_VERSION;
-}
-
-const char *ipcp_version_string(void)
-{
-    return IPCP_VERSION_STRING;
-}
-
-const char *ipcp_path_name(ipcp_path_t path)
-{
-    switch (path) {
-    case IPCP_PATH_AUTO:
-        return "auto";
-    case IPCP_PATH_DIRECT:
-        return "direct";
-    case IPCP_PATH_STAGED:
-        return "staged";
-    case IPCP_PATH_EAGER:
-        return "eager";
-    case IPCP_PATH_STRIPED:
-        return "striped";
-    case IPCP_PATH_LANE:
-        return "lane";
-    case IPCP_PATH_BOUNCE:
-        return "bounce";
-    }
-    return "unknown";
-}
-
-void ipcp_comm_params_init(ipcp_comm_params_t *params)
-{
-    if (!params)
-        return;
-    memset(params, 0, sizeof(*params));
-    params->struct_size = sizeof(*params);
-    params->rank = -1;
-    params->size = -1;
-    params->path = IPCP_PATH_AUTO;
-}
-
 void ipcp_alloc_params_init(ipcp_alloc_params_t *params)
 {
     if (!params)
@@ -421,6 +375,8 @@ ipcp_status_t ipcp_finalize(ipcp_comm_t *comm_h)
     IPCP_CHECK(ipcp__handle_claim(comm_h, IPCP_HANDLE_COMM));
     ipcp_status_t st = IPCP_OK;
     uint64_t t0 = ipcp__now_ns();
+    struct ipcp__remote *remote = comm->remote;
+    ipcp__remote_end(comm);
     ipcp_request_t *bye = ipcp__req_new(comm, IPCP_REQ_BYE);
     char msg[IPCP_ERRMSG_MAX] = "";
     if (bye) {
@@ -440,6 +396,7 @@ ipcp_status_t ipcp_finalize(ipcp_comm_t *comm_h)
     ipcp__comm_teardown(comm);
     uint64_t t3 = ipcp__now_ns();
     ipcp__comm_free(comm);
+    ipcp__remote_free(remote);
     IPCP_DEBUG(IPCP_SUB_INIT,
                "finalize: goodbye %.2f ms, progress thread "
                "%.2f ms, teardown %.2f ms, backends %.2f ms",
@@ -453,13 +410,14 @@ ipcp_status_t ipcp_finalize(ipcp_comm_t *comm_h)
 int ipcp_comm_rank(const ipcp_comm_t *comm_h)
 {
     ipcp_comm_t *comm;
-    return ipcp__comm_get(comm_h, &comm) == IPCP_OK ? comm->rank : -1;
+    return ipcp__comm_get(comm_h, &comm) == IPCP_OK ? ipcp__comm_me(comm) : -1;
 }
 
 int ipcp_comm_size(const ipcp_comm_t *comm_h)
 {
     ipcp_comm_t *comm;
-    return ipcp__comm_get(comm_h, &comm) == IPCP_OK ? comm->size : -1;
+    return ipcp__comm_get(comm_h, &comm) == IPCP_OK ? ipcp__comm_nranks(comm)
+                                                    : -1;
 }
 
 const char *ipcp_comm_job(const ipcp_comm_t *comm_h)
@@ -495,7 +453,8 @@ ipcp_status_t ipcp_barrier(ipcp_comm_t *comm_h)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
                           "no memory for a request");
     ipcp__comm_submit(comm, req);
-    return ipcp__wait_req(req, NULL);
+    IPCP_CHECK(ipcp__wait_req(req, NULL));
+    return comm->remote ? ipcp__remote_barrier(comm) : IPCP_OK;
 }
 
 /* ---- Two-sided ----------------------------------------------------------- */
@@ -509,11 +468,11 @@ ipcp_status_t ipcp__check_xfer(const ipcp_comm_t *comm, const void *buf,
     if (!buf && len)
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
                           "buffer is NULL but length is %zu", len);
-    if (peer < 0 || peer >= comm->size)
+    if (peer < 0 || peer >= ipcp__comm_nranks(comm))
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
                           "peer rank %d is out of range [0, %d)", peer,
-                          comm->size);
-    if (peer == comm->rank)
+                          ipcp__comm_nranks(comm));
+    if (peer == ipcp__comm_me(comm))
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
                           "peer rank %d is this rank (transfers to self are "
                           "not supported)",
@@ -593,9 +552,8 @@ ipcp_request_t *ipcp__twosided_req(ipcp_comm_t *comm, int type, void *buf,
     return req;
 }
 
-static ipcp_status_t ipcp__post(ipcp_comm_t *comm, int type, void *buf,
-                                size_t len, int peer, int tag,
-                                ipcp_request_t **out)
+ipcp_status_t ipcp__post(ipcp_comm_t *comm, int type, void *buf, size_t len,
+                         int peer, int tag, ipcp_request_t **out)
 {
     ipcp_request_t *req = ipcp__twosided_req(comm, type, buf, len, peer, tag);
     return req ? ipcp__submit(comm, req, out) : IPCP_ERR_NOMEM;
@@ -635,6 +593,9 @@ ipcp_status_t ipcp_isend(ipcp_comm_t *comm_h, const void *buf, size_t len,
     ipcp_comm_t *comm;
     IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
     IPCP_CHECK(ipcp__check_xfer(comm, buf, len, peer, tag, req));
+    if (ipcp__remote_route(comm, &peer))
+        return ipcp__remote_post(comm, IPCP_REQ_SEND, (void *)buf, len, peer,
+                                 tag, req);
     return ipcp__post(comm, IPCP_REQ_SEND, (void *)buf, len, peer, tag, req);
 }
 
@@ -644,6 +605,8 @@ ipcp_status_t ipcp_irecv(ipcp_comm_t *comm_h, void *buf, size_t len, int peer,
     ipcp_comm_t *comm;
     IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
     IPCP_CHECK(ipcp__check_xfer(comm, buf, len, peer, tag, req));
+    if (ipcp__remote_route(comm, &peer))
+        return ipcp__remote_post(comm, IPCP_REQ_RECV, buf, len, peer, tag, req);
     return ipcp__post(comm, IPCP_REQ_RECV, buf, len, peer, tag, req);
 }
 
@@ -659,6 +622,8 @@ static ipcp_status_t ipcp__blocking(ipcp_comm_t *comm_h, int type, void *buf,
     ipcp_request_t *out, req;
     IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
     IPCP_CHECK(ipcp__check_xfer(comm, buf, len, peer, tag, &out));
+    if (ipcp__remote_route(comm, &peer))
+        return ipcp__remote_blocking(comm, type, buf, len, peer, tag, info);
     ipcp__req_clear(&req, comm->trace_on, 1);
     req.xfer_unset = 1;
     ipcp__req_init(comm, &req, type);
@@ -708,6 +673,8 @@ ipcp_status_t ipcp_wait(ipcp_request_t *req_h, ipcp_xfer_info_t *info)
     ipcp_request_t *req;
     IPCP_CHECK(ipcp__req_get(req_h, &req));
     IPCP_CHECK(ipcp__claim_req(req_h, req));
+    if (req->type == IPCP_REQ_REMOTE)
+        ipcp__remote_poll(req, 0);
     return ipcp__wait_req(req, info);
 }
 
@@ -723,7 +690,9 @@ ipcp_status_t ipcp_wait_for(ipcp_request_t *req_h, double timeout_s, int *done,
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
                           "timeout_s is %g: 0 to 1e9 seconds", timeout_s);
     uint64_t until = ipcp__now_ns() + (uint64_t)(timeout_s * 1e9);
-    if (!ipcp__await(req, until ? until : 1)) {
+    if (req->type == IPCP_REQ_REMOTE
+            ? !ipcp__remote_poll(req, until ? until : 1)
+            : !ipcp__await(req, until ? until : 1)) {
         *done = 0;
         return IPCP_IN_PROGRESS;
     }
@@ -762,6 +731,8 @@ ipcp_status_t ipcp_test(ipcp_request_t *req_h, int *done,
     IPCP_CHECK(ipcp__req_get(req_h, &req));
     if (!done)
         return ipcp__bad_arg("done is NULL");
+    if (req->type == IPCP_REQ_REMOTE)
+        ipcp__remote_poll(req, 1);
     /* A receive its caller posted itself: its message is the caller's to
      * read, and the progress thread leaves it for spin_us (a loop of tests
      * would see each message that late). */

@@ -43,6 +43,39 @@ ipcp_status_t ipcp__post_onesided(ipcp_comm_t *comm, int type, void *buf,
                                   size_t len, ipcp_rmem_t *rm, size_t offset,
                                   ipcp_request_t **out);
 
+/* A two-sided request handed to the engine (peer: its number here). */
+ipcp_status_t ipcp__post(ipcp_comm_t *comm, int type, void *buf, size_t len,
+                         int peer, int tag, ipcp_request_t **out);
+
+/* Ranks of a job that spans nodes (api_remote.c; engine/remote.h): this
+ * rank and the job's size as the user sees them; the job's rank of a
+ * number here; whether peer (a rank of the job) is on another node, else
+ * *peer becomes its number here; the same, refusing a peer elsewhere for
+ * `what`, which does not reach it. */
+int ipcp__comm_me(const ipcp_comm_t *comm);
+int ipcp__comm_nranks(const ipcp_comm_t *comm);
+int ipcp__comm_job_rank(const ipcp_comm_t *comm, int here);
+int ipcp__remote_route(const ipcp_comm_t *comm, int *peer);
+ipcp_status_t ipcp__remote_here(const ipcp_comm_t *comm, int *peer,
+                                const char *what);
+/* A send or receive (type) with a rank on another node, through the
+ * transport. */
+ipcp_status_t ipcp__remote_post(ipcp_comm_t *comm, int type, void *buf,
+                                size_t len, int peer, int tag,
+                                ipcp_request_t **out);
+/* The same, waiting for its end (no request made). */
+ipcp_status_t ipcp__remote_blocking(ipcp_comm_t *comm, int type, void *buf,
+                                    size_t len, int peer, int tag,
+                                    ipcp_xfer_info_t *info);
+/* Moves the transport on until req (IPCP_REQ_REMOTE) ends, or `until`
+ * (0: no limit); whether it ended. */
+int ipcp__remote_poll(ipcp_request_t *req, uint64_t until);
+ipcp_status_t ipcp__remote_barrier(ipcp_comm_t *comm);
+/* Finalize: ends what runs through the transport, then (once the
+ * communicator is gone) closes it. */
+void ipcp__remote_end(ipcp_comm_t *comm);
+void ipcp__remote_free(struct ipcp__remote *rm);
+
 /* A one-sided call's arguments, with the communicator and the remote
  * region they name (api_mem.c). */
 ipcp_status_t ipcp__check_onesided(const ipcp_comm_t *comm_h, const void *buf,

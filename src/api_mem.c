@@ -180,7 +180,9 @@ size_t ipcp_rmem_size(const ipcp_rmem_t *rm_h)
 int ipcp_rmem_owner(const ipcp_rmem_t *rm_h)
 {
     ipcp_rmem_t *rm;
-    return ipcp__rmem_get(rm_h, &rm) == IPCP_OK ? rm->owner : -1;
+    return ipcp__rmem_get(rm_h, &rm) == IPCP_OK
+               ? ipcp__comm_job_rank(rm->comm, rm->owner)
+               : -1;
 }
 
 /* Checks shared by every one-sided call: the handles (resolved into *comm

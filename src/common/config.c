@@ -57,6 +57,12 @@ static const ipcp__setting_t ipcp__settings[] = {
      "job identifier shared by all ranks "
      "(else from the launcher, else the parent pid)",
      IPCP_OFF(job), 0, 0, 0, NULL},
+    {"IPCPIPE_NODE", IPCP_SET_STR, "",
+     "the node this rank counts as on, for ipcp_init_mpi: ranks with "
+     "different values are on different nodes and reach each other "
+     "through MPI (so one machine can run a job of several nodes); unset: "
+     "MPI's split of the ranks that share memory",
+     IPCP_OFF(node), 0, 0, 0, NULL},
     {"IPCPIPE_TIMEOUT", IPCP_SET_DOUBLE, "60",
      "seconds any wait on another "
      "rank may last (rendezvous, barrier, finalize, a peer's death; a peer "

@@ -20,19 +20,20 @@ enum { IPCP_PVM_AUTO = 0, IPCP_PVM_OFF = 1 };
 enum { IPCP_MBOX_OFF = 0, IPCP_MBOX_ON = 1 };
 
 typedef struct ipcp__config {
-    int rank;               /* IPCPIPE_RANK, -1 unset */
-    int size;               /* IPCPIPE_SIZE, -1 unset */
-    char job[IPCP_JOB_MAX]; /* IPCPIPE_JOB, "" unset */
-    double timeout_s;       /* IPCPIPE_TIMEOUT */
-    char dir[IPCP_DIR_MAX]; /* IPCPIPE_DIR, "" = default place */
-    int path;               /* IPCPIPE_PATH: ipcp__path_of_setting */
-    size_t chunk;           /* IPCPIPE_CHUNK, 0 = backend default */
-    int slots;              /* IPCPIPE_SLOTS, 0 = backend default */
-    int slots_per_queue;    /* IPCPIPE_SLOTS_PER_QUEUE, 0 = 4 */
-    int queues;             /* IPCPIPE_QUEUES, 0 = backend default */
-    size_t piece;           /* IPCPIPE_PIECE */
-    double stripe;          /* IPCPIPE_STRIPE: 0 auto, < 0 off, else the
-                               staged share */
+    int rank;                /* IPCPIPE_RANK, -1 unset */
+    int size;                /* IPCPIPE_SIZE, -1 unset */
+    char job[IPCP_JOB_MAX];  /* IPCPIPE_JOB, "" unset */
+    char node[IPCP_DIR_MAX]; /* IPCPIPE_NODE, "" unset (libipcpipe_mpi) */
+    double timeout_s;        /* IPCPIPE_TIMEOUT */
+    char dir[IPCP_DIR_MAX];  /* IPCPIPE_DIR, "" = default place */
+    int path;                /* IPCPIPE_PATH: ipcp__path_of_setting */
+    size_t chunk;            /* IPCPIPE_CHUNK, 0 = backend default */
+    int slots;               /* IPCPIPE_SLOTS, 0 = backend default */
+    int slots_per_queue;     /* IPCPIPE_SLOTS_PER_QUEUE, 0 = 4 */
+    int queues;              /* IPCPIPE_QUEUES, 0 = backend default */
+    size_t piece;            /* IPCPIPE_PIECE */
+    double stripe;           /* IPCPIPE_STRIPE: 0 auto, < 0 off, else the
+                                staged share */
     char stripe_cache[IPCP_DIR_MAX]; /* IPCPIPE_STRIPE_CACHE, "" default */
     int stripe_adapt;                /* IPCPIPE_STRIPE_ADAPT: 0 off, 1 on */
     int drive;                       /* IPCPIPE_DRIVE: 0 auto, 1 off, 2 on */

@@ -24,8 +24,11 @@ typedef enum ipcp__fin {
 struct ipcp_comm {
     uint64_t magic;
     ipcp__handle_t handle;
-    int rank;
+    int rank; /* this node's ranks: rank among them, and how many */
     int size;
+    /* Ranks of the job on other nodes, through a transport (NULL: the
+     * job is this node's; engine/remote.h) */
+    struct ipcp__remote *remote;
     char job[IPCP_JOB_MAX];
     uint64_t job_hash;
     double timeout_s;

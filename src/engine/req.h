@@ -23,6 +23,8 @@ enum {
     IPCP_REQ_LANE,     /* internal: send a peer our lane block */
     IPCP_REQ_DEREG,    /* deregistration: tell peers, wait until no
                           operation on the region is in flight */
+    IPCP_REQ_REMOTE,   /* a send or receive with a rank on another node,
+                          through its transport (api_remote.c) */
 };
 
 /* Protocol marks of a request in a trace (CLOCK_MONOTONIC ns, 0 = not
@@ -185,6 +187,10 @@ struct ipcp_request {
     uint64_t lane_k;
     int lane_dir;
     double lane_t0; /* when posted (a warning once it waits too long) */
+    /* IPCP_REQ_REMOTE: the transport's operation while it runs, and
+     * whether it is a send */
+    void *remote_op;
+    int remote_send;
     /* It ended as an eager message in host memory, xfer as
      * ipcp__req_init left it: a reuse need not clear it (ipcp__req_new). */
     int xfer_clean;

@@ -1,15 +1,22 @@
 /* ipcp_init_mpi: an ipcpipe job made of the ranks of an MPI communicator.
  * Built apart as libipcpipe_mpi, so that the core library never links
- * MPI; it reaches the core through its public calls only (and its error
- * reporting, exported for its modules). */
+ * MPI; it reaches the core through its public calls, its error reporting
+ * and ipcp__comm_remote (exported for this library).  Each node's ranks
+ * make a job of their own through the core; ranks on other nodes are
+ * reached through MPI (remote_mpi.c). */
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "ipcpipe_mpi.h"
 #include "common/status.h"
+#include "mpi/remote_mpi.h"
+
+/* Room for a node's name (IPCPIPE_NODE) and for a job's. */
+#define IPCP_NODE_NAME 64
 
 /* Rank 0's name for the job: its host, pid, a count of its calls and the
  * time, so that two communicators, or two calls, never share one. */
@@ -20,24 +27,53 @@ static void mpi_job_name(char *buf, size_t len)
     struct timespec ts;
     (void)gethostname(host, sizeof(host) - 1);
     clock_gettime(CLOCK_REALTIME, &ts);
-    snprintf(buf, len, "mpi-%.32s-%ld-%d-%lx", host, (long)getpid(),
+    snprintf(buf, len, "mpi-%.16s-%ld-%d-%lx", host, (long)getpid(),
              __atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED),
              (unsigned long)ts.tv_sec ^ (unsigned long)ts.tv_nsec);
 }
 
-/* How many of comm's ranks share this node (an MPI-3 shared-memory
- * split); -1 when MPI refuses. */
-static int mpi_node_size(MPI_Comm comm)
+/* The node of each of comm's ranks, as the lowest rank on it: by name
+ * where IPCPIPE_NODE is set on any rank (unset counts as the name ""),
+ * else by MPI-3's split of the ranks that share memory.  *colors has size
+ * entries (the caller frees it); NULL when MPI refuses. */
+static int *mpi_nodes(MPI_Comm comm, int rank, int size)
 {
-    MPI_Comm node;
-    int n = -1;
-    if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
-                            &node) != MPI_SUCCESS)
-        return -1;
-    if (MPI_Comm_size(node, &n) != MPI_SUCCESS)
-        n = -1;
-    MPI_Comm_free(&node);
-    return n;
+    char name[IPCP_NODE_NAME] = "", *names = NULL;
+    const char *env = getenv("IPCPIPE_NODE");
+    int named = env != NULL, any = 0, color = rank;
+    int *colors = malloc(sizeof(int) * (size_t)size);
+    if (!colors ||
+        MPI_Allreduce(&named, &any, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS)
+        goto fail;
+    if (any) {
+        snprintf(name, sizeof(name), "%s", env ? env : "");
+        if (!(names = malloc((size_t)size * sizeof(name))) ||
+            MPI_Allgather(name, (int)sizeof(name), MPI_CHAR, names,
+                          (int)sizeof(name), MPI_CHAR, comm) != MPI_SUCCESS)
+            goto fail;
+        for (color = 0; color < size; color++)
+            if (!strncmp(names + (size_t)color * sizeof(name), name,
+                         sizeof(name)))
+                break;
+        free(names);
+        names = NULL;
+    } else {
+        MPI_Comm node;
+        if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
+                                &node) != MPI_SUCCESS)
+            goto fail;
+        int err = MPI_Allreduce(&rank, &color, 1, MPI_INT, MPI_MIN, node);
+        MPI_Comm_free(&node);
+        if (err != MPI_SUCCESS)
+            goto fail;
+    }
+    if (MPI_Allgather(&color, 1, MPI_INT, colors, 1, MPI_INT, comm) ==
+        MPI_SUCCESS)
+        return colors;
+fail:
+    free(names);
+    free(colors);
+    return NULL;
 }
 
 /* The caller's timeout and path, from as much of params as it has. */
@@ -54,12 +90,50 @@ static void mpi_params(const ipcp_comm_params_t *params, ipcp_comm_params_t *p)
         p->path = params->path;
 }
 
+/* Joins this node's ranks (local: each rank's number on this node, -1
+ * for one elsewhere; colors: each rank's node), then reaches the others
+ * through MPI. */
+static ipcp_status_t mpi_join(MPI_Comm comm, const ipcp_comm_params_t *params,
+                              int rank, int size, const int *colors,
+                              const char *job, ipcp_comm_t **out)
+{
+    ipcp_comm_params_t p;
+    const ipcp__remote_ops_t *ops;
+    char jobl[IPCP_NODE_NAME];
+    int *local = malloc(sizeof(int) * (size_t)size), n = 0;
+    void *ctx;
+    if (!local)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_INIT, IPCP_ERR_NOMEM,
+                          "ipcp_init_mpi: no memory for a map of %d ranks",
+                          size);
+    for (int r = 0; r < size; r++)
+        local[r] = colors[r] == colors[rank] ? n++ : -1;
+    /* A node's job of its own: its ranks meet through this node alone. */
+    snprintf(jobl, sizeof(jobl), "%s-n%d", job, colors[rank]);
+    mpi_params(params, &p);
+    p.rank = local[rank];
+    p.size = n;
+    p.job_id = jobl;
+    ipcp_status_t st = ipcp_init(&p, out);
+    if (st == IPCP_OK && n < size &&
+        (st = ipcp__mpi_remote(comm, &ops, &ctx)) == IPCP_OK)
+        st = ipcp__comm_remote(*out, rank, size, local, ops, ctx);
+    if (st != IPCP_OK && *out) {
+        char msg[IPCP_ERRMSG_MAX];
+        snprintf(msg, sizeof(msg), "%s", ipcp_last_error());
+        ipcp_finalize(*out);
+        *out = NULL;
+        ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_INIT, st, "%s", msg);
+    }
+    free(local);
+    return st;
+}
+
 ipcp_status_t ipcp_init_mpi(MPI_Comm comm, const ipcp_comm_params_t *params,
                             ipcp_comm_t **out)
 {
-    ipcp_comm_params_t p;
-    char job[96] = "";
-    int inited = 0, finished = 0, rank, size, local;
+    char job[IPCP_NODE_NAME] = "";
+    int inited = 0, finished = 0, rank, size;
 
     if (out == NULL || comm == MPI_COMM_NULL)
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_INVALID,
@@ -78,24 +152,21 @@ ipcp_status_t ipcp_init_mpi(MPI_Comm comm, const ipcp_comm_params_t *params,
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_INVALID,
                           "ipcp_init_mpi: the communicator's rank or size "
                           "cannot be had");
-    /* Every rank sees the same answer (the job is on one node exactly when
-     * each node holds all of it), so none waits for another. */
-    if ((local = mpi_node_size(comm)) != size)
-        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_BOOT, IPCP_ERR_UNSUPPORTED,
-                          "ipcp_init_mpi: the communicator's %d ranks are "
-                          "on several nodes (%d on this one): ipcpipe joins "
-                          "the ranks of one node (split the communicator "
-                          "with MPI_COMM_TYPE_SHARED)",
-                          size, local);
+    /* Every rank learns every rank's node, so all take the same way. */
+    int *colors = mpi_nodes(comm, rank, size);
+    if (!colors)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_BOOT, IPCP_ERR_SYSTEM,
+                          "ipcp_init_mpi: the ranks' nodes could not be "
+                          "learned through MPI");
     if (rank == 0)
         mpi_job_name(job, sizeof(job));
-    if (MPI_Bcast(job, (int)sizeof(job), MPI_CHAR, 0, comm) != MPI_SUCCESS)
+    if (MPI_Bcast(job, (int)sizeof(job), MPI_CHAR, 0, comm) != MPI_SUCCESS) {
+        free(colors);
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_BOOT, IPCP_ERR_SYSTEM,
                           "ipcp_init_mpi: MPI_Bcast of the job's name failed");
+    }
     job[sizeof(job) - 1] = '\0';
-    mpi_params(params, &p);
-    p.rank = rank;
-    p.size = size;
-    p.job_id = job;
-    return ipcp_init(&p, out);
+    ipcp_status_t st = mpi_join(comm, params, rank, size, colors, job, out);
+    free(colors);
+    return st;
 }

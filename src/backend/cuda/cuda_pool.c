@@ -35,8 +35,8 @@ typedef struct cuda_pool_map {
     CUmemoryPool pool; /* imported */
     CUdeviceptr va;    /* the allocation, mapped here */
     size_t size;
-    int device;        /* the device it was mapped for */
-    uint64_t granted;  /* devices (ordinals here) granted access */
+    int device;       /* the device it was mapped for */
+    uint64_t granted; /* devices (ordinals here) granted access */
     int refs;
 } cuda_pool_map_t;
 
@@ -121,8 +121,7 @@ int ipcp__cuda_pool_fd(ipcp__backend_t *be, const void *base)
     return cuda_pool_fd_of(pi.pool, IPCP_LOG_ERROR);
 }
 
-ipcp_status_t ipcp__cuda_pool_access(CUmemoryPool pool, CUdevice dev,
-                                     int *rw)
+ipcp_status_t ipcp__cuda_pool_access(CUmemoryPool pool, CUdevice dev, int *rw)
 {
     CUmemAccess_flags flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
     CUmemLocation loc;
@@ -296,8 +295,9 @@ void ipcp__cuda_pool_unimport(ipcp__backend_t *be, void *map)
     for (pos = cuda_pool_maps.next; pos != &cuda_pool_maps; pos = pos->next)
         shared |= ipcp__list_entry(pos, cuda_pool_map_t, link)->pool == m->pool;
     pthread_mutex_unlock(&cuda_pool_lock);
-    int entered = m->device < be->ndev &&
-                  ipcp__cuda_enter(be, m->device, IPCP_LOG_WARN, &sc) == IPCP_OK;
+    int entered =
+        m->device < be->ndev &&
+        ipcp__cuda_enter(be, m->device, IPCP_LOG_WARN, &sc) == IPCP_OK;
     ipcp__cu_check(IPCP_CU(cuMemFree)(m->va), IPCP_LOG_WARN,
                    "cuMemFree(imported pool allocation at %#llx)",
                    (unsigned long long)m->va);

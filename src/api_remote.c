@@ -1,0 +1,294 @@
+/* The public calls' side of peers on other nodes (engine/remote.h): the
+ * job's ranks against this node's numbers, and transfers through the
+ * transport, which progress in the calls that wait for them. */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "common/time.h"
+#include "engine/mem.h"
+#include "engine/remote.h"
+
+int ipcp__comm_me(const ipcp_comm_t *comm)
+{
+    return comm->remote ? comm->remote->rank : comm->rank;
+}
+
+int ipcp__comm_nranks(const ipcp_comm_t *comm)
+{
+    return comm->remote ? comm->remote->size : comm->size;
+}
+
+int ipcp__comm_job_rank(const ipcp_comm_t *comm, int here)
+{
+    if (!comm->remote || here < 0 || here >= comm->size)
+        return here;
+    return comm->remote->global[here];
+}
+
+int ipcp__remote_route(const ipcp_comm_t *comm, int *peer)
+{
+    if (!comm->remote)
+        return 0;
+    int l = comm->remote->local[*peer];
+    if (l < 0)
+        return 1;
+    *peer = l;
+    return 0;
+}
+
+ipcp_status_t ipcp__remote_here(const ipcp_comm_t *comm, int *peer,
+                                const char *what)
+{
+    int rank = *peer;
+    if (!ipcp__remote_route(comm, peer))
+        return IPCP_OK;
+    return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                      "rank %d is on another node, where %s do not reach "
+                      "(only two-sided transfers of host memory do)",
+                      rank, what);
+}
+
+/* Posts req's operation to the transport and counts it as running. */
+static ipcp_status_t ipcp__remote_start(ipcp__remote_t *rm,
+                                        ipcp_request_t *req, int peer)
+{
+    ipcp_status_t st;
+    pthread_mutex_lock(&rm->lock);
+    if (req->remote_send)
+        st = rm->ops->isend(rm->ctx, req->buf, req->len, peer, req->tag,
+                            &req->remote_op);
+    else
+        st = rm->ops->irecv(rm->ctx, req->buf, req->len, peer, req->tag,
+                            &req->remote_op);
+    if (st == IPCP_OK)
+        ipcp__list_push_back(&rm->posted, &req->link);
+    pthread_mutex_unlock(&rm->lock);
+    return st;
+}
+
+/* What the transport can carry: host memory, up to its limit. */
+static ipcp_status_t ipcp__remote_can(ipcp_comm_t *comm, const void *buf,
+                                      size_t len, int peer,
+                                      ipcp__mem_attr_t *attr)
+{
+    ipcp__remote_t *rm = comm->remote;
+    const ipcp__backend_ops_t *ops;
+    ipcp__backend_t *be;
+    ipcp__mem_attr(comm, buf, len, attr, &ops, &be);
+    if (attr->type != IPCP_MEM_HOST)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                          "rank %d is on another node: device memory does "
+                          "not reach it yet (host memory does, through %s)",
+                          peer, rm->ops->name);
+    if (rm->ops->max_len && len > rm->ops->max_len)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                          "%zu bytes to or from rank %d, on another node: "
+                          "%s carries at most %zu in one transfer",
+                          len, peer, rm->ops->name, rm->ops->max_len);
+    return IPCP_OK;
+}
+
+/* Tests op until it ends (or `until`, 0: no limit): a few thousand looks
+ * before each yield, as a blocking MPI call spins.  An operation that
+ * ended leaves `posted` (link, when it is there) at once. */
+static int ipcp__remote_spin(ipcp__remote_t *rm, void **op, ipcp__list_t *link,
+                             ipcp_status_t *st, size_t *nbytes, uint64_t until)
+{
+    for (unsigned n = 1;; n++) {
+        pthread_mutex_lock(&rm->lock);
+        int end = *op && rm->ops->test(rm->ctx, *op, st, nbytes);
+        if (end) {
+            *op = NULL;
+            if (link)
+                ipcp__list_del(link);
+        }
+        pthread_mutex_unlock(&rm->lock);
+        if (end)
+            return 1;
+        if (until && ipcp__now_ns() >= until)
+            return 0;
+        if (n % 4096 == 0)
+            sched_yield();
+    }
+}
+
+ipcp_status_t ipcp__remote_blocking(ipcp_comm_t *comm, int type, void *buf,
+                                    size_t len, int peer, int tag,
+                                    ipcp_xfer_info_t *info)
+{
+    ipcp__remote_t *rm = comm->remote;
+    ipcp__mem_attr_t attr;
+    ipcp_status_t st;
+    size_t nbytes = 0;
+    void *op = NULL;
+    IPCP_CHECK(ipcp__remote_can(comm, buf, len, peer, &attr));
+    pthread_mutex_lock(&rm->lock);
+    st = type == IPCP_REQ_SEND
+             ? rm->ops->isend(rm->ctx, buf, len, peer, tag, &op)
+             : rm->ops->irecv(rm->ctx, buf, len, peer, tag, &op);
+    pthread_mutex_unlock(&rm->lock);
+    if (st != IPCP_OK)
+        return st;
+    ipcp__remote_spin(rm, &op, NULL, &st, &nbytes, 0);
+    if (info && st == IPCP_OK) {
+        info->nbytes = type == IPCP_REQ_SEND ? len : nbytes;
+        info->path = IPCP_PATH_REMOTE;
+    }
+    return st;
+}
+
+ipcp_status_t ipcp__remote_post(ipcp_comm_t *comm, int type, void *buf,
+                                size_t len, int peer, int tag,
+                                ipcp_request_t **out)
+{
+    ipcp__remote_t *rm = comm->remote;
+    ipcp__mem_attr_t attr;
+    ipcp__handle_t h = 0;
+    IPCP_CHECK(ipcp__remote_can(comm, buf, len, peer, &attr));
+    ipcp_request_t *req = ipcp__twosided_req(comm, type, buf, len, peer, tag);
+    if (!req)
+        return IPCP_ERR_NOMEM;
+    req->type = IPCP_REQ_REMOTE;
+    req->remote_send = type == IPCP_REQ_SEND;
+    req->attr = attr;
+    ipcp_status_t st =
+        ipcp__handle_new_owned(IPCP_HANDLE_REQ, req, comm->handle, &h);
+    if (st == IPCP_OK) {
+        req->handle = h;
+        st = ipcp__remote_start(rm, req, peer);
+    }
+    if (st != IPCP_OK) {
+        ipcp__req_free(req);
+        return st;
+    }
+    *out = ipcp__hptr(h);
+    return IPCP_OK;
+}
+
+int ipcp__remote_poll(ipcp_request_t *req, uint64_t until)
+{
+    ipcp__remote_t *rm = req->comm->remote;
+    ipcp_status_t st = IPCP_OK;
+    size_t nbytes = 0;
+    if (atomic_load_explicit(&req->done, memory_order_acquire))
+        return 1;
+    if (!ipcp__remote_spin(rm, &req->remote_op, &req->link, &st, &nbytes,
+                           until))
+        return 0;
+    req->nbytes = req->remote_send ? req->len : nbytes;
+    req->path = IPCP_PATH_REMOTE;
+    ipcp__req_complete(req, st, st == IPCP_OK ? NULL : ipcp_last_error());
+    return 1;
+}
+
+ipcp_status_t ipcp__remote_barrier(ipcp_comm_t *comm)
+{
+    ipcp__remote_t *rm = comm->remote;
+    pthread_mutex_lock(&rm->lock);
+    ipcp_status_t st = rm->ops->barrier(rm->ctx);
+    pthread_mutex_unlock(&rm->lock);
+    return st;
+}
+
+void ipcp__remote_end(ipcp_comm_t *comm)
+{
+    ipcp__remote_t *rm = comm->remote;
+    ipcp__list_t *e;
+    if (!rm)
+        return;
+    pthread_mutex_lock(&rm->lock);
+    while ((e = ipcp__list_pop_front(&rm->posted))) {
+        ipcp_request_t *req = ipcp__list_entry(e, ipcp_request_t, link);
+        rm->ops->cancel(rm->ctx, req->remote_op);
+        req->remote_op = NULL;
+        ipcp__req_complete(req, IPCP_ERR_STATE,
+                           "finalized before its transfer with a rank on "
+                           "another node ended");
+    }
+    pthread_mutex_unlock(&rm->lock);
+}
+
+void ipcp__remote_free(ipcp__remote_t *rm)
+{
+    if (!rm)
+        return;
+    rm->ops->close(rm->ctx);
+    pthread_mutex_destroy(&rm->lock);
+    free(rm->local);
+    free(rm->global);
+    free(rm);
+}
+
+/* Every number here named by exactly one rank of the job, this rank's
+ * by it. */
+static ipcp_status_t ipcp__remote_check(const ipcp_comm_t *comm, int rank,
+                                        int size, const int *local)
+{
+    if (size < comm->size || rank < 0 || rank >= size || !local)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_INIT, IPCP_ERR_INVALID,
+                          "a job of %d ranks (this one %d) cannot hold the "
+                          "%d ranks of this node",
+                          size, rank, comm->size);
+    unsigned char *seen = calloc((size_t)comm->size, 1);
+    int bad = !seen || local[rank] != comm->rank;
+    for (int r = 0; r < size && !bad; r++) {
+        bad = local[r] < -1 || local[r] >= comm->size ||
+              (local[r] >= 0 && seen[local[r]]++);
+    }
+    for (int i = 0; i < comm->size && !bad; i++)
+        bad = !seen[i];
+    free(seen);
+    if (bad)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_INIT, IPCP_ERR_INVALID,
+                          "the job's map does not name each of this node's "
+                          "%d ranks once, this one (%d) as number %d",
+                          comm->size, rank, comm->rank);
+    return IPCP_OK;
+}
+
+ipcp_status_t ipcp__comm_remote(ipcp_comm_t *comm_h, int rank, int size,
+                                const int *local,
+                                const ipcp__remote_ops_t *ops, void *ctx)
+{
+    ipcp_comm_t *comm;
+    ipcp__remote_t *rm = NULL;
+    ipcp_status_t st = ipcp__comm_get(comm_h, &comm);
+    if (st == IPCP_OK && comm->remote)
+        st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_INIT, IPCP_ERR_STATE,
+                        "the communicator reaches other nodes already");
+    if (st == IPCP_OK)
+        st = ipcp__remote_check(comm, rank, size, local);
+    if (st == IPCP_OK &&
+        (!(rm = calloc(1, sizeof(*rm))) ||
+         !(rm->local = malloc(sizeof(int) * (size_t)size)) ||
+         !(rm->global = malloc(sizeof(int) * (size_t)comm->size))))
+        st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_INIT, IPCP_ERR_NOMEM,
+                        "no memory for the map of a job of %d ranks", size);
+    if (st != IPCP_OK) {
+        if (rm) {
+            free(rm->local);
+            free(rm);
+        }
+        ops->close(ctx);
+        return st;
+    }
+    rm->ops = ops;
+    rm->ctx = ctx;
+    rm->rank = rank;
+    rm->size = size;
+    memcpy(rm->local, local, sizeof(int) * (size_t)size);
+    for (int r = 0; r < size; r++)
+        if (local[r] >= 0)
+            rm->global[local[r]] = r;
+    pthread_mutex_init(&rm->lock, NULL);
+    ipcp__list_init(&rm->posted);
+    comm->remote = rm;
+    IPCP_INFO(IPCP_SUB_INIT,
+              "rank %d of %d: %d ranks on this node (here rank %d), the "
+              "others through %s",
+              rank, size, comm->size, comm->rank, ops->name);
+    return IPCP_OK;
+}

@@ -1,0 +1,58 @@
+/* Peers on other nodes, reached through a transport that a library over
+ * the core brings (libipcpipe_mpi: MPI).  The communicator's engine is
+ * the job of this node's ranks, numbered among themselves; the public
+ * calls speak in the ranks of the whole job and route each peer: one on
+ * this node to the engine under its number here, one elsewhere to the
+ * transport.  Transfers with a peer elsewhere progress in the calls that
+ * post, wait for and test them (as MPI's do), never on the progress
+ * thread; their calls into the transport are serialized by one lock. */
+#ifndef IPCP_ENGINE_REMOTE_H
+#define IPCP_ENGINE_REMOTE_H
+
+#include <pthread.h>
+#include <stddef.h>
+
+#include "common/list.h"
+#include "ipcpipe.h"
+
+/* What a transport does, on host memory.  A posted operation is *op until
+ * test says it ended (and frees it) or cancel frees it.  Statuses come
+ * back as ipcpipe's, with the reason as last error. */
+typedef struct ipcp__remote_ops {
+    const char *name; /* for messages: "MPI" */
+    /* The largest transfer one operation carries (0: no limit). */
+    size_t max_len;
+    ipcp_status_t (*isend)(void *ctx, const void *buf, size_t len, int peer,
+                           int tag, void **op);
+    ipcp_status_t (*irecv)(void *ctx, void *buf, size_t len, int peer,
+                           int tag, void **op);
+    /* 1 when op ended (*st, *nbytes: bytes received; the reason of a
+     * failure as last error), 0 while it runs. */
+    int (*test)(void *ctx, void *op, ipcp_status_t *st, size_t *nbytes);
+    void (*cancel)(void *ctx, void *op);
+    /* Returns once every rank of the job has entered it. */
+    ipcp_status_t (*barrier)(void *ctx);
+    void (*close)(void *ctx);
+} ipcp__remote_ops_t;
+
+typedef struct ipcp__remote {
+    const ipcp__remote_ops_t *ops;
+    void *ctx;
+    int rank, size; /* this rank and the job's size */
+    int *local;     /* a rank of the job -> its number here, -1 elsewhere */
+    int *global;    /* a number here -> its rank in the job */
+    pthread_mutex_t lock; /* the transport's calls, and `posted` */
+    ipcp__list_t posted;  /* requests whose operation runs */
+} ipcp__remote_t;
+
+/* Makes comm (a job of this node's ranks, just made by ipcp_init) the
+ * part of a job of `size` ranks in which it is `rank`; local[r] is rank
+ * r's number in comm, or -1 for a rank on another node, reached through
+ * ops and ctx (ops->close(ctx) when comm is finalized, also when this
+ * fails).  For libipcpipe_mpi. */
+IPCP_API ipcp_status_t ipcp__comm_remote(ipcp_comm_t *comm, int rank, int size,
+                                         const int *local,
+                                         const ipcp__remote_ops_t *ops,
+                                         void *ctx);
+
+#endif

@@ -1,0 +1,160 @@
+/* The transport to ranks on other nodes: MPI point-to-point on a
+ * duplicate of the user's communicator (so that no message of ours meets
+ * one of the user's), errors returned, not fatal. */
+#include <limits.h>
+#include <stdlib.h>
+
+#include "common/status.h"
+#include "mpi/remote_mpi.h"
+
+typedef struct mpi_ctx {
+    MPI_Comm comm;
+    int tag_ub;
+} mpi_ctx_t;
+
+typedef struct mpi_op {
+    MPI_Request r;
+    int send;
+} mpi_op_t;
+
+/* An MPI error as ipcpipe's status, the reason as last error. */
+static ipcp_status_t mpi_fail(int err, const char *what, int peer)
+{
+    char text[MPI_MAX_ERROR_STRING] = "";
+    int n = 0, cls = 0;
+    MPI_Error_string(err, text, &n);
+    MPI_Error_class(err, &cls);
+    return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API,
+                      cls == MPI_ERR_TRUNCATE ? IPCP_ERR_TRUNCATED
+                                              : IPCP_ERR_SYSTEM,
+                      "%s with rank %d (on another node) through MPI: %s", what,
+                      peer, text);
+}
+
+static ipcp_status_t mpi_post(mpi_ctx_t *c, int send, void *buf, size_t len,
+                              int peer, int tag, void **op)
+{
+    if (tag > c->tag_ub)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                          "tag %d with rank %d (on another node): MPI takes "
+                          "tags up to %d",
+                          tag, peer, c->tag_ub);
+    mpi_op_t *o = malloc(sizeof(*o));
+    if (!o)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                          "no memory for an MPI request");
+    o->send = send;
+    int err =
+        send ? MPI_Isend(buf, (int)len, MPI_BYTE, peer, tag, c->comm, &o->r)
+             : MPI_Irecv(buf, (int)len, MPI_BYTE, peer, tag, c->comm, &o->r);
+    if (err != MPI_SUCCESS) {
+        free(o);
+        return mpi_fail(err, send ? "a send" : "a receive", peer);
+    }
+    *op = o;
+    return IPCP_OK;
+}
+
+static ipcp_status_t mpi_isend(void *ctx, const void *buf, size_t len,
+                               int peer, int tag, void **op)
+{
+    return mpi_post(ctx, 1, (void *)buf, len, peer, tag, op);
+}
+
+static ipcp_status_t mpi_irecv(void *ctx, void *buf, size_t len, int peer,
+                               int tag, void **op)
+{
+    return mpi_post(ctx, 0, buf, len, peer, tag, op);
+}
+
+static int mpi_test(void *ctx, void *op, ipcp_status_t *st, size_t *nbytes)
+{
+    MPI_Request *r = &((mpi_op_t *)op)->r;
+    MPI_Status s;
+    int flag = 0, count = 0;
+    (void)ctx;
+    s.MPI_ERROR = MPI_SUCCESS;
+    s.MPI_SOURCE = -1;
+    int err = MPI_Test(r, &flag, &s);
+    if (err == MPI_SUCCESS && !flag)
+        return 0;
+    if (err == MPI_SUCCESS && s.MPI_ERROR != MPI_SUCCESS &&
+        s.MPI_ERROR != MPI_ERR_PENDING)
+        err = s.MPI_ERROR;
+    if (err != MPI_SUCCESS) {
+        *st = mpi_fail(err, "a transfer", s.MPI_SOURCE);
+        if (*r != MPI_REQUEST_NULL)
+            MPI_Request_free(r);
+    } else {
+        *st = IPCP_OK;
+        if (MPI_Get_count(&s, MPI_BYTE, &count) == MPI_SUCCESS && count > 0)
+            *nbytes = (size_t)count;
+    }
+    free(op);
+    return 1;
+}
+
+/* A receive is cancelled; a send (which MPI may not cancel once matched)
+ * is left to finish on its own. */
+static void mpi_cancel(void *ctx, void *op)
+{
+    mpi_op_t *o = op;
+    (void)ctx;
+    if (o->r != MPI_REQUEST_NULL) {
+        if (!o->send)
+            MPI_Cancel(&o->r);
+        MPI_Request_free(&o->r);
+    }
+    free(o);
+}
+
+static ipcp_status_t mpi_barrier(void *ctx)
+{
+    mpi_ctx_t *c = ctx;
+    int err = MPI_Barrier(c->comm);
+    return err == MPI_SUCCESS ? IPCP_OK : mpi_fail(err, "a barrier", -1);
+}
+
+static void mpi_close(void *ctx)
+{
+    mpi_ctx_t *c = ctx;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized)
+        MPI_Comm_free(&c->comm);
+    free(c);
+}
+
+static const ipcp__remote_ops_t mpi_ops = {
+    .name = "MPI",
+    .max_len = INT_MAX,
+    .isend = mpi_isend,
+    .irecv = mpi_irecv,
+    .test = mpi_test,
+    .cancel = mpi_cancel,
+    .barrier = mpi_barrier,
+    .close = mpi_close,
+};
+
+ipcp_status_t ipcp__mpi_remote(MPI_Comm comm, const ipcp__remote_ops_t **ops,
+                               void **ctx)
+{
+    mpi_ctx_t *c = calloc(1, sizeof(*c));
+    int *ub = NULL, flag = 0;
+    if (!c)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_INIT, IPCP_ERR_NOMEM,
+                          "no memory for the MPI transport");
+    if (MPI_Comm_dup(comm, &c->comm) != MPI_SUCCESS) {
+        free(c);
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_INIT, IPCP_ERR_SYSTEM,
+                          "ipcp_init_mpi: MPI_Comm_dup failed");
+    }
+    MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
+    c->tag_ub = 32767; /* the least MPI promises */
+    if (MPI_Comm_get_attr(c->comm, MPI_TAG_UB, &ub, &flag) == MPI_SUCCESS &&
+        flag && ub)
+        c->tag_ub = *ub;
+    *ops = &mpi_ops;
+    *ctx = c;
+    return IPCP_OK;
+}

@@ -1,0 +1,14 @@
+/* libipcpipe_mpi's transport to ranks on other nodes (engine/remote.h). */
+#ifndef IPCP_MPI_REMOTE_MPI_H
+#define IPCP_MPI_REMOTE_MPI_H
+
+#include <mpi.h>
+
+#include "engine/remote.h"
+
+/* The transport over a duplicate of comm (whose ranks are the job's);
+ * *ops and *ctx for ipcp__comm_remote, which closes it. */
+ipcp_status_t ipcp__mpi_remote(MPI_Comm comm, const ipcp__remote_ops_t **ops,
+                               void **ctx);
+
+#endif

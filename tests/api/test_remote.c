@@ -1,0 +1,250 @@
+/* The public calls' routing of ranks on other nodes (engine/remote.h),
+ * with a transport of this test's: a one-rank job here made rank 1 of a
+ * job of 3, whose ranks 0 and 2 are "elsewhere".  The transport echoes:
+ * a receive from a rank elsewhere completes with the oldest unread send
+ * to that rank with its tag (so no MPI is needed, and the sanitizers see
+ * the routing).  Checks: ranks and size as the job's, every byte of an
+ * echoed transfer, path remote, a receive too small, test and a timed
+ * wait, the barrier reaching the transport, calls that do not reach
+ * another node refused, finalize ending a receive still posted and closing
+ * the transport once, maps that do not fit refused (and the transport
+ * closed).
+ *
+ *   test_api_remote loop|badmap */
+#include "apitest.h"
+
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/status.h"
+#include "engine/remote.h"
+#include "ipcpipe_cuda.h"
+
+enum { MAX_OPS = 16 };
+
+typedef struct op {
+    int used, send, peer, tag, done;
+    void *buf;
+    size_t len;
+} op_t;
+
+typedef struct echo {
+    op_t ops[MAX_OPS];
+    int barriers, closes, cancels;
+} echo_t;
+
+static echo_t echo;
+
+static ipcp_status_t echo_post(int send, void *buf, size_t len, int peer,
+                               int tag, void **out)
+{
+    for (int i = 0; i < MAX_OPS; i++)
+        if (!echo.ops[i].used) {
+            echo.ops[i] = (op_t){1, send, peer, tag, 0, buf, len};
+            *out = &echo.ops[i];
+            return IPCP_OK;
+        }
+    return IPCP_ERR_NOMEM;
+}
+
+static ipcp_status_t echo_isend(void *ctx, const void *buf, size_t len,
+                                int peer, int tag, void **op)
+{
+    T_CHECK(ctx == &echo);
+    return echo_post(1, (void *)buf, len, peer, tag, op);
+}
+
+static ipcp_status_t echo_irecv(void *ctx, void *buf, size_t len, int peer,
+                                int tag, void **op)
+{
+    T_CHECK(ctx == &echo);
+    return echo_post(0, buf, len, peer, tag, op);
+}
+
+/* A send ends at once (its data stays where it is until echoed); a
+ * receive ends with the oldest send to its peer and tag not yet read. */
+static int echo_test(void *ctx, void *opp, ipcp_status_t *st, size_t *nbytes)
+{
+    op_t *o = opp;
+    (void)ctx;
+    if (o->send) {
+        o->done = 1;
+        *st = IPCP_OK;
+        return 1;
+    }
+    for (int i = 0; i < MAX_OPS; i++) {
+        op_t *s = &echo.ops[i];
+        if (!s->used || !s->send || s->peer != o->peer || s->tag != o->tag)
+            continue;
+        *st = IPCP_OK;
+        if (s->len > o->len) {
+            *st = ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_TRUNCATED,
+                             "echo: %zu bytes for a receive of %zu", s->len,
+                             o->len);
+        } else {
+            memcpy(o->buf, s->buf, s->len);
+            *nbytes = s->len;
+        }
+        s->used = 0;
+        o->used = 0;
+        return 1;
+    }
+    return 0;
+}
+
+static void echo_cancel(void *ctx, void *opp)
+{
+    (void)ctx;
+    ((op_t *)opp)->used = 0;
+    echo.cancels++;
+}
+
+static ipcp_status_t echo_barrier(void *ctx)
+{
+    (void)ctx;
+    echo.barriers++;
+    return IPCP_OK;
+}
+
+static void echo_close(void *ctx)
+{
+    (void)ctx;
+    echo.closes++;
+}
+
+static const ipcp__remote_ops_t echo_ops = {
+    .name = "echo",
+    .max_len = 1 << 20,
+    .isend = echo_isend,
+    .irecv = echo_irecv,
+    .test = echo_test,
+    .cancel = echo_cancel,
+    .barrier = echo_barrier,
+    .close = echo_close,
+};
+
+static ipcp_comm_t *one_rank(void)
+{
+    static char job[64];
+    ipcp_comm_params_t p;
+    ipcp_comm_t *comm = NULL;
+    snprintf(job, sizeof job, "apiremote-%ld", (long)getpid());
+    ipcp_comm_params_init(&p);
+    p.rank = 0;
+    p.size = 1;
+    p.job_id = job;
+    T_OK(ipcp_init(&p, &comm));
+    return comm;
+}
+
+/* Sends n fresh bytes to `peer` (elsewhere) and receives them back. */
+static void round_trip(ipcp_comm_t *c, int peer, size_t n, int tag)
+{
+    unsigned char *out = t_malloc(n + 1), *in = t_malloc(n + 1);
+    ipcp_request_t *r;
+    ipcp_xfer_info_t info;
+    uint64_t seed = t_fresh_seed();
+    ipcp_pattern_fill(out, n, seed, 0);
+    memset(in, 0, n + 1);
+    T_OK(ipcp_send(c, out, n, peer, tag));
+    T_OK(ipcp_irecv(c, in, n, peer, tag, &r));
+    T_OK(ipcp_wait(r, &info));
+    T_EQ_U64(info.nbytes, n);
+    T_EQ_INT(info.path, IPCP_PATH_REMOTE);
+    T_CHECK(memcmp(in, out, n) == 0);
+    free(out);
+    free(in);
+}
+
+static int case_loop(void)
+{
+    ipcp_comm_t *c = one_rank();
+    int local[3] = {-1, 0, -1};
+    unsigned char buf[256], small[16];
+    ipcp_request_t *r;
+    ipcp_xfer_info_t info;
+    int done = 0;
+    T_OK(ipcp__comm_remote(c, 1, 3, local, &echo_ops, &echo));
+    T_EQ_INT(ipcp_comm_rank(c), 1);
+    T_EQ_INT(ipcp_comm_size(c), 3);
+    round_trip(c, 0, 0, 1);
+    round_trip(c, 2, 4095, 2);
+    round_trip(c, 0, 1 << 20, 3);
+    /* Tested, then waited for with a time limit, until its send comes. */
+    T_OK(ipcp_irecv(c, buf, sizeof(buf), 2, 4, &r));
+    T_STATUS(ipcp_test(r, &done, &info), IPCP_IN_PROGRESS);
+    T_EQ_INT(done, 0);
+    T_STATUS(ipcp_wait_for(r, 0.001, &done, &info), IPCP_IN_PROGRESS);
+    T_OK(ipcp_send(c, "hello", 6, 2, 4));
+    T_OK(ipcp_wait_for(r, 5.0, &done, &info));
+    T_EQ_INT(done, 1);
+    T_EQ_U64(info.nbytes, 6);
+    T_CHECK(strcmp((char *)buf, "hello") == 0);
+    /* Too small. */
+    T_OK(ipcp_send(c, buf, sizeof(buf), 0, 5));
+    T_STATUS(ipcp_recv(c, small, sizeof(small), 0, 5, NULL),
+             IPCP_ERR_TRUNCATED);
+    T_MSG_HAS("256 bytes for a receive of 16");
+    /* Past what the transport carries; to this rank; past the job. */
+    T_STATUS(ipcp_isend(c, buf, (2 << 20), 0, 6, &r), IPCP_ERR_UNSUPPORTED);
+    T_MSG_HAS("echo carries at most 1048576");
+    T_STATUS(ipcp_isend(c, buf, 1, 1, 6, &r), IPCP_ERR_INVALID);
+    T_MSG_HAS("is this rank");
+    T_STATUS(ipcp_isend(c, buf, 1, 3, 6, &r), IPCP_ERR_INVALID);
+    T_MSG_HAS("out of range [0, 3)");
+    T_OK(ipcp_barrier(c));
+    T_EQ_INT(echo.barriers, 1);
+    /* Left posted: finalize cancels it and closes the transport. */
+    T_OK(ipcp_irecv(c, buf, sizeof(buf), 0, 9, &r));
+    T_OK(ipcp_finalize(c));
+    T_EQ_INT(echo.cancels, 1);
+    T_EQ_INT(echo.closes, 1);
+    T_STATUS(ipcp_wait(r, NULL), IPCP_ERR_INVALID);
+    return 0;
+}
+
+/* Maps that do not fit the node's job are refused, and the transport is
+ * closed each time. */
+static int case_badmap(void)
+{
+    ipcp_comm_t *c = one_rank();
+    int twice[3] = {0, 0, -1}, none[2] = {-1, -1}, other[2] = {0, -1};
+    int past[2] = {1, -1}, good[2] = {-1, 0};
+    T_STATUS(ipcp__comm_remote(c, 0, 3, twice, &echo_ops, &echo),
+             IPCP_ERR_INVALID);
+    T_MSG_HAS("does not name each");
+    T_STATUS(ipcp__comm_remote(c, 0, 2, none, &echo_ops, &echo),
+             IPCP_ERR_INVALID);
+    T_STATUS(ipcp__comm_remote(c, 1, 2, other, &echo_ops, &echo),
+             IPCP_ERR_INVALID);
+    T_STATUS(ipcp__comm_remote(c, 0, 2, past, &echo_ops, &echo),
+             IPCP_ERR_INVALID);
+    T_STATUS(ipcp__comm_remote(c, 5, 2, good, &echo_ops, &echo),
+             IPCP_ERR_INVALID);
+    T_MSG_HAS("cannot hold");
+    T_EQ_INT(echo.closes, 5);
+    T_OK(ipcp__comm_remote(c, 1, 2, good, &echo_ops, &echo));
+    T_STATUS(ipcp__comm_remote(c, 1, 2, good, &echo_ops, &echo),
+             IPCP_ERR_STATE);
+    T_EQ_INT(echo.closes, 6);
+    T_OK(ipcp_finalize(c));
+    T_EQ_INT(echo.closes, 7);
+    return 0;
+}
+
+static const struct {
+    const char *name;
+    int (*fn)(void);
+} cases[] = {
+    {"loop", case_loop},
+    {"badmap", case_badmap},
+};
+
+int main(int argc, char **argv)
+{
+    int rc, i = t_pick_case(argc, argv, cases, sizeof(cases) / sizeof(cases[0]),
+                            sizeof(cases[0]), &rc);
+    if (i < 0)
+        return rc;
+    return cases[i].fn();
+}

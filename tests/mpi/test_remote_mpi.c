@@ -1,0 +1,280 @@
+/* A job of several nodes under mpirun, made on one machine by IPCPIPE_NODE
+ * (rank r counts as on node r % NODES: each node's ranks are not
+ * consecutive, so every rank is renumbered on its node): every pair moves
+ * fresh data both ways at once at sizes from 0 bytes to 8 MiB, on-node and
+ * off-node transfers mixed, every byte checked, off-node ones by the
+ * remote path and on-node ones by another; blocking calls around a ring;
+ * tests and timed waits of a receive from another node; a receive too
+ * small for its message; a barrier over the whole job; calls that do not
+ * reach another node refused with the reason; a second job from a split
+ * communicator beside the first; finalize with a receive from another
+ * node still posted.  Links the shared library only, as a user's program
+ * does.
+ *
+ *   mpirun -np N test_remote_mpi NODES */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ipcpipe_cuda.h"
+#include "ipcpipe_mpi.h"
+
+static int t_rank = -1, nodes = 2;
+
+static void fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "FAIL [rank %d] ", t_rank);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+#define OK(call)                                                               \
+    do {                                                                       \
+        ipcp_status_t st_ = (call);                                            \
+        if (st_ != IPCP_OK)                                                    \
+            fail("%s:%d: %s: %s (%s)", __FILE__, __LINE__, #call,              \
+                 ipcp_strerror(st_), ipcp_last_error());                       \
+    } while (0)
+
+static void fill(unsigned char *b, size_t n, uint64_t seed)
+{
+    uint64_t x = seed | 1;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        b[i] = (unsigned char)(x >> 32);
+    }
+}
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        fail("out of memory (%zu bytes)", n);
+    return p;
+}
+
+/* The seed of the data rank `from` sends rank `to` in round k. */
+static uint64_t seed_of(uint64_t base, int from, int to, int k)
+{
+    return base ^ ((uint64_t)from << 40) ^ ((uint64_t)to << 20) ^
+           (uint64_t)k * 0x9e3779b97f4a7c15ull;
+}
+
+/* Every rank of c sends n fresh bytes to every other and receives theirs,
+ * all posted at once; the ranks of `world_of` (the MPI communicator c was
+ * made from) decide which peers are on this rank's node. */
+static void all_pairs(ipcp_comm_t *c, MPI_Comm world_of, size_t n,
+                      uint64_t base, int k)
+{
+    int me = ipcp_comm_rank(c), size = ipcp_comm_size(c), wme;
+    unsigned char **out = xmalloc(sizeof(void *) * (size_t)size),
+                  **in = xmalloc(sizeof(void *) * (size_t)size);
+    ipcp_request_t **rr = xmalloc(sizeof(void *) * (size_t)size),
+                   **sr = xmalloc(sizeof(void *) * (size_t)size);
+    int *wr = xmalloc(sizeof(int) * (size_t)size);
+    /* The MPI_COMM_WORLD rank of each rank of c, for its node. */
+    MPI_Comm_rank(MPI_COMM_WORLD, &wme);
+    MPI_Allgather(&wme, 1, MPI_INT, wr, 1, MPI_INT, world_of);
+    for (int p = 0; p < size; p++) {
+        if (p == me)
+            continue;
+        out[p] = xmalloc(n);
+        in[p] = xmalloc(n);
+        fill(out[p], n, seed_of(base, me, p, k));
+        memset(in[p], 0xa5, n);
+        OK(ipcp_irecv(c, in[p], n, p, 10 + k, &rr[p]));
+    }
+    for (int p = 0; p < size; p++)
+        if (p != me)
+            OK(ipcp_isend(c, out[p], n, p, 10 + k, &sr[p]));
+    for (int p = 0; p < size; p++) {
+        ipcp_xfer_info_t info;
+        if (p == me)
+            continue;
+        int remote = wr[p] % nodes != t_rank % nodes;
+        OK(ipcp_wait(rr[p], &info));
+        unsigned char *want = xmalloc(n);
+        fill(want, n, seed_of(base, p, me, k));
+        if (info.nbytes != n || memcmp(in[p], want, n) != 0)
+            fail("%zu bytes from rank %d (%s node): data differs (%zu came)",
+                 n, p, remote ? "another" : "this", info.nbytes);
+        if ((info.path == IPCP_PATH_REMOTE) != remote)
+            fail("%zu bytes from rank %d (%s node) came by path %s", n, p,
+                 remote ? "another" : "this", ipcp_path_name(info.path));
+        OK(ipcp_wait(sr[p], &info));
+        if ((info.path == IPCP_PATH_REMOTE) != remote)
+            fail("%zu bytes to rank %d (%s node) went by path %s", n, p,
+                 remote ? "another" : "this", ipcp_path_name(info.path));
+        free(want);
+        free(out[p]);
+        free(in[p]);
+    }
+    free(out);
+    free(in);
+    free(rr);
+    free(sr);
+    free(wr);
+}
+
+/* Blocking calls around the ring of c, both directions. */
+static void ring(ipcp_comm_t *c, size_t n, uint64_t base)
+{
+    int me = ipcp_comm_rank(c), size = ipcp_comm_size(c);
+    int next = (me + 1) % size, prev = (me + size - 1) % size;
+    unsigned char *out = xmalloc(n), *in = xmalloc(n), *want = xmalloc(n);
+    ipcp_request_t *r;
+    fill(out, n, seed_of(base, me, next, 99));
+    fill(want, n, seed_of(base, prev, me, 99));
+    OK(ipcp_irecv(c, in, n, prev, 3, &r));
+    OK(ipcp_send(c, out, n, next, 3));
+    OK(ipcp_wait(r, NULL));
+    if (memcmp(in, want, n))
+        fail("ring: %zu bytes from rank %d differ", n, prev);
+    fill(out, n, seed_of(base, me, prev, 98));
+    fill(want, n, seed_of(base, next, me, 98));
+    if (me % 2 == 0) {
+        OK(ipcp_send(c, out, n, prev, 4));
+        OK(ipcp_recv(c, in, n, next, 4, NULL));
+    } else {
+        OK(ipcp_recv(c, in, n, next, 4, NULL));
+        OK(ipcp_send(c, out, n, prev, 4));
+    }
+    if (memcmp(in, want, n))
+        fail("ring back: %zu bytes from rank %d differ", n, next);
+    free(out);
+    free(in);
+    free(want);
+}
+
+/* Rank 0 and rank 1 (on two nodes): a receive tested and waited for with
+ * a time limit until its message comes; then one too small. */
+static void test_and_truncate(ipcp_comm_t *c, uint64_t base)
+{
+    unsigned char buf[4096], want[4096];
+    ipcp_request_t *r;
+    ipcp_xfer_info_t info;
+    int done = 0, me = ipcp_comm_rank(c);
+    if (me == 1) {
+        OK(ipcp_irecv(c, buf, sizeof(buf), 0, 5, &r));
+        OK(ipcp_test(r, &done, &info) == IPCP_IN_PROGRESS ? IPCP_OK
+                                                          : IPCP_ERR_STATE);
+        MPI_Barrier(MPI_COMM_WORLD); /* rank 0 sends only now */
+        while (!done) {
+            ipcp_status_t st = ipcp_wait_for(r, 0.01, &done, &info);
+            if (st != IPCP_OK && st != IPCP_IN_PROGRESS)
+                OK(st);
+        }
+        fill(want, sizeof(want), seed_of(base, 0, 1, 5));
+        if (info.nbytes != sizeof(buf) || memcmp(buf, want, sizeof(buf)))
+            fail("tested receive: data differs");
+        ipcp_status_t st = ipcp_recv(c, buf, 100, 0, 6, &info);
+        if (st != IPCP_ERR_TRUNCATED || !strstr(ipcp_last_error(), "rank 0"))
+            fail("100-byte receive of 4096 bytes: %s (%s)", ipcp_strerror(st),
+                 ipcp_last_error());
+    } else if (me == 0) {
+        fill(buf, sizeof(buf), seed_of(base, 0, 1, 5));
+        MPI_Barrier(MPI_COMM_WORLD);
+        OK(ipcp_send(c, buf, sizeof(buf), 1, 5));
+        ipcp_status_t st = ipcp_send(c, buf, sizeof(buf), 1, 6);
+        if (st != IPCP_OK && st != IPCP_ERR_TRUNCATED)
+            fail("send of a message too large for its receive: %s (%s)",
+                 ipcp_strerror(st), ipcp_last_error());
+    } else {
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+}
+
+/* Calls that reach only this node's ranks, aimed at rank 1 from rank 0. */
+static void refused(ipcp_comm_t *c)
+{
+    if (ipcp_comm_rank(c) != 0)
+        return;
+    ipcp_request_t *r;
+    ipcp_status_t st = ipcp_isend_on_stream(c, "x", 1, 1, 0, 0, &r);
+    /* Without a GPU the device backend refuses first. */
+    if (st != IPCP_ERR_UNSUPPORTED)
+        fail("stream-ordered send to another node: %s", ipcp_strerror(st));
+    if (ipcp_isend(c, "x", 1, 9, 0, &r) != IPCP_ERR_INVALID ||
+        !strstr(ipcp_last_error(), "out of range"))
+        fail("a rank past the job: %s", ipcp_last_error());
+}
+
+/* Rank 0 enters the barrier late; the others must not leave before. */
+static void barrier(ipcp_comm_t *c)
+{
+    double t0 = MPI_Wtime();
+    if (ipcp_comm_rank(c) == 0) {
+        struct timespec ts = {0, 200 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    OK(ipcp_barrier(c));
+    if (MPI_Wtime() - t0 < 0.15)
+        fail("left the barrier %.3f s after entering it, before rank 0 came",
+             MPI_Wtime() - t0);
+}
+
+int main(int argc, char **argv)
+{
+    ipcp_comm_t *world = NULL, *half = NULL;
+    MPI_Comm split;
+    int rank, size;
+    uint64_t base = 0;
+    char node[16];
+    static const size_t sizes[] = {0, 1, 4095, (64 << 10) + 5, (1 << 20) + 3,
+                                   (8 << 20) + 1};
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    t_rank = rank;
+    if (argc > 1)
+        nodes = atoi(argv[1]);
+    if (nodes < 1 || size < 2 * nodes)
+        fail("%d nodes of %d ranks: each node needs two", nodes, size);
+    snprintf(node, sizeof(node), "node%d", rank % nodes);
+    setenv("IPCPIPE_NODE", node, 1);
+    OK(ipcp_init_mpi(MPI_COMM_WORLD, NULL, &world));
+    if (ipcp_comm_rank(world) != rank || ipcp_comm_size(world) != size)
+        fail("rank %d of %d, MPI says %d of %d", ipcp_comm_rank(world),
+             ipcp_comm_size(world), rank, size);
+    if (rank == 0)
+        base = (uint64_t)(MPI_Wtime() * 1e6) ^ 0x9e3779b97f4a7c15ull;
+    MPI_Bcast(&base, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+        all_pairs(world, MPI_COMM_WORLD, sizes[i], base, (int)i);
+    ring(world, (256 << 10) + 1, base);
+    test_and_truncate(world, base);
+    refused(world);
+    barrier(world);
+    /* A second job: the first and second half of the ranks, each over
+     * both nodes. */
+    MPI_Comm_split(MPI_COMM_WORLD, rank < size / 2, rank, &split);
+    OK(ipcp_init_mpi(split, NULL, &half));
+    all_pairs(half, split, (1 << 20) + 7, base + 1, 7);
+    ring(world, 4097, base + 2);
+    MPI_Comm_free(&split);
+    OK(ipcp_finalize(half));
+    /* A receive from another node that nothing matches, left posted. */
+    ipcp_request_t *orphan;
+    static unsigned char spare[64];
+    OK(ipcp_irecv(world, spare, sizeof(spare), (rank + 1) % size, 77,
+                  &orphan));
+    OK(ipcp_barrier(world));
+    OK(ipcp_finalize(world));
+    if (ipcp_wait(orphan, NULL) != IPCP_ERR_INVALID)
+        fail("the receive left posted outlived finalize");
+    printf("rank %d of %d (node %s): every pair at 0 B to 8 MiB, rings, a "
+           "tested receive, truncation, barrier, a split job: checked\n",
+           rank, size, node);
+    MPI_Finalize();
+    return 0;
+}
