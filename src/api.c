@@ -423,7 +423,9 @@ int ipcp_comm_size(const ipcp_comm_t *comm_h)
 const char *ipcp_comm_job(const ipcp_comm_t *comm_h)
 {
     ipcp_comm_t *comm;
-    return ipcp__comm_get(comm_h, &comm) == IPCP_OK ? comm->job : "";
+    if (ipcp__comm_get(comm_h, &comm) != IPCP_OK)
+        return "";
+    return comm->remote ? ipcp__comm_job_name(comm) : comm->job;
 }
 
 ipcp_status_t ipcp_comm_set_path(ipcp_comm_t *comm_h, ipcp_path_t path)

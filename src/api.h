@@ -55,6 +55,8 @@ ipcp_status_t ipcp__post(ipcp_comm_t *comm, int type, void *buf, size_t len,
 int ipcp__comm_me(const ipcp_comm_t *comm);
 int ipcp__comm_nranks(const ipcp_comm_t *comm);
 int ipcp__comm_job_rank(const ipcp_comm_t *comm, int here);
+/* The name of a job that spans nodes (comm->remote set). */
+const char *ipcp__comm_job_name(const ipcp_comm_t *comm);
 int ipcp__remote_route(const ipcp_comm_t *comm, int *peer);
 ipcp_status_t ipcp__remote_here(const ipcp_comm_t *comm, int *peer,
                                 const char *what);

@@ -160,7 +160,8 @@ ipcp_status_t ipcp_rmem_release(ipcp_rmem_t *rm_h)
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_STATE,
                           "imported region %llu of rank %d has %d "
                           "operation(s) in flight: wait for them first",
-                          (unsigned long long)rm->reg_id, rm->owner, busy);
+                          (unsigned long long)rm->reg_id,
+                          ipcp__comm_job_rank(comm, rm->owner), busy);
     IPCP_CHECK(ipcp__handle_claim(rm_h, IPCP_HANDLE_RMEM));
     ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     ipcp__list_del(&rm->link);
@@ -209,10 +210,12 @@ ipcp_status_t ipcp__check_onesided(const ipcp_comm_t *comm_h, const void *buf,
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_OUT_OF_RANGE,
                           "range [%zu, +%zu) is outside the %zu-byte region "
                           "of rank %d",
-                          offset, len, rm->len, rm->owner);
+                          offset, len, rm->len,
+                          ipcp__comm_job_rank(rm->comm, rm->owner));
     if (!atomic_load(&rm->valid))
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_NOT_REGISTERED,
-                          "rank %d deregistered region %llu", rm->owner,
+                          "rank %d deregistered region %llu",
+                          ipcp__comm_job_rank(rm->comm, rm->owner),
                           (unsigned long long)rm->reg_id);
     return IPCP_OK;
 }

@@ -11,6 +11,8 @@
 #include "engine/mem.h"
 #include "engine/remote.h"
 
+pthread_mutex_t ipcp__remote_lock = PTHREAD_MUTEX_INITIALIZER;
+
 int ipcp__comm_me(const ipcp_comm_t *comm)
 {
     return comm->remote ? comm->remote->rank : comm->rank;
@@ -19,6 +21,11 @@ int ipcp__comm_me(const ipcp_comm_t *comm)
 int ipcp__comm_nranks(const ipcp_comm_t *comm)
 {
     return comm->remote ? comm->remote->size : comm->size;
+}
+
+const char *ipcp__comm_job_name(const ipcp_comm_t *comm)
+{
+    return comm->remote->job;
 }
 
 int ipcp__comm_job_rank(const ipcp_comm_t *comm, int here)
@@ -52,11 +59,11 @@ ipcp_status_t ipcp__remote_here(const ipcp_comm_t *comm, int *peer,
 }
 
 /* Posts req's operation to the transport and counts it as running. */
-static ipcp_status_t ipcp__remote_start(ipcp__remote_t *rm,
-                                        ipcp_request_t *req, int peer)
+static ipcp_status_t ipcp__remote_start(ipcp__remote_t *rm, ipcp_request_t *req,
+                                        int peer)
 {
     ipcp_status_t st;
-    pthread_mutex_lock(&rm->lock);
+    pthread_mutex_lock(&ipcp__remote_lock);
     if (req->remote_send)
         st = rm->ops->isend(rm->ctx, req->buf, req->len, peer, req->tag,
                             &req->remote_op);
@@ -65,7 +72,7 @@ static ipcp_status_t ipcp__remote_start(ipcp__remote_t *rm,
                             &req->remote_op);
     if (st == IPCP_OK)
         ipcp__list_push_back(&rm->posted, &req->link);
-    pthread_mutex_unlock(&rm->lock);
+    pthread_mutex_unlock(&ipcp__remote_lock);
     return st;
 }
 
@@ -91,21 +98,26 @@ static ipcp_status_t ipcp__remote_can(ipcp_comm_t *comm, const void *buf,
     return IPCP_OK;
 }
 
-/* Tests op until it ends (or `until`, 0: no limit): a few thousand looks
+/* Tests op until it ends (1) or `until` (0; 0: no limit), or until it
+ * was ended elsewhere (-1: finalize cancelled it); a few thousand looks
  * before each yield, as a blocking MPI call spins.  An operation that
  * ended leaves `posted` (link, when it is there) at once. */
 static int ipcp__remote_spin(ipcp__remote_t *rm, void **op, ipcp__list_t *link,
                              ipcp_status_t *st, size_t *nbytes, uint64_t until)
 {
     for (unsigned n = 1;; n++) {
-        pthread_mutex_lock(&rm->lock);
-        int end = *op && rm->ops->test(rm->ctx, *op, st, nbytes);
+        pthread_mutex_lock(&ipcp__remote_lock);
+        if (!*op) {
+            pthread_mutex_unlock(&ipcp__remote_lock);
+            return -1;
+        }
+        int end = rm->ops->test(rm->ctx, *op, st, nbytes);
         if (end) {
             *op = NULL;
             if (link)
                 ipcp__list_del(link);
         }
-        pthread_mutex_unlock(&rm->lock);
+        pthread_mutex_unlock(&ipcp__remote_lock);
         if (end)
             return 1;
         if (until && ipcp__now_ns() >= until)
@@ -125,11 +137,11 @@ ipcp_status_t ipcp__remote_blocking(ipcp_comm_t *comm, int type, void *buf,
     size_t nbytes = 0;
     void *op = NULL;
     IPCP_CHECK(ipcp__remote_can(comm, buf, len, peer, &attr));
-    pthread_mutex_lock(&rm->lock);
+    pthread_mutex_lock(&ipcp__remote_lock);
     st = type == IPCP_REQ_SEND
              ? rm->ops->isend(rm->ctx, buf, len, peer, tag, &op)
              : rm->ops->irecv(rm->ctx, buf, len, peer, tag, &op);
-    pthread_mutex_unlock(&rm->lock);
+    pthread_mutex_unlock(&ipcp__remote_lock);
     if (st != IPCP_OK)
         return st;
     ipcp__remote_spin(rm, &op, NULL, &st, &nbytes, 0);
@@ -175,9 +187,10 @@ int ipcp__remote_poll(ipcp_request_t *req, uint64_t until)
     size_t nbytes = 0;
     if (atomic_load_explicit(&req->done, memory_order_acquire))
         return 1;
-    if (!ipcp__remote_spin(rm, &req->remote_op, &req->link, &st, &nbytes,
-                           until))
-        return 0;
+    int r =
+        ipcp__remote_spin(rm, &req->remote_op, &req->link, &st, &nbytes, until);
+    if (r <= 0) /* not yet, or completed by finalize */
+        return r < 0;
     req->nbytes = req->remote_send ? req->len : nbytes;
     req->path = IPCP_PATH_REMOTE;
     ipcp__req_complete(req, st, st == IPCP_OK ? NULL : ipcp_last_error());
@@ -187,9 +200,14 @@ int ipcp__remote_poll(ipcp_request_t *req, uint64_t until)
 ipcp_status_t ipcp__remote_barrier(ipcp_comm_t *comm)
 {
     ipcp__remote_t *rm = comm->remote;
-    pthread_mutex_lock(&rm->lock);
-    ipcp_status_t st = rm->ops->barrier(rm->ctx);
-    pthread_mutex_unlock(&rm->lock);
+    size_t nbytes = 0;
+    void *op = NULL;
+    /* Not held while it waits: other threads' transfers must go on. */
+    pthread_mutex_lock(&ipcp__remote_lock);
+    ipcp_status_t st = rm->ops->ibarrier(rm->ctx, &op);
+    pthread_mutex_unlock(&ipcp__remote_lock);
+    if (st == IPCP_OK)
+        ipcp__remote_spin(rm, &op, NULL, &st, &nbytes, 0);
     return st;
 }
 
@@ -199,7 +217,7 @@ void ipcp__remote_end(ipcp_comm_t *comm)
     ipcp__list_t *e;
     if (!rm)
         return;
-    pthread_mutex_lock(&rm->lock);
+    pthread_mutex_lock(&ipcp__remote_lock);
     while ((e = ipcp__list_pop_front(&rm->posted))) {
         ipcp_request_t *req = ipcp__list_entry(e, ipcp_request_t, link);
         rm->ops->cancel(rm->ctx, req->remote_op);
@@ -208,15 +226,16 @@ void ipcp__remote_end(ipcp_comm_t *comm)
                            "finalized before its transfer with a rank on "
                            "another node ended");
     }
-    pthread_mutex_unlock(&rm->lock);
+    pthread_mutex_unlock(&ipcp__remote_lock);
 }
 
 void ipcp__remote_free(ipcp__remote_t *rm)
 {
     if (!rm)
         return;
+    pthread_mutex_lock(&ipcp__remote_lock);
     rm->ops->close(rm->ctx);
-    pthread_mutex_destroy(&rm->lock);
+    pthread_mutex_unlock(&ipcp__remote_lock);
     free(rm->local);
     free(rm->global);
     free(rm);
@@ -249,8 +268,8 @@ static ipcp_status_t ipcp__remote_check(const ipcp_comm_t *comm, int rank,
     return IPCP_OK;
 }
 
-ipcp_status_t ipcp__comm_remote(ipcp_comm_t *comm_h, int rank, int size,
-                                const int *local,
+ipcp_status_t ipcp__comm_remote(ipcp_comm_t *comm_h, const char *job, int rank,
+                                int size, const int *local,
                                 const ipcp__remote_ops_t *ops, void *ctx)
 {
     ipcp_comm_t *comm;
@@ -272,18 +291,20 @@ ipcp_status_t ipcp__comm_remote(ipcp_comm_t *comm_h, int rank, int size,
             free(rm->local);
             free(rm);
         }
+        pthread_mutex_lock(&ipcp__remote_lock);
         ops->close(ctx);
+        pthread_mutex_unlock(&ipcp__remote_lock);
         return st;
     }
     rm->ops = ops;
     rm->ctx = ctx;
+    snprintf(rm->job, sizeof(rm->job), "%s", job ? job : comm->job);
     rm->rank = rank;
     rm->size = size;
     memcpy(rm->local, local, sizeof(int) * (size_t)size);
     for (int r = 0; r < size; r++)
         if (local[r] >= 0)
             rm->global[local[r]] = r;
-    pthread_mutex_init(&rm->lock, NULL);
     ipcp__list_init(&rm->posted);
     comm->remote = rm;
     IPCP_INFO(IPCP_SUB_INIT,

@@ -117,9 +117,10 @@ static ipcp_status_t ipcp__twosided_on_stream(ipcp_comm_t *comm_h, int type,
 {
     ipcp_request_t *dummy;
     ipcp_comm_t *comm;
-    IPCP_CHECK(ipcp__check_cuda(comm_h, &comm));
+    IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
     IPCP_CHECK(ipcp__check_xfer(comm, buf, len, peer, tag, out ? out : &dummy));
     IPCP_CHECK(ipcp__remote_here(comm, &peer, "stream-ordered transfers"));
+    IPCP_CHECK(ipcp__check_cuda(comm_h, &comm));
     ipcp_request_t *req = ipcp__twosided_req(comm, type, buf, len, peer, tag);
     return req ? ipcp__post_on_stream(comm, req, stream, out) : IPCP_ERR_NOMEM;
 }

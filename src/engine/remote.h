@@ -5,7 +5,8 @@
  * this node to the engine under its number here, one elsewhere to the
  * transport.  Transfers with a peer elsewhere progress in the calls that
  * post, wait for and test them (as MPI's do), never on the progress
- * thread; their calls into the transport are serialized by one lock. */
+ * thread; every call into a transport, of any communicator, is made under
+ * one lock of the process's (ipcp__remote_lock). */
 #ifndef IPCP_ENGINE_REMOTE_H
 #define IPCP_ENGINE_REMOTE_H
 
@@ -24,14 +25,16 @@ typedef struct ipcp__remote_ops {
     size_t max_len;
     ipcp_status_t (*isend)(void *ctx, const void *buf, size_t len, int peer,
                            int tag, void **op);
-    ipcp_status_t (*irecv)(void *ctx, void *buf, size_t len, int peer,
-                           int tag, void **op);
+    ipcp_status_t (*irecv)(void *ctx, void *buf, size_t len, int peer, int tag,
+                           void **op);
+    /* A barrier of every rank of the job, ended as the others are. */
+    ipcp_status_t (*ibarrier)(void *ctx, void **op);
     /* 1 when op ended (*st, *nbytes: bytes received; the reason of a
      * failure as last error), 0 while it runs. */
     int (*test)(void *ctx, void *op, ipcp_status_t *st, size_t *nbytes);
+    /* Ends op at finalize: its buffer is not touched after this returns
+     * (a send the peer never takes may be left to the transport). */
     void (*cancel)(void *ctx, void *op);
-    /* Returns once every rank of the job has entered it. */
-    ipcp_status_t (*barrier)(void *ctx);
     void (*close)(void *ctx);
 } ipcp__remote_ops_t;
 
@@ -41,17 +44,21 @@ typedef struct ipcp__remote {
     int rank, size; /* this rank and the job's size */
     int *local;     /* a rank of the job -> its number here, -1 elsewhere */
     int *global;    /* a number here -> its rank in the job */
-    pthread_mutex_t lock; /* the transport's calls, and `posted` */
-    ipcp__list_t posted;  /* requests whose operation runs */
+    char job[64];   /* the job's name (the node's job has a suffix) */
+    ipcp__list_t posted; /* requests whose operation runs (under the lock) */
 } ipcp__remote_t;
 
+/* Held around every call into a transport and every change of a posted
+ * list. */
+extern pthread_mutex_t ipcp__remote_lock;
+
 /* Makes comm (a job of this node's ranks, just made by ipcp_init) the
- * part of a job of `size` ranks in which it is `rank`; local[r] is rank
- * r's number in comm, or -1 for a rank on another node, reached through
- * ops and ctx (ops->close(ctx) when comm is finalized, also when this
- * fails).  For libipcpipe_mpi. */
-IPCP_API ipcp_status_t ipcp__comm_remote(ipcp_comm_t *comm, int rank, int size,
-                                         const int *local,
+ * part of a job named `job`, of `size` ranks, in which it is `rank`;
+ * local[r] is rank r's number in comm, or -1 for a rank on another node,
+ * reached through ops and ctx (ops->close(ctx) when comm is finalized,
+ * also when this fails).  For libipcpipe_mpi. */
+IPCP_API ipcp_status_t ipcp__comm_remote(ipcp_comm_t *comm, const char *job,
+                                         int rank, int size, const int *local,
                                          const ipcp__remote_ops_t *ops,
                                          void *ctx);
 

@@ -16,7 +16,7 @@
 #include "mpi/remote_mpi.h"
 
 /* Room for a node's name (IPCPIPE_NODE) and for a job's. */
-#define IPCP_NODE_NAME 64
+#define IPCP_NODE_NAME 200
 
 /* Rank 0's name for the job: its host, pid, a count of its calls and the
  * time, so that two communicators, or two calls, never share one. */
@@ -32,48 +32,49 @@ static void mpi_job_name(char *buf, size_t len)
              (unsigned long)ts.tv_sec ^ (unsigned long)ts.tv_nsec);
 }
 
-/* The node of each of comm's ranks, as the lowest rank on it: by name
- * where IPCPIPE_NODE is set on any rank (unset counts as the name ""),
- * else by MPI-3's split of the ranks that share memory.  *colors has size
- * entries (the caller frees it); NULL when MPI refuses. */
-static int *mpi_nodes(MPI_Comm comm, int rank, int size)
+/* The node of this rank, as the lowest rank of comm on it: the ranks
+ * that share memory (MPI-3's split), and among them, where any sets
+ * IPCPIPE_NODE, those with the same value (unset counts as ""), so that
+ * one machine can stand for several.  -1 when MPI refuses. */
+static int mpi_node(MPI_Comm comm, int rank)
 {
     char name[IPCP_NODE_NAME] = "", *names = NULL;
     const char *env = getenv("IPCPIPE_NODE");
-    int named = env != NULL, any = 0, color = rank;
-    int *colors = malloc(sizeof(int) * (size_t)size);
-    if (!colors ||
-        MPI_Allreduce(&named, &any, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS)
-        goto fail;
-    if (any) {
-        snprintf(name, sizeof(name), "%s", env ? env : "");
-        if (!(names = malloc((size_t)size * sizeof(name))) ||
-            MPI_Allgather(name, (int)sizeof(name), MPI_CHAR, names,
-                          (int)sizeof(name), MPI_CHAR, comm) != MPI_SUCCESS)
-            goto fail;
-        for (color = 0; color < size; color++)
-            if (!strncmp(names + (size_t)color * sizeof(name), name,
-                         sizeof(name)))
-                break;
-        free(names);
-        names = NULL;
-    } else {
-        MPI_Comm node;
-        if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
-                                &node) != MPI_SUCCESS)
-            goto fail;
-        int err = MPI_Allreduce(&rank, &color, 1, MPI_INT, MPI_MIN, node);
-        MPI_Comm_free(&node);
-        if (err != MPI_SUCCESS)
-            goto fail;
-    }
-    if (MPI_Allgather(&color, 1, MPI_INT, colors, 1, MPI_INT, comm) ==
-        MPI_SUCCESS)
-        return colors;
-fail:
+    int named = env != NULL, any = 0, color = -1, n = 0, *ranks = NULL;
+    MPI_Comm node;
+    if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
+                            &node) != MPI_SUCCESS)
+        return -1;
+    if (MPI_Comm_size(node, &n) != MPI_SUCCESS ||
+        MPI_Allreduce(&named, &any, 1, MPI_INT, MPI_MAX, node) != MPI_SUCCESS ||
+        !(ranks = malloc(sizeof(int) * (size_t)n)) ||
+        MPI_Allgather(&rank, 1, MPI_INT, ranks, 1, MPI_INT, node) !=
+            MPI_SUCCESS)
+        goto out;
+    snprintf(name, sizeof(name), "%s", any && env ? env : "");
+    if (!(names = malloc((size_t)n * sizeof(name))) ||
+        MPI_Allgather(name, (int)sizeof(name), MPI_CHAR, names,
+                      (int)sizeof(name), MPI_CHAR, node) != MPI_SUCCESS)
+        goto out;
+    color = rank;
+    for (int i = 0; i < n; i++)
+        if (ranks[i] < color &&
+            !strncmp(names + (size_t)i * sizeof(name), name, sizeof(name)))
+            color = ranks[i];
+out:
     free(names);
-    free(colors);
-    return NULL;
+    free(ranks);
+    MPI_Comm_free(&node);
+    return color;
+}
+
+/* Whether every rank of comm says ok (one MPI_Allreduce; 0 when it
+ * fails). */
+static int mpi_all(MPI_Comm comm, int ok)
+{
+    int all = 0;
+    return MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm) == MPI_SUCCESS &&
+           all;
 }
 
 /* The caller's timeout and path, from as much of params as it has. */
@@ -90,34 +91,44 @@ static void mpi_params(const ipcp_comm_params_t *params, ipcp_comm_params_t *p)
         p->path = params->path;
 }
 
-/* Joins this node's ranks (local: each rank's number on this node, -1
- * for one elsewhere; colors: each rank's node), then reaches the others
- * through MPI. */
+/* Joins this node's ranks (colors: each rank's node), then reaches the
+ * others through MPI.  Collective: every rank learns whether all got as
+ * far, so none waits in MPI for a rank that gave up. */
 static ipcp_status_t mpi_join(MPI_Comm comm, const ipcp_comm_params_t *params,
                               int rank, int size, const int *colors,
                               const char *job, ipcp_comm_t **out)
 {
     ipcp_comm_params_t p;
-    const ipcp__remote_ops_t *ops;
-    char jobl[IPCP_NODE_NAME];
+    const ipcp__remote_ops_t *ops = NULL;
+    char jobl[64];
     int *local = malloc(sizeof(int) * (size_t)size), n = 0;
-    void *ctx;
-    if (!local)
-        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_INIT, IPCP_ERR_NOMEM,
-                          "ipcp_init_mpi: no memory for a map of %d ranks",
-                          size);
-    for (int r = 0; r < size; r++)
+    void *ctx = NULL;
+    for (int r = 0; local && r < size; r++)
         local[r] = colors[r] == colors[rank] ? n++ : -1;
     /* A node's job of its own: its ranks meet through this node alone. */
     snprintf(jobl, sizeof(jobl), "%s-n%d", job, colors[rank]);
     mpi_params(params, &p);
-    p.rank = local[rank];
+    p.rank = local ? local[rank] : 0;
     p.size = n;
     p.job_id = jobl;
-    ipcp_status_t st = ipcp_init(&p, out);
-    if (st == IPCP_OK && n < size &&
-        (st = ipcp__mpi_remote(comm, &ops, &ctx)) == IPCP_OK)
-        st = ipcp__comm_remote(*out, rank, size, local, ops, ctx);
+    ipcp_status_t st =
+        local ? ipcp_init(&p, out)
+              : ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_INIT, IPCP_ERR_NOMEM,
+                           "ipcp_init_mpi: no memory for a map of %d ranks",
+                           size);
+    if (!mpi_all(comm, st == IPCP_OK) && st == IPCP_OK)
+        st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_INIT, IPCP_ERR_SYSTEM,
+                        "ipcp_init_mpi: another node's ranks could not "
+                        "meet (their logs say why)");
+    if (st == IPCP_OK && n < size) {
+        st = ipcp__mpi_remote(comm, &ops, &ctx);
+        if (st == IPCP_OK)
+            st = ipcp__comm_remote(*out, job, rank, size, local, ops, ctx);
+        if (!mpi_all(comm, st == IPCP_OK) && st == IPCP_OK)
+            st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_INIT, IPCP_ERR_SYSTEM,
+                            "ipcp_init_mpi: another rank could not reach "
+                            "the other nodes (its log says why)");
+    }
     if (st != IPCP_OK && *out) {
         char msg[IPCP_ERRMSG_MAX];
         snprintf(msg, sizeof(msg), "%s", ipcp_last_error());
@@ -132,7 +143,7 @@ static ipcp_status_t mpi_join(MPI_Comm comm, const ipcp_comm_params_t *params,
 ipcp_status_t ipcp_init_mpi(MPI_Comm comm, const ipcp_comm_params_t *params,
                             ipcp_comm_t **out)
 {
-    char job[IPCP_NODE_NAME] = "";
+    char job[64] = "";
     int inited = 0, finished = 0, rank, size;
 
     if (out == NULL || comm == MPI_COMM_NULL)
@@ -153,11 +164,23 @@ ipcp_status_t ipcp_init_mpi(MPI_Comm comm, const ipcp_comm_params_t *params,
                           "ipcp_init_mpi: the communicator's rank or size "
                           "cannot be had");
     /* Every rank learns every rank's node, so all take the same way. */
-    int *colors = mpi_nodes(comm, rank, size);
-    if (!colors)
+    int color = mpi_node(comm, rank);
+    int *colors = malloc(sizeof(int) * (size_t)size);
+    if (!colors || MPI_Allgather(&color, 1, MPI_INT, colors, 1, MPI_INT,
+                                 comm) != MPI_SUCCESS) {
+        free(colors);
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_BOOT, IPCP_ERR_SYSTEM,
                           "ipcp_init_mpi: the ranks' nodes could not be "
                           "learned through MPI");
+    }
+    for (int r = 0; r < size; r++)
+        if (colors[r] < 0) {
+            free(colors);
+            return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_BOOT, IPCP_ERR_SYSTEM,
+                              "ipcp_init_mpi: rank %d could not learn its "
+                              "node through MPI",
+                              r);
+        }
     if (rank == 0)
         mpi_job_name(job, sizeof(job));
     if (MPI_Bcast(job, (int)sizeof(job), MPI_CHAR, 0, comm) != MPI_SUCCESS) {

@@ -14,7 +14,7 @@ typedef struct mpi_ctx {
 
 typedef struct mpi_op {
     MPI_Request r;
-    int send;
+    int send, peer; /* peer -1: a barrier */
 } mpi_op_t;
 
 /* An MPI error as ipcpipe's status, the reason as last error. */
@@ -24,9 +24,12 @@ static ipcp_status_t mpi_fail(int err, const char *what, int peer)
     int n = 0, cls = 0;
     MPI_Error_string(err, text, &n);
     MPI_Error_class(err, &cls);
-    return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API,
-                      cls == MPI_ERR_TRUNCATE ? IPCP_ERR_TRUNCATED
-                                              : IPCP_ERR_SYSTEM,
+    ipcp_status_t st =
+        cls == MPI_ERR_TRUNCATE ? IPCP_ERR_TRUNCATED : IPCP_ERR_SYSTEM;
+    if (peer < 0)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, st,
+                          "%s of the job's ranks through MPI: %s", what, text);
+    return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, st,
                       "%s with rank %d (on another node) through MPI: %s", what,
                       peer, text);
 }
@@ -44,6 +47,7 @@ static ipcp_status_t mpi_post(mpi_ctx_t *c, int send, void *buf, size_t len,
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
                           "no memory for an MPI request");
     o->send = send;
+    o->peer = peer;
     int err =
         send ? MPI_Isend(buf, (int)len, MPI_BYTE, peer, tag, c->comm, &o->r)
              : MPI_Irecv(buf, (int)len, MPI_BYTE, peer, tag, c->comm, &o->r);
@@ -55,8 +59,8 @@ static ipcp_status_t mpi_post(mpi_ctx_t *c, int send, void *buf, size_t len,
     return IPCP_OK;
 }
 
-static ipcp_status_t mpi_isend(void *ctx, const void *buf, size_t len,
-                               int peer, int tag, void **op)
+static ipcp_status_t mpi_isend(void *ctx, const void *buf, size_t len, int peer,
+                               int tag, void **op)
 {
     return mpi_post(ctx, 1, (void *)buf, len, peer, tag, op);
 }
@@ -74,7 +78,6 @@ static int mpi_test(void *ctx, void *op, ipcp_status_t *st, size_t *nbytes)
     int flag = 0, count = 0;
     (void)ctx;
     s.MPI_ERROR = MPI_SUCCESS;
-    s.MPI_SOURCE = -1;
     int err = MPI_Test(r, &flag, &s);
     if (err == MPI_SUCCESS && !flag)
         return 0;
@@ -82,7 +85,8 @@ static int mpi_test(void *ctx, void *op, ipcp_status_t *st, size_t *nbytes)
         s.MPI_ERROR != MPI_ERR_PENDING)
         err = s.MPI_ERROR;
     if (err != MPI_SUCCESS) {
-        *st = mpi_fail(err, "a transfer", s.MPI_SOURCE);
+        mpi_op_t *o = op;
+        *st = mpi_fail(err, o->peer < 0 ? "a barrier" : "a transfer", o->peer);
         if (*r != MPI_REQUEST_NULL)
             MPI_Request_free(r);
     } else {
@@ -94,25 +98,45 @@ static int mpi_test(void *ctx, void *op, ipcp_status_t *st, size_t *nbytes)
     return 1;
 }
 
-/* A receive is cancelled; a send (which MPI may not cancel once matched)
- * is left to finish on its own. */
+/* A receive is cancelled and waited for (MPI then writes no more into
+ * its buffer).  A send that no receive took within a second is left to
+ * MPI (it may still read its buffer; MPI cannot always cancel a send). */
 static void mpi_cancel(void *ctx, void *op)
 {
     mpi_op_t *o = op;
+    int finalized = 0, flag = 0;
     (void)ctx;
-    if (o->r != MPI_REQUEST_NULL) {
-        if (!o->send)
-            MPI_Cancel(&o->r);
-        MPI_Request_free(&o->r);
+    MPI_Finalized(&finalized);
+    if (!finalized && o->r != MPI_REQUEST_NULL && !o->send) {
+        MPI_Cancel(&o->r);
+        MPI_Wait(&o->r, MPI_STATUS_IGNORE);
     }
+    double until = finalized ? 0 : MPI_Wtime() + 1.0;
+    while (!finalized && o->r != MPI_REQUEST_NULL && !flag &&
+           MPI_Wtime() < until)
+        if (MPI_Test(&o->r, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            break;
+    if (!finalized && o->r != MPI_REQUEST_NULL)
+        MPI_Request_free(&o->r);
     free(o);
 }
 
-static ipcp_status_t mpi_barrier(void *ctx)
+static ipcp_status_t mpi_ibarrier(void *ctx, void **op)
 {
     mpi_ctx_t *c = ctx;
-    int err = MPI_Barrier(c->comm);
-    return err == MPI_SUCCESS ? IPCP_OK : mpi_fail(err, "a barrier", -1);
+    mpi_op_t *o = malloc(sizeof(*o));
+    if (!o)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                          "no memory for an MPI request");
+    o->send = 0;
+    o->peer = -1;
+    int err = MPI_Ibarrier(c->comm, &o->r);
+    if (err != MPI_SUCCESS) {
+        free(o);
+        return mpi_fail(err, "a barrier", -1);
+    }
+    *op = o;
+    return IPCP_OK;
 }
 
 static void mpi_close(void *ctx)
@@ -130,9 +154,9 @@ static const ipcp__remote_ops_t mpi_ops = {
     .max_len = INT_MAX,
     .isend = mpi_isend,
     .irecv = mpi_irecv,
+    .ibarrier = mpi_ibarrier,
     .test = mpi_test,
     .cancel = mpi_cancel,
-    .barrier = mpi_barrier,
     .close = mpi_close,
 };
 

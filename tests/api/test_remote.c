@@ -8,7 +8,7 @@
  * wait, the barrier reaching the transport, calls that do not reach
  * another node refused, finalize ending a receive still posted and closing
  * the transport once, maps that do not fit refused (and the transport
- * closed).
+ * closed), the job's name as the caller gave it.
  *
  *   test_api_remote loop|badmap */
 #include "apitest.h"
@@ -23,7 +23,7 @@
 enum { MAX_OPS = 16 };
 
 typedef struct op {
-    int used, send, peer, tag, done;
+    int used, send, peer, tag, done, barrier;
     void *buf;
     size_t len;
 } op_t;
@@ -40,7 +40,7 @@ static ipcp_status_t echo_post(int send, void *buf, size_t len, int peer,
 {
     for (int i = 0; i < MAX_OPS; i++)
         if (!echo.ops[i].used) {
-            echo.ops[i] = (op_t){1, send, peer, tag, 0, buf, len};
+            echo.ops[i] = (op_t){1, send, peer, tag, 0, 0, buf, len};
             *out = &echo.ops[i];
             return IPCP_OK;
         }
@@ -67,6 +67,13 @@ static int echo_test(void *ctx, void *opp, ipcp_status_t *st, size_t *nbytes)
 {
     op_t *o = opp;
     (void)ctx;
+    if (o->barrier) { /* the others came at the second look */
+        if (o->done++ == 0)
+            return 0;
+        o->used = 0;
+        *st = IPCP_OK;
+        return 1;
+    }
     if (o->send) {
         o->done = 1;
         *st = IPCP_OK;
@@ -99,11 +106,17 @@ static void echo_cancel(void *ctx, void *opp)
     echo.cancels++;
 }
 
-static ipcp_status_t echo_barrier(void *ctx)
+static ipcp_status_t echo_ibarrier(void *ctx, void **op)
 {
-    (void)ctx;
+    op_t *o;
     echo.barriers++;
-    return IPCP_OK;
+    ipcp_status_t st = echo_post(0, NULL, 0, -1, -1, op);
+    (void)ctx;
+    if (st == IPCP_OK) {
+        o = *op;
+        o->barrier = 1;
+    }
+    return st;
 }
 
 static void echo_close(void *ctx)
@@ -119,7 +132,7 @@ static const ipcp__remote_ops_t echo_ops = {
     .irecv = echo_irecv,
     .test = echo_test,
     .cancel = echo_cancel,
-    .barrier = echo_barrier,
+    .ibarrier = echo_ibarrier,
     .close = echo_close,
 };
 
@@ -164,7 +177,7 @@ static int case_loop(void)
     ipcp_request_t *r;
     ipcp_xfer_info_t info;
     int done = 0;
-    T_OK(ipcp__comm_remote(c, 1, 3, local, &echo_ops, &echo));
+    T_OK(ipcp__comm_remote(c, "whole", 1, 3, local, &echo_ops, &echo));
     T_EQ_INT(ipcp_comm_rank(c), 1);
     T_EQ_INT(ipcp_comm_size(c), 3);
     round_trip(c, 0, 0, 1);
@@ -192,6 +205,11 @@ static int case_loop(void)
     T_MSG_HAS("is this rank");
     T_STATUS(ipcp_isend(c, buf, 1, 3, 6, &r), IPCP_ERR_INVALID);
     T_MSG_HAS("out of range [0, 3)");
+    /* What reaches this node's ranks only. */
+    T_STATUS(ipcp_isend_on_stream(c, buf, 1, 0, 6, 0, &r),
+             IPCP_ERR_UNSUPPORTED);
+    T_MSG_HAS("rank 0 is on another node, where stream-ordered transfers");
+    T_CHECK(strcmp(ipcp_comm_job(c), "whole") == 0);
     T_OK(ipcp_barrier(c));
     T_EQ_INT(echo.barriers, 1);
     /* Left posted: finalize cancels it and closes the transport. */
@@ -209,26 +227,30 @@ static int case_badmap(void)
 {
     ipcp_comm_t *c = one_rank();
     int twice[3] = {0, 0, -1}, none[2] = {-1, -1}, other[2] = {0, -1};
-    int past[2] = {1, -1}, good[2] = {-1, 0};
-    T_STATUS(ipcp__comm_remote(c, 0, 3, twice, &echo_ops, &echo),
+    int past[2] = {1, -1}, big[2] = {5, 0}, good[2] = {-1, 0};
+    T_STATUS(ipcp__comm_remote(c, "whole", 0, 3, twice, &echo_ops, &echo),
              IPCP_ERR_INVALID);
     T_MSG_HAS("does not name each");
-    T_STATUS(ipcp__comm_remote(c, 0, 2, none, &echo_ops, &echo),
+    T_STATUS(ipcp__comm_remote(c, "whole", 0, 2, none, &echo_ops, &echo),
              IPCP_ERR_INVALID);
-    T_STATUS(ipcp__comm_remote(c, 1, 2, other, &echo_ops, &echo),
+    T_STATUS(ipcp__comm_remote(c, "whole", 1, 2, other, &echo_ops, &echo),
              IPCP_ERR_INVALID);
-    T_STATUS(ipcp__comm_remote(c, 0, 2, past, &echo_ops, &echo),
+    T_STATUS(ipcp__comm_remote(c, "whole", 0, 2, past, &echo_ops, &echo),
              IPCP_ERR_INVALID);
-    T_STATUS(ipcp__comm_remote(c, 5, 2, good, &echo_ops, &echo),
+    T_STATUS(ipcp__comm_remote(c, "whole", 1, 2, big, &echo_ops, &echo),
+             IPCP_ERR_INVALID);
+    T_MSG_HAS("does not name each");
+    T_STATUS(ipcp__comm_remote(c, "whole", 5, 2, good, &echo_ops, &echo),
              IPCP_ERR_INVALID);
     T_MSG_HAS("cannot hold");
-    T_EQ_INT(echo.closes, 5);
-    T_OK(ipcp__comm_remote(c, 1, 2, good, &echo_ops, &echo));
-    T_STATUS(ipcp__comm_remote(c, 1, 2, good, &echo_ops, &echo),
-             IPCP_ERR_STATE);
     T_EQ_INT(echo.closes, 6);
-    T_OK(ipcp_finalize(c));
+    T_OK(ipcp__comm_remote(c, "whole", 1, 2, good, &echo_ops, &echo));
+    T_STATUS(ipcp__comm_remote(c, "whole", 1, 2, good, &echo_ops, &echo),
+             IPCP_ERR_STATE);
+    T_MSG_HAS("reaches other nodes already");
     T_EQ_INT(echo.closes, 7);
+    T_OK(ipcp_finalize(c));
+    T_EQ_INT(echo.closes, 8);
     return 0;
 }
 
