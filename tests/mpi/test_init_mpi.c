@@ -10,39 +10,7 @@
 #include <string.h>
 
 #include "ipcpipe_mpi.h"
-
-static int t_rank = -1;
-
-static void fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "FAIL [rank %d] ", t_rank);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-}
-
-#define OK(call)                                                               \
-    do {                                                                       \
-        ipcp_status_t st_ = (call);                                            \
-        if (st_ != IPCP_OK)                                                    \
-            fail("%s:%d: %s: %s (%s)", __FILE__, __LINE__, #call,              \
-                 ipcp_strerror(st_), ipcp_last_error());                       \
-    } while (0)
-
-/* Bytes of a stream of seed (xorshift), the same in every process. */
-static void fill(unsigned char *b, size_t n, uint64_t seed)
-{
-    uint64_t x = seed | 1;
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        b[i] = (unsigned char)(x >> 32);
-    }
-}
+#include "mpitest.h"
 
 /* Each rank of job sends n fresh bytes to the next and checks what the
  * one before sent (a job of one has no peer: transfers to self are not
