@@ -7,14 +7,14 @@
 #   scripts/gpu-check.sh OUTDIR [STEPS]
 #
 # STEPS is a comma list of build,tests,memcheck,bench,lane,proto,trace,
-# seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs,python (default: all of them), so that a time-limited session can
+# seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs,python,nodes (default: all of them), so that a time-limited session can
 # run them in several calls; the build tree is reused when it is there.
 # GPU_TEST_TIMEOUT: seconds per GPU test (default 600); GPU_TEST_REGEX: run
 # only the GPU tests whose names match it.
 set -uo pipefail
 
-out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs,python]}
-steps=,${2:-build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs,python},
+out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs,python,nodes]}
+steps=,${2:-build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs,python,nodes},
 want() { [[ $steps == *,$1,* ]]; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${IPCPIPE_BUILD_ROOT:-$root/build}/gpu
@@ -300,6 +300,21 @@ if want python; then
         grep -E 'passed|failed|skipped|Error' "$out/python.txt" | tail -n 20 >>"$summary"
     else
         note "python     skipped: no pytest and numpy for ${py:-python3}"
+    fi
+fi
+
+# Two ranks as two nodes (IPCPIPE_NODE) through ipcp_init_mpi: the remote
+# path beside plain MPI on the same host buffers, device memory beside
+# min(MPI host, pinned D2H, pinned H2D) (NODES_SIZES: which sizes).
+if want nodes; then
+    if [ -x "$build/tools/ipcpipe-bench-nodes" ] && command -v mpirun >/dev/null; then
+        step nodes env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+            mpirun -np 2 --bind-to none "$build/tools/ipcpipe-bench-nodes" \
+            --sizes "${NODES_SIZES:-8,64K,1M,16M,256M,1G}" --reps 10 \
+            >"$out/nodes.txt" 2>&1
+        cat "$out/nodes.txt" >>"$summary"
+    else
+        note "nodes      skipped: no ipcpipe-bench-nodes (MPI not found) or no mpirun"
     fi
 fi
 

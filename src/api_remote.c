@@ -8,8 +8,9 @@
 
 #include "api.h"
 #include "common/time.h"
-#include "engine/mem.h"
+#include "engine/memreg.h"
 #include "engine/remote.h"
+#include "engine/remote_xfer.h"
 
 pthread_mutex_t ipcp__remote_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -30,9 +31,7 @@ const char *ipcp__comm_job_name(const ipcp_comm_t *comm)
 
 int ipcp__comm_job_rank(const ipcp_comm_t *comm, int here)
 {
-    if (!comm->remote || here < 0 || here >= comm->size)
-        return here;
-    return comm->remote->global[here];
+    return ipcp__job_rank(comm, here);
 }
 
 int ipcp__remote_route(const ipcp_comm_t *comm, int *peer)
@@ -58,62 +57,45 @@ ipcp_status_t ipcp__remote_here(const ipcp_comm_t *comm, int *peer,
                       rank, what);
 }
 
-/* Posts req's operation to the transport and counts it as running. */
-static ipcp_status_t ipcp__remote_start(ipcp__remote_t *rm, ipcp_request_t *req,
-                                        int peer)
-{
-    ipcp_status_t st;
-    pthread_mutex_lock(&ipcp__remote_lock);
-    if (req->remote_send)
-        st = rm->ops->isend(rm->ctx, req->buf, req->len, peer, req->tag,
-                            &req->remote_op);
-    else
-        st = rm->ops->irecv(rm->ctx, req->buf, req->len, peer, req->tag,
-                            &req->remote_op);
-    if (st == IPCP_OK)
-        ipcp__list_push_back(&rm->posted, &req->link);
-    pthread_mutex_unlock(&ipcp__remote_lock);
-    return st;
-}
-
-/* What the transport can carry: host memory, up to its limit. */
+/* What reaches a rank elsewhere: host memory as it is; device memory
+ * through its backend's copies (dev filled), or as it is where the
+ * transport reads device memory. */
 static ipcp_status_t ipcp__remote_can(ipcp_comm_t *comm, const void *buf,
-                                      size_t len, int peer,
-                                      ipcp__mem_attr_t *attr)
+                                      size_t len, ipcp__rx_dev_t *dev,
+                                      int *is_dev)
 {
-    ipcp__remote_t *rm = comm->remote;
-    const ipcp__backend_ops_t *ops;
-    ipcp__backend_t *be;
-    ipcp__mem_attr(comm, buf, len, attr, &ops, &be);
-    if (attr->type != IPCP_MEM_HOST)
-        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
-                          "rank %d is on another node: device memory does "
-                          "not reach it yet (host memory does, through %s)",
-                          peer, rm->ops->name);
-    if (rm->ops->max_len && len > rm->ops->max_len)
-        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
-                          "%zu bytes to or from rank %d, on another node: "
-                          "%s carries at most %zu in one transfer",
-                          len, peer, rm->ops->name, rm->ops->max_len);
+    ipcp__mem_attr_t attr;
+    const ipcp__backend_ops_t *ops = NULL;
+    ipcp__backend_t *be = NULL;
+    IPCP_CHECK(ipcp__mem_attr(comm, buf, len, &attr, &ops, &be));
+    *is_dev = attr.type != IPCP_MEM_HOST;
+    if (*is_dev) {
+        dev->ops = ops;
+        dev->be = be;
+        dev->device = attr.device;
+    }
     return IPCP_OK;
 }
 
-/* Tests op until it ends (1) or `until` (0; 0: no limit), or until it
- * was ended elsewhere (-1: finalize cancelled it); a few thousand looks
- * before each yield, as a blocking MPI call spins.  An operation that
- * ended leaves `posted` (link, when it is there) at once. */
-static int ipcp__remote_spin(ipcp__remote_t *rm, void **op, ipcp__list_t *link,
+/* Moves every transfer with ranks elsewhere on until *xp ends (1; its
+ * result in *st, *nbytes, the reason as last error; *xp freed and NULL)
+ * or `until` (0; 0: no limit), or until finalize ended it (-1).  A few
+ * thousand looks before each yield, as a blocking MPI call spins. */
+static int ipcp__remote_spin(ipcp__rx_t **xp, ipcp__list_t *link,
                              ipcp_status_t *st, size_t *nbytes, uint64_t until)
 {
     for (unsigned n = 1;; n++) {
         pthread_mutex_lock(&ipcp__remote_lock);
-        if (!*op) {
+        if (!*xp) {
             pthread_mutex_unlock(&ipcp__remote_lock);
             return -1;
         }
-        int end = rm->ops->test(rm->ctx, *op, st, nbytes);
+        ipcp__rx_progress(*xp);
+        int end = ipcp__rx_ended(*xp);
         if (end) {
-            *op = NULL;
+            *st = ipcp__rx_result(*xp, nbytes);
+            ipcp__rx_free(*xp);
+            *xp = NULL;
             if (link)
                 ipcp__list_del(link);
         }
@@ -127,26 +109,32 @@ static int ipcp__remote_spin(ipcp__remote_t *rm, void **op, ipcp__list_t *link,
     }
 }
 
+static ipcp_status_t ipcp__remote_start(ipcp_comm_t *comm, int send, void *buf,
+                                        size_t len, int peer, int tag,
+                                        ipcp__rx_t **x)
+{
+    ipcp__rx_dev_t dev;
+    int is_dev = 0;
+    IPCP_CHECK(ipcp__remote_can(comm, buf, len, &dev, &is_dev));
+    pthread_mutex_lock(&ipcp__remote_lock);
+    ipcp_status_t st = ipcp__rx_start(comm->remote, send, buf, len, peer, tag,
+                                      is_dev ? &dev : NULL, x);
+    pthread_mutex_unlock(&ipcp__remote_lock);
+    return st;
+}
+
 ipcp_status_t ipcp__remote_blocking(ipcp_comm_t *comm, int type, void *buf,
                                     size_t len, int peer, int tag,
                                     ipcp_xfer_info_t *info)
 {
-    ipcp__remote_t *rm = comm->remote;
-    ipcp__mem_attr_t attr;
     ipcp_status_t st;
     size_t nbytes = 0;
-    void *op = NULL;
-    IPCP_CHECK(ipcp__remote_can(comm, buf, len, peer, &attr));
-    pthread_mutex_lock(&ipcp__remote_lock);
-    st = type == IPCP_REQ_SEND
-             ? rm->ops->isend(rm->ctx, buf, len, peer, tag, &op)
-             : rm->ops->irecv(rm->ctx, buf, len, peer, tag, &op);
-    pthread_mutex_unlock(&ipcp__remote_lock);
-    if (st != IPCP_OK)
-        return st;
-    ipcp__remote_spin(rm, &op, NULL, &st, &nbytes, 0);
+    ipcp__rx_t *x = NULL;
+    IPCP_CHECK(ipcp__remote_start(comm, type == IPCP_REQ_SEND, buf, len, peer,
+                                  tag, &x));
+    ipcp__remote_spin(&x, NULL, &st, &nbytes, 0);
     if (info && st == IPCP_OK) {
-        info->nbytes = type == IPCP_REQ_SEND ? len : nbytes;
+        info->nbytes = nbytes;
         info->path = IPCP_PATH_REMOTE;
     }
     return st;
@@ -157,41 +145,42 @@ ipcp_status_t ipcp__remote_post(ipcp_comm_t *comm, int type, void *buf,
                                 ipcp_request_t **out)
 {
     ipcp__remote_t *rm = comm->remote;
-    ipcp__mem_attr_t attr;
     ipcp__handle_t h = 0;
-    IPCP_CHECK(ipcp__remote_can(comm, buf, len, peer, &attr));
+    ipcp__rx_t *x = NULL;
     ipcp_request_t *req = ipcp__twosided_req(comm, type, buf, len, peer, tag);
     if (!req)
         return IPCP_ERR_NOMEM;
     req->type = IPCP_REQ_REMOTE;
-    req->remote_send = type == IPCP_REQ_SEND;
-    req->attr = attr;
     ipcp_status_t st =
         ipcp__handle_new_owned(IPCP_HANDLE_REQ, req, comm->handle, &h);
     if (st == IPCP_OK) {
         req->handle = h;
-        st = ipcp__remote_start(rm, req, peer);
+        st = ipcp__remote_start(comm, type == IPCP_REQ_SEND, buf, len, peer,
+                                tag, &x);
     }
     if (st != IPCP_OK) {
         ipcp__req_free(req);
         return st;
     }
+    pthread_mutex_lock(&ipcp__remote_lock);
+    req->remote_op = x;
+    ipcp__list_push_back(&rm->posted, &req->link);
+    pthread_mutex_unlock(&ipcp__remote_lock);
     *out = ipcp__hptr(h);
     return IPCP_OK;
 }
 
 int ipcp__remote_poll(ipcp_request_t *req, uint64_t until)
 {
-    ipcp__remote_t *rm = req->comm->remote;
     ipcp_status_t st = IPCP_OK;
     size_t nbytes = 0;
     if (atomic_load_explicit(&req->done, memory_order_acquire))
         return 1;
-    int r =
-        ipcp__remote_spin(rm, &req->remote_op, &req->link, &st, &nbytes, until);
+    int r = ipcp__remote_spin((ipcp__rx_t **)&req->remote_op, &req->link, &st,
+                              &nbytes, until);
     if (r <= 0) /* not yet, or completed by finalize */
         return r < 0;
-    req->nbytes = req->remote_send ? req->len : nbytes;
+    req->nbytes = nbytes;
     req->path = IPCP_PATH_REMOTE;
     ipcp__req_complete(req, st, st == IPCP_OK ? NULL : ipcp_last_error());
     return 1;
@@ -200,14 +189,24 @@ int ipcp__remote_poll(ipcp_request_t *req, uint64_t until)
 ipcp_status_t ipcp__remote_barrier(ipcp_comm_t *comm)
 {
     ipcp__remote_t *rm = comm->remote;
+    ipcp_status_t st;
     size_t nbytes = 0;
     void *op = NULL;
-    /* Not held while it waits: other threads' transfers must go on. */
+    /* Not held while it waits: other threads' transfers must go on, and
+     * this one's move on while it waits (a peer may wait for them before
+     * it reaches the barrier). */
     pthread_mutex_lock(&ipcp__remote_lock);
-    ipcp_status_t st = rm->ops->ibarrier(rm->ctx, &op);
+    st = rm->ops->ibarrier(rm->ctx, &op);
     pthread_mutex_unlock(&ipcp__remote_lock);
-    if (st == IPCP_OK)
-        ipcp__remote_spin(rm, &op, NULL, &st, &nbytes, 0);
+    for (unsigned n = 1; st == IPCP_OK && op; n++) {
+        pthread_mutex_lock(&ipcp__remote_lock);
+        ipcp__rx_progress(NULL);
+        if (rm->ops->test(rm->ctx, op, &st, &nbytes))
+            op = NULL;
+        pthread_mutex_unlock(&ipcp__remote_lock);
+        if (n % 4096 == 0)
+            sched_yield();
+    }
     return st;
 }
 
@@ -220,12 +219,15 @@ void ipcp__remote_end(ipcp_comm_t *comm)
     pthread_mutex_lock(&ipcp__remote_lock);
     while ((e = ipcp__list_pop_front(&rm->posted))) {
         ipcp_request_t *req = ipcp__list_entry(e, ipcp_request_t, link);
-        rm->ops->cancel(rm->ctx, req->remote_op);
+        ipcp__rx_cancel(req->remote_op);
+        ipcp__rx_free(req->remote_op);
         req->remote_op = NULL;
         ipcp__req_complete(req, IPCP_ERR_STATE,
                            "finalized before its transfer with a rank on "
                            "another node ended");
     }
+    /* Before the backends close: the slots are registered with them. */
+    ipcp__rx_stage_free(rm);
     pthread_mutex_unlock(&ipcp__remote_lock);
 }
 
@@ -306,6 +308,9 @@ ipcp_status_t ipcp__comm_remote(ipcp_comm_t *comm_h, const char *job, int rank,
         if (local[r] >= 0)
             rm->global[local[r]] = r;
     ipcp__list_init(&rm->posted);
+    ipcp__list_init(&rm->slots);
+    ipcp__list_init(&rm->queues);
+    rm->chunk = comm->cfg->remote_chunk;
     comm->remote = rm;
     IPCP_INFO(IPCP_SUB_INIT,
               "rank %d of %d: %d ranks on this node (here rank %d), the "

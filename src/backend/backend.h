@@ -215,6 +215,12 @@ typedef struct ipcp__backend_ops {
     ipcp_status_t (*queue_create)(ipcp__backend_t *be, int device,
                                   ipcp__queue_t **q);
     void (*queue_destroy)(ipcp__queue_t *q);
+    /* As queue_create, for a queue whose copies and notifies are enqueued
+     * from the user's threads (transfers with ranks on other nodes): each
+     * call leaves what the thread had current as it found it (CUDA: the
+     * device's context is pushed and popped).  NULL where unsupported. */
+    ipcp_status_t (*queue_user)(ipcp__backend_t *be, int device,
+                                ipcp__queue_t **q);
     ipcp_status_t (*copy)(ipcp__queue_t *q, void *dst, const void *src,
                           size_t len, ipcp__track_t *t);
     /* Copies to (write = 1) or from another process's memory at address

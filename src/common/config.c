@@ -63,6 +63,11 @@ static const ipcp__setting_t ipcp__settings[] = {
      "through MPI (so one machine can run a job of several nodes); unset: "
      "MPI's split of the ranks that share memory",
      IPCP_OFF(node), 0, 0, 0, NULL},
+    {"IPCPIPE_REMOTE_CHUNK", IPCP_SET_SIZE, "4M",
+     "piece size of transfers with ranks on other nodes (ipcp_init_mpi): "
+     "a message above 4 KiB goes as pieces of this size, and device memory "
+     "is staged through pinned host slots of this size, 4 per transfer",
+     IPCP_OFF(remote_chunk), 4096, 64.0 * 1024 * 1024, 0, NULL},
     {"IPCPIPE_TIMEOUT", IPCP_SET_DOUBLE, "60",
      "seconds any wait on another "
      "rank may last (rendezvous, barrier, finalize, a peer's death; a peer "

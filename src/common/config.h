@@ -24,6 +24,7 @@ typedef struct ipcp__config {
     int size;                /* IPCPIPE_SIZE, -1 unset */
     char job[IPCP_JOB_MAX];  /* IPCPIPE_JOB, "" unset */
     char node[IPCP_DIR_MAX]; /* IPCPIPE_NODE, "" unset (libipcpipe_mpi) */
+    size_t remote_chunk;     /* IPCPIPE_REMOTE_CHUNK (libipcpipe_mpi) */
     double timeout_s;        /* IPCPIPE_TIMEOUT */
     char dir[IPCP_DIR_MAX];  /* IPCPIPE_DIR, "" = default place */
     int path;                /* IPCPIPE_PATH: ipcp__path_of_setting */

@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "engine/progress.h"
+#include "engine/remote.h"
 
 /* The sender's verdict on a transfer we received, from its error slot:
  * IPCP_OK unless the slot holds this transfer's number. */
@@ -111,7 +112,7 @@ void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
         snprintf(why, sizeof(why), "%s", msg);
         ipcp__peer_lost(comm, peer, why);
         snprintf(msg, sizeof(msg), "peer rank %d (pid %d) was lost: %.200s",
-                 peer->rank, (int)peer->pid, why);
+                 ipcp__job_rank(comm, peer->rank), (int)peer->pid, why);
     }
     if (!early)
         ipcp__req_complete(req, st, msg);

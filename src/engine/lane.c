@@ -31,6 +31,7 @@
 #include "common/log.h"
 #include "common/time.h"
 #include "engine/engine.h"
+#include "engine/remote.h"
 
 #define IPCP_LANE_SLOTS 64
 /* Completion records per direction: at most this many messages of one
@@ -155,7 +156,8 @@ static ipcp__lane_t *ipcp__lane_get(ipcp_comm_t *comm, int peer)
      * abort, so the lane starts aborted. */
     if (atomic_load(&comm->peers[peer].lost) != 0) {
         char msg[64];
-        snprintf(msg, sizeof(msg), "peer rank %d was lost", peer);
+        snprintf(msg, sizeof(msg), "peer rank %d was lost",
+                 ipcp__job_rank(comm, peer));
         ipcp__lane_stop(l, IPCP_ERR_PEER_LOST, msg);
     }
     comm->lanes[peer] = l;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/time.h"
+#include "engine/remote.h"
 #include "common/cpu.h"
 #include "engine/progress.h"
 
@@ -163,11 +164,11 @@ void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why)
      * end the connection so that it sees the loss too. */
     shutdown(peer->fd, SHUT_RDWR);
     if (peer->bye)
-        snprintf(msg, sizeof(msg), "rank %d (pid %d) finalized", peer->rank,
-                 (int)peer->pid);
+        snprintf(msg, sizeof(msg), "rank %d (pid %d) finalized",
+                 ipcp__job_rank(comm, peer->rank), (int)peer->pid);
     else
         snprintf(msg, sizeof(msg), "peer rank %d (pid %d) was lost: %s",
-                 peer->rank, (int)peer->pid, why);
+                 ipcp__job_rank(comm, peer->rank), (int)peer->pid, why);
     if (!peer->bye || !ipcp__list_empty(&peer->active))
         IPCP_WARN(IPCP_SUB_ENGINE, "%s", msg);
     if (why != peer->lost_why) {
@@ -298,4 +299,11 @@ void ipcp__keepalive(ipcp_comm_t *comm, uint64_t now)
         comm->ka_awaited = 1;
         ipcp__ka_check(comm, p, now);
     }
+}
+
+int ipcp__job_rank(const ipcp_comm_t *comm, int here)
+{
+    if (!comm->remote || here < 0 || here >= comm->size)
+        return here;
+    return comm->remote->global[here];
 }

@@ -12,21 +12,29 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/list.h"
 #include "ipcpipe.h"
 
-/* What a transport does, on host memory.  A posted operation is *op until
- * test says it ended (and frees it) or cancel frees it.  Statuses come
- * back as ipcpipe's, with the reason as last error. */
+/* What a transport does.  It carries messages on two channels that never
+ * meet (0: the user's tags; 1: the pieces of long messages, tagged by
+ * their message's number), each in MPI's order: two messages of one
+ * channel, peer and tag are received in the order they were sent.  A
+ * posted operation is *op until test says it ended (and frees it) or
+ * cancel frees it.  Statuses come back as ipcpipe's, with the reason as
+ * last error. */
 typedef struct ipcp__remote_ops {
     const char *name; /* for messages: "MPI" */
-    /* The largest transfer one operation carries (0: no limit). */
-    size_t max_len;
-    ipcp_status_t (*isend)(void *ctx, const void *buf, size_t len, int peer,
+    /* Tags 0..tag_max reach the peer (channel 1 uses them all). */
+    int tag_max;
+    /* 1: operations read and write device memory themselves (a CUDA-aware
+     * MPI); 0: host memory only, device memory is staged. */
+    int device_mem;
+    ipcp_status_t (*isend)(void *ctx, int chan, const void *buf, size_t len,
+                           int peer, int tag, void **op);
+    ipcp_status_t (*irecv)(void *ctx, int chan, void *buf, size_t len, int peer,
                            int tag, void **op);
-    ipcp_status_t (*irecv)(void *ctx, void *buf, size_t len, int peer, int tag,
-                           void **op);
     /* A barrier of every rank of the job, ended as the others are. */
     ipcp_status_t (*ibarrier)(void *ctx, void **op);
     /* 1 when op ended (*st, *nbytes: bytes received; the reason of a
@@ -46,7 +54,18 @@ typedef struct ipcp__remote {
     int *global;    /* a number here -> its rank in the job */
     char job[64];   /* the job's name (the node's job has a suffix) */
     ipcp__list_t posted; /* requests whose operation runs (under the lock) */
+    size_t chunk;        /* IPCPIPE_REMOTE_CHUNK */
+    uint32_t seq;        /* number of the next long message sent */
+    /* Device memory's staging (engine/remote_xfer.c): free slot sets and
+     * copy queues, kept until the communicator ends. */
+    ipcp__list_t slots, queues;
 } ipcp__remote_t;
+
+/* Rank `here` of this node's job as the whole job numbers it (messages
+ * name ranks so; the engine's own numbers where the job is this node's).
+ * Defined in engine/peer.c. */
+struct ipcp_comm;
+int ipcp__job_rank(const struct ipcp_comm *comm, int here);
 
 /* Held around every call into a transport and every change of a posted
  * list. */

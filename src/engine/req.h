@@ -187,10 +187,9 @@ struct ipcp_request {
     uint64_t lane_k;
     int lane_dir;
     double lane_t0; /* when posted (a warning once it waits too long) */
-    /* IPCP_REQ_REMOTE: the transport's operation while it runs, and
-     * whether it is a send */
+    /* IPCP_REQ_REMOTE: its transfer (engine/remote_xfer.h) while it
+     * runs */
     void *remote_op;
-    int remote_send;
     /* It ended as an eager message in host memory, xfer as
      * ipcp__req_init left it: a reuse need not clear it (ipcp__req_new). */
     int xfer_clean;

@@ -1,14 +1,21 @@
-/* The transport to ranks on other nodes: MPI point-to-point on a
- * duplicate of the user's communicator (so that no message of ours meets
- * one of the user's), errors returned, not fatal. */
+/* The transport to ranks on other nodes: MPI point-to-point on two
+ * duplicates of the user's communicator, one a channel (so that no
+ * message of ours meets one of the user's, and headers never meet
+ * pieces), errors returned, not fatal. */
 #include <limits.h>
 #include <stdlib.h>
+#if defined(OPEN_MPI) && OPEN_MPI && defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h> /* MPIX_Query_cuda_support */
+#endif
+#endif
 
 #include "common/status.h"
 #include "mpi/remote_mpi.h"
 
 typedef struct mpi_ctx {
-    MPI_Comm comm;
+    ipcp__remote_ops_t ops; /* mpi_ops with this MPI's tags and memory */
+    MPI_Comm comm[2];
     int tag_ub;
 } mpi_ctx_t;
 
@@ -34,9 +41,10 @@ static ipcp_status_t mpi_fail(int err, const char *what, int peer)
                       peer, text);
 }
 
-static ipcp_status_t mpi_post(mpi_ctx_t *c, int send, void *buf, size_t len,
-                              int peer, int tag, void **op)
+static ipcp_status_t mpi_post(mpi_ctx_t *c, int chan, int send, void *buf,
+                              size_t len, int peer, int tag, void **op)
 {
+    MPI_Comm comm = c->comm[chan];
     if (tag > c->tag_ub)
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
                           "tag %d with rank %d (on another node): MPI takes "
@@ -48,9 +56,8 @@ static ipcp_status_t mpi_post(mpi_ctx_t *c, int send, void *buf, size_t len,
                           "no memory for an MPI request");
     o->send = send;
     o->peer = peer;
-    int err =
-        send ? MPI_Isend(buf, (int)len, MPI_BYTE, peer, tag, c->comm, &o->r)
-             : MPI_Irecv(buf, (int)len, MPI_BYTE, peer, tag, c->comm, &o->r);
+    int err = send ? MPI_Isend(buf, (int)len, MPI_BYTE, peer, tag, comm, &o->r)
+                   : MPI_Irecv(buf, (int)len, MPI_BYTE, peer, tag, comm, &o->r);
     if (err != MPI_SUCCESS) {
         free(o);
         return mpi_fail(err, send ? "a send" : "a receive", peer);
@@ -59,16 +66,18 @@ static ipcp_status_t mpi_post(mpi_ctx_t *c, int send, void *buf, size_t len,
     return IPCP_OK;
 }
 
-static ipcp_status_t mpi_isend(void *ctx, const void *buf, size_t len, int peer,
-                               int tag, void **op)
+/* Messages are at most a header or a piece (engine/remote_xfer.h), far
+ * below INT_MAX. */
+static ipcp_status_t mpi_isend(void *ctx, int chan, const void *buf, size_t len,
+                               int peer, int tag, void **op)
 {
-    return mpi_post(ctx, 1, (void *)buf, len, peer, tag, op);
+    return mpi_post(ctx, chan, 1, (void *)buf, len, peer, tag, op);
 }
 
-static ipcp_status_t mpi_irecv(void *ctx, void *buf, size_t len, int peer,
-                               int tag, void **op)
+static ipcp_status_t mpi_irecv(void *ctx, int chan, void *buf, size_t len,
+                               int peer, int tag, void **op)
 {
-    return mpi_post(ctx, 0, buf, len, peer, tag, op);
+    return mpi_post(ctx, chan, 0, buf, len, peer, tag, op);
 }
 
 static int mpi_test(void *ctx, void *op, ipcp_status_t *st, size_t *nbytes)
@@ -130,7 +139,7 @@ static ipcp_status_t mpi_ibarrier(void *ctx, void **op)
                           "no memory for an MPI request");
     o->send = 0;
     o->peer = -1;
-    int err = MPI_Ibarrier(c->comm, &o->r);
+    int err = MPI_Ibarrier(c->comm[0], &o->r);
     if (err != MPI_SUCCESS) {
         free(o);
         return mpi_fail(err, "a barrier", -1);
@@ -144,14 +153,13 @@ static void mpi_close(void *ctx)
     mpi_ctx_t *c = ctx;
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized)
-        MPI_Comm_free(&c->comm);
+    for (int i = 0; i < 2 && !finalized; i++)
+        MPI_Comm_free(&c->comm[i]);
     free(c);
 }
 
 static const ipcp__remote_ops_t mpi_ops = {
     .name = "MPI",
-    .max_len = INT_MAX,
     .isend = mpi_isend,
     .irecv = mpi_irecv,
     .ibarrier = mpi_ibarrier,
@@ -159,6 +167,15 @@ static const ipcp__remote_ops_t mpi_ops = {
     .cancel = mpi_cancel,
     .close = mpi_close,
 };
+
+int ipcp__mpi_device_mem(void)
+{
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+    return MPIX_Query_cuda_support() == 1;
+#else
+    return 0;
+#endif
+}
 
 ipcp_status_t ipcp__mpi_remote(MPI_Comm comm, const ipcp__remote_ops_t **ops,
                                void **ctx)
@@ -168,17 +185,24 @@ ipcp_status_t ipcp__mpi_remote(MPI_Comm comm, const ipcp__remote_ops_t **ops,
     if (!c)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_INIT, IPCP_ERR_NOMEM,
                           "no memory for the MPI transport");
-    if (MPI_Comm_dup(comm, &c->comm) != MPI_SUCCESS) {
-        free(c);
-        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_INIT, IPCP_ERR_SYSTEM,
-                          "ipcp_init_mpi: MPI_Comm_dup failed");
+    for (int i = 0; i < 2; i++) {
+        if (MPI_Comm_dup(comm, &c->comm[i]) != MPI_SUCCESS) {
+            if (i)
+                MPI_Comm_free(&c->comm[0]);
+            free(c);
+            return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_INIT, IPCP_ERR_SYSTEM,
+                              "ipcp_init_mpi: MPI_Comm_dup failed");
+        }
+        MPI_Comm_set_errhandler(c->comm[i], MPI_ERRORS_RETURN);
     }
-    MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
     c->tag_ub = 32767; /* the least MPI promises */
-    if (MPI_Comm_get_attr(c->comm, MPI_TAG_UB, &ub, &flag) == MPI_SUCCESS &&
+    if (MPI_Comm_get_attr(c->comm[0], MPI_TAG_UB, &ub, &flag) == MPI_SUCCESS &&
         flag && ub)
         c->tag_ub = *ub;
-    *ops = &mpi_ops;
+    c->ops = mpi_ops;
+    c->ops.tag_max = c->tag_ub;
+    c->ops.device_mem = ipcp__mpi_device_mem();
+    *ops = &c->ops;
     *ctx = c;
     return IPCP_OK;
 }

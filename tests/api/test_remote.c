@@ -4,7 +4,10 @@
  * a receive from a rank elsewhere completes with the oldest unread send
  * to that rank with its tag (so no MPI is needed, and the sanitizers see
  * the routing).  Checks: ranks and size as the job's, every byte of an
- * echoed transfer, path remote, a receive too small, test and a timed
+ * echoed transfer (in the header, in pieces), path remote, a receive too
+ * small (nothing written, the rest drained), what no ipcpipe sends (a
+ * short message, another version's header, a sender that stops), test
+ * and a timed
  * wait, the barrier reaching the transport, calls that do not reach
  * another node refused, finalize ending a receive still posted and closing
  * the transport once, maps that do not fit refused (and the transport
@@ -20,49 +23,68 @@
 #include "engine/remote.h"
 #include "ipcpipe_cuda.h"
 
-enum { MAX_OPS = 16 };
+enum { MAX_OPS = 128 };
 
 typedef struct op {
-    int used, send, peer, tag, done, barrier;
-    void *buf;
+    int used, chan, send, peer, tag, done, barrier;
+    unsigned long order; /* a send's place among all sends */
+    void *buf;           /* a send's: a copy of its bytes, freed when read */
     size_t len;
 } op_t;
 
 typedef struct echo {
     op_t ops[MAX_OPS];
+    unsigned long sends;
     int barriers, closes, cancels;
 } echo_t;
 
 static echo_t echo;
 
-static ipcp_status_t echo_post(int send, void *buf, size_t len, int peer,
-                               int tag, void **out)
+static ipcp_status_t echo_post(int chan, int send, void *buf, size_t len,
+                               int peer, int tag, void **out)
 {
     for (int i = 0; i < MAX_OPS; i++)
         if (!echo.ops[i].used) {
-            echo.ops[i] = (op_t){1, send, peer, tag, 0, 0, buf, len};
+            if (send) {
+                void *copy = t_malloc(len + 1);
+                memcpy(copy, buf, len);
+                buf = copy;
+            }
+            echo.ops[i] = (op_t){.used = 1,
+                                 .chan = chan,
+                                 .send = send,
+                                 .peer = peer,
+                                 .tag = tag,
+                                 .order = echo.sends++,
+                                 .buf = buf,
+                                 .len = len};
             *out = &echo.ops[i];
             return IPCP_OK;
         }
-    return IPCP_ERR_NOMEM;
+    return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                      "echo: more than %d operations", MAX_OPS);
 }
 
-static ipcp_status_t echo_isend(void *ctx, const void *buf, size_t len,
+static ipcp_status_t echo_isend(void *ctx, int chan, const void *buf,
+                                size_t len, int peer, int tag, void **op)
+{
+    T_CHECK(ctx == &echo);
+    T_CHECK(chan == 0 || chan == 1);
+    T_CHECK(tag >= 0 && tag <= 1000);
+    return echo_post(chan, 1, (void *)buf, len, peer, tag, op);
+}
+
+static ipcp_status_t echo_irecv(void *ctx, int chan, void *buf, size_t len,
                                 int peer, int tag, void **op)
 {
     T_CHECK(ctx == &echo);
-    return echo_post(1, (void *)buf, len, peer, tag, op);
+    T_CHECK(chan == 0 || chan == 1);
+    return echo_post(chan, 0, buf, len, peer, tag, op);
 }
 
-static ipcp_status_t echo_irecv(void *ctx, void *buf, size_t len, int peer,
-                                int tag, void **op)
-{
-    T_CHECK(ctx == &echo);
-    return echo_post(0, buf, len, peer, tag, op);
-}
-
-/* A send ends at once (its data stays where it is until echoed); a
- * receive ends with the oldest send to its peer and tag not yet read. */
+/* A send ends at once (a copy of its bytes waits to be echoed); a
+ * receive ends with the oldest send to its peer, channel and tag not yet
+ * read. */
 static int echo_test(void *ctx, void *opp, ipcp_status_t *st, size_t *nbytes)
 {
     op_t *o = opp;
@@ -79,30 +101,37 @@ static int echo_test(void *ctx, void *opp, ipcp_status_t *st, size_t *nbytes)
         *st = IPCP_OK;
         return 1;
     }
+    op_t *s = NULL;
     for (int i = 0; i < MAX_OPS; i++) {
-        op_t *s = &echo.ops[i];
-        if (!s->used || !s->send || s->peer != o->peer || s->tag != o->tag)
-            continue;
-        *st = IPCP_OK;
-        if (s->len > o->len) {
-            *st = ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_TRUNCATED,
-                             "echo: %zu bytes for a receive of %zu", s->len,
-                             o->len);
-        } else {
-            memcpy(o->buf, s->buf, s->len);
-            *nbytes = s->len;
-        }
-        s->used = 0;
-        o->used = 0;
-        return 1;
+        op_t *c = &echo.ops[i];
+        if (c->used && c->send && c->peer == o->peer && c->tag == o->tag &&
+            c->chan == o->chan && (!s || c->order < s->order))
+            s = c;
     }
-    return 0;
+    if (!s)
+        return 0;
+    *st = IPCP_OK;
+    if (s->len > o->len) {
+        *st =
+            ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_TRUNCATED,
+                       "echo: %zu bytes for a receive of %zu", s->len, o->len);
+    } else {
+        memcpy(o->buf, s->buf, s->len);
+        *nbytes = s->len;
+    }
+    free(s->buf);
+    s->used = 0;
+    o->used = 0;
+    return 1;
 }
 
 static void echo_cancel(void *ctx, void *opp)
 {
+    op_t *o = opp;
     (void)ctx;
-    ((op_t *)opp)->used = 0;
+    if (o->send)
+        free(o->buf);
+    o->used = 0;
     echo.cancels++;
 }
 
@@ -110,7 +139,7 @@ static ipcp_status_t echo_ibarrier(void *ctx, void **op)
 {
     op_t *o;
     echo.barriers++;
-    ipcp_status_t st = echo_post(0, NULL, 0, -1, -1, op);
+    ipcp_status_t st = echo_post(0, 0, NULL, 0, -1, -1, op);
     (void)ctx;
     if (st == IPCP_OK) {
         o = *op;
@@ -127,7 +156,7 @@ static void echo_close(void *ctx)
 
 static const ipcp__remote_ops_t echo_ops = {
     .name = "echo",
-    .max_len = 1 << 20,
+    .tag_max = 1000,
     .isend = echo_isend,
     .irecv = echo_irecv,
     .test = echo_test,
@@ -171,6 +200,7 @@ static void round_trip(ipcp_comm_t *c, int peer, size_t n, int tag)
 
 static int case_loop(void)
 {
+    setenv("IPCPIPE_REMOTE_CHUNK", "64K", 1);
     ipcp_comm_t *c = one_rank();
     int local[3] = {-1, 0, -1};
     unsigned char buf[256], small[16];
@@ -180,9 +210,14 @@ static int case_loop(void)
     T_OK(ipcp__comm_remote(c, "whole", 1, 3, local, &echo_ops, &echo));
     T_EQ_INT(ipcp_comm_rank(c), 1);
     T_EQ_INT(ipcp_comm_size(c), 3);
+    /* In the header, at its edge, in pieces of 64 KiB (IPCPIPE_REMOTE_CHUNK
+     * below): one, several, past the window of 8, the last one short. */
     round_trip(c, 0, 0, 1);
     round_trip(c, 2, 4095, 2);
+    round_trip(c, 2, 4096, 2);
+    round_trip(c, 0, 4097, 3);
     round_trip(c, 0, 1 << 20, 3);
+    round_trip(c, 2, (2 << 20) + 3, 3);
     /* Tested, then waited for with a time limit, until its send comes. */
     T_OK(ipcp_irecv(c, buf, sizeof(buf), 2, 4, &r));
     T_STATUS(ipcp_test(r, &done, &info), IPCP_IN_PROGRESS);
@@ -193,14 +228,64 @@ static int case_loop(void)
     T_EQ_INT(done, 1);
     T_EQ_U64(info.nbytes, 6);
     T_CHECK(strcmp((char *)buf, "hello") == 0);
-    /* Too small. */
+    /* Too small, in the header and in pieces: nothing written, the
+     * pieces drained (the next message of the tag arrives whole). */
+    memset(small, 0x5a, sizeof(small));
     T_OK(ipcp_send(c, buf, sizeof(buf), 0, 5));
     T_STATUS(ipcp_recv(c, small, sizeof(small), 0, 5, NULL),
              IPCP_ERR_TRUNCATED);
-    T_MSG_HAS("256 bytes for a receive of 16");
-    /* Past what the transport carries; to this rank; past the job. */
-    T_STATUS(ipcp_isend(c, buf, (2 << 20), 0, 6, &r), IPCP_ERR_UNSUPPORTED);
-    T_MSG_HAS("echo carries at most 1048576");
+    T_MSG_HAS("a message of 256 bytes from rank 0 (on another node) for a "
+              "receive of 16");
+    T_CHECK(small[0] == 0x5a && small[15] == 0x5a);
+    {
+        size_t big = 300000, part = 100000;
+        unsigned char *out = t_malloc(big), *in = t_malloc(big);
+        ipcp_pattern_fill(out, big, t_fresh_seed(), 0);
+        memset(in, 0x5a, big);
+        T_OK(ipcp_send(c, out, big, 0, 5));
+        T_STATUS(ipcp_recv(c, in, part, 0, 5, NULL), IPCP_ERR_TRUNCATED);
+        T_MSG_HAS("a message of 300000 bytes from rank 0");
+        for (size_t i = 0; i < big; i++)
+            T_CHECK(in[i] == 0x5a);
+        free(out);
+        free(in);
+        round_trip(c, 0, 70000, 5);
+    }
+    /* What no ipcpipe sends: a short message, a header of another
+     * version, a sender that stops after its header (a piece of no
+     * bytes: the others asked for are cancelled). */
+    {
+        struct {
+            uint32_t magic, seq;
+            uint64_t len;
+            uint32_t chunk, flags;
+        } h = {0x69707232u, 0, 8, 0, 0};
+        void *op;
+        int cancels = echo.cancels;
+        T_OK(echo_post(0, 1, "junk", 4, 0, 8, &op));
+        T_STATUS(ipcp_recv(c, buf, sizeof(buf), 0, 8, NULL),
+                 IPCP_ERR_PEER_LOST);
+        T_MSG_HAS("a message of 4 bytes from rank 0 (on another node) is no "
+                  "ipcpipe header");
+        T_OK(echo_post(0, 1, &h, sizeof(h), 0, 8, &op));
+        T_STATUS(ipcp_recv(c, buf, sizeof(buf), 0, 8, NULL),
+                 IPCP_ERR_PEER_LOST);
+        T_MSG_HAS("a header ipcpipe cannot read (magic 0x69707232");
+        h.magic = 0x69707231u;
+        h.seq = 999;
+        h.len = 3 * 65536;
+        h.chunk = 65536;
+        unsigned char *in = t_malloc(h.len);
+        T_OK(echo_post(0, 1, &h, sizeof(h), 0, 8, &op));
+        T_OK(echo_post(1, 1, "", 0, 0, 999, &op));
+        T_STATUS(ipcp_recv(c, in, h.len, 0, 8, NULL), IPCP_ERR_PEER_LOST);
+        T_MSG_HAS("rank 0 (on another node) stopped sending after 0 of "
+                  "196608 bytes");
+        T_EQ_INT(echo.cancels - cancels, 2);
+        free(in);
+        round_trip(c, 0, 70000, 8);
+    }
+    /* To this rank; past the job. */
     T_STATUS(ipcp_isend(c, buf, 1, 1, 6, &r), IPCP_ERR_INVALID);
     T_MSG_HAS("is this rank");
     T_STATUS(ipcp_isend(c, buf, 1, 3, 6, &r), IPCP_ERR_INVALID);
@@ -214,8 +299,9 @@ static int case_loop(void)
     T_EQ_INT(echo.barriers, 1);
     /* Left posted: finalize cancels it and closes the transport. */
     T_OK(ipcp_irecv(c, buf, sizeof(buf), 0, 9, &r));
+    int cancels = echo.cancels;
     T_OK(ipcp_finalize(c));
-    T_EQ_INT(echo.cancels, 1);
+    T_EQ_INT(echo.cancels - cancels, 1);
     T_EQ_INT(echo.closes, 1);
     T_STATUS(ipcp_wait(r, NULL), IPCP_ERR_INVALID);
     return 0;

@@ -11,7 +11,16 @@
  * node still posted.  Links the shared library only, as a user's program
  * does.
  *
- *   mpirun -np N test_remote_mpi NODES */
+ * With "cuda" (built with the CUDA headers; the driver loaded at run
+ * time, 77 from every rank where there is no GPU), each side of each pair
+ * picks host or device memory of its own (cuMemAlloc, as a user's), so
+ * every pair of kinds crosses nodes, sizes up to 32 MiB, and a device
+ * receive too small.  "big": one message past INT_MAX bytes from rank 0
+ * to rank 1.  "die": rank 3 ends without a word while the others wait
+ * for it; mpirun must end the job (the ctest checks that it does, and
+ * with a failure).
+ *
+ *   mpirun -np N test_remote_mpi NODES [cuda|big|die] */
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,11 +28,143 @@
 #include <string.h>
 #include <time.h>
 
+#include <unistd.h>
+
 #include "ipcpipe_cuda.h"
 #include "ipcpipe_mpi.h"
 #include "mpitest.h"
 
+#ifdef T_CUDA
+#include <cuda.h>
+#include <dlfcn.h>
+#endif
+
 static int nodes = 2;
+static int use_dev; /* "cuda": buffers of device memory too */
+
+#ifdef T_CUDA
+/* The driver calls the test makes, loaded as the library loads them. */
+static struct {
+    CUresult (*init)(unsigned);
+    CUresult (*count)(int *);
+    CUresult (*get)(CUdevice *, int);
+    CUresult (*retain)(CUcontext *, CUdevice);
+    CUresult (*set)(CUcontext);
+    CUresult (*alloc)(CUdeviceptr *, size_t);
+    CUresult (*free)(CUdeviceptr);
+    CUresult (*htod)(CUdeviceptr, const void *, size_t);
+    CUresult (*dtoh)(void *, CUdeviceptr, size_t);
+    CUresult (*sync)(void);
+} cu;
+
+#define CU(call)                                                               \
+    do {                                                                       \
+        CUresult r_ = (call);                                                  \
+        if (r_ != CUDA_SUCCESS)                                                \
+            fail("%s:%d: %s: CUresult %d", __FILE__, __LINE__, #call,          \
+                 (int)r_);                                                     \
+    } while (0)
+
+/* 1 when a GPU is here, its first device's context current. */
+static int cu_open(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    int n = 0;
+    CUdevice d;
+    CUcontext c;
+    if (!h)
+        return 0;
+    *(void **)&cu.init = dlsym(h, "cuInit");
+    *(void **)&cu.count = dlsym(h, "cuDeviceGetCount");
+    *(void **)&cu.get = dlsym(h, "cuDeviceGet");
+    *(void **)&cu.retain = dlsym(h, "cuDevicePrimaryCtxRetain");
+    *(void **)&cu.set = dlsym(h, "cuCtxSetCurrent");
+    *(void **)&cu.alloc = dlsym(h, "cuMemAlloc_v2");
+    *(void **)&cu.free = dlsym(h, "cuMemFree_v2");
+    *(void **)&cu.htod = dlsym(h, "cuMemcpyHtoD_v2");
+    *(void **)&cu.dtoh = dlsym(h, "cuMemcpyDtoH_v2");
+    *(void **)&cu.sync = dlsym(h, "cuCtxSynchronize");
+    if (!cu.init || !cu.dtoh || !cu.sync || cu.init(0) != CUDA_SUCCESS ||
+        cu.count(&n) != CUDA_SUCCESS || n < 1)
+        return 0;
+    CU(cu.get(&d, 0));
+    CU(cu.retain(&c, d));
+    CU(cu.set(c));
+    return 1;
+}
+#endif
+
+/* A buffer of n bytes, of device memory where dev is set. */
+static unsigned char *buf_new(size_t n, int dev)
+{
+#ifdef T_CUDA
+    if (dev) {
+        CUdeviceptr p;
+        CU(cu.alloc(&p, n ? n : 1));
+        return (unsigned char *)(uintptr_t)p;
+    }
+#endif
+    (void)dev;
+    unsigned char *p = malloc(n ? n : 1);
+    if (!p)
+        fail("out of memory (%zu bytes)", n);
+    return p;
+}
+
+static void buf_free(unsigned char *b, int dev)
+{
+#ifdef T_CUDA
+    if (dev) {
+        CU(cu.free((CUdeviceptr)(uintptr_t)b));
+        return;
+    }
+#endif
+    (void)dev;
+    free(b);
+}
+
+/* Host bytes h into the buffer, and back. */
+static void buf_put(unsigned char *b, const unsigned char *h, size_t n, int dev)
+{
+#ifdef T_CUDA
+    if (dev) {
+        /* A pageable copy may return before its DMA lands, and the
+         * library's streams do not wait for the legacy one. */
+        if (n)
+            CU(cu.htod((CUdeviceptr)(uintptr_t)b, h, n));
+        CU(cu.sync());
+        return;
+    }
+#endif
+    (void)dev;
+    memcpy(b, h, n);
+}
+
+static void buf_get(unsigned char *h, const unsigned char *b, size_t n, int dev)
+{
+#ifdef T_CUDA
+    if (dev) {
+        if (n)
+            CU(cu.dtoh(h, (CUdeviceptr)(uintptr_t)b, n));
+        return;
+    }
+#endif
+    (void)dev;
+    memcpy(h, b, n);
+}
+
+/* Whether the buffer rank `from` sends rank `to` in round k is device
+ * memory, and the one `to` receives it in: each side's own pick, so
+ * that the four pairs of kinds all occur. */
+static int dev_send(int from, int to, int k)
+{
+    return use_dev && (from * 7 + to * 3 + k) % 3 != 0;
+}
+
+static int dev_recv(int from, int to, int k)
+{
+    return use_dev && (to * 5 + from + k) % 2 == 0;
+}
 
 static void *xmalloc(size_t n)
 {
@@ -55,13 +196,16 @@ static void all_pairs(ipcp_comm_t *c, MPI_Comm world_of, size_t n,
     /* The MPI_COMM_WORLD rank of each rank of c, for its node. */
     MPI_Comm_rank(MPI_COMM_WORLD, &wme);
     MPI_Allgather(&wme, 1, MPI_INT, wr, 1, MPI_INT, world_of);
+    unsigned char *tmp = xmalloc(n);
     for (int p = 0; p < size; p++) {
         if (p == me)
             continue;
-        out[p] = xmalloc(n);
-        in[p] = xmalloc(n);
-        fill(out[p], n, seed_of(base, me, p, k));
-        memset(in[p], 0xa5, n);
+        out[p] = buf_new(n, dev_send(me, p, k));
+        in[p] = buf_new(n, dev_recv(p, me, k));
+        fill(tmp, n, seed_of(base, me, p, k));
+        buf_put(out[p], tmp, n, dev_send(me, p, k));
+        memset(tmp, 0xa5, n);
+        buf_put(in[p], tmp, n, dev_recv(p, me, k));
         OK(ipcp_irecv(c, in[p], n, p, 10 + k, &rr[p]));
     }
     for (int p = 0; p < size; p++)
@@ -75,9 +219,13 @@ static void all_pairs(ipcp_comm_t *c, MPI_Comm world_of, size_t n,
         OK(ipcp_wait(rr[p], &info));
         unsigned char *want = xmalloc(n);
         fill(want, n, seed_of(base, p, me, k));
-        if (info.nbytes != n || memcmp(in[p], want, n) != 0)
-            fail("%zu bytes from rank %d (%s node): data differs (%zu came)", n,
-                 p, remote ? "another" : "this", info.nbytes);
+        buf_get(tmp, in[p], n, dev_recv(p, me, k));
+        if (info.nbytes != n || memcmp(tmp, want, n) != 0)
+            fail("%zu bytes from rank %d (%s node, %s to %s memory): data "
+                 "differs (%zu came)",
+                 n, p, remote ? "another" : "this",
+                 dev_send(p, me, k) ? "device" : "host",
+                 dev_recv(p, me, k) ? "device" : "host", info.nbytes);
         if ((info.path == IPCP_PATH_REMOTE) != remote)
             fail("%zu bytes from rank %d (%s node) came by path %s", n, p,
                  remote ? "another" : "this", ipcp_path_name(info.path));
@@ -86,9 +234,10 @@ static void all_pairs(ipcp_comm_t *c, MPI_Comm world_of, size_t n,
             fail("%zu bytes to rank %d (%s node) went by path %s", n, p,
                  remote ? "another" : "this", ipcp_path_name(info.path));
         free(want);
-        free(out[p]);
-        free(in[p]);
+        buf_free(out[p], dev_send(me, p, k));
+        buf_free(in[p], dev_recv(p, me, k));
     }
+    free(tmp);
     free(out);
     free(in);
     free(rr);
@@ -164,6 +313,51 @@ static void test_and_truncate(ipcp_comm_t *c, uint64_t base)
     }
 }
 
+/* Rank 0's device memory into a device receive of rank 1 (another node)
+ * too small: nothing written, the pieces drained, the next message of the
+ * tag whole. */
+static void truncate_dev(ipcp_comm_t *c, uint64_t base)
+{
+    size_t big = (9 << 20) + 1, small = 1 << 20, next = 4097;
+    int me = ipcp_comm_rank(c);
+    unsigned char *h = xmalloc(big), *want = xmalloc(big);
+    if (me == 0) {
+        unsigned char *d = buf_new(big, 1);
+        fill(h, big, seed_of(base, 0, 1, 50));
+        buf_put(d, h, big, 1);
+        ipcp_status_t st = ipcp_send(c, d, big, 1, 50);
+        if (st != IPCP_OK && st != IPCP_ERR_TRUNCATED)
+            fail("device send too large for its receive: %s (%s)",
+                 ipcp_strerror(st), ipcp_last_error());
+        fill(h, next, seed_of(base, 0, 1, 51));
+        buf_put(d, h, next, 1);
+        OK(ipcp_send(c, d, next, 1, 50));
+        buf_free(d, 1);
+    } else if (me == 1) {
+        unsigned char *d = buf_new(small, 1);
+        memset(h, 0x5a, small);
+        buf_put(d, h, small, 1);
+        ipcp_status_t st = ipcp_recv(c, d, small, 0, 50, NULL);
+        if (st != IPCP_ERR_TRUNCATED ||
+            !strstr(ipcp_last_error(), "for a receive of 1048576"))
+            fail("device receive of 1 MiB for 9 MiB: %s (%s)",
+                 ipcp_strerror(st), ipcp_last_error());
+        buf_get(h, d, small, 1);
+        for (size_t i = 0; i < small; i++)
+            if (h[i] != 0x5a)
+                fail("a truncated device receive was written at %zu", i);
+        ipcp_xfer_info_t info;
+        OK(ipcp_recv(c, d, small, 0, 50, &info));
+        fill(want, next, seed_of(base, 0, 1, 51));
+        buf_get(h, d, next, 1);
+        if (info.nbytes != next || memcmp(h, want, next))
+            fail("the device message after a truncated one differs");
+        buf_free(d, 1);
+    }
+    free(h);
+    free(want);
+}
+
 /* Calls that reach only this node's ranks, aimed at rank 1 from rank 0. */
 static void refused(ipcp_comm_t *c)
 {
@@ -196,6 +390,50 @@ static void barrier(ipcp_comm_t *c)
              MPI_Wtime() - t0);
 }
 
+/* One message past INT_MAX bytes, rank 0 to rank 1 (another node). */
+static void big(ipcp_comm_t *c, uint64_t base)
+{
+    size_t n = (size_t)2147483647 + 4097;
+    int me = ipcp_comm_rank(c);
+    if (me > 1)
+        return;
+    unsigned char *b = xmalloc(n), *want = xmalloc(n);
+    ipcp_xfer_info_t info;
+    fill(want, n, seed_of(base, 0, 1, 60));
+    if (me == 0) {
+        OK(ipcp_send(c, want, n, 1, 60));
+    } else {
+        memset(b, 0xa5, n);
+        OK(ipcp_recv(c, b, n, 0, 60, &info));
+        if (info.nbytes != n || info.path != IPCP_PATH_REMOTE ||
+            memcmp(b, want, n))
+            fail("%zu bytes from rank 0: data differs (%zu came, path %s)", n,
+                 info.nbytes, ipcp_path_name(info.path));
+        printf("rank 1: %zu bytes from rank 0 (another node): checked\n", n);
+    }
+    free(b);
+    free(want);
+}
+
+/* Rank 3 ends without a word; the others wait for a message from it
+ * (rank 1 on its node, ranks 0 and 2 on the other) and say what ipcpipe
+ * told them, if they are still running then. */
+static void die(ipcp_comm_t *c)
+{
+    int me = ipcp_comm_rank(c);
+    unsigned char b[64];
+    OK(ipcp_barrier(c));
+    if (me == 3) {
+        fprintf(stderr, "rank 3: ending now, without MPI_Finalize\n");
+        _exit(7);
+    }
+    ipcp_status_t st = ipcp_recv(c, b, sizeof(b), 3, 70, NULL);
+    printf("rank %d: a receive from rank 3 (%s node) returned %s (%s)\n", me,
+           me % nodes == 1 ? "this" : "another", ipcp_strerror(st),
+           ipcp_last_error());
+    fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
     ipcp_comm_t *world = NULL, *half = NULL;
@@ -204,15 +442,31 @@ int main(int argc, char **argv)
     uint64_t base = 0;
     char node[16];
     static const size_t sizes[] = {
-        0, 1, 4095, (64 << 10) + 5, (1 << 20) + 3, (8 << 20) + 1};
+        0, 1, 4096, 4097, (64 << 10) + 5, (1 << 20) + 3, (8 << 20) + 1};
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     t_rank = rank;
+    const char *mode = argc > 2 ? argv[2] : "";
     if (argc > 1)
         nodes = atoi(argv[1]);
-    if (nodes < 1 || size < 2 * nodes)
+    if (!strcmp(mode, "cuda")) {
+#ifdef T_CUDA
+        int here = cu_open(), all = 0;
+        MPI_Allreduce(&here, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        if (!all) {
+            if (rank == 0)
+                printf("SKIP: no GPU for every rank\n");
+            MPI_Finalize();
+            return 77;
+        }
+        use_dev = 1;
+#else
+        fail("built without the CUDA headers: no cuda mode");
+#endif
+    }
+    if (nodes < 1 || size < (strcmp(mode, "big") ? 2 : 1) * nodes)
         fail("%d nodes of %d ranks: each node needs two", nodes, size);
     snprintf(node, sizeof(node), "node%d", rank % nodes);
     setenv("IPCPIPE_NODE", node, 1);
@@ -223,10 +477,23 @@ int main(int argc, char **argv)
     if (rank == 0)
         base = (uint64_t)(MPI_Wtime() * 1e6) ^ 0x9e3779b97f4a7c15ull;
     MPI_Bcast(&base, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    if (!strcmp(mode, "big") || !strcmp(mode, "die")) {
+        if (mode[0] == 'b')
+            big(world, base);
+        else
+            die(world);
+        OK(ipcp_finalize(world));
+        MPI_Finalize();
+        return 0;
+    }
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
         all_pairs(world, MPI_COMM_WORLD, sizes[i], base, (int)i);
+    if (use_dev)
+        all_pairs(world, MPI_COMM_WORLD, (32 << 20) + 5, base, 20);
     ring(world, (256 << 10) + 1, base);
     test_and_truncate(world, base);
+    if (use_dev && nodes > 1)
+        truncate_dev(world, base);
     refused(world);
     barrier(world);
     /* A second job: the first and second half of the ranks, each over
@@ -245,9 +512,10 @@ int main(int argc, char **argv)
     OK(ipcp_finalize(world));
     if (ipcp_wait(orphan, NULL) != IPCP_ERR_INVALID)
         fail("the receive left posted outlived finalize");
-    printf("rank %d of %d (node %s): every pair at 0 B to 8 MiB, rings, a "
-           "tested receive, truncation, barrier, a split job: checked\n",
-           rank, size, node);
+    printf("rank %d of %d (node %s): every pair at 0 B to %s MiB%s, rings, "
+           "a tested receive, truncation, barrier, a split job: checked\n",
+           rank, size, node, use_dev ? "32" : "8",
+           use_dev ? " (host and device memory)" : "");
     MPI_Finalize();
     return 0;
 }

@@ -560,6 +560,7 @@ const ipcp__backend_ops_t ipcp__cuda_backend_ops = {
     .mem_access = ipcp__cuda_mem_access,
     .queue_create = ipcp__cuda_queue_create,
     .queue_destroy = ipcp__cuda_queue_destroy,
+    .queue_user = ipcp__cuda_queue_user,
     .copy = ipcp__cuda_copy,
     .rcopy = NULL,
     .flag_write = ipcp__cuda_flag_write,

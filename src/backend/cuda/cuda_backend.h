@@ -240,12 +240,15 @@ struct ipcp__queue {
     CUstream stream;
     atomic_int polled; /* events the poller has not finished */
     int wrapped;       /* the user's stream: never drained or destroyed */
+    int user;          /* ours, used from the user's threads (queue_user) */
     CUevent join_ev;   /* recorded here by joins, made on first use */
 };
 
 ipcp_status_t ipcp__cuda_queue_create(ipcp__backend_t *be, int device,
                                       ipcp__queue_t **q);
 void ipcp__cuda_queue_destroy(ipcp__queue_t *q);
+ipcp_status_t ipcp__cuda_queue_user(ipcp__backend_t *be, int device,
+                                    ipcp__queue_t **q);
 ipcp_status_t ipcp__cuda_copy(ipcp__queue_t *q, void *dst, const void *src,
                               size_t len, ipcp__track_t *t);
 ipcp_status_t ipcp__cuda_flag_write(ipcp__queue_t *q, uint64_t *flag,

@@ -222,38 +222,51 @@ void ipcp__cuda_queue_destroy(ipcp__queue_t *q)
     free(q);
 }
 
+/* Operations on a user's stream, and on our queues that the user's
+ * threads use (queue_user), run on the user's thread: its current context
+ * is pushed and popped around them, never replaced. */
+static ipcp_status_t cuda_enter_q(ipcp__queue_t *q, ipcp__cuda_scope_t *sc)
+{
+    sc->pushed = 0;
+    if (q->wrapped || q->user)
+        return ipcp__cuda_enter(q->be, q->device, IPCP_LOG_ERROR, sc);
+    return ipcp__cuda_bind(q->be, q->ctx);
+}
+
+ipcp_status_t ipcp__cuda_queue_user(ipcp__backend_t *be, int device,
+                                    ipcp__queue_t **q)
+{
+    ipcp_status_t st = ipcp__cuda_queue_create(be, device, q);
+    if (st == IPCP_OK)
+        (*q)->user = 1;
+    return st;
+}
+
 /* With unified addressing one call serves device to device (peer
  * included), device to registered host and host to device. */
 ipcp_status_t ipcp__cuda_copy(ipcp__queue_t *q, void *dst, const void *src,
                               size_t len, ipcp__track_t *t)
 {
+    ipcp__cuda_scope_t sc;
     if (len == 0 || cuda_skip(t))
         return IPCP_OK;
-    ipcp_status_t st = ipcp__cuda_bind(q->be, q->ctx);
+    ipcp_status_t st = cuda_enter_q(q, &sc);
     if (st != IPCP_OK)
         return st;
-    return ipcp__cu_check(IPCP_CU(cuMemcpyAsync)((CUdeviceptr)(uintptr_t)dst,
-                                                 (CUdeviceptr)(uintptr_t)src,
-                                                 len, q->stream),
-                          IPCP_LOG_ERROR,
-                          "cuMemcpyAsync(dst %p, src %p, %zu bytes, stream of "
-                          "device %d)",
-                          dst, src, len, q->device);
+    st = ipcp__cu_check(IPCP_CU(cuMemcpyAsync)((CUdeviceptr)(uintptr_t)dst,
+                                               (CUdeviceptr)(uintptr_t)src, len,
+                                               q->stream),
+                        IPCP_LOG_ERROR,
+                        "cuMemcpyAsync(dst %p, src %p, %zu bytes, stream of "
+                        "device %d)",
+                        dst, src, len, q->device);
+    ipcp__cuda_leave(&sc);
+    return st;
 }
 
 /* The default flags put a memory fence before the write (like
  * __threadfence_system, scoped to the stream), so the data of earlier
  * copies is visible to whoever sees the flag. */
-/* Flag operations on a user's stream run on the user's thread: its
- * current context is pushed and popped around them, never replaced. */
-static ipcp_status_t cuda_enter_q(ipcp__queue_t *q, ipcp__cuda_scope_t *sc)
-{
-    sc->pushed = 0;
-    if (q->wrapped)
-        return ipcp__cuda_enter(q->be, q->device, IPCP_LOG_ERROR, sc);
-    return ipcp__cuda_bind(q->be, q->ctx);
-}
-
 /* A wait is often followed by device work reading what a peer GPU wrote
  * into our memory (a direct transfer): where the device can, the wait also
  * flushes remote writes, so that they are visible to that work. */
@@ -371,16 +384,18 @@ static void CUDA_CB cuda_notify_cb(CUstream stream, CUresult status, void *arg)
  * engine's request waiting forever; a callback is called with the error. */
 ipcp_status_t ipcp__cuda_notify(ipcp__queue_t *q, ipcp__track_t *t)
 {
-    ipcp_status_t st = ipcp__cuda_bind(q->be, q->ctx);
+    ipcp__cuda_scope_t sc;
+    ipcp_status_t st = cuda_enter_q(q, &sc);
     if (st != IPCP_OK)
         return st;
     if (q->be->poller)
-        return ipcp__cuda_poll_notify(q->be, q->ctx, q->device, q->stream,
-                                      &q->polled, t);
-    return ipcp__cu_check(
-        IPCP_CU(cuStreamAddCallback)(q->stream, cuda_notify_cb, t, 0),
-        IPCP_LOG_ERROR,
-        "cuStreamAddCallback(stream of "
-        "device %d)",
-        q->device);
+        st = ipcp__cuda_poll_notify(q->be, q->ctx, q->device, q->stream,
+                                    &q->polled, t);
+    else
+        st = ipcp__cu_check(
+            IPCP_CU(cuStreamAddCallback)(q->stream, cuda_notify_cb, t, 0),
+            IPCP_LOG_ERROR, "cuStreamAddCallback(stream of device %d)",
+            q->device);
+    ipcp__cuda_leave(&sc);
+    return st;
 }

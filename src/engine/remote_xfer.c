@@ -1,0 +1,727 @@
+/* Transfers with ranks on other nodes: the header, the pieces and the
+ * staging of device memory (engine/remote_xfer.h says how). */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/status.h"
+#include "engine/remote_xfer.h"
+
+#define RX_MAGIC 0x69707231u /* "ipr1": the header below, version 1 */
+/* The largest piece a receiver accepts (the setting's bound). */
+#define RX_CHUNK_MAX ((uint64_t)64 << 20)
+/* Pieces in flight: host memory's in place; device memory's, one slot
+ * each (a deeper ring gained nothing where the transport is slower than
+ * the copies, and it costs pinned memory per transfer). */
+enum { RX_WIN_HOST = 8, RX_SLOTS = 4 };
+/* Transfers other than the one waited for that a look moves on. */
+enum { RX_PROGRESS_OTHERS = 2 };
+
+typedef struct rx_hdr {
+    uint32_t magic;
+    uint32_t seq;   /* the pieces' tag on channel 1 */
+    uint64_t len;   /* bytes of the message */
+    uint32_t chunk; /* bytes a piece (the last may be shorter); 0: the
+                       bytes follow the header */
+    uint32_t flags; /* 0 */
+} rx_hdr_t;
+
+/* Pinned host memory of one transfer at a time: RX_SLOTS slots. */
+typedef struct rx_slots {
+    ipcp__list_t link; /* in rm->slots while free */
+    const ipcp__backend_ops_t *ops;
+    ipcp__backend_t *be;
+    int device;
+    size_t size; /* of a slot */
+    unsigned char *mem;
+    void *reg;
+} rx_slots_t;
+
+/* A device's copy queues: [0] device to host, [1] host to device, so
+ * that the two directions run on both copy engines. */
+typedef struct rx_queues {
+    ipcp__list_t link; /* in rm->queues */
+    const ipcp__backend_ops_t *ops;
+    ipcp__backend_t *be;
+    int device;
+    ipcp__queue_t *q[2];
+} rx_queues_t;
+
+enum { W_IDLE, W_COPY, W_MOVE };
+
+typedef struct rx_win {
+    int state;
+    uint64_t k;          /* its piece */
+    void *op;            /* the piece's transport operation (W_MOVE) */
+    unsigned char *slot; /* its staging slot, NULL: in place */
+    ipcp__track_t tr;    /* its copy (W_COPY) */
+    atomic_int copied;   /* set by the copy's notify, its last act */
+} rx_win_t;
+
+enum { X_HEAD, X_PIECES, X_END };
+
+struct ipcp__rx {
+    ipcp__list_t link; /* in rx_running until it ends */
+    ipcp__remote_t *rm;
+    int send, peer, tag;
+    unsigned char *buf;
+    size_t cap; /* send: its length; receive: the buffer's */
+    int dev;    /* buf is device memory */
+    ipcp__rx_dev_t d;
+    int staged; /* device memory's pieces go through slots */
+    int phase;
+    void *hop; /* the header's operation while it runs */
+    void *sop; /* the sender's stop while it runs */
+    uint64_t len, chunk, n;      /* the message: bytes, a piece, pieces */
+    uint32_t seq;
+    uint64_t next;  /* the next piece to start */
+    uint64_t given; /* sender: pieces handed to the transport, in order */
+    uint64_t ndone;
+    int nwin;
+    int drain;   /* receiver: take the pieces, write nothing */
+    int stopped; /* no more pieces start (a failure, or the sender's) */
+    rx_win_t *win; /* nwin entries, for pieces or a copy */
+    rx_slots_t *slots;
+    rx_queues_t *qs;
+    unsigned char *scratch; /* where a host receiver drains */
+    ipcp_status_t st;
+    size_t nbytes;
+    char err[IPCP_ERRMSG_MAX];
+    size_t hbn;          /* bytes of hb */
+    unsigned char hb[];  /* the header, and bytes it carries */
+};
+
+static ipcp__list_t rx_running = {&rx_running, &rx_running};
+
+/* The first failure is the transfer's (its message: the last error). */
+static void rx_fail(ipcp__rx_t *x, ipcp_status_t st)
+{
+    if (x->st != IPCP_OK)
+        return;
+    x->st = st;
+    snprintf(x->err, sizeof(x->err), "%s", ipcp_last_error());
+}
+
+static size_t rx_piece_len(const ipcp__rx_t *x, uint64_t k)
+{
+    uint64_t off = k * x->chunk;
+    return (size_t)(x->len - off < x->chunk ? x->len - off : x->chunk);
+}
+
+/* ---- Staging --------------------------------------------------------- */
+
+static ipcp_status_t rx_queues(ipcp__remote_t *rm, const ipcp__rx_dev_t *d,
+                               rx_queues_t **out)
+{
+    ipcp__list_t *e;
+    rx_queues_t *qs;
+    ipcp_status_t st;
+    for (e = rm->queues.next; e != &rm->queues; e = e->next) {
+        qs = ipcp__list_entry(e, rx_queues_t, link);
+        if (qs->be == d->be && qs->device == d->device) {
+            *out = qs;
+            return IPCP_OK;
+        }
+    }
+    if (!d->ops->queue_user || !d->ops->notify)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                          "%s memory cannot reach a rank on another node: "
+                          "its backend has no queue for the caller's threads",
+                          d->ops->name);
+    if (!(qs = calloc(1, sizeof(*qs))))
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                          "no memory for the copy queues of device %d",
+                          d->device);
+    qs->ops = d->ops;
+    qs->be = d->be;
+    qs->device = d->device;
+    for (int i = 0; i < 2; i++)
+        if ((st = d->ops->queue_user(d->be, d->device, &qs->q[i])) !=
+            IPCP_OK) {
+            if (i)
+                d->ops->queue_destroy(qs->q[0]);
+            free(qs);
+            return st;
+        }
+    ipcp__list_push_back(&rm->queues, &qs->link);
+    *out = qs;
+    return IPCP_OK;
+}
+
+/* A free set of slots of `size` bytes for the device, else a new one. */
+static ipcp_status_t rx_slots_take(ipcp__remote_t *rm,
+                                   const ipcp__rx_dev_t *d, size_t size,
+                                   rx_slots_t **out)
+{
+    ipcp__list_t *e;
+    rx_slots_t *s;
+    ipcp_status_t st;
+    for (e = rm->slots.next; e != &rm->slots; e = e->next) {
+        s = ipcp__list_entry(e, rx_slots_t, link);
+        if (s->be == d->be && s->device == d->device && s->size == size) {
+            ipcp__list_del(&s->link);
+            *out = s;
+            return IPCP_OK;
+        }
+    }
+    /* size is a multiple of 4096 (the setting's bound and the header's
+     * check), as aligned_alloc wants. */
+    if (!(s = calloc(1, sizeof(*s))) ||
+        !(s->mem = aligned_alloc(4096, size * RX_SLOTS))) {
+        free(s);
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                          "no memory for %d staging slots of %zu bytes",
+                          RX_SLOTS, size);
+    }
+    s->ops = d->ops;
+    s->be = d->be;
+    s->device = d->device;
+    s->size = size;
+    if (d->ops->shm_register &&
+        (st = d->ops->shm_register(d->be, s->mem, size * RX_SLOTS, d->device,
+                                   &s->reg)) != IPCP_OK) {
+        free(s->mem);
+        free(s);
+        return st;
+    }
+    ipcp__list_init(&s->link);
+    IPCP_DEBUG(IPCP_SUB_API,
+               "%d staging slots of %zu bytes for device %d (ranks on other "
+               "nodes)",
+               RX_SLOTS, size, d->device);
+    *out = s;
+    return IPCP_OK;
+}
+
+static void rx_slots_destroy(rx_slots_t *s)
+{
+    if (s->reg)
+        s->ops->shm_unregister(s->be, s->reg);
+    free(s->mem);
+    free(s);
+}
+
+void ipcp__rx_stage_free(ipcp__remote_t *rm)
+{
+    ipcp__list_t *e;
+    while ((e = ipcp__list_pop_front(&rm->slots)))
+        rx_slots_destroy(ipcp__list_entry(e, rx_slots_t, link));
+    while ((e = ipcp__list_pop_front(&rm->queues))) {
+        rx_queues_t *qs = ipcp__list_entry(e, rx_queues_t, link);
+        qs->ops->queue_destroy(qs->q[0]);
+        qs->ops->queue_destroy(qs->q[1]);
+        free(qs);
+    }
+}
+
+static void rx_copied_cb(ipcp__track_t *t)
+{
+    atomic_store_explicit(&((rx_win_t *)t->arg)->copied, 1,
+                          memory_order_release);
+}
+
+/* Enqueues a copy of a piece and its notify on queue dir. */
+static ipcp_status_t rx_copy(ipcp__rx_t *x, rx_win_t *w, int dir, void *dst,
+                             const void *src, size_t len)
+{
+    ipcp__queue_t *q = x->qs->q[dir];
+    const ipcp__backend_ops_t *ops = x->qs->ops;
+    atomic_store_explicit(&w->copied, 0, memory_order_relaxed);
+    ipcp__track_init(&w->tr, 1, rx_copied_cb, w);
+    ipcp_status_t st = ops->copy(q, dst, src, len, &w->tr);
+    if (st == IPCP_OK)
+        st = ops->notify(q, &w->tr);
+    if (st != IPCP_OK) {
+        /* Nothing of this copy runs on: what was enqueued is waited for
+         * by the queue's next notify or its destroy. */
+        ipcp__track_destroy(&w->tr);
+        return st;
+    }
+    w->state = W_COPY;
+    return IPCP_OK;
+}
+
+/* ---- Pieces ---------------------------------------------------------- */
+
+static ipcp_status_t rx_win_alloc(ipcp__rx_t *x, int n)
+{
+    if (!(x->win = calloc((size_t)n, sizeof(*x->win))))
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                          "no memory for a transfer's %d pieces in flight", n);
+    x->nwin = n;
+    return IPCP_OK;
+}
+
+static ipcp_status_t rx_post(ipcp__rx_t *x, int chan, void *buf, size_t len,
+                             int tag, void **op)
+{
+    ipcp__remote_t *rm = x->rm;
+    return x->send ? rm->ops->isend(rm->ctx, chan, buf, len, x->peer, tag, op)
+                   : rm->ops->irecv(rm->ctx, chan, buf, len, x->peer, tag, op);
+}
+
+/* The sender stops: the receiver learns it from a piece of no bytes in
+ * the place of the next one (and nothing after it). */
+static void rx_send_stop(ipcp__rx_t *x)
+{
+    void *op = NULL;
+    x->stopped = 1;
+    if (x->given >= x->n)
+        return;
+    x->given = x->n;
+    if (rx_post(x, 1, x->hb, 0, (int)x->seq, &op) == IPCP_OK)
+        x->sop = op; /* else the transport failed: the peer hears of it */
+}
+
+/* Starts piece k in entry w. */
+static void rx_start_piece(ipcp__rx_t *x, rx_win_t *w, uint64_t k)
+{
+    size_t len = rx_piece_len(x, k);
+    unsigned char *at = x->buf + k * x->chunk;
+    ipcp_status_t st;
+    w->k = k;
+    w->slot = x->slots ? x->slots->mem + (size_t)(w - x->win) * x->chunk
+                       : NULL;
+    if (x->send && w->slot) {
+        st = rx_copy(x, w, 0, w->slot, at, len);
+    } else {
+        void *to = at;
+        if (!x->send && x->drain)
+            to = w->slot ? w->slot : x->scratch;
+        else if (!x->send && w->slot)
+            to = w->slot;
+        st = rx_post(x, 1, to, len, (int)x->seq, &w->op);
+        if (st == IPCP_OK) {
+            w->state = W_MOVE;
+            if (x->send)
+                x->given++;
+        }
+    }
+    if (st != IPCP_OK) {
+        rx_fail(x, st);
+        if (x->send)
+            rx_send_stop(x);
+        else
+            x->stopped = 1; /* the transport failed: nothing more comes */
+    }
+}
+
+/* Moves entry w on; 1 when it changed. */
+static int rx_step_win(ipcp__rx_t *x, rx_win_t *w)
+{
+    ipcp__remote_t *rm = x->rm;
+    ipcp_status_t st = IPCP_OK;
+    size_t n = 0;
+    if (w->state == W_COPY) {
+        if (!atomic_load_explicit(&w->copied, memory_order_acquire))
+            return 0;
+        if (!ipcp__track_ok(&w->tr)) {
+            char msg[IPCP_ERRMSG_MAX];
+            ipcp__track_errmsg(&w->tr, msg, sizeof(msg));
+            rx_fail(x, ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API,
+                                  (ipcp_status_t)atomic_load(&w->tr.status),
+                                  "a copy of a transfer with rank %d (on "
+                                  "another node): %s",
+                                  x->peer, msg));
+        }
+        ipcp__track_destroy(&w->tr);
+        if (!x->send) {
+            w->state = W_IDLE;
+            x->ndone++;
+            return 1;
+        }
+        if (x->st != IPCP_OK) {
+            w->state = W_IDLE;
+            rx_send_stop(x);
+            return 1;
+        }
+        if (w->k != x->given)
+            return 0; /* pieces reach the transport in their order */
+        st = rx_post(x, 1, w->slot, rx_piece_len(x, w->k), (int)x->seq,
+                     &w->op);
+        if (st != IPCP_OK) {
+            w->state = W_IDLE;
+            rx_fail(x, st);
+            rx_send_stop(x);
+            return 1;
+        }
+        x->given++;
+        w->state = W_MOVE;
+        return 1;
+    }
+    if (w->state != W_MOVE || !rm->ops->test(rm->ctx, w->op, &st, &n))
+        return 0;
+    w->op = NULL;
+    w->state = W_IDLE;
+    if (st != IPCP_OK) {
+        rx_fail(x, st);
+        x->stopped = 1;
+        if (x->send)
+            x->given = x->n;
+        return 1;
+    }
+    if (x->send) {
+        x->ndone++;
+        return 1;
+    }
+    size_t want = rx_piece_len(x, w->k);
+    if (n == 0 && want > 0) {
+        /* The sender stopped: no more pieces come; cancel those asked. */
+        rx_fail(x, ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_PEER_LOST,
+                              "rank %d (on another node) stopped sending "
+                              "after %llu of %llu bytes: its side failed",
+                              x->peer,
+                              (unsigned long long)(w->k * x->chunk),
+                              (unsigned long long)x->len));
+        x->stopped = 1;
+        for (int i = 0; i < x->nwin; i++)
+            if (x->win[i].state == W_MOVE) {
+                rm->ops->cancel(rm->ctx, x->win[i].op);
+                x->win[i].op = NULL;
+                x->win[i].state = W_IDLE;
+            }
+        return 1;
+    }
+    if (n != want) {
+        rx_fail(x, ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API,
+                              IPCP_ERR_PEER_LOST,
+                              "rank %d (on another node) sent a piece of %zu "
+                              "bytes where %zu were due",
+                              x->peer, n, want));
+        x->drain = 1; /* the rest is taken and dropped */
+    }
+    if (w->slot && !x->drain) {
+        st = rx_copy(x, w, 1, x->buf + w->k * x->chunk, w->slot, want);
+        if (st == IPCP_OK)
+            return 1;
+        rx_fail(x, st);
+        x->drain = 1;
+    }
+    x->ndone++;
+    return 1;
+}
+
+/* ---- The header ------------------------------------------------------ */
+
+/* The queues and slots a staged transfer moves its pieces through. */
+static ipcp_status_t rx_stage(ipcp__rx_t *x)
+{
+    ipcp_status_t st = rx_queues(x->rm, &x->d, &x->qs);
+    return st == IPCP_OK ? rx_slots_take(x->rm, &x->d, x->chunk, &x->slots)
+                         : st;
+}
+
+/* What the receiver needs for the pieces of a message it takes. */
+static ipcp_status_t rx_recv_ready(ipcp__rx_t *x)
+{
+    if (x->dev && x->staged)
+        return rx_stage(x);
+    if (x->drain && !(x->scratch = malloc(x->chunk)))
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                          "no memory to drain a message of rank %d",
+                          x->peer);
+    return IPCP_OK;
+}
+
+static void rx_truncated(ipcp__rx_t *x)
+{
+    rx_fail(x, ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_TRUNCATED,
+                          "a message of %llu bytes from rank %d (on another "
+                          "node) for a receive of %zu",
+                          (unsigned long long)x->len, x->peer, x->cap));
+}
+
+/* The receiver's header arrived (n bytes). */
+static void rx_head(ipcp__rx_t *x, size_t n)
+{
+    rx_hdr_t h;
+    if (n < sizeof(h)) {
+        rx_fail(x, ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API,
+                              IPCP_ERR_PEER_LOST,
+                              "a message of %zu bytes from rank %d (on "
+                              "another node) is no ipcpipe header",
+                              n, x->peer));
+        x->phase = X_END;
+        return;
+    }
+    memcpy(&h, x->hb, sizeof(h));
+    int inl = h.chunk == 0;
+    if (h.magic != RX_MAGIC || h.flags != 0 ||
+        (inl ? h.len > IPCP_RX_INLINE || n != sizeof(h) + h.len
+             : n != sizeof(h) || h.chunk > RX_CHUNK_MAX || h.chunk % 4096)) {
+        rx_fail(x, ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API,
+                              IPCP_ERR_PEER_LOST,
+                              "rank %d (on another node) sent a header "
+                              "ipcpipe cannot read (magic 0x%08x, %zu bytes, "
+                              "length %llu, piece %u): another version?",
+                              x->peer, (unsigned)h.magic, n,
+                              (unsigned long long)h.len, (unsigned)h.chunk));
+        x->phase = X_END;
+        return;
+    }
+    x->len = h.len;
+    x->nbytes = (size_t)h.len;
+    if (h.len > x->cap) {
+        rx_truncated(x);
+        x->drain = 1;
+    }
+    if (inl) {
+        x->phase = X_END;
+        if (x->drain || h.len == 0)
+            return;
+        if (!x->dev) {
+            memcpy(x->buf, x->hb + sizeof(h), (size_t)h.len);
+            return;
+        }
+        /* Into device memory: one piece, copied from the header. */
+        x->chunk = h.len;
+        x->n = x->next = 1;
+        ipcp_status_t st = rx_win_alloc(x, 1);
+        if (st == IPCP_OK)
+            st = rx_queues(x->rm, &x->d, &x->qs);
+        if (st == IPCP_OK)
+            st = rx_copy(x, &x->win[0], 1, x->buf, x->hb + sizeof(h),
+                         (size_t)h.len);
+        if (st != IPCP_OK)
+            rx_fail(x, st);
+        else
+            x->phase = X_PIECES;
+        return;
+    }
+    x->seq = h.seq;
+    x->chunk = h.chunk;
+    x->n = (h.len + h.chunk - 1) / h.chunk;
+    int win = x->dev && x->staged ? RX_SLOTS : RX_WIN_HOST;
+    ipcp_status_t st = rx_win_alloc(x, (uint64_t)win < x->n ? win : (int)x->n);
+    if (st == IPCP_OK)
+        st = rx_recv_ready(x);
+    if (st != IPCP_OK) {
+        /* Without slots or scratch the pieces cannot be taken: the sender
+         * waits until finalize cancels its sends. */
+        rx_fail(x, st);
+        x->phase = X_END;
+        return;
+    }
+    x->phase = X_PIECES;
+}
+
+/* ---- The machine ----------------------------------------------------- */
+
+static int rx_idle(const ipcp__rx_t *x)
+{
+    for (int i = 0; i < x->nwin; i++)
+        if (x->win[i].state != W_IDLE)
+            return 0;
+    return 1;
+}
+
+static void rx_step(ipcp__rx_t *x)
+{
+    ipcp__remote_t *rm = x->rm;
+    ipcp_status_t st = IPCP_OK;
+    size_t n = 0;
+    if (x->hop && rm->ops->test(rm->ctx, x->hop, &st, &n)) {
+        x->hop = NULL;
+        if (st != IPCP_OK) {
+            rx_fail(x, st);
+            if (x->phase == X_HEAD)
+                x->phase = X_END;
+            else if (x->send)
+                rx_send_stop(x);
+        } else if (x->phase == X_HEAD) {
+            rx_head(x, n);
+        }
+    }
+    if (x->sop && rm->ops->test(rm->ctx, x->sop, &st, &n))
+        x->sop = NULL;
+    if (x->phase != X_PIECES)
+        return;
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int i = 0; i < x->nwin; i++)
+            changed |= rx_step_win(x, &x->win[i]);
+        while (!x->stopped && x->next < x->n &&
+               x->win[x->next % (uint64_t)x->nwin].state == W_IDLE) {
+            rx_start_piece(x, &x->win[x->next % (uint64_t)x->nwin], x->next);
+            x->next++;
+            changed = 1;
+        }
+    }
+    if (!x->hop && !x->sop && rx_idle(x) &&
+        (x->ndone == x->n || x->stopped))
+        x->phase = X_END;
+}
+
+static void rx_step_ended(ipcp__rx_t *x)
+{
+    rx_step(x);
+    if (x->phase != X_END)
+        return;
+    ipcp__list_del(&x->link);
+    if (x->slots)
+        ipcp__list_push_back(&x->rm->slots, &x->slots->link);
+    x->slots = NULL;
+}
+
+void ipcp__rx_progress(ipcp__rx_t *x)
+{
+    if (x && x->phase != X_END)
+        rx_step_ended(x);
+    /* A few others in turn, each then moved to the back: every transfer
+     * moves on while any is waited for (one waiting for its peer must not
+     * hold up one that peer waits for), at a bounded cost a look. */
+    for (int i = 0; i < RX_PROGRESS_OTHERS; i++) {
+        ipcp__list_t *e = rx_running.next;
+        if (e == &rx_running)
+            break;
+        ipcp__rx_t *o = ipcp__list_entry(e, ipcp__rx_t, link);
+        ipcp__list_del(e);
+        ipcp__list_push_back(&rx_running, e);
+        if (o != x)
+            rx_step_ended(o);
+    }
+}
+
+/* The sender's header: the bytes themselves (host memory up to
+ * IPCP_RX_INLINE), else where the pieces come. */
+static ipcp_status_t rx_send_head(ipcp__rx_t *x)
+{
+    ipcp__remote_t *rm = x->rm;
+    rx_hdr_t h = {RX_MAGIC, 0, x->len, 0, 0};
+    size_t n = sizeof(h);
+    if (x->len == 0 || (!x->dev && x->len <= IPCP_RX_INLINE)) {
+        memcpy(x->hb + n, x->buf, (size_t)x->len);
+        n += (size_t)x->len;
+    } else {
+        x->seq = rm->seq;
+        rm->seq = rm->seq >= (uint32_t)rm->ops->tag_max ? 0 : rm->seq + 1;
+        x->chunk = rm->chunk;
+        x->n = (x->len + x->chunk - 1) / x->chunk;
+        int win = x->staged ? RX_SLOTS : RX_WIN_HOST;
+        h.seq = x->seq;
+        h.chunk = (uint32_t)x->chunk;
+        ipcp_status_t st =
+            rx_win_alloc(x, (uint64_t)win < x->n ? win : (int)x->n);
+        if (st == IPCP_OK && x->staged)
+            st = rx_stage(x);
+        if (st != IPCP_OK)
+            return st;
+    }
+    memcpy(x->hb, &h, sizeof(h));
+    /* It ends once the header left too (its bytes are in x). */
+    x->phase = X_PIECES;
+    return rx_post(x, 0, x->hb, n, x->tag, &x->hop);
+}
+
+ipcp_status_t ipcp__rx_start(ipcp__remote_t *rm, int send, void *buf,
+                             size_t len, int peer, int tag,
+                             const ipcp__rx_dev_t *dev, ipcp__rx_t **out)
+{
+    /* A send's header carries its bytes up to IPCP_RX_INLINE; a receive
+     * takes any header. */
+    size_t hbn = sizeof(rx_hdr_t) +
+                 (!send ? IPCP_RX_INLINE
+                  : !dev && len <= IPCP_RX_INLINE ? len : 0);
+    ipcp__rx_t *x = malloc(sizeof(*x) + hbn);
+    if (!x)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                          "no memory for a transfer with rank %d", peer);
+    memset(x, 0, sizeof(*x));
+    x->hbn = hbn;
+    ipcp__list_init(&x->link);
+    x->rm = rm;
+    x->send = send;
+    x->peer = peer;
+    x->tag = tag;
+    x->buf = buf;
+    x->cap = len;
+    x->len = send ? len : 0;
+    x->nbytes = send ? len : 0;
+    if (dev) {
+        x->dev = 1;
+        x->d = *dev;
+        x->staged = !rm->ops->device_mem;
+    }
+    ipcp_status_t st;
+    if (send) {
+        st = rx_send_head(x);
+    } else {
+        st = rx_post(x, 0, x->hb, x->hbn, tag, &x->hop);
+        x->phase = X_HEAD;
+    }
+    if (st != IPCP_OK) {
+        if (x->slots)
+            ipcp__list_push_back(&rm->slots, &x->slots->link);
+        free(x->win);
+        free(x);
+        return st;
+    }
+    ipcp__list_push_back(&rx_running, &x->link);
+    rx_step(x); /* the first pieces start now */
+    if (x->phase == X_END) {
+        ipcp__list_del(&x->link);
+        if (x->slots)
+            ipcp__list_push_back(&rm->slots, &x->slots->link);
+        x->slots = NULL;
+    }
+    *out = x;
+    return IPCP_OK;
+}
+
+int ipcp__rx_ended(const ipcp__rx_t *x)
+{
+    return x->phase == X_END;
+}
+
+ipcp_status_t ipcp__rx_result(const ipcp__rx_t *x, size_t *nbytes)
+{
+    *nbytes = x->st == IPCP_OK ? x->nbytes : 0;
+    if (x->st != IPCP_OK)
+        ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_API, x->st, "%s", x->err);
+    return x->st;
+}
+
+void ipcp__rx_cancel(ipcp__rx_t *x)
+{
+    ipcp__remote_t *rm = x->rm;
+    if (x->phase == X_END)
+        return;
+    if (x->hop)
+        rm->ops->cancel(rm->ctx, x->hop);
+    if (x->sop)
+        rm->ops->cancel(rm->ctx, x->sop);
+    x->hop = x->sop = NULL;
+    for (int i = 0; i < x->nwin; i++) {
+        rx_win_t *w = &x->win[i];
+        if (w->state == W_MOVE)
+            rm->ops->cancel(rm->ctx, w->op);
+        while (w->state == W_COPY &&
+               !atomic_load_explicit(&w->copied, memory_order_acquire))
+            ;
+        if (w->state == W_COPY)
+            ipcp__track_destroy(&w->tr);
+        w->state = W_IDLE;
+        w->op = NULL;
+    }
+    rx_fail(x, ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_STATE,
+                          "finalized before its transfer with rank %d (on "
+                          "another node) ended",
+                          x->peer));
+    x->phase = X_END;
+    ipcp__list_del(&x->link);
+    if (x->slots)
+        ipcp__list_push_back(&rm->slots, &x->slots->link);
+    x->slots = NULL;
+}
+
+void ipcp__rx_free(ipcp__rx_t *x)
+{
+    if (!x)
+        return;
+    ipcp__list_del(&x->link);
+    free(x->scratch);
+    free(x->win);
+    free(x);
+}

@@ -1,0 +1,57 @@
+/* One transfer with a rank on another node, over a transport
+ * (engine/remote.h), for host and device memory alike.
+ *
+ * Every message starts with a header on channel 0 under the user's tag:
+ * its length, and either its bytes (at most IPCP_RX_INLINE, host memory)
+ * or the number under which its pieces follow on channel 1, in order,
+ * each of the header's piece size.  The receiver learns the length
+ * before it takes any piece, so each side picks its own way: host memory
+ * gives and takes the pieces in place; device memory moves through a
+ * few pinned host slots of the transfer's, the device-to-host copy of
+ * piece i+1 running while the transport carries piece i (and the
+ * host-to-device copies likewise on the far side), unless the transport
+ * reads device memory itself.  A message longer than the receive is
+ * drained and nothing is written (IPCP_ERR_TRUNCATED).
+ *
+ * Transfers progress only in the calls below, all made under
+ * ipcp__remote_lock; ipcp__rx_progress moves the running transfers of
+ * the process on in turn while any is waited for, so that one waiting
+ * for its peer never blocks the transfer that peer waits for. */
+#ifndef IPCP_ENGINE_REMOTE_XFER_H
+#define IPCP_ENGINE_REMOTE_XFER_H
+
+#include "backend/backend.h"
+#include "engine/remote.h"
+
+/* Bytes of host memory a header carries with it. */
+#define IPCP_RX_INLINE 4096
+
+typedef struct ipcp__rx ipcp__rx_t;
+
+/* The backend that owns a device buffer (NULL for host memory). */
+typedef struct ipcp__rx_dev {
+    const ipcp__backend_ops_t *ops;
+    ipcp__backend_t *be;
+    int device;
+} ipcp__rx_dev_t;
+
+/* Starts a send (send 1: len bytes at buf) or a receive (up to len) with
+ * peer, a rank of the job on another node. */
+ipcp_status_t ipcp__rx_start(ipcp__remote_t *rm, int send, void *buf,
+                             size_t len, int peer, int tag,
+                             const ipcp__rx_dev_t *dev, ipcp__rx_t **out);
+/* Moves x (may be NULL) on, and a few other running transfers in turn,
+ * so that all move on while any is waited for. */
+void ipcp__rx_progress(ipcp__rx_t *x);
+/* 1 once x ended; then *nbytes (bytes received) and its status, the
+ * reason of a failure as last error. */
+int ipcp__rx_ended(const ipcp__rx_t *x);
+ipcp_status_t ipcp__rx_result(const ipcp__rx_t *x, size_t *nbytes);
+/* Ends x at finalize: its transport operations cancelled, its copies
+ * waited for; the buffer is not touched after this returns. */
+void ipcp__rx_cancel(ipcp__rx_t *x);
+void ipcp__rx_free(ipcp__rx_t *x);
+/* Frees rm's slots and queues (no transfer of rm runs). */
+void ipcp__rx_stage_free(ipcp__remote_t *rm);
+
+#endif
