@@ -306,12 +306,17 @@ fi
 # Two ranks as two nodes (IPCPIPE_NODE) through ipcp_init_mpi: the remote
 # path beside plain MPI on the same host buffers, device memory beside
 # min(MPI host, pinned D2H, pinned H2D) (NODES_SIZES: which sizes).
+nodes_run() {
+    local on
+    for on in "" --on-node; do
+        OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+            mpirun -np 2 --bind-to none "$build/tools/ipcpipe-bench-nodes" $on \
+            --sizes "${NODES_SIZES:-8,64K,1M,16M,256M,1G}" --reps 10 || return 1
+    done
+}
 if want nodes; then
     if [ -x "$build/tools/ipcpipe-bench-nodes" ] && command -v mpirun >/dev/null; then
-        step nodes env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-            mpirun -np 2 --bind-to none "$build/tools/ipcpipe-bench-nodes" \
-            --sizes "${NODES_SIZES:-8,64K,1M,16M,256M,1G}" --reps 10 \
-            >"$out/nodes.txt" 2>&1
+        step nodes nodes_run >"$out/nodes.txt" 2>&1
         cat "$out/nodes.txt" >>"$summary"
     else
         note "nodes      skipped: no ipcpipe-bench-nodes (MPI not found) or no mpirun"

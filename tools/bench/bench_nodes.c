@@ -45,6 +45,7 @@ typedef struct nopts {
     int host, cuda;
     size_t sizes[MAX_SIZES];
     int nsizes, reps, rounds;
+    int on_node; /* both ranks on one node: ipcp_init_mpi against ipcp_init */
 } nopts_t;
 
 static int me = -1;
@@ -208,6 +209,7 @@ static double rep_mpi(nbuf_t *b, int w)
     return me == 0 ? MPI_Wtime() - t0 : 0;
 }
 
+/* *remote: cleared when a transfer took another path than remote. */
 static double rep_ipcp(ipcp_comm_t *c, nbuf_t *b, int w, int *remote)
 {
     ipcp_request_t *r[64];
@@ -247,8 +249,8 @@ static void row(const char *what, size_t size, int w, stat3_t s,
 
 /* MPI on host buffers and ipcpipe on host (dev 0) or device buffers in
  * turns; *mpi: MPI's figures. */
-static stat3_t run_size(ipcp_comm_t *c, const nopts_t *o, size_t size,
-                        int dev, stat3_t *mpi, uint64_t seed)
+static stat3_t run_size(ipcp_comm_t *c, const nopts_t *o, size_t size, int dev,
+                        stat3_t *mpi, uint64_t seed)
 {
     int w = window_of(size), remote = 1;
     nbuf_t b, hb;
@@ -292,7 +294,8 @@ static stat3_t run_size(ipcp_comm_t *c, const nopts_t *o, size_t size,
     *mpi = sm;
     row("MPI host", size, w, sm, dev ? "(beside the device row)" : "");
     if (!dev) {
-        snprintf(beside, sizeof(beside), "%.2fx MPI  verified", si.med / sm.med);
+        snprintf(beside, sizeof(beside), "%.2fx MPI  verified",
+                 si.med / sm.med);
         row("ipcpipe host", size, w, si, beside);
     }
     return si;
@@ -335,6 +338,45 @@ static void latency(ipcp_comm_t *c, const nopts_t *o)
                "ipcpipe latency", 8, "", si.med, si.min, si.max,
                si.med - sm.med);
     }
+}
+
+/* --on-node: both ranks on one node, ipcpipe from ipcp_init_mpi and from
+ * ipcp_init (a job of its own) in turns on the same buffers: what
+ * starting from MPI costs the paths of one node. */
+static void run_ab(ipcp_comm_t *cm, ipcp_comm_t *cp, const nopts_t *o,
+                   size_t size, int dev, uint64_t seed)
+{
+    int w = window_of(size), any = 1;
+    nbuf_t b;
+    double ta[MAX_REPS], tb[MAX_REPS];
+    unsigned char *tmp = malloc(size ? size : 1);
+    if (!tmp)
+        die("no memory for %zu bytes", size);
+    nbuf_alloc(&b, dev, size, w);
+    nbuf_fill(&b, me == 1 ? seed : 0, tmp);
+    rep_ipcp(cm, &b, w, &any);
+    rep_ipcp(cp, &b, w, &any);
+    for (int k = 0; k < o->reps; k++) {
+        ta[k] = gbs(size, w, rep_ipcp(cm, &b, w, &any));
+        if (k == o->reps - 1 && me == 0) {
+            if (!nbuf_check(&b, seed, tmp))
+                die("ipcp_init_mpi: %zu bytes x%d: data differs", size, w);
+            nbuf_fill(&b, 0, tmp);
+        }
+        tb[k] = gbs(size, w, rep_ipcp(cp, &b, w, &any));
+    }
+    int ok = me == 0 ? nbuf_check(&b, seed, tmp) : 1;
+    MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (!ok)
+        die("ipcp_init: %zu bytes x%d: data differs", size, w);
+    nbuf_free(&b);
+    free(tmp);
+    stat3_t sa = stats(ta, o->reps), sb = stats(tb, o->reps);
+    char beside[96];
+    row(dev ? "ipcp_init dev" : "ipcp_init host", size, w, sb, "");
+    snprintf(beside, sizeof(beside), "%.3fx ipcp_init  verified",
+             sa.med / sb.med);
+    row(dev ? "ipcp_init_mpi dev" : "ipcp_init_mpi host", size, w, sa, beside);
 }
 
 #ifdef IPCP_HAVE_CUDA
@@ -397,7 +439,8 @@ static void usage(void)
     if (me == 0)
         fprintf(stderr,
                 "usage: mpirun -np 2 ipcpipe-bench-nodes [--mem "
-                "host|cuda|both] [--sizes LIST] [--reps N] [--rounds N]\n");
+                "host|cuda|both] [--sizes LIST] [--reps N] [--rounds N] "
+                "[--on-node]\n");
 }
 
 static void parse(int argc, char **argv, nopts_t *o)
@@ -419,6 +462,9 @@ static void parse(int argc, char **argv, nopts_t *o)
             o->reps = atoi(v);
         } else if (!strcmp(argv[i], "--rounds") && v) {
             o->rounds = atoi(v);
+        } else if (!strcmp(argv[i], "--on-node")) {
+            o->on_node = 1;
+            continue;
         } else {
             usage();
             die("unknown option or missing value: %s", argv[i]);
@@ -457,7 +503,8 @@ int main(int argc, char **argv)
     if (size != 2)
         die("runs with 2 ranks (mpirun -np 2), not %d", size);
     snprintf(node, sizeof(node), "n%d", me);
-    setenv("IPCPIPE_NODE", node, 0);
+    if (!o.on_node)
+        setenv("IPCPIPE_NODE", node, 0);
     int cuda = 0;
 #ifdef IPCP_HAVE_CUDA
     if (o.cuda)
@@ -477,6 +524,29 @@ int main(int argc, char **argv)
                "sends, rank 0 receives; medians of %d repetitions "
                "[min-max]\n",
                ipcp_version_string(), o.reps);
+    if (o.on_node) {
+        ipcp_comm_t *cp = NULL;
+        ipcp_comm_params_t p;
+        char job[64];
+        unsigned long id = (unsigned long)seed;
+        snprintf(job, sizeof(job), "benchnodes-%lx", id);
+        ipcp_comm_params_init(&p);
+        p.rank = me;
+        p.size = 2;
+        p.job_id = job;
+        OK(ipcp_init(&p, &cp));
+        if (me == 0)
+            printf("both ranks on one node: ipcp_init_mpi's job beside one of "
+                   "ipcp_init, in turns on the same buffers\n");
+        for (int i = 0; o.host && i < o.nsizes; i++)
+            run_ab(c, cp, &o, o.sizes[i], 0, seed + (uint64_t)i);
+        for (int i = 0; all && i < o.nsizes; i++)
+            run_ab(c, cp, &o, o.sizes[i], 1, seed + 300 + (uint64_t)i);
+        OK(ipcp_finalize(cp));
+        OK(ipcp_finalize(c));
+        MPI_Finalize();
+        return 0;
+    }
     stat3_t mh;
     for (int i = 0; o.host && i < o.nsizes; i++)
         run_size(c, &o, o.sizes[i], 0, &mh, seed + (uint64_t)i);
