@@ -11,6 +11,7 @@
 #include "common/time.h"
 #include "api.h"
 #include "engine/mem.h"
+#include "engine/remote_xfer.h"
 #include "ipcpipe_cuda.h"
 
 void ipcp_alloc_params_init(ipcp_alloc_params_t *params)
@@ -294,7 +295,7 @@ static int ipcp__await_reads(ipcp_comm_t *comm, const ipcp_request_t *req)
 
 /* Until req is done, or until `until` (ipcp__now_ns's clock; 0: no
  * limit); whether it is done. */
-static int ipcp__await(ipcp_request_t *req, uint64_t until_ns)
+static int ipcp__await_here(ipcp_request_t *req, uint64_t until_ns)
 {
     ipcp_comm_t *comm = req->comm;
     if (atomic_load_explicit(&req->done, memory_order_acquire))
@@ -338,6 +339,27 @@ static int ipcp__await(ipcp_request_t *req, uint64_t until_ns)
     if (req->watch)
         ipcp__mbox_unwatch(comm, req);
     return ipcp__req_sleep(req, until_ns);
+}
+
+/* ipcp__await_here; where the job reaches other nodes and a transfer
+ * with them runs, in slices of 20 us with a look at those between: they
+ * move only in their process's calls, and the peer this request waits
+ * for may be waiting for one of them (MPI's waits progress everything
+ * too). */
+static int ipcp__await(ipcp_request_t *req, uint64_t until_ns)
+{
+    if (!req->comm->remote || !ipcp__rx_busy())
+        return ipcp__await_here(req, until_ns);
+    for (;;) {
+        uint64_t slice = ipcp__now_ns() + 20000;
+        if (until_ns && until_ns < slice)
+            slice = until_ns;
+        if (ipcp__await_here(req, slice))
+            return 1;
+        ipcp__remote_kick();
+        if (until_ns && ipcp__now_ns() >= until_ns)
+            return 0;
+    }
 }
 
 /* A done request's status, its info, and its message as the last error. */
@@ -735,6 +757,8 @@ ipcp_status_t ipcp_test(ipcp_request_t *req_h, int *done,
         return ipcp__bad_arg("done is NULL");
     if (req->type == IPCP_REQ_REMOTE)
         ipcp__remote_poll(req, 1);
+    else if (req->comm->remote && ipcp__rx_busy())
+        ipcp__remote_kick();
     /* A receive its caller posted itself: its message is the caller's to
      * read, and the progress thread leaves it for spin_us (a loop of tests
      * would see each message that late). */

@@ -73,6 +73,8 @@ ipcp_status_t ipcp__remote_blocking(ipcp_comm_t *comm, int type, void *buf,
  * (0: no limit); whether it ended. */
 int ipcp__remote_poll(ipcp_request_t *req, uint64_t until);
 ipcp_status_t ipcp__remote_barrier(ipcp_comm_t *comm);
+/* Moves the running transfers with other nodes on, once. */
+void ipcp__remote_kick(void);
 /* Finalize: ends what runs through the transport, then (once the
  * communicator is gone) closes it. */
 void ipcp__remote_end(ipcp_comm_t *comm);

@@ -109,9 +109,11 @@ static int ipcp__remote_spin(ipcp__rx_t **xp, ipcp__list_t *link,
     }
 }
 
+/* Starts a transfer; req (may be NULL: a blocking call's) then counts
+ * among those finalize ends, in the same hold of the lock. */
 static ipcp_status_t ipcp__remote_start(ipcp_comm_t *comm, int send, void *buf,
                                         size_t len, int peer, int tag,
-                                        ipcp__rx_t **x)
+                                        ipcp__rx_t **x, ipcp_request_t *req)
 {
     ipcp__rx_dev_t dev;
     int is_dev = 0;
@@ -119,6 +121,10 @@ static ipcp_status_t ipcp__remote_start(ipcp_comm_t *comm, int send, void *buf,
     pthread_mutex_lock(&ipcp__remote_lock);
     ipcp_status_t st = ipcp__rx_start(comm->remote, send, buf, len, peer, tag,
                                       is_dev ? &dev : NULL, x);
+    if (st == IPCP_OK && req) {
+        req->remote_op = *x;
+        ipcp__list_push_back(&comm->remote->posted, &req->link);
+    }
     pthread_mutex_unlock(&ipcp__remote_lock);
     return st;
 }
@@ -131,7 +137,7 @@ ipcp_status_t ipcp__remote_blocking(ipcp_comm_t *comm, int type, void *buf,
     size_t nbytes = 0;
     ipcp__rx_t *x = NULL;
     IPCP_CHECK(ipcp__remote_start(comm, type == IPCP_REQ_SEND, buf, len, peer,
-                                  tag, &x));
+                                  tag, &x, NULL));
     ipcp__remote_spin(&x, NULL, &st, &nbytes, 0);
     if (info && st == IPCP_OK) {
         info->nbytes = nbytes;
@@ -144,7 +150,6 @@ ipcp_status_t ipcp__remote_post(ipcp_comm_t *comm, int type, void *buf,
                                 size_t len, int peer, int tag,
                                 ipcp_request_t **out)
 {
-    ipcp__remote_t *rm = comm->remote;
     ipcp__handle_t h = 0;
     ipcp__rx_t *x = NULL;
     ipcp_request_t *req = ipcp__twosided_req(comm, type, buf, len, peer, tag);
@@ -156,16 +161,12 @@ ipcp_status_t ipcp__remote_post(ipcp_comm_t *comm, int type, void *buf,
     if (st == IPCP_OK) {
         req->handle = h;
         st = ipcp__remote_start(comm, type == IPCP_REQ_SEND, buf, len, peer,
-                                tag, &x);
+                                tag, &x, req);
     }
     if (st != IPCP_OK) {
         ipcp__req_free(req);
         return st;
     }
-    pthread_mutex_lock(&ipcp__remote_lock);
-    req->remote_op = x;
-    ipcp__list_push_back(&rm->posted, &req->link);
-    pthread_mutex_unlock(&ipcp__remote_lock);
     *out = ipcp__hptr(h);
     return IPCP_OK;
 }
@@ -184,6 +185,13 @@ int ipcp__remote_poll(ipcp_request_t *req, uint64_t until)
     req->path = IPCP_PATH_REMOTE;
     ipcp__req_complete(req, st, st == IPCP_OK ? NULL : ipcp_last_error());
     return 1;
+}
+
+void ipcp__remote_kick(void)
+{
+    pthread_mutex_lock(&ipcp__remote_lock);
+    ipcp__rx_progress(NULL);
+    pthread_mutex_unlock(&ipcp__remote_lock);
 }
 
 ipcp_status_t ipcp__remote_barrier(ipcp_comm_t *comm)
@@ -217,9 +225,10 @@ void ipcp__remote_end(ipcp_comm_t *comm)
     if (!rm)
         return;
     pthread_mutex_lock(&ipcp__remote_lock);
+    /* Every transfer, a blocking call's too (it frees its own). */
+    ipcp__rx_end_all(rm);
     while ((e = ipcp__list_pop_front(&rm->posted))) {
         ipcp_request_t *req = ipcp__list_entry(e, ipcp_request_t, link);
-        ipcp__rx_cancel(req->remote_op);
         ipcp__rx_free(req->remote_op);
         req->remote_op = NULL;
         ipcp__req_complete(req, IPCP_ERR_STATE,
@@ -240,6 +249,7 @@ void ipcp__remote_free(ipcp__remote_t *rm)
     pthread_mutex_unlock(&ipcp__remote_lock);
     free(rm->local);
     free(rm->global);
+    free(rm->seq);
     free(rm);
 }
 
@@ -285,12 +295,14 @@ ipcp_status_t ipcp__comm_remote(ipcp_comm_t *comm_h, const char *job, int rank,
     if (st == IPCP_OK &&
         (!(rm = calloc(1, sizeof(*rm))) ||
          !(rm->local = malloc(sizeof(int) * (size_t)size)) ||
-         !(rm->global = malloc(sizeof(int) * (size_t)comm->size))))
+         !(rm->global = malloc(sizeof(int) * (size_t)comm->size)) ||
+         !(rm->seq = calloc((size_t)size, sizeof(uint32_t)))))
         st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_INIT, IPCP_ERR_NOMEM,
                         "no memory for the map of a job of %d ranks", size);
     if (st != IPCP_OK) {
         if (rm) {
             free(rm->local);
+            free(rm->global);
             free(rm);
         }
         pthread_mutex_lock(&ipcp__remote_lock);
@@ -310,7 +322,9 @@ ipcp_status_t ipcp__comm_remote(ipcp_comm_t *comm_h, const char *job, int rank,
     ipcp__list_init(&rm->posted);
     ipcp__list_init(&rm->slots);
     ipcp__list_init(&rm->queues);
-    rm->chunk = comm->cfg->remote_chunk;
+    ipcp__list_init(&rm->xfers);
+    /* Whole pages: a receiver refuses other piece sizes. */
+    rm->chunk = comm->cfg->remote_chunk & ~(size_t)4095;
     comm->remote = rm;
     IPCP_INFO(IPCP_SUB_INIT,
               "rank %d of %d: %d ranks on this node (here rank %d), the "

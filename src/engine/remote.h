@@ -40,9 +40,10 @@ typedef struct ipcp__remote_ops {
     /* 1 when op ended (*st, *nbytes: bytes received; the reason of a
      * failure as last error), 0 while it runs. */
     int (*test)(void *ctx, void *op, ipcp_status_t *st, size_t *nbytes);
-    /* Ends op at finalize: its buffer is not touched after this returns
-     * (a send the peer never takes may be left to the transport). */
-    void (*cancel)(void *ctx, void *op);
+    /* Ends op at finalize: 1 when its buffer is not touched after this
+     * returns; 0 when it was left to the transport (a send the peer never
+     * takes), whose buffer must then stay. */
+    int (*cancel)(void *ctx, void *op);
     void (*close)(void *ctx);
 } ipcp__remote_ops_t;
 
@@ -54,8 +55,9 @@ typedef struct ipcp__remote {
     int *global;    /* a number here -> its rank in the job */
     char job[64];   /* the job's name (the node's job has a suffix) */
     ipcp__list_t posted; /* requests whose operation runs (under the lock) */
-    size_t chunk;        /* IPCPIPE_REMOTE_CHUNK */
-    uint32_t seq;        /* number of the next long message sent */
+    size_t chunk;        /* IPCPIPE_REMOTE_CHUNK, in whole 4 KiB */
+    uint32_t *seq;       /* a rank -> number of the next long message sent it */
+    ipcp__list_t xfers;  /* every transfer of this job not yet freed */
     /* Device memory's staging (engine/remote_xfer.c): free slot sets and
      * copy queues, kept until the communicator ends. */
     ipcp__list_t slots, queues;

@@ -66,7 +66,8 @@ typedef struct rx_win {
 enum { X_HEAD, X_PIECES, X_END };
 
 struct ipcp__rx {
-    ipcp__list_t link; /* in rx_running until it ends */
+    ipcp__list_t link;  /* in rx_running until it ends */
+    ipcp__list_t rlink; /* in rm->xfers until freed */
     ipcp__remote_t *rm;
     int send, peer, tag;
     unsigned char *buf;
@@ -85,6 +86,8 @@ struct ipcp__rx {
     int nwin;
     int drain;     /* receiver: take the pieces, write nothing */
     int stopped;   /* no more pieces start (a failure, or the sender's) */
+    int leak;      /* finalize left an operation to the transport: what it
+                      may still read or write is never freed */
     rx_win_t *win; /* nwin entries, for pieces or a copy */
     rx_slots_t *slots;
     rx_queues_t *qs;
@@ -97,6 +100,26 @@ struct ipcp__rx {
 };
 
 static ipcp__list_t rx_running = {&rx_running, &rx_running};
+static atomic_int rx_nrunning; /* its length, read without the lock */
+
+static void rx_run(ipcp__rx_t *x)
+{
+    ipcp__list_push_back(&rx_running, &x->link);
+    atomic_fetch_add_explicit(&rx_nrunning, 1, memory_order_relaxed);
+}
+
+static void rx_unrun(ipcp__rx_t *x)
+{
+    if (x->link.next == &x->link)
+        return;
+    ipcp__list_del(&x->link);
+    atomic_fetch_sub_explicit(&rx_nrunning, 1, memory_order_relaxed);
+}
+
+int ipcp__rx_busy(void)
+{
+    return atomic_load_explicit(&rx_nrunning, memory_order_relaxed) != 0;
+}
 
 /* The first failure is the transfer's (its message: the last error). */
 static void rx_fail(ipcp__rx_t *x, ipcp_status_t st)
@@ -263,6 +286,21 @@ static ipcp_status_t rx_post(ipcp__rx_t *x, int chan, void *buf, size_t len,
                    : rm->ops->irecv(rm->ctx, chan, buf, len, x->peer, tag, op);
 }
 
+/* The receiver takes the rest of the message and writes none of it: into
+ * its slots, else into scratch (a region per piece in flight: MPI takes
+ * no receives into overlapping memory).  0 when there is nowhere to put
+ * it (no more pieces are asked for then). */
+static int rx_drain(ipcp__rx_t *x)
+{
+    x->drain = 1;
+    if (x->slots || x->scratch || !x->nwin)
+        return 1;
+    if ((x->scratch = malloc(x->chunk * (size_t)x->nwin)))
+        return 1;
+    x->stopped = 1;
+    return 0;
+}
+
 /* The sender stops: the receiver learns it from a piece of no bytes in
  * the place of the next one (and nothing after it). */
 static void rx_send_stop(ipcp__rx_t *x)
@@ -289,7 +327,8 @@ static void rx_start_piece(ipcp__rx_t *x, rx_win_t *w, uint64_t k)
     } else {
         void *to = at;
         if (!x->send && x->drain)
-            to = w->slot ? w->slot : x->scratch;
+            to = w->slot ? w->slot
+                         : x->scratch + (size_t)(w - x->win) * x->chunk;
         else if (!x->send && w->slot)
             to = w->slot;
         st = rx_post(x, 1, to, len, (int)x->seq, &w->op);
@@ -317,6 +356,11 @@ static int rx_step_win(ipcp__rx_t *x, rx_win_t *w)
     if (w->state == W_COPY) {
         if (!atomic_load_explicit(&w->copied, memory_order_acquire))
             return 0;
+        /* A piece copied out waits for those before it to reach the
+         * transport (its track kept until then). */
+        if (x->send && x->st == IPCP_OK && ipcp__track_ok(&w->tr) &&
+            w->k != x->given)
+            return 0;
         if (!ipcp__track_ok(&w->tr)) {
             char msg[IPCP_ERRMSG_MAX];
             ipcp__track_errmsg(&w->tr, msg, sizeof(msg));
@@ -337,8 +381,6 @@ static int rx_step_win(ipcp__rx_t *x, rx_win_t *w)
             rx_send_stop(x);
             return 1;
         }
-        if (w->k != x->given)
-            return 0; /* pieces reach the transport in their order */
         st = rx_post(x, 1, w->slot, rx_piece_len(x, w->k), (int)x->seq, &w->op);
         if (st != IPCP_OK) {
             w->state = W_IDLE;
@@ -354,6 +396,16 @@ static int rx_step_win(ipcp__rx_t *x, rx_win_t *w)
         return 0;
     w->op = NULL;
     w->state = W_IDLE;
+    if (st == IPCP_ERR_TRUNCATED && !x->send) {
+        /* More than the piece's bytes: no ipcpipe sends that. */
+        rx_fail(x, ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_PEER_LOST,
+                              "rank %d (on another node) sent a piece longer "
+                              "than the %zu bytes due",
+                              x->peer, rx_piece_len(x, w->k)));
+        rx_drain(x);
+        x->ndone++;
+        return 1;
+    }
     if (st != IPCP_OK) {
         rx_fail(x, st);
         x->stopped = 1;
@@ -387,14 +439,14 @@ static int rx_step_win(ipcp__rx_t *x, rx_win_t *w)
                               "rank %d (on another node) sent a piece of %zu "
                               "bytes where %zu were due",
                               x->peer, n, want));
-        x->drain = 1; /* the rest is taken and dropped */
+        rx_drain(x); /* the rest is taken and dropped */
     }
     if (w->slot && !x->drain) {
         st = rx_copy(x, w, 1, x->buf + w->k * x->chunk, w->slot, want);
         if (st == IPCP_OK)
             return 1;
         rx_fail(x, st);
-        x->drain = 1;
+        rx_drain(x);
     }
     x->ndone++;
     return 1;
@@ -413,11 +465,18 @@ static ipcp_status_t rx_stage(ipcp__rx_t *x)
 /* What the receiver needs for the pieces of a message it takes. */
 static ipcp_status_t rx_recv_ready(ipcp__rx_t *x)
 {
-    if (x->dev && x->staged)
-        return rx_stage(x);
-    if (x->drain && !(x->scratch = malloc(x->chunk)))
+    ipcp_status_t st = IPCP_OK;
+    if (x->dev && x->staged && !x->drain && (st = rx_stage(x)) == IPCP_OK)
+        return IPCP_OK;
+    /* Truncated, or no staging: the pieces are drained, so that the
+     * sender is not left waiting for receives that never come. */
+    if (st != IPCP_OK)
+        rx_fail(x, st);
+    if ((x->drain || st != IPCP_OK) && !rx_drain(x))
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
-                          "no memory to drain a message of rank %d", x->peer);
+                          "no memory to drain a message of rank %d (on "
+                          "another node), which now waits for it",
+                          x->peer);
     return IPCP_OK;
 }
 
@@ -518,6 +577,11 @@ static void rx_step(ipcp__rx_t *x)
     size_t n = 0;
     if (x->hop && rm->ops->test(rm->ctx, x->hop, &st, &n)) {
         x->hop = NULL;
+        if (st == IPCP_ERR_TRUNCATED && x->phase == X_HEAD)
+            st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_PEER_LOST,
+                            "rank %d (on another node) sent a message longer "
+                            "than any ipcpipe header",
+                            x->peer);
         if (st != IPCP_OK) {
             rx_fail(x, st);
             if (x->phase == X_HEAD)
@@ -552,7 +616,7 @@ static void rx_step_ended(ipcp__rx_t *x)
     rx_step(x);
     if (x->phase != X_END)
         return;
-    ipcp__list_del(&x->link);
+    rx_unrun(x);
     if (x->slots)
         ipcp__list_push_back(&x->rm->slots, &x->slots->link);
     x->slots = NULL;
@@ -592,8 +656,9 @@ static ipcp_status_t rx_send_head(ipcp__rx_t *x)
         memcpy(x->hb + n, x->buf, (size_t)x->len);
         n += (size_t)x->len;
     } else {
-        x->seq = rm->seq;
-        rm->seq = rm->seq >= (uint32_t)rm->ops->tag_max ? 0 : rm->seq + 1;
+        uint32_t *next = &rm->seq[x->peer];
+        x->seq = *next;
+        *next = *next >= (uint32_t)rm->ops->tag_max ? 0 : *next + 1;
         x->chunk = rm->chunk;
         x->n = (x->len + x->chunk - 1) / x->chunk;
         int win = x->staged ? RX_SLOTS : RX_WIN_HOST;
@@ -628,6 +693,7 @@ ipcp_status_t ipcp__rx_start(ipcp__remote_t *rm, int send, void *buf,
     memset(x, 0, sizeof(*x));
     x->hbn = hbn;
     ipcp__list_init(&x->link);
+    ipcp__list_init(&x->rlink);
     x->rm = rm;
     x->send = send;
     x->peer = peer;
@@ -655,10 +721,11 @@ ipcp_status_t ipcp__rx_start(ipcp__remote_t *rm, int send, void *buf,
         free(x);
         return st;
     }
-    ipcp__list_push_back(&rx_running, &x->link);
+    rx_run(x);
+    ipcp__list_push_back(&rm->xfers, &x->rlink);
     rx_step(x); /* the first pieces start now */
     if (x->phase == X_END) {
-        ipcp__list_del(&x->link);
+        rx_unrun(x);
         if (x->slots)
             ipcp__list_push_back(&rm->slots, &x->slots->link);
         x->slots = NULL;
@@ -685,15 +752,16 @@ void ipcp__rx_cancel(ipcp__rx_t *x)
     ipcp__remote_t *rm = x->rm;
     if (x->phase == X_END)
         return;
+    int left = 0;
     if (x->hop)
-        rm->ops->cancel(rm->ctx, x->hop);
+        left |= !rm->ops->cancel(rm->ctx, x->hop);
     if (x->sop)
-        rm->ops->cancel(rm->ctx, x->sop);
+        left |= !rm->ops->cancel(rm->ctx, x->sop);
     x->hop = x->sop = NULL;
     for (int i = 0; i < x->nwin; i++) {
         rx_win_t *w = &x->win[i];
         if (w->state == W_MOVE)
-            rm->ops->cancel(rm->ctx, w->op);
+            left |= !rm->ops->cancel(rm->ctx, w->op);
         while (w->state == W_COPY &&
                !atomic_load_explicit(&w->copied, memory_order_acquire))
             ;
@@ -707,17 +775,31 @@ void ipcp__rx_cancel(ipcp__rx_t *x)
                           "another node) ended",
                           x->peer));
     x->phase = X_END;
-    ipcp__list_del(&x->link);
-    if (x->slots)
+    rx_unrun(x);
+    /* Memory an operation left to the transport may still read or write
+     * stays: the header in x, the slots, the scratch (a few MiB at worst,
+     * once per finalize that left a send no rank took). */
+    x->leak = left;
+    if (x->slots && !left)
         ipcp__list_push_back(&rm->slots, &x->slots->link);
     x->slots = NULL;
+}
+
+void ipcp__rx_end_all(ipcp__remote_t *rm)
+{
+    ipcp__list_t *e;
+    while ((e = ipcp__list_pop_front(&rm->xfers)))
+        ipcp__rx_cancel(ipcp__list_entry(e, ipcp__rx_t, rlink));
 }
 
 void ipcp__rx_free(ipcp__rx_t *x)
 {
     if (!x)
         return;
-    ipcp__list_del(&x->link);
+    rx_unrun(x);
+    ipcp__list_del(&x->rlink);
+    if (x->leak)
+        return;
     free(x->scratch);
     free(x->win);
     free(x);

@@ -51,6 +51,12 @@ ipcp_status_t ipcp__rx_result(const ipcp__rx_t *x, size_t *nbytes);
  * waited for; the buffer is not touched after this returns. */
 void ipcp__rx_cancel(ipcp__rx_t *x);
 void ipcp__rx_free(ipcp__rx_t *x);
+/* Whether any transfer runs (read without the lock: for the waits of
+ * this node's transfers, which then move these on too). */
+int ipcp__rx_busy(void);
+/* Cancels every transfer of rm (ipcp__rx_cancel), and forgets them: each
+ * is still freed by whoever started it. */
+void ipcp__rx_end_all(ipcp__remote_t *rm);
 /* Frees rm's slots and queues (no transfer of rm runs). */
 void ipcp__rx_stage_free(ipcp__remote_t *rm);
 

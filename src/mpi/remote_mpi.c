@@ -108,26 +108,30 @@ static int mpi_test(void *ctx, void *op, ipcp_status_t *st, size_t *nbytes)
 }
 
 /* A receive is cancelled and waited for (MPI then writes no more into
- * its buffer).  A send that no receive took within a second is left to
- * MPI (it may still read its buffer; MPI cannot always cancel a send). */
-static void mpi_cancel(void *ctx, void *op)
+ * its buffer).  A send that no receive took within 10 ms is left to MPI
+ * (it may still read its buffer, which the caller keeps: MPI cannot
+ * always cancel a send). */
+static int mpi_cancel(void *ctx, void *op)
 {
     mpi_op_t *o = op;
-    int finalized = 0, flag = 0;
+    int finalized = 0, flag = 0, ended = 1;
     (void)ctx;
     MPI_Finalized(&finalized);
     if (!finalized && o->r != MPI_REQUEST_NULL && !o->send) {
         MPI_Cancel(&o->r);
         MPI_Wait(&o->r, MPI_STATUS_IGNORE);
     }
-    double until = finalized ? 0 : MPI_Wtime() + 1.0;
+    double until = finalized ? 0 : MPI_Wtime() + 0.01;
     while (!finalized && o->r != MPI_REQUEST_NULL && !flag &&
            MPI_Wtime() < until)
         if (MPI_Test(&o->r, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
             break;
-    if (!finalized && o->r != MPI_REQUEST_NULL)
+    if (!finalized && o->r != MPI_REQUEST_NULL) {
         MPI_Request_free(&o->r);
+        ended = 0;
+    }
     free(o);
+    return ended;
 }
 
 static ipcp_status_t mpi_ibarrier(void *ctx, void **op)

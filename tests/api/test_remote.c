@@ -6,7 +6,8 @@
  * the routing).  Checks: ranks and size as the job's, every byte of an
  * echoed transfer (in the header, in pieces), path remote, a receive too
  * small (nothing written, the rest drained), what no ipcpipe sends (a
- * short message, another version's header, a sender that stops), test
+ * short message, another version's header, a sender that stops, pieces
+ * too long and too short: each drained), test
  * and a timed
  * wait, the barrier reaching the transport, calls that do not reach
  * another node refused, finalize ending a receive still posted and closing
@@ -125,7 +126,7 @@ static int echo_test(void *ctx, void *opp, ipcp_status_t *st, size_t *nbytes)
     return 1;
 }
 
-static void echo_cancel(void *ctx, void *opp)
+static int echo_cancel(void *ctx, void *opp)
 {
     op_t *o = opp;
     (void)ctx;
@@ -133,6 +134,7 @@ static void echo_cancel(void *ctx, void *opp)
         free(o->buf);
     o->used = 0;
     echo.cancels++;
+    return 1;
 }
 
 static ipcp_status_t echo_ibarrier(void *ctx, void **op)
@@ -282,6 +284,27 @@ static int case_loop(void)
         T_MSG_HAS("rank 0 (on another node) stopped sending after 0 of "
                   "196608 bytes");
         T_EQ_INT(echo.cancels - cancels, 2);
+        /* A piece longer than due, then one shorter: each fails the
+         * receive naming the rank, the rest of its message is drained
+         * (the next message of the tag arrives whole). */
+        unsigned char *junk = t_malloc(70000);
+        memset(junk, 7, 70000);
+        h.seq = 998;
+        h.len = 2 * 65536;
+        T_OK(echo_post(0, 1, &h, sizeof(h), 0, 8, &op));
+        T_OK(echo_post(1, 1, junk, 70000, 0, 998, &op));
+        T_OK(echo_post(1, 1, junk, 65536, 0, 998, &op));
+        memset(in, 0x5a, h.len);
+        T_STATUS(ipcp_recv(c, in, h.len, 0, 8, NULL), IPCP_ERR_PEER_LOST);
+        T_MSG_HAS("rank 0 (on another node) sent a piece longer than the "
+                  "65536 bytes due");
+        h.seq = 997;
+        T_OK(echo_post(0, 1, &h, sizeof(h), 0, 8, &op));
+        T_OK(echo_post(1, 1, junk, 100, 0, 997, &op));
+        T_OK(echo_post(1, 1, junk, 65536, 0, 997, &op));
+        T_STATUS(ipcp_recv(c, in, h.len, 0, 8, NULL), IPCP_ERR_PEER_LOST);
+        T_MSG_HAS("sent a piece of 100 bytes where 65536 were due");
+        free(junk);
         free(in);
         round_trip(c, 0, 70000, 8);
     }

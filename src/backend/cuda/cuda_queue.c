@@ -26,8 +26,10 @@ static inline int cuda_skip(ipcp__track_t *t)
     return t && !ipcp__track_ok(t);
 }
 
-ipcp_status_t ipcp__cuda_queue_create(ipcp__backend_t *be, int device,
-                                      ipcp__queue_t **out)
+/* memops: the queue will take flag operations (a queue_user one takes
+ * copies and notifies only, which every device runs). */
+static ipcp_status_t cuda_queue_make(ipcp__backend_t *be, int device,
+                                     int memops, ipcp__queue_t **out)
 {
     ipcp__cuda_scope_t sc;
     ipcp_status_t st;
@@ -36,7 +38,7 @@ ipcp_status_t ipcp__cuda_queue_create(ipcp__backend_t *be, int device,
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_INVALID,
                           "no CUDA queue for device %d (%d visible)", device,
                           be->ndev);
-    if (!be->dev[device].memops)
+    if (memops && !be->dev[device].memops)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_UNSUPPORTED,
                           "CUDA device %d cannot run 64-bit stream memory "
                           "operations (CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_"
@@ -66,6 +68,12 @@ ipcp_status_t ipcp__cuda_queue_create(ipcp__backend_t *be, int device,
 free_queue:
     free(q);
     return st;
+}
+
+ipcp_status_t ipcp__cuda_queue_create(ipcp__backend_t *be, int device,
+                                      ipcp__queue_t **out)
+{
+    return cuda_queue_make(be, device, 1, out);
 }
 
 /* Waits for the stream by polling, so that a stream stuck on a flag is
@@ -236,7 +244,7 @@ static ipcp_status_t cuda_enter_q(ipcp__queue_t *q, ipcp__cuda_scope_t *sc)
 ipcp_status_t ipcp__cuda_queue_user(ipcp__backend_t *be, int device,
                                     ipcp__queue_t **q)
 {
-    ipcp_status_t st = ipcp__cuda_queue_create(be, device, q);
+    ipcp_status_t st = cuda_queue_make(be, device, 0, q);
     if (st == IPCP_OK)
         (*q)->user = 1;
     return st;
