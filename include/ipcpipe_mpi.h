@@ -22,17 +22,19 @@ extern "C" {
  * among them, where any sets IPCPIPE_NODE, those with equal values, so
  * that one machine can stand for several) meet as under ipcp_init and move data
  * by every path of the node; a rank on another node is reached through
- * MPI, on a duplicate of comm: two-sided transfers of host memory (at
- * most INT_MAX bytes each; path IPCP_PATH_REMOTE), and ipcp_barrier over
- * the whole job.  Device memory, stream-ordered and one-sided calls with
- * a rank on another node return IPCP_ERR_UNSUPPORTED, saying so.  Such
- * transfers progress in the calls that wait for or test them, as MPI's
- * do; ipcpipe calls MPI from those threads, one call at a time in the
- * process, so threads that call MPI themselves meanwhile need
- * MPI_THREAD_MULTIPLE (below MPI_THREAD_SERIALIZED, wait on the thread
- * that calls MPI).  A send to another node ends when MPI's does; a
- * receive too small for it fails with IPCP_ERR_TRUNCATED (MPI may have
- * written its first bytes; the send may still succeed).
+ * MPI, on two duplicates of comm: two-sided transfers of host or device
+ * memory of any length (path IPCP_PATH_REMOTE; device memory staged
+ * through pinned host slots unless MPI says it is CUDA-aware), and
+ * ipcp_barrier over the whole job.  Stream-ordered and one-sided calls
+ * with a rank on another node return IPCP_ERR_UNSUPPORTED, saying so.
+ * Such transfers progress in the calls that wait for or test them (any
+ * transfer's of the job), as MPI's do; ipcpipe calls MPI from those
+ * threads, one call at a time in the process, so threads that call MPI
+ * themselves meanwhile need MPI_THREAD_MULTIPLE (below
+ * MPI_THREAD_SERIALIZED, wait on the thread that calls MPI).  A send to
+ * another node ends when MPI has taken its last piece; a receive too
+ * small for it fails with IPCP_ERR_TRUNCATED and writes nothing (the send
+ * still succeeds).  IPCPIPE_REMOTE_CHUNK sets the piece size.
  * MPI must be initialized, and where the job spans nodes stay so until
  * ipcp_finalize; on one node ipcpipe never calls MPI after this returns. */
 IPCP_API ipcp_status_t ipcp_init_mpi(MPI_Comm comm,
