@@ -48,13 +48,13 @@ ipcp_status_t ipcp__post(ipcp_comm_t *comm, int type, void *buf, size_t len,
                          int peer, int tag, ipcp_request_t **out);
 
 /* Ranks of a job that spans nodes (api_remote.c; engine/remote.h): this
- * rank and the job's size as the user sees them; the job's rank of a
- * number here; whether peer (a rank of the job) is on another node, else
+ * rank and the job's size as the user sees them (the job's rank of a
+ * number here: ipcp__job_rank); whether peer (a rank of the job) is on
+ * another node, else
  * *peer becomes its number here; the same, refusing a peer elsewhere for
  * `what`, which does not reach it. */
 int ipcp__comm_me(const ipcp_comm_t *comm);
 int ipcp__comm_nranks(const ipcp_comm_t *comm);
-int ipcp__comm_job_rank(const ipcp_comm_t *comm, int here);
 /* The name of a job that spans nodes (comm->remote set). */
 const char *ipcp__comm_job_name(const ipcp_comm_t *comm);
 int ipcp__remote_route(const ipcp_comm_t *comm, int *peer);

@@ -12,6 +12,7 @@
 #include "common/time.h"
 #include "api.h"
 #include "engine/mem.h"
+#include "engine/remote.h"
 #include "ipcpipe_cuda.h"
 
 /* ---- Memory -------------------------------------------------------------- */
@@ -161,7 +162,7 @@ ipcp_status_t ipcp_rmem_release(ipcp_rmem_t *rm_h)
                           "imported region %llu of rank %d has %d "
                           "operation(s) in flight: wait for them first",
                           (unsigned long long)rm->reg_id,
-                          ipcp__comm_job_rank(comm, rm->owner), busy);
+                          ipcp__job_rank(comm, rm->owner), busy);
     IPCP_CHECK(ipcp__handle_claim(rm_h, IPCP_HANDLE_RMEM));
     ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     ipcp__list_del(&rm->link);
@@ -182,7 +183,7 @@ int ipcp_rmem_owner(const ipcp_rmem_t *rm_h)
 {
     ipcp_rmem_t *rm;
     return ipcp__rmem_get(rm_h, &rm) == IPCP_OK
-               ? ipcp__comm_job_rank(rm->comm, rm->owner)
+               ? ipcp__job_rank(rm->comm, rm->owner)
                : -1;
 }
 
@@ -211,11 +212,11 @@ ipcp_status_t ipcp__check_onesided(const ipcp_comm_t *comm_h, const void *buf,
                           "range [%zu, +%zu) is outside the %zu-byte region "
                           "of rank %d",
                           offset, len, rm->len,
-                          ipcp__comm_job_rank(rm->comm, rm->owner));
+                          ipcp__job_rank(rm->comm, rm->owner));
     if (!atomic_load(&rm->valid))
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_NOT_REGISTERED,
                           "rank %d deregistered region %llu",
-                          ipcp__comm_job_rank(rm->comm, rm->owner),
+                          ipcp__job_rank(rm->comm, rm->owner),
                           (unsigned long long)rm->reg_id);
     return IPCP_OK;
 }

@@ -29,11 +29,6 @@ const char *ipcp__comm_job_name(const ipcp_comm_t *comm)
     return comm->remote->job;
 }
 
-int ipcp__comm_job_rank(const ipcp_comm_t *comm, int here)
-{
-    return ipcp__job_rank(comm, here);
-}
-
 int ipcp__remote_route(const ipcp_comm_t *comm, int *peer)
 {
     if (!comm->remote)
@@ -57,23 +52,17 @@ ipcp_status_t ipcp__remote_here(const ipcp_comm_t *comm, int *peer,
                       rank, what);
 }
 
-/* What reaches a rank elsewhere: host memory as it is; device memory
- * through its backend's copies (dev filled), or as it is where the
- * transport reads device memory. */
-static ipcp_status_t ipcp__remote_can(ipcp_comm_t *comm, const void *buf,
-                                      size_t len, ipcp__rx_dev_t *dev,
-                                      int *is_dev)
+/* The backend that owns buf: dev->ops NULL for host memory, which goes
+ * to the transport as it is; device memory goes through its backend's
+ * copies, or as it is where the transport reads device memory. */
+static ipcp_status_t ipcp__remote_mem(ipcp_comm_t *comm, const void *buf,
+                                      size_t len, ipcp__rx_dev_t *dev)
 {
     ipcp__mem_attr_t attr;
-    const ipcp__backend_ops_t *ops = NULL;
-    ipcp__backend_t *be = NULL;
-    IPCP_CHECK(ipcp__mem_attr(comm, buf, len, &attr, &ops, &be));
-    *is_dev = attr.type != IPCP_MEM_HOST;
-    if (*is_dev) {
-        dev->ops = ops;
-        dev->be = be;
-        dev->device = attr.device;
-    }
+    IPCP_CHECK(ipcp__mem_attr(comm, buf, len, &attr, &dev->ops, &dev->be));
+    dev->device = attr.device;
+    if (attr.type == IPCP_MEM_HOST)
+        dev->ops = NULL;
     return IPCP_OK;
 }
 
@@ -115,12 +104,11 @@ static ipcp_status_t ipcp__remote_start(ipcp_comm_t *comm, int send, void *buf,
                                         size_t len, int peer, int tag,
                                         ipcp__rx_t **x, ipcp_request_t *req)
 {
-    ipcp__rx_dev_t dev;
-    int is_dev = 0;
-    IPCP_CHECK(ipcp__remote_can(comm, buf, len, &dev, &is_dev));
+    ipcp__rx_dev_t dev = {NULL, NULL, -1};
+    IPCP_CHECK(ipcp__remote_mem(comm, buf, len, &dev));
     pthread_mutex_lock(&ipcp__remote_lock);
     ipcp_status_t st = ipcp__rx_start(comm->remote, send, buf, len, peer, tag,
-                                      is_dev ? &dev : NULL, x);
+                                      dev.ops ? &dev : NULL, x);
     if (st == IPCP_OK && req) {
         req->remote_op = *x;
         ipcp__list_push_back(&comm->remote->posted, &req->link);

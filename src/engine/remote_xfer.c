@@ -611,15 +611,21 @@ static void rx_step(ipcp__rx_t *x)
         x->phase = X_END;
 }
 
+/* x ended (or never ran): out of the running list, its slots back to
+ * the job's unless finalize left them to the transport. */
+static void rx_retire(ipcp__rx_t *x)
+{
+    rx_unrun(x);
+    if (x->slots && !x->leak)
+        ipcp__list_push_back(&x->rm->slots, &x->slots->link);
+    x->slots = NULL;
+}
+
 static void rx_step_ended(ipcp__rx_t *x)
 {
     rx_step(x);
-    if (x->phase != X_END)
-        return;
-    rx_unrun(x);
-    if (x->slots)
-        ipcp__list_push_back(&x->rm->slots, &x->slots->link);
-    x->slots = NULL;
+    if (x->phase == X_END)
+        rx_retire(x);
 }
 
 void ipcp__rx_progress(ipcp__rx_t *x)
@@ -715,21 +721,14 @@ ipcp_status_t ipcp__rx_start(ipcp__remote_t *rm, int send, void *buf,
         x->phase = X_HEAD;
     }
     if (st != IPCP_OK) {
-        if (x->slots)
-            ipcp__list_push_back(&rm->slots, &x->slots->link);
+        rx_retire(x);
         free(x->win);
         free(x);
         return st;
     }
     rx_run(x);
     ipcp__list_push_back(&rm->xfers, &x->rlink);
-    rx_step(x); /* the first pieces start now */
-    if (x->phase == X_END) {
-        rx_unrun(x);
-        if (x->slots)
-            ipcp__list_push_back(&rm->slots, &x->slots->link);
-        x->slots = NULL;
-    }
+    rx_step_ended(x); /* the first pieces start now */
     *out = x;
     return IPCP_OK;
 }
@@ -775,14 +774,11 @@ void ipcp__rx_cancel(ipcp__rx_t *x)
                           "another node) ended",
                           x->peer));
     x->phase = X_END;
-    rx_unrun(x);
     /* Memory an operation left to the transport may still read or write
      * stays: the header in x, the slots, the scratch (a few MiB at worst,
      * once per finalize that left a send no rank took). */
     x->leak = left;
-    if (x->slots && !left)
-        ipcp__list_push_back(&rm->slots, &x->slots->link);
-    x->slots = NULL;
+    rx_retire(x);
 }
 
 void ipcp__rx_end_all(ipcp__remote_t *rm)
