@@ -311,7 +311,7 @@ nodes_run() {
     for on in "" --on-node; do
         OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
             mpirun -np 2 --bind-to none "$build/tools/ipcpipe-bench-nodes" $on \
-            --sizes "${NODES_SIZES:-8,64K,1M,16M,256M,1G}" --reps 10 || return 1
+            --sizes "${NODES_SIZES:-8,4K,64K,256K,1M,4M,16M,256M,1G}" --reps 10 || return 1
     done
 }
 if want nodes; then

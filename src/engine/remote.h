@@ -31,10 +31,14 @@ typedef struct ipcp__remote_ops {
     /* 1: operations read and write device memory themselves (a CUDA-aware
      * MPI); 0: host memory only, device memory is staged. */
     int device_mem;
-    ipcp_status_t (*isend)(void *ctx, int chan, const void *buf, size_t len,
-                           int peer, int tag, void **op);
-    ipcp_status_t (*irecv)(void *ctx, int chan, void *buf, size_t len, int peer,
-                           int tag, void **op);
+    /* A message is a head of hn bytes followed by a body of bn (body NULL
+     * when bn is 0): one message, sent or received in place from both
+     * parts (a receive takes up to hn + bn bytes, head first). */
+    ipcp_status_t (*isend)(void *ctx, int chan, const void *head, size_t hn,
+                           const void *body, size_t bn, int peer, int tag,
+                           void **op);
+    ipcp_status_t (*irecv)(void *ctx, int chan, void *head, size_t hn,
+                           void *body, size_t bn, int peer, int tag, void **op);
     /* A barrier of every rank of the job, ended as the others are. */
     ipcp_status_t (*ibarrier)(void *ctx, void **op);
     /* 1 when op ended (*st, *nbytes: bytes received; the reason of a
@@ -61,6 +65,7 @@ typedef struct ipcp__remote {
     /* Device memory's staging (engine/remote_xfer.c): free slot sets and
      * copy queues, kept until the communicator ends. */
     ipcp__list_t slots, queues;
+    ipcp__list_t rooms; /* free rooms for the bytes of short messages */
 } ipcp__remote_t;
 
 /* Rank `here` of this node's job as the whole job numbers it (messages

@@ -9,7 +9,10 @@
 #include "common/status.h"
 #include "engine/remote_xfer.h"
 
-#define RX_MAGIC 0x69707231u /* "ipr1": the header below, version 1 */
+#define RX_MAGIC 0x69707232u /* "ipr2": the header below, version 2 */
+/* flags: the sender failed before the bytes of its short message (it
+ * sends the header alone then). */
+#define RX_F_STOP 1u
 /* The largest piece a receiver accepts (the setting's bound). */
 #define RX_CHUNK_MAX ((uint64_t)64 << 20)
 /* Pieces in flight: host memory's in place; device memory's, one slot
@@ -27,8 +30,8 @@ typedef struct rx_hdr {
     uint32_t seq;   /* the pieces' tag on channel 1 */
     uint64_t len;   /* bytes of the message */
     uint32_t chunk; /* bytes a piece (the last may be shorter); 0: the
-                       bytes follow the header */
-    uint32_t flags; /* 0 */
+                       bytes follow the header in its message */
+    uint32_t flags; /* RX_F_* */
 } rx_hdr_t;
 
 /* Pinned host memory of one transfer at a time: RX_SLOTS slots. */
@@ -51,6 +54,14 @@ typedef struct rx_queues {
     int device;
     ipcp__queue_t *q[2];
 } rx_queues_t;
+
+/* Room for a header and the most bytes it carries, for a host receive
+ * smaller than that (kept per job: memory malloc gives back and takes
+ * again faults anew, ~10 us a page on a VM). */
+typedef struct rx_room {
+    ipcp__list_t link; /* in rm->rooms while free */
+    unsigned char mem[];
+} rx_room_t;
 
 enum { W_IDLE, W_COPY, W_MOVE };
 
@@ -84,11 +95,16 @@ struct ipcp__rx {
     uint64_t given; /* sender: pieces handed to the transport, in order */
     uint64_t ndone;
     int nwin;
-    int drain;     /* receiver: take the pieces, write nothing */
-    int stopped;   /* no more pieces start (a failure, or the sender's) */
-    int leak;      /* finalize left an operation to the transport: what it
-                      may still read or write is never freed */
-    rx_win_t *win; /* nwin entries, for pieces or a copy */
+    int drain;           /* receiver: take the pieces, write nothing */
+    int stopped;         /* no more pieces start (a failure, or the sender's) */
+    int leak;            /* finalize left an operation to the transport: what it
+                            may still read or write is never freed */
+    int head_due;        /* sender: the header waits for its bytes' copy */
+    unsigned char *room; /* receiver: where a short message's bytes land
+                            (IPCP_RX_INLINE of room) */
+    unsigned char *hp;   /* where the header is: hb, or in rb */
+    rx_room_t *rb;       /* the job's room the header and bytes took */
+    rx_win_t *win;       /* nwin entries, for pieces or a copy */
     rx_slots_t *slots;
     rx_queues_t *qs;
     unsigned char *scratch; /* where a host receiver drains */
@@ -230,6 +246,8 @@ static void rx_slots_destroy(rx_slots_t *s)
 void ipcp__rx_stage_free(ipcp__remote_t *rm)
 {
     ipcp__list_t *e;
+    while ((e = ipcp__list_pop_front(&rm->rooms)))
+        free(ipcp__list_entry(e, rx_room_t, link));
     while ((e = ipcp__list_pop_front(&rm->slots)))
         rx_slots_destroy(ipcp__list_entry(e, rx_slots_t, link));
     while ((e = ipcp__list_pop_front(&rm->queues))) {
@@ -278,12 +296,15 @@ static ipcp_status_t rx_win_alloc(ipcp__rx_t *x, int n)
     return IPCP_OK;
 }
 
-static ipcp_status_t rx_post(ipcp__rx_t *x, int chan, void *buf, size_t len,
-                             int tag, void **op)
+/* A message of head then body (either may be empty). */
+static ipcp_status_t rx_post(ipcp__rx_t *x, int chan, void *head, size_t hn,
+                             void *body, size_t bn, int tag, void **op)
 {
     ipcp__remote_t *rm = x->rm;
-    return x->send ? rm->ops->isend(rm->ctx, chan, buf, len, x->peer, tag, op)
-                   : rm->ops->irecv(rm->ctx, chan, buf, len, x->peer, tag, op);
+    return x->send ? rm->ops->isend(rm->ctx, chan, head, hn, body, bn, x->peer,
+                                    tag, op)
+                   : rm->ops->irecv(rm->ctx, chan, head, hn, body, bn, x->peer,
+                                    tag, op);
 }
 
 /* The receiver takes the rest of the message and writes none of it: into
@@ -302,7 +323,8 @@ static int rx_drain(ipcp__rx_t *x)
 }
 
 /* The sender stops: the receiver learns it from a piece of no bytes in
- * the place of the next one (and nothing after it). */
+ * the place of the next one (and nothing after it), or from a header
+ * that says so where the header waited for its bytes. */
 static void rx_send_stop(ipcp__rx_t *x)
 {
     void *op = NULL;
@@ -310,7 +332,17 @@ static void rx_send_stop(ipcp__rx_t *x)
     if (x->given >= x->n)
         return;
     x->given = x->n;
-    if (rx_post(x, 1, x->hb, 0, (int)x->seq, &op) == IPCP_OK)
+    if (x->head_due) {
+        rx_hdr_t h;
+        x->head_due = 0;
+        memcpy(&h, x->hb, sizeof(h));
+        h.flags |= RX_F_STOP;
+        memcpy(x->hb, &h, sizeof(h));
+        if (rx_post(x, 0, x->hb, sizeof(h), NULL, 0, x->tag, &op) == IPCP_OK)
+            x->hop = op;
+        return;
+    }
+    if (rx_post(x, 1, x->hb, 0, NULL, 0, (int)x->seq, &op) == IPCP_OK)
         x->sop = op; /* else the transport failed: the peer hears of it */
 }
 
@@ -331,7 +363,7 @@ static void rx_start_piece(ipcp__rx_t *x, rx_win_t *w, uint64_t k)
                          : x->scratch + (size_t)(w - x->win) * x->chunk;
         else if (!x->send && w->slot)
             to = w->slot;
-        st = rx_post(x, 1, to, len, (int)x->seq, &w->op);
+        st = rx_post(x, 1, to, len, NULL, 0, (int)x->seq, &w->op);
         if (st == IPCP_OK) {
             w->state = W_MOVE;
             if (x->send)
@@ -381,7 +413,22 @@ static int rx_step_win(ipcp__rx_t *x, rx_win_t *w)
             rx_send_stop(x);
             return 1;
         }
-        st = rx_post(x, 1, w->slot, rx_piece_len(x, w->k), (int)x->seq, &w->op);
+        if (x->head_due) {
+            /* A short message's bytes are in the slot: the header and
+             * they go as one message, which ends the transfer. */
+            x->head_due = 0;
+            st = rx_post(x, 0, x->hb, sizeof(rx_hdr_t), w->slot, (size_t)x->len,
+                         x->tag, &x->hop);
+            w->state = W_IDLE;
+            if (st != IPCP_OK) {
+                rx_fail(x, st);
+                x->stopped = 1;
+            }
+            x->given = x->ndone = 1;
+            return 1;
+        }
+        st = rx_post(x, 1, w->slot, rx_piece_len(x, w->k), NULL, 0, (int)x->seq,
+                     &w->op);
         if (st != IPCP_OK) {
             w->state = W_IDLE;
             rx_fail(x, st);
@@ -454,19 +501,32 @@ static int rx_step_win(ipcp__rx_t *x, rx_win_t *w)
 
 /* ---- The header ------------------------------------------------------ */
 
-/* The queues and slots a staged transfer moves its pieces through. */
-static ipcp_status_t rx_stage(ipcp__rx_t *x)
+/* x's slots back to the job's, unless finalize left them to the
+ * transport. */
+static void rx_slots_give(ipcp__rx_t *x)
+{
+    if (x->slots && !x->leak)
+        ipcp__list_push_back(&x->rm->slots, &x->slots->link);
+    x->slots = NULL;
+}
+
+/* The queues and slots of `size` bytes a staged transfer moves its bytes
+ * through. */
+static ipcp_status_t rx_stage(ipcp__rx_t *x, size_t size)
 {
     ipcp_status_t st = rx_queues(x->rm, &x->d, &x->qs);
-    return st == IPCP_OK ? rx_slots_take(x->rm, &x->d, x->chunk, &x->slots)
-                         : st;
+    if (st != IPCP_OK || (x->slots && x->slots->size == size))
+        return st;
+    rx_slots_give(x);
+    return rx_slots_take(x->rm, &x->d, size, &x->slots);
 }
 
 /* What the receiver needs for the pieces of a message it takes. */
 static ipcp_status_t rx_recv_ready(ipcp__rx_t *x)
 {
     ipcp_status_t st = IPCP_OK;
-    if (x->dev && x->staged && !x->drain && (st = rx_stage(x)) == IPCP_OK)
+    if (x->dev && x->staged && !x->drain &&
+        (st = rx_stage(x, x->chunk)) == IPCP_OK)
         return IPCP_OK;
     /* Truncated, or no staging: the pieces are drained, so that the
      * sender is not left waiting for receives that never come. */
@@ -488,22 +548,32 @@ static void rx_truncated(ipcp__rx_t *x)
                           (unsigned long long)x->len, x->peer, x->cap));
 }
 
-/* The receiver's header arrived (n bytes). */
-static void rx_head(ipcp__rx_t *x, size_t n)
+/* The receiver's header arrived (n bytes; st: the transport's word). */
+static void rx_head(ipcp__rx_t *x, ipcp_status_t st, size_t n)
 {
     rx_hdr_t h;
+    x->phase = X_END;
+    if (st == IPCP_ERR_TRUNCATED)
+        st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_PEER_LOST,
+                        "rank %d (on another node) sent a message longer "
+                        "than any ipcpipe header",
+                        x->peer);
+    if (st != IPCP_OK) {
+        rx_fail(x, st);
+        return;
+    }
     if (n < sizeof(h)) {
         rx_fail(x, ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_PEER_LOST,
                               "a message of %zu bytes from rank %d (on "
                               "another node) is no ipcpipe header",
                               n, x->peer));
-        x->phase = X_END;
         return;
     }
-    memcpy(&h, x->hb, sizeof(h));
-    int inl = h.chunk == 0;
-    if (h.magic != RX_MAGIC || h.flags != 0 ||
-        (inl ? h.len > IPCP_RX_INLINE || n != sizeof(h) + h.len
+    memcpy(&h, x->hp, sizeof(h));
+    int inl = h.chunk == 0, stop = h.flags == RX_F_STOP;
+    if (h.magic != RX_MAGIC || (h.flags & ~RX_F_STOP) ||
+        (stop && (!inl || n != sizeof(h))) ||
+        (inl ? h.len > IPCP_RX_INLINE || (!stop && n != sizeof(h) + h.len)
              : n != sizeof(h) || h.chunk > RX_CHUNK_MAX || h.chunk % 4096)) {
         rx_fail(x, ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_PEER_LOST,
                               "rank %d (on another node) sent a header "
@@ -511,50 +581,54 @@ static void rx_head(ipcp__rx_t *x, size_t n)
                               "length %llu, piece %u): another version?",
                               x->peer, (unsigned)h.magic, n,
                               (unsigned long long)h.len, (unsigned)h.chunk));
-        x->phase = X_END;
         return;
     }
     x->len = h.len;
     x->nbytes = (size_t)h.len;
+    if (stop) {
+        rx_fail(x, ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_PEER_LOST,
+                              "rank %d (on another node) failed before it "
+                              "sent the %llu bytes of its message",
+                              x->peer, (unsigned long long)h.len));
+        return;
+    }
     if (h.len > x->cap) {
         rx_truncated(x);
         x->drain = 1;
     }
     if (inl) {
-        x->phase = X_END;
+        /* The bytes came with the header, into the room the receive gave
+         * them. */
         if (x->drain || h.len == 0)
             return;
         if (!x->dev) {
-            memcpy(x->buf, x->hb + sizeof(h), (size_t)h.len);
+            if (x->room != x->buf)
+                memcpy(x->buf, x->room, (size_t)h.len);
             return;
         }
-        /* Into device memory: one piece, copied from the header. */
+        /* Into device memory: one piece, copied from the slot. */
         x->chunk = h.len;
         x->n = x->next = 1;
-        ipcp_status_t st = rx_win_alloc(x, 1);
-        if (st == IPCP_OK)
-            st = rx_queues(x->rm, &x->d, &x->qs);
-        if (st == IPCP_OK)
-            st = rx_copy(x, &x->win[0], 1, x->buf, x->hb + sizeof(h),
-                         (size_t)h.len);
+        if ((st = rx_win_alloc(x, 1)) == IPCP_OK)
+            st = rx_copy(x, &x->win[0], 1, x->buf, x->room, (size_t)h.len);
         if (st != IPCP_OK)
             rx_fail(x, st);
         else
             x->phase = X_PIECES;
         return;
     }
+    rx_slots_give(x); /* the short message's slot: pieces take their own */
     x->seq = h.seq;
     x->chunk = h.chunk;
     x->n = (h.len + h.chunk - 1) / h.chunk;
     int win = x->dev && x->staged ? RX_SLOTS : RX_WIN_HOST;
-    ipcp_status_t st = rx_win_alloc(x, (uint64_t)win < x->n ? win : (int)x->n);
+    st = rx_win_alloc(x, (uint64_t)win < x->n ? win : (int)x->n);
     if (st == IPCP_OK)
         st = rx_recv_ready(x);
     if (st != IPCP_OK) {
         /* Without slots or scratch the pieces cannot be taken: the sender
          * waits until finalize cancels its sends. */
         rx_fail(x, st);
-        x->phase = X_END;
         return;
     }
     x->phase = X_PIECES;
@@ -577,19 +651,12 @@ static void rx_step(ipcp__rx_t *x)
     size_t n = 0;
     if (x->hop && rm->ops->test(rm->ctx, x->hop, &st, &n)) {
         x->hop = NULL;
-        if (st == IPCP_ERR_TRUNCATED && x->phase == X_HEAD)
-            st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_PEER_LOST,
-                            "rank %d (on another node) sent a message longer "
-                            "than any ipcpipe header",
-                            x->peer);
-        if (st != IPCP_OK) {
+        if (x->phase == X_HEAD) {
+            rx_head(x, st, n);
+        } else if (st != IPCP_OK) {
             rx_fail(x, st);
-            if (x->phase == X_HEAD)
-                x->phase = X_END;
-            else if (x->send)
+            if (x->send)
                 rx_send_stop(x);
-        } else if (x->phase == X_HEAD) {
-            rx_head(x, n);
         }
     }
     if (x->sop && rm->ops->test(rm->ctx, x->sop, &st, &n))
@@ -616,9 +683,10 @@ static void rx_step(ipcp__rx_t *x)
 static void rx_retire(ipcp__rx_t *x)
 {
     rx_unrun(x);
-    if (x->slots && !x->leak)
-        ipcp__list_push_back(&x->rm->slots, &x->slots->link);
-    x->slots = NULL;
+    rx_slots_give(x);
+    if (x->rb && !x->leak)
+        ipcp__list_push_back(&x->rm->rooms, &x->rb->link);
+    x->rb = NULL;
 }
 
 static void rx_step_ended(ipcp__rx_t *x)
@@ -651,16 +719,36 @@ void ipcp__rx_progress(ipcp__rx_t *x)
     }
 }
 
-/* The sender's header: the bytes themselves (host memory up to
- * IPCP_RX_INLINE), else where the pieces come. */
+/* The sender's header: with the bytes themselves (up to IPCP_RX_INLINE;
+ * device memory's once copied into a slot), else where the pieces come. */
 static ipcp_status_t rx_send_head(ipcp__rx_t *x)
 {
     ipcp__remote_t *rm = x->rm;
     rx_hdr_t h = {RX_MAGIC, 0, x->len, 0, 0};
-    size_t n = sizeof(h);
-    if (x->len == 0 || (!x->dev && x->len <= IPCP_RX_INLINE)) {
-        memcpy(x->hb + n, x->buf, (size_t)x->len);
-        n += (size_t)x->len;
+    void *body = NULL;
+    size_t bn = 0;
+    ipcp_status_t st;
+    /* It ends once the header left too (the bytes are the caller's, or
+     * in x). */
+    x->phase = X_PIECES;
+    memcpy(x->hb, &h, sizeof(h));
+    if (!x->dev && x->len <= IPCP_RX_COPY) {
+        memcpy(x->hb + sizeof(h), x->buf, (size_t)x->len);
+        return rx_post(x, 0, x->hb, x->hbn, NULL, 0, x->tag, &x->hop);
+    } else if (x->len <= IPCP_RX_INLINE && (!x->dev || x->len == 0)) {
+        body = x->buf;
+        bn = (size_t)x->len;
+    } else if (x->len <= IPCP_RX_INLINE) {
+        x->n = x->next = 1;
+        if ((st = rx_win_alloc(x, 1)) != IPCP_OK ||
+            (st = rx_stage(x, IPCP_RX_INLINE)) != IPCP_OK)
+            return st;
+        x->win[0].slot = x->slots->mem;
+        if ((st = rx_copy(x, &x->win[0], 0, x->slots->mem, x->buf,
+                          (size_t)x->len)) != IPCP_OK)
+            return st;
+        x->head_due = 1; /* posted by rx_step_win once copied */
+        return IPCP_OK;
     } else {
         uint32_t *next = &rm->seq[x->peer];
         x->seq = *next;
@@ -670,34 +758,64 @@ static ipcp_status_t rx_send_head(ipcp__rx_t *x)
         int win = x->staged ? RX_SLOTS : RX_WIN_HOST;
         h.seq = x->seq;
         h.chunk = (uint32_t)x->chunk;
-        ipcp_status_t st =
-            rx_win_alloc(x, (uint64_t)win < x->n ? win : (int)x->n);
+        memcpy(x->hb, &h, sizeof(h));
+        st = rx_win_alloc(x, (uint64_t)win < x->n ? win : (int)x->n);
         if (st == IPCP_OK && x->staged)
-            st = rx_stage(x);
+            st = rx_stage(x, x->chunk);
         if (st != IPCP_OK)
             return st;
     }
-    memcpy(x->hb, &h, sizeof(h));
-    /* It ends once the header left too (its bytes are in x). */
-    x->phase = X_PIECES;
-    return rx_post(x, 0, x->hb, n, x->tag, &x->hop);
+    return rx_post(x, 0, x->hb, sizeof(h), body, bn, x->tag, &x->hop);
+}
+
+/* The receiver's header, and room for the bytes of the longest short
+ * message: in place when the buffer holds it, else the job's room for a
+ * host buffer, a slot for device memory.  A receive never offers less
+ * (a message longer than its receive may be written past it: Open MPI
+ * 4.1's single-copy path does so), so what is too long for the buffer
+ * is cut there, the buffer untouched. */
+static ipcp_status_t rx_recv_head(ipcp__rx_t *x)
+{
+    const size_t hn = sizeof(rx_hdr_t);
+    ipcp_status_t st;
+    x->phase = X_HEAD;
+    if (x->dev) {
+        if ((st = rx_stage(x, IPCP_RX_INLINE)) != IPCP_OK)
+            return st;
+        x->room = x->slots->mem;
+    } else if (x->cap >= IPCP_RX_INLINE) {
+        x->room = x->buf;
+    } else {
+        ipcp__list_t *e = ipcp__list_pop_front(&x->rm->rooms);
+        x->rb = e ? ipcp__list_entry(e, rx_room_t, link)
+                  : malloc(sizeof(rx_room_t) + hn + IPCP_RX_INLINE);
+        if (!x->rb)
+            return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                              "no memory for a receive from rank %d", x->peer);
+        ipcp__list_init(&x->rb->link);
+        x->hp = x->rb->mem;
+        x->room = x->rb->mem + hn;
+        return rx_post(x, 0, x->hp, hn + IPCP_RX_INLINE, NULL, 0, x->tag,
+                       &x->hop);
+    }
+    return rx_post(x, 0, x->hb, hn, x->room, IPCP_RX_INLINE, x->tag, &x->hop);
 }
 
 ipcp_status_t ipcp__rx_start(ipcp__remote_t *rm, int send, void *buf,
                              size_t len, int peer, int tag,
                              const ipcp__rx_dev_t *dev, ipcp__rx_t **out)
 {
-    /* A send's header carries its bytes up to IPCP_RX_INLINE; a receive
-     * takes any header. */
-    size_t hbn = sizeof(rx_hdr_t) + (!send ? IPCP_RX_INLINE
-                                     : !dev && len <= IPCP_RX_INLINE ? len
-                                                                     : 0);
+    /* A host message of up to IPCP_RX_COPY bytes goes copied after its
+     * header in x. */
+    size_t hbn =
+        sizeof(rx_hdr_t) + (send && !dev && len <= IPCP_RX_COPY ? len : 0);
     ipcp__rx_t *x = malloc(sizeof(*x) + hbn);
     if (!x)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
                           "no memory for a transfer with rank %d", peer);
     memset(x, 0, sizeof(*x));
     x->hbn = hbn;
+    x->hp = x->hb;
     ipcp__list_init(&x->link);
     ipcp__list_init(&x->rlink);
     x->rm = rm;
@@ -713,13 +831,7 @@ ipcp_status_t ipcp__rx_start(ipcp__remote_t *rm, int send, void *buf,
         x->d = *dev;
         x->staged = !rm->ops->device_mem;
     }
-    ipcp_status_t st;
-    if (send) {
-        st = rx_send_head(x);
-    } else {
-        st = rx_post(x, 0, x->hb, x->hbn, tag, &x->hop);
-        x->phase = X_HEAD;
-    }
+    ipcp_status_t st = send ? rx_send_head(x) : rx_recv_head(x);
     if (st != IPCP_OK) {
         rx_retire(x);
         free(x->win);

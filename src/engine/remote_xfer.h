@@ -2,16 +2,22 @@
  * (engine/remote.h), for host and device memory alike.
  *
  * Every message starts with a header on channel 0 under the user's tag:
- * its length, and either its bytes (at most IPCP_RX_INLINE, host memory)
- * or the number under which its pieces follow on channel 1, in order,
- * each of the header's piece size.  The receiver learns the length
- * before it takes any piece, so each side picks its own way: host memory
- * gives and takes the pieces in place; device memory moves through a
- * few pinned host slots of the transfer's, the device-to-host copy of
- * piece i+1 running while the transport carries piece i (and the
- * host-to-device copies likewise on the far side), unless the transport
- * reads device memory itself.  A message longer than the receive is
- * drained and nothing is written (IPCP_ERR_TRUNCATED).
+ * its length, and either its bytes (up to IPCP_RX_INLINE) in the same
+ * message or the number under which its pieces follow on channel 1, in
+ * order, each of the header's piece size.  A short message is one
+ * message of the transport, with nothing to wait for between header and
+ * bytes: a receive of at least IPCP_RX_INLINE bytes takes them in place
+ * (the header and the buffer as the two parts of one message), a
+ * smaller one into room of the job's (what is too long for the buffer
+ * is dropped there), device memory through a pinned slot.  A
+ * long message's header tells the receiver the length before it takes
+ * any piece, so each side picks its own way: host memory gives and
+ * takes the pieces in place; device memory moves through a few pinned
+ * host slots of the transfer's, the device-to-host copy of piece i+1
+ * running while the transport carries piece i (and the host-to-device
+ * copies likewise on the far side), unless the transport reads device
+ * memory itself.  A message longer than the receive is drained and
+ * nothing is written (IPCP_ERR_TRUNCATED).
  *
  * Transfers progress only in the calls below, all made under
  * ipcp__remote_lock; ipcp__rx_progress moves the running transfers of
@@ -23,8 +29,11 @@
 #include "backend/backend.h"
 #include "engine/remote.h"
 
-/* Bytes of host memory a header carries with it. */
-#define IPCP_RX_INLINE 4096
+/* The most bytes a header carries with it (a multiple of 4096). */
+#define IPCP_RX_INLINE 65536
+/* Up to this many they are copied with it: cheaper than a message of two
+ * parts there. */
+#define IPCP_RX_COPY 4096
 
 typedef struct ipcp__rx ipcp__rx_t;
 
@@ -57,7 +66,7 @@ int ipcp__rx_busy(void);
 /* Cancels every transfer of rm (ipcp__rx_cancel), and forgets them: each
  * is still freed by whoever started it. */
 void ipcp__rx_end_all(ipcp__remote_t *rm);
-/* Frees rm's slots and queues (no transfer of rm runs). */
+/* Frees rm's slots, queues and rooms (no transfer of rm runs). */
 void ipcp__rx_stage_free(ipcp__remote_t *rm);
 
 #endif

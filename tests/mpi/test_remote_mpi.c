@@ -4,12 +4,12 @@
  * fresh data both ways at once at sizes from 0 bytes to 8 MiB, on-node and
  * off-node transfers mixed, every byte checked, off-node ones by the
  * remote path and on-node ones by another; blocking calls around a ring;
- * tests and timed waits of a receive from another node; a receive too
- * small for its message; a barrier over the whole job; calls that do not
- * reach another node refused with the reason; a second job from a split
- * communicator beside the first; finalize with a receive from another
- * node still posted.  Links the shared library only, as a user's program
- * does.
+ * tests and timed waits of a receive from another node; receives too
+ * small for their message (nothing written); a short message in place; a
+ * barrier over the whole job; calls that do not reach another node refused with
+ * the reason; a second job from a split communicator beside the first; finalize
+ * with a receive from another node still posted.  Links the shared library
+ * only, as a user's program does.
  *
  * With "cuda" (built with the CUDA headers; the driver loaded at run
  * time, 77 from every rank where there is no GPU), each side of each pair
@@ -300,6 +300,33 @@ static void test_and_truncate(ipcp_comm_t *c, uint64_t base)
         if (st != IPCP_ERR_TRUNCATED || !strstr(ipcp_last_error(), "rank 0"))
             fail("100-byte receive of 4096 bytes: %s (%s)", ipcp_strerror(st),
                  ipcp_last_error());
+        if (memcmp(buf, want, sizeof(buf)))
+            fail("a receive too small was written");
+        /* A short message into a receive that holds the longest (its
+         * bytes in place, nothing past them written); one too long for a
+         * receive that does not (nothing written). */
+        size_t cap = 100000;
+        unsigned char *big = xmalloc(cap), *bwant = xmalloc(cap);
+        memset(big, 0x5a, cap);
+        fill(bwant, 5000, seed_of(base, 0, 1, 7));
+        OK(ipcp_recv(c, big, cap, 0, 7, &info));
+        if (info.nbytes != 5000 || memcmp(big, bwant, 5000))
+            fail("5000 bytes into a receive of %zu: %zu bytes, data %s", cap,
+                 info.nbytes, memcmp(big, bwant, 5000) ? "differs" : "same");
+        for (size_t i = 5000; i < cap; i++)
+            if (big[i] != 0x5a)
+                fail("5000 bytes into a receive of %zu: byte %zu written", cap,
+                     i);
+        memset(big, 0x5a, cap);
+        st = ipcp_recv(c, big, 50000, 0, 8, &info);
+        if (st != IPCP_ERR_TRUNCATED || !strstr(ipcp_last_error(), "rank 0"))
+            fail("50000-byte receive of 60000 bytes: %s (%s)",
+                 ipcp_strerror(st), ipcp_last_error());
+        for (size_t i = 0; i < cap; i++)
+            if (big[i] != 0x5a)
+                fail("a 50000-byte receive too small: byte %zu written", i);
+        free(big);
+        free(bwant);
     } else if (me == 0) {
         fill(buf, sizeof(buf), seed_of(base, 0, 1, 5));
         MPI_Barrier(MPI_COMM_WORLD);
@@ -308,6 +335,15 @@ static void test_and_truncate(ipcp_comm_t *c, uint64_t base)
         if (st != IPCP_OK && st != IPCP_ERR_TRUNCATED)
             fail("send of a message too large for its receive: %s (%s)",
                  ipcp_strerror(st), ipcp_last_error());
+        unsigned char *out = xmalloc(60000);
+        fill(out, 5000, seed_of(base, 0, 1, 7));
+        OK(ipcp_send(c, out, 5000, 1, 7));
+        fill(out, 60000, seed_of(base, 0, 1, 8));
+        st = ipcp_send(c, out, 60000, 1, 8);
+        if (st != IPCP_OK && st != IPCP_ERR_TRUNCATED)
+            fail("send of 60000 bytes to a receive of 50000: %s (%s)",
+                 ipcp_strerror(st), ipcp_last_error());
+        free(out);
     } else {
         MPI_Barrier(MPI_COMM_WORLD);
     }
