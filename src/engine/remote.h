@@ -66,6 +66,7 @@ typedef struct ipcp__remote {
      * copy queues, kept until the communicator ends. */
     ipcp__list_t slots, queues;
     ipcp__list_t rooms; /* free rooms for the bytes of short messages */
+    ipcp__list_t heads; /* free headers of messages of two parts */
 } ipcp__remote_t;
 
 /* Rank `here` of this node's job as the whole job numbers it (messages
