@@ -1,5 +1,6 @@
 /* Transfers with ranks on other nodes: the header, the pieces and the
  * staging of device memory (engine/remote_xfer.h says how). */
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,9 +11,6 @@
 #include "engine/remote_xfer.h"
 
 #define RX_MAGIC 0x69707232u /* "ipr2": the header below, version 2 */
-/* flags: the sender failed before the bytes of its short message (it
- * sends the header alone then). */
-#define RX_F_STOP 1u
 /* The largest piece a receiver accepts (the setting's bound). */
 #define RX_CHUNK_MAX ((uint64_t)64 << 20)
 /* Pieces in flight: host memory's in place; device memory's, one slot
@@ -24,6 +22,12 @@ enum { RX_WIN_HOST = 8, RX_SLOTS = 4 };
  * header is seen: 64 KiB x64 between two nodes on one H200 ran at 1.10x
  * MPI so, 0.80x with two others a look), at most this many. */
 enum { RX_PROGRESS_OTHERS = 64 };
+/* A short message of device memory goes through a slot of this size, its
+ * bytes at RX_SHORT_AT and its header just before them: one contiguous
+ * message, which MPI moves as any other (a message of two parts leaves
+ * Open MPI's single-copy path for a copy by each side). */
+#define RX_SHORT_AT   4096
+#define RX_SHORT_SLOT (IPCP_RX_INLINE + RX_SHORT_AT)
 
 typedef struct rx_hdr {
     uint32_t magic;
@@ -31,16 +35,19 @@ typedef struct rx_hdr {
     uint64_t len;   /* bytes of the message */
     uint32_t chunk; /* bytes a piece (the last may be shorter); 0: the
                        bytes follow the header in its message */
-    uint32_t flags; /* RX_F_* */
+    uint32_t flags; /* 0 */
 } rx_hdr_t;
 
-/* Pinned host memory of one transfer at a time: RX_SLOTS slots. */
+/* Pinned host memory of one transfer at a time: RX_SLOTS slots (one for
+ * a short message), kept per job as the most transfers ever at once
+ * needed them. */
 typedef struct rx_slots {
     ipcp__list_t link; /* in rm->slots while free */
     const ipcp__backend_ops_t *ops;
     ipcp__backend_t *be;
     int device;
     size_t size; /* of a slot */
+    int cnt;     /* slots */
     unsigned char *mem;
     void *reg;
 } rx_slots_t;
@@ -108,7 +115,7 @@ struct ipcp__rx {
     int stopped;         /* no more pieces start (a failure, or the sender's) */
     int leak;            /* finalize left an operation to the transport: what it
                             may still read or write is never freed */
-    int head_due;        /* sender: the header waits for its bytes' copy */
+    int dirty;           /* a copy may still use the slots: never given back */
     unsigned char *room; /* receiver: where a short message's bytes land
                             (IPCP_RX_INLINE of room) */
     unsigned char *hp;   /* where the header is: hb, in rb or in hs */
@@ -201,16 +208,18 @@ static ipcp_status_t rx_queues(ipcp__remote_t *rm, const ipcp__rx_dev_t *d,
     return IPCP_OK;
 }
 
-/* A free set of slots of `size` bytes for the device, else a new one. */
+/* A free set of cnt slots of `size` bytes for the device, else a new
+ * one. */
 static ipcp_status_t rx_slots_take(ipcp__remote_t *rm, const ipcp__rx_dev_t *d,
-                                   size_t size, rx_slots_t **out)
+                                   size_t size, int cnt, rx_slots_t **out)
 {
     ipcp__list_t *e;
     rx_slots_t *s;
     ipcp_status_t st;
     for (e = rm->slots.next; e != &rm->slots; e = e->next) {
         s = ipcp__list_entry(e, rx_slots_t, link);
-        if (s->be == d->be && s->device == d->device && s->size == size) {
+        if (s->be == d->be && s->device == d->device && s->size == size &&
+            s->cnt == cnt) {
             ipcp__list_del(&s->link);
             *out = s;
             return IPCP_OK;
@@ -219,18 +228,19 @@ static ipcp_status_t rx_slots_take(ipcp__remote_t *rm, const ipcp__rx_dev_t *d,
     /* size is a multiple of 4096 (the setting's bound and the header's
      * check), as aligned_alloc wants. */
     if (!(s = calloc(1, sizeof(*s))) ||
-        !(s->mem = aligned_alloc(4096, size * RX_SLOTS))) {
+        !(s->mem = aligned_alloc(4096, size * (size_t)cnt))) {
         free(s);
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
-                          "no memory for %d staging slots of %zu bytes",
-                          RX_SLOTS, size);
+                          "no memory for %d staging slots of %zu bytes", cnt,
+                          size);
     }
     s->ops = d->ops;
     s->be = d->be;
     s->device = d->device;
     s->size = size;
+    s->cnt = cnt;
     if (d->ops->shm_register &&
-        (st = d->ops->shm_register(d->be, s->mem, size * RX_SLOTS, d->device,
+        (st = d->ops->shm_register(d->be, s->mem, size * (size_t)cnt, d->device,
                                    &s->reg)) != IPCP_OK) {
         free(s->mem);
         free(s);
@@ -240,7 +250,7 @@ static ipcp_status_t rx_slots_take(ipcp__remote_t *rm, const ipcp__rx_dev_t *d,
     IPCP_DEBUG(IPCP_SUB_API,
                "%d staging slots of %zu bytes for device %d (ranks on other "
                "nodes)",
-               RX_SLOTS, size, d->device);
+               cnt, size, d->device);
     *out = s;
     return IPCP_OK;
 }
@@ -288,9 +298,10 @@ static ipcp_status_t rx_copy(ipcp__rx_t *x, rx_win_t *w, int dir, void *dst,
     if (st == IPCP_OK)
         st = ops->notify(q, &w->tr);
     if (st != IPCP_OK) {
-        /* Nothing of this copy runs on: what was enqueued is waited for
-         * by the queue's next notify or its destroy. */
+        /* What was enqueued may still run (waited for by the queue's next
+         * notify or its destroy): the slots stay out of the job's. */
         ipcp__track_destroy(&w->tr);
+        x->dirty = 1;
         return st;
     }
     w->state = W_COPY;
@@ -335,8 +346,7 @@ static int rx_drain(ipcp__rx_t *x)
 }
 
 /* The sender stops: the receiver learns it from a piece of no bytes in
- * the place of the next one (and nothing after it), or from a header
- * that says so where the header waited for its bytes. */
+ * the place of the next one (and nothing after it). */
 static void rx_send_stop(ipcp__rx_t *x)
 {
     void *op = NULL;
@@ -344,16 +354,6 @@ static void rx_send_stop(ipcp__rx_t *x)
     if (x->given >= x->n)
         return;
     x->given = x->n;
-    if (x->head_due) {
-        rx_hdr_t h;
-        x->head_due = 0;
-        memcpy(&h, x->hp, sizeof(h));
-        h.flags |= RX_F_STOP;
-        memcpy(x->hp, &h, sizeof(h));
-        if (rx_post(x, 0, x->hp, sizeof(h), NULL, 0, x->tag, &op) == IPCP_OK)
-            x->hop = op;
-        return;
-    }
     if (rx_post(x, 1, x->hb, 0, NULL, 0, (int)x->seq, &op) == IPCP_OK)
         x->sop = op; /* else the transport failed: the peer hears of it */
 }
@@ -423,20 +423,6 @@ static int rx_step_win(ipcp__rx_t *x, rx_win_t *w)
         if (x->st != IPCP_OK) {
             w->state = W_IDLE;
             rx_send_stop(x);
-            return 1;
-        }
-        if (x->head_due) {
-            /* A short message's bytes are in the slot: the header and
-             * they go as one message, which ends the transfer. */
-            x->head_due = 0;
-            st = rx_post(x, 0, x->hp, sizeof(rx_hdr_t), w->slot, (size_t)x->len,
-                         x->tag, &x->hop);
-            w->state = W_IDLE;
-            if (st != IPCP_OK) {
-                rx_fail(x, st);
-                x->stopped = 1;
-            }
-            x->given = x->ndone = 1;
             return 1;
         }
         st = rx_post(x, 1, w->slot, rx_piece_len(x, w->k), NULL, 0, (int)x->seq,
@@ -517,28 +503,31 @@ static int rx_step_win(ipcp__rx_t *x, rx_win_t *w)
  * transport. */
 static void rx_slots_give(ipcp__rx_t *x)
 {
-    if (x->slots && !x->leak)
+    if (x->slots && !x->leak && !x->dirty)
         ipcp__list_push_back(&x->rm->slots, &x->slots->link);
-    x->slots = NULL;
+    x->slots = NULL; /* else kept from reuse (a copy failed, or finalize
+                        left them to the transport): never freed */
 }
 
-/* The queues and slots of `size` bytes a staged transfer moves its bytes
- * through. */
-static ipcp_status_t rx_stage(ipcp__rx_t *x, size_t size)
+/* The queues and slots a staged transfer moves its bytes through: for
+ * its pieces (short 0), or one slot for a short message. */
+static ipcp_status_t rx_stage(ipcp__rx_t *x, int short_msg)
 {
+    size_t size = short_msg ? RX_SHORT_SLOT : x->chunk;
+    int cnt = short_msg ? 1 : RX_SLOTS;
     ipcp_status_t st = rx_queues(x->rm, &x->d, &x->qs);
-    if (st != IPCP_OK || (x->slots && x->slots->size == size))
+    if (st != IPCP_OK ||
+        (x->slots && x->slots->size == size && x->slots->cnt == cnt))
         return st;
     rx_slots_give(x);
-    return rx_slots_take(x->rm, &x->d, size, &x->slots);
+    return rx_slots_take(x->rm, &x->d, size, cnt, &x->slots);
 }
 
 /* What the receiver needs for the pieces of a message it takes. */
 static ipcp_status_t rx_recv_ready(ipcp__rx_t *x)
 {
     ipcp_status_t st = IPCP_OK;
-    if (x->dev && x->staged && !x->drain &&
-        (st = rx_stage(x, x->chunk)) == IPCP_OK)
+    if (x->dev && x->staged && !x->drain && (st = rx_stage(x, 0)) == IPCP_OK)
         return IPCP_OK;
     /* Truncated, or no staging: the pieces are drained, so that the
      * sender is not left waiting for receives that never come. */
@@ -582,10 +571,9 @@ static void rx_head(ipcp__rx_t *x, ipcp_status_t st, size_t n)
         return;
     }
     memcpy(&h, x->hp, sizeof(h));
-    int inl = h.chunk == 0, stop = h.flags == RX_F_STOP;
-    if (h.magic != RX_MAGIC || (h.flags & ~RX_F_STOP) ||
-        (stop && (!inl || n != sizeof(h))) ||
-        (inl ? h.len > IPCP_RX_INLINE || (!stop && n != sizeof(h) + h.len)
+    int inl = h.chunk == 0;
+    if (h.magic != RX_MAGIC || h.flags != 0 ||
+        (inl ? h.len > IPCP_RX_INLINE || n != sizeof(h) + h.len
              : n != sizeof(h) || h.chunk > RX_CHUNK_MAX || h.chunk % 4096)) {
         rx_fail(x, ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_PEER_LOST,
                               "rank %d (on another node) sent a header "
@@ -597,13 +585,6 @@ static void rx_head(ipcp__rx_t *x, ipcp_status_t st, size_t n)
     }
     x->len = h.len;
     x->nbytes = (size_t)h.len;
-    if (stop) {
-        rx_fail(x, ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_PEER_LOST,
-                              "rank %d (on another node) failed before it "
-                              "sent the %llu bytes of its message",
-                              x->peer, (unsigned long long)h.len));
-        return;
-    }
     if (h.len > x->cap) {
         rx_truncated(x);
         x->drain = 1;
@@ -727,6 +708,16 @@ static void rx_step_ended(ipcp__rx_t *x)
 
 void ipcp__rx_progress(ipcp__rx_t *x)
 {
+    /* One look of the transport of x (else of the first running): all
+     * its operations moved on at once, the tests below answered from
+     * that. */
+    ipcp__remote_t *rm =
+        x && x->phase != X_END ? x->rm /* an ended x's may be freed */
+        : rx_running.next != &rx_running
+            ? ipcp__list_entry(rx_running.next, ipcp__rx_t, link)->rm
+            : NULL;
+    if (rm && rm->ops->poll)
+        rm->ops->poll(rm->ctx, 1);
     if (x && x->phase != X_END)
         rx_step_ended(x);
     /* A few others in turn, each then moved to the back: every transfer
@@ -746,6 +737,37 @@ void ipcp__rx_progress(ipcp__rx_t *x)
         if (o != x)
             rx_step_ended(o);
     }
+    if (rm && rm->ops->poll)
+        rm->ops->poll(rm->ctx, 0);
+}
+
+/* Copies the sender's bytes (device memory, up to IPCP_RX_INLINE) to
+ * `to` and waits for the copy, moving the other transfers on meanwhile
+ * (x is not running yet). */
+static ipcp_status_t rx_copy_wait(ipcp__rx_t *x, unsigned char *to)
+{
+    rx_win_t *w = &x->win[0];
+    ipcp_status_t st = rx_copy(x, w, 0, to, x->buf, (size_t)x->len);
+    for (unsigned n = 1; st == IPCP_OK && !atomic_load_explicit(
+                                              &w->copied, memory_order_acquire);
+         n++) {
+        ipcp__rx_progress(NULL);
+        if (n % 256 == 0)
+            sched_yield(); /* the thread that notifies may share our CPU */
+    }
+    if (st != IPCP_OK)
+        return st;
+    w->state = W_IDLE;
+    if (!ipcp__track_ok(&w->tr)) {
+        char msg[IPCP_ERRMSG_MAX];
+        ipcp__track_errmsg(&w->tr, msg, sizeof(msg));
+        st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API,
+                        (ipcp_status_t)atomic_load(&w->tr.status),
+                        "a copy of a send to rank %d (on another node): %s",
+                        x->peer, msg);
+    }
+    ipcp__track_destroy(&w->tr);
+    return st;
 }
 
 /* The sender's header: with the bytes themselves (up to IPCP_RX_INLINE;
@@ -769,18 +791,18 @@ static ipcp_status_t rx_send_head(ipcp__rx_t *x)
         bn = (size_t)x->len;
         if (bn && (st = rx_head_take(x)) != IPCP_OK)
             return st;
-    } else if (x->len <= IPCP_RX_INLINE) {
-        x->n = x->next = 1;
+    } else if (x->len <= IPCP_RX_INLINE && x->staged) {
+        /* Device memory: copied into a slot, waited for here so that the
+         * message leaves in the order of the calls (no later send to the
+         * peer may pass it), the header just before the bytes. */
         if ((st = rx_win_alloc(x, 1)) != IPCP_OK ||
-            (st = rx_stage(x, IPCP_RX_INLINE)) != IPCP_OK ||
-            (st = rx_head_take(x)) != IPCP_OK)
+            (st = rx_stage(x, 1)) != IPCP_OK ||
+            (st = rx_copy_wait(x, x->slots->mem + RX_SHORT_AT)) != IPCP_OK)
             return st;
-        x->win[0].slot = x->slots->mem;
-        if ((st = rx_copy(x, &x->win[0], 0, x->slots->mem, x->buf,
-                          (size_t)x->len)) != IPCP_OK)
-            return st;
-        x->head_due = 1; /* posted by rx_step_win once copied */
-        return IPCP_OK;
+        x->hp = x->slots->mem + RX_SHORT_AT - sizeof(h);
+        memcpy(x->hp, &h, sizeof(h));
+        return rx_post(x, 0, x->hp, sizeof(h) + (size_t)x->len, NULL, 0, x->tag,
+                       &x->hop);
     } else {
         uint32_t *next = &rm->seq[x->peer];
         x->seq = *next;
@@ -793,7 +815,7 @@ static ipcp_status_t rx_send_head(ipcp__rx_t *x)
         memcpy(x->hb, &h, sizeof(h));
         st = rx_win_alloc(x, (uint64_t)win < x->n ? win : (int)x->n);
         if (st == IPCP_OK && x->staged)
-            st = rx_stage(x, x->chunk);
+            st = rx_stage(x, 0);
         if (st != IPCP_OK)
             return st;
     }
@@ -801,10 +823,10 @@ static ipcp_status_t rx_send_head(ipcp__rx_t *x)
 }
 
 /* The receiver's header, and room for the bytes of the longest short
- * message: in place when the buffer holds it, else the job's room for a
- * host buffer, a slot for device memory.  A receive never offers less
- * (a message longer than its receive may be written past it: Open MPI
- * 4.1's single-copy path does so), so what is too long for the buffer
+ * message: in place when a host buffer holds it (a message of two parts),
+ * else the job's room for a host buffer, a slot for device memory.  A receive
+ * never offers less (a message longer than its receive may be written past it:
+ * Open MPI 4.1's single-copy path does so), so what is too long for the buffer
  * is cut there, the buffer untouched. */
 static ipcp_status_t rx_recv_head(ipcp__rx_t *x)
 {
@@ -812,9 +834,12 @@ static ipcp_status_t rx_recv_head(ipcp__rx_t *x)
     ipcp_status_t st;
     x->phase = X_HEAD;
     if (x->dev) {
-        if ((st = rx_stage(x, IPCP_RX_INLINE)) != IPCP_OK)
+        if ((st = rx_stage(x, 1)) != IPCP_OK)
             return st;
-        x->room = x->slots->mem;
+        x->hp = x->slots->mem + RX_SHORT_AT - hn;
+        x->room = x->slots->mem + RX_SHORT_AT;
+        return rx_post(x, 0, x->hp, hn + IPCP_RX_INLINE, NULL, 0, x->tag,
+                       &x->hop);
     } else if (x->cap >= IPCP_RX_INLINE) {
         x->room = x->buf;
     } else {

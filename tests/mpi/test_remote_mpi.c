@@ -296,6 +296,8 @@ static void test_and_truncate(ipcp_comm_t *c, uint64_t base)
         fill(want, sizeof(want), seed_of(base, 0, 1, 5));
         if (info.nbytes != sizeof(buf) || memcmp(buf, want, sizeof(buf)))
             fail("tested receive: data differs");
+        memset(buf, 0x5a, sizeof(buf));
+        memset(want, 0x5a, sizeof(want));
         ipcp_status_t st = ipcp_recv(c, buf, 100, 0, 6, &info);
         if (st != IPCP_ERR_TRUNCATED || !strstr(ipcp_last_error(), "rank 0"))
             fail("100-byte receive of 4096 bytes: %s (%s)", ipcp_strerror(st),
@@ -477,8 +479,15 @@ int main(int argc, char **argv)
     int rank, size;
     uint64_t base = 0;
     char node[16];
-    static const size_t sizes[] = {
-        0, 1, 4096, 4097, (64 << 10) + 5, (1 << 20) + 3, (8 << 20) + 1};
+    static const size_t sizes[] = {0,
+                                   1,
+                                   4096,
+                                   4097,
+                                   40000,
+                                   64 << 10,
+                                   (64 << 10) + 5,
+                                   (1 << 20) + 3,
+                                   (8 << 20) + 1};
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
