@@ -44,10 +44,6 @@ typedef struct ipcp__remote_ops {
     /* 1 when op ended (*st, *nbytes: bytes received; the reason of a
      * failure as last error), 0 while it runs. */
     int (*test)(void *ctx, void *op, ipcp_status_t *st, size_t *nbytes);
-    /* Optional.  poll(ctx, 1) moves every operation on at once and starts
-     * a look, in which test answers from what the poll saw; poll(ctx, 0)
-     * ends the look. */
-    void (*poll)(void *ctx, int on);
     /* Ends op at finalize: 1 when its buffer is not touched after this
      * returns; 0 when it was left to the transport (a send the peer never
      * takes), whose buffer must then stay. */

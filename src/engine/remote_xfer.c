@@ -708,16 +708,6 @@ static void rx_step_ended(ipcp__rx_t *x)
 
 void ipcp__rx_progress(ipcp__rx_t *x)
 {
-    /* One look of the transport of x (else of the first running): all
-     * its operations moved on at once, the tests below answered from
-     * that. */
-    ipcp__remote_t *rm =
-        x && x->phase != X_END ? x->rm /* an ended x's may be freed */
-        : rx_running.next != &rx_running
-            ? ipcp__list_entry(rx_running.next, ipcp__rx_t, link)->rm
-            : NULL;
-    if (rm && rm->ops->poll)
-        rm->ops->poll(rm->ctx, 1);
     if (x && x->phase != X_END)
         rx_step_ended(x);
     /* A few others in turn, each then moved to the back: every transfer
@@ -737,8 +727,6 @@ void ipcp__rx_progress(ipcp__rx_t *x)
         if (o != x)
             rx_step_ended(o);
     }
-    if (rm && rm->ops->poll)
-        rm->ops->poll(rm->ctx, 0);
 }
 
 /* Copies the sender's bytes (device memory, up to IPCP_RX_INLINE) to

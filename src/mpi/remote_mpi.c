@@ -25,29 +25,17 @@ typedef struct mpi_type {
     MPI_Datatype t; /* MPI_DATATYPE_NULL: free entry */
 } mpi_type_t;
 
-typedef struct mpi_op mpi_op_t;
-
 typedef struct mpi_ctx {
     ipcp__remote_ops_t ops; /* mpi_ops with this MPI's tags and memory */
     MPI_Comm comm[2];
     int tag_ub;
     mpi_type_t types[MPI_TYPES]; /* a hash table; a clash replaces */
-    /* The operations running, as one array for MPI_Testsome: reqs[i] is
-     * own[i]'s request.  Between poll(1) and poll(0) (a look) a test
-     * reads what the poll saw instead of asking MPI again. */
-    MPI_Request *reqs;
-    mpi_op_t **own;
-    int *idx;
-    MPI_Status *sts;
-    int n, cap, look;
 } mpi_ctx_t;
 
-struct mpi_op {
-    int at;         /* its place in reqs; -1 once ended */
+typedef struct mpi_op {
+    MPI_Request r;
     int send, peer; /* peer -1: a barrier */
-    int err;        /* once ended: its error */
-    MPI_Status s;   /* and status */
-};
+} mpi_op_t;
 
 /* An MPI error as ipcpipe's status, the reason as last error. */
 static ipcp_status_t mpi_fail(int err, const char *what, int peer)
@@ -64,97 +52,6 @@ static ipcp_status_t mpi_fail(int err, const char *what, int peer)
     return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, st,
                       "%s with rank %d (on another node) through MPI: %s", what,
                       peer, text);
-}
-
-/* A new operation, its place in reqs made ready (its request is set
- * there once posted, by op_add). */
-static mpi_op_t *op_new(mpi_ctx_t *c, int send, int peer)
-{
-    if (c->n == c->cap) {
-        int cap = c->cap ? 2 * c->cap : 64;
-        MPI_Request *r = realloc(c->reqs, (size_t)cap * sizeof(*r));
-        if (r)
-            c->reqs = r;
-        mpi_op_t **o = r ? realloc(c->own, (size_t)cap * sizeof(*o)) : NULL;
-        if (o)
-            c->own = o;
-        int *ix = o ? realloc(c->idx, (size_t)cap * sizeof(*ix)) : NULL;
-        if (ix)
-            c->idx = ix;
-        MPI_Status *st = ix ? realloc(c->sts, (size_t)cap * sizeof(*st)) : NULL;
-        if (!st)
-            return NULL;
-        c->sts = st;
-        c->cap = cap;
-    }
-    mpi_op_t *o = calloc(1, sizeof(*o));
-    if (o) {
-        o->at = -1;
-        o->send = send;
-        o->peer = peer;
-    }
-    return o;
-}
-
-static void op_add(mpi_ctx_t *c, mpi_op_t *o, MPI_Request r)
-{
-    o->at = c->n++;
-    c->reqs[o->at] = r;
-    c->own[o->at] = o;
-}
-
-/* o leaves reqs (the last takes its place). */
-static void op_drop(mpi_ctx_t *c, mpi_op_t *o)
-{
-    int last = --c->n;
-    if (o->at != last) {
-        c->reqs[o->at] = c->reqs[last];
-        c->own[o->at] = c->own[last];
-        c->own[o->at]->at = o->at;
-    }
-    o->at = -1;
-}
-
-/* o ended with err and status *s: out of reqs, its result kept. */
-static void op_end(mpi_ctx_t *c, mpi_op_t *o, int err, const MPI_Status *s)
-{
-    if (err == MPI_SUCCESS && s && s->MPI_ERROR != MPI_SUCCESS &&
-        s->MPI_ERROR != MPI_ERR_PENDING)
-        err = s->MPI_ERROR;
-    o->err = err;
-    if (s)
-        o->s = *s;
-    if (err != MPI_SUCCESS && c->reqs[o->at] != MPI_REQUEST_NULL)
-        MPI_Request_free(&c->reqs[o->at]);
-    op_drop(c, o);
-}
-
-/* One look: every operation moved on by one MPI_Testsome (one progress
- * of MPI for all, where a test of each makes one each). */
-static void mpi_poll(void *ctx, int on)
-{
-    mpi_ctx_t *c = ctx;
-    int out = 0;
-    c->look = 0;
-    if (!on || !c->n)
-        return;
-    int err = MPI_Testsome(c->n, c->reqs, &out, c->idx, c->sts);
-    if ((err != MPI_SUCCESS && err != MPI_ERR_IN_STATUS) ||
-        out == MPI_UNDEFINED)
-        return; /* the tests ask MPI one by one */
-    for (int k = 0; k < out; k++) {
-        mpi_op_t *o = c->own[c->idx[k]];
-        o->err = err == MPI_ERR_IN_STATUS ? c->sts[k].MPI_ERROR : MPI_SUCCESS;
-        o->s = c->sts[k];
-        o->at = -2; /* ended: dropped below */
-    }
-    /* From the back: what a drop moves into a place was looked at. */
-    for (int i = c->n - 1; i >= 0; i--)
-        if (c->own[i]->at == -2) {
-            c->own[i]->at = i;
-            op_drop(c, c->own[i]);
-        }
-    c->look = 1;
 }
 
 /* The type of head (hn bytes) then body (bn) as one message from head:
@@ -218,18 +115,18 @@ static ipcp_status_t mpi_post(mpi_ctx_t *c, int chan, int send, void *head,
     }
     if (err != MPI_SUCCESS)
         return mpi_fail(err, "a message's type", peer);
-    mpi_op_t *o = op_new(c, send, peer);
-    MPI_Request r;
+    mpi_op_t *o = malloc(sizeof(*o));
     if (!o)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
                           "no memory for an MPI request");
-    err = send ? MPI_Isend(buf, count, t, peer, tag, comm, &r)
-               : MPI_Irecv(buf, count, t, peer, tag, comm, &r);
+    o->send = send;
+    o->peer = peer;
+    err = send ? MPI_Isend(buf, count, t, peer, tag, comm, &o->r)
+               : MPI_Irecv(buf, count, t, peer, tag, comm, &o->r);
     if (err != MPI_SUCCESS) {
         free(o);
         return mpi_fail(err, send ? "a send" : "a receive", peer);
     }
-    op_add(c, o, r);
     *op = o;
     return IPCP_OK;
 }
@@ -251,29 +148,28 @@ static ipcp_status_t mpi_irecv(void *ctx, int chan, void *head, size_t hn,
 
 static int mpi_test(void *ctx, void *op, ipcp_status_t *st, size_t *nbytes)
 {
-    mpi_ctx_t *c = ctx;
-    mpi_op_t *o = op;
-    int count = 0;
-    if (o->at >= 0) {
-        MPI_Status s;
-        int flag = 0;
-        if (c->look) /* the look's poll saw it running */
-            return 0;
-        s.MPI_ERROR = MPI_SUCCESS;
-        int err = MPI_Test(&c->reqs[o->at], &flag, &s);
-        if (err == MPI_SUCCESS && !flag)
-            return 0;
-        op_end(c, o, err, &s);
-    }
-    if (o->err != MPI_SUCCESS) {
-        *st =
-            mpi_fail(o->err, o->peer < 0 ? "a barrier" : "a transfer", o->peer);
+    MPI_Request *r = &((mpi_op_t *)op)->r;
+    MPI_Status s;
+    int flag = 0, count = 0;
+    (void)ctx;
+    s.MPI_ERROR = MPI_SUCCESS;
+    int err = MPI_Test(r, &flag, &s);
+    if (err == MPI_SUCCESS && !flag)
+        return 0;
+    if (err == MPI_SUCCESS && s.MPI_ERROR != MPI_SUCCESS &&
+        s.MPI_ERROR != MPI_ERR_PENDING)
+        err = s.MPI_ERROR;
+    if (err != MPI_SUCCESS) {
+        mpi_op_t *o = op;
+        *st = mpi_fail(err, o->peer < 0 ? "a barrier" : "a transfer", o->peer);
+        if (*r != MPI_REQUEST_NULL)
+            MPI_Request_free(r);
     } else {
         *st = IPCP_OK;
-        if (MPI_Get_count(&o->s, MPI_BYTE, &count) == MPI_SUCCESS && count > 0)
+        if (MPI_Get_count(&s, MPI_BYTE, &count) == MPI_SUCCESS && count > 0)
             *nbytes = (size_t)count;
     }
-    free(o);
+    free(op);
     return 1;
 }
 
@@ -283,28 +179,23 @@ static int mpi_test(void *ctx, void *op, ipcp_status_t *st, size_t *nbytes)
  * always cancel a send). */
 static int mpi_cancel(void *ctx, void *op)
 {
-    mpi_ctx_t *c = ctx;
     mpi_op_t *o = op;
     int finalized = 0, flag = 0, ended = 1;
-    if (o->at < 0) { /* ended already */
-        free(o);
-        return 1;
-    }
-    MPI_Request *r = &c->reqs[o->at];
+    (void)ctx;
     MPI_Finalized(&finalized);
-    if (!finalized && *r != MPI_REQUEST_NULL && !o->send) {
-        MPI_Cancel(r);
-        MPI_Wait(r, MPI_STATUS_IGNORE);
+    if (!finalized && o->r != MPI_REQUEST_NULL && !o->send) {
+        MPI_Cancel(&o->r);
+        MPI_Wait(&o->r, MPI_STATUS_IGNORE);
     }
     double until = finalized ? 0 : MPI_Wtime() + 0.01;
-    while (!finalized && *r != MPI_REQUEST_NULL && !flag && MPI_Wtime() < until)
-        if (MPI_Test(r, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+    while (!finalized && o->r != MPI_REQUEST_NULL && !flag &&
+           MPI_Wtime() < until)
+        if (MPI_Test(&o->r, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
             break;
-    if (!finalized && *r != MPI_REQUEST_NULL) {
-        MPI_Request_free(r);
+    if (!finalized && o->r != MPI_REQUEST_NULL) {
+        MPI_Request_free(&o->r);
         ended = 0;
     }
-    op_drop(c, o);
     free(o);
     return ended;
 }
@@ -312,17 +203,17 @@ static int mpi_cancel(void *ctx, void *op)
 static ipcp_status_t mpi_ibarrier(void *ctx, void **op)
 {
     mpi_ctx_t *c = ctx;
-    mpi_op_t *o = op_new(c, 0, -1);
-    MPI_Request r;
+    mpi_op_t *o = malloc(sizeof(*o));
     if (!o)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
                           "no memory for an MPI request");
-    int err = MPI_Ibarrier(c->comm[0], &r);
+    o->send = 0;
+    o->peer = -1;
+    int err = MPI_Ibarrier(c->comm[0], &o->r);
     if (err != MPI_SUCCESS) {
         free(o);
         return mpi_fail(err, "a barrier", -1);
     }
-    op_add(c, o, r);
     *op = o;
     return IPCP_OK;
 }
@@ -337,10 +228,6 @@ static void mpi_close(void *ctx)
     for (int i = 0; i < MPI_TYPES && !finalized; i++)
         if (c->types[i].t != MPI_DATATYPE_NULL)
             MPI_Type_free(&c->types[i].t);
-    free(c->reqs);
-    free(c->own);
-    free(c->idx);
-    free(c->sts);
     free(c);
 }
 
@@ -350,7 +237,6 @@ static const ipcp__remote_ops_t mpi_ops = {
     .irecv = mpi_irecv,
     .ibarrier = mpi_ibarrier,
     .test = mpi_test,
-    .poll = mpi_poll,
     .cancel = mpi_cancel,
     .close = mpi_close,
 };
