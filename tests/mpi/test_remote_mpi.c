@@ -396,6 +396,48 @@ static void truncate_dev(ipcp_comm_t *c, uint64_t base)
     free(want);
 }
 
+/* One tag's messages from rank 0 to rank 1 (on another node where there
+ * are two) arrive in the order of the calls, whatever their length and
+ * memory: with "cuda" device, host, device again (a short device message
+ * is copied to host memory before it leaves, and the host one after it
+ * must not pass it). */
+static void order_dev(ipcp_comm_t *c, uint64_t base)
+{
+    static const size_t n[3] = {4096, 100, 40000};
+    const int dev[3] = {use_dev, 0, use_dev};
+    int me = ipcp_comm_rank(c);
+    if (me > 1)
+        return;
+    ipcp_request_t *r[3];
+    unsigned char *b[3], *h = xmalloc(n[2]), *want = xmalloc(n[2]);
+    for (int i = 0; i < 3; i++) {
+        b[i] = me == 0 ? buf_new(n[i], dev[i]) : xmalloc(n[2]);
+        if (me == 0) {
+            fill(h, n[i], seed_of(base, 0, 1, 60 + i));
+            buf_put(b[i], h, n[i], dev[i]);
+            OK(ipcp_isend(c, b[i], n[i], 1, 52, &r[i]));
+        } else {
+            OK(ipcp_irecv(c, b[i], n[2], 0, 52, &r[i]));
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        ipcp_xfer_info_t info;
+        OK(ipcp_wait(r[i], &info));
+        if (me == 1) {
+            fill(want, n[i], seed_of(base, 0, 1, 60 + i));
+            if (info.nbytes != n[i] || memcmp(b[i], want, n[i]))
+                fail("message %d of tag 52 (%zu bytes of %s memory) came "
+                     "as %zu bytes%s: out of order",
+                     i, n[i], dev[i] ? "device" : "host", info.nbytes,
+                     info.nbytes == n[i] ? " that differ" : "");
+        }
+    }
+    for (int i = 0; i < 3; i++)
+        buf_free(b[i], me == 0 && dev[i]);
+    free(h);
+    free(want);
+}
+
 /* Calls that reach only this node's ranks, aimed at rank 1 from rank 0. */
 static void refused(ipcp_comm_t *c)
 {
@@ -539,6 +581,7 @@ int main(int argc, char **argv)
     test_and_truncate(world, base);
     if (use_dev && nodes > 1)
         truncate_dev(world, base);
+    order_dev(world, base);
     refused(world);
     barrier(world);
     /* A second job: the first and second half of the ranks, each over
