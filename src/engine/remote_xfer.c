@@ -611,6 +611,8 @@ static void rx_head(ipcp__rx_t *x, ipcp_status_t st, size_t n)
         return;
     }
     rx_slots_give(x); /* the short message's slot: pieces take their own */
+    x->hp = x->hb;
+    x->room = NULL;
     x->seq = h.seq;
     x->chunk = h.chunk;
     x->n = (h.len + h.chunk - 1) / h.chunk;

@@ -353,7 +353,8 @@ static void test_and_truncate(ipcp_comm_t *c, uint64_t base)
 
 /* Rank 0's device memory into a device receive of rank 1 (another node)
  * too small: nothing written, the pieces drained, the next message of the
- * tag whole. */
+ * tag whole; a short message likewise, and one into a large device
+ * receive (nothing past it written). */
 static void truncate_dev(ipcp_comm_t *c, uint64_t base)
 {
     size_t big = (9 << 20) + 1, small = 1 << 20, next = 4097;
@@ -370,6 +371,15 @@ static void truncate_dev(ipcp_comm_t *c, uint64_t base)
         fill(h, next, seed_of(base, 0, 1, 51));
         buf_put(d, h, next, 1);
         OK(ipcp_send(c, d, next, 1, 50));
+        /* Short messages: one too long for a device receive, one into a
+         * device receive larger than the longest short message. */
+        fill(h, 60000, seed_of(base, 0, 1, 53));
+        buf_put(d, h, 60000, 1);
+        st = ipcp_send(c, d, 60000, 1, 53);
+        if (st != IPCP_OK && st != IPCP_ERR_TRUNCATED)
+            fail("short device send too large for its receive: %s (%s)",
+                 ipcp_strerror(st), ipcp_last_error());
+        OK(ipcp_send(c, d, 60000, 1, 54));
         buf_free(d, 1);
     } else if (me == 1) {
         unsigned char *d = buf_new(small, 1);
@@ -390,6 +400,25 @@ static void truncate_dev(ipcp_comm_t *c, uint64_t base)
         buf_get(h, d, next, 1);
         if (info.nbytes != next || memcmp(h, want, next))
             fail("the device message after a truncated one differs");
+        memset(h, 0x5a, small);
+        buf_put(d, h, small, 1);
+        st = ipcp_recv(c, d, 50000, 0, 53, NULL);
+        if (st != IPCP_ERR_TRUNCATED ||
+            !strstr(ipcp_last_error(), "a message of 60000 bytes"))
+            fail("device receive of 50000 bytes for 60000: %s (%s)",
+                 ipcp_strerror(st), ipcp_last_error());
+        buf_get(h, d, small, 1);
+        for (size_t i = 0; i < small; i++)
+            if (h[i] != 0x5a)
+                fail("a truncated short device receive was written at %zu", i);
+        OK(ipcp_recv(c, d, small, 0, 54, &info));
+        fill(want, 60000, seed_of(base, 0, 1, 53));
+        buf_get(h, d, small, 1);
+        if (info.nbytes != 60000 || memcmp(h, want, 60000))
+            fail("60000 device bytes into a device receive of 1 MiB differ");
+        for (size_t i = 60000; i < small; i++)
+            if (h[i] != 0x5a)
+                fail("60000 device bytes into 1 MiB: byte %zu written", i);
         buf_free(d, 1);
     }
     free(h);
