@@ -308,6 +308,25 @@ static ipcp_status_t rx_copy(ipcp__rx_t *x, rx_win_t *w, int dir, void *dst,
     return IPCP_OK;
 }
 
+/* The end of w's copy (copied): its track destroyed, w idle; a failure
+ * as the status, with its reason. */
+static ipcp_status_t rx_copy_end(ipcp__rx_t *x, rx_win_t *w)
+{
+    ipcp_status_t st = IPCP_OK;
+    if (!ipcp__track_ok(&w->tr)) {
+        char msg[IPCP_ERRMSG_MAX];
+        ipcp__track_errmsg(&w->tr, msg, sizeof(msg));
+        st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API,
+                        (ipcp_status_t)atomic_load(&w->tr.status),
+                        "a copy of a transfer with rank %d (on another "
+                        "node): %s",
+                        x->peer, msg);
+    }
+    ipcp__track_destroy(&w->tr);
+    w->state = W_IDLE;
+    return st;
+}
+
 /* ---- Pieces ---------------------------------------------------------- */
 
 static ipcp_status_t rx_win_alloc(ipcp__rx_t *x, int n)
@@ -405,23 +424,13 @@ static int rx_step_win(ipcp__rx_t *x, rx_win_t *w)
         if (x->send && x->st == IPCP_OK && ipcp__track_ok(&w->tr) &&
             w->k != x->given)
             return 0;
-        if (!ipcp__track_ok(&w->tr)) {
-            char msg[IPCP_ERRMSG_MAX];
-            ipcp__track_errmsg(&w->tr, msg, sizeof(msg));
-            rx_fail(x, ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API,
-                                  (ipcp_status_t)atomic_load(&w->tr.status),
-                                  "a copy of a transfer with rank %d (on "
-                                  "another node): %s",
-                                  x->peer, msg));
-        }
-        ipcp__track_destroy(&w->tr);
+        if ((st = rx_copy_end(x, w)) != IPCP_OK)
+            rx_fail(x, st);
         if (!x->send) {
-            w->state = W_IDLE;
             x->ndone++;
             return 1;
         }
         if (x->st != IPCP_OK) {
-            w->state = W_IDLE;
             rx_send_stop(x);
             return 1;
         }
@@ -745,19 +754,7 @@ static ipcp_status_t rx_copy_wait(ipcp__rx_t *x, unsigned char *to)
         if (n % 256 == 0)
             sched_yield(); /* the thread that notifies may share our CPU */
     }
-    if (st != IPCP_OK)
-        return st;
-    w->state = W_IDLE;
-    if (!ipcp__track_ok(&w->tr)) {
-        char msg[IPCP_ERRMSG_MAX];
-        ipcp__track_errmsg(&w->tr, msg, sizeof(msg));
-        st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API,
-                        (ipcp_status_t)atomic_load(&w->tr.status),
-                        "a copy of a send to rank %d (on another node): %s",
-                        x->peer, msg);
-    }
-    ipcp__track_destroy(&w->tr);
-    return st;
+    return st == IPCP_OK ? rx_copy_end(x, w) : st;
 }
 
 /* The sender's header: with the bytes themselves (up to IPCP_RX_INLINE;
@@ -823,15 +820,17 @@ static ipcp_status_t rx_recv_head(ipcp__rx_t *x)
     const size_t hn = sizeof(rx_hdr_t);
     ipcp_status_t st;
     x->phase = X_HEAD;
+    if (!x->dev && x->cap >= IPCP_RX_INLINE) {
+        x->room = x->buf;
+        if ((st = rx_head_take(x)) != IPCP_OK)
+            return st;
+        return rx_post(x, 0, x->hp, hn, x->room, IPCP_RX_INLINE, x->tag,
+                       &x->hop);
+    }
     if (x->dev) {
         if ((st = rx_stage(x, 1)) != IPCP_OK)
             return st;
         x->hp = x->slots->mem + RX_SHORT_AT - hn;
-        x->room = x->slots->mem + RX_SHORT_AT;
-        return rx_post(x, 0, x->hp, hn + IPCP_RX_INLINE, NULL, 0, x->tag,
-                       &x->hop);
-    } else if (x->cap >= IPCP_RX_INLINE) {
-        x->room = x->buf;
     } else {
         ipcp__list_t *e = ipcp__list_pop_front(&x->rm->rooms);
         x->rb = e ? ipcp__list_entry(e, rx_room_t, link)
@@ -841,13 +840,10 @@ static ipcp_status_t rx_recv_head(ipcp__rx_t *x)
                               "no memory for a receive from rank %d", x->peer);
         ipcp__list_init(&x->rb->link);
         x->hp = x->rb->mem;
-        x->room = x->rb->mem + hn;
-        return rx_post(x, 0, x->hp, hn + IPCP_RX_INLINE, NULL, 0, x->tag,
-                       &x->hop);
     }
-    if ((st = rx_head_take(x)) != IPCP_OK)
-        return st;
-    return rx_post(x, 0, x->hp, hn, x->room, IPCP_RX_INLINE, x->tag, &x->hop);
+    /* The header, then the room for the bytes, contiguous. */
+    x->room = x->hp + hn;
+    return rx_post(x, 0, x->hp, hn + IPCP_RX_INLINE, NULL, 0, x->tag, &x->hop);
 }
 
 ipcp_status_t ipcp__rx_start(ipcp__remote_t *rm, int send, void *buf,
