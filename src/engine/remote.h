@@ -67,6 +67,8 @@ typedef struct ipcp__remote {
     ipcp__list_t slots, queues;
     ipcp__list_t rooms; /* free rooms for the bytes of short messages */
     ipcp__list_t heads; /* free headers of messages of two parts */
+    ipcp__list_t spare; /* ended transfers kept for the next ones */
+    int nspare;
 } ipcp__remote_t;
 
 /* Rank `here` of this node's job as the whole job numbers it (messages

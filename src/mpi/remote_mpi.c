@@ -25,17 +25,37 @@ typedef struct mpi_type {
     MPI_Datatype t; /* MPI_DATATYPE_NULL: free entry */
 } mpi_type_t;
 
+typedef struct mpi_op {
+    MPI_Request r;
+    int send, peer;      /* peer -1: a barrier */
+    struct mpi_op *next; /* in the context's spares while ended */
+} mpi_op_t;
+
 typedef struct mpi_ctx {
     ipcp__remote_ops_t ops; /* mpi_ops with this MPI's tags and memory */
     MPI_Comm comm[2];
     int tag_ub;
     mpi_type_t types[MPI_TYPES]; /* a hash table; a clash replaces */
+    mpi_op_t *spare;             /* ended operations, for the next ones */
 } mpi_ctx_t;
 
-typedef struct mpi_op {
-    MPI_Request r;
-    int send, peer; /* peer -1: a barrier */
-} mpi_op_t;
+static mpi_op_t *mpi_op_new(mpi_ctx_t *c, int send, int peer)
+{
+    mpi_op_t *o = c->spare;
+    if (o)
+        c->spare = o->next;
+    else if (!(o = malloc(sizeof(*o))))
+        return NULL;
+    o->send = send;
+    o->peer = peer;
+    return o;
+}
+
+static void mpi_op_end(mpi_ctx_t *c, mpi_op_t *o)
+{
+    o->next = c->spare;
+    c->spare = o;
+}
 
 /* An MPI error as ipcpipe's status, the reason as last error. */
 static ipcp_status_t mpi_fail(int err, const char *what, int peer)
@@ -115,16 +135,14 @@ static ipcp_status_t mpi_post(mpi_ctx_t *c, int chan, int send, void *head,
     }
     if (err != MPI_SUCCESS)
         return mpi_fail(err, "a message's type", peer);
-    mpi_op_t *o = malloc(sizeof(*o));
+    mpi_op_t *o = mpi_op_new(c, send, peer);
     if (!o)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
                           "no memory for an MPI request");
-    o->send = send;
-    o->peer = peer;
     err = send ? MPI_Isend(buf, count, t, peer, tag, comm, &o->r)
                : MPI_Irecv(buf, count, t, peer, tag, comm, &o->r);
     if (err != MPI_SUCCESS) {
-        free(o);
+        mpi_op_end(c, o);
         return mpi_fail(err, send ? "a send" : "a receive", peer);
     }
     *op = o;
@@ -151,7 +169,6 @@ static int mpi_test(void *ctx, void *op, ipcp_status_t *st, size_t *nbytes)
     MPI_Request *r = &((mpi_op_t *)op)->r;
     MPI_Status s;
     int flag = 0, count = 0;
-    (void)ctx;
     s.MPI_ERROR = MPI_SUCCESS;
     int err = MPI_Test(r, &flag, &s);
     if (err == MPI_SUCCESS && !flag)
@@ -169,7 +186,7 @@ static int mpi_test(void *ctx, void *op, ipcp_status_t *st, size_t *nbytes)
         if (MPI_Get_count(&s, MPI_BYTE, &count) == MPI_SUCCESS && count > 0)
             *nbytes = (size_t)count;
     }
-    free(op);
+    mpi_op_end(ctx, op);
     return 1;
 }
 
@@ -181,7 +198,6 @@ static int mpi_cancel(void *ctx, void *op)
 {
     mpi_op_t *o = op;
     int finalized = 0, flag = 0, ended = 1;
-    (void)ctx;
     MPI_Finalized(&finalized);
     if (!finalized && o->r != MPI_REQUEST_NULL && !o->send) {
         MPI_Cancel(&o->r);
@@ -196,22 +212,20 @@ static int mpi_cancel(void *ctx, void *op)
         MPI_Request_free(&o->r);
         ended = 0;
     }
-    free(o);
+    mpi_op_end(ctx, o);
     return ended;
 }
 
 static ipcp_status_t mpi_ibarrier(void *ctx, void **op)
 {
     mpi_ctx_t *c = ctx;
-    mpi_op_t *o = malloc(sizeof(*o));
+    mpi_op_t *o = mpi_op_new(c, 0, -1);
     if (!o)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
                           "no memory for an MPI request");
-    o->send = 0;
-    o->peer = -1;
     int err = MPI_Ibarrier(c->comm[0], &o->r);
     if (err != MPI_SUCCESS) {
-        free(o);
+        mpi_op_end(c, o);
         return mpi_fail(err, "a barrier", -1);
     }
     *op = o;
@@ -228,6 +242,11 @@ static void mpi_close(void *ctx)
     for (int i = 0; i < MPI_TYPES && !finalized; i++)
         if (c->types[i].t != MPI_DATATYPE_NULL)
             MPI_Type_free(&c->types[i].t);
+    while (c->spare) {
+        mpi_op_t *o = c->spare;
+        c->spare = o->next;
+        free(o);
+    }
     free(c);
 }
 
