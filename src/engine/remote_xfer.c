@@ -77,10 +77,8 @@ typedef struct rx_room {
     unsigned char mem[];
 } rx_room_t;
 
-/* A header of a message of two parts, kept per job and taken first in,
- * first out: the transport keeps a type per layout of the two parts
- * (header, bytes), which a window over the same buffers then meets again
- * instead of making one a message (~0.5 us each side). */
+/* A header of a message of two parts, kept per job (the transport may
+ * read or write it until the message ends). */
 typedef struct rx_head {
     ipcp__list_t link; /* in rm->heads while free */
     unsigned char h[sizeof(rx_hdr_t)];

@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #if defined(OPEN_MPI) && OPEN_MPI && defined(__has_include)
 #if __has_include(<mpi-ext.h>)
 #include <mpi-ext.h> /* MPIX_Query_cuda_support */
@@ -14,20 +15,27 @@
 #include "common/status.h"
 #include "mpi/remote_mpi.h"
 
-/* Types of two-part messages kept for reuse: a window of transfers
- * meets the same (head, body) layouts over and over, and making a type
- * costs about 0.5 us a message (6-7% of a 64 KiB one on an H200). */
-enum { MPI_TYPES = 512 };
+/* Types of two-part messages kept for reuse, each with its own room for
+ * the header: the type is made for (that room, the body), so a window of
+ * transfers over the same buffers meets its types again whatever header
+ * memory the caller gives (the header is copied in for a send, out for a
+ * receive).  Making a type costs about 0.5 us a message each side; keyed
+ * on the caller's header, 94% of a window's messages made one anew. */
+enum { MPI_TYPES = 512, MPI_PROBES = 4, MPI_HEAD_MAX = 64 };
 
 typedef struct mpi_type {
-    MPI_Aint disp; /* body - head */
+    const void *body;
     int hn, bn;
     MPI_Datatype t; /* MPI_DATATYPE_NULL: free entry */
+    int busy;       /* an operation's message is in head */
+    unsigned char head[MPI_HEAD_MAX];
 } mpi_type_t;
 
 typedef struct mpi_op {
     MPI_Request r;
     int send, peer;      /* peer -1: a barrier */
+    mpi_type_t *e;       /* the entry whose head the message has, or NULL */
+    void *head;          /* a receive's: where its caller wants the header */
     struct mpi_op *next; /* in the context's spares while ended */
 } mpi_op_t;
 
@@ -35,7 +43,7 @@ typedef struct mpi_ctx {
     ipcp__remote_ops_t ops; /* mpi_ops with this MPI's tags and memory */
     MPI_Comm comm[2];
     int tag_ub;
-    mpi_type_t types[MPI_TYPES]; /* a hash table; a clash replaces */
+    mpi_type_t types[MPI_TYPES]; /* a hash table, MPI_PROBES places a key */
     mpi_op_t *spare;             /* ended operations, for the next ones */
 } mpi_ctx_t;
 
@@ -48,11 +56,20 @@ static mpi_op_t *mpi_op_new(mpi_ctx_t *c, int send, int peer)
         return NULL;
     o->send = send;
     o->peer = peer;
+    o->e = NULL;
+    o->head = NULL;
     return o;
 }
 
+/* o's operation ended: a receive's header to its caller, the entry it
+ * used free again, o kept for the next. */
 static void mpi_op_end(mpi_ctx_t *c, mpi_op_t *o)
 {
+    if (o->e) {
+        if (!o->send)
+            memcpy(o->head, o->e->head, (size_t)o->e->hn);
+        o->e->busy = 0;
+    }
     o->next = c->spare;
     c->spare = o;
 }
@@ -74,41 +91,60 @@ static ipcp_status_t mpi_fail(int err, const char *what, int peer)
                       peer, text);
 }
 
-/* The type of head (hn bytes) then body (bn) as one message from head:
- * one of the table's (freeing a type in use leaves its operations be). */
-static int mpi_type(mpi_ctx_t *c, const void *head, int hn, const void *body,
-                    int bn, MPI_Datatype *out)
+/* The type of hn bytes then body (bn) as one message from base. */
+static int mpi_type_make(const void *base, int hn, const void *body, int bn,
+                         MPI_Datatype *out)
 {
     MPI_Aint a, b, disp[2];
     int len[2] = {hn, bn}, err;
-    MPI_Get_address(head, &a);
+    MPI_Get_address(base, &a);
     MPI_Get_address(body, &b);
     disp[0] = 0;
     disp[1] = MPI_Aint_diff(b, a);
-    uint64_t h = ((uint64_t)disp[1] * 0x9e3779b97f4a7c15ull) ^
-                 ((uint64_t)hn << 40) ^ ((uint64_t)bn * 0xff51afd7ed558ccdull);
-    mpi_type_t *e = &c->types[(h >> 32) % MPI_TYPES];
-    if (e->t != MPI_DATATYPE_NULL && e->disp == disp[1] && e->hn == hn &&
-        e->bn == bn) {
-        *out = e->t;
-        return MPI_SUCCESS;
-    }
-    if (e->t != MPI_DATATYPE_NULL)
-        MPI_Type_free(&e->t);
-    e->t = MPI_DATATYPE_NULL;
-    if ((err = MPI_Type_create_hindexed(2, len, disp, MPI_BYTE, &e->t)) !=
+    if ((err = MPI_Type_create_hindexed(2, len, disp, MPI_BYTE, out)) !=
         MPI_SUCCESS)
         return err;
-    if ((err = MPI_Type_commit(&e->t)) != MPI_SUCCESS) {
-        MPI_Type_free(&e->t);
-        e->t = MPI_DATATYPE_NULL;
-        return err;
+    if ((err = MPI_Type_commit(out)) != MPI_SUCCESS)
+        MPI_Type_free(out);
+    return err;
+}
+
+/* The table's entry for (hn, body, bn) with its type made and none of
+ * its operations running; NULL where every place of the key is busy, or
+ * where the type could not be made (*err). */
+static mpi_type_t *mpi_type(mpi_ctx_t *c, int hn, const void *body, int bn,
+                            int *err)
+{
+    uint64_t h = ((uint64_t)(uintptr_t)body * 0x9e3779b97f4a7c15ull) ^
+                 ((uint64_t)hn << 40) ^ ((uint64_t)bn * 0xff51afd7ed558ccdull);
+    mpi_type_t *victim = NULL;
+    *err = MPI_SUCCESS;
+    for (int k = 0; k < MPI_PROBES; k++) {
+        mpi_type_t *e = &c->types[((h >> 32) + (uint64_t)k) % MPI_TYPES];
+        if (e->busy)
+            continue;
+        if (e->t != MPI_DATATYPE_NULL && e->body == body && e->hn == hn &&
+            e->bn == bn)
+            return e;
+        if (!victim ||
+            (victim->t != MPI_DATATYPE_NULL && e->t == MPI_DATATYPE_NULL))
+            victim = e;
     }
-    e->disp = disp[1];
-    e->hn = hn;
-    e->bn = bn;
-    *out = e->t;
-    return MPI_SUCCESS;
+    if (!victim)
+        return NULL;
+    /* Freeing a type leaves the operations that used it be. */
+    if (victim->t != MPI_DATATYPE_NULL)
+        MPI_Type_free(&victim->t);
+    victim->t = MPI_DATATYPE_NULL;
+    if ((*err = mpi_type_make(victim->head, hn, body, bn, &victim->t)) !=
+        MPI_SUCCESS) {
+        victim->t = MPI_DATATYPE_NULL;
+        return NULL;
+    }
+    victim->body = body;
+    victim->hn = hn;
+    victim->bn = bn;
+    return victim;
 }
 
 /* Messages are at most a header and its bytes, or a piece
@@ -118,7 +154,8 @@ static ipcp_status_t mpi_post(mpi_ctx_t *c, int chan, int send, void *head,
                               int tag, void **op)
 {
     MPI_Comm comm = c->comm[chan];
-    MPI_Datatype t = MPI_BYTE;
+    MPI_Datatype t = MPI_BYTE, once = MPI_DATATYPE_NULL;
+    mpi_type_t *e = NULL;
     void *buf = head;
     int count = (int)hn, err = MPI_SUCCESS;
     if (tag > c->tag_ub)
@@ -130,20 +167,39 @@ static ipcp_status_t mpi_post(mpi_ctx_t *c, int chan, int send, void *head,
         buf = body;
         count = (int)bn;
     } else if (bn) {
-        err = mpi_type(c, head, (int)hn, body, (int)bn, &t);
         count = 1;
+        if (hn <= MPI_HEAD_MAX &&
+            (e = mpi_type(c, (int)hn, body, (int)bn, &err)) != NULL) {
+            buf = e->head;
+            t = e->t;
+            if (send)
+                memcpy(e->head, head, hn);
+        } else if (err == MPI_SUCCESS) {
+            /* Every place of the key is busy (one buffer in several
+             * transfers at once): a type for this message only. */
+            err = mpi_type_make(head, (int)hn, body, (int)bn, &once);
+            t = once;
+        }
     }
     if (err != MPI_SUCCESS)
         return mpi_fail(err, "a message's type", peer);
     mpi_op_t *o = mpi_op_new(c, send, peer);
+    if (o)
+        err = send ? MPI_Isend(buf, count, t, peer, tag, comm, &o->r)
+                   : MPI_Irecv(buf, count, t, peer, tag, comm, &o->r);
+    if (once != MPI_DATATYPE_NULL)
+        MPI_Type_free(&once);
     if (!o)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
                           "no memory for an MPI request");
-    err = send ? MPI_Isend(buf, count, t, peer, tag, comm, &o->r)
-               : MPI_Irecv(buf, count, t, peer, tag, comm, &o->r);
     if (err != MPI_SUCCESS) {
         mpi_op_end(c, o);
         return mpi_fail(err, send ? "a send" : "a receive", peer);
+    }
+    if (e) {
+        e->busy = 1;
+        o->e = e;
+        o->head = head;
     }
     *op = o;
     return IPCP_OK;
@@ -212,6 +268,11 @@ static int mpi_cancel(void *ctx, void *op)
         MPI_Request_free(&o->r);
         ended = 0;
     }
+    /* A send left to MPI may still read the entry's head: it stays busy.
+     * A receive cancelled wrote no header its caller waits for. */
+    if (o->e && ended)
+        o->e->busy = 0;
+    o->e = NULL;
     mpi_op_end(ctx, o);
     return ended;
 }
@@ -235,19 +296,23 @@ static ipcp_status_t mpi_ibarrier(void *ctx, void **op)
 static void mpi_close(void *ctx)
 {
     mpi_ctx_t *c = ctx;
-    int finalized = 0;
+    int finalized = 0, left = 0;
     MPI_Finalized(&finalized);
     for (int i = 0; i < 2 && !finalized; i++)
         MPI_Comm_free(&c->comm[i]);
-    for (int i = 0; i < MPI_TYPES && !finalized; i++)
-        if (c->types[i].t != MPI_DATATYPE_NULL)
+    for (int i = 0; i < MPI_TYPES; i++) {
+        left |= c->types[i].busy;
+        if (!finalized && c->types[i].t != MPI_DATATYPE_NULL)
             MPI_Type_free(&c->types[i].t);
+    }
     while (c->spare) {
         mpi_op_t *o = c->spare;
         c->spare = o->next;
         free(o);
     }
-    free(c);
+    /* A send left to MPI (mpi_cancel) may still read its header in c. */
+    if (!left)
+        free(c);
 }
 
 static const ipcp__remote_ops_t mpi_ops = {

@@ -468,6 +468,41 @@ static void order_dev(ipcp_comm_t *c, uint64_t base)
 }
 
 /* Calls that reach only this node's ranks, aimed at rank 1 from rank 0. */
+/* Ranks 0 and 1 (on two nodes): one buffer in eight transfers at once,
+ * each side, twice (more than the transport keeps a layout for at once). */
+static void one_buffer(ipcp_comm_t *c, uint64_t base)
+{
+    enum { N = 8 };
+    const size_t n = 40000;
+    int me = ipcp_comm_rank(c);
+    unsigned char *b = xmalloc(n), *want = xmalloc(n);
+    ipcp_request_t *r[N];
+    ipcp_xfer_info_t info;
+    if (me > 1 || nodes < 2)
+        goto out;
+    fill(want, n, seed_of(base, 0, 1, 61));
+    for (int round = 0; round < 2; round++) {
+        if (me == 0)
+            memcpy(b, want, n);
+        else
+            memset(b, 0, n);
+        for (int i = 0; i < N; i++)
+            OK(me == 0 ? ipcp_isend(c, b, n, 1, 61, &r[i])
+                       : ipcp_irecv(c, b, n, 0, 61, &r[i]));
+        for (int i = 0; i < N; i++) {
+            OK(ipcp_wait(r[i], &info));
+            if (info.nbytes != n)
+                fail("one buffer: transfer %d of round %d took %zu bytes", i,
+                     round, info.nbytes);
+        }
+        if (me == 1 && memcmp(b, want, n))
+            fail("one buffer: round %d: the bytes differ", round);
+    }
+out:
+    free(b);
+    free(want);
+}
+
 static void refused(ipcp_comm_t *c)
 {
     if (ipcp_comm_rank(c) != 0)
@@ -611,6 +646,7 @@ int main(int argc, char **argv)
     if (use_dev && nodes > 1)
         truncate_dev(world, base);
     order_dev(world, base);
+    one_buffer(world, base);
     refused(world);
     barrier(world);
     /* A second job: the first and second half of the ranks, each over
