@@ -238,6 +238,7 @@ void ipcp__remote_free(ipcp__remote_t *rm)
     free(rm->local);
     free(rm->global);
     free(rm->seq);
+    free(rm->held);
     free(rm);
 }
 
@@ -284,13 +285,15 @@ ipcp_status_t ipcp__comm_remote(ipcp_comm_t *comm_h, const char *job, int rank,
         (!(rm = calloc(1, sizeof(*rm))) ||
          !(rm->local = malloc(sizeof(int) * (size_t)size)) ||
          !(rm->global = malloc(sizeof(int) * (size_t)comm->size)) ||
-         !(rm->seq = calloc((size_t)size, sizeof(uint32_t)))))
+         !(rm->seq = calloc((size_t)size, sizeof(uint32_t))) ||
+         !(rm->held = malloc(sizeof(ipcp__list_t) * (size_t)size))))
         st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_INIT, IPCP_ERR_NOMEM,
                         "no memory for the map of a job of %d ranks", size);
     if (st != IPCP_OK) {
         if (rm) {
             free(rm->local);
             free(rm->global);
+            free(rm->seq);
             free(rm);
         }
         pthread_mutex_lock(&ipcp__remote_lock);
@@ -304,6 +307,8 @@ ipcp_status_t ipcp__comm_remote(ipcp_comm_t *comm_h, const char *job, int rank,
     rm->rank = rank;
     rm->size = size;
     memcpy(rm->local, local, sizeof(int) * (size_t)size);
+    for (int r = 0; r < size; r++)
+        ipcp__list_init(&rm->held[r]);
     for (int r = 0; r < size; r++)
         if (local[r] >= 0)
             rm->global[local[r]] = r;

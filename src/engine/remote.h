@@ -61,6 +61,7 @@ typedef struct ipcp__remote {
     ipcp__list_t posted; /* requests whose operation runs (under the lock) */
     size_t chunk;        /* IPCPIPE_REMOTE_CHUNK, in whole 4 KiB */
     uint32_t *seq;       /* a rank -> number of the next long message sent it */
+    ipcp__list_t *held;  /* a rank -> sends whose headers wait, in call order */
     ipcp__list_t xfers;  /* every transfer of this job not yet freed */
     /* Device memory's staging (engine/remote_xfer.c): free slot sets and
      * copy queues, kept until the communicator ends. */

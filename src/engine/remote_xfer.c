@@ -124,9 +124,14 @@ struct ipcp__rx {
     unsigned char *room; /* receiver: where a short message's bytes land
                             (IPCP_RX_INLINE of room) */
     unsigned char *hp;   /* where the header is: hb, in rb or in hs */
-    rx_room_t *rb;       /* the job's room the header and bytes took */
-    rx_head_t *hs;       /* the job's header a message of two parts took */
-    rx_win_t *win;       /* nwin entries, for pieces or a copy */
+    ipcp__list_t olink;  /* sender: in rm->held[peer] while held */
+    int held;            /* sender: its header waits for those before it */
+    int copying;         /* sender: a short message's bytes go to a slot */
+    void *pbody;         /* sender: the header's message, body and lengths */
+    size_t phn, pbn;
+    rx_room_t *rb; /* the job's room the header and bytes took */
+    rx_head_t *hs; /* the job's header a message of two parts took */
+    rx_win_t *win; /* nwin entries, for pieces or a copy */
     rx_slots_t *slots;
     rx_queues_t *qs;
     unsigned char *scratch; /* where a host receiver drains */
@@ -657,6 +662,34 @@ static void rx_head(ipcp__rx_t *x, ipcp_status_t st, size_t n)
 
 /* ---- The machine ----------------------------------------------------- */
 
+/* Posts the headers held for the peer in the order of their calls, up to
+ * the first whose bytes are still being copied into its slot: one tag's
+ * messages leave in the order they were sent, while the copies of short
+ * device messages overlap with what MPI carries. */
+static void rx_flush(ipcp__remote_t *rm, int peer)
+{
+    ipcp__list_t *q = &rm->held[peer];
+    while (q->next != q) {
+        ipcp__rx_t *x = ipcp__list_entry(q->next, ipcp__rx_t, olink);
+        ipcp_status_t st = IPCP_OK;
+        if (x->copying) {
+            if (!atomic_load_explicit(&x->win[0].copied, memory_order_acquire))
+                return;
+            x->copying = 0;
+            st = rx_copy_end(x, &x->win[0]);
+        }
+        ipcp__list_del(&x->olink);
+        x->held = 0;
+        if (st == IPCP_OK)
+            st =
+                rx_post(x, 0, x->hp, x->phn, x->pbody, x->pbn, x->tag, &x->hop);
+        if (st != IPCP_OK) { /* nothing of it left: no piece starts */
+            rx_fail(x, st);
+            x->stopped = 1;
+        }
+    }
+}
+
 static int rx_idle(const ipcp__rx_t *x)
 {
     for (int i = 0; i < x->nwin; i++)
@@ -682,13 +715,18 @@ static void rx_step(ipcp__rx_t *x)
     }
     if (x->sop && rm->ops->test(rm->ctx, x->sop, &st, &n))
         x->sop = NULL;
+    if (x->held) {
+        rx_flush(rm, x->peer);
+        if (x->held)
+            return;
+    }
     if (x->phase != X_PIECES)
         return;
     for (int changed = 1; changed;) {
         changed = 0;
         for (int i = 0; i < x->nwin; i++)
             changed |= rx_step_win(x, &x->win[i]);
-        while (!x->stopped && x->next < x->n &&
+        while (!x->held && !x->stopped && x->next < x->n &&
                x->win[x->next % (uint64_t)x->nwin].state == W_IDLE) {
             rx_start_piece(x, &x->win[x->next % (uint64_t)x->nwin], x->next);
             x->next++;
@@ -757,56 +795,39 @@ void ipcp__rx_progress(ipcp__rx_t *x)
     }
 }
 
-/* Copies the sender's bytes (device memory, up to IPCP_RX_INLINE) to
- * `to` and waits for the copy, moving the other transfers on meanwhile
- * (x is not running yet). */
-static ipcp_status_t rx_copy_wait(ipcp__rx_t *x, unsigned char *to)
-{
-    rx_win_t *w = &x->win[0];
-    ipcp_status_t st = rx_copy(x, w, 0, to, x->buf, (size_t)x->len);
-    for (unsigned n = 1; st == IPCP_OK && !atomic_load_explicit(
-                                              &w->copied, memory_order_acquire);
-         n++) {
-        ipcp__rx_progress(NULL);
-        if (n % 256 == 0)
-            sched_yield(); /* the thread that notifies may share our CPU */
-    }
-    return st == IPCP_OK ? rx_copy_end(x, w) : st;
-}
-
 /* The sender's header: with the bytes themselves (up to IPCP_RX_INLINE;
- * device memory's once copied into a slot), else where the pieces come. */
+ * device memory's once copied into a slot), else where the pieces come.
+ * It leaves after the headers sent the peer before it (rx_flush). */
 static ipcp_status_t rx_send_head(ipcp__rx_t *x)
 {
     ipcp__remote_t *rm = x->rm;
     rx_hdr_t h = {RX_MAGIC, 0, x->len, 0, 0};
-    void *body = NULL;
-    size_t bn = 0;
     ipcp_status_t st;
     /* It ends once the header left too (the bytes are the caller's, or
      * in x). */
     x->phase = X_PIECES;
     memcpy(x->hb, &h, sizeof(h));
+    x->phn = sizeof(h);
     if (!x->dev && x->len <= IPCP_RX_COPY) {
         memcpy(x->hb + sizeof(h), x->buf, (size_t)x->len);
-        return rx_post(x, 0, x->hb, x->hbn, NULL, 0, x->tag, &x->hop);
+        x->phn = x->hbn;
     } else if (x->len <= IPCP_RX_INLINE && (!x->dev || x->len == 0)) {
-        body = x->buf;
-        bn = (size_t)x->len;
-        if (bn && (st = rx_head_take(x)) != IPCP_OK)
+        x->pbody = x->buf;
+        x->pbn = (size_t)x->len;
+        if (x->pbn && (st = rx_head_take(x)) != IPCP_OK)
             return st;
     } else if (x->len <= IPCP_RX_INLINE && x->staged) {
-        /* Device memory: copied into a slot, waited for here so that the
-         * message leaves in the order of the calls (no later send to the
-         * peer may pass it), the header just before the bytes. */
+        /* Device memory: copied into a slot, the header just before the
+         * bytes, one contiguous message once the copy ended. */
         if ((st = rx_win_alloc(x, 1)) != IPCP_OK ||
             (st = rx_stage(x, 1)) != IPCP_OK ||
-            (st = rx_copy_wait(x, x->slots->mem + RX_SHORT_AT)) != IPCP_OK)
+            (st = rx_copy(x, &x->win[0], 0, x->slots->mem + RX_SHORT_AT, x->buf,
+                          (size_t)x->len)) != IPCP_OK)
             return st;
+        x->copying = 1;
         x->hp = x->slots->mem + RX_SHORT_AT - sizeof(h);
         memcpy(x->hp, &h, sizeof(h));
-        return rx_post(x, 0, x->hp, sizeof(h) + (size_t)x->len, NULL, 0, x->tag,
-                       &x->hop);
+        x->phn = sizeof(h) + (size_t)x->len;
     } else {
         uint32_t *next = &rm->seq[x->peer];
         x->seq = *next;
@@ -823,7 +844,11 @@ static ipcp_status_t rx_send_head(ipcp__rx_t *x)
         if (st != IPCP_OK)
             return st;
     }
-    return rx_post(x, 0, x->hp, sizeof(h), body, bn, x->tag, &x->hop);
+    x->held = 1;
+    ipcp__list_push_back(&rm->held[x->peer], &x->olink);
+    rx_flush(rm, x->peer);
+    /* Its own header failed to leave now: the call's failure. */
+    return !x->held && x->st != IPCP_OK ? x->st : IPCP_OK;
 }
 
 /* The receiver's header, and room for the bytes of the longest short
@@ -870,7 +895,7 @@ static ipcp_status_t rx_recv_head(ipcp__rx_t *x)
  * the receive is posted. */
 static void rx_begin(ipcp__rx_t *x)
 {
-    while (x->phase == X_PIECES && !x->stopped && x->next < x->n &&
+    while (x->phase == X_PIECES && !x->held && !x->stopped && x->next < x->n &&
            x->win[x->next % (uint64_t)x->nwin].state == W_IDLE) {
         rx_start_piece(x, &x->win[x->next % (uint64_t)x->nwin], x->next);
         x->next++;
@@ -899,6 +924,7 @@ ipcp_status_t ipcp__rx_start(ipcp__remote_t *rm, int send, void *buf,
     x->hp = x->hb;
     ipcp__list_init(&x->link);
     ipcp__list_init(&x->rlink);
+    ipcp__list_init(&x->olink);
     x->rm = rm;
     x->send = send;
     x->peer = peer;
@@ -945,6 +971,8 @@ void ipcp__rx_cancel(ipcp__rx_t *x)
     if (x->phase == X_END)
         return;
     int left = 0;
+    ipcp__list_del(&x->olink);
+    x->held = 0;
     if (x->hop)
         left |= !rm->ops->cancel(rm->ctx, x->hop);
     if (x->sop)
@@ -988,6 +1016,7 @@ void ipcp__rx_free(ipcp__rx_t *x)
     /* Still among the job's transfers: finalize has not ended them, so
      * the job (and its spares) is still there. */
     int kept = x->rlink.next != &x->rlink;
+    ipcp__list_del(&x->olink);
     rx_unrun(x);
     ipcp__list_del(&x->rlink);
     if (x->leak)
