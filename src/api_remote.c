@@ -294,6 +294,7 @@ ipcp_status_t ipcp__comm_remote(ipcp_comm_t *comm_h, const char *job, int rank,
             free(rm->local);
             free(rm->global);
             free(rm->seq);
+            free(rm->held);
             free(rm);
         }
         pthread_mutex_lock(&ipcp__remote_lock);

@@ -847,8 +847,12 @@ static ipcp_status_t rx_send_head(ipcp__rx_t *x)
     x->held = 1;
     ipcp__list_push_back(&rm->held[x->peer], &x->olink);
     rx_flush(rm, x->peer);
-    /* Its own header failed to leave now: the call's failure. */
-    return !x->held && x->st != IPCP_OK ? x->st : IPCP_OK;
+    /* Its own header failed to leave now: the call's failure, with its
+     * reason (the flush may have failed others after it). */
+    if (x->held || x->st == IPCP_OK)
+        return IPCP_OK;
+    ipcp__set_last_error(x->err);
+    return x->st;
 }
 
 /* The receiver's header, and room for the bytes of the longest short

@@ -235,8 +235,11 @@ static int mpi_test(void *ctx, void *op, ipcp_status_t *st, size_t *nbytes)
     if (err != MPI_SUCCESS) {
         mpi_op_t *o = op;
         *st = mpi_fail(err, o->peer < 0 ? "a barrier" : "a transfer", o->peer);
-        if (*r != MPI_REQUEST_NULL)
+        if (*r != MPI_REQUEST_NULL) {
+            /* MPI may still use the entry's head: it stays busy. */
             MPI_Request_free(r);
+            o->e = NULL;
+        }
     } else {
         *st = IPCP_OK;
         if (MPI_Get_count(&s, MPI_BYTE, &count) == MPI_SUCCESS && count > 0)
@@ -301,7 +304,7 @@ static void mpi_close(void *ctx)
     for (int i = 0; i < 2 && !finalized; i++)
         MPI_Comm_free(&c->comm[i]);
     for (int i = 0; i < MPI_TYPES; i++) {
-        left |= c->types[i].busy;
+        left |= !finalized && c->types[i].busy;
         if (!finalized && c->types[i].t != MPI_DATATYPE_NULL)
             MPI_Type_free(&c->types[i].t);
     }

@@ -467,42 +467,51 @@ static void order_dev(ipcp_comm_t *c, uint64_t base)
     free(want);
 }
 
-/* Calls that reach only this node's ranks, aimed at rank 1 from rank 0. */
-/* Ranks 0 and 1 (on two nodes): one buffer in eight transfers at once,
- * each side, twice (more than the transport keeps a layout for at once). */
+/* Ranks 0 and 1 (on two nodes): rank 0 sends one buffer in eight
+ * transfers at once, twice (more than the transport keeps a layout for
+ * at once), then eight of different lengths out of it; rank 1 takes each
+ * into a buffer of its own and checks its length and bytes. */
 static void one_buffer(ipcp_comm_t *c, uint64_t base)
 {
     enum { N = 8 };
-    const size_t n = 40000;
+    const size_t n = 64 << 10;
     int me = ipcp_comm_rank(c);
-    unsigned char *b = xmalloc(n), *want = xmalloc(n);
+    unsigned char *b = xmalloc(n), *want = xmalloc(n), *in[N];
     ipcp_request_t *r[N];
     ipcp_xfer_info_t info;
+    for (int i = 0; i < N; i++)
+        in[i] = xmalloc(n);
     if (me > 1 || nodes < 2)
         goto out;
     fill(want, n, seed_of(base, 0, 1, 61));
-    for (int round = 0; round < 2; round++) {
-        if (me == 0)
-            memcpy(b, want, n);
-        else
-            memset(b, 0, n);
-        for (int i = 0; i < N; i++)
-            OK(me == 0 ? ipcp_isend(c, b, n, 1, 61, &r[i])
-                       : ipcp_irecv(c, b, n, 0, 61, &r[i]));
+    if (me == 0)
+        memcpy(b, want, n);
+    for (int round = 0; round < 3; round++) {
         for (int i = 0; i < N; i++) {
-            OK(ipcp_wait(r[i], &info));
-            if (info.nbytes != n)
-                fail("one buffer: transfer %d of round %d took %zu bytes", i,
-                     round, info.nbytes);
+            /* The third round: lengths that differ by message. */
+            size_t len = round < 2 ? n : n - 100 * (size_t)i;
+            memset(in[i], 0, n);
+            OK(me == 0 ? ipcp_isend(c, b, len, 1, 61, &r[i])
+                       : ipcp_irecv(c, in[i], n, 0, 61, &r[i]));
         }
-        if (me == 1 && memcmp(b, want, n))
-            fail("one buffer: round %d: the bytes differ", round);
+        for (int i = 0; i < N; i++) {
+            size_t len = round < 2 ? n : n - 100 * (size_t)i;
+            OK(ipcp_wait(r[i], &info));
+            if (me == 1 && (info.nbytes != len || memcmp(in[i], want, len) ||
+                            (len < n && in[i][len] != 0)))
+                fail("one buffer: message %d of round %d: %zu bytes (want "
+                     "%zu) or its bytes differ",
+                     i, round, info.nbytes, len);
+        }
     }
 out:
+    for (int i = 0; i < N; i++)
+        free(in[i]);
     free(b);
     free(want);
 }
 
+/* Calls that reach only this node's ranks, aimed at rank 1 from rank 0. */
 static void refused(ipcp_comm_t *c)
 {
     if (ipcp_comm_rank(c) != 0)
