@@ -121,7 +121,9 @@ ipcp_status_t ipcp__remote_blocking(ipcp_comm_t *comm, int type, void *buf,
                                     size_t len, int peer, int tag,
                                     ipcp_xfer_info_t *info)
 {
-    ipcp_status_t st;
+    /* Set by the spin: a blocking call's transfer always ends there (finalize
+     * ends it, it is freed here), the initial value only quiets a compiler. */
+    ipcp_status_t st = IPCP_ERR_STATE;
     size_t nbytes = 0;
     ipcp__rx_t *x = NULL;
     IPCP_CHECK(ipcp__remote_start(comm, type == IPCP_REQ_SEND, buf, len, peer,

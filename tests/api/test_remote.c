@@ -7,7 +7,8 @@
  * echoed transfer (with the header, in pieces), path remote, a receive too
  * small (nothing written, the rest drained), a short message in place,
  * what no ipcpipe sends (a short message, another version's header, a
- * sender that stops, pieces too long and too short: each drained), test
+ * sender that stops, pieces too long and too short: each drained), a
+ * send the transport refuses (its call fails, the next ones arrive), test
  * and a timed
  * wait, the barrier reaching the transport, calls that do not reach
  * another node refused, finalize ending a receive still posted and closing
@@ -39,6 +40,7 @@ typedef struct echo {
     op_t ops[MAX_OPS];
     unsigned long sends;
     int barriers, closes, cancels;
+    int refuse; /* the next send fails */
 } echo_t;
 
 static echo_t echo;
@@ -90,6 +92,11 @@ static ipcp_status_t echo_isend(void *ctx, int chan, const void *head,
     T_CHECK(chan == 0 || chan == 1);
     T_CHECK(tag >= 0 && tag <= 1000);
     T_CHECK(bn == 0 || body != NULL);
+    if (echo.refuse) {
+        echo.refuse = 0;
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_SYSTEM,
+                          "echo: a send refused");
+    }
     return echo_post2(chan, 1, (void *)head, hn, (void *)body, bn, peer, tag,
                       op);
 }
@@ -369,6 +376,36 @@ static int case_loop(void)
         free(junk);
         free(in);
         round_trip(c, 0, 70000, 8);
+    }
+    /* A send the transport refuses fails its call with the transport's
+     * reason and leaves nothing behind; the sends around it arrive, in
+     * order: short (in the header's message, of two parts) and long. */
+    {
+        static const size_t len[3] = {100, 40000, 100000};
+        for (int k = 0; k < 3; k++) {
+            size_t n = len[k];
+            unsigned char *m[3], *in = t_malloc(n);
+            for (int i = 0; i < 3; i++) {
+                m[i] = t_malloc(n);
+                memset(m[i], 'A' + i, n);
+            }
+            T_OK(ipcp_send(c, m[0], n, 0, 9));
+            echo.refuse = 1;
+            T_STATUS(ipcp_send(c, m[1], n, 0, 9), IPCP_ERR_SYSTEM);
+            T_MSG_HAS("echo: a send refused");
+            T_OK(ipcp_isend(c, m[2], n, 0, 9, &r));
+            T_OK(ipcp_wait(r, NULL));
+            for (int i = 0; i < 3; i += 2) {
+                ipcp_xfer_info_t got;
+                memset(in, 0, n);
+                T_OK(ipcp_recv(c, in, n, 0, 9, &got));
+                T_EQ_INT((int)got.nbytes, (int)n);
+                T_CHECK(memcmp(in, m[i], n) == 0);
+            }
+            for (int i = 0; i < 3; i++)
+                free(m[i]);
+            free(in);
+        }
     }
     /* To this rank; past the job. */
     T_STATUS(ipcp_isend(c, buf, 1, 1, 6, &r), IPCP_ERR_INVALID);
