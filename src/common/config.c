@@ -65,8 +65,9 @@ static const ipcp__setting_t ipcp__settings[] = {
      IPCP_OFF(node), 0, 0, 0, NULL},
     {"IPCPIPE_REMOTE_CHUNK", IPCP_SET_SIZE, "4M",
      "piece size of transfers with ranks on other nodes (ipcp_init_mpi): "
-     "a message above 4 KiB goes as pieces of this size, and device memory "
-     "is staged through pinned host slots of this size, 4 per transfer",
+     "a message above 64 KiB goes as pieces of this size, and device memory "
+     "is staged through pinned host slots of at most this size, up to 4 per "
+     "transfer",
      IPCP_OFF(remote_chunk), 4096, 64.0 * 1024 * 1024, 0, NULL},
     {"IPCPIPE_TIMEOUT", IPCP_SET_DOUBLE, "60",
      "seconds any wait on another "

@@ -45,9 +45,9 @@ typedef struct rx_hdr {
 enum { RX_SPARE = 256 };
 #define RX_HB_MAX (sizeof(rx_hdr_t) + IPCP_RX_COPY)
 
-/* Pinned host memory of one transfer at a time: RX_SLOTS slots (one for
- * a short message), kept per job as the most transfers ever at once
- * needed them. */
+/* Pinned host memory of one transfer at a time: up to RX_SLOTS slots
+ * (one for a short message or a message of one piece), kept per job as
+ * the most transfers ever at once needed them. */
 typedef struct rx_slots {
     ipcp__list_t link; /* in rm->slots while free */
     const ipcp__backend_ops_t *ops;
@@ -406,7 +406,8 @@ static void rx_start_piece(ipcp__rx_t *x, rx_win_t *w, uint64_t k)
     unsigned char *at = x->buf + k * x->chunk;
     ipcp_status_t st;
     w->k = k;
-    w->slot = x->slots ? x->slots->mem + (size_t)(w - x->win) * x->chunk : NULL;
+    w->slot =
+        x->slots ? x->slots->mem + (size_t)(w - x->win) * x->slots->size : NULL;
     if (x->send && w->slot) {
         st = rx_copy(x, w, 0, w->slot, at, len);
     } else {
@@ -542,10 +543,25 @@ static void rx_slots_give(ipcp__rx_t *x)
 
 /* The queues and slots a staged transfer moves its bytes through: for
  * its pieces (short 0), or one slot for a short message. */
+/* A slot of a message of pieces: a piece, or for a message of one piece
+ * its length up to a power of two (at least 128 KiB), so that a window
+ * of messages shorter than a piece pins what it needs (1 MiB x16 pinned
+ * 256 MiB a side with slots of 4 MiB x4 each) and meets its sets
+ * again. */
+static size_t rx_slot_size(const ipcp__rx_t *x)
+{
+    size_t size = (size_t)128 << 10;
+    if (x->n > 1)
+        return x->chunk;
+    while (size < x->len && size < x->chunk)
+        size *= 2;
+    return size < x->chunk ? size : x->chunk;
+}
+
 static ipcp_status_t rx_stage(ipcp__rx_t *x, int short_msg)
 {
-    size_t size = short_msg ? RX_SHORT_SLOT : x->chunk;
-    int cnt = short_msg ? 1 : RX_SLOTS;
+    size_t size = short_msg ? RX_SHORT_SLOT : rx_slot_size(x);
+    int cnt = short_msg ? 1 : (x->n < RX_SLOTS ? (int)x->n : RX_SLOTS);
     ipcp_status_t st = rx_queues(x->rm, &x->d, &x->qs);
     if (st != IPCP_OK ||
         (x->slots && x->slots->size == size && x->slots->cnt == cnt))
