@@ -67,7 +67,6 @@ typedef struct ipcp__remote {
      * copy queues, kept until the communicator ends. */
     ipcp__list_t slots, queues;
     ipcp__list_t rooms; /* free rooms for the bytes of short messages */
-    ipcp__list_t heads; /* free headers of messages of two parts */
     ipcp__list_t spare; /* ended transfers kept for the next ones */
     int nspare;
 } ipcp__remote_t;

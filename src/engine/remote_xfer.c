@@ -77,13 +77,6 @@ typedef struct rx_room {
     unsigned char mem[];
 } rx_room_t;
 
-/* A header of a message of two parts, kept per job (the transport may
- * read or write it until the message ends). */
-typedef struct rx_head {
-    ipcp__list_t link; /* in rm->heads while free */
-    unsigned char h[sizeof(rx_hdr_t)];
-} rx_head_t;
-
 enum { W_IDLE, W_COPY, W_MOVE };
 
 typedef struct rx_win {
@@ -123,14 +116,13 @@ struct ipcp__rx {
     int dirty;           /* a copy may still use the slots: never given back */
     unsigned char *room; /* receiver: where a short message's bytes land
                             (IPCP_RX_INLINE of room) */
-    unsigned char *hp;   /* where the header is: hb, in rb or in hs */
+    unsigned char *hp;   /* where the header is: hb, in rb or in a slot */
     ipcp__list_t olink;  /* sender: in rm->held[peer] while held */
     int held;            /* sender: its header waits for those before it */
     int copying;         /* sender: a short message's bytes go to a slot */
     void *pbody;         /* sender: the header's message, body and lengths */
     size_t phn, pbn;
     rx_room_t *rb; /* the job's room the header and bytes took */
-    rx_head_t *hs; /* the job's header a message of two parts took */
     rx_win_t *win; /* nwin entries, for pieces or a copy */
     rx_slots_t *slots;
     rx_queues_t *qs;
@@ -148,13 +140,18 @@ static atomic_int rx_nrunning; /* its length, read without the lock */
 /* Its length changes under ipcp__remote_lock only: a plain store (perf
  * put a locked add here at 2% of a sender's time, 64 KiB x64 on an
  * H200). */
+static void rx_count(int d)
+{
+    atomic_store_explicit(
+        &rx_nrunning,
+        atomic_load_explicit(&rx_nrunning, memory_order_relaxed) + d,
+        memory_order_relaxed);
+}
+
 static void rx_run(ipcp__rx_t *x)
 {
     ipcp__list_push_back(&rx_running, &x->link);
-    atomic_store_explicit(
-        &rx_nrunning,
-        atomic_load_explicit(&rx_nrunning, memory_order_relaxed) + 1,
-        memory_order_relaxed);
+    rx_count(1);
 }
 
 static void rx_unrun(ipcp__rx_t *x)
@@ -162,10 +159,7 @@ static void rx_unrun(ipcp__rx_t *x)
     if (x->link.next == &x->link)
         return;
     ipcp__list_del(&x->link);
-    atomic_store_explicit(
-        &rx_nrunning,
-        atomic_load_explicit(&rx_nrunning, memory_order_relaxed) - 1,
-        memory_order_relaxed);
+    rx_count(-1);
 }
 
 int ipcp__rx_busy(void)
@@ -287,8 +281,6 @@ void ipcp__rx_stage_free(ipcp__remote_t *rm)
     ipcp__list_t *e;
     while ((e = ipcp__list_pop_front(&rm->rooms)))
         free(ipcp__list_entry(e, rx_room_t, link));
-    while ((e = ipcp__list_pop_front(&rm->heads)))
-        free(ipcp__list_entry(e, rx_head_t, link));
     while ((e = ipcp__list_pop_front(&rm->spare)))
         free(ipcp__list_entry(e, ipcp__rx_t, link));
     rm->nspare = 0;
@@ -541,8 +533,6 @@ static void rx_slots_give(ipcp__rx_t *x)
                         left them to the transport): never freed */
 }
 
-/* The queues and slots a staged transfer moves its bytes through: for
- * its pieces (short 0), or one slot for a short message. */
 /* A slot of a message of pieces: a piece, or for a message of one piece
  * its length up to a power of two (at least 128 KiB), so that a window
  * of messages shorter than a piece pins what it needs (1 MiB x16 pinned
@@ -558,6 +548,8 @@ static size_t rx_slot_size(const ipcp__rx_t *x)
     return size < x->chunk ? size : x->chunk;
 }
 
+/* The queues and slots a staged transfer moves its bytes through: for
+ * its pieces (short 0), or one slot for a short message. */
 static ipcp_status_t rx_stage(ipcp__rx_t *x, int short_msg)
 {
     size_t size = short_msg ? RX_SHORT_SLOT : rx_slot_size(x);
@@ -706,6 +698,20 @@ static void rx_flush(ipcp__remote_t *rm, int peer)
     }
 }
 
+/* Starts the pieces whose windows are free (none while the header is
+ * held, or after a stop); whether any started. */
+static int rx_start_pieces(ipcp__rx_t *x)
+{
+    int started = 0;
+    while (!x->held && !x->stopped && x->next < x->n &&
+           x->win[x->next % (uint64_t)x->nwin].state == W_IDLE) {
+        rx_start_piece(x, &x->win[x->next % (uint64_t)x->nwin], x->next);
+        x->next++;
+        started = 1;
+    }
+    return started;
+}
+
 static int rx_idle(const ipcp__rx_t *x)
 {
     for (int i = 0; i < x->nwin; i++)
@@ -742,12 +748,7 @@ static void rx_step(ipcp__rx_t *x)
         changed = 0;
         for (int i = 0; i < x->nwin; i++)
             changed |= rx_step_win(x, &x->win[i]);
-        while (!x->held && !x->stopped && x->next < x->n &&
-               x->win[x->next % (uint64_t)x->nwin].state == W_IDLE) {
-            rx_start_piece(x, &x->win[x->next % (uint64_t)x->nwin], x->next);
-            x->next++;
-            changed = 1;
-        }
+        changed |= rx_start_pieces(x);
     }
     if (!x->hop && !x->sop && rx_idle(x) && (x->ndone == x->n || x->stopped))
         x->phase = X_END;
@@ -761,24 +762,7 @@ static void rx_retire(ipcp__rx_t *x)
     rx_slots_give(x);
     if (x->rb && !x->leak)
         ipcp__list_push_back(&x->rm->rooms, &x->rb->link);
-    if (x->hs && !x->leak)
-        ipcp__list_push_back(&x->rm->heads, &x->hs->link);
     x->rb = NULL;
-    x->hs = NULL;
-}
-
-/* x's header moves to one of the job's (for a message of two parts). */
-static ipcp_status_t rx_head_take(ipcp__rx_t *x)
-{
-    ipcp__list_t *e = ipcp__list_pop_front(&x->rm->heads);
-    x->hs = e ? ipcp__list_entry(e, rx_head_t, link) : malloc(sizeof(*x->hs));
-    if (!x->hs)
-        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
-                          "no memory for a message header");
-    ipcp__list_init(&x->hs->link);
-    memcpy(x->hs->h, x->hp, sizeof(rx_hdr_t));
-    x->hp = x->hs->h;
-    return IPCP_OK;
 }
 
 static void rx_step_ended(ipcp__rx_t *x)
@@ -830,8 +814,6 @@ static ipcp_status_t rx_send_head(ipcp__rx_t *x)
     } else if (x->len <= IPCP_RX_INLINE && (!x->dev || x->len == 0)) {
         x->pbody = x->buf;
         x->pbn = (size_t)x->len;
-        if (x->pbn && (st = rx_head_take(x)) != IPCP_OK)
-            return st;
     } else if (x->len <= IPCP_RX_INLINE && x->staged) {
         /* Device memory: copied into a slot, the header just before the
          * bytes, one contiguous message once the copy ended. */
@@ -884,8 +866,6 @@ static ipcp_status_t rx_recv_head(ipcp__rx_t *x)
     x->phase = X_HEAD;
     if (!x->dev && x->cap >= IPCP_RX_INLINE) {
         x->room = x->buf;
-        if ((st = rx_head_take(x)) != IPCP_OK)
-            return st;
         return rx_post(x, 0, x->hp, hn, x->room, IPCP_RX_INLINE, x->tag,
                        &x->hop);
     }
@@ -906,20 +886,6 @@ static ipcp_status_t rx_recv_head(ipcp__rx_t *x)
     /* The header, then the room for the bytes, contiguous. */
     x->room = x->hp + hn;
     return rx_post(x, 0, x->hp, hn + IPCP_RX_INLINE, NULL, 0, x->tag, &x->hop);
-}
-
-/* A new transfer's first pieces, without a look at the transport: a
- * test there moves the transport's own work on (an MPI library's copies
- * of other messages), which would hold up the caller's next posts, and
- * Open MPI answers a message that arrives before its receive only once
- * the receive is posted. */
-static void rx_begin(ipcp__rx_t *x)
-{
-    while (x->phase == X_PIECES && !x->held && !x->stopped && x->next < x->n &&
-           x->win[x->next % (uint64_t)x->nwin].state == W_IDLE) {
-        rx_start_piece(x, &x->win[x->next % (uint64_t)x->nwin], x->next);
-        x->next++;
-    }
 }
 
 ipcp_status_t ipcp__rx_start(ipcp__remote_t *rm, int send, void *buf,
@@ -967,7 +933,13 @@ ipcp_status_t ipcp__rx_start(ipcp__remote_t *rm, int send, void *buf,
     }
     rx_run(x);
     ipcp__list_push_back(&rm->xfers, &x->rlink);
-    rx_begin(x);
+    /* The first pieces start now, without a look at the transport: a test
+     * there moves the transport's own work on (an MPI library's copies of
+     * other messages), which would hold up the caller's next posts, and
+     * Open MPI answers a message that arrives before its receive only once
+     * the receive is posted. */
+    if (x->phase == X_PIECES)
+        rx_start_pieces(x);
     *out = x;
     return IPCP_OK;
 }

@@ -135,7 +135,6 @@ static mpi_type_t *mpi_type(mpi_ctx_t *c, int hn, const void *body, int bn,
     /* Freeing a type leaves the operations that used it be. */
     if (victim->t != MPI_DATATYPE_NULL)
         MPI_Type_free(&victim->t);
-    victim->t = MPI_DATATYPE_NULL;
     if ((*err = mpi_type_make(victim->head, hn, body, bn, &victim->t)) !=
         MPI_SUCCESS) {
         victim->t = MPI_DATATYPE_NULL;
