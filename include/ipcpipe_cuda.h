@@ -27,6 +27,12 @@
  * graph is refused the same way, with nothing enqueued: a transfer happens
  * once, and a graph would replay it.  The peer may use the ordered or
  * the plain calls; the receiver still chooses the path.
+ *
+ * A peer on another node (ipcp_init_mpi) is reached through MPI once the
+ * stream gets there.  Unless MPI runs at MPI_THREAD_MULTIPLE, such a
+ * transfer moves on only inside ipcpipe's calls: wait for or test its
+ * request before synchronizing `stream` (`req` NULL is refused then,
+ * IPCP_ERR_UNSUPPORTED).  docs/launchers.md says more.
  */
 #ifndef IPCPIPE_CUDA_H
 #define IPCPIPE_CUDA_H

@@ -348,7 +348,7 @@ static int ipcp__await_here(ipcp_request_t *req, uint64_t until_ns)
  * too). */
 static int ipcp__await(ipcp_request_t *req, uint64_t until_ns)
 {
-    if (!req->comm->remote || !ipcp__rx_busy())
+    if (!req->comm->remote || !ipcp__remote_busy())
         return ipcp__await_here(req, until_ns);
     for (;;) {
         uint64_t slice = ipcp__now_ns() + 20000;
@@ -757,7 +757,7 @@ ipcp_status_t ipcp_test(ipcp_request_t *req_h, int *done,
         return ipcp__bad_arg("done is NULL");
     if (req->type == IPCP_REQ_REMOTE)
         ipcp__remote_poll(req, 1);
-    else if (req->comm->remote && ipcp__rx_busy())
+    else if (req->comm->remote && ipcp__remote_busy())
         ipcp__remote_kick();
     /* A receive its caller posted itself: its message is the caller's to
      * read, and the progress thread leaves it for spin_us (a loop of tests

@@ -73,8 +73,12 @@ ipcp_status_t ipcp__remote_blocking(ipcp_comm_t *comm, int type, void *buf,
  * (0: no limit); whether it ended. */
 int ipcp__remote_poll(ipcp_request_t *req, uint64_t until);
 ipcp_status_t ipcp__remote_barrier(ipcp_comm_t *comm);
-/* Moves the running transfers with other nodes on, once. */
+/* Moves the running transfers with other nodes on, once (stream-ordered
+ * ones too). */
 void ipcp__remote_kick(void);
+/* Whether any transfer with another node waits or runs (read without the
+ * lock). */
+int ipcp__remote_busy(void);
 /* Finalize: ends what runs through the transport, then (once the
  * communicator is gone) closes it. */
 void ipcp__remote_end(ipcp_comm_t *comm);

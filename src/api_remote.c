@@ -10,6 +10,7 @@
 #include "common/time.h"
 #include "engine/memreg.h"
 #include "engine/remote.h"
+#include "engine/remote_order.h"
 #include "engine/remote_xfer.h"
 
 pthread_mutex_t ipcp__remote_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -74,6 +75,7 @@ static int ipcp__remote_spin(ipcp__rx_t **xp, ipcp__list_t *link,
                              ipcp_status_t *st, size_t *nbytes, uint64_t until)
 {
     for (unsigned n = 1;; n++) {
+        ipcp__remote_order_poll(NULL);
         pthread_mutex_lock(&ipcp__remote_lock);
         if (!*xp) {
             pthread_mutex_unlock(&ipcp__remote_lock);
@@ -161,12 +163,29 @@ ipcp_status_t ipcp__remote_post(ipcp_comm_t *comm, int type, void *buf,
     return IPCP_OK;
 }
 
+/* A stream-ordered request: every ordered transfer moves on (the one
+ * before it on its stream may be any of them), and the others. */
+static int ipcp__remote_poll_ordered(ipcp_request_t *req, uint64_t until)
+{
+    for (unsigned n = 1;; n++) {
+        ipcp__remote_kick();
+        if (atomic_load_explicit(&req->done, memory_order_acquire))
+            return 1;
+        if (until && ipcp__now_ns() >= until)
+            return 0;
+        if (n % 4096 == 0)
+            sched_yield();
+    }
+}
+
 int ipcp__remote_poll(ipcp_request_t *req, uint64_t until)
 {
     ipcp_status_t st = IPCP_OK;
     size_t nbytes = 0;
     if (atomic_load_explicit(&req->done, memory_order_acquire))
         return 1;
+    if (req->remote_ordered)
+        return ipcp__remote_poll_ordered(req, until);
     int r = ipcp__remote_spin((ipcp__rx_t **)&req->remote_op, &req->link, &st,
                               &nbytes, until);
     if (r <= 0) /* not yet, or completed by finalize */
@@ -177,8 +196,14 @@ int ipcp__remote_poll(ipcp_request_t *req, uint64_t until)
     return 1;
 }
 
+int ipcp__remote_busy(void)
+{
+    return ipcp__rx_busy() || ipcp__remote_order_busy();
+}
+
 void ipcp__remote_kick(void)
 {
+    ipcp__remote_order_poll(NULL);
     pthread_mutex_lock(&ipcp__remote_lock);
     ipcp__rx_progress(NULL);
     pthread_mutex_unlock(&ipcp__remote_lock);
@@ -197,6 +222,7 @@ ipcp_status_t ipcp__remote_barrier(ipcp_comm_t *comm)
     st = rm->ops->ibarrier(rm->ctx, &op);
     pthread_mutex_unlock(&ipcp__remote_lock);
     for (unsigned n = 1; st == IPCP_OK && op; n++) {
+        ipcp__remote_order_poll(NULL);
         pthread_mutex_lock(&ipcp__remote_lock);
         ipcp__rx_progress(NULL);
         if (rm->ops->test(rm->ctx, op, &st, &nbytes))
@@ -217,6 +243,7 @@ void ipcp__remote_end(ipcp_comm_t *comm)
     pthread_mutex_lock(&ipcp__remote_lock);
     /* Every transfer, a blocking call's too (it frees its own). */
     ipcp__rx_end_all(rm);
+    ipcp__remote_order_end(comm);
     while ((e = ipcp__list_pop_front(&rm->posted))) {
         ipcp_request_t *req = ipcp__list_entry(e, ipcp_request_t, link);
         ipcp__rx_free(req->remote_op);

@@ -11,6 +11,8 @@
 #include "common/time.h"
 #include "api.h"
 #include "engine/mem.h"
+#include "engine/remote.h"
+#include "engine/remote_order.h"
 #include "ipcpipe_cuda.h"
 
 /* ---- Stream-ordered (ipcpipe_cuda.h) ------------------------------------- */
@@ -79,7 +81,7 @@ static ipcp_status_t ipcp__post_on_stream(ipcp_comm_t *comm,
                                                 req->attr.device,
                                                 (void *)stream)) != IPCP_OK)
         ; /* before the lane numbers a message or a flag is taken */
-    else if (ipcp__lane_takes(comm, req)) {
+    else if (req->type != IPCP_REQ_REMOTE && ipcp__lane_takes(comm, req)) {
         ipcp_request_t *posted;
         st = ipcp__lane_post(comm, req, (void *)stream, out ? &posted : NULL);
         if (st == IPCP_OK && out)
@@ -95,7 +97,10 @@ static ipcp_status_t ipcp__post_on_stream(ipcp_comm_t *comm,
     }
     req->sync = e;
     req->user = out != NULL;
-    ipcp__comm_submit(comm, req);
+    if (req->type == IPCP_REQ_REMOTE)
+        ipcp__remote_order_post(comm, req);
+    else
+        ipcp__comm_submit(comm, req);
     if (out)
         *out = ipcp__hptr(h);
     return IPCP_OK;
@@ -119,10 +124,27 @@ static ipcp_status_t ipcp__twosided_on_stream(ipcp_comm_t *comm_h, int type,
     ipcp_comm_t *comm;
     IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
     IPCP_CHECK(ipcp__check_xfer(comm, buf, len, peer, tag, out ? out : &dummy));
-    IPCP_CHECK(ipcp__remote_here(comm, &peer, "stream-ordered transfers"));
+    int remote = ipcp__remote_route(comm, &peer);
+    if (remote && !out && !comm->remote->ops->threads)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                          "rank %d is on another node, and ipcpipe's thread "
+                          "may not call %s (not initialized with "
+                          "MPI_THREAD_MULTIPLE): a stream-ordered transfer "
+                          "with it needs a request to wait for or test, "
+                          "which moves it on",
+                          peer, comm->remote->ops->name);
     IPCP_CHECK(ipcp__check_cuda(comm_h, &comm));
     ipcp_request_t *req = ipcp__twosided_req(comm, type, buf, len, peer, tag);
-    return req ? ipcp__post_on_stream(comm, req, stream, out) : IPCP_ERR_NOMEM;
+    if (!req)
+        return IPCP_ERR_NOMEM;
+    /* A rank on another node (peer stays its rank in the job): through
+     * the transport once the stream gets there (engine/remote_order.h). */
+    if (remote) {
+        req->type = IPCP_REQ_REMOTE;
+        req->remote_ordered = 1;
+        req->remote_send = type == IPCP_REQ_SEND;
+    }
+    return ipcp__post_on_stream(comm, req, stream, out);
 }
 
 ipcp_status_t ipcp_isend_on_stream(ipcp_comm_t *comm_h, const void *buf,

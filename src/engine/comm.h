@@ -29,6 +29,9 @@ struct ipcp_comm {
     /* Ranks of the job on other nodes, through a transport (NULL: the
      * job is this node's; engine/remote.h) */
     struct ipcp__remote *remote;
+    /* Its stream-ordered transfers waiting or running
+     * (engine/remote_order.h); read by the progress thread. */
+    atomic_int remote_ordered;
     char job[IPCP_JOB_MAX];
     uint64_t job_hash;
     double timeout_s;

@@ -15,6 +15,7 @@
 #include "common/time.h"
 #include "common/cpu.h"
 #include "engine/progress.h"
+#include "engine/remote_order.h"
 
 /* Messages are read into this buffer; uint64_t keeps it aligned for the
  * structs of proto.h. */
@@ -423,7 +424,8 @@ static int ipcp__loop_spinning(ipcp_comm_t *comm, const ipcp__loop_t *lp,
            atomic_load_explicit(&comm->dev_inflight, memory_order_relaxed) >
                0 ||
            ipcp__awaiting(comm, now) ||
-           atomic_load_explicit(&comm->lane_reqs, memory_order_relaxed) > 0;
+           atomic_load_explicit(&comm->lane_reqs, memory_order_relaxed) > 0 ||
+           ipcp__remote_order_driven(comm);
 }
 
 /* Polls the sockets and the eventfd unless the turn may skip it; returns
@@ -489,6 +491,8 @@ static int ipcp__turn_move(ipcp_comm_t *comm, ipcp__loop_t *lp, int ready)
         busy = lp->missed ? 1 : busy;
         busy += ipcp__sync_poll(comm);
         busy += ipcp__lane_poll(comm);
+        if (ipcp__remote_order_driven(comm))
+            busy += ipcp__remote_order_poll(comm);
         for (int i = 1; i < lp->n; i++)
             busy += ipcp__turn_peer(comm, &comm->peers[lp->idx[i]],
                                     ready > 0 ? lp->pfd[i].revents : 0);

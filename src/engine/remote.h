@@ -4,9 +4,11 @@
  * calls speak in the ranks of the whole job and route each peer: one on
  * this node to the engine under its number here, one elsewhere to the
  * transport.  Transfers with a peer elsewhere progress in the calls that
- * post, wait for and test them (as MPI's do), never on the progress
- * thread; every call into a transport, of any communicator, is made under
- * one lock of the process's (ipcp__remote_lock). */
+ * post, wait for and test them (as MPI's do); on the progress thread only
+ * stream-ordered ones, and only where the transport allows calls from any
+ * thread (engine/remote_order.h).  Every call into a transport, of any
+ * communicator, is made under one lock of the process's
+ * (ipcp__remote_lock). */
 #ifndef IPCP_ENGINE_REMOTE_H
 #define IPCP_ENGINE_REMOTE_H
 
@@ -31,6 +33,11 @@ typedef struct ipcp__remote_ops {
     /* 1: operations read and write device memory themselves (a CUDA-aware
      * MPI); 0: host memory only, device memory is staged. */
     int device_mem;
+    /* 1: calls may come from any thread at any time (MPI_THREAD_MULTIPLE):
+     * a communicator's progress thread then moves its stream-ordered
+     * transfers on (engine/remote_order.h); 0: only the calls that wait
+     * for and test transfers do. */
+    int threads;
     /* A message is a head of hn bytes followed by a body of bn (body NULL
      * when bn is 0): one message, sent or received in place from both
      * parts (a receive takes up to hn + bn bytes, head first). */

@@ -190,6 +190,8 @@ struct ipcp_request {
     /* IPCP_REQ_REMOTE: its transfer (engine/remote_xfer.h) while it
      * runs */
     void *remote_op;
+    /* A stream-ordered one (engine/remote_order.h), and its direction. */
+    int remote_ordered, remote_send;
     /* It ended as an eager message in host memory, xfer as
      * ipcp__req_init left it: a reuse need not clear it (ipcp__req_new). */
     int xfer_clean;

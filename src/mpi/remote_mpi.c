@@ -363,6 +363,9 @@ ipcp_status_t ipcp__mpi_remote(MPI_Comm comm, const ipcp__remote_ops_t **ops,
     c->ops = mpi_ops;
     c->ops.tag_max = c->tag_ub;
     c->ops.device_mem = ipcp__mpi_device_mem();
+    int level = MPI_THREAD_SINGLE;
+    c->ops.threads =
+        MPI_Query_thread(&level) == MPI_SUCCESS && level == MPI_THREAD_MULTIPLE;
     *ops = &c->ops;
     *ctx = c;
     return IPCP_OK;

@@ -412,10 +412,15 @@ static int case_loop(void)
     T_MSG_HAS("is this rank");
     T_STATUS(ipcp_isend(c, buf, 1, 3, 6, &r), IPCP_ERR_INVALID);
     T_MSG_HAS("out of range [0, 3)");
-    /* What reaches this node's ranks only. */
+    /* Stream-ordered: without a request where only the caller's threads
+     * may call the transport (nothing would move it on); of host memory
+     * (or without a GPU) as on one node. */
+    T_STATUS(ipcp_isend_on_stream(c, buf, 1, 0, 6, 0, NULL),
+             IPCP_ERR_UNSUPPORTED);
+    T_MSG_HAS("rank 0 is on another node, and ipcpipe's thread may not call");
     T_STATUS(ipcp_isend_on_stream(c, buf, 1, 0, 6, 0, &r),
              IPCP_ERR_UNSUPPORTED);
-    T_MSG_HAS("rank 0 is on another node, where stream-ordered transfers");
+    T_MSG_HAS("stream-ordered transfer");
     T_CHECK(strcmp(ipcp_comm_job(c), "whole") == 0);
     T_OK(ipcp_barrier(c));
     T_EQ_INT(echo.barriers, 1);

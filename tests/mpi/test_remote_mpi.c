@@ -14,13 +14,15 @@
  * With "cuda" (built with the CUDA headers; the driver loaded at run
  * time, 77 from every rank where there is no GPU), each side of each pair
  * picks host or device memory of its own (cuMemAlloc, as a user's), so
- * every pair of kinds crosses nodes, sizes up to 32 MiB, and a device
- * receive too small.  "big": one message past INT_MAX bytes from rank 0
+ * every pair of kinds crosses nodes, sizes up to 32 MiB, a device
+ * receive too small, and stream-ordered transfers both ways (with "mt"
+ * after it, under MPI_THREAD_MULTIPLE: the streams alone are waited
+ * for).  "big": one message past INT_MAX bytes from rank 0
  * to rank 1.  "die": rank 3 ends without a word while the others wait
  * for it; mpirun must end the job (the ctest checks that it does, and
  * with a failure).
  *
- *   mpirun -np N test_remote_mpi NODES [cuda|big|die] */
+ *   mpirun -np N test_remote_mpi NODES [cuda [mt]|big|die] */
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -55,6 +57,11 @@ static struct {
     CUresult (*htod)(CUdeviceptr, const void *, size_t);
     CUresult (*dtoh)(void *, CUdeviceptr, size_t);
     CUresult (*sync)(void);
+    CUresult (*screate)(CUstream *, unsigned);
+    CUresult (*ssync)(CUstream);
+    CUresult (*sdestroy)(CUstream);
+    CUresult (*dtod)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+    CUresult (*memset)(CUdeviceptr, unsigned char, size_t);
 } cu;
 
 #define CU(call)                                                               \
@@ -84,7 +91,13 @@ static int cu_open(void)
     *(void **)&cu.htod = dlsym(h, "cuMemcpyHtoD_v2");
     *(void **)&cu.dtoh = dlsym(h, "cuMemcpyDtoH_v2");
     *(void **)&cu.sync = dlsym(h, "cuCtxSynchronize");
-    if (!cu.init || !cu.dtoh || !cu.sync || cu.init(0) != CUDA_SUCCESS ||
+    *(void **)&cu.screate = dlsym(h, "cuStreamCreate");
+    *(void **)&cu.ssync = dlsym(h, "cuStreamSynchronize");
+    *(void **)&cu.sdestroy = dlsym(h, "cuStreamDestroy_v2");
+    *(void **)&cu.dtod = dlsym(h, "cuMemcpyDtoDAsync_v2");
+    *(void **)&cu.memset = dlsym(h, "cuMemsetD8_v2");
+    if (!cu.init || !cu.dtoh || !cu.sync || !cu.sdestroy || !cu.dtod ||
+        !cu.memset || cu.init(0) != CUDA_SUCCESS ||
         cu.count(&n) != CUDA_SUCCESS || n < 1)
         return 0;
     CU(cu.get(&d, 0));
@@ -467,6 +480,104 @@ static void order_dev(ipcp_comm_t *c, uint64_t base)
     free(want);
 }
 
+#ifdef T_CUDA
+/* Ranks 0 and 1 (on two nodes), device memory, stream-ordered calls both
+ * ways at once: the sends on one stream of each rank's, each buffer
+ * written by a copy enqueued just before it (behind a 64 MiB copy, so a
+ * send that started early would read stale bytes), the receives on
+ * another, each buffer copied out by a copy enqueued just after it (so a
+ * receive whose stream went on early leaves stale bytes in the copy).
+ * With threads (MPI_THREAD_MULTIPLE) only the streams are synchronized,
+ * and one send has no request; otherwise each request is waited for
+ * first, as transfers with other nodes then move in ipcpipe's calls, and
+ * a send without a request is refused (nothing would move it). */
+static void ordered_dev(ipcp_comm_t *c, uint64_t base, int threads)
+{
+    enum { N = 4 };
+    static const size_t n[N] = {100, 4096, (64 << 10) + 5, (8 << 20) + 1};
+    const size_t slow = 64 << 20;
+    int me = ipcp_comm_rank(c), peer = 1 - me;
+    if (me > 1 || nodes < 2)
+        return;
+    CUstream ss, rs;
+    CUdeviceptr big, src[N], b[N], in[N], out[N];
+    ipcp_request_t *sr[N], *rr[N];
+    unsigned char *h = xmalloc(n[N - 1]), *want = xmalloc(n[N - 1]);
+    CU(cu.screate(&ss, 0));
+    CU(cu.screate(&rs, 0));
+    CU(cu.alloc(&big, 2 * slow));
+    for (int i = 0; i < N; i++) {
+        CUdeviceptr *all[4] = {&src[i], &b[i], &in[i], &out[i]};
+        for (int k = 0; k < 4; k++) {
+            CU(cu.alloc(all[k], n[i]));
+            CU(cu.memset(*all[k], 0, n[i]));
+        }
+        fill(h, n[i], seed_of(base, me, peer, 70 + i));
+        buf_put((unsigned char *)(uintptr_t)src[i], h, n[i], 1);
+    }
+    for (int i = 0; i < N; i++) {
+        OK(ipcp_irecv_on_stream(c, (void *)(uintptr_t)in[i], n[i], peer, 70 + i,
+                                (ipcp_stream_t)rs, &rr[i]));
+        CU(cu.dtod(out[i], in[i], n[i], rs));
+        CU(cu.dtod(big + slow, big, slow, ss));
+        CU(cu.dtod(b[i], src[i], n[i], ss));
+        OK(ipcp_isend_on_stream(c, (void *)(uintptr_t)b[i], n[i], peer, 70 + i,
+                                (ipcp_stream_t)ss,
+                                threads && i == 1 ? NULL : &sr[i]));
+    }
+    for (int i = 0; i < N && !threads; i++) {
+        ipcp_xfer_info_t info;
+        OK(ipcp_wait(rr[i], &info));
+        if (info.nbytes != n[i] || info.path != IPCP_PATH_REMOTE)
+            fail("ordered receive %d: %zu bytes by path %s (want %zu, "
+                 "remote)",
+                 i, info.nbytes, ipcp_path_name(info.path), n[i]);
+        OK(ipcp_wait(sr[i], NULL));
+    }
+    CU(cu.ssync(rs));
+    CU(cu.ssync(ss));
+    for (int i = 0; i < N; i++) {
+        buf_get(h, (unsigned char *)(uintptr_t)out[i], n[i], 1);
+        fill(want, n[i], seed_of(base, peer, me, 70 + i));
+        if (memcmp(h, want, n[i]))
+            fail("stream-ordered receive %d (%zu bytes) from another node%s: "
+                 "the copy after it on its stream saw other bytes",
+                 i, n[i], threads ? " (threads)" : "");
+        ipcp_xfer_info_t info;
+        if (threads) {
+            OK(ipcp_wait(rr[i], &info));
+            if (info.nbytes != n[i])
+                fail("ordered receive %d: %zu bytes (want %zu)", i, info.nbytes,
+                     n[i]);
+        }
+        if (threads && i != 1)
+            OK(ipcp_wait(sr[i], NULL));
+        CU(cu.free(src[i]));
+        CU(cu.free(b[i]));
+        CU(cu.free(in[i]));
+        CU(cu.free(out[i]));
+    }
+    /* Without threads, nothing would move a send without a request. */
+    ipcp_status_t st = ipcp_isend_on_stream(c, (void *)(uintptr_t)big, 8, peer,
+                                            79, (ipcp_stream_t)ss, NULL);
+    if (!threads && (st != IPCP_ERR_UNSUPPORTED ||
+                     !strstr(ipcp_last_error(), "MPI_THREAD_MULTIPLE")))
+        fail("a stream-ordered send to another node without a request, "
+             "without MPI_THREAD_MULTIPLE: %s (%s)",
+             ipcp_strerror(st), ipcp_last_error());
+    if (threads) {
+        OK(st);
+        OK(ipcp_recv(c, h, 8, peer, 79, NULL));
+        CU(cu.ssync(ss));
+    }
+    CU(cu.sdestroy(ss));
+    CU(cu.sdestroy(rs));
+    CU(cu.free(big));
+    free(h);
+    free(want);
+}
+#endif
+
 /* Ranks 0 and 1 (on two nodes): rank 0 sends one buffer in eight
  * transfers at once, twice (more than the transport keeps a layout for
  * at once), then eight of different lengths out of it; rank 1 takes each
@@ -517,12 +628,13 @@ static void refused(ipcp_comm_t *c)
     if (ipcp_comm_rank(c) != 0)
         return;
     ipcp_request_t *r;
-    if (nodes > 1) { /* rank 1 is on another node */
+    if (nodes > 1) { /* rank 1 is on another node: host memory refused */
         ipcp_status_t st = ipcp_isend_on_stream(c, "x", 1, 1, 0, 0, &r);
-        if (st != IPCP_ERR_UNSUPPORTED ||
-            !strstr(ipcp_last_error(), "rank 1 is on another node"))
-            fail("stream-ordered send to another node: %s (%s)",
-                 ipcp_strerror(st), ipcp_last_error());
+        const char *want = use_dev ? "need device memory" : "CUDA backend";
+        if (st != IPCP_ERR_UNSUPPORTED || !strstr(ipcp_last_error(), want))
+            fail("stream-ordered send of host memory to another node: %s "
+                 "(%s), want a reason with \"%s\"",
+                 ipcp_strerror(st), ipcp_last_error(), want);
     }
     if (ipcp_isend(c, "x", 1, 9, 0, &r) != IPCP_ERR_INVALID ||
         !strstr(ipcp_last_error(), "out of range"))
@@ -604,7 +716,15 @@ int main(int argc, char **argv)
                                    (1 << 20) + 3,
                                    (8 << 20) + 1};
 
-    MPI_Init(&argc, &argv);
+    /* "mt" after the mode: MPI_THREAD_MULTIPLE, so that ipcpipe's
+     * progress thread may move transfers with other nodes on. */
+    int threads = 0, want_level = argc > 3 && !strcmp(argv[3], "mt")
+                                      ? MPI_THREAD_MULTIPLE
+                                      : MPI_THREAD_SINGLE;
+    MPI_Init_thread(&argc, &argv, want_level, &threads);
+    if (want_level == MPI_THREAD_MULTIPLE && threads != want_level)
+        fail("MPI_THREAD_MULTIPLE asked, MPI gave level %d", threads);
+    threads = want_level == MPI_THREAD_MULTIPLE;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     t_rank = rank;
@@ -655,6 +775,10 @@ int main(int argc, char **argv)
     if (use_dev && nodes > 1)
         truncate_dev(world, base);
     order_dev(world, base);
+#ifdef T_CUDA
+    if (use_dev)
+        ordered_dev(world, base, threads);
+#endif
     one_buffer(world, base);
     refused(world);
     barrier(world);
