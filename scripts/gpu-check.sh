@@ -305,10 +305,11 @@ fi
 
 # Two ranks as two nodes (IPCPIPE_NODE) through ipcp_init_mpi: the remote
 # path beside plain MPI on the same host buffers, device memory beside
-# min(MPI host, pinned D2H, pinned H2D) (NODES_SIZES: which sizes).
+# min(MPI host, pinned D2H, pinned H2D), and the stream-ordered calls
+# beside the plain ones (NODES_SIZES: which sizes).
 nodes_run() {
     local on
-    for on in "" --on-node; do
+    for on in --ordered --on-node; do
         OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
             mpirun -np 2 --bind-to none "$build/tools/ipcpipe-bench-nodes" $on \
             --sizes "${NODES_SIZES:-8,4K,64K,256K,1M,4M,16M,256M,1G}" --reps 10 || return 1

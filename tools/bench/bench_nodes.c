@@ -3,7 +3,7 @@
  * timed the same way, and device memory beside its ceilings.
  *
  *   mpirun -np 2 ipcpipe-bench-nodes [--mem host|cuda|both] [--sizes LIST]
- *                                    [--reps N] [--rounds N]
+ *                                    [--reps N] [--rounds N] [--ordered]
  *
  * Rank r counts as on node r (IPCPIPE_NODE, unless the caller set it), so
  * one machine stands for two.  Rank 1 sends, rank 0 receives and times:
@@ -20,7 +20,11 @@
  * (this MPI may not take device memory), beside what bounds it: MPI on
  * host buffers of the same size, its repetitions in turn with ipcpipe's,
  * and the pinned device-to-host and host-to-device copies of one
- * process, W slots at a time, timed here. */
+ * process, W slots at a time, timed here.  --ordered adds a row of the
+ * stream-ordered calls on the same device buffers (ipcp_isend_on_stream,
+ * ipcp_irecv_on_stream on a stream of each rank's), timed the same way
+ * to the end of the requests and the stream, in turns with the plain
+ * calls. */
 #include <mpi.h>
 
 #include <stdarg.h>
@@ -29,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ipcpipe_cuda.h"
 #include "ipcpipe_diag.h"
 #include "ipcpipe_mpi.h"
 #include "pattern.h"
@@ -46,6 +51,7 @@ typedef struct nopts {
     size_t sizes[MAX_SIZES];
     int nsizes, reps, rounds;
     int on_node; /* both ranks on one node: ipcp_init_mpi against ipcp_init */
+    int ordered; /* device rows: the stream-ordered calls too */
 } nopts_t;
 
 static int me = -1;
@@ -230,6 +236,46 @@ static double rep_ipcp(ipcp_comm_t *c, nbuf_t *b, int w, int *remote)
     return me == 0 ? MPI_Wtime() - t0 : 0;
 }
 
+#ifdef IPCP_HAVE_CUDA
+static CUstream ordered_stream; /* --ordered: the stream of this rank */
+
+/* rep_ipcp with the stream-ordered calls: to the end of the requests
+ * (which move transfers with other nodes on) and of the stream. */
+static double rep_ordered(ipcp_comm_t *c, nbuf_t *b, int w, int *remote)
+{
+    ipcp_request_t *r[64];
+    ipcp_xfer_info_t info;
+    ipcp_stream_t s = (ipcp_stream_t)ordered_stream;
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < w; i++) {
+        if (me == 0)
+            OK(ipcp_irecv_on_stream(c, b->p[i], b->size, 1, T_DATA, s, &r[i]));
+        else
+            OK(ipcp_isend_on_stream(c, b->p[i], b->size, 0, T_DATA, s, &r[i]));
+    }
+    for (int i = 0; i < w; i++) {
+        OK(ipcp_wait(r[i], &info));
+        if (info.path != IPCP_PATH_REMOTE || info.nbytes != b->size)
+            *remote = 0;
+    }
+    CU(TOOL_CU(cuStreamSynchronize)(ordered_stream));
+    return me == 0 ? MPI_Wtime() - t0 : 0;
+}
+#endif
+
+/* The repetition of ipcpipe's calls: plain, or stream-ordered. */
+static double rep_lib(ipcp_comm_t *c, nbuf_t *b, int w, int *remote,
+                      int ordered)
+{
+#ifdef IPCP_HAVE_CUDA
+    if (ordered)
+        return rep_ordered(c, b, w, remote);
+#endif
+    (void)ordered;
+    return rep_ipcp(c, b, w, remote);
+}
+
 /* ---- Rows ------------------------------------------------------------ */
 
 static double gbs(size_t size, int w, double s)
@@ -248,9 +294,9 @@ static void row(const char *what, size_t size, int w, stat3_t s,
 }
 
 /* MPI on host buffers and ipcpipe on host (dev 0) or device buffers in
- * turns; *mpi: MPI's figures. */
+ * turns (ordered: its stream-ordered calls); *mpi: MPI's figures. */
 static stat3_t run_size(ipcp_comm_t *c, const nopts_t *o, size_t size, int dev,
-                        stat3_t *mpi, uint64_t seed)
+                        int ordered, stat3_t *mpi, uint64_t seed)
 {
     int w = window_of(size), remote = 1;
     nbuf_t b, hb;
@@ -265,7 +311,7 @@ static stat3_t run_size(ipcp_comm_t *c, const nopts_t *o, size_t size, int dev,
         nbuf_alloc(&hb, 0, size, w);
         nbuf_fill(&hb, me == 1 ? seed : 0, tmp);
     }
-    rep_ipcp(c, &b, w, &remote); /* warm-up: slots, pages, connections */
+    rep_lib(c, &b, w, &remote, ordered); /* warm-up: slots, pages */
     rep_mpi(&hb, w);
     for (int k = 0; k < o->reps; k++) {
         if (k == o->reps - 1 && me == 0)
@@ -276,7 +322,7 @@ static stat3_t run_size(ipcp_comm_t *c, const nopts_t *o, size_t size, int dev,
                 die("MPI: %zu bytes x%d: data differs", size, w);
             nbuf_fill(&b, 0, tmp);
         }
-        ti[k] = gbs(size, w, rep_ipcp(c, &b, w, &remote));
+        ti[k] = gbs(size, w, rep_lib(c, &b, w, &remote, ordered));
     }
     int ok = me == 0 ? nbuf_check(&b, seed, tmp) : 1;
     MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
@@ -440,7 +486,7 @@ static void usage(void)
         fprintf(stderr,
                 "usage: mpirun -np 2 ipcpipe-bench-nodes [--mem "
                 "host|cuda|both] [--sizes LIST] [--reps N] [--rounds N] "
-                "[--on-node]\n");
+                "[--on-node] [--ordered]\n");
 }
 
 static void parse(int argc, char **argv, nopts_t *o)
@@ -464,6 +510,9 @@ static void parse(int argc, char **argv, nopts_t *o)
             o->rounds = atoi(v);
         } else if (!strcmp(argv[i], "--on-node")) {
             o->on_node = 1;
+            continue;
+        } else if (!strcmp(argv[i], "--ordered")) {
+            o->ordered = 1;
             continue;
         } else {
             usage();
@@ -514,6 +563,10 @@ int main(int argc, char **argv)
     MPI_Allreduce(&cuda, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (o.cuda && !all && me == 0)
         printf("device rows: waived (no GPU on every rank)\n");
+#ifdef IPCP_HAVE_CUDA
+    if (all && o.ordered)
+        CU(TOOL_CU(cuStreamCreate)(&ordered_stream, CU_STREAM_NON_BLOCKING));
+#endif
     OK(ipcp_init_mpi(MPI_COMM_WORLD, NULL, &c));
     uint64_t seed = 0;
     if (me == 0)
@@ -549,7 +602,7 @@ int main(int argc, char **argv)
     }
     stat3_t mh;
     for (int i = 0; o.host && i < o.nsizes; i++)
-        run_size(c, &o, o.sizes[i], 0, &mh, seed + (uint64_t)i);
+        run_size(c, &o, o.sizes[i], 0, 0, &mh, seed + (uint64_t)i);
     if (o.rounds)
         latency(c, &o);
 #ifdef IPCP_HAVE_CUDA
@@ -558,7 +611,7 @@ int main(int argc, char **argv)
         int w = window_of(n);
         stat3_t d2h = copy_ceiling(n, w, 1, o.reps),
                 h2d = copy_ceiling(n, w, 0, o.reps);
-        stat3_t sd = run_size(c, &o, n, 1, &mh, seed + 200 + (uint64_t)i);
+        stat3_t sd = run_size(c, &o, n, 1, 0, &mh, seed + 200 + (uint64_t)i);
         double dev = sd.med, ceil = mh.med;
         const char *by = "MPI host";
         if (d2h.med < ceil)
@@ -573,6 +626,18 @@ int main(int argc, char **argv)
                      "%.0f%% of min(MPI host, D2H, H2D) = %.2f (%s)  verified",
                      100 * dev / ceil, ceil, by);
             row("ipcpipe device", n, w, sd, beside);
+        }
+        if (!o.ordered)
+            continue;
+        stat3_t mo,
+            so = run_size(c, &o, n, 1, 1, &mo, seed + 400 + (uint64_t)i);
+        if (me == 0) {
+            char beside[160];
+            snprintf(beside, sizeof(beside),
+                     "%.0f%% of the same ceiling, %.2fx the plain calls  "
+                     "verified",
+                     100 * so.med / ceil, so.med / sd.med);
+            row("ipcpipe dev ordered", n, w, so, beside);
         }
     }
 #endif
