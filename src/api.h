@@ -69,6 +69,16 @@ ipcp_status_t ipcp__remote_post(ipcp_comm_t *comm, int type, void *buf,
 ipcp_status_t ipcp__remote_blocking(ipcp_comm_t *comm, int type, void *buf,
                                     size_t len, int peer, int tag,
                                     ipcp_xfer_info_t *info);
+/* A put or get (type) with a region on another node (rmem->remote). */
+ipcp_status_t ipcp__remote_onesided(ipcp_comm_t *comm, int type, void *buf,
+                                    size_t len, ipcp_rmem_t *rmem,
+                                    size_t offset, ipcp_request_t **out);
+/* A registration made reachable from other nodes where the job's
+ * transport can (mem->wide_addr), and no longer. */
+void ipcp__remote_attach(ipcp_comm_t *comm, ipcp_mem_t *mem);
+void ipcp__remote_detach(ipcp_comm_t *comm, ipcp_mem_t *mem);
+/* The job's rank of an imported region's owner. */
+int ipcp__rmem_rank(const ipcp_rmem_t *rm);
 /* Moves the transport on until req (IPCP_REQ_REMOTE) ends, or `until`
  * (0: no limit); whether it ended. */
 int ipcp__remote_poll(ipcp_request_t *req, uint64_t until);

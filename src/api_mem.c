@@ -77,6 +77,7 @@ ipcp_status_t ipcp_mem_register(ipcp_comm_t *comm_h, void *buf, size_t len,
         free(mem);
         return st;
     }
+    ipcp__remote_attach(comm, mem);
     *out = ipcp__hptr(mem->handle);
     return IPCP_OK;
 }
@@ -87,6 +88,9 @@ ipcp_status_t ipcp_mem_deregister(ipcp_mem_t *mem_h)
     ipcp_request_t *req;
     IPCP_CHECK(ipcp__mem_get(mem_h, &mem));
     IPCP_CHECK(ipcp__handle_claim(mem_h, IPCP_HANDLE_MEM));
+    /* Ranks on other nodes lose it first (they are not waited for:
+     * docs/launchers.md). */
+    ipcp__remote_detach(mem->comm, mem);
     ipcp_status_t st = ipcp__mem_deregister(mem->comm, mem, &req);
     if (st != IPCP_OK)
         return st; /* stays registered (freed at finalize) */
@@ -128,10 +132,13 @@ ipcp_status_t ipcp_rmem_import(ipcp_comm_t *comm_h, const void *desc,
     if (st == IPCP_OK)
         st = ipcp__rmem_prepare(comm, desc, len, rm);
     ipcp_request_t *req = NULL;
-    if (st == IPCP_OK && !(req = ipcp__req_new(comm, IPCP_REQ_IMPORT)))
+    /* A region on another node: reached through the transport, its owner
+     * not asked (it takes no part in one-sided calls there). */
+    if (st == IPCP_OK && !rm->remote &&
+        !(req = ipcp__req_new(comm, IPCP_REQ_IMPORT)))
         st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
                         "no memory for a request");
-    if (st == IPCP_OK) {
+    if (st == IPCP_OK && req) {
         req->rmem = rm;
         req->peer = rm->owner;
         ipcp__comm_submit(comm, req);
@@ -161,8 +168,8 @@ ipcp_status_t ipcp_rmem_release(ipcp_rmem_t *rm_h)
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_STATE,
                           "imported region %llu of rank %d has %d "
                           "operation(s) in flight: wait for them first",
-                          (unsigned long long)rm->reg_id,
-                          ipcp__job_rank(comm, rm->owner), busy);
+                          (unsigned long long)rm->reg_id, ipcp__rmem_rank(rm),
+                          busy);
     IPCP_CHECK(ipcp__handle_claim(rm_h, IPCP_HANDLE_RMEM));
     ipcp__lock(&comm->mem_lock, IPCP_LOCK_MEM);
     ipcp__list_del(&rm->link);
@@ -182,9 +189,7 @@ size_t ipcp_rmem_size(const ipcp_rmem_t *rm_h)
 int ipcp_rmem_owner(const ipcp_rmem_t *rm_h)
 {
     ipcp_rmem_t *rm;
-    return ipcp__rmem_get(rm_h, &rm) == IPCP_OK
-               ? ipcp__job_rank(rm->comm, rm->owner)
-               : -1;
+    return ipcp__rmem_get(rm_h, &rm) == IPCP_OK ? ipcp__rmem_rank(rm) : -1;
 }
 
 /* Checks shared by every one-sided call: the handles (resolved into *comm
@@ -211,13 +216,11 @@ ipcp_status_t ipcp__check_onesided(const ipcp_comm_t *comm_h, const void *buf,
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_OUT_OF_RANGE,
                           "range [%zu, +%zu) is outside the %zu-byte region "
                           "of rank %d",
-                          offset, len, rm->len,
-                          ipcp__job_rank(rm->comm, rm->owner));
+                          offset, len, rm->len, ipcp__rmem_rank(rm));
     if (!atomic_load(&rm->valid))
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_NOT_REGISTERED,
                           "rank %d deregistered region %llu",
-                          ipcp__job_rank(rm->comm, rm->owner),
-                          (unsigned long long)rm->reg_id);
+                          ipcp__rmem_rank(rm), (unsigned long long)rm->reg_id);
     return IPCP_OK;
 }
 
@@ -231,6 +234,8 @@ static ipcp_status_t ipcp__onesided(ipcp_comm_t *comm_h, int type, void *buf,
         ipcp__check_onesided(comm_h, buf, len, rm_h, offset, &comm, &rm));
     if (!out || ipcp__misaligned(out, sizeof(void *)))
         return ipcp__bad_arg("request output pointer is NULL or misaligned");
+    if (rm->remote)
+        return ipcp__remote_onesided(comm, type, buf, len, rm, offset, out);
     return ipcp__post_onesided(comm, type, buf, len, rm, offset, out);
 }
 

@@ -178,6 +178,102 @@ static int ipcp__remote_poll_ordered(ipcp_request_t *req, uint64_t until)
     }
 }
 
+/* A region of rank owner's (its number here, or the job's where remote). */
+int ipcp__rmem_rank(const ipcp_rmem_t *rm)
+{
+    return rm->remote ? rm->owner : ipcp__job_rank(rm->comm, rm->owner);
+}
+
+void ipcp__remote_attach(ipcp_comm_t *comm, ipcp_mem_t *mem)
+{
+    ipcp__remote_t *rm = comm->remote;
+    ipcp__region_t *r = &mem->region;
+    mem->wide_addr = 0;
+    if (!rm || !rm->ops->attach || !r->len ||
+        (r->attr.type != IPCP_MEM_HOST && !rm->ops->device_mem))
+        return;
+    pthread_mutex_lock(&ipcp__remote_lock);
+    ipcp_status_t st =
+        rm->ops->attach(rm->ctx, r->ptr, r->len, &mem->wide_addr);
+    pthread_mutex_unlock(&ipcp__remote_lock);
+    if (st != IPCP_OK) {
+        mem->wide_addr = 0;
+        IPCP_INFO(IPCP_SUB_API,
+                  "region %llu cannot be reached from other nodes: %s",
+                  (unsigned long long)r->id, ipcp_last_error());
+    }
+}
+
+void ipcp__remote_detach(ipcp_comm_t *comm, ipcp_mem_t *mem)
+{
+    ipcp__remote_t *rm = comm->remote;
+    if (!rm || !mem->wide_addr)
+        return;
+    pthread_mutex_lock(&ipcp__remote_lock);
+    rm->ops->detach(rm->ctx, mem->region.ptr);
+    pthread_mutex_unlock(&ipcp__remote_lock);
+    mem->wide_addr = 0;
+}
+
+ipcp_status_t ipcp__remote_onesided(ipcp_comm_t *comm, int type, void *buf,
+                                    size_t len, ipcp_rmem_t *rmem,
+                                    size_t offset, ipcp_request_t **out)
+{
+    ipcp__remote_t *rm = comm->remote;
+    ipcp__rx_dev_t dev = {NULL, NULL, -1};
+    ipcp__handle_t h = 0;
+    ipcp__rx_t *x = NULL;
+    IPCP_CHECK(ipcp__remote_mem(comm, buf, len, &dev));
+    if (!rm->ops->iput)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                          "a %s with rank %d (on another node): this job "
+                          "has no one-sided access through %s "
+                          "(IPCPIPE_REMOTE_RMA=off, or %s refused a window)",
+                          type == IPCP_REQ_PUT ? "put" : "get", rmem->owner,
+                          rm->ops->name, rm->ops->name);
+    if (dev.ops && !rm->ops->device_mem)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                          "a %s with rank %d (on another node) of device "
+                          "memory: %s does not read device memory here (use "
+                          "host memory, or a send and a receive)",
+                          type == IPCP_REQ_PUT ? "put" : "get", rmem->owner,
+                          rm->ops->name);
+    ipcp_request_t *req =
+        ipcp__onesided_req(comm, type, buf, len, rmem, offset);
+    if (!req)
+        return IPCP_ERR_NOMEM;
+    req->type = IPCP_REQ_REMOTE;
+    ipcp_status_t st =
+        ipcp__handle_new_owned(IPCP_HANDLE_REQ, req, comm->handle, &h);
+    if (st == IPCP_OK) {
+        req->handle = h;
+        pthread_mutex_lock(&ipcp__remote_lock);
+        st = ipcp__rx_start_rma(rm, type == IPCP_REQ_PUT, buf, len, rmem->owner,
+                                rmem->addr + offset, &x);
+        if (st == IPCP_OK) {
+            req->remote_op = x;
+            atomic_fetch_add(&rmem->busy, 1);
+            ipcp__list_push_back(&rm->posted, &req->link);
+        }
+        pthread_mutex_unlock(&ipcp__remote_lock);
+    }
+    if (st != IPCP_OK) {
+        ipcp__req_free(req);
+        return st;
+    }
+    *out = ipcp__hptr(h);
+    return IPCP_OK;
+}
+
+/* A remote request ended: a one-sided one no longer keeps its region. */
+static void ipcp__remote_done(ipcp_request_t *req, ipcp_status_t st,
+                              const char *msg)
+{
+    if (req->rmem)
+        atomic_fetch_sub(&req->rmem->busy, 1);
+    ipcp__req_complete(req, st, msg);
+}
+
 int ipcp__remote_poll(ipcp_request_t *req, uint64_t until)
 {
     ipcp_status_t st = IPCP_OK;
@@ -192,7 +288,7 @@ int ipcp__remote_poll(ipcp_request_t *req, uint64_t until)
         return r < 0;
     req->nbytes = nbytes;
     req->path = IPCP_PATH_REMOTE;
-    ipcp__req_complete(req, st, st == IPCP_OK ? NULL : ipcp_last_error());
+    ipcp__remote_done(req, st, st == IPCP_OK ? NULL : ipcp_last_error());
     return 1;
 }
 
@@ -248,9 +344,9 @@ void ipcp__remote_end(ipcp_comm_t *comm)
         ipcp_request_t *req = ipcp__list_entry(e, ipcp_request_t, link);
         ipcp__rx_free(req->remote_op);
         req->remote_op = NULL;
-        ipcp__req_complete(req, IPCP_ERR_STATE,
-                           "finalized before its transfer with a rank on "
-                           "another node ended");
+        ipcp__remote_done(req, IPCP_ERR_STATE,
+                          "finalized before its transfer with a rank on "
+                          "another node ended");
     }
     /* Before the backends close: the slots are registered with them. */
     ipcp__rx_stage_free(rm);

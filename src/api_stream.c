@@ -176,6 +176,12 @@ static ipcp_status_t ipcp__onesided_on_stream(ipcp_comm_t *comm_h, int type,
         ipcp__check_onesided(comm_h, buf, len, rm_h, offset, &comm, &rm));
     if (out && ipcp__misaligned(out, sizeof(void *)))
         return ipcp__bad_arg("request output pointer is misaligned");
+    if (rm->remote)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                          "rank %d is on another node, where stream-ordered "
+                          "puts and gets do not reach (use ipcp_iput/ipcp_iget "
+                          "of host memory)",
+                          rm->owner);
     ipcp_request_t *req = ipcp__onesided_req(comm, type, buf, len, rm, offset);
     return req ? ipcp__post_on_stream(comm, req, stream, out) : IPCP_ERR_NOMEM;
 }

@@ -69,6 +69,13 @@ static const ipcp__setting_t ipcp__settings[] = {
      "is staged through pinned host slots of at most this size, up to 4 per "
      "transfer",
      IPCP_OFF(remote_chunk), 4096, 64.0 * 1024 * 1024, 0, NULL},
+    {"IPCPIPE_REMOTE_RMA", IPCP_SET_ENUM, "on",
+     "puts and gets with ranks on other nodes (ipcp_init_mpi) through an "
+     "MPI window made at ipcp_init_mpi (on, where every rank of the "
+     "communicator says on), or none (off: they are refused); Open MPI 4.1 "
+     "warns when windows of disjoint communicators are made at once on one "
+     "host (communicators split from one)",
+     IPCP_OFF(remote_rma), 0, 0, 0, ipcp__offon_choices},
     {"IPCPIPE_TIMEOUT", IPCP_SET_DOUBLE, "60",
      "seconds any wait on another "
      "rank may last (rendezvous, barrier, finalize, a peer's death; a peer "

@@ -25,6 +25,7 @@ typedef struct ipcp__config {
     char job[IPCP_JOB_MAX];  /* IPCPIPE_JOB, "" unset */
     char node[IPCP_DIR_MAX]; /* IPCPIPE_NODE, "" unset (libipcpipe_mpi) */
     size_t remote_chunk;     /* IPCPIPE_REMOTE_CHUNK (libipcpipe_mpi) */
+    int remote_rma;          /* IPCPIPE_REMOTE_RMA (libipcpipe_mpi) */
     double timeout_s;        /* IPCPIPE_TIMEOUT */
     char dir[IPCP_DIR_MAX];  /* IPCPIPE_DIR, "" = default place */
     int path;                /* IPCPIPE_PATH: ipcp__path_of_setting */

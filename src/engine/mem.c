@@ -10,6 +10,7 @@
 #include "common/time.h"
 #include "engine/engine.h"
 #include "engine/mem.h"
+#include "engine/remote.h"
 
 /* Device memory was seen (comm->dev_used); read first, so that a call per
  * message does not write a line the progress thread reads. */
@@ -600,7 +601,7 @@ void ipcp__rmem_answer(ipcp_comm_t *comm, int owner, uint64_t reg_id)
 /* ---- Descriptors --------------------------------------------------------- */
 
 #define IPCP_DESC_MAGIC   0x6373656470637069ULL /* "ipcpdesc" */
-#define IPCP_DESC_VERSION 1
+#define IPCP_DESC_VERSION 2
 
 typedef struct ipcp__desc {
     uint64_t magic;
@@ -614,8 +615,22 @@ typedef struct ipcp__desc {
     uint64_t addr;
     int32_t type;
     int32_t device;
+    /* For ranks on other nodes (a job of ipcp_init_mpi): the whole job's
+     * name hashed, the owner's rank in it, the region's address there
+     * (0: not reachable from other nodes). */
+    uint64_t wide_hash;
+    int32_t wide_rank;
+    int32_t pad;
+    uint64_t wide_addr;
     uint64_t checksum; /* FNV-1a of everything above */
 } ipcp__desc_t;
+
+/* The hash of the whole job's name (the node's where it is the job). */
+static uint64_t ipcp__wide_hash(const ipcp_comm_t *comm)
+{
+    const char *job = comm->remote ? comm->remote->job : comm->job;
+    return ipcp__fnv1a(job, strlen(job), IPCP_FNV_SEED);
+}
 
 _Static_assert(sizeof(ipcp__desc_t) <= IPCP_DESC_MAX, "descriptor size");
 
@@ -640,6 +655,9 @@ ipcp_status_t ipcp__mem_pack(const ipcp_mem_t *mem, void *out, size_t cap,
     d.addr = (uint64_t)(uintptr_t)mem->region.ptr;
     d.type = (int32_t)mem->region.attr.type;
     d.device = mem->region.attr.device;
+    d.wide_hash = ipcp__wide_hash(comm);
+    d.wide_rank = comm->remote ? comm->remote->rank : comm->rank;
+    d.wide_addr = mem->wide_addr;
     d.checksum =
         ipcp__fnv1a(&d, offsetof(ipcp__desc_t, checksum), IPCP_FNV_SEED);
     memcpy(out, &d, sizeof(d));
@@ -647,10 +665,33 @@ ipcp_status_t ipcp__mem_pack(const ipcp_mem_t *mem, void *out, size_t cap,
     return IPCP_OK;
 }
 
-/* Checks a descriptor without trusting any of it. */
-static ipcp_status_t ipcp__desc_check(const ipcp_comm_t *comm, const void *buf,
-                                      size_t len, ipcp__desc_t *d)
+/* A descriptor of this job's rank on another node (*remote 1), or
+ * IPCP_ERR_BAD_DESCRIPTOR. */
+static ipcp_status_t ipcp__desc_wide(const ipcp_comm_t *comm,
+                                     const ipcp__desc_t *d, int *remote)
 {
+    const ipcp__remote_t *rm = comm->remote;
+    if (!rm || d->wide_hash != ipcp__wide_hash(comm))
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_BAD_DESCRIPTOR,
+                          "descriptor comes from another job (this is job "
+                          "'%s')",
+                          rm ? rm->job : comm->job);
+    if (d->wide_rank < 0 || d->wide_rank >= rm->size ||
+        rm->local[d->wide_rank] >= 0)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_BAD_DESCRIPTOR,
+                          "descriptor owner rank %d is not a rank on another "
+                          "node of this job of %d",
+                          d->wide_rank, rm->size);
+    *remote = 1;
+    return IPCP_OK;
+}
+
+/* Checks a descriptor without trusting any of it; *remote: 1 when its
+ * owner is a rank on another node. */
+static ipcp_status_t ipcp__desc_check(const ipcp_comm_t *comm, const void *buf,
+                                      size_t len, ipcp__desc_t *d, int *remote)
+{
+    *remote = 0;
     if (len != sizeof(*d))
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_BAD_DESCRIPTOR,
                           "descriptor has %zu bytes, expected %zu "
@@ -666,11 +707,11 @@ static ipcp_status_t ipcp__desc_check(const ipcp_comm_t *comm, const void *buf,
         ipcp__fnv1a(d, offsetof(ipcp__desc_t, checksum), IPCP_FNV_SEED))
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_BAD_DESCRIPTOR,
                           "descriptor checksum mismatch (corrupted)");
-    if (d->job_hash != comm->job_hash)
+    if (d->type != IPCP_MEM_HOST && d->type != IPCP_MEM_CUDA)
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_BAD_DESCRIPTOR,
-                          "descriptor comes from another job (this is job "
-                          "'%s')",
-                          comm->job);
+                          "descriptor has an unknown memory type %d", d->type);
+    if (d->job_hash != comm->job_hash)
+        return ipcp__desc_wide(comm, d, remote);
     if (d->owner < 0 || d->owner >= comm->size || d->owner == comm->rank)
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_BAD_DESCRIPTOR,
                           "descriptor owner rank %d is not a peer of rank %d "
@@ -682,9 +723,6 @@ static ipcp_status_t ipcp__desc_check(const ipcp_comm_t *comm, const void *buf,
                           "%d",
                           d->owner_pid, d->owner,
                           (int)comm->peers[d->owner].pid);
-    if (d->type != IPCP_MEM_HOST && d->type != IPCP_MEM_CUDA)
-        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_BAD_DESCRIPTOR,
-                          "descriptor has an unknown memory type %d", d->type);
     return IPCP_OK;
 }
 
@@ -692,13 +730,25 @@ ipcp_status_t ipcp__rmem_prepare(ipcp_comm_t *comm, const void *desc,
                                  size_t len, ipcp_rmem_t *rm)
 {
     ipcp__desc_t d;
-    ipcp_status_t st = ipcp__desc_check(comm, desc, len, &d);
+    int remote;
+    memset(&d, 0, sizeof(d));
+    ipcp_status_t st = ipcp__desc_check(comm, desc, len, &d, &remote);
     if (st != IPCP_OK)
         return st;
-    rm->owner = d.owner;
+    if (remote && !d.wide_addr)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                          "rank %d's region %llu (%s memory) cannot be "
+                          "reached from another node: %s",
+                          d.wide_rank, (unsigned long long)d.reg_id,
+                          d.type == IPCP_MEM_CUDA ? "device" : "host",
+                          d.type == IPCP_MEM_CUDA
+                              ? "MPI there does not read device memory"
+                              : "MPI there gave no one-sided access");
+    rm->remote = remote;
+    rm->owner = remote ? d.wide_rank : d.owner;
+    rm->addr = remote ? d.wide_addr : d.addr;
     rm->reg_id = d.reg_id;
     rm->len = d.len;
-    rm->addr = d.addr;
     rm->type = (ipcp_mem_type_t)d.type;
     return IPCP_OK;
 }

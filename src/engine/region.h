@@ -35,6 +35,9 @@ struct ipcp_mem {
     ipcp_comm_t *comm;
     ipcp__handle_t handle;
     ipcp__region_t region;
+    /* Its address for ranks on other nodes (attached by the job's
+     * transport, engine/remote.h), 0: they cannot reach it. */
+    uint64_t wide_addr;
 };
 
 enum { IPCP_RMEM_MAPPED = 1, IPCP_RMEM_PVM, IPCP_RMEM_STAGED };
@@ -44,7 +47,8 @@ struct ipcp_rmem {
     ipcp_comm_t *comm;
     ipcp__handle_t handle;
     ipcp__list_t link; /* comm->rmems */
-    int owner;
+    int owner;         /* its number here; the job's rank where remote */
+    int remote; /* on another node: puts and gets through the transport */
     uint64_t reg_id;
     size_t len;
     uint64_t addr; /* owner's address of the region */

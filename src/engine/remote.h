@@ -26,6 +26,9 @@
  * posted operation is *op until test says it ended (and frees it) or
  * cancel frees it.  Statuses come back as ipcpipe's, with the reason as
  * last error. */
+/* The most bytes one one-sided operation of a transport moves. */
+#define IPCP_REMOTE_RMA_MAX ((size_t)1 << 30)
+
 typedef struct ipcp__remote_ops {
     const char *name; /* for messages: "MPI" */
     /* Tags 0..tag_max reach the peer (channel 1 uses them all). */
@@ -46,6 +49,19 @@ typedef struct ipcp__remote_ops {
                            void **op);
     ipcp_status_t (*irecv)(void *ctx, int chan, void *head, size_t hn,
                            void *body, size_t bn, int peer, int tag, void **op);
+    /* One-sided access to host memory of the job's ranks (NULL where the
+     * transport has none).  attach makes [buf, buf+len) reachable by the
+     * others and gives the address they name it by (addr); detach ends
+     * that.  iput and iget start a copy of len bytes (at most
+     * IPCP_REMOTE_RMA_MAX) to or from address addr of rank peer's attached
+     * memory, ended by test as the others (a put once its bytes are in
+     * place there); cancel waits for them. */
+    ipcp_status_t (*attach)(void *ctx, void *buf, size_t len, uint64_t *addr);
+    void (*detach)(void *ctx, void *buf);
+    ipcp_status_t (*iput)(void *ctx, const void *src, size_t len, int peer,
+                          uint64_t addr, void **op);
+    ipcp_status_t (*iget)(void *ctx, void *dst, size_t len, int peer,
+                          uint64_t addr, void **op);
     /* A barrier of every rank of the job, ended as the others are. */
     ipcp_status_t (*ibarrier)(void *ctx, void **op);
     /* 1 when op ended (*st, *nbytes: bytes received; the reason of a

@@ -54,9 +54,8 @@ static int order_start(ipcp_request_t *req)
         return 0;
     ipcp__rx_dev_t dev = {comm->cuda_ops, ipcp__dev(comm), req->attr.device};
     ipcp__rx_t *x = NULL;
-    ipcp_status_t st =
-        ipcp__rx_start(comm->remote, req->remote_send, req->buf,
-                       req->len, req->peer, req->tag, &dev, &x);
+    ipcp_status_t st = ipcp__rx_start(comm->remote, req->remote_send, req->buf,
+                                      req->len, req->peer, req->tag, &dev, &x);
     if (st != IPCP_OK) {
         order_end(req, st, 0);
         return -1;

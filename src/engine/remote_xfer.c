@@ -120,6 +120,8 @@ struct ipcp__rx {
     ipcp__list_t olink;  /* sender: in rm->held[peer] while held */
     int held;            /* sender: its header waits for those before it */
     int copying;         /* sender: a short message's bytes go to a slot */
+    int rma;             /* a put (send 1) or get: pieces to or from raddr */
+    uint64_t raddr;      /* rma: the peer's address of the range */
     void *pbody;         /* sender: the header's message, body and lengths */
     size_t phn, pbn;
     rx_room_t *rb; /* the job's room the header and bytes took */
@@ -400,6 +402,21 @@ static void rx_start_piece(ipcp__rx_t *x, rx_win_t *w, uint64_t k)
     w->k = k;
     w->slot =
         x->slots ? x->slots->mem + (size_t)(w - x->win) * x->slots->size : NULL;
+    if (x->rma) {
+        ipcp__remote_t *rm = x->rm;
+        uint64_t off = k * x->chunk;
+        st = x->send ? rm->ops->iput(rm->ctx, at, len, x->peer, x->raddr + off,
+                                     &w->op)
+                     : rm->ops->iget(rm->ctx, at, len, x->peer, x->raddr + off,
+                                     &w->op);
+        if (st == IPCP_OK) {
+            w->state = W_MOVE;
+            return;
+        }
+        rx_fail(x, st);
+        x->stopped = 1;
+        return;
+    }
     if (x->send && w->slot) {
         st = rx_copy(x, w, 0, w->slot, at, len);
     } else {
@@ -465,6 +482,14 @@ static int rx_step_win(ipcp__rx_t *x, rx_win_t *w)
         return 0;
     w->op = NULL;
     w->state = W_IDLE;
+    if (x->rma) {
+        if (st != IPCP_OK) {
+            rx_fail(x, st);
+            x->stopped = 1;
+        }
+        x->ndone++;
+        return 1;
+    }
     if (st == IPCP_ERR_TRUNCATED && !x->send) {
         /* More than the piece's bytes: no ipcpipe sends that. */
         rx_fail(x, ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_PEER_LOST,
@@ -888,20 +913,19 @@ static ipcp_status_t rx_recv_head(ipcp__rx_t *x)
     return rx_post(x, 0, x->hp, hn + IPCP_RX_INLINE, NULL, 0, x->tag, &x->hop);
 }
 
-ipcp_status_t ipcp__rx_start(ipcp__remote_t *rm, int send, void *buf,
-                             size_t len, int peer, int tag,
-                             const ipcp__rx_dev_t *dev, ipcp__rx_t **out)
+/* A transfer made ready to start (a spare one, else a new one), with
+ * hbn bytes of header. */
+static ipcp__rx_t *rx_new(ipcp__remote_t *rm, int send, void *buf, size_t len,
+                          int peer, size_t hbn)
 {
-    /* A host message of up to IPCP_RX_COPY bytes goes copied after its
-     * header in x. */
-    size_t hbn =
-        sizeof(rx_hdr_t) + (send && !dev && len <= IPCP_RX_COPY ? len : 0);
     ipcp__list_t *e = ipcp__list_pop_front(&rm->spare);
     ipcp__rx_t *x = e ? ipcp__list_entry(e, ipcp__rx_t, link)
                       : malloc(sizeof(*x) + RX_HB_MAX);
-    if (!x)
-        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
-                          "no memory for a transfer with rank %d", peer);
+    if (!x) {
+        ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                   "no memory for a transfer with rank %d", peer);
+        return NULL;
+    }
     rm->nspare -= e != NULL;
     memset(x, 0, offsetof(ipcp__rx_t, err));
     x->err[0] = '\0';
@@ -914,9 +938,38 @@ ipcp_status_t ipcp__rx_start(ipcp__remote_t *rm, int send, void *buf,
     x->rm = rm;
     x->send = send;
     x->peer = peer;
-    x->tag = tag;
     x->buf = buf;
     x->cap = len;
+    return x;
+}
+
+/* x started: among the running and the job's transfers, its first
+ * pieces started. */
+static void rx_launch(ipcp__rx_t *x)
+{
+    rx_run(x);
+    ipcp__list_push_back(&x->rm->xfers, &x->rlink);
+    /* The first pieces start now, without a look at the transport: a test
+     * there moves the transport's own work on (an MPI library's copies of
+     * other messages), which would hold up the caller's next posts, and
+     * Open MPI answers a message that arrives before its receive only once
+     * the receive is posted. */
+    if (x->phase == X_PIECES)
+        rx_start_pieces(x);
+}
+
+ipcp_status_t ipcp__rx_start(ipcp__remote_t *rm, int send, void *buf,
+                             size_t len, int peer, int tag,
+                             const ipcp__rx_dev_t *dev, ipcp__rx_t **out)
+{
+    /* A host message of up to IPCP_RX_COPY bytes goes copied after its
+     * header in x. */
+    size_t hbn =
+        sizeof(rx_hdr_t) + (send && !dev && len <= IPCP_RX_COPY ? len : 0);
+    ipcp__rx_t *x = rx_new(rm, send, buf, len, peer, hbn);
+    if (!x)
+        return IPCP_ERR_NOMEM;
+    x->tag = tag;
     x->len = send ? len : 0;
     x->nbytes = send ? len : 0;
     if (dev) {
@@ -931,15 +984,32 @@ ipcp_status_t ipcp__rx_start(ipcp__remote_t *rm, int send, void *buf,
         free(x);
         return st;
     }
-    rx_run(x);
-    ipcp__list_push_back(&rm->xfers, &x->rlink);
-    /* The first pieces start now, without a look at the transport: a test
-     * there moves the transport's own work on (an MPI library's copies of
-     * other messages), which would hold up the caller's next posts, and
-     * Open MPI answers a message that arrives before its receive only once
-     * the receive is posted. */
-    if (x->phase == X_PIECES)
-        rx_start_pieces(x);
+    rx_launch(x);
+    *out = x;
+    return IPCP_OK;
+}
+
+ipcp_status_t ipcp__rx_start_rma(ipcp__remote_t *rm, int put, void *buf,
+                                 size_t len, int peer, uint64_t addr,
+                                 ipcp__rx_t **out)
+{
+    ipcp__rx_t *x = rx_new(rm, put, buf, len, peer, 0);
+    if (!x)
+        return IPCP_ERR_NOMEM;
+    x->rma = 1;
+    x->raddr = addr;
+    x->len = x->nbytes = len;
+    x->chunk = IPCP_REMOTE_RMA_MAX;
+    x->n = (len + x->chunk - 1) / x->chunk;
+    x->phase = X_PIECES;
+    ipcp_status_t st = IPCP_OK;
+    if (x->n &&
+        (st = rx_win_alloc(x, x->n < RX_WIN_HOST ? (int)x->n : RX_WIN_HOST)) !=
+            IPCP_OK) {
+        free(x);
+        return st;
+    }
+    rx_launch(x);
     *out = x;
     return IPCP_OK;
 }

@@ -1,7 +1,9 @@
 /* The transport to ranks on other nodes: MPI point-to-point on two
  * duplicates of the user's communicator, one a channel (so that no
  * message of ours meets one of the user's, and headers never meet
- * pieces), errors returned, not fatal. */
+ * pieces), errors returned, not fatal; one-sided access through a
+ * dynamic window over the first, in one passive epoch to all ranks
+ * (MPI_Win_lock_all) from start to end. */
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -31,9 +33,12 @@ typedef struct mpi_type {
     unsigned char head[MPI_HEAD_MAX];
 } mpi_type_t;
 
+enum { OP_P2P, OP_PUT, OP_GET };
+
 typedef struct mpi_op {
     MPI_Request r;
     int send, peer;      /* peer -1: a barrier */
+    int kind;            /* OP_*: a put ends once flushed to its target */
     mpi_type_t *e;       /* the entry whose head the message has, or NULL */
     void *head;          /* a receive's: where its caller wants the header */
     struct mpi_op *next; /* in the context's spares while ended */
@@ -42,6 +47,7 @@ typedef struct mpi_op {
 typedef struct mpi_ctx {
     ipcp__remote_ops_t ops; /* mpi_ops with this MPI's tags and memory */
     MPI_Comm comm[2];
+    MPI_Win win; /* MPI_WIN_NULL: no one-sided access */
     int tag_ub;
     mpi_type_t types[MPI_TYPES]; /* a hash table, MPI_PROBES places a key */
     mpi_op_t *spare;             /* ended operations, for the next ones */
@@ -56,6 +62,7 @@ static mpi_op_t *mpi_op_new(mpi_ctx_t *c, int send, int peer)
         return NULL;
     o->send = send;
     o->peer = peer;
+    o->kind = OP_P2P;
     o->e = NULL;
     o->head = NULL;
     return o;
@@ -228,11 +235,23 @@ static int mpi_test(void *ctx, void *op, ipcp_status_t *st, size_t *nbytes)
     int err = MPI_Test(r, &flag, &s);
     if (err == MPI_SUCCESS && !flag)
         return 0;
+    mpi_op_t *o = op;
+    if (err == MPI_SUCCESS && o->kind != OP_P2P) {
+        /* An RMA request's status is undefined; a put's bytes are at its
+         * target only once flushed. */
+        if (o->kind == OP_PUT)
+            err = MPI_Win_flush(o->peer, ((mpi_ctx_t *)ctx)->win);
+        *st =
+            err == MPI_SUCCESS
+                ? IPCP_OK
+                : mpi_fail(err, o->kind == OP_PUT ? "a put" : "a get", o->peer);
+        mpi_op_end(ctx, o);
+        return 1;
+    }
     if (err == MPI_SUCCESS && s.MPI_ERROR != MPI_SUCCESS &&
         s.MPI_ERROR != MPI_ERR_PENDING)
         err = s.MPI_ERROR;
     if (err != MPI_SUCCESS) {
-        mpi_op_t *o = op;
         *st = mpi_fail(err, o->peer < 0 ? "a barrier" : "a transfer", o->peer);
         if (*r != MPI_REQUEST_NULL) {
             /* MPI may still use the entry's head: it stays busy. */
@@ -257,6 +276,15 @@ static int mpi_cancel(void *ctx, void *op)
     mpi_op_t *o = op;
     int finalized = 0, flag = 0, ended = 1;
     MPI_Finalized(&finalized);
+    if (o->kind != OP_P2P) { /* no cancel for RMA: it ends by itself */
+        if (!finalized) {
+            MPI_Wait(&o->r, MPI_STATUS_IGNORE);
+            if (o->kind == OP_PUT)
+                MPI_Win_flush(o->peer, ((mpi_ctx_t *)ctx)->win);
+        }
+        mpi_op_end(ctx, o);
+        return 1;
+    }
     if (!finalized && o->r != MPI_REQUEST_NULL && !o->send) {
         MPI_Cancel(&o->r);
         MPI_Wait(&o->r, MPI_STATUS_IGNORE);
@@ -295,11 +323,73 @@ static ipcp_status_t mpi_ibarrier(void *ctx, void **op)
     return IPCP_OK;
 }
 
+static ipcp_status_t mpi_attach(void *ctx, void *buf, size_t len,
+                                uint64_t *addr)
+{
+    mpi_ctx_t *c = ctx;
+    MPI_Aint a;
+    int err = MPI_Win_attach(c->win, buf, (MPI_Aint)len);
+    if (err == MPI_SUCCESS && (err = MPI_Get_address(buf, &a)) != MPI_SUCCESS)
+        MPI_Win_detach(c->win, buf);
+    if (err != MPI_SUCCESS)
+        return mpi_fail(err, "attaching a region for one-sided access", -1);
+    *addr = (uint64_t)a;
+    return IPCP_OK;
+}
+
+static void mpi_detach(void *ctx, void *buf)
+{
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized)
+        MPI_Win_detach(((mpi_ctx_t *)ctx)->win, buf);
+}
+
+/* A put (OP_PUT) or a get of len bytes (at most IPCP_REMOTE_RMA_MAX) at
+ * peer's address addr. */
+static ipcp_status_t mpi_rma(mpi_ctx_t *c, int kind, void *buf, size_t len,
+                             int peer, uint64_t addr, void **op)
+{
+    mpi_op_t *o = mpi_op_new(c, kind == OP_PUT, peer);
+    if (!o)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                          "no memory for an MPI request");
+    o->kind = kind;
+    int n = (int)len,
+        err = kind == OP_PUT ? MPI_Rput(buf, n, MPI_BYTE, peer, (MPI_Aint)addr,
+                                        n, MPI_BYTE, c->win, &o->r)
+                             : MPI_Rget(buf, n, MPI_BYTE, peer, (MPI_Aint)addr,
+                                        n, MPI_BYTE, c->win, &o->r);
+    if (err != MPI_SUCCESS) {
+        mpi_op_end(c, o);
+        return mpi_fail(err, kind == OP_PUT ? "a put" : "a get", peer);
+    }
+    *op = o;
+    return IPCP_OK;
+}
+
+static ipcp_status_t mpi_iput(void *ctx, const void *src, size_t len, int peer,
+                              uint64_t addr, void **op)
+{
+    return mpi_rma(ctx, OP_PUT, (void *)src, len, peer, addr, op);
+}
+
+static ipcp_status_t mpi_iget(void *ctx, void *dst, size_t len, int peer,
+                              uint64_t addr, void **op)
+{
+    return mpi_rma(ctx, OP_GET, dst, len, peer, addr, op);
+}
+
 static void mpi_close(void *ctx)
 {
     mpi_ctx_t *c = ctx;
     int finalized = 0, left = 0;
     MPI_Finalized(&finalized);
+    /* Collective, as ipcp_finalize of such a job is. */
+    if (!finalized && c->win != MPI_WIN_NULL) {
+        MPI_Win_unlock_all(c->win);
+        MPI_Win_free(&c->win);
+    }
     for (int i = 0; i < 2 && !finalized; i++)
         MPI_Comm_free(&c->comm[i]);
     for (int i = 0; i < MPI_TYPES; i++) {
@@ -322,6 +412,10 @@ static const ipcp__remote_ops_t mpi_ops = {
     .isend = mpi_isend,
     .irecv = mpi_irecv,
     .ibarrier = mpi_ibarrier,
+    .attach = mpi_attach,
+    .detach = mpi_detach,
+    .iput = mpi_iput,
+    .iget = mpi_iget,
     .test = mpi_test,
     .cancel = mpi_cancel,
     .close = mpi_close,
@@ -334,6 +428,19 @@ int ipcp__mpi_device_mem(void)
 #else
     return 0;
 #endif
+}
+
+/* Whether every rank of comm wants one-sided access (IPCPIPE_REMOTE_RMA
+ * not off): the window is made by all of them or by none.  Without it (or
+ * where MPI refuses one), puts and gets with other nodes are refused and
+ * the rest works. */
+static int mpi_rma_wanted(MPI_Comm comm)
+{
+    const char *rma = getenv("IPCPIPE_REMOTE_RMA");
+    int want = !rma || strcmp(rma, "off") != 0, all = 0;
+    return MPI_Allreduce(&want, &all, 1, MPI_INT, MPI_MIN, comm) ==
+               MPI_SUCCESS &&
+           all;
 }
 
 ipcp_status_t ipcp__mpi_remote(MPI_Comm comm, const ipcp__remote_ops_t **ops,
@@ -356,11 +463,28 @@ ipcp_status_t ipcp__mpi_remote(MPI_Comm comm, const ipcp__remote_ops_t **ops,
     }
     for (int i = 0; i < MPI_TYPES; i++)
         c->types[i].t = MPI_DATATYPE_NULL;
+    /* One-sided access, where all want it (mpi_rma_wanted). */
+    c->win = MPI_WIN_NULL;
+    if (mpi_rma_wanted(c->comm[0]) &&
+        (MPI_Win_create_dynamic(MPI_INFO_NULL, c->comm[0], &c->win) !=
+             MPI_SUCCESS ||
+         MPI_Win_set_errhandler(c->win, MPI_ERRORS_RETURN) != MPI_SUCCESS ||
+         MPI_Win_lock_all(MPI_MODE_NOCHECK, c->win) != MPI_SUCCESS)) {
+        if (c->win != MPI_WIN_NULL)
+            MPI_Win_free(&c->win);
+        c->win = MPI_WIN_NULL;
+    }
     c->tag_ub = 32767; /* the least MPI promises */
     if (MPI_Comm_get_attr(c->comm[0], MPI_TAG_UB, &ub, &flag) == MPI_SUCCESS &&
         flag && ub)
         c->tag_ub = *ub;
     c->ops = mpi_ops;
+    if (c->win == MPI_WIN_NULL) {
+        c->ops.attach = NULL;
+        c->ops.detach = NULL;
+        c->ops.iput = NULL;
+        c->ops.iget = NULL;
+    }
     c->ops.tag_max = c->tag_ub;
     c->ops.device_mem = ipcp__mpi_device_mem();
     int level = MPI_THREAD_SINGLE;

@@ -430,7 +430,7 @@ static unsigned char *owner_register(ipcp_comm_t *comm, size_t len,
  * owner, pid, region id and length) and its checksum, the FNV-1a of what
  * precedes it: anyone can recompute it. */
 #define DESC_ADDR_OFF 48
-#define DESC_SUM_OFF  64
+#define DESC_SUM_OFF  88
 
 static void forge_addr(unsigned char *desc, size_t len, uint64_t delta)
 {

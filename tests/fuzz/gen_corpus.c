@@ -18,6 +18,7 @@
 #include "ctrl_env.h"
 #include "engine/engine.h"
 #include "engine/mem.h"
+#include "engine/remote.h"
 #include "engine/stripe.h"
 
 static const char *gen_dir;
@@ -68,35 +69,48 @@ static void gen_desc(void)
 {
     ipcp_comm_t comm;
     ipcp__peer_t peers[3];
+    ipcp__remote_t wide;
     memset(&comm, 0, sizeof(comm));
     memset(peers, 0, sizeof(peers));
+    memset(&wide, 0, sizeof(wide));
     comm.size = 3;
     comm.peers = peers;
-    snprintf(comm.job, sizeof(comm.job), "fuzzjob");
-    comm.job_hash = ipcp__fnv1a(comm.job, strlen(comm.job), IPCP_FNV_SEED);
+    /* fuzz_desc's job over nodes: ranks 0-2 on its node, 3 and 4 not. */
+    snprintf(wide.job, sizeof(wide.job), "fuzzwide");
+    wide.size = 5;
+    comm.remote = &wide;
     static const struct {
         const char *name;
         int owner, type, fix;
-        uint64_t id, len;
+        uint64_t id, len, wide_addr;
     } seeds[] = {
-        {"host_owner0", 0, IPCP_MEM_HOST, 3, 1, 4096},
-        {"host_owner2", 2, IPCP_MEM_HOST, 3, 7, 1 << 20},
-        {"cuda_owner0", 0, IPCP_MEM_CUDA, 3, 2, 64 << 20},
-        {"raw_pid", 0, IPCP_MEM_HOST, 0, 3, 100},
-        {"self_owner", 1, IPCP_MEM_HOST, 3, 4, 8},
+        {"host_owner0", 0, IPCP_MEM_HOST, 3, 1, 4096, 0},
+        {"host_owner2", 2, IPCP_MEM_HOST, 3, 7, 1 << 20, 0},
+        {"cuda_owner0", 0, IPCP_MEM_CUDA, 3, 2, 64 << 20, 0},
+        {"raw_pid", 0, IPCP_MEM_HOST, 0, 3, 100, 0},
+        {"self_owner", 1, IPCP_MEM_HOST, 3, 4, 8, 0},
+        /* From a rank on another node (its node's job is another). */
+        {"wide_owner3", 3, IPCP_MEM_HOST, 1, 5, 1 << 16, 0x7f1000000000ull},
+        {"wide_cuda4", 4, IPCP_MEM_CUDA, 1, 6, 1 << 16, 0},
     };
     for (size_t i = 0; i < ipcp__array_size(seeds); i++) {
         ipcp_mem_t mem;
         unsigned char out[1 + IPCP_DESC_MAX];
         size_t len;
+        int elsewhere = seeds[i].owner >= 3;
         memset(&mem, 0, sizeof(mem));
-        comm.rank = seeds[i].owner;
+        snprintf(comm.job, sizeof(comm.job), "%s",
+                 elsewhere ? "fuzzjob-n1" : "fuzzjob");
+        comm.job_hash = ipcp__fnv1a(comm.job, strlen(comm.job), IPCP_FNV_SEED);
+        comm.rank = elsewhere ? seeds[i].owner - 3 : seeds[i].owner;
+        wide.rank = seeds[i].owner;
         mem.comm = &comm;
         mem.region.id = seeds[i].id;
         mem.region.len = seeds[i].len;
         mem.region.ptr = (void *)(uintptr_t)(0x7f0000000000ull + i * 4096);
         mem.region.attr.type = (ipcp_mem_type_t)seeds[i].type;
         mem.region.attr.device = seeds[i].type == IPCP_MEM_CUDA ? 0 : -1;
+        mem.wide_addr = seeds[i].wide_addr;
         out[0] = (unsigned char)seeds[i].fix;
         if (ipcp__mem_pack(&mem, out + 1, IPCP_DESC_MAX, &len) != IPCP_OK)
             abort();

@@ -622,6 +622,115 @@ out:
     free(want);
 }
 
+/* One-sided calls over the job: each rank registers a host region of a
+ * slice per rank, packs it, and every rank imports the regions of the
+ * next two ranks (on another node and, with two nodes, on this one),
+ * puts fresh bytes into its own slice of each, gets them back, and
+ * checks after a barrier that its own region holds every slice put into
+ * it and zeros elsewhere.  With device memory, what MPI here cannot
+ * reach is refused with the reason. */
+static void onesided(ipcp_comm_t *c, uint64_t base)
+{
+    const size_t L = (256 << 10) + 3;
+    int me = ipcp_comm_rank(c), size = ipcp_comm_size(c);
+    size_t n = L * (size_t)size, dlen = 0;
+    unsigned char *reg = xmalloc(n), *out = xmalloc(L), *back = xmalloc(L),
+                  *want = xmalloc(L);
+    unsigned char *descs = xmalloc((size_t)size * IPCP_DESC_MAX);
+    unsigned char d[IPCP_DESC_MAX];
+    ipcp_mem_t *mem;
+    memset(reg, 0, n);
+    OK(ipcp_mem_register(c, reg, n, &mem));
+    memset(d, 0, sizeof(d));
+    OK(ipcp_mem_pack(mem, d, sizeof(d), &dlen));
+    MPI_Allgather(d, IPCP_DESC_MAX, MPI_BYTE, descs, IPCP_DESC_MAX, MPI_BYTE,
+                  MPI_COMM_WORLD);
+    int targets[2] = {(me + 1) % size, (me + 2) % size};
+    for (int i = 0; i < 2; i++) {
+        int t = targets[i];
+        ipcp_rmem_t *rm;
+        ipcp_request_t *r;
+        if (t == me || (i == 1 && t == targets[0]))
+            continue;
+        OK(ipcp_rmem_import(c, descs + (size_t)t * IPCP_DESC_MAX, dlen, &rm));
+        if (ipcp_rmem_owner(rm) != t || ipcp_rmem_size(rm) != n)
+            fail("region of rank %d: owner %d, %zu bytes", t,
+                 ipcp_rmem_owner(rm), ipcp_rmem_size(rm));
+        fill(out, L, seed_of(base, me, t, 90));
+        OK(ipcp_iput(c, out, L, rm, (size_t)me * L, &r));
+        OK(ipcp_wait(r, NULL));
+        OK(ipcp_put(c, out, 0, rm, n)); /* nothing, at the end */
+        memset(back, 0, L);
+        OK(ipcp_get(c, back, L, rm, (size_t)me * L));
+        if (memcmp(back, out, L))
+            fail("get from rank %d's region: not the bytes put there", t);
+        ipcp_status_t st = ipcp_iput(c, out, 2, rm, n - 1, &r);
+        if (st != IPCP_ERR_OUT_OF_RANGE ||
+            !strstr(ipcp_last_error(), "outside"))
+            fail("a put past rank %d's region: %s (%s)", t, ipcp_strerror(st),
+                 ipcp_last_error());
+#ifdef T_CUDA
+        if (use_dev && t % nodes != me % nodes) {
+            unsigned char *dv = buf_new(L, 1);
+            st = ipcp_iput(c, dv, L, rm, 0, &r);
+            if (st != IPCP_ERR_UNSUPPORTED ||
+                !strstr(ipcp_last_error(), "does not read device memory"))
+                fail("a put of device memory to another node: %s (%s)",
+                     ipcp_strerror(st), ipcp_last_error());
+            buf_free(dv, 1);
+        }
+#endif
+        OK(ipcp_rmem_release(rm));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int o = 0; o < size; o++) {
+        int into = (o + 1) % size == me || (o + 2) % size == me;
+        if (into && o != me)
+            fill(want, L, seed_of(base, o, me, 90));
+        else
+            memset(want, 0, L);
+        if (memcmp(reg + (size_t)o * L, want, L))
+            fail("slice %d of this rank's region: %s", o,
+                 into && o != me ? "not the bytes rank o put" : "not zeros");
+    }
+    OK(ipcp_mem_deregister(mem));
+    free(reg);
+    free(out);
+    free(back);
+    free(want);
+    free(descs);
+}
+
+/* A job without one-sided access (IPCPIPE_REMOTE_RMA=off): a region's
+ * descriptor says no rank elsewhere reaches it, and importing it on
+ * another node is refused with the reason. */
+static void no_onesided(ipcp_comm_t *c, MPI_Comm world_of)
+{
+    int me = ipcp_comm_rank(c), size = ipcp_comm_size(c), wme, wpeer;
+    int peer = (me + 1) % size;
+    unsigned char reg[64], d[IPCP_DESC_MAX], pd[IPCP_DESC_MAX];
+    size_t dlen = 0;
+    ipcp_mem_t *mem;
+    ipcp_rmem_t *rm;
+    OK(ipcp_mem_register(c, reg, sizeof(reg), &mem));
+    OK(ipcp_mem_pack(mem, d, sizeof(d), &dlen));
+    MPI_Sendrecv(d, IPCP_DESC_MAX, MPI_BYTE, (me + size - 1) % size, 5, pd,
+                 IPCP_DESC_MAX, MPI_BYTE, peer, 5, world_of, MPI_STATUS_IGNORE);
+    MPI_Comm_rank(MPI_COMM_WORLD, &wme);
+    MPI_Sendrecv(&wme, 1, MPI_INT, (me + size - 1) % size, 6, &wpeer, 1,
+                 MPI_INT, peer, 6, world_of, MPI_STATUS_IGNORE);
+    if (wpeer % nodes != wme % nodes) {
+        ipcp_status_t st = ipcp_rmem_import(c, pd, dlen, &rm);
+        if (st != IPCP_ERR_UNSUPPORTED ||
+            !strstr(ipcp_last_error(), "cannot be reached from another node"))
+            fail("import of a region on another node without one-sided "
+                 "access: %s (%s)",
+                 ipcp_strerror(st), ipcp_last_error());
+    }
+    MPI_Barrier(world_of);
+    OK(ipcp_mem_deregister(mem));
+}
+
 /* Calls that reach only this node's ranks, aimed at rank 1 from rank 0. */
 static void refused(ipcp_comm_t *c)
 {
@@ -775,6 +884,7 @@ int main(int argc, char **argv)
     if (use_dev && nodes > 1)
         truncate_dev(world, base);
     order_dev(world, base);
+    onesided(world, base);
 #ifdef T_CUDA
     if (use_dev)
         ordered_dev(world, base, threads);
@@ -785,7 +895,12 @@ int main(int argc, char **argv)
     /* A second job: the first and second half of the ranks, each over
      * both nodes. */
     MPI_Comm_split(MPI_COMM_WORLD, rank < size / 2, rank, &split);
+    /* Without one-sided access: Open MPI 4.1 makes the windows of both
+     * halves under one name on this host (IPCPIPE_REMOTE_RMA). */
+    setenv("IPCPIPE_REMOTE_RMA", "off", 1);
     OK(ipcp_init_mpi(split, NULL, &half));
+    unsetenv("IPCPIPE_REMOTE_RMA");
+    no_onesided(half, split);
     all_pairs(half, split, (1 << 20) + 7, base + 1, 7);
     ring(world, 4097, base + 2);
     MPI_Comm_free(&split);
