@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Checks the formatting (scripts/format.sh), then builds ipcpipe and runs
+# Checks the formatting (scripts/format.sh) and the house's limits
+# (scripts/house.py), then builds ipcpipe and runs
 # its test suite: every test of the normal build,
 # its multi-process tests again with IPCPIPE_MAILBOX=off and with every
 # rank bound to one CPU (IPCP_LAUNCH_PIN=1), then the
@@ -38,6 +39,10 @@ if command -v clang-format >/dev/null 2>&1 || [ "${CI:-}" = true ]; then
 else
     echo "clang-format is not installed: formatting not checked"
 fi
+# The house's limits: files of at most 800 lines, functions of at most 80,
+# tools on the public headers only (scripts/house.py).
+echo "== house limits"
+python3 "$root/scripts/house.py" "$root"
 echo "== normal build: all tests"
 build "$out/normal" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 (cd "$out/normal" && ctest --output-on-failure --timeout 900)

@@ -237,39 +237,12 @@ static void round_trip(ipcp_comm_t *c, int peer, size_t n, int tag)
     free(in);
 }
 
-static int case_loop(void)
+/* Receives too small and short messages in place (case_loop). */
+static void loop_truncated(ipcp_comm_t *c)
 {
-    setenv("IPCPIPE_REMOTE_CHUNK", "64K", 1);
-    ipcp_comm_t *c = one_rank();
-    int local[3] = {-1, 0, -1};
     unsigned char buf[256], small[16];
-    ipcp_request_t *r;
     ipcp_xfer_info_t info;
-    int done = 0;
-    T_OK(ipcp__comm_remote(c, "whole", 1, 3, local, &echo_ops, &echo));
-    T_EQ_INT(ipcp_comm_rank(c), 1);
-    T_EQ_INT(ipcp_comm_size(c), 3);
-    /* In the header, at its edge, in pieces of 64 KiB (IPCPIPE_REMOTE_CHUNK
-     * below): one, several, past the window of 8, the last one short. */
-    round_trip(c, 0, 0, 1);
-    round_trip(c, 2, 4095, 2);
-    round_trip(c, 2, 4096, 2);
-    round_trip(c, 0, 4097, 2);
-    round_trip(c, 2, 65535, 2);
-    round_trip(c, 2, 65536, 2);
-    round_trip(c, 0, 65537, 3);
-    round_trip(c, 0, 1 << 20, 3);
-    round_trip(c, 2, (2 << 20) + 3, 3);
-    /* Tested, then waited for with a time limit, until its send comes. */
-    T_OK(ipcp_irecv(c, buf, sizeof(buf), 2, 4, &r));
-    T_STATUS(ipcp_test(r, &done, &info), IPCP_IN_PROGRESS);
-    T_EQ_INT(done, 0);
-    T_STATUS(ipcp_wait_for(r, 0.001, &done, &info), IPCP_IN_PROGRESS);
-    T_OK(ipcp_send(c, "hello", 6, 2, 4));
-    T_OK(ipcp_wait_for(r, 5.0, &done, &info));
-    T_EQ_INT(done, 1);
-    T_EQ_U64(info.nbytes, 6);
-    T_CHECK(strcmp((char *)buf, "hello") == 0);
+    memset(buf, 0x33, sizeof(buf));
     /* Too small, in the header and in pieces: nothing written, the
      * pieces drained (the next message of the tag arrives whole). */
     memset(small, 0x5a, sizeof(small));
@@ -317,6 +290,12 @@ static int case_loop(void)
         free(in);
         round_trip(c, 0, 70000, 5);
     }
+}
+
+/* What no ipcpipe sends (case_loop). */
+static void loop_hostile(ipcp_comm_t *c)
+{
+    unsigned char buf[256];
     /* What no ipcpipe sends: a short message, a header of another
      * version, a sender that stops after its header (a piece of no
      * bytes: the others asked for are cancelled). */
@@ -377,6 +356,12 @@ static int case_loop(void)
         free(in);
         round_trip(c, 0, 70000, 8);
     }
+}
+
+/* Sends the transport refuses (case_loop). */
+static void loop_refused(ipcp_comm_t *c)
+{
+    ipcp_request_t *r;
     /* A send the transport refuses fails its call with the transport's
      * reason and leaves nothing behind; the sends around it arrive, in
      * order: short (in the header's message, of two parts) and long. */
@@ -407,6 +392,44 @@ static int case_loop(void)
             free(in);
         }
     }
+}
+
+static int case_loop(void)
+{
+    setenv("IPCPIPE_REMOTE_CHUNK", "64K", 1);
+    ipcp_comm_t *c = one_rank();
+    int local[3] = {-1, 0, -1};
+    unsigned char buf[256];
+    ipcp_request_t *r;
+    ipcp_xfer_info_t info;
+    int done = 0;
+    T_OK(ipcp__comm_remote(c, "whole", 1, 3, local, &echo_ops, &echo));
+    T_EQ_INT(ipcp_comm_rank(c), 1);
+    T_EQ_INT(ipcp_comm_size(c), 3);
+    /* In the header, at its edge, in pieces of 64 KiB (IPCPIPE_REMOTE_CHUNK
+     * below): one, several, past the window of 8, the last one short. */
+    round_trip(c, 0, 0, 1);
+    round_trip(c, 2, 4095, 2);
+    round_trip(c, 2, 4096, 2);
+    round_trip(c, 0, 4097, 2);
+    round_trip(c, 2, 65535, 2);
+    round_trip(c, 2, 65536, 2);
+    round_trip(c, 0, 65537, 3);
+    round_trip(c, 0, 1 << 20, 3);
+    round_trip(c, 2, (2 << 20) + 3, 3);
+    /* Tested, then waited for with a time limit, until its send comes. */
+    T_OK(ipcp_irecv(c, buf, sizeof(buf), 2, 4, &r));
+    T_STATUS(ipcp_test(r, &done, &info), IPCP_IN_PROGRESS);
+    T_EQ_INT(done, 0);
+    T_STATUS(ipcp_wait_for(r, 0.001, &done, &info), IPCP_IN_PROGRESS);
+    T_OK(ipcp_send(c, "hello", 6, 2, 4));
+    T_OK(ipcp_wait_for(r, 5.0, &done, &info));
+    T_EQ_INT(done, 1);
+    T_EQ_U64(info.nbytes, 6);
+    T_CHECK(strcmp((char *)buf, "hello") == 0);
+    loop_truncated(c);
+    loop_hostile(c);
+    loop_refused(c);
     /* To this rank; past the job. */
     T_STATUS(ipcp_isend(c, buf, 1, 1, 6, &r), IPCP_ERR_INVALID);
     T_MSG_HAS("is this rank");

@@ -15,8 +15,12 @@ static int t_rank = -1;
 static inline void fail(const char *fmt, ...)
 {
     va_list ap;
+    int rank = t_rank, inited = 0;
+    /* A file of the test that did not set t_rank: MPI's. */
+    if (rank < 0 && MPI_Initialized(&inited) == MPI_SUCCESS && inited)
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     va_start(ap, fmt);
-    fprintf(stderr, "FAIL [rank %d] ", t_rank);
+    fprintf(stderr, "FAIL [rank %d] ", rank);
     vfprintf(stderr, fmt, ap);
     fprintf(stderr, "\n");
     va_end(ap);

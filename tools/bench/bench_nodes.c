@@ -480,6 +480,73 @@ static int cuda_open(void)
 }
 #endif
 
+#ifdef IPCP_HAVE_CUDA
+/* Device rows: ipcpipe on device buffers beside MPI on host ones and the
+ * pinned copies of one process, and with --ordered the stream-ordered
+ * calls beside them. */
+static void device_rows(ipcp_comm_t *c, const nopts_t *o, uint64_t seed)
+{
+    stat3_t mh;
+    for (int i = 0; i < o->nsizes; i++) {
+        size_t n = o->sizes[i];
+        int w = window_of(n);
+        stat3_t d2h = copy_ceiling(n, w, 1, o->reps),
+                h2d = copy_ceiling(n, w, 0, o->reps);
+        stat3_t sd = run_size(c, o, n, 1, 0, &mh, seed + 200 + (uint64_t)i);
+        double dev = sd.med, ceil = mh.med;
+        const char *by = "MPI host";
+        if (d2h.med < ceil)
+            ceil = d2h.med, by = "pinned D2H";
+        if (h2d.med < ceil)
+            ceil = h2d.med, by = "pinned H2D";
+        if (me == 0) {
+            char beside[160];
+            row("pinned D2H (1 proc)", n, w, d2h, "");
+            row("pinned H2D (1 proc)", n, w, h2d, "");
+            snprintf(beside, sizeof(beside),
+                     "%.0f%% of min(MPI host, D2H, H2D) = %.2f (%s)  verified",
+                     100 * dev / ceil, ceil, by);
+            row("ipcpipe device", n, w, sd, beside);
+        }
+        if (!o->ordered)
+            continue;
+        stat3_t mo, so = run_size(c, o, n, 1, 1, &mo, seed + 400 + (uint64_t)i);
+        if (me == 0) {
+            char beside[160];
+            snprintf(beside, sizeof(beside),
+                     "%.0f%% of the same ceiling, %.2fx the plain calls  "
+                     "verified",
+                     100 * so.med / ceil, so.med / sd.med);
+            row("ipcpipe dev ordered", n, w, so, beside);
+        }
+    }
+}
+#endif
+
+/* --on-node: ipcp_init_mpi's job (c) beside one of ipcp_init, in turns
+ * on the same buffers. */
+static void on_node_ab(ipcp_comm_t *c, const nopts_t *o, int all, uint64_t seed)
+{
+    ipcp_comm_t *cp = NULL;
+    ipcp_comm_params_t p;
+    char job[64];
+    unsigned long id = (unsigned long)seed;
+    snprintf(job, sizeof(job), "benchnodes-%lx", id);
+    ipcp_comm_params_init(&p);
+    p.rank = me;
+    p.size = 2;
+    p.job_id = job;
+    OK(ipcp_init(&p, &cp));
+    if (me == 0)
+        printf("both ranks on one node: ipcp_init_mpi's job beside one of "
+               "ipcp_init, in turns on the same buffers\n");
+    for (int i = 0; o->host && i < o->nsizes; i++)
+        run_ab(c, cp, o, o->sizes[i], 0, seed + (uint64_t)i);
+    for (int i = 0; all && i < o->nsizes; i++)
+        run_ab(c, cp, o, o->sizes[i], 1, seed + 300 + (uint64_t)i);
+    OK(ipcp_finalize(cp));
+}
+
 static void usage(void)
 {
     if (me == 0)
@@ -578,24 +645,7 @@ int main(int argc, char **argv)
                "[min-max]\n",
                ipcp_version_string(), o.reps);
     if (o.on_node) {
-        ipcp_comm_t *cp = NULL;
-        ipcp_comm_params_t p;
-        char job[64];
-        unsigned long id = (unsigned long)seed;
-        snprintf(job, sizeof(job), "benchnodes-%lx", id);
-        ipcp_comm_params_init(&p);
-        p.rank = me;
-        p.size = 2;
-        p.job_id = job;
-        OK(ipcp_init(&p, &cp));
-        if (me == 0)
-            printf("both ranks on one node: ipcp_init_mpi's job beside one of "
-                   "ipcp_init, in turns on the same buffers\n");
-        for (int i = 0; o.host && i < o.nsizes; i++)
-            run_ab(c, cp, &o, o.sizes[i], 0, seed + (uint64_t)i);
-        for (int i = 0; all && i < o.nsizes; i++)
-            run_ab(c, cp, &o, o.sizes[i], 1, seed + 300 + (uint64_t)i);
-        OK(ipcp_finalize(cp));
+        on_node_ab(c, &o, all, seed);
         OK(ipcp_finalize(c));
         MPI_Finalize();
         return 0;
@@ -606,40 +656,8 @@ int main(int argc, char **argv)
     if (o.rounds)
         latency(c, &o);
 #ifdef IPCP_HAVE_CUDA
-    for (int i = 0; all && i < o.nsizes; i++) {
-        size_t n = o.sizes[i];
-        int w = window_of(n);
-        stat3_t d2h = copy_ceiling(n, w, 1, o.reps),
-                h2d = copy_ceiling(n, w, 0, o.reps);
-        stat3_t sd = run_size(c, &o, n, 1, 0, &mh, seed + 200 + (uint64_t)i);
-        double dev = sd.med, ceil = mh.med;
-        const char *by = "MPI host";
-        if (d2h.med < ceil)
-            ceil = d2h.med, by = "pinned D2H";
-        if (h2d.med < ceil)
-            ceil = h2d.med, by = "pinned H2D";
-        if (me == 0) {
-            char beside[160];
-            row("pinned D2H (1 proc)", n, w, d2h, "");
-            row("pinned H2D (1 proc)", n, w, h2d, "");
-            snprintf(beside, sizeof(beside),
-                     "%.0f%% of min(MPI host, D2H, H2D) = %.2f (%s)  verified",
-                     100 * dev / ceil, ceil, by);
-            row("ipcpipe device", n, w, sd, beside);
-        }
-        if (!o.ordered)
-            continue;
-        stat3_t mo,
-            so = run_size(c, &o, n, 1, 1, &mo, seed + 400 + (uint64_t)i);
-        if (me == 0) {
-            char beside[160];
-            snprintf(beside, sizeof(beside),
-                     "%.0f%% of the same ceiling, %.2fx the plain calls  "
-                     "verified",
-                     100 * so.med / ceil, so.med / sd.med);
-            row("ipcpipe dev ordered", n, w, so, beside);
-        }
-    }
+    if (all)
+        device_rows(c, &o, seed);
 #endif
     OK(ipcp_finalize(c));
     MPI_Finalize();
