@@ -743,7 +743,9 @@ ipcp_status_t ipcp__rmem_prepare(ipcp_comm_t *comm, const void *desc,
                           d.type == IPCP_MEM_CUDA ? "device" : "host",
                           d.type == IPCP_MEM_CUDA
                               ? "MPI there does not read device memory"
-                              : "MPI there gave no one-sided access");
+                              : "its job has no MPI window (IPCPIPE_REMOTE_RMA="
+                                "off, or MPI made none; Open MPI over UCX "
+                                "without a UCX network: OMPI_MCA_osc=pt2pt)");
     rm->remote = remote;
     rm->owner = remote ? d.wide_rank : d.owner;
     rm->addr = remote ? d.wide_addr : d.addr;

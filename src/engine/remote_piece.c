@@ -23,7 +23,7 @@ ipcp_status_t ipcp__rx_win_alloc(ipcp__rx_t *x, int n)
 
 /* A message of head then body (either may be empty). */
 ipcp_status_t ipcp__rx_post(ipcp__rx_t *x, int chan, void *head, size_t hn,
-                             void *body, size_t bn, int tag, void **op)
+                            void *body, size_t bn, int tag, void **op)
 {
     ipcp__remote_t *rm = x->rm;
     return x->send ? rm->ops->isend(rm->ctx, chan, head, hn, body, bn, x->peer,
@@ -166,10 +166,11 @@ int ipcp__rx_step_win(ipcp__rx_t *x, rx_win_t *w)
     }
     if (st == IPCP_ERR_TRUNCATED && !x->send) {
         /* More than the piece's bytes: no ipcpipe sends that. */
-        ipcp__rx_fail(x, ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_PEER_LOST,
-                              "rank %d (on another node) sent a piece longer "
-                              "than the %zu bytes due",
-                              x->peer, rx_piece_len(x, w->k)));
+        ipcp__rx_fail(
+            x, ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_PEER_LOST,
+                          "rank %d (on another node) sent a piece longer "
+                          "than the %zu bytes due",
+                          x->peer, rx_piece_len(x, w->k)));
         ipcp__rx_drain(x);
         x->ndone++;
         return 1;
@@ -188,11 +189,12 @@ int ipcp__rx_step_win(ipcp__rx_t *x, rx_win_t *w)
     size_t want = rx_piece_len(x, w->k);
     if (n == 0 && want > 0) {
         /* The sender stopped: no more pieces come; cancel those asked. */
-        ipcp__rx_fail(x, ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_PEER_LOST,
-                              "rank %d (on another node) stopped sending "
-                              "after %llu of %llu bytes: its side failed",
-                              x->peer, (unsigned long long)(w->k * x->chunk),
-                              (unsigned long long)x->len));
+        ipcp__rx_fail(
+            x, ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_PEER_LOST,
+                          "rank %d (on another node) stopped sending "
+                          "after %llu of %llu bytes: its side failed",
+                          x->peer, (unsigned long long)(w->k * x->chunk),
+                          (unsigned long long)x->len));
         x->stopped = 1;
         for (int i = 0; i < x->nwin; i++)
             if (x->win[i].state == W_MOVE) {
@@ -203,10 +205,11 @@ int ipcp__rx_step_win(ipcp__rx_t *x, rx_win_t *w)
         return 1;
     }
     if (n != want) {
-        ipcp__rx_fail(x, ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_PEER_LOST,
-                              "rank %d (on another node) sent a piece of %zu "
-                              "bytes where %zu were due",
-                              x->peer, n, want));
+        ipcp__rx_fail(
+            x, ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_PEER_LOST,
+                          "rank %d (on another node) sent a piece of %zu "
+                          "bytes where %zu were due",
+                          x->peer, n, want));
         ipcp__rx_drain(x); /* the rest is taken and dropped */
     }
     if (w->slot && !x->drain) {
@@ -219,4 +222,3 @@ int ipcp__rx_step_win(ipcp__rx_t *x, rx_win_t *w)
     x->ndone++;
     return 1;
 }
-

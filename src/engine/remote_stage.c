@@ -130,7 +130,7 @@ static void rx_copied_cb(ipcp__track_t *t)
 
 /* Enqueues a copy of a piece and its notify on queue dir. */
 ipcp_status_t ipcp__rx_copy(ipcp__rx_t *x, rx_win_t *w, int dir, void *dst,
-                             const void *src, size_t len)
+                            const void *src, size_t len)
 {
     ipcp__queue_t *q = x->qs->q[dir];
     const ipcp__backend_ops_t *ops = x->qs->ops;
@@ -168,7 +168,6 @@ ipcp_status_t ipcp__rx_copy_end(ipcp__rx_t *x, rx_win_t *w)
     w->state = W_IDLE;
     return st;
 }
-
 
 /* x's slots back to the job's, unless finalize left them to the
  * transport. */
@@ -208,4 +207,3 @@ ipcp_status_t ipcp__rx_stage(ipcp__rx_t *x, int short_msg)
     ipcp__rx_slots_give(x);
     return rx_slots_take(x->rm, &x->d, size, cnt, &x->slots);
 }
-

@@ -465,14 +465,17 @@ ipcp_status_t ipcp__mpi_remote(MPI_Comm comm, const ipcp__remote_ops_t **ops,
         c->types[i].t = MPI_DATATYPE_NULL;
     /* One-sided access, where all want it (mpi_rma_wanted). */
     c->win = MPI_WIN_NULL;
+    int err = MPI_SUCCESS;
     if (mpi_rma_wanted(c->comm[0]) &&
-        (MPI_Win_create_dynamic(MPI_INFO_NULL, c->comm[0], &c->win) !=
+        ((err = MPI_Win_create_dynamic(MPI_INFO_NULL, c->comm[0], &c->win)) !=
              MPI_SUCCESS ||
-         MPI_Win_set_errhandler(c->win, MPI_ERRORS_RETURN) != MPI_SUCCESS ||
-         MPI_Win_lock_all(MPI_MODE_NOCHECK, c->win) != MPI_SUCCESS)) {
+         (err = MPI_Win_set_errhandler(c->win, MPI_ERRORS_RETURN)) !=
+             MPI_SUCCESS ||
+         (err = MPI_Win_lock_all(MPI_MODE_NOCHECK, c->win)) != MPI_SUCCESS)) {
         if (c->win != MPI_WIN_NULL)
             MPI_Win_free(&c->win);
         c->win = MPI_WIN_NULL;
+        mpi_fail(err, "a window for puts and gets (they are refused)", -1);
     }
     c->tag_ub = 32767; /* the least MPI promises */
     if (MPI_Comm_get_attr(c->comm[0], MPI_TAG_UB, &ub, &flag) == MPI_SUCCESS &&

@@ -18,7 +18,6 @@ int use_dev; /* "cuda": buffers of device memory too */
 /* The driver calls the test makes, loaded as the library loads them. */
 struct t_cu cu;
 
-
 /* 1 when a GPU is here, its first device's context current. */
 int cu_open(void)
 {

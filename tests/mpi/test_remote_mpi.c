@@ -378,7 +378,12 @@ static void phases(ipcp_comm_t *world, uint64_t base, int threads)
     if (use_dev && nodes > 1)
         truncate_dev(world, base);
     order_dev(world, base);
-    onesided(world, base);
+    /* Without a window (IPCPIPE_REMOTE_RMA=off): refused, saying so. */
+    const char *rma = getenv("IPCPIPE_REMOTE_RMA");
+    if (rma && !strcmp(rma, "off"))
+        no_onesided(world, MPI_COMM_WORLD);
+    else
+        onesided(world, base);
 #ifdef T_CUDA
     if (use_dev)
         ordered_dev(world, base, threads);
