@@ -138,6 +138,24 @@ ipcp_status_t ipcp__remote_blocking(ipcp_comm_t *comm, int type, void *buf,
     return st;
 }
 
+/* req (NULL: no memory) as a transfer with a rank on another node, with
+ * a handle of its own; freed when that fails. */
+static ipcp_status_t ipcp__remote_req(ipcp_comm_t *comm, ipcp_request_t *req,
+                                      ipcp__handle_t *h)
+{
+    if (!req)
+        return IPCP_ERR_NOMEM;
+    req->type = IPCP_REQ_REMOTE;
+    ipcp_status_t st =
+        ipcp__handle_new_owned(IPCP_HANDLE_REQ, req, comm->handle, h);
+    if (st != IPCP_OK) {
+        ipcp__req_free(req);
+        return st;
+    }
+    req->handle = *h;
+    return IPCP_OK;
+}
+
 ipcp_status_t ipcp__remote_post(ipcp_comm_t *comm, int type, void *buf,
                                 size_t len, int peer, int tag,
                                 ipcp_request_t **out)
@@ -145,16 +163,9 @@ ipcp_status_t ipcp__remote_post(ipcp_comm_t *comm, int type, void *buf,
     ipcp__handle_t h = 0;
     ipcp__rx_t *x = NULL;
     ipcp_request_t *req = ipcp__twosided_req(comm, type, buf, len, peer, tag);
-    if (!req)
-        return IPCP_ERR_NOMEM;
-    req->type = IPCP_REQ_REMOTE;
-    ipcp_status_t st =
-        ipcp__handle_new_owned(IPCP_HANDLE_REQ, req, comm->handle, &h);
-    if (st == IPCP_OK) {
-        req->handle = h;
-        st = ipcp__remote_start(comm, type == IPCP_REQ_SEND, buf, len, peer,
-                                tag, &x, req);
-    }
+    IPCP_CHECK(ipcp__remote_req(comm, req, &h));
+    ipcp_status_t st = ipcp__remote_start(comm, type == IPCP_REQ_SEND, buf, len,
+                                          peer, tag, &x, req);
     if (st != IPCP_OK) {
         ipcp__req_free(req);
         return st;
@@ -240,23 +251,16 @@ ipcp_status_t ipcp__remote_onesided(ipcp_comm_t *comm, int type, void *buf,
                           rm->ops->name);
     ipcp_request_t *req =
         ipcp__onesided_req(comm, type, buf, len, rmem, offset);
-    if (!req)
-        return IPCP_ERR_NOMEM;
-    req->type = IPCP_REQ_REMOTE;
-    ipcp_status_t st =
-        ipcp__handle_new_owned(IPCP_HANDLE_REQ, req, comm->handle, &h);
+    IPCP_CHECK(ipcp__remote_req(comm, req, &h));
+    pthread_mutex_lock(&ipcp__remote_lock);
+    ipcp_status_t st = ipcp__rx_start_rma(rm, type == IPCP_REQ_PUT, buf, len,
+                                          rmem->owner, rmem->addr + offset, &x);
     if (st == IPCP_OK) {
-        req->handle = h;
-        pthread_mutex_lock(&ipcp__remote_lock);
-        st = ipcp__rx_start_rma(rm, type == IPCP_REQ_PUT, buf, len, rmem->owner,
-                                rmem->addr + offset, &x);
-        if (st == IPCP_OK) {
-            req->remote_op = x;
-            atomic_fetch_add(&rmem->busy, 1);
-            ipcp__list_push_back(&rm->posted, &req->link);
-        }
-        pthread_mutex_unlock(&ipcp__remote_lock);
+        req->remote_op = x;
+        atomic_fetch_add(&rmem->busy, 1);
+        ipcp__list_push_back(&rm->posted, &req->link);
     }
+    pthread_mutex_unlock(&ipcp__remote_lock);
     if (st != IPCP_OK) {
         ipcp__req_free(req);
         return st;
