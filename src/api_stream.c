@@ -133,6 +133,12 @@ static ipcp_status_t ipcp__twosided_on_stream(ipcp_comm_t *comm_h, int type,
                           "with it needs a request to wait for or test, "
                           "which moves it on",
                           peer, comm->remote->ops->name);
+    if (remote && tag > comm->remote->ops->tag_max)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                          "tag %d with rank %d (on another node): %s takes "
+                          "tags up to %d",
+                          tag, peer, comm->remote->ops->name,
+                          comm->remote->ops->tag_max);
     IPCP_CHECK(ipcp__check_cuda(comm_h, &comm));
     ipcp_request_t *req = ipcp__twosided_req(comm, type, buf, len, peer, tag);
     if (!req)

@@ -569,7 +569,7 @@ int ipcp__rmem_busy(ipcp_comm_t *comm, int owner, uint64_t reg_id, int owe)
     ipcp__list_for_each_safe(e, tmp, &comm->rmems)
     {
         ipcp_rmem_t *rm = ipcp__list_entry(e, ipcp_rmem_t, link);
-        if (rm->owner != owner || rm->reg_id != reg_id)
+        if (rm->remote || rm->owner != owner || rm->reg_id != reg_id)
             continue;
         int b = atomic_load(&rm->busy);
         busy += b;
@@ -735,6 +735,11 @@ ipcp_status_t ipcp__rmem_prepare(ipcp_comm_t *comm, const void *desc,
     ipcp_status_t st = ipcp__desc_check(comm, desc, len, &d, &remote);
     if (st != IPCP_OK)
         return st;
+    if (remote && d.wide_addr && d.wide_addr + d.len < d.wide_addr)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_BAD_DESCRIPTOR,
+                          "descriptor's region of rank %d wraps past the end "
+                          "of its memory",
+                          d.wide_rank);
     if (remote && !d.wide_addr)
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
                           "rank %d's region %llu (%s memory) cannot be "

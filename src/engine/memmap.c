@@ -219,7 +219,9 @@ void ipcp__mem_on_reg_gone(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp__list_for_each_safe(e, tmp, &comm->rmems)
     {
         ipcp_rmem_t *rm = ipcp__list_entry(e, ipcp_rmem_t, link);
-        if (rm->owner == peer->rank && rm->reg_id == m->reg_id)
+        /* A region of a rank elsewhere is no peer's here (its owner is
+         * the job's rank, not a number of this node). */
+        if (!rm->remote && rm->owner == peer->rank && rm->reg_id == m->reg_id)
             atomic_store(&rm->valid, 0);
     }
     /* Operations already under way end first; new ones were refused from

@@ -5,8 +5,9 @@
  * this node to the engine under its number here, one elsewhere to the
  * transport.  Transfers with a peer elsewhere progress in the calls that
  * post, wait for and test them (as MPI's do); on the progress thread only
- * stream-ordered ones, and only where the transport allows calls from any
- * thread (engine/remote_order.h).  Every call into a transport, of any
+ * where the transport allows calls from any thread and a stream-ordered
+ * one waits or runs (engine/remote_order.h; each look there moves others
+ * on too).  Every call into a transport, of any
  * communicator, is made under one lock of the process's
  * (ipcp__remote_lock). */
 #ifndef IPCP_ENGINE_REMOTE_H

@@ -30,6 +30,10 @@ void ipcp__remote_order_post(ipcp_comm_t *comm, ipcp_request_t *req)
     ipcp__list_push_back(&order_list, &req->link);
     order_count(comm, 1);
     pthread_mutex_unlock(&ipcp__remote_lock);
+    /* An idle thread sleeps in poll() for up to a keepalive step; the
+     * start lands in host memory without waking it. */
+    if (comm->remote->ops->threads)
+        ipcp__comm_wake(comm);
 }
 
 /* The request's transfer ended with st (its reason the last error): out
@@ -114,11 +118,19 @@ void ipcp__remote_order_end(ipcp_comm_t *comm)
         ipcp_request_t *req = ipcp__list_entry(l, ipcp_request_t, link);
         if (req->comm != comm)
             continue;
-        /* Its transfer was ended by ipcp__rx_end_all already. */
-        ipcp__rx_free(req->remote_op);
+        /* Its transfer was ended by ipcp__rx_end_all already, unless it
+         * had ended by itself (its result stands). */
+        ipcp__rx_t *x = req->remote_op;
+        size_t nbytes = 0;
+        ipcp_status_t st = IPCP_ERR_STATE;
+        if (x && ipcp__rx_ended(x) && ipcp__rx_result(x, &nbytes) == IPCP_OK)
+            st = IPCP_OK;
+        ipcp__rx_free(x);
         req->remote_op = NULL;
-        ipcp__set_last_error("finalized before its stream-ordered transfer "
-                             "with a rank on another node ended");
-        order_end(req, IPCP_ERR_STATE, 0);
+        if (st != IPCP_OK)
+            ipcp__set_last_error("finalized before its stream-ordered "
+                                 "transfer with a rank on another node "
+                                 "ended");
+        order_end(req, st, nbytes);
     }
 }

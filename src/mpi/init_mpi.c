@@ -128,6 +128,8 @@ static ipcp_status_t mpi_join(MPI_Comm comm, const ipcp_comm_params_t *params,
             st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_INIT, IPCP_ERR_SYSTEM,
                             "ipcp_init_mpi: another rank could not reach "
                             "the other nodes (its log says why)");
+        else if (st == IPCP_OK)
+            ipcp__mpi_joined(ctx);
     }
     if (st != IPCP_OK && *out) {
         char msg[IPCP_ERRMSG_MAX];

@@ -48,6 +48,8 @@ typedef struct mpi_ctx {
     ipcp__remote_ops_t ops; /* mpi_ops with this MPI's tags and memory */
     MPI_Comm comm[2];
     MPI_Win win; /* MPI_WIN_NULL: no one-sided access */
+    int joined;  /* every rank's ipcp_init_mpi succeeded: the window is
+                    freed by all of them at finalize */
     int tag_ub;
     mpi_type_t types[MPI_TYPES]; /* a hash table, MPI_PROBES places a key */
     mpi_op_t *spare;             /* ended operations, for the next ones */
@@ -385,8 +387,10 @@ static void mpi_close(void *ctx)
     mpi_ctx_t *c = ctx;
     int finalized = 0, left = 0;
     MPI_Finalized(&finalized);
-    /* Collective, as ipcp_finalize of such a job is. */
-    if (!finalized && c->win != MPI_WIN_NULL) {
+    /* Collective, as ipcp_finalize of such a job is; where a rank's
+     * ipcp_init_mpi failed no rank frees it (one would wait for the
+     * others in MPI_Win_free while they wait for it elsewhere). */
+    if (!finalized && c->win != MPI_WIN_NULL && c->joined) {
         MPI_Win_unlock_all(c->win);
         MPI_Win_free(&c->win);
     }
@@ -443,6 +447,43 @@ static int mpi_rma_wanted(MPI_Comm comm)
            all;
 }
 
+/* The window of one-sided access where every rank wants one and every
+ * rank made one (else none has it: see mpi_rma_wanted).  Only the unified
+ * memory model: ipcpipe calls no MPI_Win_sync, so under the separate one
+ * a rank might not see what others put into its memory. */
+static void mpi_window(mpi_ctx_t *c)
+{
+    int err = MPI_SUCCESS, ok = 0, all = 0, flag = 0, *model = NULL;
+    c->win = MPI_WIN_NULL;
+    if (!mpi_rma_wanted(c->comm[0]))
+        return;
+    if ((err = MPI_Win_create_dynamic(MPI_INFO_NULL, c->comm[0], &c->win)) ==
+            MPI_SUCCESS &&
+        (err = MPI_Win_set_errhandler(c->win, MPI_ERRORS_RETURN)) ==
+            MPI_SUCCESS &&
+        (err = MPI_Win_get_attr(c->win, MPI_WIN_MODEL, &model, &flag)) ==
+            MPI_SUCCESS &&
+        flag && *model == MPI_WIN_UNIFIED &&
+        (err = MPI_Win_lock_all(MPI_MODE_NOCHECK, c->win)) == MPI_SUCCESS)
+        ok = 1;
+    if (MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->comm[0]) ==
+            MPI_SUCCESS &&
+        all)
+        return;
+    if (ok)
+        MPI_Win_unlock_all(c->win);
+    if (c->win != MPI_WIN_NULL)
+        MPI_Win_free(&c->win);
+    c->win = MPI_WIN_NULL;
+    if (err != MPI_SUCCESS)
+        mpi_fail(err, "a window for puts and gets (they are refused)", -1);
+}
+
+void ipcp__mpi_joined(void *ctx)
+{
+    ((mpi_ctx_t *)ctx)->joined = 1;
+}
+
 ipcp_status_t ipcp__mpi_remote(MPI_Comm comm, const ipcp__remote_ops_t **ops,
                                void **ctx)
 {
@@ -464,19 +505,7 @@ ipcp_status_t ipcp__mpi_remote(MPI_Comm comm, const ipcp__remote_ops_t **ops,
     for (int i = 0; i < MPI_TYPES; i++)
         c->types[i].t = MPI_DATATYPE_NULL;
     /* One-sided access, where all want it (mpi_rma_wanted). */
-    c->win = MPI_WIN_NULL;
-    int err = MPI_SUCCESS;
-    if (mpi_rma_wanted(c->comm[0]) &&
-        ((err = MPI_Win_create_dynamic(MPI_INFO_NULL, c->comm[0], &c->win)) !=
-             MPI_SUCCESS ||
-         (err = MPI_Win_set_errhandler(c->win, MPI_ERRORS_RETURN)) !=
-             MPI_SUCCESS ||
-         (err = MPI_Win_lock_all(MPI_MODE_NOCHECK, c->win)) != MPI_SUCCESS)) {
-        if (c->win != MPI_WIN_NULL)
-            MPI_Win_free(&c->win);
-        c->win = MPI_WIN_NULL;
-        mpi_fail(err, "a window for puts and gets (they are refused)", -1);
-    }
+    mpi_window(c);
     c->tag_ub = 32767; /* the least MPI promises */
     if (MPI_Comm_get_attr(c->comm[0], MPI_TAG_UB, &ub, &flag) == MPI_SUCCESS &&
         flag && ub)

@@ -86,7 +86,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int bad = rm.type != IPCP_MEM_HOST && rm.type != IPCP_MEM_CUDA;
     if (rm.remote)
         bad |= rm.owner < 0 || rm.owner >= FUZZ_WIDE ||
-               fuzz_local[rm.owner] >= 0 || !rm.addr;
+               fuzz_local[rm.owner] >= 0 || !rm.addr ||
+               rm.addr + rm.len < rm.addr;
     else
         bad |= rm.owner < 0 || rm.owner >= FUZZ_SIZE || rm.owner == FUZZ_RANK;
     if (bad) {

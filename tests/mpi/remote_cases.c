@@ -307,6 +307,67 @@ void onesided(ipcp_comm_t *c, uint64_t base)
     free(descs);
 }
 
+/* A region of this node that goes away leaves the imports of regions
+ * elsewhere be, even where their owner's rank in the job and region id
+ * are those of the region gone (owner ranks are numbered per node here,
+ * per job elsewhere): every rank registers a region and imports those of
+ * the next two ranks; the ranks of node 0 deregister theirs; every
+ * import of a region not on node 0 then still takes a put and a get, and
+ * one on node 0 of this node is refused (its owner said it went). */
+void onesided_dereg(ipcp_comm_t *c, uint64_t base)
+{
+    enum { N = 4096 };
+    int me = ipcp_comm_rank(c), size = ipcp_comm_size(c);
+    unsigned char *reg = xmalloc((size_t)size * N), out[N], back[N];
+    unsigned char *descs = xmalloc((size_t)size * IPCP_DESC_MAX);
+    unsigned char d[IPCP_DESC_MAX];
+    size_t dlen = 0;
+    ipcp_mem_t *mem;
+    ipcp_rmem_t *rm[2] = {NULL, NULL};
+    int t[2] = {(me + 1) % size, (me + 2) % size};
+    if (nodes < 2 || size < 4) {
+        free(descs);
+        free(reg);
+        return;
+    }
+    /* A slice per rank: each origin puts into its own. */
+    OK(ipcp_mem_register(c, reg, (size_t)size * N, &mem));
+    memset(d, 0, sizeof(d));
+    OK(ipcp_mem_pack(mem, d, sizeof(d), &dlen));
+    MPI_Allgather(d, IPCP_DESC_MAX, MPI_BYTE, descs, IPCP_DESC_MAX, MPI_BYTE,
+                  MPI_COMM_WORLD);
+    for (int i = 0; i < 2; i++)
+        OK(ipcp_rmem_import(c, descs + (size_t)t[i] * IPCP_DESC_MAX, dlen,
+                            &rm[i]));
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me % nodes == 0)
+        OK(ipcp_mem_deregister(mem));
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int i = 0; i < 2; i++) {
+        int here = t[i] % nodes == me % nodes;
+        if (t[i] % nodes != 0) {
+            fill(out, N, seed_of(base, me, t[i], 95));
+            OK(ipcp_put(c, out, N, rm[i], (size_t)me * N));
+            OK(ipcp_get(c, back, N, rm[i], (size_t)me * N));
+            if (memcmp(back, out, N))
+                fail("region of rank %d after a region of node 0 went: not "
+                     "the bytes put there",
+                     t[i]);
+        } else if (here) {
+            ipcp_status_t st = ipcp_put(c, out, N, rm[i], (size_t)me * N);
+            if (st != IPCP_ERR_NOT_REGISTERED)
+                fail("a put into rank %d's deregistered region: %s (%s)", t[i],
+                     ipcp_strerror(st), ipcp_last_error());
+        }
+        OK(ipcp_rmem_release(rm[i]));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me % nodes != 0)
+        OK(ipcp_mem_deregister(mem));
+    free(descs);
+    free(reg);
+}
+
 /* A job without one-sided access (IPCPIPE_REMOTE_RMA=off): a region's
  * descriptor says no rank elsewhere reaches it, and importing it on
  * another node is refused with the reason. */

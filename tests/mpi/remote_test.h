@@ -72,6 +72,7 @@ void order_dev(ipcp_comm_t *c, uint64_t base);
 void ordered_dev(ipcp_comm_t *c, uint64_t base, int threads);
 #endif
 void onesided(ipcp_comm_t *c, uint64_t base);
+void onesided_dereg(ipcp_comm_t *c, uint64_t base);
 void no_onesided(ipcp_comm_t *c, MPI_Comm world_of);
 
 #endif

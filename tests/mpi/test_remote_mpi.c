@@ -382,8 +382,10 @@ static void phases(ipcp_comm_t *world, uint64_t base, int threads)
     const char *rma = getenv("IPCPIPE_REMOTE_RMA");
     if (rma && !strcmp(rma, "off"))
         no_onesided(world, MPI_COMM_WORLD);
-    else
+    else {
         onesided(world, base);
+        onesided_dereg(world, base);
+    }
 #ifdef T_CUDA
     if (use_dev)
         ordered_dev(world, base, threads);
