@@ -50,16 +50,12 @@ ipcp_status_t ipcp__post(ipcp_comm_t *comm, int type, void *buf, size_t len,
 /* Ranks of a job that spans nodes (api_remote.c; engine/remote.h): this
  * rank and the job's size as the user sees them (the job's rank of a
  * number here: ipcp__job_rank); whether peer (a rank of the job) is on
- * another node, else
- * *peer becomes its number here; the same, refusing a peer elsewhere for
- * `what`, which does not reach it. */
+ * another node, else *peer becomes its number here. */
 int ipcp__comm_me(const ipcp_comm_t *comm);
 int ipcp__comm_nranks(const ipcp_comm_t *comm);
 /* The name of a job that spans nodes (comm->remote set). */
 const char *ipcp__comm_job_name(const ipcp_comm_t *comm);
 int ipcp__remote_route(const ipcp_comm_t *comm, int *peer);
-ipcp_status_t ipcp__remote_here(const ipcp_comm_t *comm, int *peer,
-                                const char *what);
 /* A send or receive (type) with a rank on another node, through the
  * transport. */
 ipcp_status_t ipcp__remote_post(ipcp_comm_t *comm, int type, void *buf,

@@ -41,18 +41,6 @@ int ipcp__remote_route(const ipcp_comm_t *comm, int *peer)
     return 0;
 }
 
-ipcp_status_t ipcp__remote_here(const ipcp_comm_t *comm, int *peer,
-                                const char *what)
-{
-    int rank = *peer;
-    if (!ipcp__remote_route(comm, peer))
-        return IPCP_OK;
-    return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
-                      "rank %d is on another node, where %s do not reach "
-                      "(only two-sided transfers of host memory do)",
-                      rank, what);
-}
-
 /* The backend that owns buf: dev->ops NULL for host memory, which goes
  * to the transport as it is; device memory goes through its backend's
  * copies, or as it is where the transport reads device memory. */
