@@ -698,6 +698,7 @@ ipcp_status_t ipcp__comm_start(ipcp_comm_t *comm)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_ENGINE, IPCP_ERR_SYSTEM,
                           "cannot start the progress thread: %s", strerror(rc));
     }
+    pthread_setname_np(comm->thread, "ipcp-progress");
     comm->thread_started = 1;
     ipcp_status_t st = ipcp__comm_await_paths(comm);
     if (st != IPCP_OK)

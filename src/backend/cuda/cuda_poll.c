@@ -250,6 +250,7 @@ ipcp_status_t ipcp__cuda_poller_start(ipcp__backend_t *be)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_SYSTEM,
                           "cannot start the CUDA event poller: error %d", rc);
     }
+    pthread_setname_np(p->thread, "ipcp-cuda-poll");
     return IPCP_OK;
 }
 
