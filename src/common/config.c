@@ -40,6 +40,8 @@ static const char *const ipcp__path_choices[] = {"auto", "direct", "staged",
 static const char *const ipcp__autooff_choices[] = {"auto", "off", NULL};
 static const char *const ipcp__notify_choices[] = {"event", "callback", NULL};
 static const char *const ipcp__offon_choices[] = {"off", "on", NULL};
+static const char *const ipcp__copies_choices[] = {"auto", "thread", "caller",
+                                                   NULL};
 static const char *const ipcp__drive_choices[] = {"auto", "off", "on", NULL};
 static const char *const ipcp__level_choices[] = {
     "none", "error", "warn", "info", "debug", "trace", NULL};
@@ -76,6 +78,14 @@ static const ipcp__setting_t ipcp__settings[] = {
      "warns when windows of disjoint communicators are made at once on one "
      "host (communicators split from one)",
      IPCP_OFF(remote_rma), 0, 0, 0, ipcp__offon_choices},
+    {"IPCPIPE_REMOTE_COPIES", IPCP_SET_ENUM, "auto",
+     "who makes the driver calls of device memory's copies to and from "
+     "pinned slots in transfers with ranks on other nodes: thread (the CUDA "
+     "backend's event thread, so that the caller's thread stays with MPI), "
+     "caller (the thread that moves the transfer on), or auto (thread where "
+     "the process may run on more than one CPU and IPCPIPE_CUDA_NOTIFY is "
+     "event)",
+     IPCP_OFF(remote_copies), 0, 0, 0, ipcp__copies_choices},
     {"IPCPIPE_TIMEOUT", IPCP_SET_DOUBLE, "60",
      "seconds any wait on another "
      "rank may last (rendezvous, barrier, finalize, a peer's death; a peer "
@@ -196,8 +206,9 @@ static const ipcp__setting_t ipcp__settings[] = {
      IPCP_OFF(cuda_notify), 0, 0, 0, ipcp__notify_choices},
     {"IPCPIPE_SPIN_US", IPCP_SET_INT, "50",
      "microseconds the progress thread, "
-     "waiting callers and host copy workers (those of a process with more "
-     "than one CPU) poll before they sleep; they also poll while "
+     "waiting callers, host copy workers and the CUDA event thread (those of "
+     "a process with more than one CPU) poll before they sleep; they also poll "
+     "while "
      "device transfers run and, unless 0, while a device send's receiver "
      "may be copying it (from the offer, as long as its bytes take at "
      "100 GB/s); callers at most 100 ms",

@@ -16,6 +16,8 @@ enum { IPCP_CUDA_AUTO = 0, IPCP_CUDA_OFF = 1 };
 enum { IPCP_NOTIFY_EVENT = 0, IPCP_NOTIFY_CALLBACK = 1 };
 /* IPCPIPE_PVM */
 enum { IPCP_PVM_AUTO = 0, IPCP_PVM_OFF = 1 };
+/* IPCPIPE_REMOTE_COPIES */
+enum { IPCP_COPIES_AUTO = 0, IPCP_COPIES_THREAD = 1, IPCP_COPIES_CALLER = 2 };
 /* IPCPIPE_MAILBOX */
 enum { IPCP_MBOX_OFF = 0, IPCP_MBOX_ON = 1 };
 
@@ -26,6 +28,7 @@ typedef struct ipcp__config {
     char node[IPCP_DIR_MAX]; /* IPCPIPE_NODE, "" unset (libipcpipe_mpi) */
     size_t remote_chunk;     /* IPCPIPE_REMOTE_CHUNK (libipcpipe_mpi) */
     int remote_rma;          /* IPCPIPE_REMOTE_RMA (libipcpipe_mpi) */
+    int remote_copies;       /* IPCPIPE_REMOTE_COPIES */
     double timeout_s;        /* IPCPIPE_TIMEOUT */
     char dir[IPCP_DIR_MAX];  /* IPCPIPE_DIR, "" = default place */
     int path;                /* IPCPIPE_PATH: ipcp__path_of_setting */

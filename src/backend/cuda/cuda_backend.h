@@ -241,6 +241,8 @@ struct ipcp__queue {
     atomic_int polled; /* events the poller has not finished */
     int wrapped;       /* the user's stream: never drained or destroyed */
     int user;          /* ours, used from the user's threads (queue_user) */
+    int offload;       /* queue_user's copies and notifies are enqueued by
+                          the poller thread (IPCPIPE_REMOTE_COPIES) */
     CUevent join_ev;   /* recorded here by joins, made on first use */
 };
 
@@ -251,6 +253,10 @@ ipcp_status_t ipcp__cuda_queue_user(ipcp__backend_t *be, int device,
                                     ipcp__queue_t **q);
 ipcp_status_t ipcp__cuda_copy(ipcp__queue_t *q, void *dst, const void *src,
                               size_t len, ipcp__track_t *t);
+/* Enqueues a copy from the calling thread, binding q's context to it (the
+ * poller's, for an offload queue). */
+ipcp_status_t ipcp__cuda_copy_here(ipcp__queue_t *q, void *dst, const void *src,
+                                   size_t len);
 ipcp_status_t ipcp__cuda_flag_write(ipcp__queue_t *q, uint64_t *flag,
                                     uint64_t value, ipcp__track_t *t);
 ipcp_status_t ipcp__cuda_flag_wait(ipcp__queue_t *q, uint64_t *flag,
@@ -289,6 +295,13 @@ void ipcp__cuda_poller_stop(ipcp__backend_t *be);
 ipcp_status_t ipcp__cuda_poll_notify(ipcp__backend_t *be, CUcontext ctx,
                                      int device, CUstream stream,
                                      atomic_int *count, ipcp__track_t *t);
+/* Hands a copy (notify 0: len bytes from src to dst) or a notify (1) of an
+ * offload queue to the poller thread, which enqueues them in the order
+ * they came; q->polled counts each until the poller is done with it.  A
+ * copy that fails there fails t; a notify notifies t as ipcp__cuda_notify
+ * does. */
+ipcp_status_t ipcp__cuda_poll_op(ipcp__queue_t *q, int notify, void *dst,
+                                 const void *src, size_t len, ipcp__track_t *t);
 /* Records a timing event and, once it completes, stores its host time. */
 ipcp_status_t ipcp__cuda_poll_stamp(ipcp__backend_t *be, CUcontext ctx,
                                     int device, CUstream stream,

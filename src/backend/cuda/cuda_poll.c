@@ -35,6 +35,17 @@ typedef struct cuda_watch {
     ipcp__track_t *t;
 } cuda_watch_t;
 
+/* A copy or a notify of an offload queue, for the poller to enqueue. */
+typedef struct cuda_op {
+    struct cuda_op *next;
+    ipcp__queue_t *q;
+    int notify; /* 1: a notify; 0: a copy of len bytes from src to dst */
+    void *dst;
+    const void *src;
+    size_t len;
+    ipcp__track_t *t;
+} cuda_op_t;
+
 struct ipcp__cuda_poller {
     pthread_t thread;
     pthread_mutex_t lock;
@@ -42,6 +53,9 @@ struct ipcp__cuda_poller {
     cuda_pending_t *head, **tail; /* newly recorded, in order */
     cuda_pending_t *free;         /* spare records, events still created */
     cuda_watch_t *watches;        /* newly added flag watches */
+    cuda_op_t *ops, **ops_tail;   /* to enqueue, in order */
+    cuda_op_t *op_free;           /* spare ops */
+    _Atomic uint64_t pushed;      /* handed over so far (any kind) */
     int stop;
 };
 
@@ -82,6 +96,9 @@ static void cuda_poll_finish(ipcp__cuda_poller_t *p, cuda_pending_t *e,
     p->free = e;
     pthread_mutex_unlock(&p->lock);
 }
+
+static cuda_pending_t *cuda_poll_get(ipcp__cuda_poller_t *p, CUcontext ctx,
+                                     int device);
 
 /* Queues a pass holds back at most; past that it holds back every queue. */
 #define CUDA_POLL_HELD 64
@@ -168,22 +185,148 @@ static cuda_watch_t *cuda_watch_pass(cuda_watch_t *list, int stop)
     return keep;
 }
 
+/* A notify whose event could not be recorded: t fails, and is notified
+ * once the stream has nothing left to run (a failed context's stream
+ * answers at once). */
+static void cuda_op_unrecorded(ipcp__queue_t *q, ipcp__track_t *t)
+{
+    CUresult r;
+    ipcp__track_fail(t, IPCP_ERR_CUDA,
+                     "cannot record a CUDA event in a stream of device %d: "
+                     "%s",
+                     q->device, ipcp_last_error());
+    while ((r = IPCP_CU(cuStreamQuery)(q->stream)) == CUDA_ERROR_NOT_READY)
+        ipcp__relax(1);
+    ipcp__track_notify(t);
+    atomic_fetch_sub_explicit(&q->polled, 1, memory_order_release);
+}
+
+/* Enqueues the ops handed over, in order: a copy's failure fails its
+ * track; a notify's event joins the outstanding ones at *ot (it keeps the
+ * count its op took). */
+static void cuda_run_ops(ipcp__cuda_poller_t *p, ipcp__backend_t *be,
+                         cuda_op_t *ops, cuda_pending_t **ot)
+{
+    cuda_op_t *o, *last = NULL;
+    for (o = ops; o; last = o, o = o->next) {
+        ipcp__queue_t *q = o->q;
+        ipcp_status_t st;
+        if (!o->notify) {
+            if (ipcp__track_ok(o->t) &&
+                (st = ipcp__cuda_copy_here(q, o->dst, o->src, o->len)) !=
+                    IPCP_OK)
+                ipcp__track_fail(o->t, st, "%s", ipcp_last_error());
+            atomic_fetch_sub_explicit(&q->polled, 1, memory_order_release);
+            continue;
+        }
+        cuda_pending_t *e = NULL;
+        if ((st = ipcp__cuda_bind(be, q->ctx)) == IPCP_OK &&
+            !(e = cuda_poll_get(p, q->ctx, q->device)))
+            ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_CUDA,
+                       "cannot create a CUDA event for device %d", q->device);
+        if (e &&
+            ipcp__cu_check(IPCP_CU(cuEventRecord)(e->ev, q->stream),
+                           IPCP_LOG_ERROR, "cuEventRecord(stream of device %d)",
+                           q->device) != IPCP_OK) {
+            IPCP_CU(cuEventDestroy)(e->ev);
+            free(e);
+            e = NULL;
+        }
+        if (!e) {
+            cuda_op_unrecorded(q, o->t);
+            continue;
+        }
+        e->t = o->t;
+        e->stamp = NULL;
+        e->count = &q->polled;
+        e->next = NULL;
+        *ot = e;
+        ot = &e->next;
+    }
+    pthread_mutex_lock(&p->lock);
+    last->next = p->op_free;
+    p->op_free = ops;
+    pthread_mutex_unlock(&p->lock);
+}
+
+ipcp_status_t ipcp__cuda_poll_op(ipcp__queue_t *q, int notify, void *dst,
+                                 const void *src, size_t len, ipcp__track_t *t)
+{
+    ipcp__cuda_poller_t *p = q->be->poller;
+    pthread_mutex_lock(&p->lock);
+    cuda_op_t *o = p->op_free;
+    if (o)
+        p->op_free = o->next;
+    pthread_mutex_unlock(&p->lock);
+    if (!o && !(o = malloc(sizeof(*o))))
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_NOMEM,
+                          "no memory for a copy of device %d", q->device);
+    o->next = NULL;
+    o->q = q;
+    o->notify = notify;
+    o->dst = dst;
+    o->src = src;
+    o->len = len;
+    o->t = t;
+    atomic_fetch_add_explicit(&q->polled, 1, memory_order_relaxed);
+    pthread_mutex_lock(&p->lock);
+    *p->ops_tail = o;
+    p->ops_tail = &o->next;
+    atomic_fetch_add_explicit(&p->pushed, 1, memory_order_relaxed);
+    pthread_cond_signal(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    return IPCP_OK;
+}
+
+/* Polls, without the lock, until something is handed over after the
+ * seen-th or spin_ns passed.  Asleep, the thread costs the next handover
+ * a futex wake-up and it its own wake-up (tens of microseconds on a
+ * virtual machine), which a copy to stage waits for. */
+static void cuda_poll_spin(ipcp__cuda_poller_t *p, uint64_t seen,
+                           uint64_t spin_ns)
+{
+    uint64_t t0 = ipcp__now_ns();
+    for (unsigned i = 1;
+         atomic_load_explicit(&p->pushed, memory_order_relaxed) == seen; i++) {
+        ipcp__cpu_pause();
+        if (!(i % 32) && ipcp__now_ns() - t0 >= spin_ns)
+            return;
+    }
+}
+
 static void *cuda_poll_main(void *arg)
 {
     ipcp__backend_t *be = arg;
     ipcp__cuda_poller_t *p = be->poller;
     cuda_pending_t *out = NULL, **ot = &out;
     cuda_watch_t *wl = NULL;
+    /* IPCPIPE_SPIN_US after the last work, where a CPU is to spare. */
+    uint64_t spin_ns = ipcp__one_cpu() ? 0 : (uint64_t)be->cfg.spin_us * 1000;
+    int spun = 1;
 
     pthread_mutex_lock(&p->lock);
     for (;;) {
-        while (!p->head && !p->watches && !out && !wl && !p->stop)
+        while (!p->head && !p->ops && !p->watches && !out && !wl && !p->stop) {
+            if (!spun && spin_ns) {
+                uint64_t seen =
+                    atomic_load_explicit(&p->pushed, memory_order_relaxed);
+                pthread_mutex_unlock(&p->lock);
+                cuda_poll_spin(p, seen, spin_ns);
+                spun = 1;
+                pthread_mutex_lock(&p->lock);
+                continue;
+            }
             pthread_cond_wait(&p->cond, &p->lock);
+        }
+        spun = 0;
         if (p->head) { /* take the new ones, keeping recording order */
             *ot = p->head;
             p->head = NULL;
             p->tail = &p->head;
         }
+        cuda_op_t *ops = p->ops;
+        p->ops = NULL;
+        p->ops_tail = &p->ops;
         while (p->watches) { /* order does not matter among watches */
             cuda_watch_t *w = p->watches;
             p->watches = w->next;
@@ -191,9 +334,14 @@ static void *cuda_poll_main(void *arg)
             wl = w;
         }
         int stop = p->stop;
-        if (!out && !wl && stop)
+        if (!out && !wl && !ops && stop)
             break;
         pthread_mutex_unlock(&p->lock);
+        if (ops) {
+            for (ot = &out; *ot; ot = &(*ot)->next)
+                ;
+            cuda_run_ops(p, be, ops, ot);
+        }
         out = cuda_poll_pass(p, be, out);
         for (ot = &out; *ot; ot = &(*ot)->next)
             ;
@@ -226,6 +374,7 @@ ipcp_status_t ipcp__cuda_flag_watch(ipcp__backend_t *be, uint64_t *flag,
     pthread_mutex_lock(&p->lock);
     w->next = p->watches;
     p->watches = w;
+    atomic_fetch_add_explicit(&p->pushed, 1, memory_order_relaxed);
     pthread_cond_signal(&p->cond);
     pthread_mutex_unlock(&p->lock);
     return IPCP_OK;
@@ -240,6 +389,7 @@ ipcp_status_t ipcp__cuda_poller_start(ipcp__backend_t *be)
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->cond, NULL);
     p->tail = &p->head;
+    p->ops_tail = &p->ops;
     be->poller = p;
     int rc = pthread_create(&p->thread, NULL, cuda_poll_main, be);
     if (rc != 0) {
@@ -263,6 +413,7 @@ void ipcp__cuda_poller_stop(ipcp__backend_t *be)
         return;
     pthread_mutex_lock(&p->lock);
     p->stop = 1;
+    atomic_fetch_add_explicit(&p->pushed, 1, memory_order_relaxed);
     pthread_cond_signal(&p->cond);
     pthread_mutex_unlock(&p->lock);
     pthread_join(p->thread, NULL);
@@ -274,6 +425,11 @@ void ipcp__cuda_poller_stop(ipcp__backend_t *be)
             IPCP_CU(cuEventDestroy)(e->ev);
         }
         free(e);
+    }
+    while (p->op_free) {
+        cuda_op_t *o = p->op_free;
+        p->op_free = o->next;
+        free(o);
     }
     pthread_cond_destroy(&p->cond);
     pthread_mutex_destroy(&p->lock);
@@ -320,6 +476,7 @@ static void cuda_poll_push(ipcp__cuda_poller_t *p, cuda_pending_t *e,
     pthread_mutex_lock(&p->lock);
     *p->tail = e;
     p->tail = &e->next;
+    atomic_fetch_add_explicit(&p->pushed, 1, memory_order_relaxed);
     pthread_cond_signal(&p->cond);
     pthread_mutex_unlock(&p->lock);
 }
