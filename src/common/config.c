@@ -81,10 +81,10 @@ static const ipcp__setting_t ipcp__settings[] = {
     {"IPCPIPE_REMOTE_COPIES", IPCP_SET_ENUM, "auto",
      "who makes the driver calls of device memory's copies to and from "
      "pinned slots in transfers with ranks on other nodes: thread (the CUDA "
-     "backend's event thread, so that the caller's thread stays with MPI), "
-     "caller (the thread that moves the transfer on), or auto (thread where "
-     "the process may run on more than one CPU and IPCPIPE_CUDA_NOTIFY is "
-     "event)",
+     "backend's event thread, so that the caller's thread stays with MPI; "
+     "it exists with IPCPIPE_CUDA_NOTIFY=event only, else caller), caller "
+     "(the thread that moves the transfer on), or auto (thread where the "
+     "process may run on more than one CPU)",
      IPCP_OFF(remote_copies), 0, 0, 0, ipcp__copies_choices},
     {"IPCPIPE_TIMEOUT", IPCP_SET_DOUBLE, "60",
      "seconds any wait on another "

@@ -302,6 +302,9 @@ ipcp_status_t ipcp__cuda_poll_notify(ipcp__backend_t *be, CUcontext ctx,
  * does. */
 ipcp_status_t ipcp__cuda_poll_op(ipcp__queue_t *q, int notify, void *dst,
                                  const void *src, size_t len, ipcp__track_t *t);
+/* Waits until the poller holds nothing of q's (ops enqueued, events
+ * delivered). */
+void ipcp__cuda_poll_settle(ipcp__queue_t *q);
 /* Records a timing event and, once it completes, stores its host time. */
 ipcp_status_t ipcp__cuda_poll_stamp(ipcp__backend_t *be, CUcontext ctx,
                                     int device, CUstream stream,

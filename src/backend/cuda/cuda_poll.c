@@ -11,6 +11,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "backend/cuda/cuda_backend.h"
 #include "common/cpu.h"
@@ -212,9 +213,10 @@ static void cuda_run_ops(ipcp__cuda_poller_t *p, ipcp__backend_t *be,
         ipcp__queue_t *q = o->q;
         ipcp_status_t st;
         if (!o->notify) {
-            if (ipcp__track_ok(o->t) &&
+            if ((!o->t || ipcp__track_ok(o->t)) &&
                 (st = ipcp__cuda_copy_here(q, o->dst, o->src, o->len)) !=
-                    IPCP_OK)
+                    IPCP_OK &&
+                o->t)
                 ipcp__track_fail(o->t, st, "%s", ipcp_last_error());
             atomic_fetch_sub_explicit(&q->polled, 1, memory_order_release);
             continue;
@@ -249,6 +251,13 @@ static void cuda_run_ops(ipcp__cuda_poller_t *p, ipcp__backend_t *be,
     pthread_mutex_unlock(&p->lock);
 }
 
+void ipcp__cuda_poll_settle(ipcp__queue_t *q)
+{
+    struct timespec ts = {0, 20 * 1000};
+    while (atomic_load_explicit(&q->polled, memory_order_acquire) > 0)
+        nanosleep(&ts, NULL);
+}
+
 ipcp_status_t ipcp__cuda_poll_op(ipcp__queue_t *q, int notify, void *dst,
                                  const void *src, size_t len, ipcp__track_t *t)
 {
@@ -258,9 +267,14 @@ ipcp_status_t ipcp__cuda_poll_op(ipcp__queue_t *q, int notify, void *dst,
     if (o)
         p->op_free = o->next;
     pthread_mutex_unlock(&p->lock);
-    if (!o && !(o = malloc(sizeof(*o))))
+    if (!o && !(o = malloc(sizeof(*o)))) {
+        /* The caller takes the failure as the op's end (ipcp__rx_copy
+         * destroys the track of a copy handed over just before): nothing
+         * of q's may stay with the poller then. */
+        ipcp__cuda_poll_settle(q);
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_NOMEM,
                           "no memory for a copy of device %d", q->device);
+    }
     o->next = NULL;
     o->q = q;
     o->notify = notify;

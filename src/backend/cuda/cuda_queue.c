@@ -27,6 +27,18 @@ static inline int cuda_skip(ipcp__track_t *t)
     return t && !ipcp__track_ok(t);
 }
 
+/* An offload queue's operations go through the poller in order: any other
+ * enqueued here would pass copies still waiting there. */
+static ipcp_status_t cuda_offload_only(const ipcp__queue_t *q)
+{
+    if (!q->offload)
+        return IPCP_OK;
+    return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_STATE,
+                      "a queue of device %d whose copies the event thread "
+                      "enqueues takes copies and notifies only",
+                      q->device);
+}
+
 /* memops: the queue will take flag operations (a queue_user one takes
  * copies and notifies only, which every device runs). */
 static ipcp_status_t cuda_queue_make(ipcp__backend_t *be, int device,
@@ -105,7 +117,9 @@ static void cuda_queue_drain(ipcp__queue_t *q)
 
 ipcp_status_t ipcp__cuda_stamp(ipcp__queue_t *q, uint64_t *ns)
 {
-    ipcp_status_t st = ipcp__cuda_bind(q->be, q->ctx);
+    ipcp_status_t st = cuda_offload_only(q);
+    if (st == IPCP_OK)
+        st = ipcp__cuda_bind(q->be, q->ctx);
     if (st != IPCP_OK)
         return st;
     return ipcp__cuda_poll_stamp(q->be, q->ctx, q->device, q->stream,
@@ -180,7 +194,11 @@ ipcp_status_t ipcp__cuda_queue_wrap(ipcp__backend_t *be, int device,
  * context. */
 ipcp_status_t ipcp__cuda_join(ipcp__queue_t *dst, ipcp__queue_t *src)
 {
-    ipcp_status_t st = ipcp__cuda_bind(src->be, src->ctx);
+    ipcp_status_t st = cuda_offload_only(src);
+    if (st == IPCP_OK)
+        st = cuda_offload_only(dst);
+    if (st == IPCP_OK)
+        st = ipcp__cuda_bind(src->be, src->ctx);
     if (st != IPCP_OK)
         return st;
     if (!src->join_ev) {
@@ -218,16 +236,14 @@ void ipcp__cuda_queue_destroy(ipcp__queue_t *q)
     }
     /* What the poller has still to enqueue, first: then the stream holds
      * all of it. */
-    struct timespec ts = {0, 20 * 1000};
-    while (q->offload && atomic_load_explicit(&q->polled, memory_order_acquire))
-        nanosleep(&ts, NULL);
+    if (q->offload)
+        ipcp__cuda_poll_settle(q);
     if (ipcp__cuda_enter(q->be, q->device, IPCP_LOG_WARN, &sc) == IPCP_OK) {
         cuda_queue_drain(q);
         /* The stream is idle, so every event in it has completed; wait for
          * the poller to have delivered them (the engine counts on every
          * notification having happened once destroy returns). */
-        while (atomic_load_explicit(&q->polled, memory_order_acquire) > 0)
-            nanosleep(&ts, NULL);
+        ipcp__cuda_poll_settle(q);
         ipcp__cu_check(IPCP_CU(cuStreamDestroy)(q->stream), IPCP_LOG_WARN,
                        "cuStreamDestroy(stream of device %d)", q->device);
         ipcp__cuda_leave(&sc);
@@ -241,6 +257,8 @@ void ipcp__cuda_queue_destroy(ipcp__queue_t *q)
 static ipcp_status_t cuda_enter_q(ipcp__queue_t *q, ipcp__cuda_scope_t *sc)
 {
     sc->pushed = 0;
+    if (q->offload)
+        return cuda_offload_only(q);
     if (q->wrapped || q->user)
         return ipcp__cuda_enter(q->be, q->device, IPCP_LOG_ERROR, sc);
     return ipcp__cuda_bind(q->be, q->ctx);
