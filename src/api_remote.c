@@ -230,19 +230,13 @@ ipcp_status_t ipcp__remote_onesided(ipcp_comm_t *comm, int type, void *buf,
                           "(IPCPIPE_REMOTE_RMA=off, or %s refused a window)",
                           type == IPCP_REQ_PUT ? "put" : "get", rmem->owner,
                           rm->ops->name, rm->ops->name);
-    if (dev.ops && !rm->ops->device_mem)
-        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
-                          "a %s with rank %d (on another node) of device "
-                          "memory: %s does not read device memory here (use "
-                          "host memory, or a send and a receive)",
-                          type == IPCP_REQ_PUT ? "put" : "get", rmem->owner,
-                          rm->ops->name);
     ipcp_request_t *req =
         ipcp__onesided_req(comm, type, buf, len, rmem, offset);
     IPCP_CHECK(ipcp__remote_req(comm, req, &h));
     pthread_mutex_lock(&ipcp__remote_lock);
-    ipcp_status_t st = ipcp__rx_start_rma(rm, type == IPCP_REQ_PUT, buf, len,
-                                          rmem->owner, rmem->addr + offset, &x);
+    ipcp_status_t st =
+        ipcp__rx_start_rma(rm, type == IPCP_REQ_PUT, buf, len, rmem->owner,
+                           rmem->addr + offset, dev.ops ? &dev : NULL, &x);
     if (st == IPCP_OK) {
         req->remote_op = x;
         atomic_fetch_add(&rmem->busy, 1);

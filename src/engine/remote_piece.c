@@ -60,6 +60,54 @@ void ipcp__rx_send_stop(ipcp__rx_t *x)
         x->sop = op; /* else the transport failed: the peer hears of it */
 }
 
+/* Puts piece w->k from p, or gets it into p. */
+static ipcp_status_t rx_rma_move(ipcp__rx_t *x, rx_win_t *w, void *p)
+{
+    ipcp__remote_t *rm = x->rm;
+    size_t len = rx_piece_len(x, w->k);
+    uint64_t addr = x->raddr + w->k * x->chunk;
+    ipcp_status_t st =
+        x->send ? rm->ops->iput(rm->ctx, p, len, x->peer, addr, &w->op)
+                : rm->ops->iget(rm->ctx, p, len, x->peer, addr, &w->op);
+    if (st == IPCP_OK)
+        w->state = W_MOVE;
+    return st;
+}
+
+/* A staged one-sided piece moved on: a put's copied out (now put), a
+ * get's copied in (done).  1: w changed. */
+static int rx_rma_copied(ipcp__rx_t *x, rx_win_t *w)
+{
+    ipcp_status_t st = ipcp__rx_copy_end(x, w);
+    if (st == IPCP_OK && x->send && !x->stopped)
+        st = rx_rma_move(x, w, w->slot);
+    if (st != IPCP_OK) {
+        ipcp__rx_fail(x, st);
+        x->stopped = 1;
+    }
+    if (w->state == W_IDLE)
+        x->ndone++;
+    return 1;
+}
+
+/* A one-sided piece's operation ended (st): done, or a staged get's
+ * piece copied on into the device buffer.  1: w changed. */
+static int rx_rma_moved(ipcp__rx_t *x, rx_win_t *w, ipcp_status_t st)
+{
+    if (st == IPCP_OK && !x->send && w->slot && !x->stopped) {
+        st = ipcp__rx_copy(x, w, 1, x->buf + w->k * x->chunk, w->slot,
+                           rx_piece_len(x, w->k));
+        if (st == IPCP_OK)
+            return 1;
+    }
+    if (st != IPCP_OK) {
+        ipcp__rx_fail(x, st);
+        x->stopped = 1;
+    }
+    x->ndone++;
+    return 1;
+}
+
 /* Starts piece k in entry w. */
 void ipcp__rx_start_piece(ipcp__rx_t *x, rx_win_t *w, uint64_t k)
 {
@@ -70,18 +118,14 @@ void ipcp__rx_start_piece(ipcp__rx_t *x, rx_win_t *w, uint64_t k)
     w->slot =
         x->slots ? x->slots->mem + (size_t)(w - x->win) * x->slots->size : NULL;
     if (x->rma) {
-        ipcp__remote_t *rm = x->rm;
-        uint64_t off = k * x->chunk;
-        st = x->send ? rm->ops->iput(rm->ctx, at, len, x->peer, x->raddr + off,
-                                     &w->op)
-                     : rm->ops->iget(rm->ctx, at, len, x->peer, x->raddr + off,
-                                     &w->op);
-        if (st == IPCP_OK) {
-            w->state = W_MOVE;
-            return;
+        /* A staged put's piece is copied out first (rx_win_copied puts
+         * it); a staged get's lands in its slot. */
+        st = x->send && w->slot ? ipcp__rx_copy(x, w, 0, w->slot, at, len)
+                                : rx_rma_move(x, w, w->slot ? w->slot : at);
+        if (st != IPCP_OK) {
+            ipcp__rx_fail(x, st);
+            x->stopped = 1;
         }
-        ipcp__rx_fail(x, st);
-        x->stopped = 1;
         return;
     }
     if (x->send && w->slot) {
@@ -116,6 +160,8 @@ static int rx_win_copied(ipcp__rx_t *x, rx_win_t *w)
     ipcp_status_t st;
     if (!atomic_load_explicit(&w->copied, memory_order_acquire))
         return 0;
+    if (x->rma)
+        return rx_rma_copied(x, w);
     /* A piece copied out waits for those before it to reach the
      * transport (its track kept until then). */
     if (x->send && x->st == IPCP_OK && ipcp__track_ok(&w->tr) &&
@@ -156,14 +202,8 @@ int ipcp__rx_step_win(ipcp__rx_t *x, rx_win_t *w)
         return 0;
     w->op = NULL;
     w->state = W_IDLE;
-    if (x->rma) {
-        if (st != IPCP_OK) {
-            ipcp__rx_fail(x, st);
-            x->stopped = 1;
-        }
-        x->ndone++;
-        return 1;
-    }
+    if (x->rma)
+        return rx_rma_moved(x, w, st);
     if (st == IPCP_ERR_TRUNCATED && !x->send) {
         /* More than the piece's bytes: no ipcpipe sends that. */
         ipcp__rx_fail(

@@ -479,7 +479,7 @@ ipcp_status_t ipcp__rx_start(ipcp__remote_t *rm, int send, void *buf,
 
 ipcp_status_t ipcp__rx_start_rma(ipcp__remote_t *rm, int put, void *buf,
                                  size_t len, int peer, uint64_t addr,
-                                 ipcp__rx_t **out)
+                                 const ipcp__rx_dev_t *dev, ipcp__rx_t **out)
 {
     ipcp__rx_t *x = rx_new(rm, put, buf, len, peer, 0);
     if (!x)
@@ -488,12 +488,25 @@ ipcp_status_t ipcp__rx_start_rma(ipcp__remote_t *rm, int put, void *buf,
     x->raddr = addr;
     x->len = x->nbytes = len;
     x->chunk = IPCP_REMOTE_RMA_MAX;
+    if (dev) {
+        x->dev = 1;
+        x->d = *dev;
+        x->staged = !rm->ops->device_mem;
+    }
+    int win = x->staged ? RX_SLOTS : RX_WIN_HOST;
+    if (x->staged)
+        x->chunk = rm->chunk;
     x->n = (len + x->chunk - 1) / x->chunk;
     x->phase = X_PIECES;
     ipcp_status_t st = IPCP_OK;
     if (x->n &&
-        (st = ipcp__rx_win_alloc(
-             x, x->n < RX_WIN_HOST ? (int)x->n : RX_WIN_HOST)) != IPCP_OK) {
+        (st = ipcp__rx_win_alloc(x, (uint64_t)win < x->n ? win : (int)x->n)) ==
+            IPCP_OK &&
+        x->staged)
+        st = ipcp__rx_stage(x, 0);
+    if (st != IPCP_OK) {
+        rx_retire(x);
+        free(x->win);
         free(x);
         return st;
     }

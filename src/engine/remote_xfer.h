@@ -51,10 +51,13 @@ ipcp_status_t ipcp__rx_start(ipcp__remote_t *rm, int send, void *buf,
                              const ipcp__rx_dev_t *dev, ipcp__rx_t **out);
 /* Starts a put (put 1: len bytes at buf to address addr of rank peer's
  * memory, attached by its transport) or a get (from there into buf),
- * through the transport's one-sided calls (ops->iput, ops->iget; set). */
+ * through the transport's one-sided calls (ops->iput, ops->iget; set).
+ * Device memory (dev set) goes through pinned slots where the transport
+ * does not read it: a put's pieces copied out before each put, a get's
+ * copied in after each get. */
 ipcp_status_t ipcp__rx_start_rma(ipcp__remote_t *rm, int put, void *buf,
                                  size_t len, int peer, uint64_t addr,
-                                 ipcp__rx_t **out);
+                                 const ipcp__rx_dev_t *dev, ipcp__rx_t **out);
 /* Moves x (may be NULL) on, and a few other running transfers in turn,
  * so that all move on while any is waited for. */
 void ipcp__rx_progress(ipcp__rx_t *x);
