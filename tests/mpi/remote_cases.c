@@ -237,19 +237,36 @@ static int onesided_round(int o, int t)
 }
 
 #ifdef T_CUDA
-/* Rank t's region (elsewhere) from device memory: fresh bytes put from a
- * device buffer into this rank's slice, got back into another. */
+/* Rank t's region (elsewhere) from device memory.  out: the bytes this
+ * rank's host put left in its slice.  A get into device memory must find
+ * them (no staged transfer of this rank held them, so stale slot bytes
+ * cannot pass); then fresh bytes put from device memory must be what a
+ * get into host memory finds, and a get into device memory too. */
 static void onesided_dev(ipcp_comm_t *c, ipcp_rmem_t *rm, int t, size_t L,
-                         uint64_t base)
+                         const unsigned char *out, uint64_t base)
 {
     int me = ipcp_comm_rank(c);
     unsigned char *h = xmalloc(L), *back = xmalloc(L);
     unsigned char *dv = buf_new(L, 1), *dg = buf_new(L, 1);
     ipcp_request_t *r;
+    memset(back, 0, L);
+    buf_put(dg, back, L, 1);
+    OK(ipcp_get(c, dg, L, rm, (size_t)me * L));
+    buf_get(back, dg, L, 1);
+    if (memcmp(back, out, L))
+        fail("a get into device memory from rank %d's region: not the "
+             "bytes this rank put there from host memory",
+             t);
     fill(h, L, seed_of(base, me, t, 91));
     buf_put(dv, h, L, 1);
     OK(ipcp_iput(c, dv, L, rm, (size_t)me * L, &r));
     OK(ipcp_wait(r, NULL));
+    memset(back, 0, L);
+    OK(ipcp_get(c, back, L, rm, (size_t)me * L));
+    if (memcmp(back, h, L))
+        fail("a put from device memory into rank %d's region: a get into "
+             "host memory finds other bytes",
+             t);
     memset(back, 0, L);
     buf_put(dg, back, L, 1);
     OK(ipcp_get(c, dg, L, rm, (size_t)me * L));
@@ -314,7 +331,7 @@ void onesided(ipcp_comm_t *c, uint64_t base)
                  ipcp_last_error());
 #ifdef T_CUDA
         if (onesided_round(me, t) == 91)
-            onesided_dev(c, rm, t, L, base);
+            onesided_dev(c, rm, t, L, out, base);
 #endif
         OK(ipcp_rmem_release(rm));
     }
