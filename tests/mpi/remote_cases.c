@@ -237,6 +237,24 @@ static int onesided_round(int o, int t)
 }
 
 #ifdef T_CUDA
+/* This rank's slice of rank t's region (elsewhere), got into a zeroed
+ * device buffer dg, is want (else the failure says what). */
+static void onesided_dev_get(ipcp_comm_t *c, ipcp_rmem_t *rm, int t, size_t L,
+                             unsigned char *dg, const unsigned char *want,
+                             const char *what)
+{
+    unsigned char *back = xmalloc(L);
+    memset(back, 0, L);
+    buf_put(dg, back, L, 1);
+    OK(ipcp_get(c, dg, L, rm, (size_t)ipcp_comm_rank(c) * L));
+    buf_get(back, dg, L, 1);
+    if (memcmp(back, want, L))
+        fail("a get into device memory from rank %d's region: not the "
+             "bytes %s",
+             t, what);
+    free(back);
+}
+
 /* Rank t's region (elsewhere) from device memory.  out: the bytes this
  * rank's host put left in its slice.  A get into device memory must find
  * them (no staged transfer of this rank held them, so stale slot bytes
@@ -249,14 +267,8 @@ static void onesided_dev(ipcp_comm_t *c, ipcp_rmem_t *rm, int t, size_t L,
     unsigned char *h = xmalloc(L), *back = xmalloc(L);
     unsigned char *dv = buf_new(L, 1), *dg = buf_new(L, 1);
     ipcp_request_t *r;
-    memset(back, 0, L);
-    buf_put(dg, back, L, 1);
-    OK(ipcp_get(c, dg, L, rm, (size_t)me * L));
-    buf_get(back, dg, L, 1);
-    if (memcmp(back, out, L))
-        fail("a get into device memory from rank %d's region: not the "
-             "bytes this rank put there from host memory",
-             t);
+    onesided_dev_get(c, rm, t, L, dg, out,
+                     "this rank put there from host memory");
     fill(h, L, seed_of(base, me, t, 91));
     buf_put(dv, h, L, 1);
     OK(ipcp_iput(c, dv, L, rm, (size_t)me * L, &r));
@@ -267,14 +279,7 @@ static void onesided_dev(ipcp_comm_t *c, ipcp_rmem_t *rm, int t, size_t L,
         fail("a put from device memory into rank %d's region: a get into "
              "host memory finds other bytes",
              t);
-    memset(back, 0, L);
-    buf_put(dg, back, L, 1);
-    OK(ipcp_get(c, dg, L, rm, (size_t)me * L));
-    buf_get(back, dg, L, 1);
-    if (memcmp(back, h, L))
-        fail("a get into device memory from rank %d's region: not the "
-             "bytes put there from device memory",
-             t);
+    onesided_dev_get(c, rm, t, L, dg, h, "put there from device memory");
     buf_free(dv, 1);
     buf_free(dg, 1);
     free(h);
