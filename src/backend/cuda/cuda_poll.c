@@ -60,6 +60,13 @@ struct ipcp__cuda_poller {
     int stop;
 };
 
+/* Tells the thread something was handed over; called with p->lock held. */
+static void cuda_poll_wake(ipcp__cuda_poller_t *p)
+{
+    atomic_fetch_add_explicit(&p->pushed, 1, memory_order_relaxed);
+    pthread_cond_signal(&p->cond);
+}
+
 /* A stamp's event against its device's anchor (both recorded in one
  * context, as cuEventElapsedTime wants). */
 static void cuda_poll_stamp_done(ipcp__backend_t *be, cuda_pending_t *e,
@@ -97,9 +104,6 @@ static void cuda_poll_finish(ipcp__cuda_poller_t *p, cuda_pending_t *e,
     p->free = e;
     pthread_mutex_unlock(&p->lock);
 }
-
-static cuda_pending_t *cuda_poll_get(ipcp__cuda_poller_t *p, CUcontext ctx,
-                                     int device);
 
 /* Queues a pass holds back at most; past that it holds back every queue. */
 #define CUDA_POLL_HELD 64
@@ -203,10 +207,10 @@ static void cuda_op_unrecorded(ipcp__queue_t *q, ipcp__track_t *t)
 }
 
 /* Enqueues the ops handed over, in order: a copy's failure fails its
- * track; a notify's event joins the outstanding ones at *ot (it keeps the
- * count its op took). */
+ * track; a notify's event joins the outstanding ones through
+ * ipcp__cuda_poll_notify (it takes a count of its own, so the op's goes). */
 static void cuda_run_ops(ipcp__cuda_poller_t *p, ipcp__backend_t *be,
-                         cuda_op_t *ops, cuda_pending_t **ot)
+                         cuda_op_t *ops)
 {
     cuda_op_t *o, *last = NULL;
     for (o = ops; o; last = o, o = o->next) {
@@ -221,29 +225,13 @@ static void cuda_run_ops(ipcp__cuda_poller_t *p, ipcp__backend_t *be,
             atomic_fetch_sub_explicit(&q->polled, 1, memory_order_release);
             continue;
         }
-        cuda_pending_t *e = NULL;
-        if ((st = ipcp__cuda_bind(be, q->ctx)) == IPCP_OK &&
-            !(e = cuda_poll_get(p, q->ctx, q->device)))
-            ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_CUDA, IPCP_ERR_CUDA,
-                       "cannot create a CUDA event for device %d", q->device);
-        if (e &&
-            ipcp__cu_check(IPCP_CU(cuEventRecord)(e->ev, q->stream),
-                           IPCP_LOG_ERROR, "cuEventRecord(stream of device %d)",
-                           q->device) != IPCP_OK) {
-            IPCP_CU(cuEventDestroy)(e->ev);
-            free(e);
-            e = NULL;
-        }
-        if (!e) {
+        if ((st = ipcp__cuda_bind(be, q->ctx)) == IPCP_OK)
+            st = ipcp__cuda_poll_notify(be, q->ctx, q->device, q->stream,
+                                        &q->polled, o->t);
+        if (st != IPCP_OK)
             cuda_op_unrecorded(q, o->t);
-            continue;
-        }
-        e->t = o->t;
-        e->stamp = NULL;
-        e->count = &q->polled;
-        e->next = NULL;
-        *ot = e;
-        ot = &e->next;
+        else
+            atomic_fetch_sub_explicit(&q->polled, 1, memory_order_release);
     }
     pthread_mutex_lock(&p->lock);
     last->next = p->op_free;
@@ -286,8 +274,7 @@ ipcp_status_t ipcp__cuda_poll_op(ipcp__queue_t *q, int notify, void *dst,
     pthread_mutex_lock(&p->lock);
     *p->ops_tail = o;
     p->ops_tail = &o->next;
-    atomic_fetch_add_explicit(&p->pushed, 1, memory_order_relaxed);
-    pthread_cond_signal(&p->cond);
+    cuda_poll_wake(p);
     pthread_mutex_unlock(&p->lock);
     return IPCP_OK;
 }
@@ -351,11 +338,8 @@ static void *cuda_poll_main(void *arg)
         if (!out && !wl && !ops && stop)
             break;
         pthread_mutex_unlock(&p->lock);
-        if (ops) {
-            for (ot = &out; *ot; ot = &(*ot)->next)
-                ;
-            cuda_run_ops(p, be, ops, ot);
-        }
+        if (ops)
+            cuda_run_ops(p, be, ops);
         out = cuda_poll_pass(p, be, out);
         for (ot = &out; *ot; ot = &(*ot)->next)
             ;
@@ -388,8 +372,7 @@ ipcp_status_t ipcp__cuda_flag_watch(ipcp__backend_t *be, uint64_t *flag,
     pthread_mutex_lock(&p->lock);
     w->next = p->watches;
     p->watches = w;
-    atomic_fetch_add_explicit(&p->pushed, 1, memory_order_relaxed);
-    pthread_cond_signal(&p->cond);
+    cuda_poll_wake(p);
     pthread_mutex_unlock(&p->lock);
     return IPCP_OK;
 }
@@ -427,8 +410,7 @@ void ipcp__cuda_poller_stop(ipcp__backend_t *be)
         return;
     pthread_mutex_lock(&p->lock);
     p->stop = 1;
-    atomic_fetch_add_explicit(&p->pushed, 1, memory_order_relaxed);
-    pthread_cond_signal(&p->cond);
+    cuda_poll_wake(p);
     pthread_mutex_unlock(&p->lock);
     pthread_join(p->thread, NULL);
     while (p->free) {
@@ -490,8 +472,7 @@ static void cuda_poll_push(ipcp__cuda_poller_t *p, cuda_pending_t *e,
     pthread_mutex_lock(&p->lock);
     *p->tail = e;
     p->tail = &e->next;
-    atomic_fetch_add_explicit(&p->pushed, 1, memory_order_relaxed);
-    pthread_cond_signal(&p->cond);
+    cuda_poll_wake(p);
     pthread_mutex_unlock(&p->lock);
 }
 
