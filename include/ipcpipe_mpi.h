@@ -25,13 +25,13 @@ extern "C" {
  * MPI, on two duplicates of comm: two-sided transfers of host or device
  * memory of any length (path IPCP_PATH_REMOTE; device memory staged
  * through pinned host slots unless MPI says it is CUDA-aware), the
- * stream-ordered sends and receives (moved on by ipcpipe's progress
- * thread only under MPI_THREAD_MULTIPLE; below it wait for or test their
- * requests before the stream), puts and gets into host regions of ranks
- * elsewhere through an MPI window made here (the caller's buffer may be
- * device memory; IPCPIPE_REMOTE_RMA=off makes none, and such calls then
- * return IPCP_ERR_UNSUPPORTED, saying so, as stream-ordered puts and gets
- * there do), and ipcp_barrier over the whole job.
+ * stream-ordered sends, receives, puts and gets (moved on by ipcpipe's
+ * progress thread only under MPI_THREAD_MULTIPLE; below it wait for or
+ * test their requests before the stream), puts and gets into host
+ * regions of ranks elsewhere through an MPI window made here (the
+ * caller's buffer may be device memory; IPCPIPE_REMOTE_RMA=off makes
+ * none, and such calls then return IPCP_ERR_UNSUPPORTED, saying so), and
+ * ipcp_barrier over the whole job.
  * Such transfers progress in the calls that wait for or test them (any
  * transfer's of the job), as MPI's do; ipcpipe calls MPI from those
  * threads, one call at a time in the process, so threads that call MPI

@@ -65,6 +65,12 @@ ipcp_status_t ipcp__remote_post(ipcp_comm_t *comm, int type, void *buf,
 ipcp_status_t ipcp__remote_blocking(ipcp_comm_t *comm, int type, void *buf,
                                     size_t len, int peer, int tag,
                                     ipcp_xfer_info_t *info);
+/* Whether a put or get (type) with a region of rank owner on another node
+ * can run: the transport has one-sided calls, and a transfer without a
+ * request (with_req 0: a stream-ordered one) can move on without its
+ * caller (the transport may be called from ipcpipe's thread). */
+ipcp_status_t ipcp__remote_rma_ready(const ipcp_comm_t *comm, int type,
+                                     int owner, int with_req);
 /* A put or get (type) with a region on another node (rmem->remote). */
 ipcp_status_t ipcp__remote_onesided(ipcp_comm_t *comm, int type, void *buf,
                                     size_t len, ipcp_rmem_t *rmem,

@@ -214,6 +214,27 @@ void ipcp__remote_detach(ipcp_comm_t *comm, ipcp_mem_t *mem)
     mem->wide_addr = 0;
 }
 
+ipcp_status_t ipcp__remote_rma_ready(const ipcp_comm_t *comm, int type,
+                                     int owner, int with_req)
+{
+    const ipcp__remote_t *rm = comm->remote;
+    const char *what = type == IPCP_REQ_PUT ? "put" : "get";
+    if (!rm->ops->iput)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                          "a %s with rank %d (on another node): this job "
+                          "has no one-sided access through %s "
+                          "(IPCPIPE_REMOTE_RMA=off, or %s refused a window)",
+                          what, owner, rm->ops->name, rm->ops->name);
+    if (!with_req && !rm->ops->threads)
+        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                          "a stream-ordered %s with rank %d (on another "
+                          "node) needs a request to wait for or test, which "
+                          "moves it on: ipcpipe's thread may not call %s (not "
+                          "initialized with MPI_THREAD_MULTIPLE)",
+                          what, owner, rm->ops->name);
+    return IPCP_OK;
+}
+
 ipcp_status_t ipcp__remote_onesided(ipcp_comm_t *comm, int type, void *buf,
                                     size_t len, ipcp_rmem_t *rmem,
                                     size_t offset, ipcp_request_t **out)
@@ -223,13 +244,7 @@ ipcp_status_t ipcp__remote_onesided(ipcp_comm_t *comm, int type, void *buf,
     ipcp__handle_t h = 0;
     ipcp__rx_t *x = NULL;
     IPCP_CHECK(ipcp__remote_mem(comm, buf, len, &dev));
-    if (!rm->ops->iput)
-        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
-                          "a %s with rank %d (on another node): this job "
-                          "has no one-sided access through %s "
-                          "(IPCPIPE_REMOTE_RMA=off, or %s refused a window)",
-                          type == IPCP_REQ_PUT ? "put" : "get", rmem->owner,
-                          rm->ops->name, rm->ops->name);
+    IPCP_CHECK(ipcp__remote_rma_ready(comm, type, rmem->owner, 1));
     ipcp_request_t *req =
         ipcp__onesided_req(comm, type, buf, len, rmem, offset);
     IPCP_CHECK(ipcp__remote_req(comm, req, &h));

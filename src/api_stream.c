@@ -183,13 +183,18 @@ static ipcp_status_t ipcp__onesided_on_stream(ipcp_comm_t *comm_h, int type,
     if (out && ipcp__misaligned(out, sizeof(void *)))
         return ipcp__bad_arg("request output pointer is misaligned");
     if (rm->remote)
-        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
-                          "rank %d is on another node, where stream-ordered "
-                          "puts and gets do not reach (use ipcp_iput/ipcp_iget "
-                          "of host memory)",
-                          rm->owner);
+        IPCP_CHECK(ipcp__remote_rma_ready(comm, type, rm->owner, out != NULL));
     ipcp_request_t *req = ipcp__onesided_req(comm, type, buf, len, rm, offset);
-    return req ? ipcp__post_on_stream(comm, req, stream, out) : IPCP_ERR_NOMEM;
+    if (!req)
+        return IPCP_ERR_NOMEM;
+    /* A region on another node: through the transport's one-sided calls
+     * once the stream gets there (engine/remote_order.h). */
+    if (rm->remote) {
+        req->type = IPCP_REQ_REMOTE;
+        req->remote_ordered = 1;
+        req->remote_send = type == IPCP_REQ_PUT;
+    }
+    return ipcp__post_on_stream(comm, req, stream, out);
 }
 
 ipcp_status_t ipcp_iput_on_stream(ipcp_comm_t *comm_h, const void *src,

@@ -25,6 +25,8 @@ void ipcp__remote_order_post(ipcp_comm_t *comm, ipcp_request_t *req)
                   "ipcpipe's thread): wait for or test their requests "
                   "before waiting for their streams",
                   comm->remote->ops->name);
+    if (req->rmem) /* the region stays while the put or get may run */
+        atomic_fetch_add(&req->rmem->busy, 1);
     pthread_mutex_lock(&ipcp__remote_lock);
     req->remote_op = NULL;
     ipcp__list_push_back(&order_list, &req->link);
@@ -43,6 +45,8 @@ static void order_end(ipcp_request_t *req, ipcp_status_t st, size_t nbytes)
 {
     ipcp__list_del(&req->link);
     order_count(req->comm, -1);
+    if (req->rmem)
+        atomic_fetch_sub(&req->rmem->busy, 1);
     req->nbytes = nbytes;
     req->path = IPCP_PATH_REMOTE;
     ipcp__req_complete(req, st, st == IPCP_OK ? NULL : ipcp_last_error());
@@ -58,8 +62,12 @@ static int order_start(ipcp_request_t *req)
         return 0;
     ipcp__rx_dev_t dev = {comm->cuda_ops, ipcp__dev(comm), req->attr.device};
     ipcp__rx_t *x = NULL;
-    ipcp_status_t st = ipcp__rx_start(comm->remote, req->remote_send, req->buf,
-                                      req->len, req->peer, req->tag, &dev, &x);
+    ipcp_status_t st =
+        req->rmem ? ipcp__rx_start_rma(comm->remote, req->remote_send, req->buf,
+                                       req->len, req->rmem->owner,
+                                       req->rmem->addr + req->offset, &dev, &x)
+                  : ipcp__rx_start(comm->remote, req->remote_send, req->buf,
+                                   req->len, req->peer, req->tag, &dev, &x);
     if (st != IPCP_OK) {
         order_end(req, st, 0);
         return -1;

@@ -229,11 +229,11 @@ void ordered_dev(ipcp_comm_t *c, uint64_t base, int threads)
 #endif
 
 /* The round of the bytes rank o leaves in rank t's region: with device
- * memory a rank on another node overwrites its host put with a put from
- * a device buffer (through pinned slots). */
+ * memory a rank on another node overwrites its host put with puts from
+ * device buffers (through pinned slots), the last a stream-ordered one. */
 static int onesided_round(int o, int t)
 {
-    return use_dev && t % nodes != o % nodes ? 91 : 90;
+    return use_dev && t % nodes != o % nodes ? 92 : 90;
 }
 
 #ifdef T_CUDA
@@ -252,6 +252,69 @@ static void onesided_dev_get(ipcp_comm_t *c, ipcp_rmem_t *rm, int t, size_t L,
         fail("a get into device memory from rank %d's region: not the "
              "bytes %s",
              t, what);
+    free(back);
+}
+
+/* A stream-ordered put into rank t's region (elsewhere), then a
+ * stream-ordered get back, on one stream: the put's buffer is written by
+ * a copy enqueued just before it (behind a 64 MiB copy, so a put that
+ * started early would send stale bytes), the get's is copied out by a
+ * copy enqueued just after it (so a get whose stream went on early, or
+ * that ran before the put ended, leaves other bytes there). */
+static void onesided_dev_ordered(ipcp_comm_t *c, ipcp_rmem_t *rm, int t,
+                                 size_t L, uint64_t base)
+{
+    const size_t slow = 64 << 20;
+    size_t at = (size_t)ipcp_comm_rank(c) * L;
+    unsigned char *h = xmalloc(L), *back = xmalloc(L);
+    CUstream s;
+    CUdeviceptr big, src, dv, dg, out;
+    ipcp_request_t *pr, *gr;
+    CUdeviceptr *all[4] = {&src, &dv, &dg, &out};
+    CU(cu.screate(&s, 0));
+    CU(cu.alloc(&big, 2 * slow));
+    for (int k = 0; k < 4; k++) {
+        CU(cu.alloc(all[k], L));
+        CU(cu.memset(*all[k], 0, L));
+    }
+    fill(h, L, seed_of(base, ipcp_comm_rank(c), t, 92));
+    buf_put((unsigned char *)(uintptr_t)src, h, L, 1);
+    CU(cu.dtod(big + slow, big, slow, s));
+    CU(cu.dtod(dv, src, L, s));
+    OK(ipcp_iput_on_stream(c, (void *)(uintptr_t)dv, L, rm, at,
+                           (ipcp_stream_t)s, &pr));
+    OK(ipcp_iget_on_stream(c, (void *)(uintptr_t)dg, L, rm, at,
+                           (ipcp_stream_t)s, &gr));
+    CU(cu.dtod(out, dg, L, s));
+    if (!mpi_threads) {
+        /* Nothing would move a put without a request on. */
+        ipcp_status_t st = ipcp_iput_on_stream(c, (void *)(uintptr_t)dv, L, rm,
+                                               at, (ipcp_stream_t)s, NULL);
+        if (st != IPCP_ERR_UNSUPPORTED ||
+            !strstr(ipcp_last_error(), "MPI_THREAD_MULTIPLE"))
+            fail("a stream-ordered put elsewhere without a request, without "
+                 "MPI_THREAD_MULTIPLE: %s (%s)",
+                 ipcp_strerror(st), ipcp_last_error());
+    }
+    OK(ipcp_wait(pr, NULL));
+    OK(ipcp_wait(gr, NULL));
+    CU(cu.ssync(s));
+    buf_get(back, (unsigned char *)(uintptr_t)out, L, 1);
+    if (memcmp(back, h, L))
+        fail("a stream-ordered put then get with rank %d's region: the copy "
+             "after the get saw other bytes",
+             t);
+    memset(back, 0, L);
+    OK(ipcp_get(c, back, L, rm, at));
+    if (memcmp(back, h, L))
+        fail("a stream-ordered put into rank %d's region: a get into host "
+             "memory finds other bytes",
+             t);
+    for (int k = 0; k < 4; k++)
+        CU(cu.free(*all[k]));
+    CU(cu.free(big));
+    CU(cu.sdestroy(s));
+    free(h);
     free(back);
 }
 
@@ -280,6 +343,7 @@ static void onesided_dev(ipcp_comm_t *c, ipcp_rmem_t *rm, int t, size_t L,
              "host memory finds other bytes",
              t);
     onesided_dev_get(c, rm, t, L, dg, h, "put there from device memory");
+    onesided_dev_ordered(c, rm, t, L, base);
     buf_free(dv, 1);
     buf_free(dg, 1);
     free(h);
@@ -293,7 +357,7 @@ static void onesided_dev(ipcp_comm_t *c, ipcp_rmem_t *rm, int t, size_t L,
  * puts fresh bytes into its own slice of each, gets them back, and
  * checks after a barrier that its own region holds every slice put into
  * it and zeros elsewhere.  With device memory the ranks elsewhere put
- * and get once more from device buffers. */
+ * and get again from device buffers, plainly and then stream-ordered. */
 void onesided(ipcp_comm_t *c, uint64_t base)
 {
     const size_t L = (256 << 10) + 3;
@@ -335,7 +399,7 @@ void onesided(ipcp_comm_t *c, uint64_t base)
             fail("a put past rank %d's region: %s (%s)", t, ipcp_strerror(st),
                  ipcp_last_error());
 #ifdef T_CUDA
-        if (onesided_round(me, t) == 91)
+        if (onesided_round(me, t) == 92)
             onesided_dev(c, rm, t, L, out, base);
 #endif
         OK(ipcp_rmem_release(rm));

@@ -14,8 +14,9 @@
 #include <cuda.h>
 #endif
 
-extern int nodes;   /* rank r counts as on node r % nodes */
-extern int use_dev; /* "cuda": buffers of device memory too */
+extern int nodes;       /* rank r counts as on node r % nodes */
+extern int use_dev;     /* "cuda": buffers of device memory too */
+extern int mpi_threads; /* MPI_THREAD_MULTIPLE ("mt") */
 
 #ifdef T_CUDA
 /* The driver calls the test makes, loaded as the library loads them. */

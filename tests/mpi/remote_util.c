@@ -12,7 +12,8 @@
 #include "remote_test.h"
 
 int nodes = 2;
-int use_dev; /* "cuda": buffers of device memory too */
+int use_dev;     /* "cuda": buffers of device memory too */
+int mpi_threads; /* MPI_THREAD_MULTIPLE ("mt") */
 
 #ifdef T_CUDA
 /* The driver calls the test makes, loaded as the library loads them. */

@@ -434,6 +434,7 @@ int main(int argc, char **argv)
     if (want_level == MPI_THREAD_MULTIPLE && threads != want_level)
         fail("MPI_THREAD_MULTIPLE asked, MPI gave level %d", threads);
     threads = want_level == MPI_THREAD_MULTIPLE;
+    mpi_threads = threads;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     t_rank = rank;
