@@ -604,7 +604,7 @@ static void ipcp__sent_run(const ipcp__route_t *route, ipcp_comm_t *comm,
     if (watched) /* no part can start before the CTS */
         pl.watch.t0 = ipcp__now_ns();
     if (ipcp__peer_post(comm, peer, &cts, sizeof(cts), fds, nfds) != IPCP_OK &&
-        !peer->wr_broken)
+        peer->link != IPCP_PEER_BROKEN)
         /* The sender would never write what our queues wait for; a loss
          * releases them and tells it (one whose writes broke is lost once
          * what it sent is read). */

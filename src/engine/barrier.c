@@ -57,7 +57,7 @@ void ipcp__barrier_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
         return;
     }
     for (int r = 0; r < comm->size; r++) {
-        if (r != comm->rank && comm->peers[r].closed) {
+        if (r != comm->rank && ipcp__peer_closed(&comm->peers[r])) {
             char msg[IPCP_ERRMSG_MAX];
             ipcp__req_complete(
                 req, IPCP_ERR_PEER_LOST,

@@ -93,7 +93,7 @@ ipcp_status_t ipcp__comm_new(int rank, int size, const char *job,
         p->pvm_to = -1;
         p->remote_path = -1;
         p->out_wake = -1;
-        p->closed = r == rank;
+        p->link = r == rank ? IPCP_PEER_CLOSED : IPCP_PEER_OPEN;
         ipcp__list_init(&p->txq);
         ipcp__list_init(&p->wait_cts);
         ipcp__list_init(&p->posted);
@@ -148,7 +148,7 @@ static void ipcp__teardown_transfers(ipcp_comm_t *comm)
     ipcp__list_t *e;
     for (int r = 0; r < comm->size; r++) {
         ipcp__peer_t *p = &comm->peers[r];
-        if (r != comm->rank && !p->closed) {
+        if (r != comm->rank && !ipcp__peer_closed(p)) {
             p->bye = 1;
             ipcp__peer_lost(comm, p, "finalizing");
         }

@@ -105,7 +105,7 @@ struct ipcp_comm {
      * whether a request waited on any of them at the last check. */
     uint64_t ka_next;
     int ka_awaited;
-    int wr_broken; /* progress thread: peers with wr_broken, not yet lost */
+    int wr_broken; /* progress thread: peers whose link is BROKEN */
 
     pthread_mutex_t mem_lock; /* regions, rmems, next_region_id */
     ipcp__list_t regions;
@@ -211,6 +211,19 @@ ipcp_status_t ipcp__peer_post(ipcp_comm_t *comm, ipcp__peer_t *peer,
 ipcp_status_t ipcp__peer_postv(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                const void *msg, size_t len, const void *tail,
                                size_t tail_len, const int *fds, int nfds);
+/* Moves peer's link to state `to` (forward only; a step back or in place
+ * returns 0 and changes nothing), counting BROKEN peers in
+ * comm->wr_broken; 1 when it moved. */
+int ipcp__peer_to(ipcp_comm_t *comm, ipcp__peer_t *peer, ipcp__peer_link_t to);
+/* Nothing more may be written to it (BROKEN or CLOSED). */
+static inline int ipcp__peer_unwritten(const ipcp__peer_t *peer)
+{
+    return peer->link != IPCP_PEER_OPEN;
+}
+static inline int ipcp__peer_closed(const ipcp__peer_t *peer)
+{
+    return peer->link == IPCP_PEER_CLOSED;
+}
 void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why);
 /* A write to the peer failed (why): later ones fail at once, and the loss
  * waits until what it sent is read (the end of its socket). */

@@ -29,7 +29,7 @@ void ipcp__drive_end(ipcp_comm_t *comm, ipcp__peer_t *peer, uint64_t id,
                      ipcp_path_t path, ipcp_status_t st, const char *msg)
 {
     char why[IPCP_ERRWIRE_MAX] = "";
-    if (peer->closed)
+    if (ipcp__peer_closed(peer))
         return;
     ipcp__fault_point(IPCP_FAULT_DATA_IN_PLACE);
     if (st != IPCP_OK) /* formatted only for a failure: it runs per transfer */
@@ -105,7 +105,7 @@ void ipcp__run_done(ipcp_comm_t *comm, ipcp__xfer_t *x)
     if (x->rmem_busy)
         answer = ipcp__rmem_op_end(comm, x->rmem_busy, &owner, &reg_id);
     x->rmem_busy = NULL;
-    if (gone && !peer->closed) {
+    if (gone && !ipcp__peer_closed(peer)) {
         /* Its memory said so first (process_vm_readv/writev: no such
          * process), before its socket did: the same loss for every call. */
         char why[IPCP_ERRMSG_MAX];

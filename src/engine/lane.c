@@ -347,7 +347,7 @@ static void ipcp__lane_msg(ipcp_comm_t *comm, ipcp__lane_t *l,
 static void ipcp__lane_post_msg(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                 const ipcp__msg_lane_t *m, int fd)
 {
-    if (!peer->closed)
+    if (!ipcp__peer_closed(peer))
         ipcp__peer_post(comm, peer, m, sizeof(*m), fd >= 0 ? &fd : NULL,
                         fd >= 0);
     else if (fd >= 0)

@@ -272,7 +272,7 @@ static void ipcp__recv_matched(ipcp_comm_t *comm, ipcp__peer_t *peer,
         ipcp__deliver_eager(comm, peer, req, eager, rts->len);
         return;
     }
-    if (peer->closed) {
+    if (ipcp__peer_closed(peer)) {
         char gone[IPCP_ERRMSG_MAX];
         ipcp__req_complete(req, IPCP_ERR_PEER_LOST,
                            ipcp__peer_gone(peer, gone, sizeof(gone)));
@@ -344,7 +344,7 @@ static void ipcp__recv_post(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp__unexp_t *u = ipcp__unexp_find(peer, req);
     if (u) {
         ipcp__unexp_match(comm, peer, req, u);
-    } else if (peer->closed || peer->bye) {
+    } else if (ipcp__peer_closed(peer) || peer->bye) {
         char msg[IPCP_ERRMSG_MAX];
         ipcp__req_complete(req, IPCP_ERR_PEER_LOST,
                            ipcp__peer_gone(peer, msg, sizeof(msg)));
@@ -528,7 +528,7 @@ void ipcp__match_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
         ipcp__recv_post(comm, peer, req);
         return;
     }
-    if (peer->closed || peer->bye) {
+    if (ipcp__peer_closed(peer) || peer->bye) {
         char msg[IPCP_ERRMSG_MAX];
         ipcp__req_complete(req, IPCP_ERR_PEER_LOST,
                            ipcp__peer_gone(peer, msg, sizeof(msg)));

@@ -63,7 +63,7 @@ void ipcp__mbox_offer(ipcp_comm_t *comm)
         return;
     for (int r = 0; r < comm->size; r++) {
         ipcp__peer_t *p = &comm->peers[r];
-        if (r == comm->rank || p->closed)
+        if (r == comm->rank || ipcp__peer_closed(p))
             continue;
         /* Sealed: the peer gets the fd, and a peer that could shrink the
          * file would make our next look at the ring a SIGBUS. */
@@ -108,7 +108,7 @@ void ipcp__mbox_offer(ipcp_comm_t *comm)
  * ours waits for the socket (what waits there must arrive first). */
 void ipcp__mbox_try_switch(ipcp_comm_t *comm, ipcp__peer_t *peer)
 {
-    if (!peer->outbox || peer->out_on || peer->closed || peer->wr_broken ||
+    if (!peer->outbox || peer->out_on || ipcp__peer_unwritten(peer) ||
         !ipcp__list_empty(&peer->txq))
         return;
     ipcp__msg_hdr_t sw = {IPCP_MSG_SWITCH, 0};
@@ -339,7 +339,7 @@ static int ipcp__mbox_read_locked(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp__mbox_slot_t *s;
     size_t len;
     uint32_t kind;
-    while (!peer->closed &&
+    while (!ipcp__peer_closed(peer) &&
            (s = ipcp__mbox_peek(peer, &tail, &len, &kind, &bad))) {
         int fds[IPCP_SOCK_MAX_FDS], nfds = 0;
         if (len > cap) {

@@ -287,7 +287,7 @@ int ipcp__mbox_sleep(ipcp_comm_t *comm)
     for (int r = 0; r < comm->size; r++) {
         ipcp__peer_t *p = &comm->peers[r];
         ipcp__mbox_ring_t *ring = p->inbox;
-        if (!p->in_on || !ring || p->closed)
+        if (!p->in_on || !ring || ipcp__peer_closed(p))
             continue;
         /* Against ipcp__mbox_leave and ipcp__mbox_read_fast: blind goes up
          * before waiters and the head are looked at, and they look at

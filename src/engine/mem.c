@@ -141,7 +141,8 @@ void ipcp__mem_notify_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
     m.hdr.type = IPCP_MSG_REG_GONE;
     m.reg_id = req->region_id;
     for (int r = 0; r < comm->size; r++)
-        if (r != comm->rank && to && to[r] && !comm->peers[r].closed)
+        if (r != comm->rank && to && to[r] &&
+            !ipcp__peer_closed(&comm->peers[r]))
             ipcp__peer_post(comm, &comm->peers[r], &m, sizeof(m), NULL, 0);
     ipcp__req_complete(req, IPCP_OK, NULL);
 }
@@ -475,7 +476,7 @@ void ipcp__mem_dereg_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
     for (int r = 0; r < comm->size; r++) {
         ipcp__peer_t *p = &comm->peers[r];
         int want = ask && ask[r];
-        if (r == comm->rank || p->closed)
+        if (r == comm->rank || ipcp__peer_closed(p))
             continue;
         /* Every peer hears of it (a descriptor may be on its way to one
          * that has not imported it yet); those that mapped it answer. */
@@ -494,7 +495,7 @@ static int ipcp__dereg_owed(ipcp_comm_t *comm, const unsigned char *ask,
 {
     int n = 0;
     for (int r = 0; ask && r < comm->size; r++) {
-        if (!ask[r] || comm->peers[r].closed)
+        if (!ask[r] || ipcp__peer_closed(&comm->peers[r]))
             continue;
         n++;
         if (cut)

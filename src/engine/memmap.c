@@ -17,7 +17,7 @@ void ipcp__mem_import_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
 {
     ipcp__peer_t *peer = &comm->peers[req->peer];
     ipcp__msg_map_req_t m;
-    if (peer->closed || peer->bye) {
+    if (ipcp__peer_closed(peer) || peer->bye) {
         ipcp__req_complete(req, IPCP_ERR_PEER_LOST, "the owner is gone");
         return;
     }

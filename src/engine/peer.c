@@ -27,7 +27,7 @@ static void ipcp__txmsg_free(ipcp__txmsg_t *m)
 void ipcp__peer_flush(ipcp_comm_t *comm, ipcp__peer_t *peer)
 {
     ipcp__list_t *e;
-    while (!peer->closed && (e = peer->txq.next) != &peer->txq) {
+    while (!ipcp__peer_closed(peer) && (e = peer->txq.next) != &peer->txq) {
         ipcp__txmsg_t *m = ipcp__list_entry(e, ipcp__txmsg_t, link);
         ipcp_status_t st =
             peer->out_on
@@ -69,7 +69,7 @@ ipcp_status_t ipcp__peer_postv(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                size_t tail_len, const int *fds, int nfds)
 {
     ipcp__txmsg_t *m;
-    if (peer->closed || peer->wr_broken) {
+    if (ipcp__peer_unwritten(peer)) {
         for (int i = 0; i < nfds; i++)
             close(fds[i]);
         return ipcp__peer_unwritable(peer);
@@ -94,12 +94,25 @@ ipcp_status_t ipcp__peer_postv(ipcp_comm_t *comm, ipcp__peer_t *peer,
     /* The send may have found the peer dead: callers must not park a
      * request on a peer whose lists were already failed, nor one that
      * waits for an answer to a message that never left. */
-    if (peer->closed || peer->wr_broken)
+    if (ipcp__peer_unwritten(peer))
         return ipcp__peer_unwritable(peer);
     return IPCP_OK;
 }
 
 /* ---- Peer loss ---------------------------------------------------------- */
+
+int ipcp__peer_to(ipcp_comm_t *comm, ipcp__peer_t *peer, ipcp__peer_link_t to)
+{
+    ipcp__peer_link_t from = peer->link;
+    if (to <= from)
+        return 0;
+    if (from == IPCP_PEER_BROKEN)
+        comm->wr_broken--;
+    if (to == IPCP_PEER_BROKEN)
+        comm->wr_broken++;
+    peer->link = to;
+    return 1;
+}
 
 /* How long a peer whose writes broke stays before it is lost, when its
  * socket does not end.  A dead peer's socket ends at once; a live one (a
@@ -111,16 +124,14 @@ void ipcp__peer_wr_broken(ipcp_comm_t *comm, ipcp__peer_t *peer,
                           const char *why)
 {
     ipcp__list_t *e;
-    if (peer->closed || peer->wr_broken)
+    if (!ipcp__peer_to(comm, peer, IPCP_PEER_BROKEN))
         return;
     /* A peer that died may have sent what a request here waits for (a
      * barrier's release, an eager message) just before: it lies unread in
      * our inbox or socket, and the loss would fail that request.  The loss
      * comes from the end of the socket instead, read after the inbox
      * (ipcp__progress_main), or after IPCP_WR_LOST_NS. */
-    peer->wr_broken = 1;
     peer->wr_lost_ns = ipcp__now_ns() + IPCP_WR_LOST_NS;
-    comm->wr_broken++;
     free(peer->lost_why);
     peer->lost_why = strdup(why); /* NULL: the loss names the end instead */
     atomic_store(&peer->gone, 1); /* callers write to it no more */
@@ -139,7 +150,7 @@ void ipcp__wr_expire(ipcp_comm_t *comm, uint64_t now)
 {
     for (int r = 0; r < comm->size && comm->wr_broken; r++) {
         ipcp__peer_t *p = &comm->peers[r];
-        if (p->wr_broken && !p->closed && now >= p->wr_lost_ns)
+        if (p->link == IPCP_PEER_BROKEN && now >= p->wr_lost_ns)
             ipcp__peer_lost(comm, p,
                             "its socket did not end after a write failed");
     }
@@ -150,16 +161,13 @@ void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why)
     char msg[IPCP_ERRMSG_MAX];
     ipcp__list_t *e, *tmp;
 
-    if (peer->closed)
+    int broken = peer->link == IPCP_PEER_BROKEN;
+    if (!ipcp__peer_to(comm, peer, IPCP_PEER_CLOSED))
         return;
-    peer->closed = 1;
     atomic_store(&peer->gone, 1);
     /* A failed write was the first sign: it is the reason. */
-    if (peer->wr_broken) {
-        comm->wr_broken--;
-        if (peer->lost_why)
-            why = peer->lost_why;
-    }
+    if (broken && peer->lost_why)
+        why = peer->lost_why;
     /* When the loss is declared here (a protocol error) the peer is alive:
      * end the connection so that it sees the loss too. */
     shutdown(peer->fd, SHUT_RDWR);
@@ -293,7 +301,7 @@ void ipcp__keepalive(ipcp_comm_t *comm, uint64_t now)
     comm->ka_awaited = 0;
     for (int r = 0; r < comm->size; r++) {
         ipcp__peer_t *p = &comm->peers[r];
-        if (r == comm->rank || p->closed || p->bye ||
+        if (r == comm->rank || ipcp__peer_closed(p) || p->bye ||
             !ipcp__peer_awaited(comm, p))
             continue;
         comm->ka_awaited = 1;

@@ -107,28 +107,43 @@ typedef struct ipcp__rexport {
     int spent;       /* 2 + the device whose import closed them, or 0 */
 } ipcp__rexport_t;
 
+/* The state of the link to a peer, changed only by ipcp__peer_to and
+ * only forward (the progress thread's, or finalize's after it stopped):
+ *
+ *   OPEN --a write failed--> BROKEN --its socket ended, or wr_lost_ns-->
+ *   CLOSED, and OPEN --lost, or finalize--> CLOSED.
+ *
+ * BROKEN: nothing more goes out (lost_why says why); the peer is lost
+ * once its socket has ended, what it sent before read, or at wr_lost_ns.
+ * CLOSED: its socket is closed, its waits failed.  A rank's own entry is
+ * CLOSED from the start.  Whether the peer finalized (bye) is a fact
+ * beside the state, not one of its steps: a peer that said goodbye may
+ * still break a write and then close, and the messages name the
+ * goodbye. */
+typedef enum ipcp__peer_link {
+    IPCP_PEER_OPEN = 0,
+    IPCP_PEER_BROKEN,
+    IPCP_PEER_CLOSED
+} ipcp__peer_link_t;
+
 struct ipcp__peer {
     int rank;
     int fd;
     pid_t pid;
     uint64_t probe_addr;
-    atomic_int lost; /* 0, or the status that aborts waits */
-    int closed;      /* socket closed (lost or said bye) */
-    char *lost_why;  /* why it was lost, for later calls (owned) */
-    /* A write to it failed (ipcp__peer_wr_broken): nothing more goes out
-     * (lost_why says why), and it is lost once its socket has ended, what
-     * it sent before read, or at wr_lost_ns (ipcp__now_ns) */
-    int wr_broken;
-    uint64_t wr_lost_ns;
-    int bye;               /* the peer finalized */
-    int pvm_to;            /* -1 unknown, 0/1: we may write its memory */
-    int remote_path;       /* path the peer forces on receives; -1 unknown
-                              (no eager sends until it is known) */
-    ipcp__list_t txq;      /* ipcp__txmsg_t waiting for the socket */
-    uint64_t next_id;      /* ids of our operations towards this peer */
-    ipcp__list_t wait_cts; /* our sends/puts waiting for a CTS */
-    ipcp__list_t posted;   /* our receives not matched yet */
-    atomic_int n_posted;   /* how many (ipcp__posted_add) */
+    atomic_int lost;        /* 0, or the status that aborts waits */
+    ipcp__peer_link_t link; /* ipcp__peer_to */
+    char *lost_why;         /* why it was lost, for later calls (owned) */
+    uint64_t wr_lost_ns;    /* BROKEN: when it is lost at the latest */
+    int bye;                /* the peer finalized */
+    int pvm_to;             /* -1 unknown, 0/1: we may write its memory */
+    int remote_path;        /* path the peer forces on receives; -1 unknown
+                               (no eager sends until it is known) */
+    ipcp__list_t txq;       /* ipcp__txmsg_t waiting for the socket */
+    uint64_t next_id;       /* ids of our operations towards this peer */
+    ipcp__list_t wait_cts;  /* our sends/puts waiting for a CTS */
+    ipcp__list_t posted;    /* our receives not matched yet */
+    atomic_int n_posted;    /* how many (ipcp__posted_add) */
     /* Of those, the ones no caller reads the inbox for (watch 0): only
      * for them does an eager message need the progress thread awake
      * (changed under rx_lock, read without it: engine/mbox.c) */

@@ -135,7 +135,7 @@ static int ipcp__peer_read(ipcp_comm_t *comm, ipcp__peer_t *peer)
     int nfds, n = 0;
     size_t len;
 
-    while (!peer->closed) {
+    while (!ipcp__peer_closed(peer)) {
         ipcp_status_t st =
             ipcp__sock_recv(peer->fd, ipcp__rxbuf, sizeof(ipcp__rxbuf), &len,
                             fds, IPCP_SOCK_MAX_FDS, &nfds, 0);
@@ -198,7 +198,7 @@ static void ipcp__bye_send(ipcp_comm_t *comm, ipcp_request_t *req)
     ipcp__trace_flush(comm);
     for (int r = 0; r < comm->size; r++) {
         ipcp__msg_hdr_t bye = {IPCP_MSG_BYE, 0};
-        if (r != comm->rank && !comm->peers[r].closed)
+        if (r != comm->rank && !ipcp__peer_closed(&comm->peers[r]))
             ipcp__peer_post(comm, &comm->peers[r], &bye, sizeof(bye), NULL, 0);
     }
     ipcp__fault_point(IPCP_FAULT_BYE_SENT);
@@ -303,7 +303,8 @@ static void ipcp__check_bye(ipcp_comm_t *comm)
     if (comm->fin != IPCP_FIN_SAID)
         return;
     for (int r = 0; r < comm->size; r++)
-        if (r != comm->rank && !comm->peers[r].closed && !comm->peers[r].bye)
+        if (r != comm->rank && !ipcp__peer_closed(&comm->peers[r]) &&
+            !comm->peers[r].bye)
             waiting++;
     if (waiting && ipcp__now_s() < comm->fin_deadline)
         return;
@@ -320,7 +321,7 @@ void ipcp__comm_announce_path(ipcp_comm_t *comm)
     m.hdr.type = IPCP_MSG_PATH;
     m.path = atomic_load(&comm->path);
     for (int r = 0; r < comm->size; r++)
-        if (r != comm->rank && !comm->peers[r].closed)
+        if (r != comm->rank && !ipcp__peer_closed(&comm->peers[r]))
             ipcp__peer_post(comm, &comm->peers[r], &m, sizeof(m), NULL, 0);
 }
 
@@ -336,7 +337,7 @@ static int ipcp__poll_skippable(const ipcp_comm_t *comm)
 {
     for (int r = 0; r < comm->size; r++) {
         const ipcp__peer_t *p = &comm->peers[r];
-        if (r != comm->rank && !p->closed &&
+        if (r != comm->rank && !ipcp__peer_closed(p) &&
             (!p->in_on || !ipcp__list_empty(&p->txq)))
             return 0;
     }
@@ -377,7 +378,7 @@ static void ipcp__loop_fds(ipcp_comm_t *comm, ipcp__loop_t *lp)
     lp->pollout = 0;
     for (int r = 0; r < comm->size; r++) {
         ipcp__peer_t *p = &comm->peers[r];
-        if (r == comm->rank || p->closed)
+        if (r == comm->rank || ipcp__peer_closed(p))
             continue;
         lp->pfd[n].fd = p->fd;
         /* Once the peer switched, its messages are in the inbox (the
@@ -500,7 +501,7 @@ static int ipcp__turn_move(ipcp_comm_t *comm, ipcp__loop_t *lp, int ready)
         busy = busy < 0 ? 0 : busy;
         for (int r = 0; r < comm->size; r++) {
             ipcp__peer_t *p = &comm->peers[r];
-            if (r != comm->rank && !p->closed)
+            if (r != comm->rank && !ipcp__peer_closed(p))
                 busy += ipcp__turn_peer(
                     comm, p, ipcp__list_empty(&p->txq) ? 0 : POLLOUT);
         }

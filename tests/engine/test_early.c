@@ -27,7 +27,8 @@ static void fake_comm(void)
     comm.cfg = &cfg;
     comm.size = 2;
     comm.peers = peers;
-    peers[1].closed = 1; /* the sender's end (a DRIVEN CTS) is not sent */
+    peers[1].link =
+        IPCP_PEER_CLOSED; /* the sender's end (a DRIVEN CTS) is not sent */
     ipcp__list_init(&comm.watching);
     pthread_mutex_init(&comm.lock, NULL);
     pthread_cond_init(&comm.cond, NULL);

@@ -9,7 +9,9 @@
  * starts, and the thread's first turn writes before it reads: the order is
  * the same on every run.
  *
- *   test_wrloss dead | alive */
+ * "link" checks the link's transitions alone (engine/peer.h).
+ *
+ *   test_wrloss dead | alive | link */
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
@@ -158,6 +160,11 @@ static void run(int alive)
     double el = ipcp__now_s() - t0;
     if (el >= 1.0)
         T_FAIL("the loss took %.3f s", el);
+    /* The link went OPEN -> BROKEN -> CLOSED; no broken peer is left to
+     * count.  (The thread has stopped writing either by now: the loss is
+     * its last step for this peer.) */
+    T_EQ_INT(f.comm->peers[0].link, IPCP_PEER_CLOSED);
+    T_EQ_INT(f.comm->wr_broken, 0);
     if (alive)
         close(f.rank0);
     T_OK(ipcp_finalize(f.h));
@@ -176,12 +183,45 @@ static void case_alive(void)
     run(1);
 }
 
+/* The link's transitions alone: forward only, a step back or in place
+ * changes nothing, and comm->wr_broken counts the BROKEN peers. */
+static void case_link(void)
+{
+    static ipcp_comm_t comm;
+    static ipcp__peer_t peers[3];
+    comm.size = 3;
+    comm.peers = peers;
+    T_EQ_INT(peers[0].link, IPCP_PEER_OPEN); /* zero is OPEN */
+    T_EQ_INT(ipcp__peer_to(&comm, &peers[0], IPCP_PEER_OPEN), 0);
+    T_EQ_INT(ipcp__peer_to(&comm, &peers[0], IPCP_PEER_BROKEN), 1);
+    T_EQ_INT(ipcp__peer_to(&comm, &peers[1], IPCP_PEER_BROKEN), 1);
+    T_EQ_INT(comm.wr_broken, 2);
+    T_CHECK(ipcp__peer_unwritten(&peers[0]) && !ipcp__peer_closed(&peers[0]));
+    T_EQ_INT(ipcp__peer_to(&comm, &peers[0], IPCP_PEER_BROKEN), 0);
+    T_EQ_INT(ipcp__peer_to(&comm, &peers[0], IPCP_PEER_OPEN), 0);
+    T_EQ_INT(comm.wr_broken, 2);
+    T_EQ_INT(ipcp__peer_to(&comm, &peers[0], IPCP_PEER_CLOSED), 1);
+    T_EQ_INT(comm.wr_broken, 1);
+    T_CHECK(ipcp__peer_closed(&peers[0]));
+    T_EQ_INT(ipcp__peer_to(&comm, &peers[0], IPCP_PEER_BROKEN), 0);
+    T_EQ_INT(ipcp__peer_to(&comm, &peers[0], IPCP_PEER_CLOSED), 0);
+    T_EQ_INT(comm.wr_broken, 1);
+    /* OPEN straight to CLOSED (a loss, finalize) counts nothing. */
+    T_EQ_INT(ipcp__peer_to(&comm, &peers[2], IPCP_PEER_CLOSED), 1);
+    T_EQ_INT(comm.wr_broken, 1);
+    T_EQ_INT(ipcp__peer_to(&comm, &peers[1], IPCP_PEER_CLOSED), 1);
+    T_EQ_INT(comm.wr_broken, 0);
+    T_EQ_INT(peers[1].link, IPCP_PEER_CLOSED);
+    printf("peer link: forward only, BROKEN peers counted\n");
+}
+
 static const struct {
     const char *name;
     void (*fn)(void);
 } cases[] = {
     {"dead", case_dead},
     {"alive", case_alive},
+    {"link", case_link},
 };
 
 int main(int argc, char **argv)
