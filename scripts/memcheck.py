@@ -50,8 +50,13 @@ def gpu_tests(build):
 
 def run_one(tool, build, timeout, name, cmd, env):
     t0 = time.time()
+    # API errors are not reported: the library asks the driver about
+    # memory it did not allocate by calls that fail on purpose where the
+    # answer is no (cuMemRetainAllocationHandle on memory that is not VMM,
+    # cuMemPoolExportToShareableHandle on a pool without handle types) and
+    # checks every result itself; memcheck is here for device accesses.
     full = [tool, "--tool", "memcheck", "--target-processes", "all",
-            "--error-exitcode", "99"] + cmd
+            "--report-api-errors", "no", "--error-exitcode", "99"] + cmd
     try:
         p = subprocess.run(full, cwd=build, capture_output=True, text=True,
                            timeout=timeout, env={**os.environ, **env})
