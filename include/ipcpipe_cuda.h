@@ -28,8 +28,9 @@
  * once, and a graph would replay it.  The peer may use the ordered or
  * the plain calls; the receiver still chooses the path.
  *
- * A peer on another node (ipcp_init_mpi) is reached through MPI once the
- * stream gets there.  Unless MPI runs at MPI_THREAD_MULTIPLE, such a
+ * A peer on another node (ipcp_init_mpi), or the owner of a region there
+ * (puts and gets: host regions, through MPI's window), is reached through
+ * MPI once the stream gets there.  Unless MPI runs at MPI_THREAD_MULTIPLE, such a
  * transfer moves on only inside ipcpipe's calls: wait for or test its
  * request before synchronizing `stream` (`req` NULL is refused then,
  * IPCP_ERR_UNSUPPORTED).  docs/launchers.md says more.
