@@ -30,9 +30,9 @@
  *
  * A peer on another node (ipcp_init_mpi), or the owner of a region there
  * (puts and gets: host regions, through MPI's window), is reached through
- * MPI once the stream gets there.  Unless MPI runs at MPI_THREAD_MULTIPLE, such a
- * transfer moves on only inside ipcpipe's calls: wait for or test its
- * request before synchronizing `stream` (`req` NULL is refused then,
+ * MPI once the stream gets there.  Unless MPI runs at MPI_THREAD_MULTIPLE, such
+ * a transfer moves on only inside ipcpipe's calls: wait for or test its request
+ * before synchronizing `stream` (`req` NULL is refused then,
  * IPCP_ERR_UNSUPPORTED).  docs/launchers.md says more.
  */
 #ifndef IPCPIPE_CUDA_H

@@ -315,7 +315,7 @@ static void ctrl_op_msg(ctrl_run_t *run, fuzz_in_t *in)
     for (int i = 0; i < nfds; i++)
         if (fds[i] >= 0)
             fds[n++] = fds[i];
-    if (peer->closed) {
+    if (ipcp__peer_closed(peer)) {
         for (int i = 0; i < n; i++)
             close(fds[i]);
         return;
@@ -415,7 +415,7 @@ static void ctrl_op_inbox(ctrl_run_t *run, fuzz_in_t *in)
     ipcp__peer_t *peer = &run->comm->peers[run->others[b & 1]];
     size_t off = fuzz_u16(in), n, want = fuzz_u8(in);
     const uint8_t *p = fuzz_bytes(in, want, &n);
-    if (!peer->inbox || peer->closed)
+    if (!peer->inbox || ipcp__peer_closed(peer))
         return;
     off %= CTRL_MBOX_SIZE;
     n = ipcp__min(n, CTRL_MBOX_SIZE - off);
