@@ -29,15 +29,29 @@ def run_pair(case, **env_add):
              str(seed)],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True))
+    outs = []
     for rank, p in enumerate(procs):
         out, _ = p.communicate(timeout=240)
         assert p.returncode == 0, f"rank {rank} of {case} ({env_add}):\n{out}"
+        outs.append(out)
+    return outs
 
 
 @pytest.mark.parametrize("conf", ["", "expandable_segments:True",
                                   "backend:cudaMallocAsync"])
 def test_allocator(conf):
-    run_pair("allocator", PYTORCH_CUDA_ALLOC_CONF=conf)
+    """Each allocator's tensors take a device path, and the receiver's log
+    says which and why (at info level, once per path and peer)."""
+    outs = run_pair("allocator", PYTORCH_CUDA_ALLOC_CONF=conf,
+                    IPCPIPE_LOG_LEVEL="info")
+    if conf == "backend:cudaMallocAsync":
+        want = ("bounce path (neither buffer lies in a shareable "
+                "allocation")
+    else:
+        want = "direct path ("
+    assert f"bytes from rank 0: {want}" in outs[1], (
+        f"{conf or 'default'}: the receiver's log does not say "
+        f"\"{want}\":\n{outs[1]}")
 
 
 @pytest.mark.parametrize("case", ["stream", "alloc"])

@@ -379,8 +379,9 @@ ipcp__region_t *ipcp__region_auto(ipcp_comm_t *comm,
         IPCP_OK) {
         int first = !atomic_exchange(&comm->unshared_said, 1);
         IPCP_LOG(first ? IPCP_LOG_INFO : IPCP_LOG_DEBUG, IPCP_SUB_ENGINE,
-                 "device buffer cannot be shared, using the staged path: "
-                 "%s%s",
+                 "device buffer cannot be shared with other processes, so "
+                 "no peer copies it directly (the bounce ring or the "
+                 "staged path carries it): %s%s",
                  ipcp__last_error(),
                  first ? " (later ones of this process at debug level)" : "");
         free(r);
