@@ -153,8 +153,9 @@ static void ordered_norequest(ipcp_comm_t *c, int peer, CUstream ss,
  * and one send has no request; otherwise each request is waited for
  * first, as transfers with other nodes then move in ipcpipe's calls, and
  * a send without a request is refused (nothing would move it). */
-void ordered_dev(ipcp_comm_t *c, uint64_t base, int threads)
+void ordered_dev(ipcp_comm_t *c, uint64_t base)
 {
+    const int threads = mpi_threads;
     enum { N = 4 };
     static const size_t n[N] = {100, 4096, (64 << 10) + 5, (8 << 20) + 1};
     const size_t slow = 64 << 20;

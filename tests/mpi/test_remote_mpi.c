@@ -358,7 +358,7 @@ static int dev_open(int rank)
 }
 
 /* Every case but the split job, in order, with the job of all ranks. */
-static void phases(ipcp_comm_t *world, uint64_t base, int threads)
+static void phases(ipcp_comm_t *world, uint64_t base)
 {
     static const size_t sizes[] = {0,
                                    1,
@@ -388,14 +388,11 @@ static void phases(ipcp_comm_t *world, uint64_t base, int threads)
     }
 #ifdef T_CUDA
     if (use_dev)
-        ordered_dev(world, base, threads);
+        ordered_dev(world, base);
 #endif
     one_buffer(world, base);
     refused(world);
     barrier(world);
-#ifndef T_CUDA
-    (void)threads;
-#endif
 }
 
 /* A second job beside the first: the first and second half of the
@@ -427,14 +424,13 @@ int main(int argc, char **argv)
 
     /* "mt" after the mode: MPI_THREAD_MULTIPLE, so that ipcpipe's
      * progress thread may move transfers with other nodes on. */
-    int threads = 0, want_level = argc > 3 && !strcmp(argv[3], "mt")
-                                      ? MPI_THREAD_MULTIPLE
-                                      : MPI_THREAD_SINGLE;
-    MPI_Init_thread(&argc, &argv, want_level, &threads);
-    if (want_level == MPI_THREAD_MULTIPLE && threads != want_level)
-        fail("MPI_THREAD_MULTIPLE asked, MPI gave level %d", threads);
-    threads = want_level == MPI_THREAD_MULTIPLE;
-    mpi_threads = threads;
+    int provided = 0, want_level = argc > 3 && !strcmp(argv[3], "mt")
+                                       ? MPI_THREAD_MULTIPLE
+                                       : MPI_THREAD_SINGLE;
+    MPI_Init_thread(&argc, &argv, want_level, &provided);
+    if (want_level == MPI_THREAD_MULTIPLE && provided != want_level)
+        fail("MPI_THREAD_MULTIPLE asked, MPI gave level %d", provided);
+    mpi_threads = want_level == MPI_THREAD_MULTIPLE;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     t_rank = rank;
@@ -465,7 +461,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 0;
     }
-    phases(world, base, threads);
+    phases(world, base);
     split_job(world, base);
     /* A receive from another node that nothing matches, left posted. */
     ipcp_request_t *orphan;
