@@ -43,10 +43,12 @@ def mode_csv(bench):
         check(r["verified"] == "true",
               f"{r['case']}: verified is {r['verified']!r}, not true")
         check(r["reference"] == "false", f"{r['case']}: marked a reference")
-        # Host rows: the faster of one thread and the library's queues'
-        # worth of threads one way, both directions at once for bidir.
-        want_ceil = ({"memcpy-bidir"} if r["case"].startswith("bidir")
-                     else {"memcpy", "memcpy-par"})
+        # Host rows: the fastest of one thread and the library's queues'
+        # worth of threads, with memcpy or non-temporal stores, one way;
+        # both directions at once, either copy, for bidir.
+        want_ceil = ({"memcpy-bidir", "nt-bidir"}
+                     if r["case"].startswith("bidir")
+                     else {"memcpy", "memcpy-par", "nt-par"})
         check(r["ceiling_kind"] in want_ceil,
               f"{r['case']}: ceiling {r['ceiling_kind']!r}, expected one of "
               f"{sorted(want_ceil)}")
@@ -591,6 +593,123 @@ def mode_corrupt(bench):
     return 0
 
 
+def mode_corrupt_pingpong(bench):
+    """The ping-pong's check fails too: with IPCP_BENCH_CORRUPT=pingpong:3
+    the bench flips one byte of round 3's pong alone (the second timed
+    round, after 2 warm-up rounds) before checking it; every latency row
+    must say verified false (NO in the table), name the round and the
+    byte, and the exit be 1.  Without the ping-pong (--lat-max 0) the same
+    aid touches nothing: the windows verify and the exit is 0."""
+    env = dict(os.environ, IPCP_BENCH_CORRUPT="pingpong:3")
+    args = ["--mem", "host", "--case", "direct:4K", "--case", "auto:4K",
+            "--iters", "3", "--warmup", "2"]
+    want = (r"ping-pong round 3: byte 2048 of 4096 is 0x[0-9a-f]{2}, "
+            r"expected 0x[0-9a-f]{2}")
+    p = run(bench, args + ["--csv"], want_rc=1, env=env)
+    _, rows = read_csv(p.stdout)
+    check(len(rows) == 2, f"{len(rows)} rows, expected 2:\n{p.stdout}")
+    for r in rows:
+        check(r["verified"] == "false",
+              f"{r['case']}: verified is {r['verified']!r} with a pong "
+              f"byte flipped")
+        check(re.fullmatch(want, r["reason"]) is not None,
+              f"{r['case']}: reason {r['reason']!r} does not name the round "
+              f"and the byte")
+        check(r["latency_us"] not in ("", None),
+              f"{r['case']}: no ping-pong ran: {r}")
+    p = run(bench, args, want_rc=1, env=env)
+    lines = [ln for ln in p.stdout.splitlines() if re.match(r"\s+4K\s", ln)]
+    check(len(lines) == 2 and all(ln.split()[-1] == "NO" for ln in lines),
+          f"table rows not marked NO:\n{p.stdout}")
+    check(len(re.findall(r"\^ " + want, p.stdout)) == 2,
+          f"table does not name the bad byte:\n{p.stdout}")
+    p = run(bench, args + ["--csv", "--lat-max", "0"], want_rc=0, env=env)
+    _, rows = read_csv(p.stdout)
+    check(len(rows) == 2 and all(r["verified"] == "true" for r in rows),
+          f"windows not verified with only the ping-pong corrupted:\n"
+          f"{p.stdout}")
+    return 0
+
+
+CEIL_LINE = re.compile(r"^\s+\^ ceilings: (.*) GB/s; the row's is the "
+                       r"fastest$")
+
+
+def mode_ceiling_host(bench):
+    """Host rows are set against the fastest copy of the machine as the
+    library copies, measured in the same run: one way, one thread's
+    memcpy and the library's queues' worth of threads with memcpy and
+    with non-temporal stores (x86-64); both ways, the threads of both
+    directions with either copy.  Every row names the copies under it
+    ("^ ceilings:"), its ceiling is the fastest of them and named in the
+    ceiling column, and none failed to measure (a ceiling copy whose
+    bytes differ from its source is not measured, saying so)."""
+    import platform
+    nt = platform.machine() in ("x86_64", "AMD64")
+    p = run(bench, ["--mem", "host", "--sizes", "4K,1M,4M", "--case",
+                    "direct", "--case", "bidir", "--iters", "3", "--warmup",
+                    "1", "--lat-max", "0", "--timeout", "120"])
+    check("not measured" not in p.stderr,
+          f"a ceiling was not measured:\n{p.stderr}")
+    check(not nt or "nt-par = " in p.stdout,
+          f"the header does not describe nt-par:\n{p.stdout}")
+    lines = p.stdout.splitlines()
+    rows = [i for i, ln in enumerate(lines) if re.match(r"^ +\d+[KM]? ", ln)]
+    check(len(rows) == 6, f"{len(rows)} rows, expected 6:\n{p.stdout}")
+    for i in rows:
+        f = lines[i].split()
+        bidir = f[1] == "bidir"
+        ceil, kind = f[-5], f[-4]
+        under = [CEIL_LINE.match(ln) for ln in lines[i + 1:i + 5]]
+        under = [m for m in under if m]
+        check(len(under) == 1, f"no ceilings line under: {lines[i]}")
+        cands = dict(c.rsplit(" ", 1) for c in under[0].group(1).split(", "))
+        want = ({"memcpy-bidir"} | ({"nt-bidir"} if nt else set())
+                if bidir else {"memcpy", "memcpy-par"} |
+                ({"nt-par"} if nt else set()))
+        check(set(cands) == want,
+              f"{lines[i]}: ceilings {sorted(cands)}, expected {sorted(want)}")
+        best = max(cands, key=lambda k: float(cands[k]))
+        check(kind == best and ceil == cands[best],
+              f"{lines[i]}: ceiling {kind} {ceil}, the fastest is {best} "
+              f"{cands[best]}")
+    return 0
+
+
+def mode_nccl_ungrouped(bench):
+    """The ungrouped NCCL row: listed with --compare beside the grouped
+    one on GPU memory (--list needs no GPU), selected alone by its name,
+    as the grouped row is by its own; refused without --compare, saying
+    it needs it; left out on host memory with the GPU references' note."""
+    p = run(bench, ["--mem", "cuda", "--compare", "--list", "--sizes",
+                    "2M,8M"])
+    names = p.stdout.split()
+    for s in ("2M", "8M"):
+        check(f"nccl-ungrouped:{s}" in names and
+              names.index(f"nccl-ungrouped:{s}") ==
+              names.index(f"nccl:{s}") + 1,
+              f"nccl-ungrouped:{s} not listed after nccl:{s}: {names}")
+    for name in ("nccl", "nccl-ungrouped"):
+        p = run(bench, ["--mem", "cuda", "--compare", "--list", "--sizes",
+                        "2M", "--case", name])
+        check(p.stdout.split() == [f"{name}:2M"],
+              f"--case {name} selected {p.stdout.split()}")
+    p = run(bench, ["--mem", "cuda", "--list", "--sizes", "2M", "--case",
+                    "nccl-ungrouped"], want_rc=2)
+    check(re.search(r'no case matches "nccl-ungrouped" .*nccl-ungrouped.* '
+                    r'need --compare', p.stderr) is not None,
+          f"no reason without --compare: {p.stderr!r}")
+    p = run(bench, SMALL + ["--compare", "--case", "nccl-ungrouped",
+                            "--json"])
+    check(json.loads(p.stdout)["cases"] == [],
+          f"an nccl-ungrouped row on host memory: {p.stdout}")
+    check("GPU references" in p.stderr and "need GPU memory" in p.stderr,
+          f"no note on host memory: {p.stderr!r}")
+    h = run(bench, ["--help"]).stdout
+    check("nccl-ungrouped" in h, "nccl-ungrouped not in --help")
+    return 0
+
+
 def main(argv):
     mode, bench = argv[1], argv[2]
     try:
@@ -618,6 +737,12 @@ def main(argv):
             rc = mode_ompi(bench)
         elif mode == "corrupt":
             rc = mode_corrupt(bench)
+        elif mode == "ceiling-host":
+            rc = mode_ceiling_host(bench)
+        elif mode == "nccl-ungrouped":
+            rc = mode_nccl_ungrouped(bench)
+        elif mode == "corrupt-pingpong":
+            rc = mode_corrupt_pingpong(bench)
         else:
             print(f"unknown mode {mode}")
             return 2

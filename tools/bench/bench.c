@@ -24,24 +24,38 @@
  * (host memory, as ipcpipe's host rows). */
 const bench_path_t bench_paths[] = {
     {"d2d", IPCP_PATH_AUTO, 0, BENCH_KIND_LOCAL, BENCH_CEIL_D2D, BENCH_CEIL_D2D,
-     0},
+     0, 0},
     {"d2h", IPCP_PATH_AUTO, 0, BENCH_KIND_LOCAL, BENCH_CEIL_STAGED,
-     BENCH_CEIL_D2H, 0},
+     BENCH_CEIL_D2H, 0, 0},
     {"h2d", IPCP_PATH_AUTO, 0, BENCH_KIND_LOCAL, BENCH_CEIL_STAGED,
-     BENCH_CEIL_H2D, 0},
-    {"nccl", IPCP_PATH_AUTO, 0, BENCH_KIND_NCCL, BENCH_CEIL_D2D, 0, 0},
-    {"naive", IPCP_PATH_AUTO, 0, BENCH_KIND_NAIVE, BENCH_CEIL_STAGED, 0, 0},
-    {"ompi", IPCP_PATH_AUTO, 0, BENCH_KIND_MPI, BENCH_CEIL_MEMCPY, 0, 0},
-    {"direct", IPCP_PATH_DIRECT, 0, BENCH_KIND_IPCP, 0, 0, 0},
-    {"staged", IPCP_PATH_STAGED, 0, BENCH_KIND_IPCP, 0, 0, 0},
-    {"bounce", IPCP_PATH_BOUNCE, 0, BENCH_KIND_IPCP, 0, 0, 0},
-    {"auto", IPCP_PATH_AUTO, 0, BENCH_KIND_IPCP, 0, 0, 0},
-    {"bidir", IPCP_PATH_AUTO, 1, BENCH_KIND_IPCP, 0, 0, 0},
-    {"bidir-direct", IPCP_PATH_DIRECT, 1, BENCH_KIND_IPCP, 0, 0, 0},
-    {"stream", IPCP_PATH_AUTO, 0, BENCH_KIND_IPCP, 0, 0, 1},
+     BENCH_CEIL_H2D, 0, 0},
+    {"nccl", IPCP_PATH_AUTO, 0, BENCH_KIND_NCCL, BENCH_CEIL_D2D, 0, 0, 0},
+    {"nccl-ungrouped", IPCP_PATH_AUTO, 0, BENCH_KIND_NCCL, BENCH_CEIL_D2D, 0, 0,
+     1},
+    {"naive", IPCP_PATH_AUTO, 0, BENCH_KIND_NAIVE, BENCH_CEIL_STAGED, 0, 0, 0},
+    {"ompi", IPCP_PATH_AUTO, 0, BENCH_KIND_MPI, BENCH_CEIL_MEMCPY, 0, 0, 0},
+    {"direct", IPCP_PATH_DIRECT, 0, BENCH_KIND_IPCP, 0, 0, 0, 0},
+    {"staged", IPCP_PATH_STAGED, 0, BENCH_KIND_IPCP, 0, 0, 0, 0},
+    {"bounce", IPCP_PATH_BOUNCE, 0, BENCH_KIND_IPCP, 0, 0, 0, 0},
+    {"auto", IPCP_PATH_AUTO, 0, BENCH_KIND_IPCP, 0, 0, 0, 0},
+    {"bidir", IPCP_PATH_AUTO, 1, BENCH_KIND_IPCP, 0, 0, 0, 0},
+    {"bidir-direct", IPCP_PATH_DIRECT, 1, BENCH_KIND_IPCP, 0, 0, 0, 0},
+    {"stream", IPCP_PATH_AUTO, 0, BENCH_KIND_IPCP, 0, 0, 1, 0},
 };
 const int bench_npaths = (int)(sizeof(bench_paths) / sizeof(bench_paths[0]));
 
+/* Whether the first len bytes of pat name a path exactly. */
+static int names_a_path(const char *pat, size_t len)
+{
+    for (int p = 0; p < bench_npaths; p++)
+        if (strlen(bench_paths[p].name) == len &&
+            strncmp(bench_paths[p].name, pat, len) == 0)
+            return 1;
+    return 0;
+}
+
+/* A path's name selects that path alone (nccl, not nccl-ungrouped; bidir,
+ * not bidir-direct); any other prefix the paths it begins. */
 static int pattern_matches(const char *pat, const bench_case_t *c)
 {
     if (strpbrk(pat, "*?["))
@@ -50,6 +64,8 @@ static int pattern_matches(const char *pat, const bench_case_t *c)
     const char *colon = strchr(pat, ':');
     size_t plen = colon ? (size_t)(colon - pat) : strlen(pat);
     if (plen == 0 || strncmp(c->path->name, pat, plen) != 0)
+        return 0;
+    if (strlen(c->path->name) != plen && names_a_path(pat, plen))
         return 0;
     if (!colon)
         return 1;
@@ -89,8 +105,8 @@ static int build_cases(const bench_opts_t *o, bench_case_t **out)
                     "ipcpipe-bench: no case matches \"%s\" (see --list%s)\n",
                     o->patterns[i],
                     o->compare ? ""
-                               : "; nccl, naive, d2d, d2h, h2d and ompi "
-                                 "need --compare");
+                               : "; nccl, nccl-ungrouped, naive, d2d, "
+                                 "d2h, h2d and ompi need --compare");
             free(cs);
             return -1;
         }

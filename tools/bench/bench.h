@@ -44,10 +44,12 @@ typedef struct bench_path {
     ipcp_path_t path;
     int bidir;
     bench_kind_t kind;
-    int ceil;   /* bench_ceil_kind_t, for kind != IPCP */
-    int local;  /* bench_ceil_kind_t, for kind == LOCAL */
-    int stream; /* the stream-ordered calls (ipcpipe_cuda.h) on one
-                   stream of each rank; GPU memory only */
+    int ceil;      /* bench_ceil_kind_t, for kind != IPCP */
+    int local;     /* bench_ceil_kind_t, for kind == LOCAL */
+    int stream;    /* the stream-ordered calls (ipcpipe_cuda.h) on one
+                      stream of each rank; GPU memory only */
+    int ungrouped; /* nccl: each ncclSend/ncclRecv of a window outside
+                      any group, its own kernel (no ping-pong) */
 } bench_path_t;
 
 extern const bench_path_t bench_paths[];
@@ -143,6 +145,8 @@ typedef enum {
     BENCH_CEIL_H2D,          /* cuda: pinned H2D on the receiver's device */
     BENCH_CEIL_MEMCPY_PAR,   /* host: the window copied by as many threads
                                 of the receiver as the library's queues */
+    BENCH_CEIL_NT_PAR,       /* host: MEMCPY_PAR with non-temporal stores */
+    BENCH_CEIL_NT_BIDIR,     /* host: MEMCPY_BIDIR with non-temporal stores */
     BENCH_CEIL_COUNT
 } bench_ceil_kind_t;
 
@@ -150,6 +154,9 @@ const char *bench_ceil_name(bench_ceil_kind_t k);
 /* Copy threads the library runs per direction on host memory: the value
  * of IPCPIPE_QUEUES, or 2 where it is auto (docs/settings.md). */
 int bench_host_queues(void);
+/* Whether the non-temporal ceilings (nt-par, nt-bidir) are built for this
+ * CPU (x86-64). */
+int bench_ceil_have_nt(void);
 
 typedef struct bench_result {
     const bench_case_t *c;
@@ -160,6 +167,11 @@ typedef struct bench_result {
                                   not known (ceilings) */
     double ceiling_gbps;
     bench_ceil_kind_t ceiling_kind;
+    /* Host rows: the copies the ceiling is the fastest of, as measured
+     * (GB/s, 0: not measured), for the table's "^ ceilings" line. */
+    int ncand;
+    bench_ceil_kind_t cand_kind[3];
+    double cand_gbps[3];
     double latency_us; /* half round trip, median; < 0: not measured */
     double latency_min_us, latency_max_us; /* its shortest and longest;
                                               NAN: not known */
@@ -402,9 +414,10 @@ bench_nccl_t *bench_nccl_init(const unsigned char id[BENCH_NCCL_ID_BYTES],
                               int rank, double timeout_s, char *err,
                               size_t elen);
 /* Enqueues n transfers of len bytes on the stream: sends of buf to peer,
- * or receives from peer into buf + (k % slots) * len. */
+ * or receives from peer into buf + (k % slots) * len; grouped: in one
+ * ncclGroupStart/ncclGroupEnd, else each call on its own. */
 int bench_nccl_post(bench_nccl_t *nc, int send, void *buf, size_t len, int n,
-                    int slots, int peer, char *err, size_t elen);
+                    int slots, int grouped, int peer, char *err, size_t elen);
 /* Waits for the stream; on an error or after timeout_s aborts the
  * communicator (it cannot be used again).  0 or -1 with a message. */
 int bench_nccl_wait(bench_nccl_t *nc, double timeout_s, char *err, size_t elen);

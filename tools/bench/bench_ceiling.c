@@ -4,15 +4,24 @@
  * threads as the library copies with (each its share of every transfer;
  * for bidir, that many for each direction at once; on the CPUs of both
  * ranks when they are bound to fewer CPUs than that, since the library
- * then copies in both processes).  GPU memory: single-process CUDA copies
- * (bench_cuda.c). */
+ * then copies in both processes), once with glibc's memcpy and once with
+ * non-temporal stores, the two ways the library's copy threads copy (it
+ * streams pieces from 256 KiB up; docs/tools.md).  A row is set against
+ * the fastest of them at its size.  GPU memory: single-process CUDA
+ * copies (bench_cuda.c). */
 #include "bench.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__x86_64__)
+#define BENCH_HAVE_NT 1
+#include <immintrin.h>
+#endif
 
 #define MIB ((size_t)1 << 20)
 
@@ -29,6 +38,8 @@ const char *bench_ceil_name(bench_ceil_kind_t k)
         [BENCH_CEIL_D2H] = "d2h",
         [BENCH_CEIL_H2D] = "h2d",
         [BENCH_CEIL_MEMCPY_PAR] = "memcpy-par",
+        [BENCH_CEIL_NT_PAR] = "nt-par",
+        [BENCH_CEIL_NT_BIDIR] = "nt-bidir",
     };
     return (unsigned)k < BENCH_CEIL_COUNT ? names[k] : "?";
 }
@@ -108,9 +119,75 @@ void bench_ceil_destroy(ipcp_comm_t *comm, bench_ceil_t *cl)
 /* ---- host -----------------------------------------------------------------
  */
 
-/* Through a volatile pointer so the compiler cannot fold repeated copies of
+#ifdef BENCH_HAVE_NT
+/* A copy with non-temporal stores, the bench's own: the destination is
+ * not read for ownership and does not displace the cache, which is what
+ * makes them faster than glibc's ordinary stores for copies larger than
+ * the caches (glibc itself streams only above a threshold of a sizeable
+ * fraction of the L3).  Each 64-byte line of the destination is written
+ * whole, so that a write-combining buffer goes out full; the source is
+ * prefetched 2 KiB ahead, past the 4 KiB page ends where the hardware
+ * prefetcher stops. */
+#define NT_LINE  64
+#define NT_AHEAD 2048
+
+__attribute__((target("avx2"))) static void
+nt_lines_avx2(unsigned char *d, const unsigned char *s, size_t lines)
+{
+    for (size_t i = 0; i < lines; i++, d += NT_LINE, s += NT_LINE) {
+        _mm_prefetch((const char *)s + NT_AHEAD, _MM_HINT_NTA);
+        __m256i a = _mm256_loadu_si256((const __m256i_u *)(const void *)s);
+        __m256i b =
+            _mm256_loadu_si256((const __m256i_u *)(const void *)(s + 32));
+        _mm256_stream_si256((__m256i *)(void *)d, a);
+        _mm256_stream_si256((__m256i *)(void *)(d + 32), b);
+    }
+}
+
+static void nt_lines_sse2(unsigned char *d, const unsigned char *s,
+                          size_t lines)
+{
+    for (size_t i = 0; i < lines; i++, d += NT_LINE, s += NT_LINE) {
+        _mm_prefetch((const char *)s + NT_AHEAD, _MM_HINT_NTA);
+        __m128i v[NT_LINE / 16];
+        for (int k = 0; k < NT_LINE / 16; k++)
+            v[k] = _mm_loadu_si128((const __m128i_u *)(const void *)s + k);
+        for (int k = 0; k < NT_LINE / 16; k++)
+            _mm_stream_si128((__m128i *)(void *)d + k, v[k]);
+    }
+}
+
+/* Lines up to the first line boundary of dst and after the last whole
+ * line go through memcpy; the fence makes the streamed lines visible
+ * before whatever the thread does next (a barrier, here). */
+static void *nt_copy(void *dst, const void *src, size_t len)
+{
+    static int avx2 = -1;
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    size_t head = (size_t)(-(uintptr_t)d & (NT_LINE - 1));
+    if (len < head + 4 * NT_LINE)
+        return memcpy(dst, src, len);
+    if (avx2 < 0)
+        avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+    memcpy(d, s, head);
+    size_t lines = (len - head) / NT_LINE, body = lines * NT_LINE;
+    if (avx2)
+        nt_lines_avx2(d + head, s + head, lines);
+    else
+        nt_lines_sse2(d + head, s + head, lines);
+    memcpy(d + head + body, s + head + body, len - head - body);
+    _mm_sfence();
+    return dst;
+}
+#endif
+
+/* Through volatile pointers so the compiler cannot fold repeated copies of
  * the same bytes into one. */
 static void *(*volatile copy_fn)(void *, const void *, size_t) = memcpy;
+#ifdef BENCH_HAVE_NT
+static void *(*volatile nt_fn)(void *, const void *, size_t) = nt_copy;
+#endif
 
 typedef struct copy_plan {
     unsigned char *dst;
@@ -119,14 +196,19 @@ typedef struct copy_plan {
     int window, slots;
     size_t batch;  /* windows per timed sample */
     size_t stride; /* bytes from one receive slot to the next */
+    int nt;        /* with non-temporal stores (nt_copy) */
 } copy_plan_t;
 
 static void copy_windows(const copy_plan_t *p)
 {
+    void *(*fn)(void *, const void *, size_t) = copy_fn;
+#ifdef BENCH_HAVE_NT
+    if (p->nt)
+        fn = nt_fn;
+#endif
     for (size_t b = 0; b < p->batch; b++)
         for (int k = 0; k < p->window; k++)
-            copy_fn(p->dst + (size_t)(k % p->slots) * p->stride, p->src,
-                    p->size);
+            fn(p->dst + (size_t)(k % p->slots) * p->stride, p->src, p->size);
 }
 
 /* Small windows are batched so that a sample lasts well beyond a clock
@@ -153,7 +235,7 @@ static double host_memcpy(bench_ceil_t *cl, size_t size, int window, int slots,
 {
     copy_plan_t p = {cl->dst, cl->src, size,
                      window,  slots,   batch_for(size, window, MIB),
-                     size};
+                     size,    0};
     reps = cap_reps(reps, size, window, p.batch);
     copy_windows(&p);
     for (int r = 0; r < reps; r++) {
@@ -268,59 +350,85 @@ static void share_plan(const copy_plan_t *base, int q, par_arg_t *out)
     }
 }
 
+/* One host ceiling's measurement: its size and window, the copy, and
+ * where the samples and a failure's reason go. */
+typedef struct host_job {
+    size_t size;
+    int window, slots, reps;
+    int nt;    /* non-temporal stores (nt_copy) rather than memcpy */
+    double *t; /* reps samples */
+    char *err;
+    size_t elen;
+} host_job_t;
+
 /* The windows of ndirs directions copied at once (from dst/src pairs),
  * each shared by as many threads as the library runs per direction;
  * aggregate GB/s. */
-static double host_memcpy_shared(const bench_ceil_t *cl,
-                                 unsigned char *const *dst,
-                                 const unsigned char *const *src, int ndirs,
-                                 size_t size, int window, int slots, double *t,
-                                 int reps, char *err, size_t elen)
+static double host_copy_shared(const bench_ceil_t *cl,
+                               unsigned char *const *dst,
+                               const unsigned char *const *src, int ndirs,
+                               const host_job_t *j)
 {
     int q = bench_host_queues();
     par_arg_t a[PAR_MAX];
     if (q > PAR_MAX / ndirs)
         q = PAR_MAX / ndirs;
-    if ((size_t)q > size)
-        q = (int)size;
-    size_t batch = batch_for(size, window, 16 * MIB);
-    reps = cap_reps(reps, size, window, batch);
+    if ((size_t)q > j->size)
+        q = (int)j->size;
+    size_t batch = batch_for(j->size, j->window, 16 * MIB);
+    int reps = cap_reps(j->reps, j->size, j->window, batch);
     for (int d = 0; d < ndirs; d++) {
-        copy_plan_t base = {dst[d], src[d], size, window, slots, batch, size};
+        copy_plan_t base = {dst[d],   src[d], j->size, j->window,
+                            j->slots, batch,  j->size, j->nt};
         share_plan(&base, q, a + d * q);
     }
     /* Thread i on the (i mod ncpu)-th CPU: thread 0 is this one, on
      * this process's CPU already. */
     for (int i = 0; i < ndirs * q; i++)
         a[i].cpu = cl->ncpu > 1 && i > 0 ? cl->cpu[i % cl->ncpu] : -1;
-    double med = par_copy(a, ndirs * q, t, reps, err, elen);
-    return med > 0 ? ndirs * (double)window * (double)size / med / 1e9 : 0;
+    double med = par_copy(a, ndirs * q, j->t, reps, j->err, j->elen);
+    /* The last transfer of each direction, as copied: a copy that is fast
+     * because it is wrong sets no ceiling. */
+    size_t last = (size_t)((j->window - 1) % j->slots) * j->size;
+    for (int d = 0; d < ndirs && med > 0; d++)
+        if (memcmp(dst[d] + last, src[d], j->size) != 0) {
+            bench_fmt(j->err, j->elen,
+                      "the %s copy's bytes differ from "
+                      "its source",
+                      j->nt ? "non-temporal" : "memcpy");
+            med = -1;
+        }
+    return med > 0 ? ndirs * (double)j->window * (double)j->size / med / 1e9
+                   : 0;
 }
 
-static double host_memcpy_par(bench_ceil_t *cl, size_t size, int window,
-                              int slots, double *t, int reps, char *err,
-                              size_t elen)
+static double host_copy_par(bench_ceil_t *cl, const host_job_t *j)
 {
     unsigned char *dst[1] = {cl->dst};
     const unsigned char *src[1] = {cl->src};
-    return host_memcpy_shared(cl, dst, src, 1, size, window, slots, t, reps,
-                              err, elen);
+    return host_copy_shared(cl, dst, src, 1, j);
 }
 
 /* Both directions at once (the second in scratch memory). */
-static double host_memcpy_bidir(bench_ceil_t *cl, size_t size, int window,
-                                int slots, double *t, int reps, char *err,
-                                size_t elen)
+static double host_copy_bidir(bench_ceil_t *cl, const host_job_t *j)
 {
-    size_t wl = (size_t)slots * size;
-    if (!cl->scratch || cl->scratch_len < wl + size) {
-        bench_fmt(err, elen, "no scratch memory for the bidir ceiling");
+    size_t wl = (size_t)j->slots * j->size;
+    if (!cl->scratch || cl->scratch_len < wl + j->size) {
+        bench_fmt(j->err, j->elen, "no scratch memory for the bidir ceiling");
         return 0;
     }
     unsigned char *dst[2] = {cl->dst, cl->scratch};
     const unsigned char *src[2] = {cl->src, cl->scratch + wl};
-    return host_memcpy_shared(cl, dst, src, 2, size, window, slots, t, reps,
-                              err, elen);
+    return host_copy_shared(cl, dst, src, 2, j);
+}
+
+int bench_ceil_have_nt(void)
+{
+#ifdef BENCH_HAVE_NT
+    return 1;
+#else
+    return 0;
+#endif
 }
 
 void bench_ceil_set_cpus(bench_ceil_t *cl, const cpu_set_t *peer)
@@ -362,12 +470,16 @@ double bench_ceil_measure(bench_ceil_t *cl, bench_ceil_kind_t kind, size_t size,
         bench_fmt(err, elen, "out of memory");
         return 0;
     }
-    if (kind == BENCH_CEIL_MEMCPY)
+    host_job_t j = {size, window, slots, reps, 0, t, err, elen};
+    j.nt = kind == BENCH_CEIL_NT_PAR || kind == BENCH_CEIL_NT_BIDIR;
+    if (j.nt && !bench_ceil_have_nt())
+        bench_fmt(err, elen, "no non-temporal copy built for this CPU");
+    else if (kind == BENCH_CEIL_MEMCPY)
         v = host_memcpy(cl, size, window, slots, t, reps);
-    else if (kind == BENCH_CEIL_MEMCPY_PAR)
-        v = host_memcpy_par(cl, size, window, slots, t, reps, err, elen);
-    else if (kind == BENCH_CEIL_MEMCPY_BIDIR)
-        v = host_memcpy_bidir(cl, size, window, slots, t, reps, err, elen);
+    else if (kind == BENCH_CEIL_MEMCPY_PAR || kind == BENCH_CEIL_NT_PAR)
+        v = host_copy_par(cl, &j);
+    else if (kind == BENCH_CEIL_MEMCPY_BIDIR || kind == BENCH_CEIL_NT_BIDIR)
+        v = host_copy_bidir(cl, &j);
     else
         bench_fmt(err, elen, "no host ceiling of kind %s",
                   bench_ceil_name(kind));

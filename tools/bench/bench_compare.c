@@ -5,6 +5,8 @@
  *
  *   nccl   ncclSend on rank 1, ncclRecv on rank 0 into the window's slots,
  *          each window's calls in one ncclGroupStart/ncclGroupEnd;
+ *   nccl-ungrouped  the same calls outside any group, each its own kernel
+ *          after the previous one on the stream (what grouping gains);
  *   naive  the forum post's pattern (examples/seed.c run_naive) with rank 0
  *          driving: rank 1's buffer opened while rank 0's device is current,
  *          chunks D2H through pinned memory, H2D on rank 1's device;
@@ -142,9 +144,10 @@ static void nccl_break(bench_ctx_t *ctx, const char *why)
 
 /* One rank's window: post n transfers, wait.  0, or -1 with the
  * communicator aborted and the reason in err. */
-static int nccl_window(bench_ctx_t *ctx, int send, size_t size, int n,
+static int nccl_window(bench_ctx_t *ctx, const bench_case_t *c, int send, int n,
                        int slots, char *err, size_t elen)
 {
+    size_t size = c->size;
     void *buf = send ? ctx->src.ptr : ctx->dst.ptr;
     int peer = send ? RECV : SEND;
     if (!bench_nccl_usable(ctx->nccl)) {
@@ -152,8 +155,8 @@ static int nccl_window(bench_ctx_t *ctx, int send, size_t size, int n,
                   ctx->nccl_why);
         return -1;
     }
-    if (bench_nccl_post(ctx->nccl, send, buf, size, n, slots, peer, err, elen) <
-            0 ||
+    if (bench_nccl_post(ctx->nccl, send, buf, size, n, slots,
+                        !c->path->ungrouped, peer, err, elen) < 0 ||
         bench_nccl_wait(ctx->nccl, nccl_timeout_s(), err, elen) < 0) {
         nccl_break(ctx, err);
         return -1;
@@ -161,10 +164,13 @@ static int nccl_window(bench_ctx_t *ctx, int send, size_t size, int n,
     return 0;
 }
 
-/* Whether the NCCL case of c also measures a ping-pong (both ranks ask). */
+/* Whether the NCCL case of c also measures a ping-pong (both ranks ask):
+ * not the ungrouped one, whose round trips (one call a group) would be the
+ * grouped row's again. */
 static int nccl_lat_case(const bench_ctx_t *ctx, const bench_case_t *c)
 {
-    return c->size <= ctx->o->lat_max && c->size <= ctx->cap;
+    return !c->path->ungrouped && c->size <= ctx->o->lat_max &&
+           c->size <= ctx->cap;
 }
 
 /* One round trip's calls on this rank's stream: rank 0 sends its source
@@ -177,7 +183,7 @@ static int nccl_round(bench_ctx_t *ctx, size_t size, char *err, size_t elen)
     for (int k = 0; k < 2; k++) {
         int send = (k == 0) == r0;
         if (bench_nccl_post(ctx->nccl, send, send ? out : ctx->dst.ptr, size, 1,
-                            1, peer, err, elen) < 0)
+                            1, 1, peer, err, elen) < 0)
             return -1;
     }
     return 0;
@@ -296,7 +302,7 @@ static int nccl0_warmup(bench_ctx_t *ctx, const bench_case_t *c, int i,
          * posted, and reports once they are done or given up. */
         if (check && bench_poison(ctx, c->size, res) < 0)
             break;
-        if (nccl_window(ctx, 0, c->size, 1, 1, err, sizeof(err)) < 0) {
+        if (nccl_window(ctx, c, 0, 1, 1, err, sizeof(err)) < 0) {
             bench_set_error(res, "warm-up ncclRecv", err);
             break;
         }
@@ -327,7 +333,7 @@ static int nccl0_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
             return -1;
         }
         double a = bench_now_s();
-        int rc = nccl_window(ctx, 0, c->size, w, slots, err, sizeof(err));
+        int rc = nccl_window(ctx, c, 0, w, slots, err, sizeof(err));
         double b = bench_now_s();
         if (t0 && t1) {
             t0[r] = a;
@@ -405,7 +411,7 @@ static void nccl1_warmup(bench_ctx_t *ctx, const bench_case_t *c, int i)
     if (ctx->o->verify)
         bench_fill_src(ctx, c->size, bench_case_seed(ctx, i, 0), &lr);
     for (int w = 0; w < ctx->o->warmup && lr.outcome == BENCH_OK; w++)
-        if (nccl_window(ctx, 1, c->size, 1, 1, err, sizeof(err)) < 0)
+        if (nccl_window(ctx, c, 1, 1, 1, err, sizeof(err)) < 0)
             bench_set_error(&lr, "warm-up ncclSend", err);
     bench_send_peer_msg(ctx, bench_case_tag(i, T_CMP_WARM), &lr);
 }
@@ -425,7 +431,7 @@ static int nccl1_timed(bench_ctx_t *ctx, const bench_case_t *c, int i)
         }
         if (starts)
             starts[r] = bench_now_s();
-        if (nccl_window(ctx, 1, c->size, w, 1, err, sizeof(err)) < 0)
+        if (nccl_window(ctx, c, 1, w, 1, err, sizeof(err)) < 0)
             bench_set_error(&lr, "timed ncclSend", err);
     }
     /* the report, then the start times on the same tag (in order) */

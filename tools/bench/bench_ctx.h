@@ -183,6 +183,10 @@ uint64_t bench_host_need(const bench_ctx_t *ctx, size_t s);
 /* Checks len bytes at off of the receive buffer against seed's data. */
 void bench_check_data(bench_ctx_t *ctx, bench_result_t *res, size_t off,
                       size_t len, uint64_t seed, const char *what);
+/* Checks round's pong (len bytes at the start of the receive buffer) of
+ * the host ping-pong, naming the round. */
+void bench_check_round(bench_ctx_t *ctx, bench_result_t *res, size_t len,
+                       uint64_t seed, int round);
 /* One window: nrecv receives and nsend sends posted back to back over
  * slots, then waited for; *what names a failed call. */
 ipcp_status_t bench_xfer_window(bench_ctx_t *ctx, size_t size, int nrecv,

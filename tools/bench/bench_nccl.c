@@ -324,17 +324,36 @@ static void nc_abort(bench_nccl_t *nc)
     nc->comm = NULL;
 }
 
+/* Send or receive k of n of a window; a failure is described in err. */
+static ncclResult_t nc_post_one(bench_nccl_t *nc, int send, char *p, size_t len,
+                                int peer, int k, int n, char *err, size_t elen)
+{
+    ncclResult_t r =
+        send ? NC(ncclSend)(p, len, ncclUint8, peer, nc->comm, nc->stream)
+             : NC(ncclRecv)(p, len, ncclUint8, peer, nc->comm, nc->stream);
+    if (r != ncclSuccess && !NC_IN_PROGRESS(r)) {
+        char what[96];
+        bench_fmt(what, sizeof(what), "%s(%zu bytes, %s rank %d, %d of %d)",
+                  send ? "ncclSend" : "ncclRecv", len, send ? "to" : "from",
+                  peer, k + 1, n);
+        nc_msg(err, elen, what, r, nc->comm);
+        return r;
+    }
+    return ncclSuccess;
+}
+
 int bench_nccl_post(bench_nccl_t *nc, int send, void *buf, size_t len, int n,
-                    int slots, int peer, char *err, size_t elen)
+                    int slots, int grouped, int peer, char *err, size_t elen)
 {
     if (!nc->comm) {
         bench_fmt(err, elen, "the NCCL communicator was aborted");
         return -1;
     }
-    /* The window in one group, as NCCL's documentation has several
-     * point-to-point calls issued: one launch for all of them, where
-     * ungrouped each is its own kernel after the previous one. */
-    ncclResult_t r = NC(ncclGroupStart)();
+    /* Grouped: the window in one group, as NCCL's documentation has
+     * several point-to-point calls issued: one launch for all of them.
+     * Ungrouped (the nccl-ungrouped row): each call its own kernel after
+     * the previous one on the stream, as the bench posted them before. */
+    ncclResult_t r = grouped ? NC(ncclGroupStart)() : ncclSuccess;
     if (r != ncclSuccess) {
         nc_msg(err, elen, "ncclGroupStart", r, nc->comm);
         nc_abort(nc);
@@ -342,20 +361,15 @@ int bench_nccl_post(bench_nccl_t *nc, int send, void *buf, size_t len, int n,
     }
     for (int k = 0; k < n; k++) {
         char *p = (char *)buf + (send ? 0 : (size_t)(k % slots) * len);
-        r = send ? NC(ncclSend)(p, len, ncclUint8, peer, nc->comm, nc->stream)
-                 : NC(ncclRecv)(p, len, ncclUint8, peer, nc->comm, nc->stream);
-        if (r != ncclSuccess) {
-            char what[96];
-            bench_fmt(what, sizeof(what), "%s(%zu bytes, %s rank %d, %d of %d)",
-                      send ? "ncclSend" : "ncclRecv", len, send ? "to" : "from",
-                      peer, k + 1, n);
-            nc_msg(err, elen, what, r, nc->comm);
-            NC(ncclGroupEnd)();
+        if (nc_post_one(nc, send, p, len, peer, k, n, err, elen) !=
+            ncclSuccess) {
+            if (grouped)
+                NC(ncclGroupEnd)();
             nc_abort(nc);
             return -1;
         }
     }
-    r = NC(ncclGroupEnd)();
+    r = grouped ? NC(ncclGroupEnd)() : ncclSuccess;
     if (r != ncclSuccess && !NC_IN_PROGRESS(r)) {
         char what[96];
         bench_fmt(what, sizeof(what), "ncclGroupEnd(%d %s of %zu bytes)", n,
@@ -470,7 +484,7 @@ bench_nccl_t *bench_nccl_init(const unsigned char id[BENCH_NCCL_ID_BYTES],
 }
 
 int bench_nccl_post(bench_nccl_t *nc, int send, void *buf, size_t len, int n,
-                    int slots, int peer, char *err, size_t elen)
+                    int slots, int grouped, int peer, char *err, size_t elen)
 {
     bench_fmt(err, elen, "%s", no_nccl);
     return -1;

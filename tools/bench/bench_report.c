@@ -101,9 +101,12 @@ static void header_ceilings(const bench_setup_info_t *in)
                "as the library's copy queues), each a\n"
                "#   share of every transfer, spread over both ranks' CPUs "
                "when the ranks are bound to fewer (the\n"
-               "#   library then copies in both); a row is set against the "
-               "faster of the two; memcpy-bidir = both\n"
-               "#   directions at once, %d threads each, aggregate\n",
+               "#   library then copies in both); nt-par = the same threads "
+               "copying with non-temporal stores, as\n"
+               "#   the library copies pieces from 256 KiB up; memcpy-bidir, "
+               "nt-bidir = both directions at once,\n"
+               "#   %d threads each, aggregate; a row is set against the "
+               "fastest of these at its size (named)\n",
                q, q);
         return;
     }
@@ -161,7 +164,9 @@ static void header_compare(const bench_opts_t *o, const bench_ctx_t *ctx)
     printf("# --compare: references between the same ranks, on the same "
            "buffers, with the same W, timed the same way:\n"
            "#   nccl = ncclSend (rank 1) / ncclRecv (rank 0) on one stream "
-           "of each rank's device; %s\n"
+           "of each rank's device, a window's calls in one group; %s\n"
+           "#   nccl-ungrouped = the same calls outside any group, each its "
+           "own kernel after the previous one (no ping-pong)\n"
            "#   naive = the forum post's pattern (examples/seed.c --naive): "
            "rank 0 opens rank 1's cuMemAlloc buffer while its own device\n"
            "#     is current, then per transfer 16 chunks D2H on 4 streams "
@@ -170,8 +175,9 @@ static void header_compare(const bench_opts_t *o, const bench_ctx_t *ctx)
            "rank 1; rank 0 times it)\n"
            "#   d2d, d2h, h2d = the single-process copies of the ceilings, "
            "as rows (rank 0 alone; no data check)\n"
-           "#   each ipcpipe row is then set against nccl and naive of its "
-           "size (\"vs references\" lines; vs_nccl, vs_naive in JSON/CSV)\n",
+           "#   each ipcpipe row is then set against nccl (grouped) and "
+           "naive of its size (\"vs references\" lines; vs_nccl,\n"
+           "#     vs_naive in JSON/CSV)\n",
            nccl);
 }
 
@@ -665,7 +671,7 @@ static void summary_note(const bench_opts_t *o, const bench_result_t *r)
         rep.nccl = rep.naive = rep.ompi = rep.ompi_lat = 0;
     }
     int ok = r->outcome == BENCH_OK && r->gbps > 0;
-    if (p->kind == BENCH_KIND_NCCL && ok)
+    if (p->kind == BENCH_KIND_NCCL && !p->ungrouped && ok)
         rep.nccl = r->gbps;
     else if (p->kind == BENCH_KIND_NAIVE && ok)
         rep.naive = r->gbps;

@@ -19,7 +19,6 @@
 
 #include "bench_ctx.h"
 #include "ipcpipe_cuda.h"
-#include "pattern.h"
 
 #define MIB ((size_t)1 << 20)
 #define GIB ((size_t)1 << 30)
@@ -180,48 +179,6 @@ int bench_fill_src(bench_ctx_t *ctx, size_t len, uint64_t seed,
                 "%s\n",
                 ctx->rank, err);
     return -1;
-}
-
-/* Testing aid (IPCP_BENCH_CORRUPT=1, tools.bench.corrupt): flips the
- * middle byte of a host buffer before it is checked, so that the check is
- * seen to fail.  Not an IPCPIPE_* setting: the library knows nothing of
- * it. */
-static void corrupt_for_test(bench_buf_t *b, size_t off, size_t len)
-{
-    static int on = -1;
-    if (on < 0) {
-        const char *v = getenv("IPCP_BENCH_CORRUPT");
-        on = v && strcmp(v, "1") == 0;
-    }
-    if (on && len && b->device < 0)
-        ((unsigned char *)b->ptr)[off + len / 2] ^= 0xff;
-}
-
-void bench_check_buf(bench_ctx_t *ctx, bench_buf_t *b, bench_result_t *res,
-                     size_t off, size_t len, uint64_t seed, const char *what)
-{
-    char err[BENCH_REASON_MAX];
-    unsigned char got = 0;
-    corrupt_for_test(b, off, len);
-    size_t bad = bench_buf_check(b, off, len, seed, ctx->staging, &got, err,
-                                 sizeof(err));
-    if (bad == len)
-        return;
-    res->verified = 0;
-    if (bad == (size_t)-1) {
-        bench_set_error(res, what, err);
-        return;
-    }
-    if (res->reason[0] == '\0')
-        bench_fmt(res->reason, sizeof(res->reason),
-                  "%s: byte %zu of %zu is 0x%02x, expected 0x%02x", what, bad,
-                  len, got, ipcp_pattern_byte(seed, bad));
-}
-
-void bench_check_data(bench_ctx_t *ctx, bench_result_t *res, size_t off,
-                      size_t len, uint64_t seed, const char *what)
-{
-    bench_check_buf(ctx, &ctx->dst, res, off, len, seed, what);
 }
 
 /* Posts nrecv receives (the k-th into slot k % slots) and nsend sends of
@@ -498,7 +455,7 @@ static void recv_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i,
         if (k >= warm && t)
             t[n++] = 0.5 * (t1 - t0);
         if (check)
-            bench_check_data(ctx, res, 0, c->size, seed, "ping-pong");
+            bench_check_round(ctx, res, c->size, seed, k);
     }
     bench_set_latency(res, t, t ? n : 0);
     free(t);

@@ -553,10 +553,14 @@ static void ceil_needs(const bench_ctx_t *ctx, const bench_case_t *c, int *need)
         return;
     }
     if (ctx->mem == BENCH_MEM_HOST) {
-        if (c->path->bidir)
+        int nt = bench_ceil_have_nt();
+        if (c->path->bidir) {
             need[BENCH_CEIL_MEMCPY_BIDIR] = 1;
-        else
+            need[BENCH_CEIL_NT_BIDIR] = nt;
+        } else {
             need[BENCH_CEIL_MEMCPY] = need[BENCH_CEIL_MEMCPY_PAR] = 1;
+            need[BENCH_CEIL_NT_PAR] = nt;
+        }
         return;
     }
     if (c->path->bidir) {
@@ -612,6 +616,34 @@ void bench_ceilings_measure(bench_ctx_t *ctx, const bench_case_t *cs, int n,
                           : ctx->ceil_err[BENCH_CEIL_D2H]);
 }
 
+/* Host rows: the fastest copy of the machine at this size as the library
+ * could copy it.  One way, one thread's memcpy and the library's number
+ * of threads with memcpy and with non-temporal stores (any can win:
+ * small copies lose to the threads' start, and ordinary stores to
+ * streaming ones once the window outgrows the caches); both ways, the
+ * threads of both directions with either copy. */
+static bench_ceil_kind_t host_ceiling(const bench_ctx_t *ctx, int bidir,
+                                      bench_result_t *res)
+{
+    static const bench_ceil_kind_t one[] = {
+        BENCH_CEIL_MEMCPY, BENCH_CEIL_MEMCPY_PAR, BENCH_CEIL_NT_PAR};
+    static const bench_ceil_kind_t two[] = {BENCH_CEIL_MEMCPY_BIDIR,
+                                            BENCH_CEIL_NT_BIDIR};
+    const bench_ceil_kind_t *ks = bidir ? two : one;
+    int n = bidir ? 2 : 3;
+    bench_ceil_kind_t best = ks[0];
+    res->ncand = 0;
+    for (int i = 0; i < n; i++) {
+        if (ctx->ceil_val[ks[i]] > ctx->ceil_val[best])
+            best = ks[i];
+        if (ctx->ceil_size == res->c->size && ctx->ceil_val[ks[i]] > 0) {
+            res->cand_kind[res->ncand] = ks[i];
+            res->cand_gbps[res->ncand++] = ctx->ceil_val[ks[i]];
+        }
+    }
+    return best;
+}
+
 /* The ceiling of the path that moved the data (on GPU memory the direct
  * and staged paths have different limits). */
 void bench_pick_ceiling(const bench_ctx_t *ctx, const bench_case_t *c,
@@ -624,13 +656,7 @@ void bench_pick_ceiling(const bench_ctx_t *ctx, const bench_case_t *c,
         if ((ctx->mem == BENCH_MEM_CUDA) != (c->path->kind == BENCH_KIND_MPI))
             k = (bench_ceil_kind_t)c->path->ceil;
     } else if (ctx->mem == BENCH_MEM_HOST) {
-        /* One way: the faster of one thread and as many as the library's
-         * queues (either can win: small copies lose to the threads'
-         * start, large ones share the memory bus). */
-        k = bidir ? BENCH_CEIL_MEMCPY_BIDIR : BENCH_CEIL_MEMCPY;
-        if (!bidir && ctx->ceil_val[BENCH_CEIL_MEMCPY_PAR] >
-                          ctx->ceil_val[BENCH_CEIL_MEMCPY])
-            k = BENCH_CEIL_MEMCPY_PAR;
+        k = host_ceiling(ctx, bidir, res);
     } else {
         ipcp_path_t p =
             res->outcome == BENCH_OK ? res->path_used : c->path->path;

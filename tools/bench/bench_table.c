@@ -63,6 +63,22 @@ static void print_spread(const bench_result_t *r)
         printf("%10s  ^ min-max: %s%s%s\n", "", g, g[0] && l[0] ? "; " : "", l);
 }
 
+/* Under a host row: every copy its ceiling is the fastest of. */
+static void print_ceilings(const bench_result_t *r)
+{
+    char line[160] = "", v[24];
+    size_t used = 0;
+    if (r->ncand < 2 || !(r->ceiling_gbps > 0))
+        return;
+    for (int i = 0; i < r->ncand && used < sizeof(line); i++) {
+        fmt_gbps(v, sizeof(v), r->cand_gbps[i]);
+        used += (size_t)snprintf(line + used, sizeof(line) - used, "%s%s %s",
+                                 i ? ", " : "",
+                                 bench_ceil_name(r->cand_kind[i]), v);
+    }
+    printf("%10s  ^ ceilings: %s GB/s; the row's is the fastest\n", "", line);
+}
+
 void bench_table_row(const bench_opts_t *o, const bench_result_t *r)
 {
     char size[24], path[32], gbps[24], ceil[24], ratio[24], lat[24], w[16];
@@ -91,6 +107,7 @@ void bench_table_row(const bench_opts_t *o, const bench_result_t *r)
     if (r->verified == 0)
         printf("%10s  ^ %s\n", "", r->reason);
     print_spread(r);
+    print_ceilings(r);
     /* One-time costs apart from the steady state: the first transfer
      * against one transfer's share of the timed median. */
     if (r->first_us >= 0 && isfinite(r->first_us) && r->gbps > 0)
