@@ -1,6 +1,9 @@
-"""One rank of a two-rank case of test_ipcpipe.py (run by it, with the
-job in IPCPIPE_RANK/SIZE/JOB): exits 0 when every check held."""
+"""One rank of a case of test_ipcpipe.py or test_jobs.py (run by them,
+with the job in IPCPIPE_RANK/SIZE/JOB): exits 0 when every check held.
+Two ranks a case, or as SIZES says; in the killed_* cases one rank dies
+on purpose (exit status 7, or SIGKILL)."""
 import os
+import re
 import signal
 import sys
 import threading
@@ -11,8 +14,20 @@ import numpy as np
 import ipcpipe
 
 
+SIZES = {"ring": 3, "killed_wait": 3}
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
 def fresh(n, seed):
     return np.random.default_rng(seed).integers(0, 256, n, dtype=np.uint8)
+
+
+def lib_status(name):
+    """The value of IPCP_<name> in the library's header."""
+    with open(os.path.join(HERE, "..", "..", "include", "ipcpipe.h")) as f:
+        m = re.search(r"X\(" + name + r",\s*(-?[0-9]+),", f.read())
+    assert m, f"IPCP_{name} is not in ipcpipe.h"
+    return int(m.group(1))
 
 
 def case_sendrecv(comm, seed):
@@ -312,10 +327,122 @@ def case_interrupt(comm, seed):
     return "closed"
 
 
+def ring_buf(kind, n):
+    return bytearray(n) if kind == "bytearray" else np.zeros(n, np.uint8)
+
+
+def case_ring(comm, seed):
+    """Three ranks in a ring, each sending to the next and receiving from
+    the previous: blocking calls in turn (rank 0 first), then isend/irecv
+    all at once, then every rank to both others; NumPy arrays on even
+    ranks, bytearray on odd ones; every byte checked."""
+    r, size = comm.rank, comm.size
+    nxt, prv = (r + 1) % size, (r - 1) % size
+    kind = "numpy" if r % 2 == 0 else "bytearray"
+
+    def data(src, dst, i, n):
+        d = fresh(n, seed + 1000 * i + 10 * src + dst)
+        return d if kind == "numpy" else bytearray(d.tobytes())
+
+    def check(got, src, i, n, info):
+        assert info.nbytes == n, (src, i, info)
+        want = fresh(n, seed + 1000 * i + 10 * src + r).tobytes()
+        assert bytes(got) == want, f"{n} bytes from rank {src} differ"
+
+    sizes = (5, 4096, (1 << 20) + 3, 4 << 20)
+    for i, n in enumerate(sizes):  # blocking: the token goes round
+        got = ring_buf(kind, n)
+        if r == 0:
+            assert comm.send(data(r, nxt, i, n), nxt, tag=i).nbytes == n
+            check(got, prv, i, n, comm.recv(got, prv, tag=i))
+        else:
+            check(got, prv, i, n, comm.recv(got, prv, tag=i))
+            assert comm.send(data(r, nxt, i, n), nxt, tag=i).nbytes == n
+    for i, n in enumerate(sizes, 10):  # requests: all in flight at once
+        got = ring_buf(kind, n)
+        rq = comm.irecv(got, prv, tag=i)
+        sq = comm.isend(data(r, nxt, i, n), nxt, tag=i)
+        assert sq.wait().nbytes == n
+        check(got, prv, i, n, rq.wait())
+    i, n = 20, (256 << 10) + 1  # all to all: peers told apart by rank
+    others = [p for p in range(size) if p != r]
+    gots = {p: ring_buf(kind, n) for p in others}
+    rqs = {p: comm.irecv(gots[p], p, tag=i) for p in others}
+    sqs = [comm.isend(data(r, p, i, n), p, tag=i) for p in reversed(others)]
+    for q in sqs:
+        assert q.wait().nbytes == n
+    for p in others:
+        check(gots[p], p, i, n, rqs[p].wait())
+
+
+def peer_lost(call, peer, within):
+    """call() raises PeerLost naming peer, in less than `within` s."""
+    t0 = time.monotonic()
+    try:
+        call()
+        raise AssertionError(f"a wait on dead rank {peer} returned")
+    except ipcpipe.PeerLost as e:
+        err = e
+    dt = time.monotonic() - t0
+    assert isinstance(err, ipcpipe.Error), type(err)
+    assert err.status == lib_status("ERR_PEER_LOST"), (err.status, err)
+    assert err.name == "IPCP_ERR_PEER_LOST", err.name
+    assert re.search(rf"\brank {peer}\b", err.message), err.message
+    assert str(err) == err.message, (str(err), err.message)
+    # The socket's end tells at once; keepalive would take 3/4 of the
+    # Comm's timeout (30 s).
+    assert dt < within, f"PeerLost after {dt:.2f} s: {err.message}"
+
+
+def case_killed_recv(comm, seed):
+    """Rank 1 exits (os._exit) after a barrier while rank 0 waits in a
+    blocking recv from it: PeerLost, soon; a send to it fails the same
+    way; closing the communicator then returns."""
+    n = 1 << 20
+    if comm.rank == 1:
+        comm.barrier()
+        time.sleep(0.3)  # rank 0 is in recv by then (or finds it gone)
+        os._exit(7)
+    got = np.zeros(n, dtype=np.uint8)
+    comm.barrier()
+    peer_lost(lambda: comm.recv(got, 1, tag=3), 1, 5.0)
+    assert not got.any(), "a failed receive wrote its buffer"
+    peer_lost(lambda: comm.send(fresh(n, seed), 1, tag=3), 1, 5.0)
+    t0 = time.monotonic()
+    comm.close()
+    assert time.monotonic() - t0 < 5.0, "close after a loss took long"
+    return "closed"
+
+
+def case_killed_wait(comm, seed):
+    """Rank 2 kills itself (SIGKILL) after a barrier while ranks 0 and 1
+    wait in Request.wait() for its sends: PeerLost on both, soon; then 0
+    and 1 still exchange data, every byte checked, and close."""
+    n = (1 << 20) + 3
+    if comm.rank == 2:
+        comm.barrier()
+        time.sleep(0.3)  # the others are in wait() by then
+        os.kill(os.getpid(), signal.SIGKILL)
+    got = np.zeros(n, dtype=np.uint8)
+    req = comm.irecv(got, 2, tag=5)
+    comm.barrier()
+    peer_lost(req.wait, 2, 5.0)
+    assert not got.any(), "a failed receive wrote its buffer"
+    other = 1 - comm.rank
+    back = bytearray(n)
+    rq = comm.irecv(back, other, tag=6)
+    assert comm.send(fresh(n, seed + comm.rank), other, tag=6).nbytes == n
+    assert rq.wait().nbytes == n
+    assert bytes(back) == fresh(n, seed + other).tobytes(), "survivors' data"
+    comm.close()
+    return "closed"
+
+
 def main():
     case, seed = sys.argv[1], int(sys.argv[2])
     with ipcpipe.Comm(timeout=30) as comm:
-        assert comm.size == 2 and comm.rank in (0, 1)
+        size = SIZES.get(case, 2)
+        assert comm.size == size and 0 <= comm.rank < size, comm
         assert comm.job, comm.job
         if globals()["case_" + case](comm, seed) != "closed":
             comm.barrier()
