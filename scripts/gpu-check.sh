@@ -7,14 +7,17 @@
 #   scripts/gpu-check.sh OUTDIR [STEPS]
 #
 # STEPS is a comma list of build,tests,memcheck,bench,lane,proto,trace,
-# seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs,python,nodes (default: all of them), so that a time-limited session can
+# seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs,python,
+# pybench,nodes (default: all of them), so that a time-limited session can
 # run them in several calls; the build tree is reused when it is there.
+# machine.txt records the GPUs, the commit (-dirty with changes) and the
+# doctor's report.
 # GPU_TEST_TIMEOUT: seconds per GPU test (default 600); GPU_TEST_REGEX: run
 # only the GPU tests whose names match it.
 set -uo pipefail
 
-out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs,python,nodes]}
-steps=,${2:-build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs,python,nodes},
+out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs,python,pybench,nodes]}
+steps=,${2:-build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs,python,pybench,nodes},
 want() { [[ $steps == *,$1,* ]]; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${IPCPIPE_BUILD_ROOT:-$root/build}/gpu
@@ -43,8 +46,20 @@ step() { # name, command...
     return "$rc"
 }
 
+# The commit the figures come from; a copy of the tree without .git (or
+# one git does not trust) says so.
+commit() {
+    local c
+    c=$(git -C "$root" -c safe.directory="$root" rev-parse --short HEAD 2>/dev/null) ||
+        { echo "unknown (no git repository at $root)"; return; }
+    [ -z "$(git -C "$root" -c safe.directory="$root" status --porcelain 2>/dev/null)" ] ||
+        c+=-dirty
+    echo "$c"
+}
+
 {
     date -u
+    echo "commit: $(commit)"
     nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,memory.total --format=csv
     nvidia-smi topo -m
     echo "cpus: $jobs"
@@ -255,10 +270,14 @@ fi
 # True latency: the stream case's ping-pong with the host waiting for every
 # round trip (--stream-batch 1) beside the blocking one, unbound and bound.
 lat_run() {
-    local pin
+    local pin refs
     for pin in "" --pin; do
+        # NCCL's round trips timed the same way, beside the unbound rows
+        # (waived where there is no GPU per rank).
+        refs=
+        [ -n "$pin" ] || refs="--compare --case nccl"
         echo "## --mem cuda --stream-batch 1 ${pin:-(unbound)}"
-        "$bench" --mem cuda --case auto --case stream --sizes 8,4K,64K \
+        "$bench" --mem cuda --case auto --case stream $refs --sizes 8,4K,64K \
             --stream-batch 1 $pin 2>&1 |
             grep -E '^ +[0-9]|^ +\^ (min-max|the calls)' || return 1
     done
@@ -300,6 +319,34 @@ if want python; then
         grep -E 'passed|failed|skipped|Error' "$out/python.txt" | tail -n 20 >>"$summary"
     else
         note "python     skipped: no pytest and numpy for ${py:-python3}"
+    fi
+fi
+
+# ipcpipe from Python beside the C bench in the same run (python3 -m
+# ipcpipe.bench, issue 28: Python and C alternating, 3 rounds, every byte
+# checked), with the Python of the python step: host memory unbound and
+# bound (per-call overhead at 8 bytes, bandwidth from 1 MiB), then GPU
+# memory beside what a PyTorch user would otherwise write (a CUDA tensor
+# shared with torch.multiprocessing plus copy_, and NCCL send/recv where
+# there is a GPU per rank).  About 2 minutes on one H200.
+pybench_run() {
+    local pin
+    for pin in "" --pin; do
+        echo "## --mem host ${pin:-(unbound)}"
+        PYTHONPATH="$build/python" "$py" -m ipcpipe.bench --mem host \
+            --sizes "${PYBENCH_HOST_SIZES:-8,64K,1M,16M}" --timeout 150 \
+            ${pin:+"$pin"} || return 1
+    done
+    echo "## --mem cuda"
+    PYTHONPATH="$build/python" "$py" -m ipcpipe.bench --mem cuda \
+        --sizes "${PYBENCH_SIZES:-8,64K,1M,16M,256M}" --timeout 150
+}
+if want pybench; then
+    py=$(sed -n 's/^IPCPIPE_PYTHON:[A-Z]*=//p' "$build/CMakeCache.txt")
+    if [ -n "$py" ] && "$py" -c 'import numpy' >/dev/null 2>&1; then
+        step pybench pybench_run >"$out/pybench.txt" 2>&1
+    else
+        note "pybench    skipped: no numpy for ${py:-python3} (or no Python package built)"
     fi
 fi
 

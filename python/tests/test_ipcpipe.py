@@ -2,6 +2,7 @@
 runs two ranks of ranks.py as one job and needs both to pass."""
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -49,25 +50,52 @@ def test_alone():
     assert ipcpipe.version()
 
 
-def test_bench():
-    """python3 -m ipcpipe.bench: Python's rows beside the C bench's, every
-    byte verified, a bad size named."""
+def bench(*args, timeout=240):
     env = dict(os.environ)
     for k in ("IPCPIPE_RANK", "IPCPIPE_SIZE", "IPCPIPE_JOB"):
         env.pop(k, None)
-    p = subprocess.run([sys.executable, "-m", "ipcpipe.bench", "--sizes",
-                        "8,1M", "--iters", "3"], env=env, text=True,
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       timeout=240)
+    return subprocess.run([sys.executable, "-m", "ipcpipe.bench", *args],
+                          env=env, text=True, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, timeout=timeout)
+
+
+def test_bench():
+    """python3 -m ipcpipe.bench: Python's rows beside the C bench's in
+    alternating rounds, ranks bound to a CPU each (and the C bench's too),
+    every byte verified; a bad size named; --mem cuda without PyTorch or a
+    GPU refused with the reason (exit 2, as ipcpipe-bench --mem cuda)."""
+    p = bench("--sizes", "8,1M", "--iters", "3", "--rounds", "2", "--pin")
     assert p.returncode == 0, p.stdout
-    rows = [line.split() for line in p.stdout.splitlines()
-            if line and not line.startswith(("#", "  size"))]
-    assert [r[0] for r in rows] == ["8", "1M"], p.stdout
+    lines = p.stdout.splitlines()
+    assert re.search(r"two processes bound to CPU \d+ and \d+; 2 rounds",
+                     lines[0]), p.stdout
+    c_found = "ipcpipe-bench not found" not in p.stdout
+    if c_found:
+        assert "--pin" in next(ln for ln in lines if ln.startswith("# C:"))
+    rows = [ln.split() for ln in lines
+            if ln and not ln.startswith(("#", "  size"))]
+    want = [(s, r) for s in ("8", "1M")
+            for r in (("python", "C") if c_found else ("python",))]
+    assert [(r[0], r[2]) for r in rows] == want, p.stdout
     assert all(r[-1] == "yes" for r in rows), p.stdout
-    p = subprocess.run([sys.executable, "-m", "ipcpipe.bench", "--sizes",
-                        "12Q"], env=env, text=True, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, timeout=60)
+    # The 8-byte rows have a half round trip, the C row its difference.
+    assert rows[0][5] != "-", p.stdout
+    if c_found:
+        assert re.fullmatch(r"[+-]\d+\.\d+", rows[1][-4]), p.stdout
+
+    p = bench("--sizes", "12Q", timeout=60)
     assert p.returncode == 2 and "12Q" in p.stdout, p.stdout
+
+    try:
+        import torch
+        gpu = torch.cuda.is_available()
+    except ImportError:
+        torch, gpu = None, False
+    if not gpu:
+        p = bench("--mem", "cuda", "--sizes", "8", timeout=120)
+        why = "needs PyTorch" if torch is None else "no GPU visible"
+        assert p.returncode == 2 and why in p.stdout, p.stdout
+        assert "Traceback" not in p.stdout, p.stdout
 
 
 def test_info(capsys, monkeypatch):
