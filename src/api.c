@@ -127,9 +127,19 @@ ipcp_status_t ipcp__bad_arg(const char *what)
 
 const ipcp__backend_ops_t *ipcp__device_backend_for_tests;
 
-/* The host backend opens now; the device backend is only chosen here and
- * opens on first use (engine/dev.c), so that a job that moves host memory
- * only never initializes CUDA. */
+/* The device backends built in; the engine asks the one chosen through its
+ * table (what it can do: the functions it fills) and never by name. */
+static const ipcp__backend_ops_t *const ipcp__device_backends[] = {
+#ifdef IPCP_HAVE_CUDA
+    &ipcp__cuda_backend_ops,
+#endif
+    NULL,
+};
+
+/* The host backend opens now; the device backend is only chosen here (the
+ * first built in, or a test's, unless IPCPIPE_CUDA=off) and opens on first
+ * use (engine/dev.c), so that a job that moves host memory only never
+ * initializes a device. */
 static ipcp_status_t ipcp__open_backends(ipcp_comm_t *comm)
 {
     const ipcp__backend_ops_t *dev = ipcp__device_backend_for_tests;
@@ -138,19 +148,17 @@ static ipcp_status_t ipcp__open_backends(ipcp_comm_t *comm)
     IPCP_CHECK(comm->host_ops->open(comm->cfg, &comm->host));
     IPCP_DEBUG(IPCP_SUB_INIT, "host backend opened in %.2f ms",
                (double)(ipcp__now_ns() - t0) / 1e6);
-#ifdef IPCP_HAVE_CUDA
     if (!dev)
-        dev = &ipcp__cuda_backend_ops;
-#endif
+        dev = ipcp__device_backends[0];
     if (dev && comm->cfg->cuda != IPCP_CUDA_OFF)
-        comm->cuda_ops = dev;
+        comm->dev_ops = dev;
     /* The small-message lane is for device memory only: a job that sets it
      * pays the device's start here, so that its blocks are made and
      * exchanged in the order they were before the device opened on first
      * use (under compute-sanitizer, lane kernels between two processes of
      * one GPU hung and reported writes out of bounds otherwise; without
      * it the lane's tests passed either way). */
-    if (comm->cuda_ops && comm->cfg->small > 0)
+    if (comm->dev_ops && comm->cfg->small > 0)
         (void)ipcp__dev_get(comm, IPCP_LOG_INFO,
                             "the small-message lane (IPCPIPE_SMALL)");
     return IPCP_OK;
@@ -167,9 +175,9 @@ static void ipcp__comm_free(ipcp_comm_t *comm)
      * user's work will touch (ipcp__lane_teardown warned). */
     if (ipcp__dev(comm) && !comm->lane_leaked) {
         uint64_t t0 = ipcp__now_ns();
-        comm->cuda_ops->close(ipcp__dev(comm));
+        comm->dev_ops->close(ipcp__dev(comm));
         IPCP_DEBUG(IPCP_SUB_INIT, "%s backend closed in %.2f ms",
-                   comm->cuda_ops->name, (double)(ipcp__now_ns() - t0) / 1e6);
+                   comm->dev_ops->name, (double)(ipcp__now_ns() - t0) / 1e6);
     }
     if (comm->host && !comm->lane_leaked)
         comm->host_ops->close(comm->host);
@@ -267,7 +275,7 @@ ipcp_status_t ipcp_init(const ipcp_comm_params_t *params, ipcp_comm_t **out)
               "rank %d of %d ready in %.1f ms (job '%s', "
               "cuda %s)",
               comm->rank, comm->size, (double)(ipcp__now_ns() - t0) / 1e6,
-              comm->job, comm->cuda_ops ? "on first use" : "off");
+              comm->job, comm->dev_ops ? "on first use" : "off");
     *out = ipcp__hptr(comm->handle);
     return IPCP_OK;
 err_stop:

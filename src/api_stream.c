@@ -23,7 +23,7 @@ static ipcp_status_t ipcp__order_on_stream(ipcp_comm_t *comm, int device,
                                            ipcp_stream_t stream,
                                            ipcp__sync_t *e)
 {
-    const ipcp__backend_ops_t *ops = comm->cuda_ops;
+    const ipcp__backend_ops_t *ops = comm->dev_ops;
     ipcp__queue_t *uq;
     ipcp_status_t st =
         ops->queue_wrap(ipcp__dev(comm), device, (void *)stream, &uq);
@@ -73,13 +73,13 @@ static ipcp_status_t ipcp__post_on_stream(ipcp_comm_t *comm,
                         "stream-ordered transfers need device memory; %p is "
                         "not (use ipcp_isend/ipcp_irecv for host memory)",
                         req->buf);
-    else if (!comm->cuda_ops->queue_wrap)
+    else if (!comm->dev_ops->queue_wrap)
         st = ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
                         "this CUDA backend cannot order on user streams");
-    else if (comm->cuda_ops->stream_check &&
-             (st = comm->cuda_ops->stream_check(ipcp__dev(comm),
-                                                req->attr.device,
-                                                (void *)stream)) != IPCP_OK)
+    else if (comm->dev_ops->stream_check &&
+             (st =
+                  comm->dev_ops->stream_check(ipcp__dev(comm), req->attr.device,
+                                              (void *)stream)) != IPCP_OK)
         ; /* before the lane numbers a message or a flag is taken */
     else if (req->type != IPCP_REQ_REMOTE && ipcp__lane_takes(comm, req)) {
         ipcp_request_t *posted;

@@ -117,9 +117,9 @@ int ipcp__reachable(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
                     const ipcp_request_t *req)
 {
     uint64_t mine;
-    if (!ipcp__dev(comm) || !comm->cuda_ops->device_reach ||
-        comm->cuda_ops->device_reach(ipcp__dev(comm), req->attr.device, &mine,
-                                     1) != 1)
+    if (!ipcp__dev(comm) || !comm->dev_ops->device_reach ||
+        comm->dev_ops->device_reach(ipcp__dev(comm), req->attr.device, &mine,
+                                    1) != 1)
         return 0;
     for (uint32_t i = 0; i < rts->nreach && i < IPCP_MAX_REACH; i++)
         if (rts->reach[i] == mine)
@@ -330,7 +330,7 @@ static uint64_t ipcp__bounce_slot(ipcp_comm_t *comm, ipcp__peer_t *peer,
  * time slices, without MPS (or where MPS is unknown). */
 static int ipcp__bounce_gate(ipcp_comm_t *comm, int device)
 {
-    const ipcp__backend_ops_t *ops = comm->cuda_ops;
+    const ipcp__backend_ops_t *ops = comm->dev_ops;
     return !ops->device_mps || ops->device_mps(ipcp__dev(comm), device) != 1;
 }
 

@@ -64,8 +64,8 @@ struct ipcp_comm {
      * or IPCPIPE_CUDA=off) and never changes; its instance is opened on
      * first use (engine/dev.c) and read through ipcp__dev().  dev_lock
      * serializes the opening and is taken with no other lock held. */
-    const ipcp__backend_ops_t *cuda_ops;
-    ipcp__backend_t *cuda;
+    const ipcp__backend_ops_t *dev_ops;
+    ipcp__backend_t *dev_be;
     pthread_mutex_t dev_lock;
     atomic_int dev_state;          /* IPCP_DEV_* */
     char dev_err[IPCP_ERRMSG_MAX]; /* why it did not open (dev_lock) */

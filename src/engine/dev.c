@@ -24,13 +24,13 @@ static int ipcp__dev_state(ipcp_comm_t *comm)
 /* Under dev_lock: opens the backend once; a failure is kept for good. */
 static void ipcp__dev_open_locked(ipcp_comm_t *comm, const char *why)
 {
-    const ipcp__backend_ops_t *ops = comm->cuda_ops;
+    const ipcp__backend_ops_t *ops = comm->dev_ops;
     ipcp__backend_t *be = NULL;
     uint64_t t0 = ipcp__now_ns();
     ipcp_status_t st = ops->open(comm->cfg, &be);
     double ms = (double)(ipcp__now_ns() - t0) / 1e6;
     if (st == IPCP_OK) {
-        __atomic_store_n(&comm->cuda, be, __ATOMIC_RELEASE);
+        __atomic_store_n(&comm->dev_be, be, __ATOMIC_RELEASE);
         atomic_store_explicit(&comm->dev_state, IPCP_DEV_OPEN,
                               memory_order_release);
         /* Callers take no more turns: what one left for a turn of its own
@@ -54,7 +54,7 @@ ipcp__backend_t *ipcp__dev_get(ipcp_comm_t *comm, int level, const char *why)
     ipcp__backend_t *be = ipcp__dev(comm);
     if (ipcp__likely(be != NULL))
         return be;
-    if (!comm->cuda_ops) {
+    if (!comm->dev_ops) {
         ipcp__fail(level, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
                    "%s needs the CUDA backend, which is not available (not "
                    "built in, or IPCPIPE_CUDA=off)",
@@ -77,9 +77,9 @@ ipcp__backend_t *ipcp__dev_get(ipcp_comm_t *comm, int level, const char *why)
 ipcp__backend_t *ipcp__dev_for_ptr(ipcp_comm_t *comm)
 {
     ipcp__backend_t *be = ipcp__dev(comm);
-    if (ipcp__likely(be != NULL) || !comm->cuda_ops ||
+    if (ipcp__likely(be != NULL) || !comm->dev_ops ||
         ipcp__dev_state(comm) == IPCP_DEV_FAILED ||
-        (comm->cuda_ops->present && !comm->cuda_ops->present()))
+        (comm->dev_ops->present && !comm->dev_ops->present()))
         return be;
     return ipcp__dev_get(comm, IPCP_LOG_DEBUG,
                          "a buffer that may be device "
@@ -88,5 +88,5 @@ ipcp__backend_t *ipcp__dev_for_ptr(ipcp_comm_t *comm)
 
 int ipcp__dev_possible(ipcp_comm_t *comm)
 {
-    return comm->cuda_ops && ipcp__dev_state(comm) != IPCP_DEV_FAILED;
+    return comm->dev_ops && ipcp__dev_state(comm) != IPCP_DEV_FAILED;
 }

@@ -10,7 +10,7 @@ enum { IPCP_DEV_CLOSED = 0, IPCP_DEV_OPEN = 1, IPCP_DEV_FAILED = 2 };
 /* The device backend's instance if it is open, else NULL (any thread). */
 static inline ipcp__backend_t *ipcp__dev(ipcp_comm_t *comm)
 {
-    return __atomic_load_n(&comm->cuda, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&comm->dev_be, __ATOMIC_ACQUIRE);
 }
 /* The device backend's instance, opened now if it is not yet (once per
  * communicator, whichever thread comes first); NULL when there is none or

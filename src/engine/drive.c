@@ -223,11 +223,11 @@ static int ipcp__drive_map(ipcp_comm_t *comm, ipcp__peer_t *peer,
     /* The copy runs on the sender's GPU and writes our buffer: peer
      * access, and (VMM memory another allocator mapped) access its
      * mapping grants that GPU. */
-    if ((src >= 0 && src != req->attr.device && comm->cuda_ops->device_link &&
-         comm->cuda_ops->device_link(ipcp__dev(comm), src, req->attr.device) !=
+    if ((src >= 0 && src != req->attr.device && comm->dev_ops->device_link &&
+         comm->dev_ops->device_link(ipcp__dev(comm), src, req->attr.device) !=
              IPCP_OK) ||
-        (src >= 0 && src != req->attr.device && comm->cuda_ops->mem_access &&
-         comm->cuda_ops->mem_access(ipcp__dev(comm), req->buf, req->len, src) !=
+        (src >= 0 && src != req->attr.device && comm->dev_ops->mem_access &&
+         comm->dev_ops->mem_access(ipcp__dev(comm), req->buf, req->len, src) !=
              IPCP_OK) ||
         ipcp__qset_get(comm, peer, &peer->rx, &sa, qa) != IPCP_OK ||
         ipcp__qset_get(comm, peer, &peer->rx, &req->attr, qb) != IPCP_OK ||

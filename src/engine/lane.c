@@ -209,9 +209,9 @@ static void ipcp__lane_connect(ipcp_comm_t *comm, ipcp__lane_t *l)
         return; /* mapped once our block exists; the fd waits */
     } else if (l->broken != IPCP_OK) {
         /* nothing to map: the fd goes */
-    } else if (comm->cuda_ops->mem_import(
-                   ipcp__dev(comm), &m->exp, &l->peer_fd, l->peer_fd >= 0,
-                   l->device, &l->remote, &l->remote_handle) != IPCP_OK) {
+    } else if (comm->dev_ops->mem_import(ipcp__dev(comm), &m->exp, &l->peer_fd,
+                                         l->peer_fd >= 0, l->device, &l->remote,
+                                         &l->remote_handle) != IPCP_OK) {
         l->remote = NULL;
         snprintf(why, sizeof(why),
                  "GPU %d cannot map rank %d's GPU memory "
@@ -240,11 +240,11 @@ static void ipcp__lane_free_block(ipcp_comm_t *comm, ipcp__lane_t *l)
         close(l->exp_fd);
     l->exp_fd = -1;
     if (l->host_reg)
-        comm->cuda_ops->shm_unregister(ipcp__dev(comm), l->host_reg);
+        comm->dev_ops->shm_unregister(ipcp__dev(comm), l->host_reg);
     if (l->host)
         comm->host_ops->mem_free(comm->host, l->host_handle);
     if (l->block)
-        comm->cuda_ops->mem_free(ipcp__dev(comm), l->block_handle);
+        comm->dev_ops->mem_free(ipcp__dev(comm), l->block_handle);
     l->host_reg = NULL;
     l->host = NULL;
     l->block = NULL;
@@ -256,7 +256,7 @@ static void ipcp__lane_free_block(ipcp_comm_t *comm, ipcp__lane_t *l)
 static ipcp_status_t ipcp__lane_create(ipcp_comm_t *comm, ipcp__lane_t *l,
                                        int device)
 {
-    const ipcp__backend_ops_t *ops = comm->cuda_ops;
+    const ipcp__backend_ops_t *ops = comm->dev_ops;
     ipcp__backend_t *be = ipcp__dev(comm);
     ipcp_status_t st;
     uint32_t sb = ipcp__lane_slot_bytes(comm->cfg->small);
@@ -307,7 +307,7 @@ static ipcp_status_t ipcp__lane_create(ipcp_comm_t *comm, ipcp__lane_t *l,
 
 void ipcp__lane_preload(ipcp_comm_t *comm, int device)
 {
-    if (!comm->cfg->small || !comm->cuda_ops || !comm->cuda_ops->lane_prepare)
+    if (!comm->cfg->small || !comm->dev_ops || !comm->dev_ops->lane_prepare)
         return;
     ipcp__lock(&comm->lane_lock, IPCP_LOCK_LANE);
     for (int r = 0; r < comm->size; r++) {
@@ -427,7 +427,7 @@ void ipcp__lane_on_msg(ipcp_comm_t *comm, ipcp__peer_t *peer, const void *msg,
      * setting that differs (ipcp__lane_connect breaks the lane).  A rank
      * whose device backend has not opened yet may still make one (it
      * opens on first use, engine/dev.c): the peer's block waits here. */
-    if (!ipcp__dev_possible(comm) || !comm->cuda_ops->lane_prepare)
+    if (!ipcp__dev_possible(comm) || !comm->dev_ops->lane_prepare)
         ipcp__lane_break(l, IPCP_ERR_UNSUPPORTED,
                          "this rank has no small-message lane (no CUDA, or "
                          "built without nvcc)");
@@ -564,8 +564,8 @@ static ipcp_status_t ipcp__lane_post_(ipcp_comm_t *comm, ipcp_request_t *req,
     ipcp__unlock(&comm->lane_lock, IPCP_LOCK_LANE);
     int numbered = st == IPCP_OK;
     if (numbered)
-        st = comm->cuda_ops->lane_launch(ipcp__dev(comm), l->device, stream,
-                                         dir, &a);
+        st = comm->dev_ops->lane_launch(ipcp__dev(comm), l->device, stream, dir,
+                                        &a);
     if (st != IPCP_OK && numbered) {
         /* Message a.k was numbered but never launched: the peer's side of
          * the numbering cannot follow any more. */
@@ -775,7 +775,7 @@ void ipcp__lane_teardown(ipcp_comm_t *comm)
                 close(l->exp_fd);
         } else {
             if (l->remote)
-                comm->cuda_ops->mem_unimport(ipcp__dev(comm), l->remote_handle);
+                comm->dev_ops->mem_unimport(ipcp__dev(comm), l->remote_handle);
             ipcp__lane_free_block(comm, l);
         }
         if (l->peer_fd >= 0)

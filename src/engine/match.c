@@ -82,8 +82,8 @@ void ipcp__rts_fill(ipcp_comm_t *comm, ipcp__peer_t *peer, ipcp_request_t *req,
     if (req->attr.type == IPCP_MEM_CUDA && peer->no_bounce)
         rts->hdr.flags |= IPCP_RTS_NO_BOUNCE;
     if (req->attr.type == IPCP_MEM_CUDA && ipcp__dev(comm) &&
-        comm->cuda_ops->device_reach)
-        rts->nreach = (uint32_t)comm->cuda_ops->device_reach(
+        comm->dev_ops->device_reach)
+        rts->nreach = (uint32_t)comm->dev_ops->device_reach(
             ipcp__dev(comm), req->attr.device, rts->reach, IPCP_MAX_REACH);
 }
 

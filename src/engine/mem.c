@@ -53,8 +53,8 @@ ipcp_status_t ipcp__mem_attr(ipcp_comm_t *comm, const void *ptr, size_t len,
     /* Not yet open: opened here if device memory can exist in this process
      * (engine/dev.c); otherwise the buffer is host memory. */
     ipcp__backend_t *dev = ipcp__dev_for_ptr(comm);
-    if (dev && comm->cuda_ops->owns(dev, ptr, attr)) {
-        *ops = comm->cuda_ops;
+    if (dev && comm->dev_ops->owns(dev, ptr, attr)) {
+        *ops = comm->dev_ops;
         *be = dev;
         ipcp__dev_used(comm);
         return IPCP_OK;
@@ -190,7 +190,7 @@ static ipcp_status_t ipcp__mem_alloc_as(ipcp_comm_t *comm, size_t len,
     if (type == IPCP_MEM_CUDA) {
         if (!(be = ipcp__dev_get(comm, IPCP_LOG_INFO, "a device allocation")))
             return IPCP_ERR_UNSUPPORTED;
-        ops = comm->cuda_ops;
+        ops = comm->dev_ops;
     }
     ipcp__region_t *r = calloc(1, sizeof(*r));
     if (!r)
@@ -301,9 +301,9 @@ static int ipcp__auto_stale(ipcp_comm_t *comm, const ipcp__region_t *r,
     size_t piece = attr->map_size ? attr->map_size : attr->size;
     if (r->len == piece)
         return r->attr.buffer_id != attr->buffer_id;
-    return !comm->cuda_ops->mem_span ||
-           !comm->cuda_ops->mem_span(ipcp__dev(comm), r->ptr, r->len, &b, &n,
-                                     &id) ||
+    return !comm->dev_ops->mem_span ||
+           !comm->dev_ops->mem_span(ipcp__dev(comm), r->ptr, r->len, &b, &n,
+                                    &id) ||
            b != (uintptr_t)r->ptr || n != r->len || id != r->attr.buffer_id;
 }
 
@@ -344,7 +344,7 @@ ipcp__region_t *ipcp__region_auto(ipcp_comm_t *comm,
                                   size_t len)
 {
     ipcp__region_t *r;
-    const ipcp__backend_ops_t *ops = comm->cuda_ops;
+    const ipcp__backend_ops_t *ops = comm->dev_ops;
     ipcp__backend_t *dev = ipcp__dev(comm);
     uintptr_t b = (uintptr_t)buf;
     uintptr_t base = attr->map_size ? attr->map_base : attr->base;

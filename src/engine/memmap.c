@@ -118,7 +118,7 @@ void *ipcp__rmem_mapping(ipcp_comm_t *comm, ipcp_rmem_t *rm,
                          const ipcp__mem_attr_t *attr)
 {
     int i = ipcp__qset_index(attr);
-    const ipcp__backend_ops_t *ops = i ? comm->cuda_ops : comm->host_ops;
+    const ipcp__backend_ops_t *ops = i ? comm->dev_ops : comm->host_ops;
     ipcp__backend_t *be = i ? ipcp__dev(comm) : comm->host;
     void *base;
     if (rm->mode != IPCP_RMEM_MAPPED || attr->type != rm->type)
@@ -248,7 +248,7 @@ void ipcp__rmem_unmap(ipcp_rmem_t *rm)
     ipcp_comm_t *comm = rm->comm;
     for (int i = 0; i < IPCP_MAX_QSETS; i++) {
         if (rm->handles[i])
-            (i ? comm->cuda_ops : comm->host_ops)
+            (i ? comm->dev_ops : comm->host_ops)
                 ->mem_unimport(i ? ipcp__dev(comm) : comm->host,
                                rm->handles[i]);
         rm->handles[i] = NULL;

@@ -60,7 +60,7 @@ static int order_start(ipcp_request_t *req)
     ipcp_comm_t *comm = req->comm;
     if (!ipcp__sync_started(req->sync))
         return 0;
-    ipcp__rx_dev_t dev = {comm->cuda_ops, ipcp__dev(comm), req->attr.device};
+    ipcp__rx_dev_t dev = {comm->dev_ops, ipcp__dev(comm), req->attr.device};
     ipcp__rx_t *x = NULL;
     ipcp_status_t st =
         req->rmem ? ipcp__rx_start_rma(comm->remote, req->remote_send, req->buf,

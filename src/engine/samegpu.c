@@ -41,7 +41,7 @@ void ipcp__samegpu_text(char *buf, size_t len, int rank, int device, int mps)
 int ipcp__samegpu(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
                   const ipcp_request_t *req)
 {
-    const ipcp__backend_ops_t *ops = comm->cuda_ops;
+    const ipcp__backend_ops_t *ops = comm->dev_ops;
     ipcp__backend_t *be = ipcp__dev(comm);
     uint64_t mine;
     return be && req->attr.type == IPCP_MEM_CUDA &&
@@ -54,7 +54,7 @@ int ipcp__samegpu(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
 void ipcp__samegpu_note(ipcp_comm_t *comm, ipcp__peer_t *peer,
                         const ipcp__msg_rts_t *rts, const ipcp_request_t *req)
 {
-    const ipcp__backend_ops_t *ops = comm->cuda_ops;
+    const ipcp__backend_ops_t *ops = comm->dev_ops;
     ipcp__backend_t *be = ipcp__dev(comm);
     char text[512];
 

@@ -113,7 +113,7 @@ int ipcp__local_device(ipcp_comm_t *comm, uint64_t id)
 {
     for (int d = 0; d < IPCP_MAX_DEVICES; d++) {
         uint64_t mine;
-        if (comm->cuda_ops->device_reach(ipcp__dev(comm), d, &mine, 1) != 1)
+        if (comm->dev_ops->device_reach(ipcp__dev(comm), d, &mine, 1) != 1)
             break;
         if (mine == id)
             return d;
@@ -170,7 +170,7 @@ static ipcp__stripe_memo_t *ipcp__stripe_auto(ipcp_comm_t *comm,
                   "measured here",
                   peer->rank);
     } else if ((st = ipcp__stripe_tune(
-                    comm->cfg, comm->cuda_ops, ipcp__dev(comm), src, dst,
+                    comm->cfg, comm->dev_ops, ipcp__dev(comm), src, dst,
                     waiting ? IPCP_TUNE_CACHED : IPCP_TUNE_AUTO, &e)) ==
                IPCP_OK) {
         m->e = e;
@@ -322,8 +322,8 @@ uint64_t ipcp__stripe_choose(ipcp_comm_t *comm, ipcp__peer_t *peer,
     } else if (!ipcp__dev(comm) || c->mode != IPCP_DST_MAPPED ||
                rts->src_type != IPCP_MEM_CUDA ||
                req->attr.type != IPCP_MEM_CUDA || rts->nreach < 1 ||
-               comm->cuda_ops->device_reach(ipcp__dev(comm), req->attr.device,
-                                            &mine, 1) != 1 ||
+               comm->dev_ops->device_reach(ipcp__dev(comm), req->attr.device,
+                                           &mine, 1) != 1 ||
                mine == rts->reach[0]) {
         return 0;
     }

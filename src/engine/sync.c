@@ -67,9 +67,9 @@ static ipcp_status_t ipcp__sync_register(ipcp_comm_t *comm, int device)
                           "device %d out of range", device);
     if (comm->sync_reg[device])
         return IPCP_OK;
-    return comm->cuda_ops->shm_register(ipcp__dev(comm), comm->sync_mem,
-                                        comm->sync_size, device,
-                                        &comm->sync_reg[device]);
+    return comm->dev_ops->shm_register(ipcp__dev(comm), comm->sync_mem,
+                                       comm->sync_size, device,
+                                       &comm->sync_reg[device]);
 }
 
 ipcp_status_t ipcp__sync_acquire(ipcp_comm_t *comm, int device,
@@ -205,7 +205,7 @@ void ipcp__sync_cleanup(ipcp_comm_t *comm)
 {
     for (int d = 0; d < IPCP_MAX_DEVICES; d++) {
         if (comm->sync_reg[d])
-            comm->cuda_ops->shm_unregister(ipcp__dev(comm), comm->sync_reg[d]);
+            comm->dev_ops->shm_unregister(ipcp__dev(comm), comm->sync_reg[d]);
         comm->sync_reg[d] = NULL;
     }
     if (comm->sync_mem)

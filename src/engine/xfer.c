@@ -36,7 +36,7 @@ static void ipcp__backend_of(ipcp_comm_t *comm, const ipcp__mem_attr_t *attr,
                              ipcp__backend_t **be)
 {
     if (attr->type == IPCP_MEM_CUDA && ipcp__dev(comm)) {
-        *ops = comm->cuda_ops;
+        *ops = comm->dev_ops;
         *be = ipcp__dev(comm);
     } else {
         *ops = comm->host_ops;
