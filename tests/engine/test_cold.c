@@ -18,23 +18,17 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "fakedev.h"
 #include "testutil.h"
 
 enum { TAG_SEED = 1, TAG_MSG = 7 };
 
 /* ---- The fake device backend ------------------------------------------- */
 
-#define FK_MAX 64
 static const ipcp__backend_ops_t *const H = &ipcp__host_backend_ops;
 static ipcp__backend_ops_t fk_ops;
 static atomic_int fk_opens;
 static atomic_int fk_loaded; /* what present() answers */
-static pthread_mutex_t fk_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-    char *p;
-    size_t n;
-    void *handle;
-} fk_allocs[FK_MAX];
 
 static ipcp_status_t fk_open(const ipcp__config_t *cfg, ipcp__backend_t **be)
 {
@@ -49,73 +43,12 @@ static int fk_present(void)
     return atomic_load(&fk_loaded);
 }
 
-static void fk_add(void *p, size_t n, void *handle)
-{
-    pthread_mutex_lock(&fk_lock);
-    int i = 0;
-    while (i < FK_MAX && fk_allocs[i].p)
-        i++;
-    if (i == FK_MAX)
-        T_FAIL("more than %d fake device allocations", FK_MAX);
-    fk_allocs[i].p = p;
-    fk_allocs[i].n = n;
-    fk_allocs[i].handle = handle;
-    pthread_mutex_unlock(&fk_lock);
-}
-
-static int fk_owns(ipcp__backend_t *be, const void *ptr, ipcp__mem_attr_t *attr)
-{
-    (void)be;
-    int found = 0;
-    const char *c = ptr;
-    pthread_mutex_lock(&fk_lock);
-    for (int i = 0; i < FK_MAX && !found; i++) {
-        if (fk_allocs[i].p && c >= fk_allocs[i].p &&
-            c < fk_allocs[i].p + fk_allocs[i].n) {
-            memset(attr, 0, sizeof(*attr));
-            attr->type = IPCP_MEM_CUDA;
-            attr->device = 0;
-            attr->base = (uintptr_t)fk_allocs[i].p;
-            attr->size = fk_allocs[i].n;
-            attr->buffer_id = (uint64_t)i + 1;
-            found = 1;
-        }
-    }
-    pthread_mutex_unlock(&fk_lock);
-    return found;
-}
-
-static ipcp_status_t fk_mem_alloc(ipcp__backend_t *be, size_t len, int device,
-                                  void **ptr, void **handle)
-{
-    (void)device;
-    ipcp_status_t st = H->mem_alloc(be, len, -1, ptr, handle);
-    if (st == IPCP_OK)
-        fk_add(*ptr, len, *handle);
-    return st;
-}
-
-static ipcp_status_t fk_mem_free(ipcp__backend_t *be, void *handle)
-{
-    pthread_mutex_lock(&fk_lock);
-    for (int i = 0; i < FK_MAX; i++)
-        if (fk_allocs[i].handle == handle)
-            fk_allocs[i].p = NULL;
-    pthread_mutex_unlock(&fk_lock);
-    return H->mem_free(be, handle);
-}
-
 /* The host backend's queues copy the fake device memory (host memory). */
 static void fk_install(void)
 {
-    fk_ops = *H;
-    fk_ops.name = "fake-gpu";
-    fk_ops.type = IPCP_MEM_CUDA;
+    fakedev_ops(&fk_ops);
     fk_ops.open = fk_open;
     fk_ops.present = fk_present;
-    fk_ops.owns = fk_owns;
-    fk_ops.mem_alloc = fk_mem_alloc;
-    fk_ops.mem_free = fk_mem_free;
     ipcp__device_backend_for_tests = &fk_ops;
 }
 
@@ -123,7 +56,7 @@ static void fk_install(void)
 static void *fk_user_alloc(size_t len)
 {
     void *p = t_malloc(len);
-    fk_add(p, len, NULL);
+    fakedev_add(p, len, NULL);
     return p;
 }
 

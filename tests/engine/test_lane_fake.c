@@ -7,72 +7,15 @@
 #include <sched.h>
 #include <time.h>
 
+#include "fakedev.h"
 #include "test_lane_int.h"
 #include "testutil.h"
 
 /* ---- The fake device backend ------------------------------------------- */
 
-/* Its allocations are the host backend's (memfd: peers can map them); it
- * only remembers which ones are "device memory". */
-#define FK_MAX 64
+/* Its allocations are the host backend's (memfd: peers can map them);
+ * tests/util/fakedev.c only remembers which ones are "device memory". */
 static const ipcp__backend_ops_t *const H = &ipcp__host_backend_ops;
-static pthread_mutex_t fk_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-    char *p;
-    size_t n;
-    void *handle;
-} fk_allocs[FK_MAX];
-
-static int fk_owns(ipcp__backend_t *be, const void *ptr, ipcp__mem_attr_t *attr)
-{
-    (void)be;
-    int found = 0;
-    pthread_mutex_lock(&fk_lock);
-    for (int i = 0; i < FK_MAX && !found; i++) {
-        const char *c = ptr;
-        if (fk_allocs[i].p && c >= fk_allocs[i].p &&
-            c < fk_allocs[i].p + fk_allocs[i].n) {
-            attr->type = IPCP_MEM_CUDA;
-            attr->device = 0;
-            attr->base = (uintptr_t)fk_allocs[i].p;
-            attr->size = fk_allocs[i].n;
-            attr->buffer_id = (uint64_t)i + 1;
-            found = 1;
-        }
-    }
-    pthread_mutex_unlock(&fk_lock);
-    return found;
-}
-
-static ipcp_status_t fk_mem_alloc(ipcp__backend_t *be, size_t len, int device,
-                                  void **ptr, void **handle)
-{
-    (void)device;
-    ipcp_status_t st = H->mem_alloc(be, len, -1, ptr, handle);
-    if (st != IPCP_OK)
-        return st;
-    pthread_mutex_lock(&fk_lock);
-    int i = 0;
-    while (i < FK_MAX && fk_allocs[i].p)
-        i++;
-    if (i == FK_MAX)
-        T_FAIL("more than %d fake device allocations", FK_MAX);
-    fk_allocs[i].p = *ptr;
-    fk_allocs[i].n = len;
-    fk_allocs[i].handle = *handle;
-    pthread_mutex_unlock(&fk_lock);
-    return IPCP_OK;
-}
-
-static ipcp_status_t fk_mem_free(ipcp__backend_t *be, void *handle)
-{
-    pthread_mutex_lock(&fk_lock);
-    for (int i = 0; i < FK_MAX; i++)
-        if (fk_allocs[i].handle == handle)
-            fk_allocs[i].p = NULL;
-    pthread_mutex_unlock(&fk_lock);
-    return H->mem_free(be, handle);
-}
 
 /* Set: this rank cannot map the peer's memory (case importfail). */
 int fk_fail_import;
@@ -411,9 +354,9 @@ const ipcp__backend_ops_t fk_ops = {
     .type = IPCP_MEM_CUDA,
     .open = fk_open,
     .close = fk_close,
-    .owns = fk_owns,
-    .mem_alloc = fk_mem_alloc,
-    .mem_free = fk_mem_free,
+    .owns = fakedev_owns,
+    .mem_alloc = fakedev_mem_alloc,
+    .mem_free = fakedev_mem_free,
     .mem_export = fk_mem_export,
     .mem_import = fk_mem_import,
     .mem_unimport = fk_mem_unimport,

@@ -19,6 +19,7 @@
 
 #include "backend/backend.h"
 #include "engine/samegpu.h"
+#include "fakedev.h"
 #include "testutil.h"
 
 enum { TAG_SEED = 1, TAG_MSG = 7, TAG_BACK = 8 };
@@ -27,69 +28,9 @@ enum { TAG_SEED = 1, TAG_MSG = 7, TAG_BACK = 8 };
 
 /* ---- The fake device backend ------------------------------------------- */
 
-#define FK_MAX 16
-static const ipcp__backend_ops_t *const H = &ipcp__host_backend_ops;
 static ipcp__backend_ops_t fk_ops;
 static int fk_mps;     /* what device_mps answers */
 static uint64_t fk_id; /* identity of the fake GPU 0 */
-static pthread_mutex_t fk_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-    char *p;
-    size_t n;
-    void *handle;
-} fk_allocs[FK_MAX];
-
-static int fk_owns(ipcp__backend_t *be, const void *ptr, ipcp__mem_attr_t *attr)
-{
-    (void)be;
-    int found = 0;
-    const char *c = ptr;
-    pthread_mutex_lock(&fk_lock);
-    for (int i = 0; i < FK_MAX && !found; i++) {
-        if (fk_allocs[i].p && c >= fk_allocs[i].p &&
-            c < fk_allocs[i].p + fk_allocs[i].n) {
-            memset(attr, 0, sizeof(*attr));
-            attr->type = IPCP_MEM_CUDA;
-            attr->device = 0;
-            attr->base = (uintptr_t)fk_allocs[i].p;
-            attr->size = fk_allocs[i].n;
-            attr->buffer_id = (uint64_t)i + 1;
-            found = 1;
-        }
-    }
-    pthread_mutex_unlock(&fk_lock);
-    return found;
-}
-
-static ipcp_status_t fk_mem_alloc(ipcp__backend_t *be, size_t len, int device,
-                                  void **ptr, void **handle)
-{
-    (void)device;
-    ipcp_status_t st = H->mem_alloc(be, len, -1, ptr, handle);
-    if (st != IPCP_OK)
-        return st;
-    pthread_mutex_lock(&fk_lock);
-    int i = 0;
-    while (i < FK_MAX && fk_allocs[i].p)
-        i++;
-    if (i == FK_MAX)
-        T_FAIL("more than %d fake device allocations", FK_MAX);
-    fk_allocs[i].p = *ptr;
-    fk_allocs[i].n = len;
-    fk_allocs[i].handle = *handle;
-    pthread_mutex_unlock(&fk_lock);
-    return IPCP_OK;
-}
-
-static ipcp_status_t fk_mem_free(ipcp__backend_t *be, void *handle)
-{
-    pthread_mutex_lock(&fk_lock);
-    for (int i = 0; i < FK_MAX; i++)
-        if (fk_allocs[i].handle == handle)
-            fk_allocs[i].p = NULL;
-    pthread_mutex_unlock(&fk_lock);
-    return H->mem_free(be, handle);
-}
 
 /* One device, which reaches only itself. */
 static int fk_device_reach(ipcp__backend_t *be, int device, uint64_t *ids,
@@ -110,12 +51,7 @@ static int fk_device_mps(ipcp__backend_t *be, int device)
 
 static void fk_install(int with_mps)
 {
-    fk_ops = *H;
-    fk_ops.name = "fake-gpu";
-    fk_ops.type = IPCP_MEM_CUDA;
-    fk_ops.owns = fk_owns;
-    fk_ops.mem_alloc = fk_mem_alloc;
-    fk_ops.mem_free = fk_mem_free;
+    fakedev_ops(&fk_ops);
     fk_ops.device_reach = fk_device_reach;
     fk_ops.device_mps = with_mps ? fk_device_mps : NULL;
     ipcp__device_backend_for_tests = &fk_ops;
