@@ -8,7 +8,7 @@
 #
 # STEPS is a comma list of build,tests,memcheck,bench,lane,proto,trace,
 # seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs,python,
-# pybench,nodes (default: all of them), so that a time-limited session can
+# pybench,nodes,readme (default: all of them), so that a time-limited session can
 # run them in several calls; the build tree is reused when it is there.
 # machine.txt records the GPUs, the commit (-dirty with changes) and the
 # doctor's report.
@@ -16,8 +16,8 @@
 # only the GPU tests whose names match it.
 set -uo pipefail
 
-out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs,python,pybench,nodes]}
-steps=,${2:-build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs,python,pybench,nodes},
+out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs,python,pybench,nodes,readme]}
+steps=,${2:-build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs,python,pybench,nodes,readme},
 want() { [[ $steps == *,$1,* ]]; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${IPCPIPE_BUILD_ROOT:-$root/build}/gpu
@@ -379,6 +379,18 @@ if want torch; then
     else
         note "torch      skipped: this Python has no torch"
     fi
+fi
+
+# The README's test command as a user runs it on this machine (its own
+# build trees; without the sanitizer builds and the fuzz stage, which CI
+# runs and which take longer than one call): the normal build's tests,
+# GPU tests among them, then the multi-process tests with the mailbox off
+# and with each rank bound to one CPU.  Several minutes on 16 CPUs.
+if want readme; then
+    step readme env IPCPIPE_TEST_SANITIZERS=0 IPCPIPE_TEST_FUZZ=0 \
+        IPCPIPE_BUILD_ROOT="$build/readme" "$root/scripts/test.sh" \
+        >"$out/readme.txt" 2>&1
+    grep -E '^== |tests passed|tests failed|\*\*\*' "$out/readme.txt" >>"$summary"
 fi
 
 note "gpu-check: $([ $fail -eq 0 ] && echo PASSED || echo FAILED)"
