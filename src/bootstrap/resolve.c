@@ -78,10 +78,11 @@ static ipcp_status_t boot_check_one_node(const boot_launcher_t *l, int size,
         return IPCP_OK;
     return ipcp__fail(
         IPCP_LOG_ERROR, IPCP_SUB_BOOT, IPCP_ERR_UNSUPPORTED,
-        "the job runs on several nodes (%s=%s, %s=%d, %s): ipcpipe joins "
-        "the ranks of one node; give each node's ranks a job of their own "
-        "(IPCPIPE_RANK and IPCPIPE_SIZE of the node, e.g. torchrun's "
-        "LOCAL_RANK and LOCAL_WORLD_SIZE)",
+        "the job runs on several nodes (%s=%s, %s=%d, %s): ipcp_init joins "
+        "the ranks of one node; start from an MPI communicator instead "
+        "(ipcp_init_mpi, libipcpipe_mpi), or give each node's ranks a job "
+        "of their own (IPCPIPE_RANK and IPCPIPE_SIZE of the node, e.g. "
+        "torchrun's LOCAL_RANK and LOCAL_WORLD_SIZE)",
         l->local_var, s, l->size_var, size, l->name);
 }
 

@@ -567,7 +567,6 @@ ipcp_status_t ipcp_settings_check(void)
 static const char *const ipcp__foreign_names[] = {
     "OMPI_COMM_WORLD_RANK",
     "OMPI_COMM_WORLD_SIZE",
-    "OMPI_COMM_WORLD_LOCAL_RANK",
     "OMPI_COMM_WORLD_LOCAL_SIZE",
     "PMIX_NAMESPACE",
     "OMPI_MCA_ess_base_jobid",
@@ -582,7 +581,6 @@ static const char *const ipcp__foreign_names[] = {
     "SLURM_STEP_NUM_NODES",
     "RANK",
     "WORLD_SIZE",
-    "LOCAL_RANK",
     "LOCAL_WORLD_SIZE",
     "TORCHELASTIC_RUN_ID",
     "XDG_RUNTIME_DIR",

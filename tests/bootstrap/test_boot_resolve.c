@@ -418,6 +418,7 @@ static void case_nodes(void)
                  IPCP_ERR_UNSUPPORTED);
         T_MSG_HAS("runs on several nodes");
         T_MSG_HAS(l[i].local);
+        T_MSG_HAS("ipcp_init_mpi"); /* the way that serves such a job */
         /* The user's size is the user's word. */
         c.size = 2;
         resolve_ok(&c, -1, -1, NULL, &p, &o);
