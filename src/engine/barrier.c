@@ -61,7 +61,7 @@ void ipcp__barrier_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
             char msg[IPCP_ERRMSG_MAX];
             ipcp__req_complete(
                 req, IPCP_ERR_PEER_LOST,
-                ipcp__peer_gone(&comm->peers[r], msg, sizeof(msg)));
+                ipcp__peer_gone(comm, &comm->peers[r], msg, sizeof(msg)));
             return;
         }
     }

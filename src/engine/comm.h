@@ -229,8 +229,10 @@ void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why);
  * waits until what it sent is read (the end of its socket). */
 void ipcp__peer_wr_broken(ipcp_comm_t *comm, ipcp__peer_t *peer,
                           const char *why);
-/* "rank N finalized", or "rank N is gone" with why it was lost, in buf. */
-const char *ipcp__peer_gone(const ipcp__peer_t *peer, char *buf, size_t len);
+/* "rank N finalized", or "rank N is gone" with why it was lost, in buf;
+ * N as the caller numbers ranks (ipcp__job_rank). */
+const char *ipcp__peer_gone(const ipcp_comm_t *comm, const ipcp__peer_t *peer,
+                            char *buf, size_t len);
 /* Handles one control message from a peer (socket or inbox); fds are owned
  * by it afterwards.  Progress thread (and the fuzz harness of tests/fuzz). */
 void ipcp__dispatch(ipcp_comm_t *comm, ipcp__peer_t *peer,

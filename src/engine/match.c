@@ -275,7 +275,7 @@ static void ipcp__recv_matched(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (ipcp__peer_closed(peer)) {
         char gone[IPCP_ERRMSG_MAX];
         ipcp__req_complete(req, IPCP_ERR_PEER_LOST,
-                           ipcp__peer_gone(peer, gone, sizeof(gone)));
+                           ipcp__peer_gone(comm, peer, gone, sizeof(gone)));
         return;
     }
     ipcp__xfer_accept(comm, peer, rts, req, atomic_load(&comm->path));
@@ -347,7 +347,7 @@ static void ipcp__recv_post(ipcp_comm_t *comm, ipcp__peer_t *peer,
     } else if (ipcp__peer_closed(peer) || peer->bye) {
         char msg[IPCP_ERRMSG_MAX];
         ipcp__req_complete(req, IPCP_ERR_PEER_LOST,
-                           ipcp__peer_gone(peer, msg, sizeof(msg)));
+                           ipcp__peer_gone(comm, peer, msg, sizeof(msg)));
     } else {
         ipcp__posted_add(comm, peer, req);
     }
@@ -531,7 +531,7 @@ void ipcp__match_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
     if (ipcp__peer_closed(peer) || peer->bye) {
         char msg[IPCP_ERRMSG_MAX];
         ipcp__req_complete(req, IPCP_ERR_PEER_LOST,
-                           ipcp__peer_gone(peer, msg, sizeof(msg)));
+                           ipcp__peer_gone(comm, peer, msg, sizeof(msg)));
         return;
     }
     if ((req->type == IPCP_REQ_PUT || req->type == IPCP_REQ_GET) &&

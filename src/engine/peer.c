@@ -50,11 +50,12 @@ void ipcp__peer_flush(ipcp_comm_t *comm, ipcp__peer_t *peer)
 
 /* A message for a peer that is gone, or whose writes broke: the failure,
  * naming it and why. */
-static ipcp_status_t ipcp__peer_unwritable(const ipcp__peer_t *peer)
+static ipcp_status_t ipcp__peer_unwritable(const ipcp_comm_t *comm,
+                                           const ipcp__peer_t *peer)
 {
     char gone[IPCP_ERRMSG_MAX];
     return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_ENGINE, IPCP_ERR_PEER_LOST, "%s",
-                      ipcp__peer_gone(peer, gone, sizeof(gone)));
+                      ipcp__peer_gone(comm, peer, gone, sizeof(gone)));
 }
 
 ipcp_status_t ipcp__peer_post(ipcp_comm_t *comm, ipcp__peer_t *peer,
@@ -72,7 +73,7 @@ ipcp_status_t ipcp__peer_postv(ipcp_comm_t *comm, ipcp__peer_t *peer,
     if (ipcp__peer_unwritten(peer)) {
         for (int i = 0; i < nfds; i++)
             close(fds[i]);
-        return ipcp__peer_unwritable(peer);
+        return ipcp__peer_unwritable(comm, peer);
     }
     m = malloc(sizeof(*m) + len + tail_len);
     if (!m) {
@@ -95,7 +96,7 @@ ipcp_status_t ipcp__peer_postv(ipcp_comm_t *comm, ipcp__peer_t *peer,
      * request on a peer whose lists were already failed, nor one that
      * waits for an answer to a message that never left. */
     if (ipcp__peer_unwritten(peer))
-        return ipcp__peer_unwritable(peer);
+        return ipcp__peer_unwritable(comm, peer);
     return IPCP_OK;
 }
 
@@ -207,15 +208,18 @@ void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why)
         ipcp__barrier_fail(comm, msg);
 }
 
-const char *ipcp__peer_gone(const ipcp__peer_t *peer, char *buf, size_t len)
+const char *ipcp__peer_gone(const ipcp_comm_t *comm, const ipcp__peer_t *peer,
+                            char *buf, size_t len)
 {
+    /* The rank the caller knows: the communicator's, in a job of several
+     * nodes (the core numbers this node's ranks from 0). */
+    int rank = ipcp__job_rank(comm, peer->rank);
     if (peer->bye)
-        snprintf(buf, len, "rank %d finalized", peer->rank);
+        snprintf(buf, len, "rank %d finalized", rank);
     else
-        snprintf(buf, len, "rank %d is gone%s%s%s", peer->rank,
-                 peer->lost_why ? " (" : "",
-                 peer->lost_why ? peer->lost_why : "",
-                 peer->lost_why ? ")" : "");
+        snprintf(
+            buf, len, "rank %d is gone%s%s%s", rank, peer->lost_why ? " (" : "",
+            peer->lost_why ? peer->lost_why : "", peer->lost_why ? ")" : "");
     return buf;
 }
 
