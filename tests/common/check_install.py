@@ -3,9 +3,13 @@
 tree installed with a prefix given at install time (not the configured
 one), then moved; pkg-config's flags, read from the moved copy, point into
 it, and a program built with them runs against that library and prints
-its version.
+its version.  Where libipcpipe_mpi was built (MPI=1), the same for it: the
+ipcpipe-mpi pkg-config file and the CMake component ipcpipe::mpi
+(find_package(ipcpipe REQUIRED COMPONENTS mpi)) each build a program
+that links it from the moved installation, and the core library does
+not need MPI.
 
-  check_install.py BUILD_DIR VERSION CC"""
+  check_install.py BUILD_DIR VERSION CC MPI"""
 import os
 import shutil
 import subprocess
@@ -23,6 +27,25 @@ int main(void)
 """
 
 
+MPI_PROG = r"""
+#include <stdio.h>
+#include <ipcpipe_mpi.h>
+int main(void)
+{
+    /* Linked, not called: running it would need a launcher. */
+    printf("%s %p\n", ipcp_version_string(), (void *)&ipcp_init_mpi);
+    return 0;
+}
+"""
+
+CMAKE_PROJ = """cmake_minimum_required(VERSION 3.16)
+project(consumer C)
+find_package(ipcpipe REQUIRED COMPONENTS mpi)
+add_executable(prog prog.c)
+target_link_libraries(prog PRIVATE ipcpipe::mpi)
+"""
+
+
 def fail(msg):
     print(f"FAIL: {msg}")
     return 1
@@ -33,7 +56,7 @@ def run(args, env=None):
                           timeout=120)
 
 
-def main(build, version, cc):
+def main(build, version, cc, mpi):
     pkgconf = shutil.which("pkg-config")
     if not pkgconf:
         return fail("pkg-config is not installed (.ci/run installs it)")
@@ -83,12 +106,82 @@ def main(build, version, cc):
         if os.path.realpath(moved) not in ldd and moved not in ldd:
             return fail(f"the program did not load the installed library:\n"
                         f"{ldd}")
-    print(f"ok: ipcpipe {version} found and used from a moved installation")
+        if mpi == "1":
+            st = check_mpi(pkgconf, env, moved, tmp, version)
+            if st:
+                return st
+    print(f"ok: ipcpipe {version} found and used from a moved installation"
+          f"{' (and ipcpipe-mpi, ipcpipe::mpi)' if mpi == '1' else ''}")
+    return 0
+
+
+def in_tree(ldd, moved, lib):
+    """Whether ldd's line for lib names a file of the installation."""
+    for line in ldd.splitlines():
+        if lib in line and "=>" in line:
+            path = os.path.realpath(line.split("=>")[1].split()[0])
+            return path.startswith(os.path.realpath(moved) + os.sep)
+    return False
+
+
+def check_mpi(pkgconf, env, moved, tmp, version):
+    """ipcpipe-mpi.pc and ipcpipe::mpi from the moved installation."""
+    mpicc = shutil.which("mpicc")
+    if not mpicc:
+        return fail("libipcpipe_mpi was built but there is no mpicc")
+    p = run([pkgconf, "--cflags", "--libs", "ipcpipe-mpi"], env=env)
+    if p.returncode != 0:
+        return fail(f"pkg-config ipcpipe-mpi exited {p.returncode}: "
+                    f"{p.stderr}")
+    flags = p.stdout.split()
+    if "-lipcpipe_mpi" not in flags or "-lipcpipe" not in flags:
+        return fail(f"pkg-config ipcpipe-mpi gave {flags}")
+    libdirs = [f[2:] for f in flags if f.startswith("-L")]
+    src = os.path.join(tmp, "mpiprog.c")
+    exe = os.path.join(tmp, "mpiprog")
+    with open(src, "w") as f:
+        f.write(MPI_PROG)
+    p = run([mpicc, src, "-o", exe] + flags +
+            [f"-Wl,-rpath,{d}" for d in libdirs])
+    if p.returncode != 0:
+        return fail(f"mpicc against ipcpipe-mpi failed: {p.stderr}")
+    ldd = run(["ldd", exe]).stdout
+    if not in_tree(ldd, moved, "libipcpipe_mpi.so"):
+        return fail(f"the MPI program did not load the installed "
+                    f"libipcpipe_mpi:\n{ldd}")
+    core = [os.path.join(d, f) for d, _, fs in os.walk(moved) for f in fs
+            if f.startswith("libipcpipe.so.")]
+    for lib in core:
+        if "libmpi" in run(["ldd", lib]).stdout:
+            return fail(f"{lib} needs MPI: the core must not")
+    # CMake: the component, from the moved prefix.
+    proj = os.path.join(tmp, "consumer")
+    os.mkdir(proj)
+    with open(os.path.join(proj, "CMakeLists.txt"), "w") as f:
+        f.write(CMAKE_PROJ)
+    shutil.copy(src, os.path.join(proj, "prog.c"))
+    bld = os.path.join(proj, "build")
+    p = run(["cmake", "-S", proj, "-B", bld, f"-DCMAKE_PREFIX_PATH={moved}",
+             "-DCMAKE_C_COMPILER=" + mpicc])
+    if p.returncode != 0:
+        return fail(f"find_package(ipcpipe COMPONENTS mpi) failed:\n"
+                    f"{p.stdout[-2000:]}{p.stderr[-2000:]}")
+    p = run(["cmake", "--build", bld])
+    if p.returncode != 0:
+        return fail(f"building against ipcpipe::mpi failed:\n{p.stdout}")
+    p = run([os.path.join(bld, "prog")])
+    if p.returncode != 0 or not p.stdout.startswith(version + " "):
+        return fail(f"the ipcpipe::mpi program printed {p.stdout!r} (exit "
+                    f"{p.returncode})")
+    if not in_tree(run(["ldd", os.path.join(bld, "prog")]).stdout, moved,
+                   "libipcpipe_mpi.so"):
+        return fail("the ipcpipe::mpi program did not load the installed "
+                    "libipcpipe_mpi")
     return 0
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4:
+    if len(sys.argv) != 5:
         print(__doc__)
         sys.exit(2)
     sys.exit(main(*sys.argv[1:]))
