@@ -14,6 +14,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,14 +163,19 @@ static void nt_lines_sse2(unsigned char *d, const unsigned char *s,
  * before whatever the thread does next (a barrier, here). */
 static void *nt_copy(void *dst, const void *src, size_t len)
 {
-    static int avx2 = -1;
+    /* Asked once by whichever copy thread comes first; the others may ask
+     * too, and all write the same answer (atomic: the threads race). */
+    static atomic_int avx2_known = -1;
     unsigned char *d = dst;
     const unsigned char *s = src;
     size_t head = (size_t)(-(uintptr_t)d & (NT_LINE - 1));
     if (len < head + 4 * NT_LINE)
         return memcpy(dst, src, len);
-    if (avx2 < 0)
+    int avx2 = atomic_load_explicit(&avx2_known, memory_order_relaxed);
+    if (avx2 < 0) {
         avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+        atomic_store_explicit(&avx2_known, avx2, memory_order_relaxed);
+    }
     memcpy(d, s, head);
     size_t lines = (len - head) / NT_LINE, body = lines * NT_LINE;
     if (avx2)
