@@ -56,13 +56,24 @@ def run(args, env=None):
                           timeout=120)
 
 
-def main(build, version, cc, mpi):
+def build(cc, tmp, name, text, flags, libdirs):
+    """Writes text to tmp/name.c and compiles it with cc and flags, found
+    at run time in libdirs: (source, program, the compiler's result)."""
+    src = os.path.join(tmp, name + ".c")
+    exe = os.path.join(tmp, name)
+    with open(src, "w") as f:
+        f.write(text)
+    return src, exe, run([cc, src, "-o", exe] + flags +
+                         [f"-Wl,-rpath,{d}" for d in libdirs])
+
+
+def main(build_dir, version, cc, mpi):
     pkgconf = shutil.which("pkg-config")
     if not pkgconf:
         return fail("pkg-config is not installed (.ci/run installs it)")
     with tempfile.TemporaryDirectory() as tmp:
         first = os.path.join(tmp, "first")
-        p = run(["cmake", "--install", build, "--prefix", first])
+        p = run(["cmake", "--install", build_dir, "--prefix", first])
         if p.returncode != 0:
             return fail(f"cmake --install exited {p.returncode}: {p.stderr}")
         moved = os.path.join(tmp, "moved")
@@ -89,12 +100,7 @@ def main(build, version, cc, mpi):
         p = run([pkgconf, "--modversion", "ipcpipe"], env=env)
         if p.stdout.strip() != version:
             return fail(f"--modversion {p.stdout.strip()!r}, not {version}")
-        src = os.path.join(tmp, "prog.c")
-        exe = os.path.join(tmp, "prog")
-        with open(src, "w") as f:
-            f.write(PROG)
-        p = run([cc, src, "-o", exe] + flags +
-                [f"-Wl,-rpath,{d}" for d in libdirs])
+        src, exe, p = build(cc, tmp, "prog", PROG, flags, libdirs)
         if p.returncode != 0:
             return fail(f"building against the installation failed: "
                         f"{p.stderr}")
@@ -137,12 +143,7 @@ def check_mpi(pkgconf, env, moved, tmp, version):
     if "-lipcpipe_mpi" not in flags or "-lipcpipe" not in flags:
         return fail(f"pkg-config ipcpipe-mpi gave {flags}")
     libdirs = [f[2:] for f in flags if f.startswith("-L")]
-    src = os.path.join(tmp, "mpiprog.c")
-    exe = os.path.join(tmp, "mpiprog")
-    with open(src, "w") as f:
-        f.write(MPI_PROG)
-    p = run([mpicc, src, "-o", exe] + flags +
-            [f"-Wl,-rpath,{d}" for d in libdirs])
+    src, exe, p = build(mpicc, tmp, "mpiprog", MPI_PROG, flags, libdirs)
     if p.returncode != 0:
         return fail(f"mpicc against ipcpipe-mpi failed: {p.stderr}")
     ldd = run(["ldd", exe]).stdout
