@@ -17,6 +17,9 @@
 ipcp_status_t ipcp__comm_get(const ipcp_comm_t *h, ipcp_comm_t **comm);
 ipcp_status_t ipcp__mem_get(const ipcp_mem_t *h, ipcp_mem_t **mem);
 ipcp_status_t ipcp__rmem_get(const ipcp_rmem_t *h, ipcp_rmem_t **rm);
+ipcp_status_t ipcp__req_get(const ipcp_request_t *h, ipcp_request_t **req);
+/* Why p is not a live handle of this type, as the call's error. */
+ipcp_status_t ipcp__handle_fail(const void *p, unsigned type);
 /* Releases a request's handle so that no second wait or test takes it. */
 ipcp_status_t ipcp__handle_claim(const void *p, unsigned type);
 /* The public pointer that carries handle h. */

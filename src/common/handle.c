@@ -118,7 +118,8 @@ static void ipcp__htc_push(uint32_t i, ipcp__hslot_t *s)
 {
     ipcp__htcache_t *tc = &ipcp__htc;
     if (tc->n < IPCP_HANDLE_TCACHE &&
-        ipcp__at_thread_exit(&tc->keyed, ipcp__htc_give_back, tc) == 0) {
+        (tc->keyed ||
+         ipcp__at_thread_exit(&tc->keyed, ipcp__htc_give_back, tc) == 0)) {
         atomic_store_explicit(&s->next, tc->top, memory_order_relaxed);
         tc->top = i + 1;
         tc->n++;

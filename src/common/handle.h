@@ -9,7 +9,7 @@
  * made-up handle reads only memory the table owns.
  *
  * Value: generation (36 bits) << 28 | index (24 bits) << 4 | type (4 bits).
- * Types are 1..4, so a handle is never 0 (NULL), and a pointer to anything
+ * Types are 1..5, so a handle is never 0 (NULL), and a pointer to anything
  * aligned to 8 bytes has no valid type. */
 #ifndef IPCP_COMMON_HANDLE_H
 #define IPCP_COMMON_HANDLE_H
@@ -28,7 +28,10 @@ enum {
     IPCP_HANDLE_REQ = 2,
     IPCP_HANDLE_MEM = 3,
     IPCP_HANDLE_RMEM = 4,
-    IPCP_HANDLE_NTYPES = 5 /* one past the last type */
+    /* A request that completed when it was posted: no object, the handle
+     * alone (its obj a value the API reads, never a pointer). */
+    IPCP_HANDLE_DONE = 5,
+    IPCP_HANDLE_NTYPES = 6 /* one past the last type */
 };
 
 #define IPCP_HANDLE_TYPE_BITS  4
@@ -95,7 +98,7 @@ static inline void *ipcp__handle_get(ipcp__handle_t h, unsigned type)
     return obj;
 }
 
-/* A new handle of this type for obj (type 1..4, obj not NULL). */
+/* A new handle of this type for obj (type 1..5, obj not NULL). */
 ipcp_status_t ipcp__handle_new(unsigned type, void *obj, ipcp__handle_t *h);
 /* The same, for an object that belongs to owner (a communicator's handle
  * value: never 0, never issued twice), which ipcp__handle_reap finds it
@@ -103,6 +106,13 @@ ipcp_status_t ipcp__handle_new(unsigned type, void *obj, ipcp__handle_t *h);
  * finalize: no list to join and leave under a lock on every message. */
 ipcp_status_t ipcp__handle_new_owned(unsigned type, void *obj, uint64_t owner,
                                      ipcp__handle_t *h);
+/* Gives a live handle that no other thread knows yet another object
+ * (obj not NULL): the value a call settles after it made the handle. */
+static inline void ipcp__handle_rebind(ipcp__handle_t h, void *obj)
+{
+    ipcp__hslot_t *s = ipcp__handle_slot(h);
+    atomic_store_explicit(&s->obj, obj, memory_order_release);
+}
 /* Releases every live handle of this type and owner, and calls fn with
  * the object of each handle it released.  One release wins against any
  * other of the same handle (ipcp__handle_free): a handle released by

@@ -183,6 +183,14 @@ static void ipcp__req_reap(void *req, void *arg)
     ipcp__req_disown(req);
 }
 
+/* The same for a request that completed when posted: its handle is all
+ * there is. */
+static void ipcp__done_reap(void *v, void *arg)
+{
+    (void)v;
+    (void)arg;
+}
+
 void ipcp__comm_teardown(ipcp_comm_t *comm)
 {
     ipcp__list_t *e;
@@ -216,6 +224,7 @@ void ipcp__comm_teardown(ipcp_comm_t *comm)
     /* Their handles go stale here even where a transfer outlived the
      * wait above and keeps its request. */
     ipcp__handle_reap(IPCP_HANDLE_REQ, comm->handle, ipcp__req_reap, NULL);
+    ipcp__handle_reap(IPCP_HANDLE_DONE, comm->handle, ipcp__done_reap, NULL);
     ipcp__mem_cleanup(comm);
     if (ipcp__dev(comm))
         ipcp__sync_cleanup(comm);

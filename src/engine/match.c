@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "engine/mbox_ring.h"
 #include "engine/route.h"
 
 static void ipcp__close_fds(int *fds, int nfds)
@@ -282,24 +283,44 @@ static void ipcp__recv_matched(ipcp_comm_t *comm, ipcp__peer_t *peer,
 }
 
 /* The oldest message kept with req's tag (rx_lock held). */
-static ipcp__unexp_t *ipcp__unexp_find(ipcp__peer_t *peer,
-                                       const ipcp_request_t *req)
+/* n_unexp moved by d (rx_lock held: one writer at a time). */
+static void ipcp__unexp_count(ipcp__peer_t *peer, int d)
+{
+    unsigned n = atomic_load_explicit(&peer->n_unexp, memory_order_relaxed);
+    atomic_store_explicit(&peer->n_unexp, n + (unsigned)d,
+                          memory_order_relaxed);
+}
+
+/* Takes u off the list of kept messages (rx_lock held). */
+static void ipcp__unexp_del(ipcp__peer_t *peer, ipcp__unexp_t *u)
+{
+    ipcp__list_del(&u->link);
+    ipcp__unexp_count(peer, -1);
+}
+
+static ipcp__unexp_t *ipcp__unexp_find_tag(ipcp__peer_t *peer, int tag)
 {
     ipcp__list_t *e, *tmp;
     ipcp__list_for_each_safe(e, tmp, &peer->unexp)
     {
         ipcp__unexp_t *u = ipcp__list_entry(e, ipcp__unexp_t, link);
-        if (u->rts.tag == req->tag)
+        if (u->rts.tag == tag)
             return u;
     }
     return NULL;
+}
+
+static ipcp__unexp_t *ipcp__unexp_find(ipcp__peer_t *peer,
+                                       const ipcp_request_t *req)
+{
+    return ipcp__unexp_find_tag(peer, req->tag);
 }
 
 /* rx_lock held. */
 static void ipcp__unexp_match(ipcp_comm_t *comm, ipcp__peer_t *peer,
                               ipcp_request_t *req, ipcp__unexp_t *u)
 {
-    ipcp__list_del(&u->link);
+    ipcp__unexp_del(peer, u);
     ipcp__recv_matched(comm, peer, req, &u->rts, u->eager);
     free(u->eager);
     free(u);
@@ -380,6 +401,7 @@ static ipcp__unexp_t *ipcp__unexp_keep(ipcp__peer_t *peer,
     if (eager && len)
         memcpy(u->eager, eager, len);
     ipcp__list_push_back(&peer->unexp, &u->link);
+    ipcp__unexp_count(peer, 1);
     return u;
 }
 
@@ -431,7 +453,8 @@ int ipcp__match_eager(ipcp_comm_t *comm, ipcp__peer_t *peer,
     ipcp__lock(&peer->rx_lock, IPCP_LOCK_RX);
     ipcp_request_t *r = ipcp__posted_find(peer, e.tag);
     ipcp__unexp_t *u = NULL;
-    if (r && caller && r->attr.type != IPCP_MEM_HOST) {
+    if ((r && caller && r->attr.type != IPCP_MEM_HOST) ||
+        (!r && caller == IPCP_MATCH_POSTED)) {
         ipcp__unlock(&peer->rx_lock, IPCP_LOCK_RX);
         return 0; /* the progress thread copies it to the device */
     }
@@ -456,26 +479,99 @@ int ipcp__match_eager(ipcp_comm_t *comm, ipcp__peer_t *peer,
     return 1;
 }
 
-/* A small host send, written by the caller into the peer's inbox. */
-static int ipcp__send_fast(ipcp_comm_t *comm, ipcp_request_t *req)
+/* A request that completed on the caller's own way: nobody waits on it
+ * yet, so no lock and no wake-up. */
+static void ipcp__done_eager(ipcp_request_t *req, size_t nbytes)
 {
-    ipcp__peer_t *peer = &comm->peers[req->peer];
-    ipcp__msg_eager_t e = {{IPCP_MSG_EAGER, 0}, req->tag, (uint32_t)req->len};
-    if (req->len > comm->eager_max ||
-        sizeof(e) + req->len > ipcp__mbox_msg_max(peer) ||
-        ipcp__force_for(__atomic_load_n(&peer->remote_path, __ATOMIC_ACQUIRE),
-                        IPCP_MEM_HOST, IPCP_MEM_HOST) != IPCP_PATH_AUTO ||
-        ipcp__mbox_send_fast(peer, &e, sizeof(e), req->buf, req->len) !=
-            IPCP_OK)
-        return 0;
-    /* Nobody waits on it yet: no lock, no wake-up. */
     req->path = IPCP_PATH_EAGER;
-    req->nbytes = req->len;
+    req->nbytes = nbytes;
     req->xfer_clean = 1;
     req->status = IPCP_OK;
     atomic_store_explicit(&req->done, 1, memory_order_release);
+}
+
+int ipcp__send_now(ipcp_comm_t *comm, int rank, const void *buf, size_t len,
+                   int tag)
+{
+    ipcp__peer_t *peer = &comm->peers[rank];
+    ipcp__msg_eager_t e = {{IPCP_MSG_EAGER, 0}, tag, (uint32_t)len};
+    if (len > comm->eager_max || sizeof(e) + len > ipcp__mbox_msg_max(peer) ||
+        ipcp__force_for(__atomic_load_n(&peer->remote_path, __ATOMIC_ACQUIRE),
+                        IPCP_MEM_HOST, IPCP_MEM_HOST) != IPCP_PATH_AUTO ||
+        ipcp__mbox_send_fast(peer, &e, sizeof(e), buf, len) != IPCP_OK)
+        return 0;
     ipcp__fault_point(IPCP_FAULT_RTS_POSTED);
     return 1;
+}
+
+/* A small host send, written by the caller into the peer's inbox. */
+static int ipcp__send_fast(ipcp_comm_t *comm, ipcp_request_t *req)
+{
+    if (!ipcp__send_now(comm, req->peer, req->buf, req->len, req->tag))
+        return 0;
+    ipcp__done_eager(req, req->len);
+    return 1;
+}
+
+/* With nothing kept for tag (rx_lock held): the message at the inbox's
+ * head, when it is an eager one for tag that fits, straight into buf
+ * unless a receive posted earlier asks for that tag (it matches first).
+ * A receive posted after its message came costs no request, no posted
+ * list and no second look at the inbox. */
+static int ipcp__recv_head(ipcp__peer_t *peer, int tag, void *buf, size_t cap,
+                           size_t *got)
+{
+    if (ipcp__posted_find(peer, tag) ||
+        !ipcp__mbox_head_eager(peer, tag, buf, cap, got))
+        return 0;
+    ipcp__fault_point(IPCP_FAULT_RTS_MATCHED);
+    return 1;
+}
+
+int ipcp__recv_maybe(ipcp_comm_t *comm, int rank)
+{
+    ipcp__peer_t *peer = &comm->peers[rank];
+    return __atomic_load_n(&peer->in_on, __ATOMIC_ACQUIRE) &&
+           (atomic_load_explicit(&peer->n_unexp, memory_order_relaxed) ||
+            ipcp__mbox_ready(peer));
+}
+
+/* The first kept message for tag, when it is an eager one that fits,
+ * into buf (rx_lock held). */
+static int ipcp__recv_kept(ipcp__peer_t *peer, ipcp__unexp_t *u, void *buf,
+                           size_t cap, size_t *got)
+{
+    if (!(u->rts.hdr.flags & IPCP_RTS_EAGER) || u->rts.len > cap)
+        return 0;
+    ipcp__fault_point(IPCP_FAULT_RTS_MATCHED);
+    if (u->rts.len)
+        memcpy(buf, u->eager, u->rts.len);
+    *got = u->rts.len;
+    ipcp__unexp_del(peer, u);
+    free(u->eager);
+    free(u);
+    return 1;
+}
+
+int ipcp__recv_now(ipcp_comm_t *comm, int rank, void *buf, size_t cap, int tag,
+                   size_t *got)
+{
+    ipcp__peer_t *peer = &comm->peers[rank];
+    int took = 0;
+    if (!ipcp__recv_maybe(comm, rank))
+        return 0;
+    ipcp__lock(&peer->rx_lock, IPCP_LOCK_RX);
+    if (!atomic_load(&peer->pending) && !atomic_load(&peer->gone)) {
+        ipcp__unexp_t *u = ipcp__unexp_find_tag(peer, tag);
+        /* Receives posted before take what came first, as their waits
+         * would: then the next message may be this one's. */
+        if (!u && ipcp__posted_find(peer, tag))
+            ipcp__mbox_drain_posted(comm, peer);
+        took = u ? ipcp__recv_kept(peer, u, buf, cap, got)
+                 : ipcp__recv_head(peer, tag, buf, cap, got);
+    }
+    ipcp__unlock(&peer->rx_lock, IPCP_LOCK_RX);
+    return took;
 }
 
 /* A host receive matched against what came, or posted, by the caller.
@@ -485,12 +581,16 @@ static int ipcp__recv_fast(ipcp_comm_t *comm, ipcp_request_t *req)
 {
     ipcp__peer_t *peer = &comm->peers[req->peer];
     int took = 0;
+    size_t got;
     if (!__atomic_load_n(&peer->in_on, __ATOMIC_ACQUIRE))
         return 0; /* nothing for the caller to read */
     ipcp__lock(&peer->rx_lock, IPCP_LOCK_RX);
     if (!atomic_load(&peer->pending) && !atomic_load(&peer->gone)) {
         ipcp__unexp_t *u = ipcp__unexp_find(peer, req);
-        if (!u) {
+        if (!u && ipcp__recv_head(peer, req->tag, req->buf, req->len, &got)) {
+            ipcp__done_eager(req, got);
+            took = 1;
+        } else if (!u) {
             req->watch = 1;
             ipcp__posted_add(comm, peer, req);
             took = 1;

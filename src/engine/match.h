@@ -22,13 +22,33 @@ void ipcp__match_fail_peer(ipcp_comm_t *comm, ipcp__peer_t *peer,
  * Returns 1 when it took req (a send is complete then), 0 when req must
  * go to the progress thread. */
 int ipcp__match_fast(ipcp_comm_t *comm, ipcp_request_t *req);
+/* An eager send of len host bytes written by the caller into rank's inbox
+ * (the way of ipcp__match_fast for a send, with no request): 1 when it
+ * left, and then it is complete; 0 when it must go the way of requests
+ * (too large for the eager size or the slots, a forced path, commands to
+ * the peer still queued, no room). */
+int ipcp__send_now(ipcp_comm_t *comm, int rank, const void *buf, size_t len,
+                   int tag);
+/* A host receive of up to cap bytes taken at once by the caller (no
+ * request): the first message kept for tag, else the one at the head of
+ * rank's inbox when it has tag and no receive posted earlier asks for
+ * tag, when that message is an eager one that fits.  1 when taken (*got
+ * bytes in buf): complete; 0 when it must go the way of requests. */
+int ipcp__recv_now(ipcp_comm_t *comm, int rank, void *buf, size_t cap, int tag,
+                   size_t *got);
+/* Whether rank has a message kept or a record at its inbox's head (a
+ * look without a lock: ipcp__recv_now may still decline). */
+int ipcp__recv_maybe(ipcp_comm_t *comm, int rank);
 /* Whether a receive with tag is posted for peer's messages: 0 none, 1 one
  * whose caller reads the inbox itself (watch), or rx_lock is taken, 2
  * another. */
 int ipcp__match_posted(ipcp__peer_t *peer, int tag);
 /* An eager message (IPCP_MSG_EAGER): to the first receive posted with its
  * tag, or kept.  caller: a waiting caller reads it, which leaves it (0)
- * when it would need the device or the message is malformed. */
+ * when it would need the device or the message is malformed;
+ * IPCP_MATCH_POSTED: a caller that leaves it also when no receive is
+ * posted for it. */
+#define IPCP_MATCH_POSTED 2
 int ipcp__match_eager(ipcp_comm_t *comm, ipcp__peer_t *peer,
                       const unsigned char *msg, size_t len, int caller);
 

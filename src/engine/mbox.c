@@ -44,9 +44,16 @@ size_t ipcp__mbox_bytes(uint32_t slots)
     return sizeof(ipcp__mbox_ring_t) + slots * sizeof(ipcp__mbox_slot_t);
 }
 
+/* Powers of two (ipcp__mbox_index). */
+#define IPCP_MBOX_SLOTS     2048
+#define IPCP_MBOX_SLOTS_BIG 512
+_Static_assert((IPCP_MBOX_SLOTS & (IPCP_MBOX_SLOTS - 1)) == 0 &&
+                   (IPCP_MBOX_SLOTS_BIG & (IPCP_MBOX_SLOTS_BIG - 1)) == 0,
+               "mailbox rings hold a power of two of slots");
+
 uint32_t ipcp__mbox_slots(int size)
 {
-    return size <= IPCP_MBOX_BIG_JOB ? 2048 : 512;
+    return size <= IPCP_MBOX_BIG_JOB ? IPCP_MBOX_SLOTS : IPCP_MBOX_SLOTS_BIG;
 }
 
 /* An eighth of the ring: several such messages fit at once. */
@@ -251,8 +258,8 @@ static ipcp__mbox_slot_t *ipcp__mbox_reserve(ipcp__peer_t *peer, uint64_t n,
 {
     ipcp__mbox_ring_t *ring = peer->outbox;
     uint64_t slots = peer->mbox_slots, head = peer->out_head, pad = 0;
-    if (head % slots + n > slots)
-        pad = slots - head % slots;
+    if (ipcp__mbox_index(head, slots) + n > slots)
+        pad = slots - ipcp__mbox_index(head, slots);
     if (head + pad + n - peer->out_tail > slots) {
         peer->out_tail = __atomic_load_n(&ring->tail, __ATOMIC_ACQUIRE);
         if (head + pad + n - peer->out_tail > slots)

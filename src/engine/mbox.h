@@ -31,6 +31,17 @@ size_t ipcp__mbox_bytes(uint32_t slots);
  * for it (IPCP_MBOX_LAZY). */
 ipcp_status_t ipcp__mbox_send_fast(ipcp__peer_t *peer, const void *hdr,
                                    size_t hlen, const void *data, size_t len);
+/* The message at the head of the peer's inbox, when it is an EAGER one
+ * with tag of at most cap bytes: copied to buf (*got bytes) and its slots
+ * given back; 1 when it was, 0 when the head holds anything else or
+ * nothing.  rx_lock held. */
+int ipcp__mbox_head_eager(ipcp__peer_t *peer, int tag, void *buf, size_t cap,
+                          size_t *got);
+/* Delivers the EAGER messages at the head of the peer's inbox to the
+ * receives posted for them, as a waiting caller does, up to the first
+ * that none is posted for (or anything else).  rx_lock held.  Returns how
+ * many. */
+int ipcp__mbox_drain_posted(ipcp_comm_t *comm, ipcp__peer_t *peer);
 /* A caller waits for req (a receive it posted, or a send in a process
  * whose callers take turns) reading the peer's inbox itself, up to
  * spin_ns. */

@@ -15,6 +15,84 @@
 /* ---- Callers that read ----------------------------------------------------
  */
 
+/* The keepalive's stamp: a tick late at most, against timeouts of
+ * seconds, where a precise read cost as much as the message.  Only
+ * raised: the thread stamps precise times, and a coarse one below a
+ * PONG's would make its PING look unanswered (ipcp__ka_check). */
+static void ipcp__mbox_heard(ipcp__peer_t *peer)
+{
+    uint64_t now = ipcp__coarse_ns(), was = peer->heard_ns;
+    while (now > was &&
+           !atomic_compare_exchange_weak(&peer->heard_ns, &was, now))
+        ;
+}
+
+int ipcp__mbox_head_eager(ipcp__peer_t *peer, int tag, void *buf, size_t cap,
+                          size_t *got)
+{
+    int bad = 0;
+    uint64_t tail = peer->in_tail;
+    size_t len;
+    uint32_t kind;
+    ipcp__msg_eager_t e;
+    const ipcp__mbox_slot_t *s =
+        ipcp__mbox_peek(peer, &tail, &len, &kind, &bad);
+    if (!s || kind != IPCP_MBOX_DATA || len < sizeof(e))
+        return 0;
+    memcpy(&e, s->data, sizeof(e));
+    /* Anything else, a malformed one included, is read the usual way. */
+    if (e.hdr.type != IPCP_MSG_EAGER || e.tag != tag ||
+        len != sizeof(e) + e.len || e.len > cap)
+        return 0;
+    memcpy(buf, s->data + sizeof(e), e.len);
+    ipcp__mbox_clear_span(peer, tail, ipcp__mbox_span(len));
+    ipcp__mbox_release(peer, tail + ipcp__mbox_span(len));
+    peer->n_rx_fast++;
+    ipcp__mbox_heard(peer);
+    *got = e.len;
+    return 1;
+}
+
+/* Delivers the EAGER messages at the inbox's head that ipcp__match_eager
+ * takes with caller (1, or IPCP_MATCH_POSTED), from the slots, which stay
+ * ours until the tail moves, and gives their slots back at once, with one
+ * ordered write (a seq_cst store each cost a receiver's message).  rx_lock
+ * held.  Returns how many; *more: a record is left at the head (or a
+ * malformed one: *bad). */
+static int ipcp__mbox_deliver(ipcp_comm_t *comm, ipcp__peer_t *peer, int caller,
+                              int *more, int *bad)
+{
+    int n = 0;
+    uint64_t tail = peer->in_tail, taken = tail;
+    ipcp__mbox_slot_t *s;
+    size_t len;
+    uint32_t kind;
+    while ((s = ipcp__mbox_peek(peer, &tail, &len, &kind, bad))) {
+        const ipcp__msg_hdr_t *h = (const void *)s->data;
+        if (kind != IPCP_MBOX_DATA || len < sizeof(*h) ||
+            h->type != IPCP_MSG_EAGER ||
+            !ipcp__match_eager(comm, peer, s->data, len, caller))
+            break;
+        ipcp__mbox_clear_span(peer, tail, ipcp__mbox_span(len));
+        tail += ipcp__mbox_span(len);
+        n++;
+    }
+    if (tail != taken)
+        ipcp__mbox_release(peer, tail);
+    peer->n_rx_fast += (uint64_t)n;
+    *more = s != NULL;
+    return n;
+}
+
+int ipcp__mbox_drain_posted(ipcp_comm_t *comm, ipcp__peer_t *peer)
+{
+    int more, bad = 0;
+    int n = ipcp__mbox_deliver(comm, peer, IPCP_MATCH_POSTED, &more, &bad);
+    if (n)
+        ipcp__mbox_heard(peer);
+    return n;
+}
+
 /* Reads the EAGER messages at the head of the peer's inbox for a waiting
  * caller (rx_lock taken only if free: else the progress thread reads).
  * At anything else it stops, and wakes the progress thread if that sleeps
@@ -23,51 +101,24 @@
 static int ipcp__mbox_read_fast(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                 uint64_t *kicked)
 {
-    int n = 0, bad = 0;
+    int more, bad = 0;
     if (!ipcp__mbox_ready(peer) ||
         ipcp__trylock(&peer->rx_lock, IPCP_LOCK_RX) != 0)
         return 0;
     /* Under the lock: the progress thread may have read on meanwhile. */
+    int n = ipcp__mbox_deliver(comm, peer, 1, &more, &bad);
     uint64_t tail = peer->in_tail;
-    ipcp__mbox_slot_t *s;
-    size_t len;
-    uint32_t kind;
-    uint64_t taken = tail;
-    while ((s = ipcp__mbox_peek(peer, &tail, &len, &kind, &bad))) {
-        const ipcp__msg_hdr_t *h = (const void *)s->data;
-        /* Delivered from the slots, which stay ours until tail moves. */
-        if (kind != IPCP_MBOX_DATA || len < sizeof(*h) ||
-            h->type != IPCP_MSG_EAGER ||
-            !ipcp__match_eager(comm, peer, s->data, len, 1))
-            break;
-        ipcp__mbox_clear_span(peer, tail, ipcp__mbox_span(len));
-        tail += ipcp__mbox_span(len);
-        n++;
-    }
-    /* The slots of the messages delivered go back at once, with one
-     * ordered write (a seq_cst store each cost a receiver's message). */
-    if (tail != taken)
-        ipcp__mbox_release(peer, tail);
-    peer->n_rx_fast += (uint64_t)n;
     /* Raised under rx_lock, which the thread holds when it lowers it and
      * reads: a raise after its read would stay up for a record long gone
      * (and keep the thread reading beside the caller). */
-    int kick = (s || bad) && *kicked != tail + 1;
+    int kick = (more || bad) && *kicked != tail + 1;
     if (kick) {
         *kicked = tail + 1;
         atomic_store(&peer->kick, 1);
     }
     ipcp__unlock(&peer->rx_lock, IPCP_LOCK_RX);
-    /* The keepalive's stamp: a tick late at most, against timeouts of
-     * seconds, where a precise read cost as much as the message.  Only
-     * raised: the thread stamps precise times, and a coarse one below a
-     * PONG's would make its PING look unanswered (ipcp__ka_check). */
-    if (n) {
-        uint64_t now = ipcp__coarse_ns(), was = peer->heard_ns;
-        while (now > was &&
-               !atomic_compare_exchange_weak(&peer->heard_ns, &was, now))
-            ;
-    }
+    if (n)
+        ipcp__mbox_heard(peer);
     /* Left for the progress thread, which may sleep blind (see
      * ipcp__mbox_sleep: it looks at the head after raising blind). */
     /* Not when the caller takes the turn itself next (its wait loop, and
@@ -101,7 +152,7 @@ static int ipcp__mbox_lazy_wants(ipcp__peer_t *peer)
             break;
         uint32_t kind = __atomic_load_n(&s->marker, __ATOMIC_RELAXED);
         uint32_t len = __atomic_load_n(&s->len, __ATOMIC_RELAXED);
-        uint64_t room = slots - at % slots;
+        uint64_t room = slots - ipcp__mbox_index(at, slots);
         if (kind == IPCP_MBOX_SKIP && len && len <= room) {
             at += len;
             continue;

@@ -148,7 +148,10 @@ struct ipcp__peer {
      * for them does an eager message need the progress thread awake
      * (changed under rx_lock, read without it: engine/mbox.c) */
     atomic_int n_posted_thread;
-    ipcp__list_t unexp;    /* RTS not matched yet (ipcp__unexp_t) */
+    ipcp__list_t unexp; /* RTS not matched yet (ipcp__unexp_t) */
+    /* How many (changed under rx_lock, read without it: a hint for
+     * ipcp__recv_maybe) */
+    atomic_uint n_unexp;
     ipcp__list_t gets;     /* our gets waiting for the owner's RTS */
     ipcp__list_t maps;     /* our imports waiting for MAP_REP */
     ipcp__list_t active;   /* transfers in queues (ipcp__xfer_t) */

@@ -36,6 +36,12 @@
  *       the progress thread still takes each RTS behind an eager message,
  *       and the blocking sends end meanwhile
  *
+ *   came  receives posted after their messages came complete when posted
+ *       (a kept message, or the one at the inbox's head: no request), in
+ *       the order sent per tag, beside a receive of another tag, one too
+ *       small (IPCP_ERR_TRUNCATED) and a receive posted before its message
+ *       came, which a later one for the same tag must not overtake
+ *
  *   test_api_fast --case NAME */
 #include <pthread.h>
 #include <string.h>
@@ -373,6 +379,108 @@ static void lazy_rts(ipcp_comm_t *comm)
     T_OK(ipcp_barrier(comm));
 }
 
+#define TAG_A 4
+#define TAG_B 5
+#define TAG_C 6
+
+/* Whether h is a request that completed when posted (IPCP_HANDLE_DONE in
+ * src/common/handle.h: its low 4 bits are 5). */
+static int done_when_posted(const ipcp_request_t *h)
+{
+    return ((uintptr_t)h & 15) == 5;
+}
+
+/* came's last part on rank 0.  A receive posted before its message came
+ * goes first.  Both messages come while this rank makes no call: they
+ * stay at the inbox's head (the progress thread leaves them to callers
+ * for IPCPIPE_SPIN_US, 100 ms here), where the later receive finds them. */
+static void came_posted_first(ipcp_comm_t *comm, uint64_t seed)
+{
+    unsigned char first[8], second[8];
+    ipcp_request_t *r1, *r2;
+    ipcp_xfer_info_t info;
+    memset(first, 0, 8);
+    memset(second, 0, 8);
+    T_OK(ipcp_irecv(comm, first, 8, 1, TAG_A, &r1));
+    T_OK(ipcp_barrier(comm));
+    usleep(20 * 1000);
+    T_OK(ipcp_irecv(comm, second, 8, 1, TAG_A, &r2));
+    T_OK(ipcp_wait(r2, &info));
+    T_OK(ipcp_wait(r1, &info));
+    t_verify(first, 8, seed + 200, "message of the receive posted first");
+    t_verify(second, 8, seed + 201, "message of the receive posted after");
+}
+
+static void came(ipcp_comm_t *comm)
+{
+    static const size_t a_len[] = {8, 0, 32 << 10, 3};
+    enum { NA = sizeof(a_len) / sizeof(a_len[0]) };
+    uint64_t seed = t_shared_seed(comm, TAG_SEED);
+    unsigned char *buf = t_malloc((size_t)NA * STRIDE);
+    unsigned char b[100 + API_GUARD], c[64], first[8], second[8];
+    ipcp_xfer_info_t info;
+    ipcp_request_t *r;
+    if (t_rank == 1) {
+        t_fill(b, 100, seed + 100);
+        T_OK(ipcp_send(comm, b, 8, 0, TAG_A));
+        T_OK(ipcp_send(comm, b, 100, 0, TAG_B));
+        for (int i = 1; i < NA; i++) {
+            t_fill(buf, a_len[i], seed + (uint64_t)i);
+            T_OK(ipcp_send(comm, buf, a_len[i], 0, TAG_A));
+        }
+        t_fill(c, sizeof(c), seed + 300);
+        T_OK(ipcp_send(comm, c, sizeof(c), 0, TAG_C));
+        T_OK(ipcp_barrier(comm)); /* all of them came */
+        T_OK(ipcp_barrier(comm)); /* rank 0 posted its early receive */
+        t_fill(first, 8, seed + 200);
+        t_fill(second, 8, seed + 201);
+        T_OK(ipcp_send(comm, first, 8, 0, TAG_A));
+        T_OK(ipcp_send(comm, second, 8, 0, TAG_A));
+        T_OK(ipcp_barrier(comm)); /* rank 0's receives ended */
+        free(buf);
+        return;
+    }
+    memset(buf, 0xA5, (size_t)NA * STRIDE);
+    T_OK(ipcp_barrier(comm));
+    /* The inbox's head is tag A's: B's receive waits the usual way, and
+     * its wait keeps the messages before its own. */
+    T_OK(ipcp_irecv(comm, b, 100, 1, TAG_B, &r));
+    T_OK(ipcp_wait(r, &info));
+    T_EQ_U64(info.nbytes, 100);
+    t_verify(b, 100, seed + 100, "tag B's message");
+    int ndone = 0;
+    for (int i = 0; i < NA; i++) {
+        unsigned char *d = buf + (size_t)i * STRIDE;
+        size_t want = i ? a_len[i] : 8;
+        info.nbytes = 777;
+        if (i == 2) {
+            T_OK(ipcp_recv(comm, d, MAXSIZE, 1, TAG_A, &info));
+        } else {
+            T_OK(ipcp_irecv(comm, d, MAXSIZE, 1, TAG_A, &r));
+            ndone += done_when_posted(r);
+            T_OK(ipcp_wait(r, &info));
+        }
+        T_EQ_U64(info.nbytes, want);
+        T_EQ_INT(info.path, IPCP_PATH_EAGER);
+        if (i)
+            t_verify(d, want, seed + (uint64_t)i, "tag A's message");
+        else
+            t_verify(d, 8, seed + 100, "tag A's first message");
+        T_CHECK(d[want] == 0xA5);
+    }
+    if (ndone != NA - 1)
+        T_FAIL("%d of %d receives of messages kept completed when posted",
+               ndone, NA - 1);
+    /* 64 bytes came for a 10-byte receive. */
+    T_OK(ipcp_irecv(comm, c, 10, 1, TAG_C, &r));
+    T_CHECK(!done_when_posted(r));
+    T_STATUS(ipcp_wait(r, &info), IPCP_ERR_TRUNCATED);
+    T_MSG_HAS("has 64 bytes but the receive buffer of rank 0 has 10");
+    came_posted_first(comm, seed);
+    T_OK(ipcp_barrier(comm));
+    free(buf);
+}
+
 static int rank_main(int argc, char **argv)
 {
     const char *name = api_opt(argc, argv, "--case", "");
@@ -397,6 +505,8 @@ static int rank_main(int argc, char **argv)
         lazy_full(comm);
     else if (strcmp(name, "lazy.rts") == 0)
         lazy_rts(comm);
+    else if (strcmp(name, "came") == 0)
+        came(comm);
     else
         T_FAIL("unknown --case \"%s\"", name);
     T_OK(ipcp_finalize(comm));

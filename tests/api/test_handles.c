@@ -18,7 +18,14 @@
 
 #include "ipcpipe_cuda.h"
 
-enum { TAG_A = 1, TAG_B = 2, TAG_GO = 3, TAG_DESC = 4, TAG_NEVER = 5 };
+enum {
+    TAG_A = 1,
+    TAG_B = 2,
+    TAG_GO = 3,
+    TAG_DESC = 4,
+    TAG_NEVER = 5,
+    TAG_UNREAD = 6
+};
 enum { RACE_ROUNDS = 2000 };
 
 #define GONE_COMM "already finalized"
@@ -348,6 +355,86 @@ static int mp_wait_for(ipcp_comm_t *comm)
     return 0;
 }
 
+/* An eager host send that the inbox takes at once completes when posted:
+ * its handle is one of its own kind (IPCP_HANDLE_DONE in
+ * src/common/handle.h: the low 4 bits are 5), with no request behind it.
+ * ipcp_wait, ipcp_test and ipcp_wait_for each complete one with its byte
+ * count and the eager path, and refuse it afterwards as any request's;
+ * the receiver gets every message.  A receive posted before each message
+ * makes sure the inbox has room. */
+enum { DONE_MSGS = 48 };
+static int mp_send_done(ipcp_comm_t *comm)
+{
+    uint64_t seed = 0;
+    unsigned char buf[DONE_MSGS][64];
+    if (ipcp_comm_rank(comm) == 0) {
+        ipcp_request_t *r[DONE_MSGS];
+        seed = t_fresh_seed();
+        for (int k = 0; k < DONE_MSGS; k++)
+            T_OK(ipcp_irecv(comm, buf[k], sizeof buf[k], 1, TAG_A, &r[k]));
+        api_ctl_send(comm, 1, TAG_GO, &seed, 8);
+        for (int k = 0; k < DONE_MSGS; k++) {
+            ipcp_xfer_info_t info = {777, IPCP_PATH_AUTO};
+            T_OK(ipcp_wait(r[k], &info));
+            T_EQ_U64(info.nbytes, 1 + (size_t)k);
+            t_verify(buf[k], 1 + (size_t)k, seed + (uint64_t)k, "message");
+        }
+        ipcp_xfer_info_t info = {777, IPCP_PATH_AUTO};
+        T_OK(ipcp_recv(comm, buf[0], sizeof buf[0], 1, TAG_A, &info));
+        T_EQ_U64(info.nbytes, 1);
+        t_verify(buf[0], 1, seed, "last message");
+        return 0;
+    }
+    ipcp_request_t *s[DONE_MSGS];
+    int ndone = 0;
+    api_ctl_recv(comm, 0, TAG_GO, &seed, 8);
+    for (int k = 0; k < DONE_MSGS; k++) {
+        t_fill(buf[k], 1 + (size_t)k, seed + (uint64_t)k);
+        T_OK(ipcp_isend(comm, buf[k], 1 + (size_t)k, 0, TAG_A, &s[k]));
+        ndone += ((uintptr_t)s[k] & 15) == 5;
+    }
+    if (ndone == 0)
+        T_FAIL("none of %d eager sends completed when posted", DONE_MSGS);
+    for (int k = 0; k < DONE_MSGS; k++) {
+        ipcp_xfer_info_t info = {777, IPCP_PATH_AUTO};
+        int done = -7;
+        if (k % 3 == 0) {
+            T_OK(ipcp_wait(s[k], &info));
+        } else if (k % 3 == 1) {
+            T_OK(ipcp_test(s[k], &done, &info));
+            T_EQ_INT(done, 1);
+        } else {
+            T_OK(ipcp_wait_for(s[k], 0, &done, &info));
+            T_EQ_INT(done, 1);
+        }
+        T_EQ_U64(info.nbytes, 1 + (size_t)k);
+        T_EQ_INT(info.path, IPCP_PATH_EAGER);
+        info.nbytes = 777;
+        done = -7;
+        T_ERR(ipcp_wait(s[k], &info), IPCP_ERR_INVALID,
+              "request handle %s is stale: " GONE_REQ, hex(s[k]));
+        T_ERR(ipcp_test(s[k], &done, &info), IPCP_ERR_INVALID,
+              "request handle %s is stale: " GONE_REQ, hex(s[k]));
+        T_ERR(ipcp_wait_for(s[k], 1, &done, &info), IPCP_ERR_INVALID,
+              "request handle %s is stale: " GONE_REQ, hex(s[k]));
+        T_EQ_INT(done, -7);
+        T_EQ_U64(info.nbytes, 777);
+    }
+    /* Its checks come before the handle's: done NULL, a bad timeout. */
+    ipcp_request_t *q = NULL;
+    ipcp_xfer_info_t info = {777, IPCP_PATH_AUTO};
+    int done = -7;
+    T_OK(ipcp_isend(comm, buf[0], 1, 0, TAG_A, &q));
+    T_STATUS(ipcp_test(q, NULL, &info), IPCP_ERR_INVALID);
+    T_MSG_HAS("done is NULL");
+    T_STATUS(ipcp_wait_for(q, -1, &done, &info), IPCP_ERR_INVALID);
+    T_MSG_HAS("timeout_s is -1");
+    T_EQ_INT(done, -7);
+    T_OK(ipcp_wait(q, &info));
+    T_EQ_U64(info.nbytes, 1);
+    return 0;
+}
+
 /* A stale request handle whose memory and slot a newer request took: the
  * calls on it are refused and the newer request completes with its own
  * data.  The newer message is sent only after those calls, so that a
@@ -493,12 +580,20 @@ static int mp_after_finalize(ipcp_comm_t *comm)
     T_OK(ipcp_mem_register(comm, mine, sizeof mine, &mem));
     /* Never matched: finalize frees it. */
     T_OK(ipcp_irecv(comm, mine, sizeof mine, 1 - rank, TAG_NEVER, &req));
+    /* Never received, never waited for: complete when posted (mp_send_done),
+     * its handle made stale by finalize all the same. */
+    ipcp_request_t *sent = NULL;
+    T_OK(ipcp_isend(comm, "unread!", 8, 1 - rank, TAG_UNREAD, &sent));
     T_OK(ipcp_barrier(comm));
     api_finalize(comm);
     T_ERR(ipcp_wait(req, &info), IPCP_ERR_INVALID,
           "request handle %s is stale: " GONE_REQ, hex(req));
     T_ERR(ipcp_test(req, &done, &info), IPCP_ERR_INVALID,
           "request handle %s is stale: " GONE_REQ, hex(req));
+    T_ERR(ipcp_wait(sent, &info), IPCP_ERR_INVALID,
+          "request handle %s is stale: " GONE_REQ, hex(sent));
+    T_ERR(ipcp_wait_for(sent, 1, &done, &info), IPCP_ERR_INVALID,
+          "request handle %s is stale: " GONE_REQ, hex(sent));
     T_EQ_INT(done, -7);
     T_EQ_U64(info.nbytes, 777);
     T_ERR(ipcp_mem_deregister(mem), IPCP_ERR_INVALID,
@@ -595,10 +690,13 @@ static int rank_main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*fn)(ipcp_comm_t *comm);
-    } cases[] = {
-        {"req_twice", mp_req_twice},           {"wait_for", mp_wait_for},
-        {"req_reuse", mp_req_reuse},           {"rmem_twice", mp_rmem_twice},
-        {"after_finalize", mp_after_finalize}, {"wrong_type", mp_wrong_type}};
+    } cases[] = {{"req_twice", mp_req_twice},
+                 {"wait_for", mp_wait_for},
+                 {"req_reuse", mp_req_reuse},
+                 {"rmem_twice", mp_rmem_twice},
+                 {"after_finalize", mp_after_finalize},
+                 {"wrong_type", mp_wrong_type},
+                 {"send_done", mp_send_done}};
     const char *name = api_opt(argc, argv, "--case", "");
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         if (strcmp(name, cases[k].name) != 0)
