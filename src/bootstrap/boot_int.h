@@ -41,9 +41,11 @@ typedef struct boot_hello {
     uint32_t rank;
     int32_t pid;
     uint64_t probe_addr;
+    uint64_t node_hash;            /* params->node_hash */
+    char node[IPCP_BOOT_NODE_MAX]; /* params->node */
     char job[IPCP_JOB_MAX];
 } boot_hello_t;
-_Static_assert(sizeof(boot_hello_t) == 32 + IPCP_JOB_MAX,
+_Static_assert(sizeof(boot_hello_t) == 40 + IPCP_BOOT_NODE_MAX + IPCP_JOB_MAX,
                "the hello's layout is part of the protocol: no padding");
 
 /* Barrier token. */

@@ -161,6 +161,8 @@ static int boot_hello_check(const boot_ctx_t *ctx, const void *buf, ssize_t n,
                         boot->job);
     if (strcmp(h->job, boot->job) != 0)
         return boot_why(why, wlen, "job '%s', ours is '%s'", h->job, boot->job);
+    if (memchr(h->node, '\0', sizeof(h->node)) == NULL)
+        return boot_why(why, wlen, "a node name without its end");
     if (h->size != (uint32_t)boot->size)
         return boot_why(why, wlen, "job size %" PRIu32 ", ours is %d", h->size,
                         boot->size);
@@ -191,6 +193,8 @@ static void boot_hello_fill(boot_hello_t *h, const ipcp__boot_t *boot,
     h->rank = (uint32_t)boot->rank;
     h->pid = (int32_t)getpid();
     h->probe_addr = probe_addr;
+    h->node_hash = boot->node_hash;
+    memcpy(h->node, boot->node, sizeof(h->node));
     memcpy(h->job, boot->job, sizeof(h->job));
 }
 
@@ -216,12 +220,14 @@ int ipcp__boot_hello_check(const ipcp__boot_t *boot, const void *buf, size_t n,
 }
 
 static void boot_peer_set(boot_ctx_t *ctx, int rank, int fd, pid_t pid,
-                          uint64_t probe_addr)
+                          const boot_hello_t *h)
 {
     ipcp__boot_peer_t *p = &ctx->boot->peers[rank];
     p->fd = fd;
     p->pid = pid;
-    p->probe_addr = probe_addr;
+    p->probe_addr = h->probe_addr;
+    p->node_hash = h->node_hash;
+    memcpy(p->node, h->node, sizeof(p->node));
     ctx->missing--;
     IPCP_DEBUG(IPCP_SUB_BOOT, "connected to rank %d (pid %d), %d to go", rank,
                (int)pid, ctx->missing);
@@ -311,7 +317,7 @@ static void boot_on_answer(boot_ctx_t *ctx, int j)
                     j, (int)ctx->out_pid[j], why);
         return;
     }
-    boot_peer_set(ctx, j, fd, ctx->out_pid[j], h.probe_addr);
+    boot_peer_set(ctx, j, fd, ctx->out_pid[j], &h);
 }
 
 /* A free pending slot, else the one whose connection has been silent
@@ -414,7 +420,7 @@ static void boot_on_hello(boot_ctx_t *ctx, boot_pending_t *pc)
                     h.rank, (int)pc->pid, strerror(errno));
         return;
     }
-    boot_peer_set(ctx, (int)h.rank, fd, pc->pid, h.probe_addr);
+    boot_peer_set(ctx, (int)h.rank, fd, pc->pid, &h);
 }
 
 static ipcp_status_t boot_timeout_error(const boot_ctx_t *ctx)
@@ -544,6 +550,27 @@ static void boot_ctx_cleanup(boot_ctx_t *ctx)
     free(ctx->pfds);
 }
 
+/* Once every rank met: all of them count as on one node (IPCPIPE_NODE),
+ * or each fails, naming the lowest rank that differs from it.  Every
+ * rank has the hellos of all the others, so they all decide alike, and
+ * none waits for one that failed. */
+static ipcp_status_t boot_one_node(const ipcp__boot_t *boot)
+{
+    for (int r = 0; r < boot->size; r++) {
+        const ipcp__boot_peer_t *p = &boot->peers[r];
+        if (p->node_hash == boot->node_hash)
+            continue;
+        return ipcp__fail(
+            IPCP_LOG_ERROR, IPCP_SUB_BOOT, IPCP_ERR_UNSUPPORTED,
+            "rank %d counts as on node '%s' and rank %d as on '%s' "
+            "(IPCPIPE_NODE): ipcp_init joins the ranks of one node; start "
+            "from an MPI communicator instead (ipcp_init_mpi, "
+            "libipcpipe_mpi), or give each node's ranks a job of their own",
+            boot->rank, boot->node, r, p->node);
+    }
+    return IPCP_OK;
+}
+
 static ipcp_status_t boot_rendezvous(boot_ctx_t *ctx)
 {
     const ipcp__boot_t *boot = ctx->boot;
@@ -574,7 +601,7 @@ static ipcp_status_t boot_rendezvous(boot_ctx_t *ctx)
     if (st == IPCP_OK)
         IPCP_DEBUG(IPCP_SUB_BOOT, "rank %d met %d peers in %.3f s (%s)",
                    boot->rank, boot->size - 1, ipcp__now_s() - t0, boot->path);
-    return st;
+    return st == IPCP_OK ? boot_one_node(boot) : st;
 }
 
 static ipcp_status_t boot_check_params(const ipcp__boot_params_t *p)
@@ -664,6 +691,10 @@ ipcp_status_t ipcp__boot_connect(const ipcp__boot_params_t *params,
         boot->peers[r].fd = -1;
     boot->peers[boot->rank].pid = getpid();
     boot->peers[boot->rank].probe_addr = params->probe_addr;
+    boot->node_hash = params->node_hash;
+    memcpy(boot->node, params->node, sizeof(boot->node));
+    boot->peers[boot->rank].node_hash = params->node_hash;
+    memcpy(boot->peers[boot->rank].node, params->node, sizeof(boot->node));
 
     memset(&ctx, 0, sizeof(ctx));
     ctx.params = params;

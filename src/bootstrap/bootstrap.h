@@ -18,6 +18,9 @@
  * carries a channel's and those of an export of 64 pieces). */
 #define IPCP_SOCK_MAX_FDS 72
 
+/* Bytes of a node's name a hello carries (IPCPIPE_NODE's start). */
+#define IPCP_BOOT_NODE_MAX 48
+
 typedef struct ipcp__boot_params {
     int rank;               /* 0 <= rank < size */
     int size;               /* >= 1 */
@@ -31,6 +34,12 @@ typedef struct ipcp__boot_params {
     uint32_t proto;         /* the caller's protocol (the engine's
                                ipcp__proto): a peer with another is
                                refused at its hello */
+    /* The node this rank counts as on (IPCPIPE_NODE, "" unset): a hash of
+     * the whole value, and its start for messages.  Ranks that met with
+     * another value fail together once all have met (ipcp_init joins the
+     * ranks of one node). */
+    uint64_t node_hash;
+    char node[IPCP_BOOT_NODE_MAX];
 } ipcp__boot_params_t;
 
 /* Where rank/size/job came from, for the log and ipcpipe-info. */
@@ -59,6 +68,8 @@ typedef struct ipcp__boot_peer {
                             blocking; -1 for self */
     pid_t pid;           /* checked against SO_PEERCRED */
     uint64_t probe_addr; /* the peer's probe word, from its hello */
+    uint64_t node_hash;  /* its node (params->node_hash), from its hello */
+    char node[IPCP_BOOT_NODE_MAX];
 } ipcp__boot_peer_t;
 
 typedef struct ipcp__boot {
@@ -66,7 +77,9 @@ typedef struct ipcp__boot {
     int size;
     char job[IPCP_JOB_MAX];
     double timeout_s;
-    uint32_t proto;               /* params->proto */
+    uint32_t proto;     /* params->proto */
+    uint64_t node_hash; /* params->node_hash */
+    char node[IPCP_BOOT_NODE_MAX];
     char path[IPCP_DIR_MAX + 64]; /* the job's rendezvous directory */
     ipcp__boot_peer_t *peers;     /* [size] */
 } ipcp__boot_t;

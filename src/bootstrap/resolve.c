@@ -257,6 +257,9 @@ ipcp_status_t ipcp__boot_resolve(const ipcp__config_t *cfg, int rank, int size,
                           p.timeout_s);
     if (cfg != NULL)
         snprintf(p.dir, sizeof(p.dir), "%s", cfg->dir);
+    const char *node = cfg ? cfg->node : "";
+    p.node_hash = ipcp__fnv1a(node, strlen(node), IPCP_FNV_SEED);
+    snprintf(p.node, sizeof(p.node), "%s", node);
 
     IPCP_DEBUG(IPCP_SUB_BOOT,
                "rank %d (from %s) of %d (from %s), job '%s' (from %s)%s%s",

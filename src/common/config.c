@@ -60,10 +60,12 @@ static const ipcp__setting_t ipcp__settings[] = {
      "(else from the launcher, else the parent pid)",
      IPCP_OFF(job), 0, 0, 0, NULL},
     {"IPCPIPE_NODE", IPCP_SET_STR, "",
-     "the node this rank counts as on, for ipcp_init_mpi: ranks with "
+     "the node this rank counts as on: under ipcp_init_mpi ranks with "
      "different values are on different nodes and reach each other "
-     "through MPI (so one machine can run a job of several nodes); unset: "
-     "MPI's split of the ranks that share memory",
+     "through MPI (so one machine can run a job of several nodes; unset: "
+     "MPI's split of the ranks that share memory); ipcp_init, which joins "
+     "the ranks of one node, fails on every rank once they met when their "
+     "values differ (unset counts as empty)",
      IPCP_OFF(node), 0, 0, 0, NULL},
     {"IPCPIPE_REMOTE_CHUNK", IPCP_SET_SIZE, "4M",
      "piece size of transfers with ranks on other nodes (ipcp_init_mpi): "

@@ -19,8 +19,9 @@
  * reads host memory with process_vm_readv), 10: the CTS names
  * the receiver's route, 11: an export may come with several descriptors
  * (device memory mapped piece by piece), 12: the bounce path, 13: its
- * ring's slot size in the CTS, RTS_NO_BOUNCE. */
-#define IPCP_PROTO_VERSION 13
+ * ring's slot size in the CTS, RTS_NO_BOUNCE, 14: the hello carries the
+ * node (IPCPIPE_NODE). */
+#define IPCP_PROTO_VERSION 14
 
 /* Most descriptors one message carries: a CTS's channel and its target's
  * export. */

@@ -32,6 +32,8 @@ typedef struct t_hello {
     uint32_t rank;
     int32_t pid;
     uint64_t probe_addr;
+    uint64_t node_hash;
+    char node[IPCP_BOOT_NODE_MAX];
     char job[IPCP_JOB_MAX];
 } t_hello_t;
 
@@ -313,7 +315,7 @@ static int rank_hello_refused(void)
         t_fmt(path, sizeof(path), "%s/ipcpipe-%u/%s/r0.sock", p.dir,
               (unsigned)getuid(), p.job);
         const t_hello_t good = {
-            IPCP_BOOT_MAGIC, T_BOOT_PROTO, 2, 1, getpid(), 8, {0}};
+            IPCP_BOOT_MAGIC, T_BOOT_PROTO, 2, 1, getpid(), 8, 0, {0}, {0}};
         for (int v = 0; v < 10; v++) {
             t_hello_t h = good;
             char raw[sizeof(h) + 8] = {0};
@@ -376,7 +378,7 @@ static void fake_rank0(const ipcp__boot_params_t *p)
     job_dir(dir, sizeof(dir), p->dir, p->job);
     t_fmt(path, sizeof(path), "%s/r0.sock", dir);
     int lfd = raw_listen(path);
-    for (int v = 0; v < 4; v++) {
+    for (int v = 0; v < 5; v++) {
         struct pollfd pf = {.fd = lfd, .events = POLLIN};
         if (poll(&pf, 1, 10000) != 1)
             T_FAIL("rank 1 did not connect (attempt %d)", v);
@@ -394,6 +396,8 @@ static void fake_rank0(const ipcp__boot_params_t *p)
         T_EQ_INT(h.pid, cr.pid);
         T_CHECK(h.probe_addr != 0);
         T_EQ_STR(h.job, p->job);
+        T_EQ_STR(h.node, p->node);
+        T_EQ_U64(h.node_hash, p->node_hash);
         /* Answer as rank 0 but wrong in one field. */
         h.rank = 0;
         h.pid = getpid();
@@ -409,6 +413,9 @@ static void fake_rank0(const ipcp__boot_params_t *p)
             break;
         case 3:
             h.pid = getppid();
+            break;
+        case 4:
+            memset(h.node, 'x', sizeof(h.node));
             break;
         }
         T_EQ_INT(send(fd, &h, sizeof(h), MSG_NOSIGNAL), sizeof(h));
@@ -461,6 +468,40 @@ static int rank_peer_death(void)
     T_MSG_HAS("rank 1");
     ipcp__boot_destroy(boot);
     return 0;
+}
+
+/* IPCPIPE_NODE: even ranks on node a, odd ones on node b.  Every rank
+ * fails, well before the timeout (20 s), naming the lowest rank on the
+ * other node, and leaves no file behind (after_clean). */
+static int rank_nodes_differ(void)
+{
+    ipcp__boot_params_t p;
+    ipcp__boot_t *boot = NULL;
+    const char *rank = getenv("IPCPIPE_RANK");
+    int r = rank ? atoi(rank) : -1;
+    setenv("IPCPIPE_NODE", r % 2 ? "b" : "a", 1);
+    rank_params(&p);
+    T_EQ_INT(p.rank, r);
+    double t0 = ipcp__now_s();
+    T_STATUS(ipcp__boot_connect(&p, &boot), IPCP_ERR_UNSUPPORTED);
+    T_CHECK(ipcp__now_s() - t0 < 5.0);
+    T_CHECK(boot == NULL);
+    char want[160];
+    t_fmt(want, sizeof(want),
+          "rank %d counts as on node '%s' and rank %d as on '%s' "
+          "(IPCPIPE_NODE): ipcp_init joins the ranks of one node",
+          r, r % 2 ? "b" : "a", r % 2 ? 0 : 1, r % 2 ? "a" : "b");
+    T_MSG_HAS(want);
+    T_MSG_HAS("ipcp_init_mpi");
+    return 0;
+}
+
+/* The same value everywhere: one node, as with none. */
+static int rank_nodes_same(void)
+{
+    setenv("IPCPIPE_NODE", "one-node-name-longer-than-a-hello-carries-of-it",
+           1);
+    return rank_connect();
 }
 
 /* Rank 1 first fills rank 0's rendezvous with connections that never say
@@ -612,6 +653,8 @@ static const t_case_t cases[] = {
     {"answer_refused", 2, rank_answer_refused, setup_answer, after_clean, NULL},
     {"peer_death", 2, rank_peer_death, setup_base, after_clean, NULL},
     {"silent_flood", 2, rank_silent_flood, setup_base, after_clean, NULL},
+    {"nodes_differ", 4, rank_nodes_differ, setup_base, after_clean, NULL},
+    {"nodes_same", 3, rank_nodes_same, setup_base, after_clean, NULL},
     {"size_1", 0, NULL, NULL, NULL, solo_size1},
     {"missing_rank", 0, NULL, NULL, NULL, solo_missing_rank},
     {"foreign_owner", 0, NULL, NULL, NULL, solo_foreign_owner},
