@@ -468,9 +468,13 @@ static void came(ipcp_comm_t *comm)
             t_verify(d, 8, seed + 100, "tag A's first message");
         T_CHECK(d[want] == 0xA5);
     }
-    if (ndone != NA - 1)
-        T_FAIL("%d of %d receives of messages kept completed when posted",
-               ndone, NA - 1);
+    /* Without the mailbox (IPCPIPE_MAILBOX=off) none does. */
+    const char *mbox = getenv("IPCPIPE_MAILBOX");
+    int want = mbox && strcmp(mbox, "off") == 0 ? 0 : NA - 1;
+    if (ndone != want)
+        T_FAIL("%d of %d receives of messages kept completed when posted "
+               "(expected %d)",
+               ndone, NA - 1, want);
     /* 64 bytes came for a 10-byte receive. */
     T_OK(ipcp_irecv(comm, c, 10, 1, TAG_C, &r));
     T_CHECK(!done_when_posted(r));

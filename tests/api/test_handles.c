@@ -393,8 +393,17 @@ static int mp_send_done(ipcp_comm_t *comm)
         T_OK(ipcp_isend(comm, buf[k], 1 + (size_t)k, 0, TAG_A, &s[k]));
         ndone += ((uintptr_t)s[k] & 15) == 5;
     }
-    if (ndone == 0)
+    /* Without the mailbox (IPCPIPE_MAILBOX=off: one of CI's passes) every
+     * send goes the way of requests. */
+    const char *mbox = getenv("IPCPIPE_MAILBOX");
+    if (mbox && strcmp(mbox, "off") == 0) {
+        if (ndone != 0)
+            T_FAIL("%d eager sends completed when posted without the "
+                   "mailbox",
+                   ndone);
+    } else if (ndone == 0) {
         T_FAIL("none of %d eager sends completed when posted", DONE_MSGS);
+    }
     for (int k = 0; k < DONE_MSGS; k++) {
         ipcp_xfer_info_t info = {777, IPCP_PATH_AUTO};
         int done = -7;
