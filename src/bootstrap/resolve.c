@@ -259,7 +259,8 @@ ipcp_status_t ipcp__boot_resolve(const ipcp__config_t *cfg, int rank, int size,
         snprintf(p.dir, sizeof(p.dir), "%s", cfg->dir);
     const char *node = cfg ? cfg->node : "";
     p.node_hash = ipcp__fnv1a(node, strlen(node), IPCP_FNV_SEED);
-    snprintf(p.node, sizeof(p.node), "%s", node);
+    /* Its start: the hash tells nodes apart (p is zeroed). */
+    memcpy(p.node, node, strnlen(node, sizeof(p.node) - 1));
 
     IPCP_DEBUG(IPCP_SUB_BOOT,
                "rank %d (from %s) of %d (from %s), job '%s' (from %s)%s%s",
