@@ -277,10 +277,18 @@ static ipcp_status_t boot_try_connect(boot_ctx_t *ctx, int j, double now)
     /* Peer sockets are handed out blocking; only this bootstrap polls. */
     if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 ||
         boot_send_hello(ctx, fd) != 0) {
+        /* A peer that closed meanwhile (it gave up, or is going): the
+         * reason it gave before, a refused hello, says more and stays
+         * the one the timeout names. */
+        int err = errno;
+        char before[sizeof(ctx->last_refusal)];
+        memcpy(before, ctx->last_refusal, sizeof(before));
         boot_refuse(ctx, fd, IPCP_LOG_INFO,
                     "sending our hello to rank %d: "
                     "%s",
-                    j, strerror(errno));
+                    j, strerror(err));
+        if (before[0] && (err == EPIPE || err == ECONNRESET))
+            memcpy(ctx->last_refusal, before, sizeof(before));
         return IPCP_OK;
     }
     ctx->out_fd[j] = fd;
