@@ -46,7 +46,9 @@ ipcp_status_t ipcp__post_onesided(ipcp_comm_t *comm, int type, void *buf,
                                   size_t len, ipcp_rmem_t *rm, size_t offset,
                                   ipcp_request_t **out);
 
-/* A two-sided request handed to the engine (peer: its number here). */
+/* A two-sided transfer (peer: its number here): complete when posted
+ * where the mailbox takes it at once, else a request handed to the
+ * engine. */
 ipcp_status_t ipcp__post(ipcp_comm_t *comm, int type, void *buf, size_t len,
                          int peer, int tag, ipcp_request_t **out);
 

@@ -237,13 +237,6 @@ ipcp_request_t *ipcp__twosided_req(ipcp_comm_t *comm, int type, void *buf,
     return req;
 }
 
-ipcp_status_t ipcp__post(ipcp_comm_t *comm, int type, void *buf, size_t len,
-                         int peer, int tag, ipcp_request_t **out)
-{
-    ipcp_request_t *req = ipcp__twosided_req(comm, type, buf, len, peer, tag);
-    return req ? ipcp__submit(comm, req, out) : IPCP_ERR_NOMEM;
-}
-
 /* A new one-sided request (not yet checked against the buffer's memory). */
 ipcp_request_t *ipcp__onesided_req(ipcp_comm_t *comm, int type, void *buf,
                                    size_t len, ipcp_rmem_t *rm, size_t offset)
@@ -276,13 +269,14 @@ ipcp_status_t ipcp__post_onesided(ipcp_comm_t *comm, int type, void *buf,
  * requests'.  The sender of the 8 B window ran ~1,000 instructions a
  * message with a request (callgrind). */
 
-/* Whether a send of len bytes of this memory may complete when posted.
- * A traced send keeps its request: the trace records requests. */
-static int ipcp__eager_now(const ipcp_comm_t *comm,
-                           const ipcp__mem_attr_t *attr, size_t len)
+/* Whether a transfer of len bytes of this memory may complete when
+ * posted: host memory, and for a send an eager size.  A traced one keeps
+ * its request: the trace records requests. */
+static int ipcp__now_ok(const ipcp_comm_t *comm, int type,
+                        const ipcp__mem_attr_t *attr, size_t len)
 {
-    return attr->type == IPCP_MEM_HOST && len <= comm->eager_max &&
-           !comm->trace_on;
+    return attr->type == IPCP_MEM_HOST && !comm->trace_on &&
+           (type == IPCP_REQ_RECV || len <= comm->eager_max);
 }
 
 static void ipcp__eager_info(ipcp_xfer_info_t *info, size_t len)
@@ -293,38 +287,23 @@ static void ipcp__eager_info(ipcp_xfer_info_t *info, size_t len)
     }
 }
 
-/* Sends buf at once when the inbox takes it: *out is then a completed
- * request's handle.  IPCP_IN_PROGRESS: it must go the way of requests. */
-static ipcp_status_t ipcp__isend_now(ipcp_comm_t *comm, const void *buf,
-                                     size_t len, int peer, int tag,
-                                     ipcp_request_t **out)
+/* A send the inbox takes, or a receive whose message came already, done
+ * at once: *out is then a completed request's handle.  IPCP_IN_PROGRESS:
+ * it must go the way of requests. */
+static ipcp_status_t ipcp__post_now(ipcp_comm_t *comm, int type, void *buf,
+                                    size_t len, int peer, int tag,
+                                    ipcp_request_t **out)
 {
     ipcp__handle_t h;
-    /* The handle first: once the message left, nothing may fail. */
+    size_t got = len;
+    if (type == IPCP_REQ_RECV && !ipcp__recv_maybe(comm, peer))
+        return IPCP_IN_PROGRESS;
+    /* The handle first: once the message moved, nothing may fail. */
     IPCP_CHECK(ipcp__handle_new_owned(
         IPCP_HANDLE_DONE, (void *)(uintptr_t)(len + 1), comm->handle, &h));
-    if (!ipcp__send_now(comm, peer, buf, len, tag)) {
-        ipcp__handle_release(h);
-        return IPCP_IN_PROGRESS;
-    }
-    *out = ipcp__hptr(h);
-    return IPCP_OK;
-}
-
-/* Receives into buf at once when the message came already: *out is then a
- * completed request's handle.  IPCP_IN_PROGRESS: it must go the way of
- * requests. */
-static ipcp_status_t ipcp__irecv_now(ipcp_comm_t *comm, void *buf, size_t len,
-                                     int peer, int tag, ipcp_request_t **out)
-{
-    ipcp__handle_t h;
-    size_t got;
-    if (!ipcp__recv_maybe(comm, peer))
-        return IPCP_IN_PROGRESS;
-    /* The handle first: once the message is taken, nothing may fail. */
-    IPCP_CHECK(ipcp__handle_new_owned(
-        IPCP_HANDLE_DONE, (void *)(uintptr_t)(len + 1), comm->handle, &h));
-    if (!ipcp__recv_now(comm, peer, buf, len, tag, &got)) {
+    if (type == IPCP_REQ_SEND
+            ? !ipcp__send_now(comm, peer, buf, len, tag)
+            : !ipcp__recv_now(comm, peer, buf, len, tag, &got)) {
         ipcp__handle_release(h);
         return IPCP_IN_PROGRESS;
     }
@@ -352,6 +331,23 @@ static int ipcp__is_done(const ipcp_request_t *req_h)
     return ipcp__handle_type((uintptr_t)req_h) == IPCP_HANDLE_DONE;
 }
 
+ipcp_status_t ipcp__post(ipcp_comm_t *comm, int type, void *buf, size_t len,
+                         int peer, int tag, ipcp_request_t **out)
+{
+    ipcp__mem_attr_t attr;
+    ipcp__attr_of(comm, buf, len, &attr);
+    if (ipcp__now_ok(comm, type, &attr, len)) {
+        ipcp_status_t st = ipcp__post_now(comm, type, buf, len, peer, tag, out);
+        if (st != IPCP_IN_PROGRESS)
+            return st;
+    }
+    ipcp_request_t *req = ipcp__twosided_req(comm, type, buf, len, peer, tag);
+    if (!req)
+        return IPCP_ERR_NOMEM;
+    req->attr = attr;
+    return ipcp__submit_classified(comm, req, out);
+}
+
 ipcp_status_t ipcp_isend(ipcp_comm_t *comm_h, const void *buf, size_t len,
                          int peer, int tag, ipcp_request_t **req)
 {
@@ -361,19 +357,7 @@ ipcp_status_t ipcp_isend(ipcp_comm_t *comm_h, const void *buf, size_t len,
     if (ipcp__remote_route(comm, &peer))
         return ipcp__remote_post(comm, IPCP_REQ_SEND, (void *)buf, len, peer,
                                  tag, req);
-    ipcp_request_t *heap;
-    ipcp__mem_attr_t attr;
-    ipcp__attr_of(comm, buf, len, &attr);
-    if (ipcp__eager_now(comm, &attr, len)) {
-        ipcp_status_t st = ipcp__isend_now(comm, buf, len, peer, tag, req);
-        if (st != IPCP_IN_PROGRESS)
-            return st;
-    }
-    heap = ipcp__twosided_req(comm, IPCP_REQ_SEND, (void *)buf, len, peer, tag);
-    if (!heap)
-        return IPCP_ERR_NOMEM;
-    heap->attr = attr;
-    return ipcp__submit_classified(comm, heap, req);
+    return ipcp__post(comm, IPCP_REQ_SEND, (void *)buf, len, peer, tag, req);
 }
 
 ipcp_status_t ipcp_irecv(ipcp_comm_t *comm_h, void *buf, size_t len, int peer,
@@ -384,19 +368,7 @@ ipcp_status_t ipcp_irecv(ipcp_comm_t *comm_h, void *buf, size_t len, int peer,
     IPCP_CHECK(ipcp__check_xfer(comm, buf, len, peer, tag, req));
     if (ipcp__remote_route(comm, &peer))
         return ipcp__remote_post(comm, IPCP_REQ_RECV, buf, len, peer, tag, req);
-    ipcp_request_t *heap;
-    ipcp__mem_attr_t attr;
-    ipcp__attr_of(comm, buf, len, &attr);
-    if (attr.type == IPCP_MEM_HOST && !comm->trace_on) {
-        ipcp_status_t st = ipcp__irecv_now(comm, buf, len, peer, tag, req);
-        if (st != IPCP_IN_PROGRESS)
-            return st;
-    }
-    heap = ipcp__twosided_req(comm, IPCP_REQ_RECV, buf, len, peer, tag);
-    if (!heap)
-        return IPCP_ERR_NOMEM;
-    heap->attr = attr;
-    return ipcp__submit_classified(comm, heap, req);
+    return ipcp__post(comm, IPCP_REQ_RECV, buf, len, peer, tag, req);
 }
 
 /* A blocking send or receive.  An eager send the inbox takes is complete
@@ -416,7 +388,7 @@ static ipcp_status_t ipcp__blocking(ipcp_comm_t *comm_h, int type, void *buf,
         return ipcp__remote_blocking(comm, type, buf, len, peer, tag, info);
     ipcp__mem_attr_t attr;
     ipcp__attr_of(comm, buf, len, &attr);
-    if (type == IPCP_REQ_SEND && ipcp__eager_now(comm, &attr, len) &&
+    if (type == IPCP_REQ_SEND && ipcp__now_ok(comm, type, &attr, len) &&
         ipcp__send_now(comm, peer, buf, len, tag)) {
         ipcp__eager_info(info, len);
         return IPCP_OK;

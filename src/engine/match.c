@@ -298,7 +298,7 @@ static void ipcp__unexp_del(ipcp__peer_t *peer, ipcp__unexp_t *u)
     ipcp__unexp_count(peer, -1);
 }
 
-static ipcp__unexp_t *ipcp__unexp_find_tag(ipcp__peer_t *peer, int tag)
+static ipcp__unexp_t *ipcp__unexp_find(ipcp__peer_t *peer, int tag)
 {
     ipcp__list_t *e, *tmp;
     ipcp__list_for_each_safe(e, tmp, &peer->unexp)
@@ -308,12 +308,6 @@ static ipcp__unexp_t *ipcp__unexp_find_tag(ipcp__peer_t *peer, int tag)
             return u;
     }
     return NULL;
-}
-
-static ipcp__unexp_t *ipcp__unexp_find(ipcp__peer_t *peer,
-                                       const ipcp_request_t *req)
-{
-    return ipcp__unexp_find_tag(peer, req->tag);
 }
 
 /* rx_lock held. */
@@ -362,7 +356,7 @@ static void ipcp__recv_post(ipcp_comm_t *comm, ipcp__peer_t *peer,
                             ipcp_request_t *req)
 {
     ipcp__lock(&peer->rx_lock, IPCP_LOCK_RX);
-    ipcp__unexp_t *u = ipcp__unexp_find(peer, req);
+    ipcp__unexp_t *u = ipcp__unexp_find(peer, req->tag);
     if (u) {
         ipcp__unexp_match(comm, peer, req, u);
     } else if (ipcp__peer_closed(peer) || peer->bye) {
@@ -558,11 +552,11 @@ int ipcp__recv_now(ipcp_comm_t *comm, int rank, void *buf, size_t cap, int tag,
 {
     ipcp__peer_t *peer = &comm->peers[rank];
     int took = 0;
-    if (!ipcp__recv_maybe(comm, rank))
+    if (!__atomic_load_n(&peer->in_on, __ATOMIC_ACQUIRE))
         return 0;
     ipcp__lock(&peer->rx_lock, IPCP_LOCK_RX);
     if (!atomic_load(&peer->pending) && !atomic_load(&peer->gone)) {
-        ipcp__unexp_t *u = ipcp__unexp_find_tag(peer, tag);
+        ipcp__unexp_t *u = ipcp__unexp_find(peer, tag);
         /* Receives posted before take what came first, as their waits
          * would: then the next message may be this one's. */
         if (!u && ipcp__posted_find(peer, tag))
@@ -586,7 +580,7 @@ static int ipcp__recv_fast(ipcp_comm_t *comm, ipcp_request_t *req)
         return 0; /* nothing for the caller to read */
     ipcp__lock(&peer->rx_lock, IPCP_LOCK_RX);
     if (!atomic_load(&peer->pending) && !atomic_load(&peer->gone)) {
-        ipcp__unexp_t *u = ipcp__unexp_find(peer, req);
+        ipcp__unexp_t *u = ipcp__unexp_find(peer, req->tag);
         if (!u && ipcp__recv_head(peer, req->tag, req->buf, req->len, &got)) {
             ipcp__done_eager(req, got);
             took = 1;

@@ -37,7 +37,8 @@ int ipcp__send_now(ipcp_comm_t *comm, int rank, const void *buf, size_t len,
 int ipcp__recv_now(ipcp_comm_t *comm, int rank, void *buf, size_t cap, int tag,
                    size_t *got);
 /* Whether rank has a message kept or a record at its inbox's head (a
- * look without a lock: ipcp__recv_now may still decline). */
+ * look without a lock: ipcp__recv_now may still decline).  Asked before
+ * ipcp__recv_now, which does not look again. */
 int ipcp__recv_maybe(ipcp_comm_t *comm, int rank);
 /* Whether a receive with tag is posted for peer's messages: 0 none, 1 one
  * whose caller reads the inbox itself (watch), or rx_lock is taken, 2
