@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "engine/remote.h"
+#include "fakedev.h"
 #include "ipcpipe_cuda.h"
 
 enum { MAX_OPS = 128 };
@@ -41,14 +42,36 @@ typedef struct echo {
     unsigned long sends;
     int barriers, closes, cancels;
     int refuse; /* the next send fails */
+    /* A transport that reads device memory (case_device): operations
+     * that named (fake) device memory, and those that named it beside
+     * host memory in one message (a CUDA-aware MPI may not take those). */
+    int device_ops, mixed_ops;
+    const void *watch; /* operations that named this (a user's buffer) */
+    int watched;
 } echo_t;
 
 static echo_t echo;
+
+static int echo_is_dev(const void *p)
+{
+    ipcp__mem_attr_t a;
+    return p && fakedev_owns(NULL, p, &a);
+}
+
+/* What a message names, counted (echo.device_ops, mixed_ops, watched). */
+static void echo_note(const void *head, size_t hn, const void *body, size_t bn)
+{
+    int dh = hn && echo_is_dev(head), db = bn && echo_is_dev(body);
+    echo.device_ops += dh || db;
+    echo.mixed_ops += (dh || db) && hn && bn && dh != db;
+    echo.watched += echo.watch && (head == echo.watch || body == echo.watch);
+}
 
 static ipcp_status_t echo_post2(int chan, int send, void *buf, size_t len,
                                 void *body, size_t bn, int peer, int tag,
                                 void **out)
 {
+    echo_note(buf, len, body, bn);
     for (int i = 0; i < MAX_OPS; i++)
         if (!echo.ops[i].used) {
             if (send) {
@@ -196,6 +219,20 @@ static void echo_close(void *ctx)
 static const ipcp__remote_ops_t echo_ops = {
     .name = "echo",
     .tag_max = 1000,
+    .isend = echo_isend,
+    .irecv = echo_irecv,
+    .test = echo_test,
+    .cancel = echo_cancel,
+    .ibarrier = echo_ibarrier,
+    .close = echo_close,
+};
+
+/* The same transport, reading and writing device memory itself (a
+ * CUDA-aware MPI). */
+static const ipcp__remote_ops_t echo_dev_ops = {
+    .name = "echo",
+    .tag_max = 1000,
+    .device_mem = 1,
     .isend = echo_isend,
     .irecv = echo_irecv,
     .test = echo_test,
@@ -459,6 +496,75 @@ static int case_loop(void)
     return 0;
 }
 
+/* n fresh bytes from src to rank 0 (elsewhere) and back into dst, each
+ * of them host or (fake) device memory; every byte checked, nothing past
+ * n written. */
+static void device_trip(ipcp_comm_t *c, unsigned char *src, unsigned char *dst,
+                        size_t n)
+{
+    ipcp_request_t *r;
+    ipcp_xfer_info_t info;
+    ipcp_pattern_fill(src, n, t_fresh_seed(), 0);
+    memset(dst, 0x5a, n + 1);
+    T_OK(ipcp_isend(c, src, n, 0, 7, &r));
+    T_OK(ipcp_wait(r, NULL));
+    T_OK(ipcp_recv(c, dst, n, 0, 7, &info));
+    T_EQ_U64(info.nbytes, n);
+    T_EQ_INT(info.path, IPCP_PATH_REMOTE);
+    T_CHECK(memcmp(dst, src, n) == 0);
+    T_CHECK(dst[n] == 0x5a);
+}
+
+/* A transport that reads device memory (ops->device_mem, a CUDA-aware
+ * MPI), with a device that is host memory (tests/util/fakedev.h): device
+ * buffers go to it as they are, never staged through host memory, and
+ * never beside host memory in one message; short and long messages in
+ * every pairing of host and device memory arrive whole. */
+static int case_device(void)
+{
+    static ipcp__backend_ops_t fk;
+    fakedev_ops(&fk);
+    /* Short messages into device memory are copied from a host slot:
+     * the host backend's queues copy this device's memory. */
+    fk.queue_user = fk.queue_create;
+    ipcp__device_backend_for_tests = &fk;
+    setenv("IPCPIPE_REMOTE_CHUNK", "64K", 1);
+    ipcp_comm_t *c = one_rank();
+    int local[2] = {-1, 0};
+    T_OK(ipcp__comm_remote(c, "whole", 1, 2, local, &echo_dev_ops, &echo));
+    const size_t cap = (1u << 20) + 4,
+                 sizes[] = {0, 1, 8, 4096, 4097, 65536, 65537, 1u << 20};
+    unsigned char *dev[2], *host[2];
+    for (int i = 0; i < 2; i++) {
+        dev[i] = t_malloc(cap + 1);
+        fakedev_add(dev[i], cap + 1, NULL);
+        host[i] = t_malloc(cap + 1);
+    }
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        size_t n = sizes[k];
+        device_trip(c, dev[0], dev[1], n);
+        device_trip(c, host[0], dev[1], n);
+        device_trip(c, dev[0], host[1], n);
+    }
+    T_CHECK(echo.device_ops > 0);
+    T_EQ_INT(echo.mixed_ops, 0);
+    /* Straight from and into the user's device buffers: pieces name them
+     * (the first piece at the buffer's start). */
+    echo.watch = dev[0];
+    device_trip(c, dev[0], host[1], 1u << 20);
+    T_CHECK(echo.watched > 0);
+    echo.watched = 0;
+    echo.watch = dev[1];
+    device_trip(c, host[0], dev[1], 1u << 20);
+    T_CHECK(echo.watched > 0);
+    T_OK(ipcp_finalize(c));
+    for (int i = 0; i < 2; i++) {
+        free(dev[i]);
+        free(host[i]);
+    }
+    return 0;
+}
+
 /* Maps that do not fit the node's job are refused, and the transport is
  * closed each time. */
 static int case_badmap(void)
@@ -498,6 +604,7 @@ static const struct {
 } cases[] = {
     {"loop", case_loop},
     {"badmap", case_badmap},
+    {"device", case_device},
 };
 
 int main(int argc, char **argv)
