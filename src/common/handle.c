@@ -163,6 +163,7 @@ static ipcp_status_t ipcp__hgrow_locked(uint32_t *got)
                     ipcp__handle_make(ipcp__hgen0(n + k), n + k, 0));
         atomic_init(&c[k].obj, NULL);
         atomic_init(&c[k].next, k + 1 < IPCP_HANDLE_CHUNK ? n + k + 2 : 0);
+        c[k].gen0_lo = (uint32_t)ipcp__hgen0(n + k);
     }
     atomic_store_explicit(&ipcp__hchunks[n >> IPCP_HANDLE_CHUNK_BITS], c,
                           memory_order_release);
@@ -205,12 +206,9 @@ ipcp_status_t ipcp__handle_new_owned(unsigned type, void *obj, uint64_t owner,
     return IPCP_OK;
 }
 
-int ipcp__handle_release(ipcp__handle_t h)
+/* Releases h in its slot s (h's type not 0). */
+static int ipcp__hslot_release(ipcp__hslot_t *s, ipcp__handle_t h)
 {
-    unsigned type = ipcp__handle_type(h);
-    ipcp__hslot_t *s = ipcp__handle_slot(h);
-    if (!type || !s)
-        return 0;
     uint32_t i = ipcp__handle_index(h);
     uint64_t gen = ((h >> IPCP_HANDLE_GEN_SHIFT) + 1) &
                    (((uint64_t)1 << IPCP_HANDLE_GEN_BITS) - 1);
@@ -224,8 +222,31 @@ int ipcp__handle_release(ipcp__handle_t h)
     /* A slot whose generations came full circle would issue its first
      * values again: it is retired instead (24 bytes lost every 2^36 frees
      * of one slot), so that no handle value is ever issued twice. */
-    if (gen != ipcp__hgen0(i))
+    if ((uint32_t)gen != s->gen0_lo || gen != ipcp__hgen0(i))
         ipcp__htc_push(i, s);
+    return 1;
+}
+
+int ipcp__handle_release(ipcp__handle_t h)
+{
+    ipcp__hslot_t *s = ipcp__handle_slot(h);
+    if (!ipcp__handle_type(h) || !s)
+        return 0;
+    return ipcp__hslot_release(s, h);
+}
+
+int ipcp__handle_take(ipcp__handle_t h, unsigned type, void **obj)
+{
+    ipcp__hslot_t *s = ipcp__handle_slot(h);
+    if (ipcp__handle_type(h) != type || !type || !s ||
+        atomic_load_explicit(&s->word, memory_order_acquire) != h)
+        return 0;
+    /* h's object: obj is written anew only after a release of h, which
+     * would make ours fail (a value is never issued twice). */
+    void *o = atomic_load_explicit(&s->obj, memory_order_relaxed);
+    if (!ipcp__hslot_release(s, h))
+        return 0;
+    *obj = o;
     return 1;
 }
 

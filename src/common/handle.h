@@ -51,6 +51,9 @@ typedef struct ipcp__hslot {
     _Atomic(void *) obj;
     _Atomic uint64_t owner; /* what obj belongs to (ipcp__handle_reap) */
     _Atomic uint32_t next;  /* free list: index + 1 of the next, 0 last */
+    /* The low bits of the slot's first generation, so that a release
+     * tells whether the slot came full circle with one compare. */
+    uint32_t gen0_lo;
 } ipcp__hslot_t;
 
 extern _Atomic(ipcp__hslot_t *) ipcp__hchunks[IPCP_HANDLE_CHUNKS];
@@ -128,6 +131,10 @@ void ipcp__handle_reap(unsigned type, uint64_t owner,
  * call: every small message's request is freed with no handle left (its
  * owner's wait released it). */
 int ipcp__handle_release(ipcp__handle_t h);
+/* ipcp__handle_release of a handle of this type that gives *obj its
+ * object: 1 when this call released it, else 0 (*obj untouched).  One
+ * look at the slot where a lookup and a release take two. */
+int ipcp__handle_take(ipcp__handle_t h, unsigned type, void **obj);
 static inline int ipcp__handle_free(ipcp__handle_t h)
 {
     return h ? ipcp__handle_release(h) : 0;

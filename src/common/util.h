@@ -22,6 +22,33 @@
  * processes sit one per line so that writers do not contend. */
 #define IPCP_CACHE_LINE 64
 
+/* memcpy for the bytes of small messages: up to 16 in two overlapping
+ * moves of fixed size, which the compiler writes in place, where a call
+ * to the library's memcpy cost ~20 instructions a message (callgrind). */
+static inline void ipcp__copy_small(void *dst, const void *src, size_t n)
+{
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned char *s = (const unsigned char *)src;
+    if (n >= 8 && n <= 16) {
+        uint64_t a, b;
+        __builtin_memcpy(&a, s, 8);
+        __builtin_memcpy(&b, s + n - 8, 8);
+        __builtin_memcpy(d, &a, 8);
+        __builtin_memcpy(d + n - 8, &b, 8);
+    } else if (n >= 4 && n < 8) {
+        uint32_t a, b;
+        __builtin_memcpy(&a, s, 4);
+        __builtin_memcpy(&b, s + n - 4, 4);
+        __builtin_memcpy(d, &a, 4);
+        __builtin_memcpy(d + n - 4, &b, 4);
+    } else if (n < 4) {
+        for (size_t i = 0; i < n; i++)
+            d[i] = s[i];
+    } else {
+        __builtin_memcpy(d, s, n);
+    }
+}
+
 /* 64-bit FNV-1a, used for descriptor checksums and job hashes. */
 static inline uint64_t ipcp__fnv1a(const void *data, size_t len, uint64_t h)
 {

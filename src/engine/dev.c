@@ -74,16 +74,27 @@ ipcp__backend_t *ipcp__dev_get(ipcp_comm_t *comm, int level, const char *why)
     return be;
 }
 
+/* Whether the backend cannot open for a pointer: there is none, it
+ * failed, or memory of its kind cannot exist in this process yet. */
+static int ipcp__dev_unwanted(ipcp_comm_t *comm)
+{
+    return !comm->dev_ops || ipcp__dev_state(comm) == IPCP_DEV_FAILED ||
+           (comm->dev_ops->present && !comm->dev_ops->present());
+}
+
 ipcp__backend_t *ipcp__dev_for_ptr(ipcp_comm_t *comm)
 {
     ipcp__backend_t *be = ipcp__dev(comm);
-    if (ipcp__likely(be != NULL) || !comm->dev_ops ||
-        ipcp__dev_state(comm) == IPCP_DEV_FAILED ||
-        (comm->dev_ops->present && !comm->dev_ops->present()))
+    if (ipcp__likely(be != NULL) || ipcp__dev_unwanted(comm))
         return be;
     return ipcp__dev_get(comm, IPCP_LOG_DEBUG,
                          "a buffer that may be device "
                          "memory");
+}
+
+int ipcp__dev_absent(ipcp_comm_t *comm)
+{
+    return !ipcp__dev(comm) && ipcp__dev_unwanted(comm);
 }
 
 int ipcp__dev_possible(ipcp_comm_t *comm)

@@ -20,6 +20,10 @@ ipcp__backend_t *ipcp__dev_get(ipcp_comm_t *comm, int level, const char *why);
 /* As ipcp__dev_get for a pointer of unknown kind: opens the backend only
  * if memory of its kind can exist in this process (its ops' present). */
 ipcp__backend_t *ipcp__dev_for_ptr(ipcp_comm_t *comm);
+/* Whether no buffer can be device memory now: the backend is not open,
+ * and ipcp__dev_for_ptr would not open it.  No lock, no driver call: a
+ * small host message asks it on every call. */
+int ipcp__dev_absent(ipcp_comm_t *comm);
 /* Whether the device backend is open or may still open (a peer's lane
  * waits for us then, rather than being told we have none). */
 int ipcp__dev_possible(ipcp_comm_t *comm);

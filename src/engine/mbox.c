@@ -319,9 +319,8 @@ ipcp_status_t ipcp__mbox_send_fast(ipcp__peer_t *peer, const void *hdr,
      * order. */
     if (!atomic_load(&peer->pending) && !atomic_load(&peer->backlog) &&
         !atomic_load(&peer->gone) && (s = ipcp__mbox_reserve(peer, n, &at))) {
-        memcpy(s->data, hdr, hlen);
-        if (len)
-            memcpy(s->data + hlen, data, len);
+        ipcp__copy_small(s->data, hdr, hlen);
+        ipcp__copy_small(s->data + hlen, data, len);
         s->len = (uint32_t)(hlen + len);
         s->marker = IPCP_MBOX_DATA;
         ipcp__mbox_publish(peer, s, at, n, 1);

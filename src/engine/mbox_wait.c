@@ -44,7 +44,7 @@ int ipcp__mbox_head_eager(ipcp__peer_t *peer, int tag, void *buf, size_t cap,
     if (e.hdr.type != IPCP_MSG_EAGER || e.tag != tag ||
         len != sizeof(e) + e.len || e.len > cap)
         return 0;
-    memcpy(buf, s->data + sizeof(e), e.len);
+    ipcp__copy_small(buf, s->data + sizeof(e), e.len);
     ipcp__mbox_clear_span(peer, tail, ipcp__mbox_span(len));
     ipcp__mbox_release(peer, tail + ipcp__mbox_span(len));
     peer->n_rx_fast++;
