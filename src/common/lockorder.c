@@ -15,7 +15,7 @@ static const char *const ipcp__lock_names[IPCP_LOCK_RANKS] = {
 /* The locks this thread holds, in the order taken. */
 #define IPCP_LOCK_HELD_MAX 32
 static _Thread_local struct {
-    const pthread_mutex_t *m;
+    const void *m;
     int rank;
 } ipcp__held[IPCP_LOCK_HELD_MAX];
 static _Thread_local int ipcp__nheld;
@@ -25,7 +25,7 @@ static int ipcp__nkept(void)
     return ipcp__nheld < IPCP_LOCK_HELD_MAX ? ipcp__nheld : IPCP_LOCK_HELD_MAX;
 }
 
-void ipcp__lock_wait_check(const pthread_mutex_t *m, int rank)
+void ipcp__lock_wait_check(const void *m, int rank)
 {
     int n = ipcp__nkept();
     /* A recursive lock this thread holds already cannot make it wait. */
@@ -54,7 +54,7 @@ void ipcp__lock_wait_check(const pthread_mutex_t *m, int rank)
     }
 }
 
-void ipcp__lock_note_held(const pthread_mutex_t *m, int rank)
+void ipcp__lock_note_held(const void *m, int rank)
 {
     if (ipcp__nheld < IPCP_LOCK_HELD_MAX) {
         ipcp__held[ipcp__nheld].m = m;
@@ -63,7 +63,7 @@ void ipcp__lock_note_held(const pthread_mutex_t *m, int rank)
     ipcp__nheld++;
 }
 
-void ipcp__lock_note_released(const pthread_mutex_t *m, int rank)
+void ipcp__lock_note_released(const void *m, int rank)
 {
     (void)rank;
     int n = ipcp__nkept();

@@ -10,6 +10,8 @@
 
 #include <pthread.h>
 
+#include "common/mutex.h"
+
 typedef enum {
     IPCP_LOCK_DEV = 1, /* comm->dev_lock: opening the device backend */
     IPCP_LOCK_PROG,    /* comm->prog_lock: one turn of progress */
@@ -23,46 +25,63 @@ typedef enum {
 } ipcp__lock_rank_t;
 
 #ifdef IPCP_LOCK_CHECK
-void ipcp__lock_wait_check(const pthread_mutex_t *m, int rank);
-void ipcp__lock_note_held(const pthread_mutex_t *m, int rank);
-void ipcp__lock_note_released(const pthread_mutex_t *m, int rank);
+void ipcp__lock_wait_check(const void *m, int rank);
+void ipcp__lock_note_held(const void *m, int rank);
+void ipcp__lock_note_released(const void *m, int rank);
 #else
-static inline void ipcp__lock_wait_check(const pthread_mutex_t *m, int rank)
+static inline void ipcp__lock_wait_check(const void *m, int rank)
 {
     (void)m;
     (void)rank;
 }
-static inline void ipcp__lock_note_held(const pthread_mutex_t *m, int rank)
+static inline void ipcp__lock_note_held(const void *m, int rank)
 {
     (void)m;
     (void)rank;
 }
-static inline void ipcp__lock_note_released(const pthread_mutex_t *m, int rank)
+static inline void ipcp__lock_note_released(const void *m, int rank)
 {
     (void)m;
     (void)rank;
 }
 #endif
 
-static inline void ipcp__lock(pthread_mutex_t *m, int rank)
-{
-    ipcp__lock_wait_check(m, rank);
-    pthread_mutex_lock(m);
-    ipcp__lock_note_held(m, rank);
-}
+/* ipcp__lock, ipcp__trylock and ipcp__unlock of each kind of lock: a
+ * pthread mutex, or one of common/mutex.h (plain or recursive). */
+#define IPCP_LOCK_KIND_(T, name, lock_, try_, unlock_)                         \
+    static inline void ipcp__lock_##name(T *m, int rank)                       \
+    {                                                                          \
+        ipcp__lock_wait_check(m, rank);                                        \
+        lock_(m);                                                              \
+        ipcp__lock_note_held(m, rank);                                         \
+    }                                                                          \
+    static inline int ipcp__trylock_##name(T *m, int rank)                     \
+    {                                                                          \
+        int rc = try_(m);                                                      \
+        if (rc == 0)                                                           \
+            ipcp__lock_note_held(m, rank);                                     \
+        return rc;                                                             \
+    }                                                                          \
+    static inline void ipcp__unlock_##name(T *m, int rank)                     \
+    {                                                                          \
+        ipcp__lock_note_released(m, rank);                                     \
+        unlock_(m);                                                            \
+    }
+IPCP_LOCK_KIND_(pthread_mutex_t, p, pthread_mutex_lock, pthread_mutex_trylock,
+                pthread_mutex_unlock)
+IPCP_LOCK_KIND_(ipcp__mutex_t, m, ipcp__mutex_lock, ipcp__mutex_trylock,
+                ipcp__mutex_unlock)
+IPCP_LOCK_KIND_(ipcp__rmutex_t, r, ipcp__rmutex_lock, ipcp__rmutex_trylock,
+                ipcp__rmutex_unlock)
+#undef IPCP_LOCK_KIND_
 
-static inline int ipcp__trylock(pthread_mutex_t *m, int rank)
-{
-    int rc = pthread_mutex_trylock(m);
-    if (rc == 0)
-        ipcp__lock_note_held(m, rank);
-    return rc;
-}
-
-static inline void ipcp__unlock(pthread_mutex_t *m, int rank)
-{
-    ipcp__lock_note_released(m, rank);
-    pthread_mutex_unlock(m);
-}
+#define IPCP_LOCK_PICK_(m, op)                                                 \
+    _Generic((m), pthread_mutex_t *                                            \
+             : op##_p, ipcp__mutex_t *                                         \
+             : op##_m, ipcp__rmutex_t *                                        \
+             : op##_r)
+#define ipcp__lock(m, rank)    IPCP_LOCK_PICK_(m, ipcp__lock)(m, rank)
+#define ipcp__trylock(m, rank) IPCP_LOCK_PICK_(m, ipcp__trylock)(m, rank)
+#define ipcp__unlock(m, rank)  IPCP_LOCK_PICK_(m, ipcp__unlock)(m, rank)
 
 #endif

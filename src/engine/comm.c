@@ -33,15 +33,6 @@ static void ipcp__mutex_init_spin(pthread_mutex_t *m)
     pthread_mutexattr_destroy(&a);
 }
 
-static void ipcp__mutex_init_recursive(pthread_mutex_t *m)
-{
-    pthread_mutexattr_t a;
-    pthread_mutexattr_init(&a);
-    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
-    pthread_mutex_init(m, &a);
-    pthread_mutexattr_destroy(&a);
-}
-
 ipcp_status_t ipcp__comm_new(int rank, int size, const char *job,
                              double timeout_s, ipcp_comm_t **out)
 {
@@ -103,9 +94,9 @@ ipcp_status_t ipcp__comm_new(int rank, int size, const char *job,
         ipcp__list_init(&p->active);
         ipcp__list_init(&p->imports);
         ipcp__list_init(&p->rexports);
-        ipcp__mutex_init_recursive(&p->rx_lock);
+        ipcp__rmutex_init(&p->rx_lock);
         p->mbox_slots = ipcp__mbox_slots(size);
-        ipcp__mutex_init_spin(&p->tx_lock);
+        ipcp__mutex_init(&p->tx_lock);
     }
     *out = comm;
     return IPCP_OK;
@@ -113,11 +104,8 @@ ipcp_status_t ipcp__comm_new(int rank, int size, const char *job,
 
 void ipcp__comm_delete(ipcp_comm_t *comm)
 {
-    for (int r = 0; r < comm->size; r++) {
+    for (int r = 0; r < comm->size; r++)
         free(comm->peers[r].lost_why);
-        pthread_mutex_destroy(&comm->peers[r].rx_lock);
-        pthread_mutex_destroy(&comm->peers[r].tx_lock);
-    }
     pthread_mutex_destroy(&comm->lock);
     pthread_cond_destroy(&comm->cond);
     pthread_mutex_destroy(&comm->prog_lock);

@@ -173,8 +173,8 @@ struct ipcp__peer {
      * progress thread may meet a loss while it holds it) guards reading
      * the inbox, posted and unexp; tx_lock writing the outbox.  in_on,
      * out_on and remote_path are read by callers with atomic loads. */
-    pthread_mutex_t rx_lock;
-    pthread_mutex_t tx_lock;
+    ipcp__rmutex_t rx_lock;
+    ipcp__mutex_t tx_lock;
     atomic_int pending; /* our commands to the peer not yet run */
     atomic_int backlog; /* messages in txq */
     atomic_int waiters; /* callers reading the inbox */

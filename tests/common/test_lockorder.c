@@ -13,7 +13,7 @@
 
 static pthread_mutex_t prog = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t mem = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t rx;
+static ipcp__rmutex_t rx; /* as a peer's rx_lock */
 
 /* In a child: holds mem, then waits for prog (out of order). */
 static int out_of_order(void)
@@ -34,10 +34,7 @@ static int out_of_order(void)
 
 int main(void)
 {
-    pthread_mutexattr_t a;
-    pthread_mutexattr_init(&a);
-    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
-    pthread_mutex_init(&rx, &a);
+    ipcp__rmutex_init(&rx);
 
     /* The order, a recursive rx_lock, a trylock against the order. */
     ipcp__lock(&prog, IPCP_LOCK_PROG);

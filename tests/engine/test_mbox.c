@@ -34,7 +34,6 @@ static unsigned nsent, nread;
 
 static void fake_peer(void)
 {
-    pthread_mutexattr_t a;
     memset(&cfg, 0, sizeof(cfg));
     memset(&comm, 0, sizeof(comm));
     memset(peers, 0, sizeof(peers));
@@ -51,17 +50,12 @@ static void fake_peer(void)
     p->inbox = p->outbox = ring;
     p->in_on = p->out_on = 1;
     p->out_wake = -1;
-    pthread_mutexattr_init(&a);
-    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
-    pthread_mutex_init(&p->rx_lock, &a);
-    pthread_mutexattr_destroy(&a);
-    pthread_mutex_init(&p->tx_lock, NULL);
+    ipcp__rmutex_init(&p->rx_lock);
+    ipcp__mutex_init(&p->tx_lock);
 }
 
 static void fake_peer_end(void)
 {
-    pthread_mutex_destroy(&peers[1].rx_lock);
-    pthread_mutex_destroy(&peers[1].tx_lock);
     munmap(ring, ring_bytes);
 }
 
