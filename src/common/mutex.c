@@ -12,8 +12,8 @@
 
 static void ipcp__futex(_Atomic uint32_t *w, int op, uint32_t val)
 {
-    syscall(SYS_futex, (uint32_t *)w, op | FUTEX_PRIVATE_FLAG, val, NULL,
-            NULL, 0);
+    syscall(SYS_futex, (uint32_t *)w, op | FUTEX_PRIVATE_FLAG, val, NULL, NULL,
+            0);
 }
 
 void ipcp__mutex_wait(ipcp__mutex_t *m)

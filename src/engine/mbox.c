@@ -224,26 +224,43 @@ static int ipcp__mbox_lazy_full(ipcp__peer_t *peer)
 }
 
 /* Publishes the record written at slot s, position at, n slots (tx_lock
- * held); eager: a caller's EAGER message, which a lazy reader need not
- * wake for. */
-static void ipcp__mbox_publish(ipcp__peer_t *peer, ipcp__mbox_slot_t *s,
-                               uint64_t at, uint64_t n, int eager)
+ * held); the reader may take it from now on.  Returns whether a reader
+ * that sleeps lazily must be woken for it (ipcp__mbox_wake_if): any record
+ * of the thread's, an EAGER message of a caller's only when the ring needs
+ * room (eager).
+ *
+ * A release store, not a seq_cst one: against the reader's sleeping word
+ * (it raises the word, then looks at the slots from its tail on; we
+ * publish, then look at the word) our look comes after tx_lock's unlock,
+ * whose exchange orders the store before it as a seq_cst store would.
+ * One locked instruction a message fewer: the 8 B window (2-CPU VM) went
+ * from 68 to 60 ns a message. */
+static int ipcp__mbox_publish(ipcp__peer_t *peer, ipcp__mbox_slot_t *s,
+                              uint64_t at, uint64_t n, int eager)
 {
     ipcp__mbox_ring_t *ring = peer->outbox;
-    /* Against the reader's sleeping word: it raises the word, then looks
-     * at the slots from its tail on; we publish the slot, then look at the
-     * word.  All in one total order (seq_cst): one of us sees the other. */
-    __atomic_store_n(&s->seq, at + 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&s->seq, at + 1, __ATOMIC_RELEASE);
     peer->out_head = at + n;
     /* The next slot's line is the reader's since it last read it: taken
      * back now, while the caller does other work, not at the next
      * message's write. */
     __builtin_prefetch(ipcp__mbox_slot(ring, peer->mbox_slots, at + n), 1);
+    /* The word read early only picks when the room is worth a look. */
+    return !eager || (__atomic_load_n(&ring->sleeping, __ATOMIC_RELAXED) ==
+                          IPCP_MBOX_LAZY &&
+                      ipcp__mbox_lazy_full(peer));
+}
+
+/* After a publish and tx_lock's unlock: wakes the reader when its thread
+ * sleeps on the inbox (WAKE), or sleeps lazily and lazy_wake says this
+ * record needs it. */
+static void ipcp__mbox_wake_if(ipcp__peer_t *peer, int lazy_wake)
+{
+    ipcp__mbox_ring_t *ring = peer->outbox;
     uint32_t word = __atomic_load_n(&ring->sleeping, __ATOMIC_SEQ_CST);
-    if (word == IPCP_MBOX_WAKE ||
-        (word == IPCP_MBOX_LAZY && (!eager || ipcp__mbox_lazy_full(peer)))) {
+    if (word == IPCP_MBOX_WAKE || (word == IPCP_MBOX_LAZY && lazy_wake)) {
         uint64_t one = 1;
-        peer->n_wakes++;
+        __atomic_fetch_add(&peer->n_wakes, 1, __ATOMIC_RELAXED);
         if (write(peer->out_wake, &one, sizeof(one)) < 0 && errno != EAGAIN)
             IPCP_WARN(IPCP_SUB_ENGINE, "waking rank %d: %s", peer->rank,
                       strerror(errno));
@@ -301,6 +318,8 @@ ipcp_status_t ipcp__mbox_send(ipcp__peer_t *peer, const void *data, size_t len,
         peer->n_tx_thread++;
     }
     ipcp__unlock(&peer->tx_lock, IPCP_LOCK_TX);
+    if (st == IPCP_OK)
+        ipcp__mbox_wake_if(peer, 1);
     return st;
 }
 
@@ -310,6 +329,7 @@ ipcp_status_t ipcp__mbox_send_fast(ipcp__peer_t *peer, const void *hdr,
     ipcp_status_t st = IPCP_IN_PROGRESS;
     uint64_t at, n = ipcp__mbox_span(hlen + len);
     ipcp__mbox_slot_t *s;
+    int lazy_wake = 0;
     /* outbox is set before out_on goes up (release). */
     if (!__atomic_load_n(&peer->out_on, __ATOMIC_ACQUIRE))
         return st;
@@ -323,11 +343,13 @@ ipcp_status_t ipcp__mbox_send_fast(ipcp__peer_t *peer, const void *hdr,
         ipcp__copy_small(s->data + hlen, data, len);
         s->len = (uint32_t)(hlen + len);
         s->marker = IPCP_MBOX_DATA;
-        ipcp__mbox_publish(peer, s, at, n, 1);
+        lazy_wake = ipcp__mbox_publish(peer, s, at, n, 1);
         st = IPCP_OK;
     }
     *(st == IPCP_OK ? &peer->n_tx_fast : &peer->n_tx_refused) += 1;
     ipcp__unlock(&peer->tx_lock, IPCP_LOCK_TX);
+    if (st == IPCP_OK)
+        ipcp__mbox_wake_if(peer, lazy_wake);
     return st;
 }
 
