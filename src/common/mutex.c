@@ -6,8 +6,9 @@
 #include "common/cpu.h"
 #include "common/mutex.h"
 
-/* Looks at a held word before sleeping: about a microsecond, longer than
- * the critical sections of the mailbox's locks. */
+/* Looks at a held word before sleeping: a few microseconds at most
+ * (a pause is tens of cycles on some parts, over a hundred on others),
+ * longer than the critical sections of the mailbox's locks. */
 #define IPCP_MUTEX_SPINS 128
 
 static void ipcp__futex(_Atomic uint32_t *w, int op, uint32_t val)

@@ -216,55 +216,68 @@ static int ipcp__mbox_lazy_full(ipcp__peer_t *peer)
     if (peer->out_head - peer->out_tail <= slots / 2)
         return 0;
     peer->out_tail = __atomic_load_n(&ring->tail, __ATOMIC_ACQUIRE);
-    if (peer->out_head - peer->out_tail <= slots / 2 ||
-        peer->out_head - peer->out_lazy_woke < slots / 8)
-        return 0;
-    peer->out_lazy_woke = peer->out_head;
-    return 1;
+    return peer->out_head - peer->out_tail > slots / 2 &&
+           peer->out_head -
+                   __atomic_load_n(&peer->out_lazy_woke, __ATOMIC_RELAXED) >=
+               slots / 8;
 }
 
+/* A publish's due wake of a reader that sleeps lazily: any record of the
+ * thread's; a caller's EAGER message only when the ring needs room, noted
+ * then as the head the wake was for (never 0 after a publish). */
+#define IPCP_MBOX_DUE_ALWAYS UINT64_MAX
+
 /* Publishes the record written at slot s, position at, n slots (tx_lock
- * held); the reader may take it from now on.  Returns whether a reader
- * that sleeps lazily must be woken for it (ipcp__mbox_wake_if): any record
- * of the thread's, an EAGER message of a caller's only when the ring needs
- * room (eager).
- *
- * A release store, not a seq_cst one: against the reader's sleeping word
- * (it raises the word, then looks at the slots from its tail on; we
- * publish, then look at the word) our look comes after tx_lock's unlock,
- * whose exchange orders the store before it as a seq_cst store would.
- * One locked instruction a message fewer: the 8 B window (2-CPU VM) went
- * from 68 to 60 ns a message. */
-static int ipcp__mbox_publish(ipcp__peer_t *peer, ipcp__mbox_slot_t *s,
-                              uint64_t at, uint64_t n, int eager)
+ * held); the reader may take it from now on.  Returns the wake that is
+ * due if the reader sleeps lazily (0: none), for ipcp__mbox_unlock_wake,
+ * which the caller calls next.  eager: a caller's EAGER message. */
+static uint64_t ipcp__mbox_publish(ipcp__peer_t *peer, ipcp__mbox_slot_t *s,
+                                   uint64_t at, uint64_t n, int eager)
 {
     ipcp__mbox_ring_t *ring = peer->outbox;
+    /* Release, not seq_cst: see ipcp__mbox_unlock_wake. */
     __atomic_store_n(&s->seq, at + 1, __ATOMIC_RELEASE);
     peer->out_head = at + n;
     /* The next slot's line is the reader's since it last read it: taken
      * back now, while the caller does other work, not at the next
      * message's write. */
     __builtin_prefetch(ipcp__mbox_slot(ring, peer->mbox_slots, at + n), 1);
+    if (!eager)
+        return IPCP_MBOX_DUE_ALWAYS;
     /* The word read early only picks when the room is worth a look. */
-    return !eager || (__atomic_load_n(&ring->sleeping, __ATOMIC_RELAXED) ==
-                          IPCP_MBOX_LAZY &&
-                      ipcp__mbox_lazy_full(peer));
+    return __atomic_load_n(&ring->sleeping, __ATOMIC_RELAXED) ==
+                       IPCP_MBOX_LAZY &&
+                   ipcp__mbox_lazy_full(peer)
+               ? peer->out_head
+               : 0;
 }
 
-/* After a publish and tx_lock's unlock: wakes the reader when its thread
- * sleeps on the inbox (WAKE), or sleeps lazily and lazy_wake says this
- * record needs it. */
-static void ipcp__mbox_wake_if(ipcp__peer_t *peer, int lazy_wake)
+/* Lets tx_lock go after a publish, then wakes the reader when its thread
+ * sleeps on the inbox (WAKE), or sleeps lazily and `due` says so.
+ *
+ * Against the reader's sleeping word (it raises the word, then looks at
+ * the slots from its tail on; we publish, then look at the word) the
+ * publish's store must come before our look.  The unlock's exchange
+ * (seq_cst, common/mutex.h) orders them on x86-64 (a locked instruction
+ * drains the stores) and AArch64 (the store-release and the load-acquire
+ * are ordered anyway), where a seq_cst store of seq cost one locked
+ * instruction more a message: the 8 B window (2-CPU VM) went from 68 to
+ * 61 ns a message.  (C11 itself does not promise this of an exchange on
+ * another location: every writer must come through here.) */
+static void ipcp__mbox_unlock_wake(ipcp__peer_t *peer, uint64_t due)
 {
+    ipcp__unlock(&peer->tx_lock, IPCP_LOCK_TX);
     ipcp__mbox_ring_t *ring = peer->outbox;
     uint32_t word = __atomic_load_n(&ring->sleeping, __ATOMIC_SEQ_CST);
-    if (word == IPCP_MBOX_WAKE || (word == IPCP_MBOX_LAZY && lazy_wake)) {
-        uint64_t one = 1;
-        __atomic_fetch_add(&peer->n_wakes, 1, __ATOMIC_RELAXED);
-        if (write(peer->out_wake, &one, sizeof(one)) < 0 && errno != EAGAIN)
-            IPCP_WARN(IPCP_SUB_ENGINE, "waking rank %d: %s", peer->rank,
-                      strerror(errno));
-    }
+    if (word != IPCP_MBOX_WAKE && (word != IPCP_MBOX_LAZY || !due))
+        return;
+    if (word == IPCP_MBOX_LAZY && due != IPCP_MBOX_DUE_ALWAYS)
+        __atomic_store_n(&peer->out_lazy_woke, due, __ATOMIC_RELAXED);
+    uint64_t one = 1;
+    __atomic_fetch_add(&peer->n_wakes, 1, __ATOMIC_RELAXED);
+    if (write(peer->out_wake, &one, sizeof(one)) < 0 && errno != EAGAIN)
+        IPCP_WARN(IPCP_SUB_ENGINE, "waking rank %d: %s", peer->rank,
+                  strerror(errno));
 }
 
 /* Room for n slots (tx_lock held): the first one's slot index, after a
@@ -313,44 +326,42 @@ ipcp_status_t ipcp__mbox_send(ipcp__peer_t *peer, const void *data, size_t len,
         s->marker = IPCP_MBOX_DATA;
         st = IPCP_OK;
     }
-    if (st == IPCP_OK) {
-        ipcp__mbox_publish(peer, s, at, n, 0);
-        peer->n_tx_thread++;
+    if (st != IPCP_OK) {
+        ipcp__unlock(&peer->tx_lock, IPCP_LOCK_TX);
+        return st;
     }
-    ipcp__unlock(&peer->tx_lock, IPCP_LOCK_TX);
-    if (st == IPCP_OK)
-        ipcp__mbox_wake_if(peer, 1);
+    uint64_t due = ipcp__mbox_publish(peer, s, at, n, 0);
+    peer->n_tx_thread++;
+    ipcp__mbox_unlock_wake(peer, due);
     return st;
 }
 
 ipcp_status_t ipcp__mbox_send_fast(ipcp__peer_t *peer, const void *hdr,
                                    size_t hlen, const void *data, size_t len)
 {
-    ipcp_status_t st = IPCP_IN_PROGRESS;
     uint64_t at, n = ipcp__mbox_span(hlen + len);
     ipcp__mbox_slot_t *s;
-    int lazy_wake = 0;
     /* outbox is set before out_on goes up (release). */
     if (!__atomic_load_n(&peer->out_on, __ATOMIC_ACQUIRE))
-        return st;
+        return IPCP_IN_PROGRESS;
     ipcp__lock(&peer->tx_lock, IPCP_LOCK_TX);
     /* Behind our commands still queued for the progress thread, or its
      * messages waiting for room: their order is the peer's matching
      * order. */
-    if (!atomic_load(&peer->pending) && !atomic_load(&peer->backlog) &&
-        !atomic_load(&peer->gone) && (s = ipcp__mbox_reserve(peer, n, &at))) {
-        ipcp__copy_small(s->data, hdr, hlen);
-        ipcp__copy_small(s->data + hlen, data, len);
-        s->len = (uint32_t)(hlen + len);
-        s->marker = IPCP_MBOX_DATA;
-        lazy_wake = ipcp__mbox_publish(peer, s, at, n, 1);
-        st = IPCP_OK;
+    if (atomic_load(&peer->pending) || atomic_load(&peer->backlog) ||
+        atomic_load(&peer->gone) || !(s = ipcp__mbox_reserve(peer, n, &at))) {
+        peer->n_tx_refused++;
+        ipcp__unlock(&peer->tx_lock, IPCP_LOCK_TX);
+        return IPCP_IN_PROGRESS;
     }
-    *(st == IPCP_OK ? &peer->n_tx_fast : &peer->n_tx_refused) += 1;
-    ipcp__unlock(&peer->tx_lock, IPCP_LOCK_TX);
-    if (st == IPCP_OK)
-        ipcp__mbox_wake_if(peer, lazy_wake);
-    return st;
+    ipcp__copy_small(s->data, hdr, hlen);
+    ipcp__copy_small(s->data + hlen, data, len);
+    s->len = (uint32_t)(hlen + len);
+    s->marker = IPCP_MBOX_DATA;
+    uint64_t due = ipcp__mbox_publish(peer, s, at, n, 1);
+    peer->n_tx_fast++;
+    ipcp__mbox_unlock_wake(peer, due);
+    return IPCP_OK;
 }
 
 /* ---- Reading ------------------------------------------------------------- */

@@ -85,7 +85,7 @@ static inline uint64_t ipcp__mbox_span(size_t len)
 /* Whether a record waits at the reader's tail.  Without rx_lock: a caller
  * may take records meanwhile, and a tail that moved while we looked says
  * yes (look again) rather than no.  seq_cst: against the writer's
- * sleeping-word check (ipcp__mbox_publish). */
+ * sleeping-word check (ipcp__mbox_unlock_wake). */
 static inline int ipcp__mbox_ready(const ipcp__peer_t *peer)
 {
     uint64_t t = __atomic_load_n(&peer->in_tail, __ATOMIC_SEQ_CST);

@@ -183,8 +183,9 @@ struct ipcp__peer {
     atomic_int gone;    /* lost or finalized, as callers see it */
     atomic_int kick;    /* a caller left a message for the thread */
     /* mailbox counts for the log at finalize: messages written by callers
-     * and by the thread, sends the callers left to the thread, wake-ups
-     * written (under tx_lock); messages read by callers and by the thread,
+     * and by the thread, sends the callers left to the thread (under
+     * tx_lock), wake-ups written (atomic adds: after tx_lock's unlock);
+     * messages read by callers and by the thread,
      * receives the callers left to it (under rx_lock) */
     uint64_t n_tx_fast, n_tx_thread, n_tx_refused, n_wakes;
     uint64_t n_rx_fast, n_rx_thread, n_rx_refused;
@@ -194,7 +195,8 @@ struct ipcp__peer {
      * without it by ipcp__mbox_ready): ours, not in the shared ring,
      * which the peer may write */
     uint64_t out_head, out_tail, in_tail;
-    /* The outbox's head when we last woke a lazy reader for room (tx_lock);
+    /* The outbox's head when we last woke a lazy reader for room (atomic:
+     * written after tx_lock's unlock, read under it);
      * the inbox position up to which the records were seen to be eager
      * ones (ipcp__mbox_lazy_wants) */
     uint64_t out_lazy_woke;
