@@ -227,20 +227,6 @@ static const ipcp__remote_ops_t echo_ops = {
     .close = echo_close,
 };
 
-/* The same transport, reading and writing device memory itself (a
- * CUDA-aware MPI). */
-static const ipcp__remote_ops_t echo_dev_ops = {
-    .name = "echo",
-    .tag_max = 1000,
-    .device_mem = 1,
-    .isend = echo_isend,
-    .irecv = echo_irecv,
-    .test = echo_test,
-    .cancel = echo_cancel,
-    .ibarrier = echo_ibarrier,
-    .close = echo_close,
-};
-
 static ipcp_comm_t *one_rank(void)
 {
     static char job[64];
@@ -531,7 +517,12 @@ static int case_device(void)
     setenv("IPCPIPE_REMOTE_CHUNK", "64K", 1);
     ipcp_comm_t *c = one_rank();
     int local[2] = {-1, 0};
-    T_OK(ipcp__comm_remote(c, "whole", 1, 2, local, &echo_dev_ops, &echo));
+    /* The same transport, reading and writing device memory itself (a
+     * CUDA-aware MPI); the communicator keeps the table until finalize. */
+    static ipcp__remote_ops_t dev_ops;
+    dev_ops = echo_ops;
+    dev_ops.device_mem = 1;
+    T_OK(ipcp__comm_remote(c, "whole", 1, 2, local, &dev_ops, &echo));
     const size_t cap = (1u << 20) + 4,
                  sizes[] = {0, 1, 8, 4096, 4097, 65536, 65537, 1u << 20};
     unsigned char *dev[2], *host[2];
