@@ -36,20 +36,18 @@ static inline void ipcp__mutex_init(ipcp__mutex_t *m)
     atomic_init(&m->word, 0);
 }
 
-static inline void ipcp__mutex_lock(ipcp__mutex_t *m)
-{
-    uint32_t free_ = 0;
-    if (!atomic_compare_exchange_strong_explicit(
-            &m->word, &free_, 1, memory_order_acquire, memory_order_relaxed))
-        ipcp__mutex_wait(m);
-}
-
 /* 0 when taken, else nonzero (as pthread_mutex_trylock). */
 static inline int ipcp__mutex_trylock(ipcp__mutex_t *m)
 {
     uint32_t free_ = 0;
     return !atomic_compare_exchange_strong_explicit(
         &m->word, &free_, 1, memory_order_acquire, memory_order_relaxed);
+}
+
+static inline void ipcp__mutex_lock(ipcp__mutex_t *m)
+{
+    if (ipcp__mutex_trylock(m))
+        ipcp__mutex_wait(m);
 }
 
 /* seq_cst: the mailbox's writer counts on the exchange to order its
