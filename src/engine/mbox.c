@@ -457,7 +457,6 @@ int ipcp__mbox_read(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                      const unsigned char *, size_t, int *, int),
                     void *buf, size_t cap)
 {
-    int n = 0;
     if (!peer->in_on || !peer->inbox)
         return 0;
     /* A caller reads it (ipcp__mbox_wait), and says when a message is for
@@ -473,9 +472,20 @@ int ipcp__mbox_read(ipcp_comm_t *comm, ipcp__peer_t *peer,
         return 0;
     if (!atomic_load(&peer->kick) && ipcp__mbox_fresh_eager(comm, peer))
         return 0;
+    return ipcp__mbox_read_all(comm, peer, dispatch, buf, cap);
+}
+
+int ipcp__mbox_read_all(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                        void (*dispatch)(ipcp_comm_t *, ipcp__peer_t *,
+                                         const unsigned char *, size_t, int *,
+                                         int),
+                        void *buf, size_t cap)
+{
+    if (!peer->in_on || !peer->inbox)
+        return 0;
     ipcp__lock(&peer->rx_lock, IPCP_LOCK_RX);
     atomic_store(&peer->kick, 0); /* under the lock: see read_fast */
-    n = ipcp__mbox_read_locked(comm, peer, dispatch, buf, cap);
+    int n = ipcp__mbox_read_locked(comm, peer, dispatch, buf, cap);
     peer->n_rx_thread += (uint64_t)n;
     ipcp__unlock(&peer->rx_lock, IPCP_LOCK_RX);
     return n;

@@ -17,6 +17,13 @@ int ipcp__mbox_read(ipcp_comm_t *comm, ipcp__peer_t *peer,
                     void (*dispatch)(ipcp_comm_t *, ipcp__peer_t *,
                                      const unsigned char *, size_t, int *, int),
                     void *buf, size_t cap);
+/* The same to the inbox's end, even while a caller reads it or a fresh
+ * eager message waits for one (after the peer hung up). */
+int ipcp__mbox_read_all(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                        void (*dispatch)(ipcp_comm_t *, ipcp__peer_t *,
+                                         const unsigned char *, size_t, int *,
+                                         int),
+                        void *buf, size_t cap);
 int ipcp__mbox_sleep(ipcp_comm_t *comm);
 void ipcp__mbox_awake(ipcp_comm_t *comm);
 /* Longest message the mailbox carries in its slots (headers included). */

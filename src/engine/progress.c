@@ -465,12 +465,18 @@ static int ipcp__loop_wait(ipcp_comm_t *comm, ipcp__loop_t *lp, int spinning,
     return ready < 0 ? 0 : ready;
 }
 
-/* One peer's part of a turn: its inbox first (what it wrote before it hung
- * up), then its socket where poll() found it readable, then what waits to
- * go to it. */
+/* One peer's part of a turn: its inbox first, then its socket where poll()
+ * found it readable, then what waits to go to it.  After a hang-up the
+ * inbox is read to its end whoever else reads it: what the peer wrote
+ * before it went stands, and a receive whose caller reads the inbox would
+ * otherwise fail with its message in place, or a marker's socket message
+ * be read before the records ahead of it. */
 static int ipcp__turn_peer(ipcp_comm_t *comm, ipcp__peer_t *p, short ev)
 {
-    int busy = ipcp__peer_read_inbox(comm, p);
+    int busy = ev & (POLLHUP | POLLERR)
+                   ? ipcp__mbox_read_all(comm, p, ipcp__dispatch, ipcp__rxbuf,
+                                         sizeof(ipcp__rxbuf))
+                   : ipcp__peer_read_inbox(comm, p);
     if (ev & (POLLIN | POLLHUP | POLLERR))
         busy += ipcp__peer_read(comm, p);
     if (ev & POLLOUT)

@@ -5,6 +5,7 @@
  *   test_api_hostile --case mbox_empty|mbox_file|mbox_shrink|cts_status
  *   test_api_hostile --case cts_route|cts_fds
  *   test_api_hostile --case mbox_forged_kind|mbox_forged_len|mbox_forged_skip
+ *   test_api_hostile --case mbox_last_words
  *   test_api_hostile --case bar_dup   (3 ranks: rank 1 fake, rank 2 late)
  *   test_api_hostile --case desc_addr|dereg_inflight [--path auto|staged]
  *   test_api_hostile --case fsize|nan_timeout|misspelt|trace_full|log_file
@@ -239,6 +240,39 @@ static void fake_forge_inbox(int fd, const char *what)
     close(fds[1]);
 }
 
+/* Takes rank 0's inbox for us, writes one EAGER message of LAST_LEN bytes
+ * for TAG_DATA into it (its first 8 bytes the seed of the rest), turns
+ * rank 0 to its inbox and hangs up at once: what we wrote before we went
+ * must still reach a receive rank 0 posts later. */
+enum { LAST_LEN = 64 };
+static void fake_last_words(int fd)
+{
+    static uint64_t buf[IPCP_SOCK_MSG_MAX / 8];
+    int fds[IPCP_SOCK_MAX_FDS], nfds;
+    T_CHECK(fake_read_until(fd, IPCP_MSG_MBOX, buf, sizeof(buf), fds, &nfds) >
+            0);
+    T_EQ_INT(nfds, 2);
+    const ipcp__msg_mbox_t *m = (const void *)buf;
+    unsigned char *ring =
+        mmap(NULL, m->size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+    T_CHECK(ring != MAP_FAILED);
+    unsigned char *slot0 = ring + 2 * IPCP_CACHE_LINE;
+    uint32_t *rec = (uint32_t *)(void *)(slot0 + 8);
+    ipcp__msg_eager_t e = {{IPCP_MSG_EAGER, 0}, TAG_DATA, LAST_LEN};
+    uint64_t seed = t_fresh_seed();
+    rec[0] = sizeof(e) + LAST_LEN;
+    rec[1] = 0; /* a message in the ring */
+    memcpy(slot0 + 16, &e, sizeof(e));
+    memcpy(slot0 + 16 + sizeof(e), &seed, sizeof(seed));
+    t_fill(slot0 + 16 + sizeof(e) + 8, LAST_LEN - 8, seed);
+    __atomic_store_n((uint64_t *)(void *)slot0, 1, __ATOMIC_SEQ_CST);
+    ipcp__msg_hdr_t sw = {IPCP_MSG_SWITCH, 0};
+    T_OK(ipcp__sock_send(fd, &sw, sizeof(sw), NULL, 0, 0));
+    munmap(ring, m->size);
+    close(fds[0]);
+    close(fds[1]);
+}
+
 static int fake_main(const char *name)
 {
     static uint64_t buf[IPCP_SOCK_MSG_MAX / 8];
@@ -264,6 +298,10 @@ static int fake_main(const char *name)
         T_OK(ipcp__sock_send(fd, &sw, sizeof(sw), NULL, 0, 0));
         usleep(300000);
         ipcp__boot_destroy(boot);
+        return 0;
+    } else if (strcmp(name, "mbox_last_words") == 0) {
+        fake_last_words(fd);
+        ipcp__boot_destroy(boot); /* hangs up */
         return 0;
     } else if (strncmp(name, "mbox_forged_", 12) == 0) {
         fake_forge_inbox(fd, name + 12);
@@ -372,6 +410,19 @@ static int victim_main(const char *name)
     } else if (strcmp(name, "bar_dup") == 0) {
         T_STATUS(ipcp_barrier(comm), IPCP_ERR_PEER_LOST);
         T_MSG_HAS("barrier message out of order");
+    } else if (strcmp(name, "mbox_last_words") == 0) {
+        /* Posted once the fake has hung up (and the progress thread has
+         * seen it): the message it wrote before is delivered whole, and
+         * only the next receive finds it gone. */
+        unsigned char b[LAST_LEN];
+        uint64_t seed;
+        usleep(300000);
+        T_OK(ipcp_recv(comm, b, sizeof(b), 1, TAG_DATA, NULL));
+        memcpy(&seed, b, sizeof(seed));
+        t_verify(b + 8, sizeof(b) - 8, seed, "the fake's last message");
+        T_STATUS(ipcp_recv(comm, b, sizeof(b), 1, TAG_DATA, NULL),
+                 IPCP_ERR_PEER_LOST);
+        T_MSG_HAS("rank 1");
     } else if (strncmp(name, "mbox_forged_", 12) == 0) {
         /* The forged record ends the peer, whether the receive's caller
          * or the progress thread meets it first; nothing is delivered. */
