@@ -185,7 +185,11 @@ IPCP_API const char *ipcp_comm_job(const ipcp_comm_t *comm);
  * ranks that leave the path to auto. */
 IPCP_API ipcp_status_t ipcp_comm_set_path(ipcp_comm_t *comm, ipcp_path_t path);
 
-/* Returns once every rank has entered the barrier. */
+/* Returns once every rank has entered the barrier.  IPCP_ERR_PEER_LOST
+ * when a rank is gone (or sent a message out of order), IPCP_ERR_TIMEOUT
+ * when one did not come within IPCPIPE_TIMEOUT; after a timeout or a
+ * message out of order, later barriers on the communicator fail with
+ * IPCP_ERR_STATE, as one does while another thread's barrier on it runs. */
 IPCP_API ipcp_status_t ipcp_barrier(ipcp_comm_t *comm);
 
 /* ------------------------------------------------------------------------ */

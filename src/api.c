@@ -372,11 +372,6 @@ ipcp_status_t ipcp_barrier(ipcp_comm_t *comm_h)
 {
     ipcp_comm_t *comm;
     IPCP_CHECK(ipcp__comm_get(comm_h, &comm));
-    ipcp_request_t *req = ipcp__req_new(comm, IPCP_REQ_BARRIER);
-    if (!req)
-        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
-                          "no memory for a request");
-    ipcp__comm_submit(comm, req);
-    IPCP_CHECK(ipcp__wait_req(req, NULL));
+    IPCP_CHECK(ipcp__barrier_here(comm));
     return comm->remote ? ipcp__remote_barrier(comm) : IPCP_OK;
 }

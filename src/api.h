@@ -1,4 +1,4 @@
-/* What the files of the public API (api.c, api_mem.c, api_stream.c)
+/* What the files of the public API (api.c, api_mem.c, api_barrier.c, ...)
  * share: handle lookups, argument checks and the way requests go in. */
 #ifndef IPCP_API_H
 #define IPCP_API_H
@@ -51,6 +51,9 @@ ipcp_status_t ipcp__post_onesided(ipcp_comm_t *comm, int type, void *buf,
  * engine. */
 ipcp_status_t ipcp__post(ipcp_comm_t *comm, int type, void *buf, size_t len,
                          int peer, int tag, ipcp_request_t **out);
+
+/* The barrier of this node's ranks (api_barrier.c). */
+ipcp_status_t ipcp__barrier_here(ipcp_comm_t *comm);
 
 /* Ranks of a job that spans nodes (api_remote.c; engine/remote.h): this
  * rank and the job's size as the user sees them (the job's rank of a

@@ -28,10 +28,8 @@ typedef enum {
                                      needs no owner */
     IPCP_FAULT_MAP_REQUESTED,     /* an owner got an import's MAP_REQ, before
                                      it answers */
-    IPCP_FAULT_BARRIER_ENTERED,   /* inside a barrier, after its first
-                                     message: rank 0 has every arrival and
-                                     has not released yet; another rank sent
-                                     its arrival */
+    IPCP_FAULT_BARRIER_ENTERED,   /* inside a barrier: rank 0 before its
+                                     first message, another rank after it */
     IPCP_FAULT_BYE_SENT,          /* finalize queued its goodbyes */
     IPCP_FAULT_BYE_RECEIVED,      /* a peer's goodbye came, ours not yet sent */
     IPCP_FAULT_NSTAGES

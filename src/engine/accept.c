@@ -682,7 +682,7 @@ void ipcp__xfer_accept(ipcp_comm_t *comm, ipcp__peer_t *peer,
 
     ipcp__req_xfer_ready(req);
     ipcp__trace_mark(req, IPCP_TM_MEET);
-    ipcp__fault_point(IPCP_FAULT_RTS_MATCHED);
+    ipcp__fault_msg(IPCP_FAULT_RTS_MATCHED, rts->tag);
     ipcp__samegpu_note(comm, peer, rts, req);
     ipcp__offer_gather(comm, rts, req, force, &o);
     /* The last route, the sender's copy, takes everything. */

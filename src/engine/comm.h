@@ -154,13 +154,13 @@ struct ipcp_comm {
     ipcp__trace_ev_t *trace_ev;
     size_t trace_n, trace_cap, trace_dropped;
 
-    /* barrier (progress thread) */
-    uint64_t bar_epoch; /* epochs this rank has entered */
-    int bar_count[2];   /* rank 0: arrivals per epoch parity */
-    uint64_t *bar_seen; /* rank 0: [size] last epoch + 1 heard */
-    ipcp_request_t *bar_pending;
-    double bar_deadline;
-    int bar_broken; /* a barrier timed out */
+    /* barrier (src/api_barrier.c: its caller's, one at a time) */
+    atomic_int bar_busy; /* a barrier runs */
+    uint64_t bar_epoch;  /* barriers this rank has entered */
+    int bar_broken;      /* one failed midway: ranks disagree on epochs */
+    /* Its messages of each round, out and in: a failed barrier's sends
+     * and receives may still run, into memory that stays. */
+    ipcp__bar_msg_t bar_out[IPCP_BAR_ROUNDS], bar_in[IPCP_BAR_ROUNDS];
 };
 
 /* The object behind a public handle, or NULL when the handle is not live
@@ -225,6 +225,9 @@ static inline int ipcp__peer_closed(const ipcp__peer_t *peer)
     return peer->link == IPCP_PEER_CLOSED;
 }
 void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why);
+/* IPCP_REQ_DROP: ends req's peer with the reason in req->errmsg unless
+ * it is gone already, and fails req with why it is gone. */
+void ipcp__peer_drop_cmd(ipcp_comm_t *comm, ipcp_request_t *req);
 /* A write to the peer failed (why): later ones fail at once, and the loss
  * waits until what it sent is read (the end of its socket). */
 void ipcp__peer_wr_broken(ipcp_comm_t *comm, ipcp__peer_t *peer,

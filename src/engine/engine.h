@@ -27,6 +27,5 @@
 #include "engine/sync.h"
 #include "engine/lane.h"
 #include "engine/trace.h"
-#include "engine/barrier.h"
 
 #endif

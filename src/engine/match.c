@@ -183,7 +183,7 @@ void ipcp__send_rts(ipcp_comm_t *comm, ipcp__peer_t *peer, ipcp_request_t *req,
     if ((rts->hdr.flags & IPCP_RTS_SRC) && req->attr.type == IPCP_MEM_CUDA)
         ipcp__await_offer(comm, req);
     ipcp__list_push_back(&peer->wait_cts, &req->link);
-    ipcp__fault_point(IPCP_FAULT_RTS_POSTED);
+    ipcp__fault_msg(IPCP_FAULT_RTS_POSTED, req->tag);
 }
 
 static void ipcp__send_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
@@ -196,8 +196,8 @@ static void ipcp__send_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
      * round trip.  Only to a receiver known to leave the path to us: one
      * that forces a path gets that path, even for one byte. */
     if (req->attr.type == IPCP_MEM_HOST && req->len <= comm->eager_max &&
-        ipcp__force_for(peer->remote_path, IPCP_MEM_HOST, IPCP_MEM_HOST) ==
-            IPCP_PATH_AUTO) {
+        ipcp__force_for(peer->remote_path, req->tag, IPCP_MEM_HOST,
+                        IPCP_MEM_HOST) == IPCP_PATH_AUTO) {
         ipcp_status_t st;
         ipcp__msg_eager_t e = {
             {IPCP_MSG_EAGER, 0}, req->tag, (uint32_t)req->len};
@@ -212,7 +212,7 @@ static void ipcp__send_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
         req->path = IPCP_PATH_EAGER;
         req->nbytes = req->len;
         ipcp__req_complete(req, st, st == IPCP_OK ? NULL : ipcp__last_error());
-        ipcp__fault_point(IPCP_FAULT_RTS_POSTED);
+        ipcp__fault_msg(IPCP_FAULT_RTS_POSTED, req->tag);
         return;
     }
     ipcp__send_rts(comm, peer, req, &rts, 1);
@@ -226,7 +226,7 @@ static void ipcp__deliver_eager(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                 ipcp_request_t *req, const unsigned char *data,
                                 size_t len)
 {
-    ipcp__fault_point(IPCP_FAULT_RTS_MATCHED);
+    ipcp__fault_msg(IPCP_FAULT_RTS_MATCHED, req->tag);
     if (len && req->attr.type != IPCP_MEM_HOST) {
         /* A host sender cannot know the receive buffer is device memory:
          * the bytes go in with one copy on the receiver's queue. */
@@ -491,10 +491,10 @@ int ipcp__send_now(ipcp_comm_t *comm, int rank, const void *buf, size_t len,
     ipcp__msg_eager_t e = {{IPCP_MSG_EAGER, 0}, tag, (uint32_t)len};
     if (len > comm->eager_max || sizeof(e) + len > ipcp__mbox_msg_max(peer) ||
         ipcp__force_for(__atomic_load_n(&peer->remote_path, __ATOMIC_ACQUIRE),
-                        IPCP_MEM_HOST, IPCP_MEM_HOST) != IPCP_PATH_AUTO ||
+                        tag, IPCP_MEM_HOST, IPCP_MEM_HOST) != IPCP_PATH_AUTO ||
         ipcp__mbox_send_fast(peer, &e, sizeof(e), buf, len) != IPCP_OK)
         return 0;
-    ipcp__fault_point(IPCP_FAULT_RTS_POSTED);
+    ipcp__fault_msg(IPCP_FAULT_RTS_POSTED, tag);
     return 1;
 }
 
@@ -518,7 +518,7 @@ static int ipcp__recv_head(ipcp__peer_t *peer, int tag, void *buf, size_t cap,
     if (ipcp__posted_find(peer, tag) ||
         !ipcp__mbox_head_eager(peer, tag, buf, cap, got))
         return 0;
-    ipcp__fault_point(IPCP_FAULT_RTS_MATCHED);
+    ipcp__fault_msg(IPCP_FAULT_RTS_MATCHED, tag);
     return 1;
 }
 
@@ -537,7 +537,7 @@ static int ipcp__recv_kept(ipcp__peer_t *peer, ipcp__unexp_t *u, void *buf,
 {
     if (!(u->rts.hdr.flags & IPCP_RTS_EAGER) || u->rts.len > cap)
         return 0;
-    ipcp__fault_point(IPCP_FAULT_RTS_MATCHED);
+    ipcp__fault_msg(IPCP_FAULT_RTS_MATCHED, u->rts.tag);
     if (u->rts.len)
         memcpy(buf, u->eager, u->rts.len);
     *got = u->rts.len;

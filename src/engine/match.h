@@ -5,6 +5,15 @@
 
 #include "engine/comm.h"
 
+/* A fault stage (common/fault.h) of a two-sided message with tag: the
+ * library's own messages (negative tags: a barrier's) are none of the
+ * stages IPCPIPE_FAULT counts, which are those of users' transfers. */
+static inline void ipcp__fault_msg(int stage, int tag)
+{
+    if (tag >= 0)
+        ipcp__fault_point(stage);
+}
+
 void ipcp__match_cmd(ipcp_comm_t *comm, ipcp_request_t *req);
 void ipcp__match_msg(ipcp_comm_t *comm, ipcp__peer_t *peer,
                      const unsigned char *msg, size_t len, int *fds, int nfds);

@@ -204,8 +204,17 @@ void ipcp__peer_lost(ipcp_comm_t *comm, ipcp__peer_t *peer, const char *why)
     atomic_store(&peer->lost, IPCP_ERR_PEER_LOST);
     ipcp__xfer_release_waits(comm, peer);
     ipcp__lane_abort(comm, peer->rank, IPCP_ERR_PEER_LOST, msg);
-    if (comm->bar_pending)
-        ipcp__barrier_fail(comm, msg);
+}
+
+void ipcp__peer_drop_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
+{
+    char why[IPCP_ERRMSG_MAX], msg[IPCP_ERRMSG_MAX];
+    ipcp__peer_t *peer = &comm->peers[req->peer];
+    snprintf(why, sizeof(why), "%s", req->errmsg);
+    if (why[0] && !ipcp__peer_closed(peer))
+        ipcp__peer_lost(comm, peer, why);
+    ipcp__req_complete(req, IPCP_ERR_PEER_LOST,
+                       ipcp__peer_gone(comm, peer, msg, sizeof(msg)));
 }
 
 const char *ipcp__peer_gone(const ipcp_comm_t *comm, const ipcp__peer_t *peer,
@@ -241,14 +250,11 @@ const char *ipcp__peer_gone(const ipcp_comm_t *comm, const ipcp__peer_t *peer,
 #define IPCP_KA_STEPS       50
 #define IPCP_KA_STEP_MAX_NS ((uint64_t)100 * 1000 * 1000)
 
-/* Whether a request waits on the peer: a transfer, an import, a barrier
- * that needs its message, or finalize that waits for its goodbye. */
+/* Whether a request waits on the peer: a transfer, an import, a receive
+ * (a barrier's too), or finalize that waits for its goodbye. */
 static int ipcp__peer_awaited(const ipcp_comm_t *comm, ipcp__peer_t *p)
 {
-    if (comm->fin == IPCP_FIN_SAID ||
-        (comm->bar_pending &&
-         (comm->rank ? p->rank == 0
-                     : comm->bar_seen[p->rank] != comm->bar_epoch)))
+    if (comm->fin == IPCP_FIN_SAID)
         return 1;
     if (!ipcp__list_empty(&p->wait_cts) || !ipcp__list_empty(&p->gets) ||
         !ipcp__list_empty(&p->maps) || !ipcp__list_empty(&p->active))

@@ -82,14 +82,6 @@ void ipcp__dispatch(ipcp_comm_t *comm, ipcp__peer_t *peer,
             goto bad;
         ipcp__mem_on_reg_gone(comm, peer, (const void *)msg);
         break;
-    case IPCP_MSG_BARRIER:
-    case IPCP_MSG_BARRIER_REL:
-        if (len < sizeof(ipcp__msg_barrier_t))
-            goto bad;
-        ipcp__barrier_msg(
-            comm, peer, (int)hdr->type,
-            ((const ipcp__msg_barrier_t *)(const void *)msg)->epoch);
-        break;
     case IPCP_MSG_PATH:
         if (ipcp__on_path(peer, msg, len) != 0)
             goto bad;
@@ -218,8 +210,11 @@ static void ipcp__run_cmd(ipcp_comm_t *comm, ipcp_request_t *req)
         else
             ipcp__match_cmd(comm, req);
         break;
-    case IPCP_REQ_BARRIER:
-        ipcp__barrier_cmd(comm, req);
+    case IPCP_REQ_DROP:
+        ipcp__peer_drop_cmd(comm, req);
+        break;
+    case IPCP_REQ_FENCE:
+        ipcp__req_complete(req, IPCP_OK, NULL);
         break;
     case IPCP_REQ_IMPORT:
         ipcp__mem_import_cmd(comm, req);
@@ -400,8 +395,7 @@ static void ipcp__loop_fds(ipcp_comm_t *comm, ipcp__loop_t *lp)
 static int ipcp__loop_timeout(const ipcp_comm_t *comm)
 {
     int timeout_ms = comm->fin == IPCP_FIN_HELD || comm->fin == IPCP_FIN_SAID ||
-                             comm->bar_pending || comm->wr_broken ||
-                             !ipcp__list_empty(&comm->deregs)
+                             comm->wr_broken || !ipcp__list_empty(&comm->deregs)
                          ? 50
                          : 1000;
     /* Not only while a request is known to wait on a peer: callers post
@@ -468,9 +462,9 @@ static int ipcp__loop_wait(ipcp_comm_t *comm, ipcp__loop_t *lp, int spinning,
 /* One peer's part of a turn: its inbox first, then its socket where poll()
  * found it readable, then what waits to go to it.  After a hang-up the
  * inbox is read to its end whoever else reads it: what the peer wrote
- * before it went stands, and a receive whose caller reads the inbox would
- * otherwise fail with its message in place, or a marker's socket message
- * be read before the records ahead of it. */
+ * before it went stands, and a receive whose caller reads the inbox (a
+ * barrier's) would otherwise fail with its message in place, or a
+ * marker's socket message be read before the records ahead of it. */
 static int ipcp__turn_peer(ipcp_comm_t *comm, ipcp__peer_t *p, short ev)
 {
     int busy = ev & (POLLHUP | POLLERR)
@@ -519,12 +513,11 @@ static int ipcp__turn_move(ipcp_comm_t *comm, ipcp__loop_t *lp, int ready)
     return busy;
 }
 
-/* The thread's chores after the messages: finalize, barriers,
- * deregistrations waiting, the keepalive, broken writes. */
+/* The thread's chores after the messages: finalize, deregistrations
+ * waiting, the keepalive, broken writes. */
 static void ipcp__turn_chores(ipcp_comm_t *comm)
 {
     ipcp__check_bye(comm);
-    ipcp__barrier_check(comm);
     if (!ipcp__list_empty(&comm->deregs))
         ipcp__mem_dereg_poll(comm);
     ipcp__keepalive(comm, ipcp__now_ns());

@@ -20,8 +20,8 @@
  * the receiver's route, 11: an export may come with several descriptors
  * (device memory mapped piece by piece), 12: the bounce path, 13: its
  * ring's slot size in the CTS, RTS_NO_BOUNCE, 14: the hello carries the
- * node (IPCPIPE_NODE). */
-#define IPCP_PROTO_VERSION 14
+ * node (IPCPIPE_NODE), 15: barriers are eager messages on IPCP_BAR_TAG. */
+#define IPCP_PROTO_VERSION 15
 
 /* Most descriptors one message carries: a CTS's channel and its target's
  * export. */
@@ -41,14 +41,12 @@ enum {
     IPCP_MSG_MAP_REP,
     IPCP_MSG_REG_GONE, /* owner freed or deregistered a region */
     IPCP_MSG_GET_REQ,  /* origin asks the owner to send a range */
-    IPCP_MSG_BARRIER,
-    IPCP_MSG_BARRIER_REL,
-    IPCP_MSG_BYE,    /* the peer is finalizing */
-    IPCP_MSG_PATH,   /* the path the peer forces on what it receives */
-    IPCP_MSG_LANE,   /* the peer's small-message lane block */
-    IPCP_MSG_MBOX,   /* the sender's inbox for us (engine/mbox.c) */
-    IPCP_MSG_SWITCH, /* later messages come through our inbox */
-    IPCP_MSG_PING,   /* keepalive: answer with a PONG (a header) */
+    IPCP_MSG_BYE,      /* the peer is finalizing */
+    IPCP_MSG_PATH,     /* the path the peer forces on what it receives */
+    IPCP_MSG_LANE,     /* the peer's small-message lane block */
+    IPCP_MSG_MBOX,     /* the sender's inbox for us (engine/mbox.c) */
+    IPCP_MSG_SWITCH,   /* later messages come through our inbox */
+    IPCP_MSG_PING,     /* keepalive: answer with a PONG (a header) */
     IPCP_MSG_PONG,
     IPCP_MSG_EAGER, /* a small message, its bytes after the header */
 };
@@ -238,10 +236,19 @@ typedef struct ipcp__msg_mbox {
     uint32_t slot;
 } ipcp__msg_mbox_t;
 
-typedef struct ipcp__msg_barrier {
-    ipcp__msg_hdr_t hdr;
+/* A barrier's message (src/api_barrier.c): a two-sided message on
+ * IPCP_BAR_TAG, which no user's tag can be (they are >= 0), from the
+ * sender's round `round` of its barrier `epoch` (both from 0). */
+#define IPCP_BAR_TAG   (-1)
+#define IPCP_BAR_MAGIC 0x72616270u /* "pbar" */
+/* Rounds of a barrier of n ranks: ceil(log2(n)) <= 31 for an int n. */
+#define IPCP_BAR_ROUNDS 31
+
+typedef struct ipcp__bar_msg {
     uint64_t epoch;
-} ipcp__msg_barrier_t;
+    uint32_t round;
+    uint32_t magic;
+} ipcp__bar_msg_t;
 
 /* ---- Shared memory of a channel --------------------------------------- */
 

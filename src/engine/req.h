@@ -14,7 +14,11 @@ enum {
     IPCP_REQ_RECV,
     IPCP_REQ_PUT,
     IPCP_REQ_GET,
-    IPCP_REQ_BARRIER,
+    IPCP_REQ_DROP,  /* internal: end a peer that broke the protocol (the
+                       reason in errmsg; none: it is gone already), and
+                       fail with why it is gone */
+    IPCP_REQ_FENCE, /* internal: done when run, after the commands
+                       queued before it */
     IPCP_REQ_IMPORT,
     IPCP_REQ_NOTIFY,   /* internal: tell peers a region is gone */
     IPCP_REQ_INTERNAL, /* internal: owner's side of a staged put/get */

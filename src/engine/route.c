@@ -97,7 +97,7 @@ void ipcp__offer_gather(ipcp_comm_t *comm, const ipcp__msg_rts_t *rts,
     o->no_bounce = (rts->hdr.flags & IPCP_RTS_NO_BOUNCE) != 0;
     o->sync = req->sync != 0;
     o->one_cpu = ipcp__one_cpu() != 0;
-    o->force = ipcp__force_for(force, o->src_type, o->dst_type);
+    o->force = ipcp__force_for(force, rts->tag, o->src_type, o->dst_type);
     if (o->src_type == IPCP_MEM_CUDA && o->dst_type == IPCP_MEM_CUDA)
         o->reach = ipcp__reachable(comm, rts, req) != 0;
     /* A stale region made for the user's memory is not found (the sent

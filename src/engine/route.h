@@ -37,14 +37,15 @@ typedef struct ipcp__offer {
     ipcp_path_t force;       /* IPCPIPE_PATH or the caller's */
 } ipcp__offer_t;
 
-/* The path forced on a transfer from src_type to dst_type memory: a
- * forced bounce path is for device to device transfers, and leaves the
- * others (host messages beside them) to auto. */
-static inline ipcp_path_t ipcp__force_for(ipcp_path_t force, int src_type,
-                                          int dst_type)
+/* The path forced on a transfer with tag from src_type to dst_type
+ * memory: a forced bounce path is for device to device transfers, and
+ * leaves the others (host messages beside them) to auto; the library's
+ * own messages (negative tags: a barrier's) are never forced. */
+static inline ipcp_path_t ipcp__force_for(ipcp_path_t force, int tag,
+                                          int src_type, int dst_type)
 {
-    if (force == IPCP_PATH_BOUNCE &&
-        (src_type != IPCP_MEM_CUDA || dst_type != IPCP_MEM_CUDA))
+    if (tag < 0 || (force == IPCP_PATH_BOUNCE &&
+                    (src_type != IPCP_MEM_CUDA || dst_type != IPCP_MEM_CUDA)))
         return IPCP_PATH_AUTO;
     return force;
 }

@@ -22,7 +22,7 @@
  * not answer"), or IPCP_OK where the operation can end before the fault
  * (an eager send, a direct send whose copies went into the receiver's
  * shared memory, a receive that copies out of a sender's mapped buffer, a
- * barrier whose last arrival came): then every received byte is checked
+ * barrier whose last message came): then every received byte is checked
  * and a receive from the victim posted next must fail with the loss within
  * the timeout.  The survivor prints one "fault-result" line per case.
  * What it must not leave behind is counted in test_fault_leaks.c. */

@@ -6,7 +6,8 @@
  *   test_api_hostile --case cts_route|cts_fds
  *   test_api_hostile --case mbox_forged_kind|mbox_forged_len|mbox_forged_skip
  *   test_api_hostile --case mbox_last_words
- *   test_api_hostile --case bar_dup   (3 ranks: rank 1 fake, rank 2 late)
+ *   test_api_hostile --case bar_forged|bar_long (3 ranks: rank 1 fake,
+ *                    rank 2 late)
  *   test_api_hostile --case desc_addr|dereg_inflight [--path auto|staged]
  *   test_api_hostile --case fsize|nan_timeout|misspelt|trace_full|log_file
  *   test_api_hostile --case huge_job
@@ -319,14 +320,23 @@ static int fake_main(const char *name)
         fake_answer_rts(fd, IPCP_OK, 1000, "");
     } else if (strcmp(name, "cts_fds") == 0) {
         fake_answer_rts_fds(fd);
-    } else if (strcmp(name, "bar_dup") == 0) {
-        /* Our arrival at rank 0's barrier, twice: the second must not
-         * count for rank 2, which has not come. */
-        ipcp__msg_barrier_t b;
-        memset(&b, 0, sizeof(b));
-        b.hdr.type = IPCP_MSG_BARRIER;
-        T_OK(ipcp__sock_send(fd, &b, sizeof(b), NULL, 0, 0));
-        T_OK(ipcp__sock_send(fd, &b, sizeof(b), NULL, 0, 0));
+    } else if (strncmp(name, "bar_", 4) == 0) {
+        /* What rank 0 takes for our message in round 1 of its first
+         * barrier (3 ranks: it hears from rank 2, then from us): one of
+         * the next barrier (forged), or one longer than any barrier's
+         * (long).  Neither may let rank 0 leave. */
+        struct {
+            ipcp__msg_eager_t e;
+            ipcp__bar_msg_t b;
+            uint64_t more;
+        } m = {{{IPCP_MSG_EAGER, 0}, IPCP_BAR_TAG, sizeof(ipcp__bar_msg_t)},
+               {0, 1, IPCP_BAR_MAGIC},
+               0};
+        if (strcmp(name, "bar_long") == 0)
+            m.e.len += sizeof(m.more);
+        else
+            m.b.epoch = 1;
+        T_OK(ipcp__sock_send(fd, &m, sizeof(m.e) + m.e.len, NULL, 0, 0));
     } else {
         T_FAIL("unknown --case \"%s\"", name);
     }
@@ -405,11 +415,20 @@ static int victim_main(const char *name)
         return 0;
     }
     t_rank = ipcp_comm_rank(comm);
-    if (strcmp(name, "bar_dup") == 0 && t_rank == 2) {
-        usleep(500000); /* an honest rank that is late to the barrier */
-    } else if (strcmp(name, "bar_dup") == 0) {
+    if (strncmp(name, "bar_", 4) == 0 && t_rank == 2) {
+        /* An honest rank, late to the barrier: rank 0's message from the
+         * fake waits for it.  Its own from the fake never comes. */
+        usleep(500000);
+        T_STATUS(ipcp_barrier(comm), IPCP_ERR_PEER_LOST);
+        T_MSG_HAS("rank 1");
+    } else if (strncmp(name, "bar_", 4) == 0) {
         T_STATUS(ipcp_barrier(comm), IPCP_ERR_PEER_LOST);
         T_MSG_HAS("barrier message out of order");
+        T_MSG_HAS(strcmp(name, "bar_long") == 0 ? "more than 16 bytes"
+                                                : "barrier 1 round 1");
+        /* The peer is ended, and later barriers fail as well. */
+        T_STATUS(ipcp_barrier(comm), IPCP_ERR_STATE);
+        T_MSG_HAS("failed midway");
     } else if (strcmp(name, "mbox_last_words") == 0) {
         /* Posted once the fake has hung up (and the progress thread has
          * seen it): the message it wrote before is delivered whole, and
@@ -618,6 +637,6 @@ int main(int argc, char **argv)
     int rc = hostile_solo(name);
     if (rc >= 0)
         return rc;
-    return t_mp_main(argc, argv, strcmp(name, "bar_dup") == 0 ? 3 : 2, 60,
+    return t_mp_main(argc, argv, strncmp(name, "bar_", 4) == 0 ? 3 : 2, 60,
                      rank_main);
 }

@@ -22,8 +22,9 @@ enum {
     SHARED = 16,
     SYNC = 32,
     ONE_CPU = 64,
-    AUTO = 128,     /* the sent route exports the cudaMalloc'd receive buffer */
-    NO_BOUNCE = 256 /* the sender could not map our ring before */
+    AUTO = 128, /* the sent route exports the cudaMalloc'd receive buffer */
+    NO_BOUNCE = 256, /* the sender could not map our ring before */
+    INTERNAL = 512   /* the library's own message (a barrier's tag) */
 };
 
 typedef struct {
@@ -73,6 +74,9 @@ static const route_case_t cases[] = {
      "map sent", IPCP_WHY_MAPPED, IPCP_DST_MAPPED},
     {"direct forced, nothing the sender can write", NULL, H, H, SRC_ADDR, MIB,
      IPCP_PATH_DIRECT, "read sent", IPCP_WHY_UNSHARED, -1},
+    {"direct forced, the library's own message: as auto", NULL, H, H,
+     SRC_ADDR | INTERNAL, MIB, IPCP_PATH_DIRECT, "read sent", IPCP_WHY_UNSHARED,
+     0},
     {"direct forced, GPUs without peer access", NULL, C, C, SRC_MAP | SHARED,
      MIB, IPCP_PATH_DIRECT, "sent", IPCP_WHY_NO_PEER, -1},
     {"an empty message", NULL, H, H, SRC_MAP | SRC_ADDR | SHARED, 0,
@@ -145,7 +149,8 @@ static void offer_of(const route_case_t *c, ipcp__offer_t *o)
     o->sync = !!(c->facts & SYNC);
     o->one_cpu = !!(c->facts & ONE_CPU);
     o->no_bounce = !!(c->facts & NO_BOUNCE);
-    o->force = ipcp__force_for(c->force, c->src, c->dst);
+    o->force = ipcp__force_for(c->force, c->facts & INTERNAL ? IPCP_BAR_TAG : 0,
+                               c->src, c->dst);
 }
 
 static int run_case(const route_case_t *c)

@@ -1,5 +1,5 @@
 /* A peer whose last messages lie unread in our socket when a write to it
- * fails: what it sent must still be read (a barrier's release, an eager
+ * fails: what it sent must still be read (its barrier message, an eager
  * message), a request that needs to write to it fails at once naming it,
  * and it is lost once its socket has ended (or, when it never does, after a
  * short bound).  This process is rank 1 of 2; rank 0 is the other end of a
@@ -23,6 +23,7 @@
 #include "common/config.h"
 #include "common/time.h"
 #include "engine/engine.h"
+#include "api.h"
 #include "testutil.h"
 
 enum { TAG_EAGER = 5, TAG_AFTER = 6, TAG_OURS = 9, EAGER_LEN = 700 };
@@ -67,22 +68,23 @@ static void fake_start(fake_t *f)
     close(early);
 }
 
-/* What rank 0 sent before it ended: its path, the release of barrier 0,
- * and an eager message of EAGER_LEN bytes from seed. */
+/* What rank 0 sent before it ended: its path, its message of barrier 0
+ * (round 0), and an eager message of EAGER_LEN bytes from seed. */
 static void rank0_sends(const fake_t *f, uint64_t seed)
 {
     ipcp__msg_path_t path;
-    ipcp__msg_barrier_t rel;
+    struct {
+        ipcp__msg_eager_t e;
+        ipcp__bar_msg_t b;
+    } bar = {{{IPCP_MSG_EAGER, 0}, IPCP_BAR_TAG, sizeof(ipcp__bar_msg_t)},
+             {0, 0, IPCP_BAR_MAGIC}};
     static unsigned char rts[sizeof(ipcp__msg_rts_t) + EAGER_LEN];
     ipcp__msg_rts_t r;
     memset(&path, 0, sizeof(path));
     path.hdr.type = IPCP_MSG_PATH;
     path.path = IPCP_PATH_AUTO;
     T_OK(ipcp__sock_send(f->rank0, &path, sizeof(path), NULL, 0, 0));
-    memset(&rel, 0, sizeof(rel));
-    rel.hdr.type = IPCP_MSG_BARRIER_REL;
-    rel.epoch = 0;
-    T_OK(ipcp__sock_send(f->rank0, &rel, sizeof(rel), NULL, 0, 0));
+    T_OK(ipcp__sock_send(f->rank0, &bar, sizeof(bar), NULL, 0, 0));
     memset(&r, 0, sizeof(r));
     r.hdr.type = IPCP_MSG_RTS;
     r.hdr.flags = IPCP_RTS_EAGER;
@@ -93,16 +95,6 @@ static void rank0_sends(const fake_t *f, uint64_t seed)
     memcpy(rts, &r, sizeof(r));
     t_fill(rts + sizeof(r), EAGER_LEN, seed);
     T_OK(ipcp__sock_send(f->rank0, rts, sizeof(rts), NULL, 0, 0));
-}
-
-/* Waits for a request made with ipcp__req_new, as ipcp_wait does. */
-static ipcp_status_t wait_internal(ipcp_request_t *req, char *msg, size_t len)
-{
-    ipcp__req_sleep(req, 0);
-    ipcp_status_t st = req->status;
-    snprintf(msg, len, "%s", st == IPCP_OK ? "" : req->errmsg);
-    ipcp__req_disown(req);
-    return st;
 }
 
 static void expect_lost(ipcp_status_t st, const char *what)
@@ -123,8 +115,8 @@ static void run(int alive)
     fake_t f;
     uint64_t seed = t_fresh_seed();
     unsigned char got[EAGER_LEN + 16], ours[64] = {0};
-    ipcp_request_t *recv = NULL, *send = NULL;
-    char msg[IPCP_ERRMSG_MAX];
+    ipcp_request_t *recv = NULL, *send = NULL, *bar = NULL;
+    ipcp__bar_msg_t in;
     uint64_t x = 0;
 
     fake_new(&f);
@@ -133,20 +125,23 @@ static void run(int alive)
         T_CHECK(shutdown(f.rank0, SHUT_RD) == 0);
     else
         close(f.rank0);
-    ipcp_request_t *bar = ipcp__req_new(f.comm, IPCP_REQ_BARRIER);
-    T_CHECK(bar != NULL);
-    ipcp__comm_submit(f.comm, bar);
+    /* The receive of rank 0's round of barrier 0, as ipcp_barrier posts
+     * it (a tag no user may take). */
+    memset(&in, 0, sizeof(in));
+    T_OK(ipcp__post(f.comm, IPCP_REQ_RECV, &in, sizeof(in), 0, IPCP_BAR_TAG,
+                    &bar));
     memset(got, 0x5a, sizeof(got));
     T_OK(ipcp_irecv(f.h, got, sizeof(got), 0, TAG_EAGER, &recv));
     T_OK(ipcp_isend(f.h, ours, sizeof(ours), 0, TAG_OURS, &send));
     double t0 = ipcp__now_s();
     fake_start(&f);
 
-    ipcp_status_t st = wait_internal(bar, msg, sizeof(msg));
-    if (st != IPCP_OK)
-        T_FAIL("the barrier rank 0 released returned %s: %s", ipcp_strerror(st),
-               msg);
     ipcp_xfer_info_t info;
+    T_OK(ipcp_wait(bar, &info));
+    T_EQ_U64(info.nbytes, sizeof(in));
+    T_EQ_U64(in.epoch, 0);
+    T_EQ_INT(in.round, 0);
+    T_EQ_INT(in.magic, IPCP_BAR_MAGIC);
     T_OK(ipcp_wait(recv, &info));
     T_EQ_U64(info.nbytes, EAGER_LEN);
     t_verify(got, EAGER_LEN, seed, "rank 0's eager message");

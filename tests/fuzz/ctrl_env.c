@@ -5,7 +5,8 @@
  *   MSG       b: peer (bit 0), descriptors (bits 1-2); a byte per
  *             descriptor (CTRL_FD_*); u16 length; the message
  *   RECV/SEND b: peer (bit 0), buffer in the last region (bit 1), length
- *             x 64 (bit 2); tag byte; u16 length
+ *             x 64 (bit 2); tag byte (bit 7: a barrier's tag, else the
+ *             byte % 4); u16 length
  *   REGION    b: register malloc'd memory (bit 0) rather than allocate;
  *             u16 length (an allocation is a memfd, populated: larger
  *             ones would cost the harness most of its speed)
@@ -14,7 +15,8 @@
  *   INBOX     b: peer (bit 0); u16 offset; a length byte and as many bytes
  *             written into the inbox we offered that peer, which is then
  *             read (what a peer may write in shared memory)
- *   BARRIER   a barrier request
+ *   DROP      b: peer (bit 0), a reason (bit 1): the engine ends the peer
+ *             as a barrier does one whose message was out of order
  *   PEER      b: peer (bit 0), process_vm_writev allowed (bit 1)
  * Between operations the harness reads what the engine sent (the
  * descriptors go to a pool that CTRL_FD_POOL hands back) and lets staged
@@ -43,11 +45,11 @@
 #define CTRL_MAX_BUFS  64
 #define CTRL_POOL      8
 #define CTRL_MAX_INPUT (256 << 10)
-/* engine/mbox.c's ring: three cache lines of words, 64 slots of 1 KiB.  A
- * mailbox offer is given a memfd of this size: the engine maps it without
- * checking its size (a known bug, fixed elsewhere), which would make every
- * input that offers a small one a SIGBUS. */
-#define CTRL_MBOX_SIZE (3 * 64 + 64 * 1024)
+/* The size of a mailbox ring in a job of CTRL_SIZE ranks (engine/mbox.c),
+ * which a mailbox offer's memfd is given: the engine refuses one of any
+ * other size, so a fixed figure that the ring's layout left behind made
+ * every fuzzed offer a refused one. */
+static size_t ctrl_mbox_size;
 
 /* The settings of each variant; the rest are the table's defaults. */
 static ipcp__config_t ctrl_cfg[8];
@@ -89,6 +91,7 @@ static const char *ctrl_setting(const char *name, void *arg)
 void ctrl_env_init(void)
 {
     char err[256];
+    ctrl_mbox_size = ipcp__mbox_bytes(ipcp__mbox_slots(CTRL_SIZE));
     for (unsigned v = 0; v < 8; v++)
         if (ipcp__config_parse(&ctrl_cfg[v], ctrl_setting, (void *)(uintptr_t)v,
                                err, sizeof(err)) != IPCP_OK) {
@@ -218,8 +221,8 @@ static int ctrl_memfd(size_t size, int seal)
 
 static int ctrl_fd_make(ctrl_run_t *run, uint8_t b)
 {
-    static const size_t sizes[] = {0,         1,       4096,           65536,
-                                   300 << 10, 1 << 20, CTRL_MBOX_SIZE, 4 << 20};
+    const size_t sizes[] = {0,         1,       4096,           65536,
+                            300 << 10, 1 << 20, ctrl_mbox_size, 4 << 20};
     size_t size = sizes[(b >> 3) & 7];
     int fd = -1, sv[2];
     switch (b & 7) {
@@ -307,9 +310,13 @@ static void ctrl_op_msg(ctrl_run_t *run, fuzz_in_t *in)
     uint32_t type = 0;
     if (len >= sizeof(type))
         memcpy(&type, msg, sizeof(type));
+    /* A mailbox offer's ring: a memfd of the ring's size, sealed unless
+     * its kind is a plain memfd's. */
     for (int i = 0; i < nfds; i++)
-        fds[i] = type == IPCP_MSG_MBOX && i == 0 ? ctrl_memfd(CTRL_MBOX_SIZE, 0)
-                                                 : ctrl_fd_make(run, kinds[i]);
+        fds[i] =
+            type == IPCP_MSG_MBOX && i == 0
+                ? ctrl_memfd(ctrl_mbox_size, (kinds[i] & 7) != CTRL_FD_MEMFD)
+                : ctrl_fd_make(run, kinds[i]);
     /* A pool entry may be empty: the descriptors that exist are sent. */
     int n = 0;
     for (int i = 0; i < nfds; i++)
@@ -326,7 +333,8 @@ static void ctrl_op_msg(ctrl_run_t *run, fuzz_in_t *in)
 static void ctrl_op_twosided(ctrl_run_t *run, fuzz_in_t *in, int type)
 {
     uint8_t b = fuzz_u8(in);
-    int tag = fuzz_u8(in) % 4;
+    uint8_t t = fuzz_u8(in);
+    int tag = t & 0x80 ? IPCP_BAR_TAG : t % 4;
     size_t len = fuzz_u16(in) * (b & 4 ? 64u : 1u);
     void *buf = ctrl_buf(run, len, b & 2);
     if (!buf)
@@ -417,8 +425,8 @@ static void ctrl_op_inbox(ctrl_run_t *run, fuzz_in_t *in)
     const uint8_t *p = fuzz_bytes(in, want, &n);
     if (!peer->inbox || ipcp__peer_closed(peer))
         return;
-    off %= CTRL_MBOX_SIZE;
-    n = ipcp__min(n, CTRL_MBOX_SIZE - off);
+    off %= ctrl_mbox_size;
+    n = ipcp__min(n, ctrl_mbox_size - off);
     memcpy((char *)peer->inbox + off, p, n);
     ipcp__mbox_read(run->comm, peer, ipcp__dispatch, ctrl_rxbuf,
                     sizeof(ctrl_rxbuf));
@@ -446,10 +454,14 @@ static void ctrl_op(ctrl_run_t *run, fuzz_in_t *in)
     case CTRL_OP_INBOX:
         ctrl_op_inbox(run, in);
         break;
-    case CTRL_OP_BARRIER:
-        ipcp__barrier_cmd(run->comm,
-                          ctrl_req(run, IPCP_REQ_BARRIER, run->comm->rank));
+    case CTRL_OP_DROP: {
+        uint8_t b = fuzz_u8(in);
+        ipcp_request_t *req = ctrl_req(run, IPCP_REQ_DROP, run->others[b & 1]);
+        if (b & 2)
+            snprintf(req->errmsg, sizeof(req->errmsg), "fuzzed drop");
+        ipcp__peer_drop_cmd(run->comm, req);
         break;
+    }
     default: {
         uint8_t b = fuzz_u8(in);
         run->comm->peers[run->others[b & 1]].pvm_to = (b >> 1) & 1;

@@ -19,7 +19,7 @@ enum {
     CTRL_OP_REGION,   /* flags, u16 length */
     CTRL_OP_ONESIDED, /* flags, region id, u16 offset, u16 length */
     CTRL_OP_INBOX,    /* peer, u16 offset, length byte, bytes */
-    CTRL_OP_BARRIER,  /* nothing */
+    CTRL_OP_DROP,     /* peer, a reason */
     CTRL_OP_PEER,     /* peer, pvm allowed */
 };
 

@@ -1,5 +1,5 @@
 /* Fuzzes every control message a peer can send the engine (RTS, CTS,
- * MAP_REQ/REP, REG_GONE, GET_REQ, BARRIER, PATH, LANE, MBOX, SWITCH, BYE),
+ * MAP_REQ/REP, REG_GONE, GET_REQ, EAGER, PATH, LANE, MBOX, SWITCH, BYE),
  * with descriptors attached, through the socket's handler and the inbox's,
  * against a communicator whose requests the same input posts.  The script
  * format is in ctrl_env.c. */

@@ -17,6 +17,7 @@
 #include "bootstrap/bootstrap.h"
 #include "ctrl_env.h"
 #include "engine/engine.h"
+#include "engine/mbox_ring.h"
 #include "engine/mem.h"
 #include "engine/remote.h"
 #include "engine/stripe.h"
@@ -450,34 +451,47 @@ static void gen_ctrl_onesided(void)
     gen_write("ctrl", "put_staged", g.b, g.n);
 }
 
+/* An INBOX operation from peer 0 that writes a record of msg into slot i
+ * of the inbox we offered it, as its i-th record (engine/mbox_ring.h). */
+static void gen_op_record(gen_buf_t *g, unsigned i, const void *msg,
+                          uint32_t len)
+{
+    uint64_t seq = i + 1;
+    uint32_t words[2] = {len, IPCP_MBOX_DATA};
+    gen_u8(g, CTRL_OP_INBOX);
+    gen_u8(g, 0);
+    gen_u16(g, (unsigned)(sizeof(ipcp__mbox_ring_t) + i * IPCP_MBOX_SLOT));
+    gen_u8(g, (unsigned)(IPCP_MBOX_HDR + len));
+    gen_put(g, &seq, sizeof(seq));
+    gen_put(g, words, sizeof(words));
+    gen_put(g, msg, len);
+}
+
 static void gen_ctrl_misc(void)
 {
     gen_buf_t g = {.n = 0};
-    gen_msg_t bar, mbox, sw;
-    /* Barrier: rank 1 enters, rank 0 (the harness's rank) gathers. */
-    gen_u8(&g, CTRL_VAR_RANK1);
-    gen_u8(&g, CTRL_OP_BARRIER);
-    gen_run(&g);
-    bar = *gen_find(IPCP_MSG_BARRIER);
-    g.n = 0;
+    gen_msg_t mbox, sw;
+    /* A barrier's message: its receive, then the message as a peer sends
+     * it; then the peer ended as for one out of order. */
+    struct {
+        ipcp__msg_eager_t e;
+        ipcp__bar_msg_t b;
+    } bar = {{{IPCP_MSG_EAGER, 0}, IPCP_BAR_TAG, sizeof(ipcp__bar_msg_t)},
+             {0, 0, IPCP_BAR_MAGIC}};
     gen_u8(&g, 0);
-    gen_u8(&g, CTRL_OP_BARRIER);
-    gen_op_msg(&g, 0, bar.data, bar.len, 0, NULL);
-    gen_op_msg(&g, 1, bar.data, bar.len, 0, NULL);
-    gen_run(&g);
-    gen_write("ctrl", "barrier_rank0", g.b, g.n);
-    g.n = 0;
-    gen_u8(&g, CTRL_VAR_RANK1);
-    gen_u8(&g, CTRL_OP_BARRIER);
-    gen_op_echo(&g, 0, gen_find(IPCP_MSG_BARRIER_REL));
-    gen_write("ctrl", "barrier_rank1", g.b, g.n);
+    gen_op(&g, CTRL_OP_RECV, 0, 0x80, sizeof(ipcp__bar_msg_t));
+    gen_op_msg(&g, 0, &bar, sizeof(bar), 0, NULL);
+    gen_op(&g, CTRL_OP_RECV, 1, 0x80, sizeof(ipcp__bar_msg_t));
+    gen_u8(&g, CTRL_OP_DROP);
+    gen_u8(&g, 3);
+    gen_write("ctrl", "barrier_drop", g.b, g.n);
     /* Mailbox: the peer's offer, its SWITCH, then a PATH and a goodbye
-     * through the inbox we offered (ring words, then slot 0 and 1). */
+     * through the inbox we offered (its slots 0 and 1). */
     g.n = 0;
     gen_u8(&g, CTRL_VAR_MAILBOX);
     gen_run(&g);
     mbox = *gen_find(IPCP_MSG_MBOX);
-    unsigned char kinds[2] = {CTRL_FD_MEMFD, CTRL_FD_EVENTFD};
+    unsigned char kinds[2] = {CTRL_FD_MEMFD_SEALED, CTRL_FD_EVENTFD};
     gen_op_msg(&g, 0, mbox.data, mbox.len, 2, kinds);
     gen_run(&g);
     sw = *gen_find(IPCP_MSG_SWITCH);
@@ -486,26 +500,8 @@ static void gen_ctrl_misc(void)
     memset(&pm, 0, sizeof(pm));
     pm.hdr.type = IPCP_MSG_PATH;
     ipcp__msg_hdr_t bye = {IPCP_MSG_BYE, 0};
-    uint32_t words[2] = {sizeof(pm), 0};
-    gen_u8(&g, CTRL_OP_INBOX);
-    gen_u8(&g, 0);
-    gen_u16(&g, 192);
-    gen_u8(&g, 8 + sizeof(pm));
-    gen_put(&g, words, 8);
-    gen_put(&g, &pm, sizeof(pm));
-    words[0] = sizeof(bye);
-    gen_u8(&g, CTRL_OP_INBOX);
-    gen_u8(&g, 0);
-    gen_u16(&g, 192 + 1024);
-    gen_u8(&g, 8 + sizeof(bye));
-    gen_put(&g, words, 8);
-    gen_put(&g, &bye, sizeof(bye));
-    uint64_t head = 2;
-    gen_u8(&g, CTRL_OP_INBOX);
-    gen_u8(&g, 0);
-    gen_u16(&g, 0);
-    gen_u8(&g, sizeof(head));
-    gen_put(&g, &head, sizeof(head));
+    gen_op_record(&g, 0, &pm, sizeof(pm));
+    gen_op_record(&g, 1, &bye, sizeof(bye));
     gen_write("ctrl", "mailbox", g.b, g.n);
     /* A region gone, and a goodbye on the socket. */
     g.n = 0;
