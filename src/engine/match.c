@@ -183,7 +183,7 @@ void ipcp__send_rts(ipcp_comm_t *comm, ipcp__peer_t *peer, ipcp_request_t *req,
     if ((rts->hdr.flags & IPCP_RTS_SRC) && req->attr.type == IPCP_MEM_CUDA)
         ipcp__await_offer(comm, req);
     ipcp__list_push_back(&peer->wait_cts, &req->link);
-    ipcp__fault_msg(IPCP_FAULT_RTS_POSTED, req->tag);
+    ipcp__fault_msg(IPCP_FAULT_RTS_POSTED, rts->tag);
 }
 
 static void ipcp__send_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
@@ -211,8 +211,9 @@ static void ipcp__send_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
         }
         req->path = IPCP_PATH_EAGER;
         req->nbytes = req->len;
+        int tag = req->tag; /* req may be freed once complete */
         ipcp__req_complete(req, st, st == IPCP_OK ? NULL : ipcp__last_error());
-        ipcp__fault_msg(IPCP_FAULT_RTS_POSTED, req->tag);
+        ipcp__fault_msg(IPCP_FAULT_RTS_POSTED, tag);
         return;
     }
     ipcp__send_rts(comm, peer, req, &rts, 1);
