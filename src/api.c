@@ -360,12 +360,7 @@ ipcp_status_t ipcp_comm_set_path(ipcp_comm_t *comm_h, ipcp_path_t path)
     atomic_store(&comm->path, path);
     /* Peers learn it before anything this thread sends them later, since
      * the announcement is queued ahead on the same ordered sockets. */
-    ipcp_request_t *req = ipcp__req_new(comm, IPCP_REQ_PATH);
-    if (!req)
-        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
-                          "no memory for a request");
-    ipcp__comm_submit(comm, req);
-    return ipcp__wait_req(req, NULL);
+    return ipcp__cmd_wait(comm, ipcp__req_new(comm, IPCP_REQ_PATH), 0);
 }
 
 ipcp_status_t ipcp_barrier(ipcp_comm_t *comm_h)

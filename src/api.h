@@ -30,6 +30,10 @@ int ipcp__misaligned(const void *p, size_t align);
 ipcp_status_t ipcp__bad_arg(const char *what);
 /* Waits for a request the caller owns; its status, and its info. */
 ipcp_status_t ipcp__wait_req(ipcp_request_t *req, ipcp_xfer_info_t *info);
+/* Hands an internal command to the engine (the caller runs it when it may,
+ * with drive) and waits for it; req NULL (ipcp__req_new found no memory)
+ * fails with IPCP_ERR_NOMEM. */
+ipcp_status_t ipcp__cmd_wait(ipcp_comm_t *comm, ipcp_request_t *req, int drive);
 /* A two-sided call's arguments, and a request's buffer against what the
  * memory registry knows of it. */
 ipcp_status_t ipcp__check_xfer(const ipcp_comm_t *comm, const void *buf,

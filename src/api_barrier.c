@@ -36,13 +36,11 @@ static ipcp_status_t ipcp__bar_drop(ipcp_comm_t *comm, int peer,
                                     const char *why)
 {
     ipcp_request_t *req = ipcp__req_new(comm, IPCP_REQ_DROP);
-    if (!req)
-        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
-                          "no memory for a request");
-    req->peer = peer;
-    snprintf(req->errmsg, sizeof(req->errmsg), "%s", why ? why : "");
-    ipcp__comm_submit(comm, req);
-    return ipcp__wait_req(req, NULL);
+    if (req) {
+        req->peer = peer;
+        snprintf(req->errmsg, sizeof(req->errmsg), "%s", why ? why : "");
+    }
+    return ipcp__cmd_wait(comm, req, 0);
 }
 
 /* Waits for h until `until` (ipcp__now_ns's clock).  IPCP_ERR_TIMEOUT
@@ -55,7 +53,6 @@ static ipcp_status_t ipcp__bar_wait(ipcp_comm_t *comm, ipcp_request_t *h,
     ipcp_status_t st = ipcp_wait_for(h, ipcp__bar_left(until), &done, info);
     if (st != IPCP_IN_PROGRESS)
         return st;
-    comm->bar_broken = 1;
     return ipcp__fail(IPCP_LOG_WARN, IPCP_SUB_API, IPCP_ERR_TIMEOUT,
                       recv ? "barrier timed out after %.1f s waiting for "
                              "rank %d"
@@ -115,12 +112,7 @@ static ipcp_status_t ipcp__bar_fence(ipcp_comm_t *comm)
 {
     if (!atomic_load(&comm->queued))
         return IPCP_OK;
-    ipcp_request_t *req = ipcp__req_new(comm, IPCP_REQ_FENCE);
-    if (!req)
-        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
-                          "no memory for a request");
-    ipcp__comm_submit_drive(comm, req);
-    return ipcp__wait_req(req, NULL);
+    return ipcp__cmd_wait(comm, ipcp__req_new(comm, IPCP_REQ_FENCE), 1);
 }
 
 static ipcp_status_t ipcp__bar_run(ipcp_comm_t *comm)

@@ -126,6 +126,18 @@ ipcp_status_t ipcp__wait_req(ipcp_request_t *req, ipcp_xfer_info_t *info)
     return st;
 }
 
+ipcp_status_t ipcp__cmd_wait(ipcp_comm_t *comm, ipcp_request_t *req, int drive)
+{
+    if (!req)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                          "no memory for a request");
+    if (drive)
+        ipcp__comm_submit_drive(comm, req);
+    else
+        ipcp__comm_submit(comm, req);
+    return ipcp__wait_req(req, NULL);
+}
+
 /* ---- Two-sided ----------------------------------------------------------- */
 
 ipcp_status_t ipcp__check_xfer(const ipcp_comm_t *comm, const void *buf,

@@ -200,6 +200,39 @@ static void fake_offer_mailbox(int fd, int file)
     close(fds[1]);
 }
 
+/* Rank 0's inbox for us, mapped (*size bytes of *slots slots), from its
+ * offer; fds[0] and fds[1] are its memfd and eventfd. */
+static unsigned char *fake_inbox_take(int fd, size_t *size, uint32_t *slots,
+                                      int fds[IPCP_SOCK_MAX_FDS])
+{
+    static uint64_t buf[IPCP_SOCK_MSG_MAX / 8];
+    int nfds;
+    T_CHECK(fake_read_until(fd, IPCP_MSG_MBOX, buf, sizeof(buf), fds, &nfds) >
+            0);
+    T_EQ_INT(nfds, 2);
+    const ipcp__msg_mbox_t *m = (const void *)buf;
+    *size = m->size;
+    *slots = m->slots;
+    unsigned char *ring =
+        mmap(NULL, *size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+    T_CHECK(ring != MAP_FAILED);
+    return ring;
+}
+
+/* Publishes the record written into slot 0 of the inbox (its position + 1
+ * goes last), turns rank 0 to its inbox, and lets the inbox go. */
+static void fake_inbox_publish(int fd, unsigned char *ring, size_t size,
+                               const int fds[IPCP_SOCK_MAX_FDS])
+{
+    __atomic_store_n((uint64_t *)(void *)(ring + 2 * IPCP_CACHE_LINE), 1,
+                     __ATOMIC_SEQ_CST);
+    ipcp__msg_hdr_t sw = {IPCP_MSG_SWITCH, 0};
+    T_OK(ipcp__sock_send(fd, &sw, sizeof(sw), NULL, 0, 0));
+    munmap(ring, size);
+    close(fds[0]);
+    close(fds[1]);
+}
+
 /* Takes rank 0's inbox for us, writes a record into it that no writer of
  * the engine would (what: kind, a record of no kind the engine writes;
  * len, a message longer than any; skip, a skip record past the ring's
@@ -207,20 +240,13 @@ static void fake_offer_mailbox(int fd, int file)
  * inbox. */
 static void fake_forge_inbox(int fd, const char *what)
 {
-    static uint64_t buf[IPCP_SOCK_MSG_MAX / 8];
-    int fds[IPCP_SOCK_MAX_FDS], nfds;
-    T_CHECK(fake_read_until(fd, IPCP_MSG_MBOX, buf, sizeof(buf), fds, &nfds) >
-            0);
-    T_EQ_INT(nfds, 2);
-    const ipcp__msg_mbox_t *m = (const void *)buf;
-    unsigned char *ring =
-        mmap(NULL, m->size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
-    T_CHECK(ring != MAP_FAILED);
+    int fds[IPCP_SOCK_MAX_FDS];
+    size_t size;
+    uint32_t slots;
+    unsigned char *ring = fake_inbox_take(fd, &size, &slots, fds);
     /* After the tail's and the sleeping word's lines, slot 0: its record's
      * position + 1, then the record's length and kind. */
-    unsigned char *slot0 = ring + 2 * IPCP_CACHE_LINE;
-    uint64_t *seq = (uint64_t *)(void *)slot0;
-    uint32_t *rec = (uint32_t *)(void *)(slot0 + 8);
+    uint32_t *rec = (uint32_t *)(void *)(ring + 2 * IPCP_CACHE_LINE + 8);
     if (strcmp(what, "kind") == 0) {
         rec[0] = 8;
         rec[1] = 7; /* no kind of record */
@@ -228,17 +254,12 @@ static void fake_forge_inbox(int fd, const char *what)
         rec[0] = 0xFFFFFF00u; /* bytes */
         rec[1] = 0;           /* a message in the ring */
     } else if (strcmp(what, "skip") == 0) {
-        rec[0] = m->slots + 5; /* slots to skip */
-        rec[1] = 2;            /* a skip record */
+        rec[0] = slots + 5; /* slots to skip */
+        rec[1] = 2;         /* a skip record */
     } else {
         T_FAIL("unknown forgery \"%s\"", what);
     }
-    __atomic_store_n(seq, 1, __ATOMIC_SEQ_CST);
-    ipcp__msg_hdr_t sw = {IPCP_MSG_SWITCH, 0};
-    T_OK(ipcp__sock_send(fd, &sw, sizeof(sw), NULL, 0, 0));
-    munmap(ring, m->size);
-    close(fds[0]);
-    close(fds[1]);
+    fake_inbox_publish(fd, ring, size, fds);
 }
 
 /* Takes rank 0's inbox for us, writes one EAGER message of LAST_LEN bytes
@@ -248,15 +269,10 @@ static void fake_forge_inbox(int fd, const char *what)
 enum { LAST_LEN = 64 };
 static void fake_last_words(int fd)
 {
-    static uint64_t buf[IPCP_SOCK_MSG_MAX / 8];
-    int fds[IPCP_SOCK_MAX_FDS], nfds;
-    T_CHECK(fake_read_until(fd, IPCP_MSG_MBOX, buf, sizeof(buf), fds, &nfds) >
-            0);
-    T_EQ_INT(nfds, 2);
-    const ipcp__msg_mbox_t *m = (const void *)buf;
-    unsigned char *ring =
-        mmap(NULL, m->size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
-    T_CHECK(ring != MAP_FAILED);
+    int fds[IPCP_SOCK_MAX_FDS];
+    size_t size;
+    uint32_t slots;
+    unsigned char *ring = fake_inbox_take(fd, &size, &slots, fds);
     unsigned char *slot0 = ring + 2 * IPCP_CACHE_LINE;
     uint32_t *rec = (uint32_t *)(void *)(slot0 + 8);
     ipcp__msg_eager_t e = {{IPCP_MSG_EAGER, 0}, TAG_DATA, LAST_LEN};
@@ -266,12 +282,7 @@ static void fake_last_words(int fd)
     memcpy(slot0 + 16, &e, sizeof(e));
     memcpy(slot0 + 16 + sizeof(e), &seed, sizeof(seed));
     t_fill(slot0 + 16 + sizeof(e) + 8, LAST_LEN - 8, seed);
-    __atomic_store_n((uint64_t *)(void *)slot0, 1, __ATOMIC_SEQ_CST);
-    ipcp__msg_hdr_t sw = {IPCP_MSG_SWITCH, 0};
-    T_OK(ipcp__sock_send(fd, &sw, sizeof(sw), NULL, 0, 0));
-    munmap(ring, m->size);
-    close(fds[0]);
-    close(fds[1]);
+    fake_inbox_publish(fd, ring, size, fds);
 }
 
 static int fake_main(const char *name)
