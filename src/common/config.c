@@ -175,10 +175,10 @@ static const ipcp__setting_t ipcp__settings[] = {
      "processes at once: the receiver copies the first half out of the "
      "sender's buffer while the sender writes the second half (0: off)",
      IPCP_OFF(split), 0, 1024.0 * 1024 * 1024 * 1024, 0, NULL},
-    {"IPCPIPE_EAGER", IPCP_SET_SIZE, "32K",
+    {"IPCPIPE_EAGER", IPCP_SET_SIZE, "64K",
      "largest host message sent inline "
      "with its control message (0 turns eager sends off)",
-     IPCP_OFF(eager), 0, 32768, 0, NULL},
+     IPCP_OFF(eager), 0, 65536, 0, NULL},
     {"IPCPIPE_SMALL", IPCP_SET_SIZE, "0",
      "stream-ordered messages of up to "
      "this many bytes between GPUs go through the small-message lane "

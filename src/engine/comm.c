@@ -69,7 +69,10 @@ ipcp_status_t ipcp__comm_new(int rank, int size, const char *job,
     ipcp__list_init(&comm->deferred);
     ipcp__list_init(&comm->deregs);
     comm->peers = calloc((size_t)size, sizeof(*comm->peers));
-    if (!comm->peers) {
+    comm->rxbuf = malloc(IPCP_RX_MAX);
+    if (!comm->peers || !comm->rxbuf) {
+        free(comm->peers);
+        free(comm->rxbuf);
         free(comm);
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_INIT, IPCP_ERR_NOMEM,
                           "no memory for %d peers", size);
@@ -111,6 +114,7 @@ void ipcp__comm_delete(ipcp_comm_t *comm)
     pthread_mutex_destroy(&comm->lane_lock);
     pthread_mutex_destroy(&comm->dev_lock);
     free(comm->peers);
+    free(comm->rxbuf);
     comm->magic = IPCP_DEAD_MAGIC;
     free(comm);
 }

@@ -57,6 +57,9 @@ struct ipcp_comm {
     ipcp__boot_t *boot;
     ipcp__peer_t *peers; /* [size] */
     uint64_t probe_word; /* peers read it to test process_vm_readv */
+    /* What a turn reads each peer message into (IPCP_RX_MAX bytes; under
+     * prog_lock): uint64_t keeps it aligned for the structs of proto.h. */
+    uint64_t *rxbuf;
 
     const ipcp__backend_ops_t *host_ops;
     ipcp__backend_t *host;

@@ -186,29 +186,32 @@ void ipcp__send_rts(ipcp_comm_t *comm, ipcp__peer_t *peer, ipcp_request_t *req,
     ipcp__fault_msg(IPCP_FAULT_RTS_POSTED, rts->tag);
 }
 
+/* Whether a message of len bytes reaches the peer whole by the carrier
+ * that will take it: the socket until the peer's inbox is on (then for
+ * good), so that an eager message is never longer than the way it goes
+ * (in jobs of more than IPCP_MBOX_BIG_JOB ranks, or with the mailbox off,
+ * 64 KiB ones go through the socket's 64 KiB at most). */
+static int ipcp__carried_whole(const ipcp__peer_t *peer, size_t len)
+{
+    return len <= IPCP_SOCK_MSG_MAX ||
+           (__atomic_load_n(&peer->out_on, __ATOMIC_ACQUIRE) &&
+            len <= ipcp__mbox_msg_max(peer));
+}
+
 static void ipcp__send_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
                              ipcp_request_t *req)
 {
-    ipcp__msg_rts_t rts;
-    ipcp__rts_fill(comm, peer, req, &rts);
+    ipcp__msg_eager_t e = {{IPCP_MSG_EAGER, 0}, req->tag, (uint32_t)req->len};
 
-    /* Small host messages travel inside the RTS: one message, no ring, no
-     * round trip.  Only to a receiver known to leave the path to us: one
-     * that forces a path gets that path, even for one byte. */
+    /* Small host messages travel as one EAGER message: no ring, no round
+     * trip.  Only to a receiver known to leave the path to us: one that
+     * forces a path gets that path, even for one byte. */
     if (req->attr.type == IPCP_MEM_HOST && req->len <= comm->eager_max &&
+        ipcp__carried_whole(peer, sizeof(e) + req->len) &&
         ipcp__force_for(peer->remote_path, req->tag, IPCP_MEM_HOST,
                         IPCP_MEM_HOST) == IPCP_PATH_AUTO) {
-        ipcp_status_t st;
-        ipcp__msg_eager_t e = {
-            {IPCP_MSG_EAGER, 0}, req->tag, (uint32_t)req->len};
-        if (sizeof(e) + req->len <= ipcp__mbox_msg_max(peer)) {
-            st = ipcp__peer_postv(comm, peer, &e, sizeof(e), req->buf, req->len,
-                                  NULL, 0);
-        } else {
-            rts.hdr.flags |= IPCP_RTS_EAGER;
-            st = ipcp__peer_postv(comm, peer, &rts, sizeof(rts), req->buf,
-                                  req->len, NULL, 0);
-        }
+        ipcp_status_t st = ipcp__peer_postv(comm, peer, &e, sizeof(e), req->buf,
+                                            req->len, NULL, 0);
         req->path = IPCP_PATH_EAGER;
         req->nbytes = req->len;
         int tag = req->tag; /* req may be freed once complete */
@@ -216,6 +219,8 @@ static void ipcp__send_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
         ipcp__fault_msg(IPCP_FAULT_RTS_POSTED, tag);
         return;
     }
+    ipcp__msg_rts_t rts;
+    ipcp__rts_fill(comm, peer, req, &rts);
     ipcp__send_rts(comm, peer, req, &rts, 1);
 }
 
@@ -401,16 +406,15 @@ static ipcp__unexp_t *ipcp__unexp_keep(ipcp__peer_t *peer,
 }
 
 static void ipcp__on_rts_twosided(ipcp_comm_t *comm, ipcp__peer_t *peer,
-                                  const ipcp__msg_rts_t *rts,
-                                  const unsigned char *eager)
+                                  const ipcp__msg_rts_t *rts)
 {
     ipcp__lock(&peer->rx_lock, IPCP_LOCK_RX);
     ipcp_request_t *r = ipcp__posted_find(peer, rts->tag);
     ipcp__unexp_t *u = NULL;
     if (r) {
         ipcp__posted_del(peer, r);
-        ipcp__recv_matched(comm, peer, r, rts, eager);
-    } else if ((u = ipcp__unexp_keep(peer, eager, rts->len))) {
+        ipcp__recv_matched(comm, peer, r, rts, NULL);
+    } else if ((u = ipcp__unexp_keep(peer, NULL, 0))) {
         u->rts = *rts;
     }
     ipcp__unlock(&peer->rx_lock, IPCP_LOCK_RX);
@@ -659,12 +663,12 @@ static void ipcp__on_rts(ipcp_comm_t *comm, ipcp__peer_t *peer,
         return;
     }
     memcpy(&rts, msg, sizeof(rts));
-    int eager = (rts.hdr.flags & IPCP_RTS_EAGER) != 0;
-    size_t tail = !eager && (rts.hdr.flags & IPCP_RTS_SRC_EXP)
+    /* Eager bytes come as EAGER messages; RTS_EAGER is only the form a
+     * kept one takes here. */
+    size_t tail = rts.hdr.flags & IPCP_RTS_SRC_EXP
                       ? sizeof(ipcp__export_t)
                       : 0; /* kept by ipcp__match_msg */
-    if ((eager && len != sizeof(rts) + rts.len) ||
-        (!eager && len != sizeof(rts) + tail) ||
+    if ((rts.hdr.flags & IPCP_RTS_EAGER) || len != sizeof(rts) + tail ||
         rts.src_qset >= IPCP_MAX_QSETS || rts.src_nq > IPCP_MAX_QUEUES) {
         ipcp__peer_lost(comm, peer, "malformed RTS");
         return;
@@ -674,8 +678,7 @@ static void ipcp__on_rts(ipcp_comm_t *comm, ipcp__peer_t *peer,
     else if (rts.hdr.flags & IPCP_RTS_PUT)
         ipcp__on_rts_put(comm, peer, &rts);
     else
-        ipcp__on_rts_twosided(comm, peer, &rts,
-                              eager ? msg + sizeof(rts) : NULL);
+        ipcp__on_rts_twosided(comm, peer, &rts);
 }
 
 void ipcp__match_msg(ipcp_comm_t *comm, ipcp__peer_t *peer,

@@ -4,6 +4,11 @@
 
 #include "engine/comm.h"
 
+/* The longest message a turn reads from a peer in one piece: a record of
+ * its inbox (ipcp__mbox_msg_max) or a socket message (IPCP_SOCK_MSG_MAX).
+ * A turn reads into comm->rxbuf, which holds this many bytes. */
+#define IPCP_RX_MAX (128 * 1024)
+
 void ipcp__mbox_offer(ipcp_comm_t *comm);
 void ipcp__mbox_on_offer(ipcp_comm_t *comm, ipcp__peer_t *peer,
                          const unsigned char *msg, size_t len, int *fds,

@@ -20,8 +20,8 @@
  * runs on into hold its bytes where a record's position would be: the
  * reader clears those words before it gives the slots back, so that no
  * byte of a message is ever taken for a record's position.  A ring is 512 KiB
- * in jobs of up to IPCP_MBOX_BIG_JOB ranks (messages up to 64 KiB, so the
- * default 32 KiB eager size fits), 128 KiB in larger ones (16 KiB), where every
+ * in jobs of up to IPCP_MBOX_BIG_JOB ranks (records up to 128 KiB, so the
+ * default 64 KiB eager size fits), 128 KiB in larger ones (32 KiB), where every
  * rank maps two per peer. */
 #define IPCP_MBOX_SLOT    256 /* bytes of a slot, its words included */
 #define IPCP_MBOX_BIG_JOB 16

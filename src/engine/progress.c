@@ -17,10 +17,6 @@
 #include "engine/progress.h"
 #include "engine/remote_order.h"
 
-/* Messages are read into this buffer; uint64_t keeps it aligned for the
- * structs of proto.h. */
-static _Thread_local uint64_t ipcp__rxbuf[IPCP_SOCK_MSG_MAX / 8];
-
 /* ---- Incoming messages -------------------------------------------------- */
 
 /* A peer's forced path; -1: not a path it can force. */
@@ -129,8 +125,8 @@ static int ipcp__peer_read(ipcp_comm_t *comm, ipcp__peer_t *peer)
 
     while (!ipcp__peer_closed(peer)) {
         ipcp_status_t st =
-            ipcp__sock_recv(peer->fd, ipcp__rxbuf, sizeof(ipcp__rxbuf), &len,
-                            fds, IPCP_SOCK_MAX_FDS, &nfds, 0);
+            ipcp__sock_recv(peer->fd, comm->rxbuf, IPCP_RX_MAX, &len, fds,
+                            IPCP_SOCK_MAX_FDS, &nfds, 0);
         if (st == IPCP_IN_PROGRESS)
             return n;
         if (st != IPCP_OK) {
@@ -138,7 +134,7 @@ static int ipcp__peer_read(ipcp_comm_t *comm, ipcp__peer_t *peer)
                             peer->bye ? "finalized" : ipcp__last_error());
             return n + 1;
         }
-        ipcp__dispatch(comm, peer, (const unsigned char *)ipcp__rxbuf, len, fds,
+        ipcp__dispatch(comm, peer, (const unsigned char *)comm->rxbuf, len, fds,
                        nfds);
         n++;
         /* After SWITCH the socket is read at the inbox's markers only. */
@@ -150,8 +146,8 @@ static int ipcp__peer_read(ipcp_comm_t *comm, ipcp__peer_t *peer)
 
 static int ipcp__peer_read_inbox(ipcp_comm_t *comm, ipcp__peer_t *peer)
 {
-    return ipcp__mbox_read(comm, peer, ipcp__dispatch, ipcp__rxbuf,
-                           sizeof(ipcp__rxbuf));
+    return ipcp__mbox_read(comm, peer, ipcp__dispatch, comm->rxbuf,
+                           IPCP_RX_MAX);
 }
 
 /* ---- Commands and completions ------------------------------------------ */
@@ -468,8 +464,8 @@ static int ipcp__loop_wait(ipcp_comm_t *comm, ipcp__loop_t *lp, int spinning,
 static int ipcp__turn_peer(ipcp_comm_t *comm, ipcp__peer_t *p, short ev)
 {
     int busy = ev & (POLLHUP | POLLERR)
-                   ? ipcp__mbox_read_all(comm, p, ipcp__dispatch, ipcp__rxbuf,
-                                         sizeof(ipcp__rxbuf))
+                   ? ipcp__mbox_read_all(comm, p, ipcp__dispatch, comm->rxbuf,
+                                         IPCP_RX_MAX)
                    : ipcp__peer_read_inbox(comm, p);
     if (ev & (POLLIN | POLLHUP | POLLERR))
         busy += ipcp__peer_read(comm, p);

@@ -20,8 +20,10 @@
  * the receiver's route, 11: an export may come with several descriptors
  * (device memory mapped piece by piece), 12: the bounce path, 13: its
  * ring's slot size in the CTS, RTS_NO_BOUNCE, 14: the hello carries the
- * node (IPCPIPE_NODE), 15: barriers are eager messages on IPCP_BAR_TAG. */
-#define IPCP_PROTO_VERSION 15
+ * node (IPCPIPE_NODE), 15: barriers are eager messages on IPCP_BAR_TAG,
+ * 16: eager bytes only in EAGER messages, records up to a quarter of the
+ * ring. */
+#define IPCP_PROTO_VERSION 16
 
 /* Most descriptors one message carries: a CTS's channel and its target's
  * export. */
@@ -58,8 +60,9 @@ typedef struct ipcp__msg_hdr {
 
 #define IPCP_ERRWIRE_MAX 200
 
-/* A two-sided message that fits the mailbox (ipcp__mbox_msg_max), whole: len
- * bytes follow.  (Larger eager messages are RTSs with IPCP_RTS_EAGER.) */
+/* A two-sided message of host memory, whole: len bytes follow.  In the
+ * peer's inbox where it fits a record (ipcp__mbox_msg_max), else on the
+ * socket (IPCP_SOCK_MSG_MAX); a sender sends none that fits neither. */
 typedef struct ipcp__msg_eager {
     ipcp__msg_hdr_t hdr;
     int32_t tag;
@@ -76,7 +79,7 @@ typedef struct ipcp__msg_eager {
  * shareable allocation; src_offset is its address in the sender, which
  * the receiver may read itself with process_vm_readv (then a DRIVEN CTS
  * only, as for SRC). */
-#define IPCP_RTS_EAGER     0x1 /* data follows the struct */
+#define IPCP_RTS_EAGER     0x1 /* a kept EAGER message; never on the wire */
 #define IPCP_RTS_PUT       0x2 /* one-sided put into reg_id at offset */
 #define IPCP_RTS_GET_REPLY 0x4 /* answers the origin's get get_id */
 #define IPCP_RTS_PVM_OK    0x8

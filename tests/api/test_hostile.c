@@ -375,7 +375,7 @@ static void victim_mbox(ipcp_comm_t *comm)
 
 static void victim_cts(ipcp_comm_t *comm)
 {
-    size_t len = 64 << 10; /* above IPCPIPE_EAGER: an RTS, then a CTS */
+    size_t len = 96 << 10; /* above IPCPIPE_EAGER: an RTS, then a CTS */
     unsigned char *b = t_malloc(len);
     for (int i = 0; i < 3; i++) {
         T_STATUS(ipcp_send(comm, b, len, 1, TAG_DATA), IPCP_ERR_STATE);
@@ -400,7 +400,7 @@ static int open_fds(void)
  * the peer is cut off, and every one of them is closed. */
 static void victim_cts_fds(ipcp_comm_t *comm, int fds_before)
 {
-    unsigned char b[64 << 10]; /* above IPCPIPE_EAGER: an RTS */
+    unsigned char b[96 << 10]; /* above IPCPIPE_EAGER: an RTS */
     memset(b, 0, sizeof(b));
     ipcp_status_t st = ipcp_send(comm, b, sizeof(b), 1, TAG_DATA);
     if (st == IPCP_OK)
@@ -472,7 +472,7 @@ static int victim_main(const char *name)
         T_STATUS(ipcp_recv(comm, b, sizeof(b), 1, TAG_DATA, NULL),
                  IPCP_ERR_PEER_LOST);
     } else if (strcmp(name, "cts_route") == 0) {
-        unsigned char b[64 << 10]; /* above IPCPIPE_EAGER: an RTS */
+        unsigned char b[96 << 10]; /* above IPCPIPE_EAGER: an RTS */
         memset(b, 0, sizeof(b));
         T_STATUS(ipcp_send(comm, b, sizeof(b), 1, TAG_DATA), IPCP_ERR_STATE);
         T_MSG_HAS("CTS names no route");

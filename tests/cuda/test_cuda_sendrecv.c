@@ -631,7 +631,7 @@ static void run_receiver(ipcp_comm_t *comm, const cfg_t *c, int device,
             T_EQ_INT(info.path, IPCP_PATH_STAGED); /* host and device */
         else if (c->path != IPCP_PATH_AUTO)
             T_EQ_INT(info.path, c->path);
-        else if (c->isolated && c->size > 32768) /* IPCPIPE_EAGER */
+        else if (c->isolated && c->size > 65536) /* IPCPIPE_EAGER */
             T_EQ_INT(info.path, IPCP_PATH_STAGED);
         else if ((is_uvmm(c->send) || is_uvmm(c->recv) || is_pool(c->send) ||
                   is_pool(c->recv)) &&

@@ -88,7 +88,7 @@ static int send_msg(const unsigned char *data, size_t len)
 
 static void drain(void)
 {
-    static unsigned char buf[64 * 1024];
+    static unsigned char buf[IPCP_RX_MAX];
     while (ipcp__mbox_read(&comm, &peers[1], on_msg, buf, sizeof(buf)) > 0)
         ;
     T_EQ_INT(nread, nsent);

@@ -78,23 +78,16 @@ static void rank0_sends(const fake_t *f, uint64_t seed)
         ipcp__bar_msg_t b;
     } bar = {{{IPCP_MSG_EAGER, 0}, IPCP_BAR_TAG, sizeof(ipcp__bar_msg_t)},
              {0, 0, IPCP_BAR_MAGIC}};
-    static unsigned char rts[sizeof(ipcp__msg_rts_t) + EAGER_LEN];
-    ipcp__msg_rts_t r;
+    static unsigned char eager[sizeof(ipcp__msg_eager_t) + EAGER_LEN];
+    ipcp__msg_eager_t e = {{IPCP_MSG_EAGER, 0}, TAG_EAGER, EAGER_LEN};
     memset(&path, 0, sizeof(path));
     path.hdr.type = IPCP_MSG_PATH;
     path.path = IPCP_PATH_AUTO;
     T_OK(ipcp__sock_send(f->rank0, &path, sizeof(path), NULL, 0, 0));
     T_OK(ipcp__sock_send(f->rank0, &bar, sizeof(bar), NULL, 0, 0));
-    memset(&r, 0, sizeof(r));
-    r.hdr.type = IPCP_MSG_RTS;
-    r.hdr.flags = IPCP_RTS_EAGER;
-    r.tag = TAG_EAGER;
-    r.id = 1;
-    r.len = EAGER_LEN;
-    r.src_type = IPCP_MEM_HOST;
-    memcpy(rts, &r, sizeof(r));
-    t_fill(rts + sizeof(r), EAGER_LEN, seed);
-    T_OK(ipcp__sock_send(f->rank0, rts, sizeof(rts), NULL, 0, 0));
+    memcpy(eager, &e, sizeof(e));
+    t_fill(eager + sizeof(e), EAGER_LEN, seed);
+    T_OK(ipcp__sock_send(f->rank0, eager, sizeof(eager), NULL, 0, 0));
 }
 
 static void expect_lost(ipcp_status_t st, const char *what)

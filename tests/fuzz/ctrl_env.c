@@ -54,7 +54,7 @@ static size_t ctrl_mbox_size;
 /* The settings of each variant; the rest are the table's defaults. */
 static ipcp__config_t ctrl_cfg[8];
 static pid_t ctrl_child = -1;
-static _Alignas(8) unsigned char ctrl_rxbuf[IPCP_SOCK_MSG_MAX];
+static _Alignas(8) unsigned char ctrl_rxbuf[IPCP_RX_MAX];
 
 typedef struct ctrl_run {
     ipcp_comm_t *comm;
