@@ -186,18 +186,6 @@ void ipcp__send_rts(ipcp_comm_t *comm, ipcp__peer_t *peer, ipcp_request_t *req,
     ipcp__fault_msg(IPCP_FAULT_RTS_POSTED, rts->tag);
 }
 
-/* Whether a message of len bytes reaches the peer whole by the carrier
- * that will take it: the socket until the peer's inbox is on (then for
- * good), so that an eager message is never longer than the way it goes
- * (in jobs of more than IPCP_MBOX_BIG_JOB ranks, or with the mailbox off,
- * 64 KiB ones go through the socket's 64 KiB at most). */
-static int ipcp__carried_whole(const ipcp__peer_t *peer, size_t len)
-{
-    return len <= IPCP_SOCK_MSG_MAX ||
-           (__atomic_load_n(&peer->out_on, __ATOMIC_ACQUIRE) &&
-            len <= ipcp__mbox_msg_max(peer));
-}
-
 static void ipcp__send_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
                              ipcp_request_t *req)
 {
@@ -207,7 +195,7 @@ static void ipcp__send_start(ipcp_comm_t *comm, ipcp__peer_t *peer,
      * trip.  Only to a receiver known to leave the path to us: one that
      * forces a path gets that path, even for one byte. */
     if (req->attr.type == IPCP_MEM_HOST && req->len <= comm->eager_max &&
-        ipcp__carried_whole(peer, sizeof(e) + req->len) &&
+        sizeof(e) + req->len <= ipcp__mbox_carry_max(peer) &&
         ipcp__force_for(peer->remote_path, req->tag, IPCP_MEM_HOST,
                         IPCP_MEM_HOST) == IPCP_PATH_AUTO) {
         ipcp_status_t st = ipcp__peer_postv(comm, peer, &e, sizeof(e), req->buf,

@@ -50,8 +50,13 @@ size_t ipcp__mbox_bytes(uint32_t slots)
 _Static_assert((IPCP_MBOX_SLOTS & (IPCP_MBOX_SLOTS - 1)) == 0 &&
                    (IPCP_MBOX_SLOTS_BIG & (IPCP_MBOX_SLOTS_BIG - 1)) == 0,
                "mailbox rings hold a power of two of slots");
-_Static_assert(IPCP_MBOX_SLOTS / 4 * IPCP_MBOX_SLOT - IPCP_MBOX_HDR <=
-                       IPCP_RX_MAX &&
+/* A record's longest length in a ring of n slots: a quarter of the ring,
+ * so several such messages fit at once, and in jobs of up to
+ * IPCP_MBOX_BIG_JOB ranks a 64 KiB eager message with its header (an
+ * eighth held 64 KiB - 16 B, and 48-64 KiB messages took the direct read
+ * at a third of the rate they reach as records). */
+#define IPCP_MBOX_MSG_MAX(n) ((size_t)(n) / 4 * IPCP_MBOX_SLOT - IPCP_MBOX_HDR)
+_Static_assert(IPCP_MBOX_MSG_MAX(IPCP_MBOX_SLOTS) <= IPCP_RX_MAX &&
                    IPCP_SOCK_MSG_MAX <= IPCP_RX_MAX,
                "a turn's receive buffer holds any record and socket message");
 
@@ -60,13 +65,21 @@ uint32_t ipcp__mbox_slots(int size)
     return size <= IPCP_MBOX_BIG_JOB ? IPCP_MBOX_SLOTS : IPCP_MBOX_SLOTS_BIG;
 }
 
-/* A quarter of the ring: several such messages fit at once, and in jobs
- * of up to IPCP_MBOX_BIG_JOB ranks a 64 KiB eager message with its header
- * (an eighth held 64 KiB - 16 B, and 48-64 KiB messages took the direct
- * read at a third of the rate they reach as records). */
 size_t ipcp__mbox_msg_max(const ipcp__peer_t *peer)
 {
-    return (size_t)peer->mbox_slots / 4 * IPCP_MBOX_SLOT - IPCP_MBOX_HDR;
+    return IPCP_MBOX_MSG_MAX(peer->mbox_slots);
+}
+
+/* The socket until the peer's inbox is on, which it then stays; from
+ * then on whatever fits a record goes there, and the rest on the socket
+ * (ipcp__mbox_send). */
+size_t ipcp__mbox_carry_max(const ipcp__peer_t *peer)
+{
+    size_t rec = ipcp__mbox_msg_max(peer);
+    return __atomic_load_n(&peer->out_on, __ATOMIC_ACQUIRE) &&
+                   rec > IPCP_SOCK_MSG_MAX
+               ? rec
+               : IPCP_SOCK_MSG_MAX;
 }
 
 /* ---- Setting up ---------------------------------------------------------- */

@@ -33,6 +33,9 @@ int ipcp__mbox_sleep(ipcp_comm_t *comm);
 void ipcp__mbox_awake(ipcp_comm_t *comm);
 /* Longest message the mailbox carries in its slots (headers included). */
 size_t ipcp__mbox_msg_max(const ipcp__peer_t *peer);
+/* Longest message ipcp__peer_post carries to the peer whole, by whichever
+ * way it takes now: an eager message is never longer. */
+size_t ipcp__mbox_carry_max(const ipcp__peer_t *peer);
 /* Slots of every ring of a job of size ranks (engine/mbox.c). */
 uint32_t ipcp__mbox_slots(int size);
 /* Bytes of a ring of that many slots, its header included. */
