@@ -175,10 +175,12 @@ static const ipcp__setting_t ipcp__settings[] = {
      "processes at once: the receiver copies the first half out of the "
      "sender's buffer while the sender writes the second half (0: off)",
      IPCP_OFF(split), 0, 1024.0 * 1024 * 1024 * 1024, 0, NULL},
-    {"IPCPIPE_EAGER", IPCP_SET_SIZE, "64K",
+    {"IPCPIPE_EAGER", IPCP_SET_SIZE, "128K",
      "largest host message sent inline "
-     "with its control message (0 turns eager sends off)",
-     IPCP_OFF(eager), 0, 65536, 0, NULL},
+     "with its control message (those over 64K in one pipelined record of "
+     "the peer's mailbox, which the receiver copies out while the sender "
+     "writes it; 0 turns eager sends off)",
+     IPCP_OFF(eager), 0, 262144, 0, NULL},
     {"IPCPIPE_SMALL", IPCP_SET_SIZE, "0",
      "stream-ordered messages of up to "
      "this many bytes between GPUs go through the small-message lane "

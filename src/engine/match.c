@@ -227,7 +227,7 @@ static void ipcp__deliver_eager(ipcp_comm_t *comm, ipcp__peer_t *peer,
         ipcp__xfer_eager_to_device(comm, peer, req, data, len);
         return;
     }
-    if (len)
+    if (len && data != req->buf) /* a pipelined one's are there */
         memcpy(req->buf, data, len);
     req->path = IPCP_PATH_EAGER;
     req->nbytes = len;
@@ -424,18 +424,43 @@ int ipcp__match_posted(ipcp__peer_t *peer, int tag)
     return posted;
 }
 
+/* A pipelined message's bytes (msg: its record) where they go as its
+ * writer fills them in (rx_lock held): into r's buffer when r is a host
+ * receive they fit, else into a buffer of their own (*own, which the
+ * caller frees), from which the rest goes on as from a plain message's.
+ * NULL: its writer stopped (r stays posted), or no memory (*nomem). */
+static const unsigned char *
+ipcp__pipe_take(ipcp_comm_t *comm, ipcp__peer_t *peer, ipcp_request_t *r,
+                const unsigned char *msg, size_t len, unsigned char **own,
+                int *nomem)
+{
+    if (r && r->attr.type == IPCP_MEM_HOST && len <= r->len)
+        return ipcp__mbox_pipe_copy(comm, peer, r->buf, msg, len) == 0 ? r->buf
+                                                                       : NULL;
+    /* Truncated ones are only waited for: their slots go back whole. */
+    int keep = !r || len <= r->len;
+    if (keep && len && !(*own = malloc(len))) {
+        *nomem = 1;
+        return NULL;
+    }
+    if (ipcp__mbox_pipe_copy(comm, peer, keep ? *own : NULL, msg, len) != 0)
+        return NULL;
+    return keep && len ? *own : msg;
+}
+
 int ipcp__match_eager(ipcp_comm_t *comm, ipcp__peer_t *peer,
                       const unsigned char *msg, size_t len, int caller)
 {
-    ipcp__msg_eager_t e = {{0, 0}, 0, 0};
-    if (len >= sizeof(e))
-        memcpy(&e, msg, sizeof(e));
-    if (len < sizeof(e) || len != sizeof(e) + e.len) {
+    ipcp__msg_eager_t e;
+    size_t off;
+    if (!ipcp__eager_parse(msg, len, &e, &off)) {
         if (!caller)
             ipcp__peer_lost(comm, peer, "malformed eager message");
         return !caller;
     }
-    const unsigned char *data = msg + sizeof(e);
+    const unsigned char *data = msg + off;
+    unsigned char *own = NULL;
+    int nomem = 0;
     char why[IPCP_ERRMSG_MAX];
     ipcp__lock(&peer->rx_lock, IPCP_LOCK_RX);
     ipcp_request_t *r = ipcp__posted_find(peer, e.tag);
@@ -445,19 +470,38 @@ int ipcp__match_eager(ipcp_comm_t *comm, ipcp__peer_t *peer,
         ipcp__unlock(&peer->rx_lock, IPCP_LOCK_RX);
         return 0; /* the progress thread copies it to the device */
     }
+    if ((e.hdr.flags & IPCP_EAGER_PIPE) &&
+        !(data = ipcp__pipe_take(comm, peer, r, msg, e.len, &own, &nomem))) {
+        ipcp__unlock(&peer->rx_lock, IPCP_LOCK_RX);
+        free(own);
+        if (!caller)
+            ipcp__peer_lost(comm, peer,
+                            nomem ? "no memory for an unexpected message"
+                                  : "it stopped writing a message");
+        return !caller;
+    }
     if (r) {
         ipcp__posted_del(peer, r);
         if (ipcp__truncated(comm, peer, r, e.tag, e.len, why, sizeof(why)))
             ipcp__req_complete(r, IPCP_ERR_TRUNCATED, why);
         else
             ipcp__deliver_eager(comm, peer, r, data, e.len);
-    } else if ((u = ipcp__unexp_keep(peer, data, e.len))) {
+    } else if (own) { /* a pipelined message's bytes, kept as they are */
+        if ((u = ipcp__unexp_keep(peer, NULL, 0))) {
+            u->eager = own;
+            own = NULL;
+        }
+    } else {
+        u = ipcp__unexp_keep(peer, data, e.len);
+    }
+    if (u) {
         u->rts.hdr.type = IPCP_MSG_RTS;
         u->rts.hdr.flags = IPCP_RTS_EAGER;
         u->rts.tag = e.tag;
         u->rts.len = e.len;
     }
     ipcp__unlock(&peer->rx_lock, IPCP_LOCK_RX);
+    free(own);
     if (!r && !u) {
         if (caller)
             return 0;
@@ -482,10 +526,17 @@ int ipcp__send_now(ipcp_comm_t *comm, int rank, const void *buf, size_t len,
 {
     ipcp__peer_t *peer = &comm->peers[rank];
     ipcp__msg_eager_t e = {{IPCP_MSG_EAGER, 0}, tag, (uint32_t)len};
-    if (len > comm->eager_max || sizeof(e) + len > ipcp__mbox_msg_max(peer) ||
+    if (len > comm->eager_max ||
         ipcp__force_for(__atomic_load_n(&peer->remote_path, __ATOMIC_ACQUIRE),
-                        tag, IPCP_MEM_HOST, IPCP_MEM_HOST) != IPCP_PATH_AUTO ||
-        ipcp__mbox_send_fast(peer, &e, sizeof(e), buf, len) != IPCP_OK)
+                        tag, IPCP_MEM_HOST, IPCP_MEM_HOST) != IPCP_PATH_AUTO)
+        return 0;
+    /* Longer ones pipelined, the receiver copying each step while we
+     * write the next (two copies on two CPUs at once, where the direct
+     * read is one slower copy). */
+    if (len <= IPCP_MBOX_PLAIN_MAX &&
+                sizeof(e) + len <= ipcp__mbox_msg_max(peer)
+            ? ipcp__mbox_send_fast(peer, &e, sizeof(e), buf, len) != IPCP_OK
+            : ipcp__mbox_send_pipe(peer, tag, buf, len) != IPCP_OK)
         return 0;
     ipcp__fault_msg(IPCP_FAULT_RTS_POSTED, tag);
     return 1;
@@ -505,11 +556,11 @@ static int ipcp__send_fast(ipcp_comm_t *comm, ipcp_request_t *req)
  * unless a receive posted earlier asks for that tag (it matches first).
  * A receive posted after its message came costs no request, no posted
  * list and no second look at the inbox. */
-static int ipcp__recv_head(ipcp__peer_t *peer, int tag, void *buf, size_t cap,
-                           size_t *got)
+static int ipcp__recv_head(ipcp_comm_t *comm, ipcp__peer_t *peer, int tag,
+                           void *buf, size_t cap, size_t *got)
 {
     if (ipcp__posted_find(peer, tag) ||
-        !ipcp__mbox_head_eager(peer, tag, buf, cap, got))
+        !ipcp__mbox_head_eager(comm, peer, tag, buf, cap, got))
         return 0;
     ipcp__fault_msg(IPCP_FAULT_RTS_MATCHED, tag);
     return 1;
@@ -555,7 +606,7 @@ int ipcp__recv_now(ipcp_comm_t *comm, int rank, void *buf, size_t cap, int tag,
         if (!u && ipcp__posted_find(peer, tag))
             ipcp__mbox_drain_posted(comm, peer);
         took = u ? ipcp__recv_kept(peer, u, buf, cap, got)
-                 : ipcp__recv_head(peer, tag, buf, cap, got);
+                 : ipcp__recv_head(comm, peer, tag, buf, cap, got);
     }
     ipcp__unlock(&peer->rx_lock, IPCP_LOCK_RX);
     return took;
@@ -574,7 +625,8 @@ static int ipcp__recv_fast(ipcp_comm_t *comm, ipcp_request_t *req)
     ipcp__lock(&peer->rx_lock, IPCP_LOCK_RX);
     if (!atomic_load(&peer->pending) && !atomic_load(&peer->gone)) {
         ipcp__unexp_t *u = ipcp__unexp_find(peer, req->tag);
-        if (!u && ipcp__recv_head(peer, req->tag, req->buf, req->len, &got)) {
+        if (!u &&
+            ipcp__recv_head(comm, peer, req->tag, req->buf, req->len, &got)) {
             ipcp__done_eager(req, got);
             took = 1;
         } else if (!u) {

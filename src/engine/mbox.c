@@ -26,7 +26,9 @@
  * word (blind): writers then make no system call, and the caller that
  * leaves last raises the word for it. */
 #include <errno.h>
+#include <poll.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -60,6 +62,14 @@ _Static_assert(IPCP_MBOX_MSG_MAX(IPCP_MBOX_SLOTS) <= IPCP_RX_MAX &&
                    IPCP_SOCK_MSG_MAX <= IPCP_RX_MAX,
                "a turn's receive buffer holds any record and socket message");
 
+/* The longest record of any kind: a pipelined EAGER message's
+ * (IPCP_EAGER_PIPE) may fill three quarters of the ring, so that a 256 KiB
+ * one fits in jobs of up to IPCP_MBOX_BIG_JOB ranks (the direct read's
+ * process_vm_readv lost to Open MPI from 96 KiB to 256 KiB on ranks bound
+ * to one CPU, docs/measured.md).  Every other record is a plain one. */
+#define IPCP_MBOX_REC_MAX(n)                                                   \
+    ((size_t)(n) / 4 * 3 * IPCP_MBOX_SLOT - IPCP_MBOX_HDR)
+
 uint32_t ipcp__mbox_slots(int size)
 {
     return size <= IPCP_MBOX_BIG_JOB ? IPCP_MBOX_SLOTS : IPCP_MBOX_SLOTS_BIG;
@@ -68,6 +78,16 @@ uint32_t ipcp__mbox_slots(int size)
 size_t ipcp__mbox_msg_max(const ipcp__peer_t *peer)
 {
     return IPCP_MBOX_MSG_MAX(peer->mbox_slots);
+}
+
+size_t ipcp__mbox_rec_max(const ipcp__peer_t *peer)
+{
+    return IPCP_MBOX_REC_MAX(peer->mbox_slots);
+}
+
+size_t ipcp__mbox_pipe_max(const ipcp__peer_t *peer)
+{
+    return ipcp__mbox_rec_max(peer) - sizeof(ipcp__msg_pipe_t);
 }
 
 /* The socket until the peer's inbox is on, which it then stays; from
@@ -272,21 +292,15 @@ static uint64_t ipcp__mbox_publish(ipcp__peer_t *peer, ipcp__mbox_slot_t *s,
                : 0;
 }
 
-/* Lets tx_lock go after a publish, then wakes the reader when its thread
- * sleeps on the inbox (WAKE), or sleeps lazily and `due` says so.
+/* Wakes the reader when its thread sleeps on the inbox (WAKE), or sleeps
+ * lazily and `due` says so.
  *
  * Against the reader's sleeping word (it raises the word, then looks at
  * the slots from its tail on; we publish, then look at the word) the
- * publish's store must come before our look.  The unlock's exchange
- * (seq_cst, common/mutex.h) orders them on x86-64 (a locked instruction
- * drains the stores) and AArch64 (the store-release and the load-acquire
- * are ordered anyway), where a seq_cst store of seq cost one locked
- * instruction more a message: the 8 B window (2-CPU VM) went from 68 to
- * 61 ns a message.  (C11 itself does not promise this of an exchange on
- * another location: every writer must come through here.) */
-static void ipcp__mbox_unlock_wake(ipcp__peer_t *peer, uint64_t due)
+ * publish's store must come before our look: see ipcp__mbox_unlock_wake,
+ * and a writer that keeps tx_lock fences (ipcp__mbox_send_pipe). */
+static void ipcp__mbox_wake(ipcp__peer_t *peer, uint64_t due)
 {
-    ipcp__unlock(&peer->tx_lock, IPCP_LOCK_TX);
     ipcp__mbox_ring_t *ring = peer->outbox;
     uint32_t word = __atomic_load_n(&ring->sleeping, __ATOMIC_SEQ_CST);
     if (word != IPCP_MBOX_WAKE && (word != IPCP_MBOX_LAZY || !due))
@@ -298,6 +312,20 @@ static void ipcp__mbox_unlock_wake(ipcp__peer_t *peer, uint64_t due)
     if (write(peer->out_wake, &one, sizeof(one)) < 0 && errno != EAGAIN)
         IPCP_WARN(IPCP_SUB_ENGINE, "waking rank %d: %s", peer->rank,
                   strerror(errno));
+}
+
+/* Lets tx_lock go after a publish, then wakes the reader (above).  The
+ * unlock's exchange (seq_cst, common/mutex.h) orders the publish's store
+ * before the look at the word on x86-64 (a locked instruction drains the
+ * stores) and AArch64 (the store-release and the load-acquire are ordered
+ * anyway), where a seq_cst store of seq cost one locked instruction more
+ * a message: the 8 B window (2-CPU VM) went from 68 to 61 ns a message.
+ * (C11 itself does not promise this of an exchange on another location:
+ * every writer must come through here, or fence.) */
+static void ipcp__mbox_unlock_wake(ipcp__peer_t *peer, uint64_t due)
+{
+    ipcp__unlock(&peer->tx_lock, IPCP_LOCK_TX);
+    ipcp__mbox_wake(peer, due);
 }
 
 /* Room for n slots (tx_lock held): the first one's slot index, after a
@@ -384,7 +412,163 @@ ipcp_status_t ipcp__mbox_send_fast(ipcp__peer_t *peer, const void *hdr,
     return IPCP_OK;
 }
 
+/* Bytes a pipelined record's writer copies between two raises of its fill
+ * word: the reader copies a step behind it. */
+#define IPCP_PIPE_STEP (16u << 10)
+/* How long a caller waits for room for a pipelined record before the
+ * message takes the progress thread's way (a rendezvous): the reader
+ * frees a record's room once it copied it out, some tens of
+ * microseconds. */
+#define IPCP_PIPE_ROOM_NS 1000000
+/* How long a caller waits for room before it wakes the reader's thread
+ * if that sleeps lazily (a receive not posted yet, or not waited for): a
+ * reader that copies frees a record's room sooner. */
+#define IPCP_PIPE_WAKE_NS 50000
+/* How long a reader waits for a pipelined record's next bytes before it
+ * also asks whether the writer's process is still there. */
+#define IPCP_PIPE_HUP_NS 1000000
+
+/* One look's pause of a caller that waits for the peer's process (room,
+ * or a record's bytes): pause, and on one CPU yield now and then once
+ * 64 looks passed (the threads of ours that share it may be the ones that
+ * make room).  Returns the time since the wait began (*t0: when the 64th
+ * look was; 0 before it). */
+static uint64_t ipcp__pipe_pause(uint64_t *t0, unsigned i, int one)
+{
+    if (one && *t0 && !(i % 16))
+        sched_yield();
+    else
+        ipcp__cpu_pause();
+    if (i % 64)
+        return 0;
+    uint64_t now = ipcp__now_ns();
+    if (!*t0)
+        *t0 = now;
+    return now - *t0;
+}
+
+ipcp_status_t ipcp__mbox_send_pipe(ipcp__peer_t *peer, int tag,
+                                   const void *data, size_t len)
+{
+    ipcp__msg_pipe_t h;
+    uint64_t at, n = ipcp__mbox_span(sizeof(h) + len), t0 = 0;
+    ipcp__mbox_slot_t *s = NULL;
+    int one = ipcp__one_cpu();
+    if (!__atomic_load_n(&peer->out_on, __ATOMIC_ACQUIRE) ||
+        sizeof(h) + len > ipcp__mbox_rec_max(peer))
+        return IPCP_IN_PROGRESS;
+    /* As ipcp__mbox_send_fast, but a full ring is waited for: the peer's
+     * reader frees it as it copies (its thread too, for a receive not
+     * posted yet, at most IPCPIPE_SPIN_US after the message came). */
+    for (unsigned i = 1, woke = 0;; i++) {
+        ipcp__lock(&peer->tx_lock, IPCP_LOCK_TX);
+        int refused = atomic_load(&peer->pending) ||
+                      atomic_load(&peer->backlog) || atomic_load(&peer->gone);
+        if (!refused && (s = ipcp__mbox_reserve(peer, n, &at)))
+            break;
+        uint64_t waited = refused ? 0 : ipcp__pipe_pause(&t0, i, one);
+        if (refused || waited >= IPCP_PIPE_ROOM_NS) {
+            peer->n_tx_refused++;
+            ipcp__unlock(&peer->tx_lock, IPCP_LOCK_TX);
+            return IPCP_IN_PROGRESS;
+        }
+        /* A reader's thread that sleeps lazily is woken for room only
+         * once the wait lasts (IPCP_PIPE_WAKE_NS). */
+        uint64_t due =
+            !woke && waited >= IPCP_PIPE_WAKE_NS ? peer->out_head : 0;
+        ipcp__unlock(&peer->tx_lock, IPCP_LOCK_TX);
+        if (due) {
+            woke = 1;
+            ipcp__mbox_wake(peer, due);
+        }
+    }
+    /* The record is the reader's to copy once its first step is in: it
+     * copies each step while we write the next. */
+    unsigned char *rec = (unsigned char *)s + IPCP_MBOX_HDR;
+    size_t off = ipcp__min(len, (size_t)IPCP_PIPE_STEP);
+    memset(&h, 0, sizeof(h));
+    h.e.hdr.type = IPCP_MSG_EAGER;
+    h.e.hdr.flags = IPCP_EAGER_PIPE;
+    h.e.tag = tag;
+    h.e.len = (uint32_t)len;
+    h.fill = off;
+    memcpy(rec, &h, sizeof(h));
+    memcpy(rec + sizeof(h), data, off);
+    s->len = (uint32_t)(sizeof(h) + len);
+    s->marker = IPCP_MBOX_DATA;
+    ipcp__mbox_publish(peer, s, at, n, 1);
+    /* Woken now, not at the end; the fence is the unlock's exchange's
+     * (ipcp__mbox_unlock_wake).  Only a thread that sleeps on the inbox:
+     * a lazy one leaves the record to the receive's caller, and the rule
+     * that wakes it for room once the ring is half full would wake it for
+     * every record over half a ring (a 256 KiB half round trip on ranks
+     * bound to one CPU each took 40 us, 128 KiB 9.5). */
+    atomic_thread_fence(memory_order_seq_cst);
+    ipcp__mbox_wake(peer, 0);
+    uint64_t *fill =
+        (uint64_t *)(void *)(rec + offsetof(ipcp__msg_pipe_t, fill));
+    while (off < len) {
+        size_t k = ipcp__min(len - off, (size_t)IPCP_PIPE_STEP);
+        memcpy(rec + sizeof(h) + off, (const char *)data + off, k);
+        off += k;
+        __atomic_store_n(fill, (uint64_t)off, __ATOMIC_RELEASE);
+    }
+    peer->n_tx_fast++;
+    ipcp__unlock(&peer->tx_lock, IPCP_LOCK_TX);
+    return IPCP_OK;
+}
+
 /* ---- Reading ------------------------------------------------------------- */
+
+/* Whether the peer's process hung up its socket (it ended). */
+static int ipcp__peer_hup(const ipcp__peer_t *peer)
+{
+    struct pollfd pfd = {peer->fd, 0, 0};
+    return poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLHUP | POLLERR));
+}
+
+int ipcp__mbox_pipe_copy(ipcp_comm_t *comm, ipcp__peer_t *peer, void *dst,
+                         const unsigned char *rec, size_t len)
+{
+    const uint64_t *fillp =
+        (const uint64_t *)(const void *)(rec +
+                                         offsetof(ipcp__msg_pipe_t, fill));
+    const unsigned char *src = rec + sizeof(ipcp__msg_pipe_t);
+    uint64_t t0 = 0, timeout = (uint64_t)(comm->timeout_s * 1e9);
+    size_t done = 0;
+    int one = ipcp__one_cpu();
+    for (unsigned i = 1; done < len && !atomic_load(&peer->pipe_dead); i++) {
+        /* The writer's word: never past the record, whatever it says. */
+        uint64_t fill = __atomic_load_n(fillp, __ATOMIC_ACQUIRE);
+        if (fill > len)
+            fill = len;
+        if (fill > done) {
+            if (dst)
+                memcpy((char *)dst + done, src + done, fill - done);
+            done = fill;
+            t0 = 0;
+            i = 0;
+            continue;
+        }
+        uint64_t waited = ipcp__pipe_pause(&t0, i, one);
+        if (waited < IPCP_PIPE_HUP_NS)
+            continue;
+        /* The writer writes without a pause unless its process stopped:
+         * one that ended hung up (what it wrote before is there), a peer
+         * declared lost is not waited for, a live one that stalls gets
+         * the communicator's timeout. */
+        if (atomic_load(&peer->gone) || waited >= timeout ||
+            (ipcp__peer_hup(peer) &&
+             __atomic_load_n(fillp, __ATOMIC_ACQUIRE) <= done)) {
+            IPCP_INFO(IPCP_SUB_ENGINE,
+                      "rank %d stopped writing a message of %zu bytes at "
+                      "byte %zu",
+                      peer->rank, len, done);
+            atomic_store(&peer->pipe_dead, 1);
+        }
+    }
+    return done == len ? 0 : -1;
+}
 
 static int ipcp__mbox_read_locked(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                   void (*dispatch)(ipcp_comm_t *,
@@ -401,6 +585,17 @@ static int ipcp__mbox_read_locked(ipcp_comm_t *comm, ipcp__peer_t *peer,
     while (!ipcp__peer_closed(peer) &&
            (s = ipcp__mbox_peek(peer, &tail, &len, &kind, &bad))) {
         int fds[IPCP_SOCK_MAX_FDS], nfds = 0;
+        if (kind == IPCP_MBOX_DATA && ipcp__eager_is_pipe(s->data, len)) {
+            /* Read where it is (ipcp__match_eager waits for its bytes),
+             * and its slots given back after. */
+            peer->heard_ns = ipcp__now_ns();
+            ipcp__match_eager(comm, peer, s->data, len, 0);
+            if (ipcp__peer_closed(peer))
+                return n + 1; /* its writer stopped */
+            ipcp__mbox_take(peer, &tail, ipcp__mbox_span(len));
+            n++;
+            continue;
+        }
         if (len > cap) {
             bad = 1;
             break;

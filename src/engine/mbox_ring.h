@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "engine/engine.h"
 
@@ -97,6 +98,30 @@ static inline int ipcp__mbox_ready(const ipcp__peer_t *peer)
 
 /* ---- Reading ------------------------------------------------------------- */
 
+/* The EAGER message of len bytes at msg (a plain one, or a pipelined
+ * one's header: IPCP_EAGER_PIPE): its header in *e and the offset of its
+ * bytes in *off; 0 when it is no EAGER message or its lengths disagree. */
+static inline int ipcp__eager_parse(const unsigned char *msg, size_t len,
+                                    ipcp__msg_eager_t *e, size_t *off)
+{
+    if (len < sizeof(*e))
+        return 0;
+    memcpy(e, msg, sizeof(*e));
+    *off =
+        e->hdr.flags & IPCP_EAGER_PIPE ? sizeof(ipcp__msg_pipe_t) : sizeof(*e);
+    return e->hdr.type == IPCP_MSG_EAGER && len >= *off && len - *off == e->len;
+}
+
+/* Whether the record at data, of len bytes, is a pipelined EAGER message
+ * (read where it is: its writer may still be writing it). */
+static inline int ipcp__eager_is_pipe(const unsigned char *data, size_t len)
+{
+    ipcp__msg_eager_t e;
+    size_t off;
+    return ipcp__eager_parse(data, len, &e, &off) &&
+           (e.hdr.flags & IPCP_EAGER_PIPE);
+}
+
 /* The reader's tail moves to tail: the slots before it are the writer's
  * again (rx_lock held). */
 static inline void ipcp__mbox_release(ipcp__peer_t *peer, uint64_t tail)
@@ -153,7 +178,7 @@ static inline ipcp__mbox_slot_t *ipcp__mbox_peek(ipcp__peer_t *peer,
             continue;
         }
         if (*kind == IPCP_MBOX_SOCKET ||
-            (*kind == IPCP_MBOX_DATA && n <= ipcp__mbox_msg_max(peer) &&
+            (*kind == IPCP_MBOX_DATA && n <= ipcp__mbox_rec_max(peer) &&
              ipcp__mbox_span(n) <= room))
             return s;
         *bad = 1;

@@ -27,24 +27,25 @@ static void ipcp__mbox_heard(ipcp__peer_t *peer)
         ;
 }
 
-int ipcp__mbox_head_eager(ipcp__peer_t *peer, int tag, void *buf, size_t cap,
-                          size_t *got)
+int ipcp__mbox_head_eager(ipcp_comm_t *comm, ipcp__peer_t *peer, int tag,
+                          void *buf, size_t cap, size_t *got)
 {
     int bad = 0;
     uint64_t tail = peer->in_tail;
-    size_t len;
+    size_t len, off;
     uint32_t kind;
     ipcp__msg_eager_t e;
     const ipcp__mbox_slot_t *s =
         ipcp__mbox_peek(peer, &tail, &len, &kind, &bad);
-    if (!s || kind != IPCP_MBOX_DATA || len < sizeof(e))
-        return 0;
-    memcpy(&e, s->data, sizeof(e));
     /* Anything else, a malformed one included, is read the usual way. */
-    if (e.hdr.type != IPCP_MSG_EAGER || e.tag != tag ||
-        len != sizeof(e) + e.len || e.len > cap)
+    if (!s || kind != IPCP_MBOX_DATA ||
+        !ipcp__eager_parse(s->data, len, &e, &off) || e.tag != tag ||
+        e.len > cap)
         return 0;
-    ipcp__copy_small(buf, s->data + sizeof(e), e.len);
+    if (!(e.hdr.flags & IPCP_EAGER_PIPE))
+        ipcp__copy_small(buf, s->data + off, e.len);
+    else if (ipcp__mbox_pipe_copy(comm, peer, buf, s->data, e.len) != 0)
+        return 0; /* its writer stopped: the thread loses the peer */
     ipcp__mbox_clear_span(peer, tail, ipcp__mbox_span(len));
     ipcp__mbox_release(peer, tail + ipcp__mbox_span(len));
     peer->n_rx_fast++;
@@ -159,7 +160,7 @@ static int ipcp__mbox_lazy_wants(ipcp__peer_t *peer)
         }
         ipcp__msg_hdr_t h;
         if (kind != IPCP_MBOX_DATA || len < sizeof(h) ||
-            len > ipcp__mbox_msg_max(peer) || ipcp__mbox_span(len) > room)
+            len > ipcp__mbox_rec_max(peer) || ipcp__mbox_span(len) > room)
             return 1;
         memcpy(&h, s->data, sizeof(h));
         if (h.type != IPCP_MSG_EAGER)

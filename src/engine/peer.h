@@ -175,13 +175,15 @@ struct ipcp__peer {
      * out_on and remote_path are read by callers with atomic loads. */
     ipcp__rmutex_t rx_lock;
     ipcp__mutex_t tx_lock;
-    atomic_int pending; /* our commands to the peer not yet run */
-    atomic_int backlog; /* messages in txq */
-    atomic_int waiters; /* callers reading the inbox */
-    atomic_int blind;   /* the progress thread sleeps without the
-                           inbox's sleeping word: callers read it */
-    atomic_int gone;    /* lost or finalized, as callers see it */
-    atomic_int kick;    /* a caller left a message for the thread */
+    atomic_int pending;   /* our commands to the peer not yet run */
+    atomic_int backlog;   /* messages in txq */
+    atomic_int waiters;   /* callers reading the inbox */
+    atomic_int blind;     /* the progress thread sleeps without the
+                             inbox's sleeping word: callers read it */
+    atomic_int gone;      /* lost or finalized, as callers see it */
+    atomic_int kick;      /* a caller left a message for the thread */
+    atomic_int pipe_dead; /* a pipelined record's writer stopped
+                             (ipcp__mbox_pipe_copy): read no more */
     /* mailbox counts for the log at finalize: messages written by callers
      * and by the thread, sends the callers left to the thread (under
      * tx_lock), wake-ups written (atomic adds: after tx_lock's unlock);

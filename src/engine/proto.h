@@ -22,8 +22,8 @@
  * ring's slot size in the CTS, RTS_NO_BOUNCE, 14: the hello carries the
  * node (IPCPIPE_NODE), 15: barriers are eager messages on IPCP_BAR_TAG,
  * 16: eager bytes only in EAGER messages, records up to a quarter of the
- * ring. */
-#define IPCP_PROTO_VERSION 16
+ * ring, 17: pipelined EAGER records (IPCP_EAGER_PIPE). */
+#define IPCP_PROTO_VERSION 17
 
 /* Most descriptors one message carries: a CTS's channel and its target's
  * export. */
@@ -68,6 +68,18 @@ typedef struct ipcp__msg_eager {
     int32_t tag;
     uint32_t len;
 } ipcp__msg_eager_t;
+
+/* EAGER flags.  PIPE: a message longer than a record of its own may be
+ * (ipcp__mbox_msg_max), which a sender's caller writes into the peer's
+ * inbox in steps while the receiver copies it out (engine/mbox.c): fill,
+ * the bytes written so far, follows the header, then the len bytes.  Only
+ * in an inbox. */
+#define IPCP_EAGER_PIPE 0x1
+
+typedef struct ipcp__msg_pipe {
+    ipcp__msg_eager_t e;
+    uint64_t fill;
+} ipcp__msg_pipe_t;
 
 /* RTS flags.  PVM_OK: the sender may write the receiver's memory with
  * process_vm_writev.  PEER_RECV: the sender also has receives from the

@@ -42,6 +42,12 @@
  *       small (IPCP_ERR_TRUNCATED) and a receive posted before its message
  *       came, which a later one for the same tag must not overtake
  *
+ *   pipe  messages over 64 KiB up to IPCPIPE_EAGER (256 KiB, its largest,
+ *       set by the test), one at a time, each
+ *       one pipelined record (the receiver copies while the sender
+ *       writes): into receives posted before, kept, or read where they
+ *       came; one too long for its receive fails it and writes nothing
+ *
  *   test_api_fast --case NAME [--ranks N]  (order.* in a job of N ranks:
  *       rank 1 sends to rank 0, the others meet them at the barriers) */
 #include <pthread.h>
@@ -58,11 +64,17 @@
 #define WINDOW      32
 #define THREAD_MSGS 2000
 
-/* Eager (up to IPCPIPE_EAGER, 64 KiB), the direct path; with empty messages
- * among them. */
-static const size_t sizes[] = {
-    8, 1,        0,        2048,     20000,          (1 << 20) + 3,
-    8, 40 << 10, 16 << 10, 60 << 10, (64 << 10) + 1, 64 << 10};
+/* Eager (up to IPCPIPE_EAGER, 128 KiB: plain records up to 64 KiB,
+ * pipelined ones above), the direct path; with empty messages among
+ * them. */
+static const size_t sizes[] = {8,         1,
+                               0,         2048,
+                               20000,     (1 << 20) + 3,
+                               8,         40 << 10,
+                               16 << 10,  60 << 10,
+                               65537,     64 << 10,
+                               98311,     (256 << 10) + 1,
+                               256 << 10, 200 << 10};
 #define NSIZES  (sizeof(sizes) / sizeof(sizes[0]))
 #define MAXSIZE ((size_t)(1 << 20) + 3)
 #define STRIDE  (MAXSIZE + 64) /* room for a byte that must stay */
@@ -76,18 +88,26 @@ static size_t msg_size(int i)
  * 64 KiB with its header fits a mailbox record but no socket message: it
  * goes eager once the peer's inbox is on, which it surely is after the
  * first window (rank 0 offered it right after its PATH, long before its
- * answers to the window's direct sends), and never without the mailbox. */
+ * answers to the window's direct sends), and never without the mailbox.
+ * Longer ones up to IPCPIPE_EAGER go eager as pipelined records when the
+ * sender's caller writes them (not behind the 1 MiB send that its thread
+ * carries, nor when the mailbox stays full for a millisecond), else
+ * through a rendezvous; never without the mailbox. */
 static int eager_path(ipcp_comm_t *comm, size_t n, int i)
 {
     const char *mbox = getenv("IPCPIPE_MAILBOX");
-    if (n < (64 << 10))
+    int off = mbox && strcmp(mbox, "off") == 0;
+    /* Jobs of more than 16 ranks: plain records hold 32 KiB - 16 and
+     * pipelined ones 96 KiB - 16 with their headers; 40 and 60 KiB go
+     * eager either way (pipelined, or on the socket behind a marker). */
+    int big = ipcp_comm_size(comm) > 16;
+    if (n <= (64 << 10) - 16) /* a record or a socket message */
         return 1;
-    /* Nor in jobs of more than 16 ranks, whose records hold 32 KiB - 16:
-     * there 40 and 60 KiB go eager on the socket, behind a marker. */
-    if (n > (64 << 10) || (mbox && strcmp(mbox, "off") == 0) ||
-        ipcp_comm_size(comm) > 16)
+    if (off || n > (big ? (96 << 10) - 40 : 128 << 10)) /* IPCPIPE_EAGER */
         return 0;
-    return i >= WINDOW ? 1 : -1;
+    if (n == (64 << 10) && !big)
+        return i >= WINDOW ? 1 : -1;
+    return -1;
 }
 
 /* Rank 1 sends NMSG messages, W at a time; rank 0 receives them posted
@@ -510,6 +530,106 @@ static void came(ipcp_comm_t *comm)
     free(buf);
 }
 
+/* One pipelined message of len bytes (seed s) from rank 1 into rank 0's
+ * receive of cap bytes at b: posted before it is sent (how 0), after it
+ * was kept (1: rank 0 met it in a barrier behind it), or after it came
+ * (2: a while after).  Returns the send's or the receive's status (info
+ * filled on rank 0). */
+static ipcp_status_t pipe_one(ipcp_comm_t *comm, unsigned char *b, size_t len,
+                              size_t cap, uint64_t s, int how,
+                              ipcp_xfer_info_t *info)
+{
+    ipcp_status_t st = IPCP_OK;
+    ipcp_request_t *r = NULL;
+    if (t_rank == 1) {
+        t_fill(b, len, s);
+        if (how == 0)
+            T_OK(ipcp_barrier(comm)); /* rank 0's receive is posted */
+        /* Not complete when posted without the mailbox (a rendezvous):
+         * waited for after rank 0's barrier. */
+        T_OK(ipcp_isend(comm, b, len, 0, TAG_MSG, &r));
+        if (how != 0)
+            T_OK(ipcp_barrier(comm));
+        return ipcp_wait(r, NULL);
+    }
+    memset(b, 0xA5, cap + API_GUARD);
+    if (how == 0) {
+        T_OK(ipcp_irecv(comm, b, cap, 1, TAG_MSG, &r));
+        T_OK(ipcp_barrier(comm));
+        st = ipcp_wait(r, info);
+    } else {
+        if (how == 1)
+            T_OK(ipcp_barrier(comm));
+        else
+            usleep(20 * 1000);
+        st = ipcp_recv(comm, b, cap, 1, TAG_MSG, info);
+        if (how == 2)
+            T_OK(ipcp_barrier(comm));
+    }
+    return st;
+}
+
+/* Messages over 64 KiB up to IPCPIPE_EAGER, one at a time: each goes
+ * eager as one pipelined record (never without the mailbox), into a
+ * receive posted before, kept, or read where it came; one longer than
+ * its receive fails that receive and writes nothing, and the next
+ * arrives. */
+static void pipe_case(ipcp_comm_t *comm)
+{
+    static const size_t lens[] = {65537, 96 << 10, (128 << 10) + 5,
+                                  (255 << 10) + 3, 256 << 10};
+    enum { NL = sizeof(lens) / sizeof(lens[0]), CAP = 256 << 10 };
+    const char *mbox = getenv("IPCPIPE_MAILBOX");
+    int off = mbox && strcmp(mbox, "off") == 0;
+    uint64_t seed = t_shared_seed(comm, TAG_SEED);
+    unsigned char *b = t_malloc(CAP + API_GUARD), ping[8] = {0};
+    ipcp_xfer_info_t info;
+    /* Rank 0's offer of its inbox reaches rank 1 before this. */
+    if (t_rank == 0)
+        T_OK(ipcp_send(comm, ping, sizeof(ping), 1, TAG_BACK));
+    else
+        T_OK(ipcp_recv(comm, ping, sizeof(ping), 0, TAG_BACK, NULL));
+    for (int i = 0; i < NL; i++)
+        for (int how = 0; how < 3; how++) {
+            uint64_t s = seed + (uint64_t)(3 * i + how);
+            T_OK(pipe_one(comm, b, lens[i], CAP, s, how, &info));
+            if (t_rank == 1)
+                continue;
+            T_EQ_U64(info.nbytes, lens[i]);
+            if (off)
+                T_CHECK(info.path != IPCP_PATH_EAGER);
+            else
+                T_EQ_INT(info.path, IPCP_PATH_EAGER);
+            t_verify(b, lens[i], s, "pipelined message");
+            T_CHECK(b[lens[i]] == 0xA5);
+        }
+    for (int how = 0; how < 3; how++) {
+        ipcp_status_t st =
+            pipe_one(comm, b, 96 << 10, 64 << 10, seed + 100, how, &info);
+        /* An eager send ends when written; a rendezvous hears the
+         * receiver's refusal. */
+        if (t_rank == 1 && !off)
+            T_OK(st);
+        else if (t_rank == 1)
+            T_STATUS(st, IPCP_ERR_TRUNCATED);
+        if (t_rank == 0) {
+            T_STATUS(st, IPCP_ERR_TRUNCATED);
+            T_MSG_HAS("has 98304 bytes but the receive buffer of rank 0 has "
+                      "65536");
+            for (size_t k = 0; k < (64 << 10) + API_GUARD; k++)
+                if (b[k] != 0xA5)
+                    T_FAIL("byte %zu of a refused message's receive was "
+                           "written",
+                           k);
+        }
+        T_OK(pipe_one(comm, b, 8, 64 << 10, seed + 101, how, &info));
+        if (t_rank == 0)
+            t_verify(b, 8, seed + 101, "the message after the truncated one");
+    }
+    T_OK(ipcp_barrier(comm));
+    free(b);
+}
+
 static int rank_main(int argc, char **argv)
 {
     const char *name = api_opt(argc, argv, "--case", "");
@@ -536,6 +656,8 @@ static int rank_main(int argc, char **argv)
         lazy_rts(comm);
     else if (strcmp(name, "came") == 0)
         came(comm);
+    else if (strcmp(name, "pipe") == 0)
+        pipe_case(comm);
     else
         T_FAIL("unknown --case \"%s\"", name);
     T_OK(ipcp_finalize(comm));

@@ -5,7 +5,7 @@
  *   test_api_hostile --case mbox_empty|mbox_file|mbox_shrink|cts_status
  *   test_api_hostile --case cts_route|cts_fds
  *   test_api_hostile --case mbox_forged_kind|mbox_forged_len|mbox_forged_skip
- *   test_api_hostile --case mbox_last_words
+ *   test_api_hostile --case mbox_last_words|mbox_pipe_hup|mbox_pipe_stall
  *   test_api_hostile --case bar_forged|bar_long (3 ranks: rank 1 fake,
  *                    rank 2 late)
  *   test_api_hostile --case desc_addr|dereg_inflight [--path auto|staged]
@@ -262,12 +262,12 @@ static void fake_forge_inbox(int fd, const char *what)
     fake_inbox_publish(fd, ring, size, fds);
 }
 
-/* Takes rank 0's inbox for us, writes one EAGER message of LAST_LEN bytes
- * for TAG_DATA into it (its first 8 bytes the seed of the rest), turns
- * rank 0 to its inbox and hangs up at once: what we wrote before we went
- * must still reach a receive rank 0 posts later. */
-enum { LAST_LEN = 64 };
-static void fake_last_words(int fd)
+/* Takes rank 0's inbox for us, writes a record of len bytes at its
+ * first position (head, hlen bytes, then nbody bytes: a fresh seed and
+ * its bytes with seeded, else 0x3C), turns rank 0 to its inbox and lets
+ * the inbox go. */
+static void fake_record(int fd, const void *head, size_t hlen, size_t len,
+                        size_t nbody, int seeded)
 {
     int fds[IPCP_SOCK_MAX_FDS];
     size_t size;
@@ -275,14 +275,44 @@ static void fake_last_words(int fd)
     unsigned char *ring = fake_inbox_take(fd, &size, &slots, fds);
     unsigned char *slot0 = ring + 2 * IPCP_CACHE_LINE;
     uint32_t *rec = (uint32_t *)(void *)(slot0 + 8);
-    ipcp__msg_eager_t e = {{IPCP_MSG_EAGER, 0}, TAG_DATA, LAST_LEN};
-    uint64_t seed = t_fresh_seed();
-    rec[0] = sizeof(e) + LAST_LEN;
+    unsigned char *body = slot0 + 16 + hlen;
+    rec[0] = (uint32_t)len;
     rec[1] = 0; /* a message in the ring */
-    memcpy(slot0 + 16, &e, sizeof(e));
-    memcpy(slot0 + 16 + sizeof(e), &seed, sizeof(seed));
-    t_fill(slot0 + 16 + sizeof(e) + 8, LAST_LEN - 8, seed);
+    memcpy(slot0 + 16, head, hlen);
+    if (seeded) {
+        uint64_t seed = t_fresh_seed();
+        memcpy(body, &seed, sizeof(seed));
+        t_fill(body + 8, nbody - 8, seed);
+    } else {
+        memset(body, 0x3C, nbody);
+    }
     fake_inbox_publish(fd, ring, size, fds);
+}
+
+/* One EAGER message of LAST_LEN bytes for TAG_DATA (its first 8 bytes the
+ * seed of the rest); then we hang up at once: what we wrote before we
+ * went must still reach a receive rank 0 posts later. */
+enum { LAST_LEN = 64 };
+static void fake_last_words(int fd)
+{
+    ipcp__msg_eager_t e = {{IPCP_MSG_EAGER, 0}, TAG_DATA, LAST_LEN};
+    fake_record(fd, &e, sizeof(e), sizeof(e) + LAST_LEN, LAST_LEN, 1);
+}
+
+/* A pipelined EAGER message of PIPE_LEN bytes for TAG_DATA that stops at
+ * PIPE_FILL bytes (its fill word says so); then we hang up (pipe_hup) or
+ * stay without a word (pipe_stall). */
+enum { PIPE_LEN = 200 << 10, PIPE_FILL = 16 << 10 };
+static void fake_pipe_stopped(int fd)
+{
+    ipcp__msg_pipe_t h;
+    memset(&h, 0, sizeof(h));
+    h.e.hdr.type = IPCP_MSG_EAGER;
+    h.e.hdr.flags = IPCP_EAGER_PIPE;
+    h.e.tag = TAG_DATA;
+    h.e.len = PIPE_LEN;
+    h.fill = PIPE_FILL;
+    fake_record(fd, &h, sizeof(h), sizeof(h) + PIPE_LEN, PIPE_FILL, 0);
 }
 
 static int fake_main(const char *name)
@@ -317,6 +347,15 @@ static int fake_main(const char *name)
         return 0;
     } else if (strncmp(name, "mbox_forged_", 12) == 0) {
         fake_forge_inbox(fd, name + 12);
+    } else if (strcmp(name, "mbox_pipe_hup") == 0) {
+        fake_pipe_stopped(fd);
+        usleep(200000);           /* rank 0's receive waits on the record */
+        ipcp__boot_destroy(boot); /* hangs up */
+        return 0;
+    } else if (strcmp(name, "mbox_pipe_stall") == 0) {
+        /* Rank 0 gives up on the record after its timeout (1 s), and on
+         * us: we hear that it closed the connection. */
+        fake_pipe_stopped(fd);
     } else if (strcmp(name, "cts_status") == 0) {
         /* Each of rank 0's sends meets a CTS with a status that is not
          * one of ipcp_status_t's errors. */
@@ -462,6 +501,20 @@ static int victim_main(const char *name)
         T_MSG_HAS("malformed mailbox slot");
         for (size_t i = 0; i < sizeof(b); i++)
             T_CHECK(b[i] == 0);
+    } else if (strncmp(name, "mbox_pipe_", 10) == 0) {
+        /* A pipelined message whose writer stops: the receive fails (the
+         * writer hung up, or wrote nothing more for the timeout) instead
+         * of waiting for ever, and so does the next. */
+        unsigned char *b = t_malloc(PIPE_LEN);
+        double t0 = ipcp__now_s();
+        T_STATUS(ipcp_recv(comm, b, PIPE_LEN, 1, TAG_DATA, NULL),
+                 IPCP_ERR_PEER_LOST);
+        T_MSG_HAS("stopped writing a message");
+        printf("receive failed after %.3f s\n", ipcp__now_s() - t0);
+        T_CHECK(ipcp__now_s() - t0 < 20.0);
+        T_STATUS(ipcp_recv(comm, b, PIPE_LEN, 1, TAG_DATA, NULL),
+                 IPCP_ERR_PEER_LOST);
+        free(b);
     } else if (strncmp(name, "mbox_", 5) == 0 &&
                strcmp(name, "mbox_shrink") != 0) {
         victim_mbox(comm);

@@ -80,11 +80,13 @@ static const ipcp__route_t peek = {
 
 #define NMSG 24 /* their tags: 0 .. NMSG - 1 */
 enum { TAG_PROBE = 40, TAG_VERDICT = 41 };
+/* Above IPCPIPE_EAGER (at most 256 KiB): an RTS the route may take. */
+#define PROBE_LEN ((size_t)512 << 10)
 
 static size_t msg_size(int i)
 {
     /* From above the eager size to 4 MiB, odd lengths among them. */
-    static const size_t sizes[] = {96 << 10, (256 << 10) + 3, 1 << 20,
+    static const size_t sizes[] = {(256 << 10) + 3, 300 << 10, 1 << 20,
                                    (4 << 20) - 1};
     return sizes[i % 4];
 }
@@ -97,10 +99,10 @@ static int peek_works(ipcp_comm_t *comm, unsigned char *buf)
 {
     unsigned char verdict = 0;
     if (t_rank == 1) {
-        T_OK(ipcp_send(comm, buf, 96 << 10, 0, TAG_PROBE));
+        T_OK(ipcp_send(comm, buf, PROBE_LEN, 0, TAG_PROBE));
         T_OK(ipcp_recv(comm, &verdict, 1, 0, TAG_VERDICT, NULL));
     } else {
-        T_OK(ipcp_recv(comm, buf, 96 << 10, 1, TAG_PROBE, NULL));
+        T_OK(ipcp_recv(comm, buf, PROBE_LEN, 1, TAG_PROBE, NULL));
         verdict = (atomic_load(&peeked) >> TAG_PROBE) & 1;
         T_OK(ipcp_send(comm, &verdict, 1, 1, TAG_VERDICT));
     }
