@@ -424,36 +424,15 @@ int ipcp__match_posted(ipcp__peer_t *peer, int tag)
     return posted;
 }
 
-/* A pipelined message's bytes (msg: its record) where they go as its
- * writer fills them in (rx_lock held): into r's buffer when r is a host
- * receive they fit, else into a buffer of their own (*own, which the
- * caller frees), from which the rest goes on as from a plain message's.
- * NULL: its writer stopped (r stays posted), or no memory (*nomem). */
-static const unsigned char *
-ipcp__pipe_take(ipcp_comm_t *comm, ipcp__peer_t *peer, ipcp_request_t *r,
-                const unsigned char *msg, size_t len, unsigned char **own,
-                int *nomem)
-{
-    if (r && r->attr.type == IPCP_MEM_HOST && len <= r->len)
-        return ipcp__mbox_pipe_copy(comm, peer, r->buf, msg, len) == 0 ? r->buf
-                                                                       : NULL;
-    /* Truncated ones are only waited for: their slots go back whole. */
-    int keep = !r || len <= r->len;
-    if (keep && len && !(*own = malloc(len))) {
-        *nomem = 1;
-        return NULL;
-    }
-    if (ipcp__mbox_pipe_copy(comm, peer, keep ? *own : NULL, msg, len) != 0)
-        return NULL;
-    return keep && len ? *own : msg;
-}
-
 int ipcp__match_eager(ipcp_comm_t *comm, ipcp__peer_t *peer,
                       const unsigned char *msg, size_t len, int caller)
 {
     ipcp__msg_eager_t e;
     size_t off;
-    if (!ipcp__eager_parse(msg, len, &e, &off)) {
+    int ring = caller & IPCP_MATCH_RING;
+    caller &= ~IPCP_MATCH_RING;
+    if (!ipcp__eager_parse(msg, len, &e, &off) ||
+        ((e.hdr.flags & IPCP_EAGER_PIPE) && !ring)) {
         if (!caller)
             ipcp__peer_lost(comm, peer, "malformed eager message");
         return !caller;
@@ -471,7 +450,8 @@ int ipcp__match_eager(ipcp_comm_t *comm, ipcp__peer_t *peer,
         return 0; /* the progress thread copies it to the device */
     }
     if ((e.hdr.flags & IPCP_EAGER_PIPE) &&
-        !(data = ipcp__pipe_take(comm, peer, r, msg, e.len, &own, &nomem))) {
+        !(data =
+              ipcp__mbox_pipe_take(comm, peer, r, msg, e.len, &own, &nomem))) {
         ipcp__unlock(&peer->rx_lock, IPCP_LOCK_RX);
         free(own);
         if (!caller)

@@ -59,6 +59,11 @@ int ipcp__match_posted(ipcp__peer_t *peer, int tag);
  * IPCP_MATCH_POSTED: a caller that leaves it also when no receive is
  * posted for it. */
 #define IPCP_MATCH_POSTED 2
+/* With IPCP_MATCH_RING (or-ed into caller): msg is a record in the peer's
+ * inbox, where alone a pipelined one (IPCP_EAGER_PIPE) may be; anywhere
+ * else (a socket message, a copy) one is malformed: its fill word would
+ * never move. */
+#define IPCP_MATCH_RING 4
 int ipcp__match_eager(ipcp_comm_t *comm, ipcp__peer_t *peer,
                       const unsigned char *msg, size_t len, int caller);
 

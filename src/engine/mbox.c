@@ -31,6 +31,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -354,6 +355,30 @@ static ipcp__mbox_slot_t *ipcp__mbox_reserve(ipcp__peer_t *peer, uint64_t n,
     return ipcp__mbox_slot(ring, slots, *at);
 }
 
+/* A record of n slots that would wrap (tx_lock held): the skip record to
+ * the ring's end alone, as soon as its own room is free, so that the
+ * record then waits for room from the ring's start.  Reserved with the
+ * record, a skip and a record over half a ring could never fit from some
+ * heads (a 256 KiB one at slot 1024 of 2048). */
+static void ipcp__mbox_skip_end(ipcp__peer_t *peer, uint64_t n)
+{
+    ipcp__mbox_ring_t *ring = peer->outbox;
+    uint64_t slots = peer->mbox_slots, head = peer->out_head;
+    uint64_t idx = ipcp__mbox_index(head, slots), pad = slots - idx;
+    if (idx + n <= slots)
+        return;
+    if (head + pad - peer->out_tail > slots) {
+        peer->out_tail = __atomic_load_n(&ring->tail, __ATOMIC_ACQUIRE);
+        if (head + pad - peer->out_tail > slots)
+            return;
+    }
+    ipcp__mbox_slot_t *s = ipcp__mbox_slot(ring, slots, head);
+    s->len = (uint32_t)pad;
+    s->marker = IPCP_MBOX_SKIP;
+    __atomic_store_n(&s->seq, head + 1, __ATOMIC_RELEASE);
+    peer->out_head = head + pad;
+}
+
 ipcp_status_t ipcp__mbox_send(ipcp__peer_t *peer, const void *data, size_t len,
                               const int *fds, int nfds)
 {
@@ -451,27 +476,28 @@ ipcp_status_t ipcp__mbox_send_pipe(ipcp__peer_t *peer, int tag,
                                    const void *data, size_t len)
 {
     ipcp__msg_pipe_t h;
-    uint64_t at, n = ipcp__mbox_span(sizeof(h) + len), t0 = 0;
+    uint64_t at, n = ipcp__mbox_span(sizeof(h) + len), t0 = 0, waited = 0;
     ipcp__mbox_slot_t *s = NULL;
     int one = ipcp__one_cpu();
     if (!__atomic_load_n(&peer->out_on, __ATOMIC_ACQUIRE) ||
         sizeof(h) + len > ipcp__mbox_rec_max(peer))
         return IPCP_IN_PROGRESS;
-    /* As ipcp__mbox_send_fast, but a full ring is waited for: the peer's
-     * reader frees it as it copies (its thread too, for a receive not
-     * posted yet, at most IPCPIPE_SPIN_US after the message came). */
+    /* As ipcp__mbox_send_fast, but a full ring is waited for, unlocked:
+     * the peer's reader frees it as it copies (its thread too, for a
+     * receive not posted yet, at most IPCPIPE_SPIN_US after the message
+     * came). */
     for (unsigned i = 1, woke = 0;; i++) {
         ipcp__lock(&peer->tx_lock, IPCP_LOCK_TX);
         int refused = atomic_load(&peer->pending) ||
                       atomic_load(&peer->backlog) || atomic_load(&peer->gone);
         if (!refused && (s = ipcp__mbox_reserve(peer, n, &at)))
             break;
-        uint64_t waited = refused ? 0 : ipcp__pipe_pause(&t0, i, one);
         if (refused || waited >= IPCP_PIPE_ROOM_NS) {
             peer->n_tx_refused++;
             ipcp__unlock(&peer->tx_lock, IPCP_LOCK_TX);
             return IPCP_IN_PROGRESS;
         }
+        ipcp__mbox_skip_end(peer, n);
         /* A reader's thread that sleeps lazily is woken for room only
          * once the wait lasts (IPCP_PIPE_WAKE_NS). */
         uint64_t due =
@@ -481,6 +507,9 @@ ipcp_status_t ipcp__mbox_send_pipe(ipcp__peer_t *peer, int tag,
             woke = 1;
             ipcp__mbox_wake(peer, due);
         }
+        uint64_t w = ipcp__pipe_pause(&t0, i, one);
+        if (w)
+            waited = w;
     }
     /* The record is the reader's to copy once its first step is in: it
      * copies each step while we write the next. */
@@ -527,6 +556,13 @@ static int ipcp__peer_hup(const ipcp__peer_t *peer)
     return poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLHUP | POLLERR));
 }
 
+/* How long a reader gives one pipelined record, from its first look: a
+ * quarter of the timeout, so that a peer stopped in the middle of one
+ * (or one that writes a byte now and then) costs our thread, which
+ * answers the keepalive, less than the peers' patience with us (they
+ * give up after three quarters of it, engine/peer.c). */
+#define IPCP_PIPE_SHARE 4
+
 int ipcp__mbox_pipe_copy(ipcp_comm_t *comm, ipcp__peer_t *peer, void *dst,
                          const unsigned char *rec, size_t len)
 {
@@ -534,9 +570,10 @@ int ipcp__mbox_pipe_copy(ipcp_comm_t *comm, ipcp__peer_t *peer, void *dst,
         (const uint64_t *)(const void *)(rec +
                                          offsetof(ipcp__msg_pipe_t, fill));
     const unsigned char *src = rec + sizeof(ipcp__msg_pipe_t);
-    uint64_t t0 = 0, timeout = (uint64_t)(comm->timeout_s * 1e9);
+    uint64_t t0 = 0, start = ipcp__now_ns();
+    uint64_t limit = (uint64_t)(comm->timeout_s * 1e9 / IPCP_PIPE_SHARE);
     size_t done = 0;
-    int one = ipcp__one_cpu();
+    int one = ipcp__one_cpu(), stop = 0;
     for (unsigned i = 1; done < len && !atomic_load(&peer->pipe_dead); i++) {
         /* The writer's word: never past the record, whatever it says. */
         uint64_t fill = __atomic_load_n(fillp, __ATOMIC_ACQUIRE);
@@ -548,18 +585,18 @@ int ipcp__mbox_pipe_copy(ipcp_comm_t *comm, ipcp__peer_t *peer, void *dst,
             done = fill;
             t0 = 0;
             i = 0;
-            continue;
+            stop = done < len && ipcp__now_ns() - start >= limit;
+        } else if (ipcp__pipe_pause(&t0, i, one) >= IPCP_PIPE_HUP_NS) {
+            /* The writer writes without a pause unless its process
+             * stopped: one that ended hung up (what it wrote before is
+             * there), a peer declared lost is not waited for, a live one
+             * that stalls gets its share of the timeout. */
+            stop = atomic_load(&peer->lost) ||
+                   ipcp__now_ns() - start >= limit ||
+                   (ipcp__peer_hup(peer) &&
+                    __atomic_load_n(fillp, __ATOMIC_ACQUIRE) <= done);
         }
-        uint64_t waited = ipcp__pipe_pause(&t0, i, one);
-        if (waited < IPCP_PIPE_HUP_NS)
-            continue;
-        /* The writer writes without a pause unless its process stopped:
-         * one that ended hung up (what it wrote before is there), a peer
-         * declared lost is not waited for, a live one that stalls gets
-         * the communicator's timeout. */
-        if (atomic_load(&peer->gone) || waited >= timeout ||
-            (ipcp__peer_hup(peer) &&
-             __atomic_load_n(fillp, __ATOMIC_ACQUIRE) <= done)) {
+        if (stop) {
             IPCP_INFO(IPCP_SUB_ENGINE,
                       "rank %d stopped writing a message of %zu bytes at "
                       "byte %zu",
@@ -568,6 +605,25 @@ int ipcp__mbox_pipe_copy(ipcp_comm_t *comm, ipcp__peer_t *peer, void *dst,
         }
     }
     return done == len ? 0 : -1;
+}
+
+const unsigned char *ipcp__mbox_pipe_take(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                                          ipcp_request_t *r,
+                                          const unsigned char *msg, size_t len,
+                                          unsigned char **own, int *nomem)
+{
+    if (r && r->attr.type == IPCP_MEM_HOST && len <= r->len)
+        return ipcp__mbox_pipe_copy(comm, peer, r->buf, msg, len) == 0 ? r->buf
+                                                                       : NULL;
+    /* Truncated ones are only waited for: their slots go back whole. */
+    int keep = !r || len <= r->len;
+    if (keep && len && !(*own = malloc(len))) {
+        *nomem = 1;
+        return NULL;
+    }
+    if (ipcp__mbox_pipe_copy(comm, peer, keep ? *own : NULL, msg, len) != 0)
+        return NULL;
+    return keep && len ? *own : msg;
 }
 
 static int ipcp__mbox_read_locked(ipcp_comm_t *comm, ipcp__peer_t *peer,
@@ -589,7 +645,7 @@ static int ipcp__mbox_read_locked(ipcp_comm_t *comm, ipcp__peer_t *peer,
             /* Read where it is (ipcp__match_eager waits for its bytes),
              * and its slots given back after. */
             peer->heard_ns = ipcp__now_ns();
-            ipcp__match_eager(comm, peer, s->data, len, 0);
+            ipcp__match_eager(comm, peer, s->data, len, IPCP_MATCH_RING);
             if (ipcp__peer_closed(peer))
                 return n + 1; /* its writer stopped */
             ipcp__mbox_take(peer, &tail, ipcp__mbox_span(len));

@@ -69,6 +69,15 @@ ipcp_status_t ipcp__mbox_send_pipe(ipcp__peer_t *peer, int tag,
  * and no later record is read. */
 int ipcp__mbox_pipe_copy(ipcp_comm_t *comm, ipcp__peer_t *peer, void *dst,
                          const unsigned char *rec, size_t len);
+/* A pipelined message's bytes (msg: its record) where they go as its
+ * writer fills them in (rx_lock held): into r's buffer when r is a host
+ * receive they fit, else into a buffer of their own (*own, which the
+ * caller frees), from which the rest goes on as from a plain message's.
+ * NULL: its writer stopped (r stays posted), or no memory (*nomem). */
+const unsigned char *ipcp__mbox_pipe_take(ipcp_comm_t *comm, ipcp__peer_t *peer,
+                                          ipcp_request_t *r,
+                                          const unsigned char *msg, size_t len,
+                                          unsigned char **own, int *nomem);
 /* The message at the head of the peer's inbox, when it is an EAGER one
  * with tag of at most cap bytes: copied to buf (*got bytes) and its slots
  * given back; 1 when it was, 0 when the head holds anything else or

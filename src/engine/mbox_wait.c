@@ -72,7 +72,8 @@ static int ipcp__mbox_deliver(ipcp_comm_t *comm, ipcp__peer_t *peer, int caller,
         const ipcp__msg_hdr_t *h = (const void *)s->data;
         if (kind != IPCP_MBOX_DATA || len < sizeof(*h) ||
             h->type != IPCP_MSG_EAGER ||
-            !ipcp__match_eager(comm, peer, s->data, len, caller))
+            !ipcp__match_eager(comm, peer, s->data, len,
+                               caller | IPCP_MATCH_RING))
             break;
         ipcp__mbox_clear_span(peer, tail, ipcp__mbox_span(len));
         tail += ipcp__mbox_span(len);

@@ -6,6 +6,7 @@
  *   test_api_hostile --case cts_route|cts_fds
  *   test_api_hostile --case mbox_forged_kind|mbox_forged_len|mbox_forged_skip
  *   test_api_hostile --case mbox_last_words|mbox_pipe_hup|mbox_pipe_stall
+ *   test_api_hostile --case mbox_pipe_socket
  *   test_api_hostile --case bar_forged|bar_long (3 ranks: rank 1 fake,
  *                    rank 2 late)
  *   test_api_hostile --case desc_addr|dereg_inflight [--path auto|staged]
@@ -315,6 +316,24 @@ static void fake_pipe_stopped(int fd)
     fake_record(fd, &h, sizeof(h), sizeof(h) + PIPE_LEN, PIPE_FILL, 0);
 }
 
+/* A pipelined message on the socket, where its fill word could never
+ * move: malformed, at once. */
+static void fake_pipe_socket(int fd)
+{
+    struct {
+        ipcp__msg_pipe_t h;
+        unsigned char b[100];
+    } m;
+    memset(&m, 0x3C, sizeof(m));
+    memset(&m.h, 0, sizeof(m.h));
+    m.h.e.hdr.type = IPCP_MSG_EAGER;
+    m.h.e.hdr.flags = IPCP_EAGER_PIPE;
+    m.h.e.tag = TAG_DATA;
+    m.h.e.len = sizeof(m.b);
+    m.h.fill = 10;
+    T_OK(ipcp__sock_send(fd, &m, sizeof(m), NULL, 0, 0));
+}
+
 static int fake_main(const char *name)
 {
     static uint64_t buf[IPCP_SOCK_MSG_MAX / 8];
@@ -352,6 +371,8 @@ static int fake_main(const char *name)
         usleep(200000);           /* rank 0's receive waits on the record */
         ipcp__boot_destroy(boot); /* hangs up */
         return 0;
+    } else if (strcmp(name, "mbox_pipe_socket") == 0) {
+        fake_pipe_socket(fd);
     } else if (strcmp(name, "mbox_pipe_stall") == 0) {
         /* Rank 0 gives up on the record after its timeout (1 s), and on
          * us: we hear that it closed the connection. */
@@ -455,6 +476,32 @@ static void victim_cts_fds(ipcp_comm_t *comm, int fds_before)
                fds_before);
 }
 
+/* The fake's pipelined message: one on the socket is malformed at once;
+ * one whose writer stops fails the receive (the writer hung up, or wrote
+ * nothing more for a quarter of the timeout) instead of waiting for ever,
+ * and so does the next. */
+static void victim_pipe(ipcp_comm_t *comm, const char *name)
+{
+    unsigned char *b = t_malloc(PIPE_LEN);
+    double t0 = ipcp__now_s();
+    if (strcmp(name, "mbox_pipe_socket") == 0) {
+        T_STATUS(ipcp_recv(comm, b, 100, 1, TAG_DATA, NULL),
+                 IPCP_ERR_PEER_LOST);
+        T_MSG_HAS("malformed eager message");
+        T_CHECK(ipcp__now_s() - t0 < 5.0);
+        free(b);
+        return;
+    }
+    T_STATUS(ipcp_recv(comm, b, PIPE_LEN, 1, TAG_DATA, NULL),
+             IPCP_ERR_PEER_LOST);
+    T_MSG_HAS("stopped writing a message");
+    printf("receive failed after %.3f s\n", ipcp__now_s() - t0);
+    T_CHECK(ipcp__now_s() - t0 < 20.0);
+    T_STATUS(ipcp_recv(comm, b, PIPE_LEN, 1, TAG_DATA, NULL),
+             IPCP_ERR_PEER_LOST);
+    free(b);
+}
+
 static int victim_main(const char *name)
 {
     ipcp_comm_t *comm = NULL;
@@ -502,19 +549,7 @@ static int victim_main(const char *name)
         for (size_t i = 0; i < sizeof(b); i++)
             T_CHECK(b[i] == 0);
     } else if (strncmp(name, "mbox_pipe_", 10) == 0) {
-        /* A pipelined message whose writer stops: the receive fails (the
-         * writer hung up, or wrote nothing more for the timeout) instead
-         * of waiting for ever, and so does the next. */
-        unsigned char *b = t_malloc(PIPE_LEN);
-        double t0 = ipcp__now_s();
-        T_STATUS(ipcp_recv(comm, b, PIPE_LEN, 1, TAG_DATA, NULL),
-                 IPCP_ERR_PEER_LOST);
-        T_MSG_HAS("stopped writing a message");
-        printf("receive failed after %.3f s\n", ipcp__now_s() - t0);
-        T_CHECK(ipcp__now_s() - t0 < 20.0);
-        T_STATUS(ipcp_recv(comm, b, PIPE_LEN, 1, TAG_DATA, NULL),
-                 IPCP_ERR_PEER_LOST);
-        free(b);
+        victim_pipe(comm, name);
     } else if (strncmp(name, "mbox_", 5) == 0 &&
                strcmp(name, "mbox_shrink") != 0) {
         victim_mbox(comm);

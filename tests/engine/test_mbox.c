@@ -178,50 +178,72 @@ static unsigned char pipe_byte(int i, size_t k)
     return (unsigned char)(k * 131u + (size_t)i * 7u + (k >> 12));
 }
 
+/* Message i (of len bytes) into the ring; its status. */
+static ipcp_status_t pipe_send(int i, size_t len)
+{
+    static unsigned char m[256 << 10];
+    for (size_t k = 0; k < len; k++)
+        m[k] = pipe_byte(i, k);
+    return ipcp__mbox_send_pipe(&peers[1], 9, m, len);
+}
+
 static void *pipe_writer(void *arg)
 {
-    unsigned char *m = malloc(256 << 10);
     (void)arg;
-    T_CHECK(m != NULL);
-    for (int i = 0; i < PIPE_MSGS; i++) {
-        for (size_t k = 0; k < pipe_len(i); k++)
-            m[k] = pipe_byte(i, k);
-        /* Full for a millisecond: the reader is behind; again. */
-        while (ipcp__mbox_send_pipe(&peers[1], 9, m, pipe_len(i)) != IPCP_OK)
+    /* Full for a millisecond: the reader is behind; again. */
+    for (int i = 0; i < PIPE_MSGS; i++)
+        while (pipe_send(i, pipe_len(i)) != IPCP_OK)
             ;
-    }
-    free(m);
     return NULL;
+}
+
+/* Reads what came; checks the messages kept, message *got on, against
+ * len (0: pipe_len). */
+static void pipe_drain(int *got, size_t len)
+{
+    static unsigned char buf[IPCP_RX_MAX];
+    ipcp__mbox_read(&comm, &peers[1], on_msg, buf, sizeof(buf));
+    ipcp__list_t *e;
+    while ((e = ipcp__list_pop_front(&peers[1].unexp))) {
+        ipcp__unexp_t *u = ipcp__list_entry(e, ipcp__unexp_t, link);
+        T_CHECK(u->rts.hdr.flags & IPCP_RTS_EAGER);
+        T_EQ_INT(u->rts.tag, 9);
+        T_EQ_U64(u->rts.len, len ? len : pipe_len(*got));
+        for (size_t k = 0; k < u->rts.len; k++)
+            if (u->eager[k] != pipe_byte(*got, k))
+                T_FAIL("message %d, byte %zu: %u, sent %u", *got, k,
+                       u->eager[k], pipe_byte(*got, k));
+        free(u->eager);
+        free(u);
+        (*got)++;
+    }
 }
 
 static void case_pipe(void)
 {
-    static unsigned char buf[IPCP_RX_MAX];
     pthread_t th;
-    int got = 0;
+    int got = 0, tries = 0;
     fake_peer();
     comm.timeout_s = 60;
     T_CHECK(pipe_len(0) > IPCP_MBOX_PLAIN_MAX);
     T_CHECK(sizeof(ipcp__msg_pipe_t) + pipe_len(4) <=
             ipcp__mbox_rec_max(&peers[1]));
-    T_EQ_INT(pthread_create(&th, NULL, pipe_writer, NULL), 0);
-    while (got < PIPE_MSGS) {
-        ipcp__mbox_read(&comm, &peers[1], on_msg, buf, sizeof(buf));
-        ipcp__list_t *e;
-        while ((e = ipcp__list_pop_front(&peers[1].unexp))) {
-            ipcp__unexp_t *u = ipcp__list_entry(e, ipcp__unexp_t, link);
-            T_CHECK(u->rts.hdr.flags & IPCP_RTS_EAGER);
-            T_EQ_INT(u->rts.tag, 9);
-            T_EQ_U64(u->rts.len, pipe_len(got));
-            for (size_t k = 0; k < u->rts.len; k++)
-                if (u->eager[k] != pipe_byte(got, k))
-                    T_FAIL("message %d, byte %zu: %u, sent %u", got, k,
-                           u->eager[k], pipe_byte(got, k));
-            free(u->eager);
-            free(u);
-            got++;
-        }
+    /* A record of 1024 slots, then one of 1025 from slot 1024 of 2048:
+     * it must wait for the skip to the ring's end to be read (the first
+     * try), and then fit from the start. */
+    T_EQ_INT(pipe_send(0, 262104), IPCP_OK);
+    pipe_drain(&got, 262104);
+    while (pipe_send(1, 256 << 10) != IPCP_OK) {
+        if (++tries == 3)
+            T_FAIL("a 256 KiB record after one of 1024 slots never fit");
+        pipe_drain(&got, 0);
     }
+    pipe_drain(&got, 256 << 10);
+    T_EQ_INT(got, 2);
+    got = 0;
+    T_EQ_INT(pthread_create(&th, NULL, pipe_writer, NULL), 0);
+    while (got < PIPE_MSGS)
+        pipe_drain(&got, 0);
     T_EQ_INT(pthread_join(th, NULL), 0);
     T_EQ_INT(nread, 0); /* nothing went the plain way */
     fake_peer_end();
