@@ -86,11 +86,6 @@ size_t ipcp__mbox_rec_max(const ipcp__peer_t *peer)
     return IPCP_MBOX_REC_MAX(peer->mbox_slots);
 }
 
-size_t ipcp__mbox_pipe_max(const ipcp__peer_t *peer)
-{
-    return ipcp__mbox_rec_max(peer) - sizeof(ipcp__msg_pipe_t);
-}
-
 /* The socket until the peer's inbox is on, which it then stays; from
  * then on whatever fits a record goes there, and the rest on the socket
  * (ipcp__mbox_send). */
@@ -331,7 +326,10 @@ static void ipcp__mbox_unlock_wake(ipcp__peer_t *peer, uint64_t due)
 
 /* Room for n slots (tx_lock held): the first one's slot index, after a
  * skip record where they would wrap; NULL when full (the reader frees
- * slots soon). */
+ * slots soon).  The skip record goes first, alone, as soon as its own room
+ * is free: reserved only together with the record, a skip and a record
+ * over half a ring could never fit from some heads (a 256 KiB pipelined
+ * one at slot 1024 of 2048). */
 static ipcp__mbox_slot_t *ipcp__mbox_reserve(ipcp__peer_t *peer, uint64_t n,
                                              uint64_t *at)
 {
@@ -339,44 +337,21 @@ static ipcp__mbox_slot_t *ipcp__mbox_reserve(ipcp__peer_t *peer, uint64_t n,
     uint64_t slots = peer->mbox_slots, head = peer->out_head, pad = 0;
     if (ipcp__mbox_index(head, slots) + n > slots)
         pad = slots - ipcp__mbox_index(head, slots);
-    if (head + pad + n - peer->out_tail > slots) {
+    if (head + pad + n - peer->out_tail > slots)
         peer->out_tail = __atomic_load_n(&ring->tail, __ATOMIC_ACQUIRE);
-        if (head + pad + n - peer->out_tail > slots)
-            return NULL;
-    }
-    if (pad) {
+    if (pad && head + pad - peer->out_tail <= slots) {
         ipcp__mbox_slot_t *s = ipcp__mbox_slot(ring, slots, head);
         s->len = (uint32_t)pad;
         s->marker = IPCP_MBOX_SKIP;
         /* The reader may pass it before the message is written. */
         __atomic_store_n(&s->seq, head + 1, __ATOMIC_RELEASE);
+        peer->out_head = head += pad;
+        pad = 0;
     }
-    *at = head + pad;
-    return ipcp__mbox_slot(ring, slots, *at);
-}
-
-/* A record of n slots that would wrap (tx_lock held): the skip record to
- * the ring's end alone, as soon as its own room is free, so that the
- * record then waits for room from the ring's start.  Reserved with the
- * record, a skip and a record over half a ring could never fit from some
- * heads (a 256 KiB one at slot 1024 of 2048). */
-static void ipcp__mbox_skip_end(ipcp__peer_t *peer, uint64_t n)
-{
-    ipcp__mbox_ring_t *ring = peer->outbox;
-    uint64_t slots = peer->mbox_slots, head = peer->out_head;
-    uint64_t idx = ipcp__mbox_index(head, slots), pad = slots - idx;
-    if (idx + n <= slots)
-        return;
-    if (head + pad - peer->out_tail > slots) {
-        peer->out_tail = __atomic_load_n(&ring->tail, __ATOMIC_ACQUIRE);
-        if (head + pad - peer->out_tail > slots)
-            return;
-    }
-    ipcp__mbox_slot_t *s = ipcp__mbox_slot(ring, slots, head);
-    s->len = (uint32_t)pad;
-    s->marker = IPCP_MBOX_SKIP;
-    __atomic_store_n(&s->seq, head + 1, __ATOMIC_RELEASE);
-    peer->out_head = head + pad;
+    if (pad || head + n - peer->out_tail > slots)
+        return NULL;
+    *at = head;
+    return ipcp__mbox_slot(ring, slots, head);
 }
 
 ipcp_status_t ipcp__mbox_send(ipcp__peer_t *peer, const void *data, size_t len,
@@ -497,7 +472,6 @@ ipcp_status_t ipcp__mbox_send_pipe(ipcp__peer_t *peer, int tag,
             ipcp__unlock(&peer->tx_lock, IPCP_LOCK_TX);
             return IPCP_IN_PROGRESS;
         }
-        ipcp__mbox_skip_end(peer, n);
         /* A reader's thread that sleeps lazily is woken for room only
          * once the wait lasts (IPCP_PIPE_WAKE_NS). */
         uint64_t due =

@@ -34,9 +34,8 @@ void ipcp__mbox_awake(ipcp_comm_t *comm);
 /* Longest message the mailbox carries in its slots (headers included). */
 size_t ipcp__mbox_msg_max(const ipcp__peer_t *peer);
 /* Longest record of any kind (a pipelined EAGER message's, headers
- * included), and the longest message such a record carries. */
+ * included). */
 size_t ipcp__mbox_rec_max(const ipcp__peer_t *peer);
-size_t ipcp__mbox_pipe_max(const ipcp__peer_t *peer);
 /* Longest message ipcp__peer_post carries to the peer whole, by whichever
  * way it takes now: an eager message is never longer. */
 size_t ipcp__mbox_carry_max(const ipcp__peer_t *peer);
