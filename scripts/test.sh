@@ -30,6 +30,12 @@ build() { # dir, cmake args...
     cmake --build "$dir" -j"$jobs"
 }
 
+# Tests at once: one for every two CPUs, each multi-process test on two of
+# its own (IPCPIPE_TEST_CPU_SETS); one at a time on a machine of 2-3.
+par=$((jobs / 2))
+[ "$par" -ge 1 ] || par=1
+cpusets=$([ "$par" -gt 1 ] && echo ON || echo OFF)
+
 mkdir -p "$out"
 # The tree as .clang-format says (scripts/format.sh).  CI installs
 # clang-format; elsewhere a machine without it skips this check, saying so.
@@ -44,31 +50,33 @@ fi
 echo "== house limits"
 python3 "$root/scripts/house.py" "$root"
 echo "== normal build: all tests"
-build "$out/normal" -DCMAKE_BUILD_TYPE=RelWithDebInfo
-(cd "$out/normal" && ctest --output-on-failure --timeout 900)
+build "$out/normal" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIPCPIPE_TEST_CPU_SETS=$cpusets
+(cd "$out/normal" && ctest -j"$par" --output-on-failure --timeout 900)
 # The same multi-process tests with control messages through the socket
 # only (IPCPIPE_MAILBOX=off; the shared-memory mailbox is the default).
 echo "== normal build: multi-process tests up to 256 MiB, IPCPIPE_MAILBOX=off"
-(cd "$out/normal" && IPCPIPE_MAILBOX=off ctest --output-on-failure -L mp -LE large \
+(cd "$out/normal" && IPCPIPE_MAILBOX=off ctest -j"$par" --output-on-failure -L mp -LE large \
     --timeout 900)
 
 # Launchers bind each rank to one CPU by default (mpirun, srun): the same
 # tests with every rank bound to one CPU (IPCP_LAUNCH_PIN=1).
 echo "== normal build: multi-process tests up to 256 MiB, each rank bound to one CPU"
-(cd "$out/normal" && IPCP_LAUNCH_PIN=1 ctest --output-on-failure -L mp -LE large \
+(cd "$out/normal" && IPCP_LAUNCH_PIN=1 ctest -j"$par" --output-on-failure -L mp -LE large \
     --timeout 900)
 
 if [ "$sanitizers" = 1 ]; then
     echo "== ASan+UBSan: multi-process tests up to 256 MiB"
-    build "$out/asan" -DCMAKE_BUILD_TYPE=Debug -DIPCPIPE_SANITIZE=address
+    build "$out/asan" -DCMAKE_BUILD_TYPE=Debug -DIPCPIPE_SANITIZE=address \
+        -DIPCPIPE_TEST_CPU_SETS=$cpusets
     (cd "$out/asan" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
         UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-        ctest --output-on-failure -L mp -LE large --timeout 900)
+        ctest -j"$par" --output-on-failure -L mp -LE large --timeout 900)
 
     echo "== TSan: multi-process tests up to 256 MiB"
-    build "$out/tsan" -DCMAKE_BUILD_TYPE=Debug -DIPCPIPE_SANITIZE=thread
+    build "$out/tsan" -DCMAKE_BUILD_TYPE=Debug -DIPCPIPE_SANITIZE=thread \
+        -DIPCPIPE_TEST_CPU_SETS=$cpusets
     (cd "$out/tsan" && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-        ctest --output-on-failure -L mp -LE large --timeout 900)
+        ctest -j"$par" --output-on-failure -L mp -LE large --timeout 900)
 fi
 if [ "$fuzz" = 1 ]; then
     # A bounded run with a fixed seed: a crash, leak or UBSan report fails
