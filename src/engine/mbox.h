@@ -53,7 +53,9 @@ ipcp_status_t ipcp__mbox_send_fast(ipcp__peer_t *peer, const void *hdr,
  * pipelined (ipcp__mbox_send_pipe).  As plain records, 96 KiB messages
  * reached 15.7-18.4 GB/s and 128 KiB ones 12.9-14.2 (2-CPU VM, ranks
  * bound), each copied in whole by one side after the other. */
+#ifndef IPCP_MBOX_PLAIN_MAX /* a build may set it to measure another */
 #define IPCP_MBOX_PLAIN_MAX (64u << 10)
+#endif
 
 /* A caller's EAGER message longer than a plain record, as
  * one record of the peer's inbox that the peer copies out while we write

@@ -139,6 +139,24 @@ void bench_set_error(bench_result_t *res, const char *what, const char *msg);
 int bench_poison(bench_ctx_t *ctx, size_t len, bench_result_t *res);
 int bench_fill_src(bench_ctx_t *ctx, size_t len, uint64_t seed,
                    bench_result_t *res);
+/* Host windows: each send of a window reads its own source slot (k %
+ * slots), and the sender rewrites every slot before each repetition, as a
+ * program sends data it just wrote: a source sent unchanged again and
+ * again would sit in the receiver's cache after the first read, which only
+ * a single-copy read gains from.  Device windows send one source. */
+int bench_src_slots(const bench_ctx_t *ctx, size_t size);
+/* Slot k of the source gets ipcp_pattern_slot_seed(seed, k); 0 or -1. */
+int bench_fill_window(bench_ctx_t *ctx, size_t size, uint64_t seed,
+                      bench_result_t *res);
+/* The sender's source before repetition r of iters: every host slot
+ * fresh (seed itself for the checked last one); a device source only for
+ * the checked last one. */
+void bench_fill_rep(bench_ctx_t *ctx, size_t size, uint64_t seed, int r,
+                    int iters, bench_result_t *res);
+/* Checks the window's last receive (of w) against the source slot it
+ * came from. */
+void bench_check_last(bench_ctx_t *ctx, bench_result_t *res, size_t size, int w,
+                      uint64_t seed);
 /* Checks [off, off + len) of b against seed; a mismatch clears
  * res->verified and names the first bad byte. */
 void bench_check_buf(bench_ctx_t *ctx, bench_buf_t *b, bench_result_t *res,

@@ -7,11 +7,13 @@
  *
  *   bandwidth  rank 1 sends, rank 0 receives and times.  Warm-up transfers
  *              one at a time, the first checked; then each repetition
- *              starts at a barrier, W MPI_Isend / MPI_Irecv (the k-th into
- *              slot k % slots) and MPI_Waitall, timed from the later of the
- *              two ranks' barrier exits to rank 0's completion; the median
- *              repetition gives GB/s, and the last one's last slot is
- *              checked (fresh data, poisoned receive slots).
+ *              starts at a barrier, W MPI_Isend / MPI_Irecv (the k-th from
+ *              source slot k % slots into receive slot k % slots) and
+ *              MPI_Waitall, timed from the later of the two ranks' barrier
+ *              exits to rank 0's completion; the median repetition gives
+ *              GB/s, and the last one's last slot is checked (every source
+ *              slot rewritten before each repetition, poisoned receive
+ *              slots).
  *   latency    half of an MPI_Send / MPI_Recv round trip, median of the
  *              rounds after the warm-up ones, the last round checked.
  *
@@ -254,8 +256,8 @@ static void xfer_window(mrun_t *m, const mcase_t *c, int i, int w, int slots)
             MPI_Irecv(m->dst + (size_t)(k % slots) * c->size, cnt, MPI_BYTE, 1,
                       tag, MPI_COMM_WORLD, &m->reqs[k]);
         else
-            MPI_Isend(m->src, cnt, MPI_BYTE, 0, tag, MPI_COMM_WORLD,
-                      &m->reqs[k]);
+            MPI_Isend(m->src + (size_t)(k % slots) * c->size, cnt, MPI_BYTE, 0,
+                      tag, MPI_COMM_WORLD, &m->reqs[k]);
     }
     MPI_Waitall(w, m->reqs, MPI_STATUSES_IGNORE);
 }
@@ -316,8 +318,13 @@ static int bw_timed(mrun_t *m, const mcase_t *c, int i, mres_t *res)
         int last = r == n - 1 && o->verify;
         if (last && m->rank == 0)
             memset(m->dst, POISON, (size_t)slots * c->size);
-        if (last && m->rank == 1)
-            ipcp_pattern_fill(m->src, c->size, case_seed(o, i, 1), 0);
+        /* Fresh data in every source slot before each repetition, as
+         * ipcpipe-bench writes its host sends: a source sent unchanged
+         * again and again would sit in the receiver's cache after the
+         * first read, which only a single-copy read gains from. */
+        if (m->rank == 1)
+            ipcp_pattern_fill_slots(m->src, c->size, slots,
+                                    case_seed(o, i, 1) + (last ? 0 : r + 1u));
         MPI_Barrier(MPI_COMM_WORLD);
         t0[r] = now_s();
         xfer_window(m, c, i, w, slots);
@@ -331,7 +338,10 @@ static int bw_timed(mrun_t *m, const mcase_t *c, int i, mres_t *res)
         bw_figures(c, t0, t1, peer, res);
         if (o->verify)
             check_bytes(res, m->dst + (size_t)((w - 1) % slots) * c->size,
-                        c->size, case_seed(o, i, 1), "last");
+                        c->size,
+                        ipcp_pattern_slot_seed(case_seed(o, i, 1),
+                                               (uint64_t)((w - 1) % slots)),
+                        "last");
     }
     free(t0);
     free(t1);
@@ -472,9 +482,9 @@ static int alloc_buffers(mrun_t *m)
         const mcase_t *c = &m->o->cs[i];
         if (c->size > INT_MAX)
             continue;
-        src = c->size > src ? c->size : src;
-        dst =
-            (size_t)c->slots * c->size > dst ? (size_t)c->slots * c->size : dst;
+        size_t win = (size_t)c->slots * c->size;
+        src = win > src ? win : src;
+        dst = win > dst ? win : dst;
         w = c->window > w ? c->window : w;
     }
     void *a = NULL, *b = NULL;

@@ -345,7 +345,10 @@ void bench_report_begin(const bench_opts_t *o, ipcp_comm_t *comm,
            "times it left at; one clock) to the receiver's last receive's "
            "completion;\n"
            "#   bidir: both ranks send W and receive W at once, 2*W*size "
-           "bytes to the last completion on either rank\n");
+           "bytes to the last completion on either rank;\n"
+           "#   host memory: the k-th send reads source slot k %% slots, "
+           "every slot rewritten before each repetition (fresh data, as a "
+           "program sends what it just wrote)\n");
     header_ceilings(bench_ctx_info(ctx));
     header_load(o, ctx);
     header_compare(o, ctx);

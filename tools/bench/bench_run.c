@@ -6,7 +6,9 @@
  *
  * A repetition posts a window of W transfers back to back; the k-th lands
  * in slot k % slots of the receiving buffer, so that the last transfer's
- * bytes can be told from the others' and checked alone. */
+ * bytes can be told from the others' and checked alone.  On host memory
+ * it is read from source slot k % slots too, each rewritten before every
+ * repetition (bench_src_slots). */
 #include "bench.h"
 
 #include <math.h>
@@ -18,6 +20,7 @@
 #include <unistd.h>
 
 #include "bench_ctx.h"
+#include "pattern.h"
 #include "ipcpipe_cuda.h"
 
 #define MIB ((size_t)1 << 20)
@@ -181,6 +184,51 @@ int bench_fill_src(bench_ctx_t *ctx, size_t len, uint64_t seed,
     return -1;
 }
 
+int bench_src_slots(const bench_ctx_t *ctx, size_t size)
+{
+    return ctx->mem == BENCH_MEM_HOST ? bench_case_slots(ctx->o, size) : 1;
+}
+
+int bench_fill_window(bench_ctx_t *ctx, size_t size, uint64_t seed,
+                      bench_result_t *res)
+{
+    int n = bench_src_slots(ctx, size);
+    for (int k = 0; k < n; k++) {
+        char err[BENCH_REASON_MAX];
+        if (bench_buf_fill(&ctx->src, (size_t)k * size, size,
+                           ipcp_pattern_slot_seed(seed, (uint64_t)k),
+                           ctx->staging, err, sizeof(err)) == 0)
+            continue;
+        if (res)
+            bench_set_error(res, "filling the send slots", err);
+        else
+            fprintf(stderr,
+                    "ipcpipe-bench [rank %d]: filling the send slots: %s\n",
+                    ctx->rank, err);
+        return -1;
+    }
+    return 0;
+}
+
+void bench_fill_rep(bench_ctx_t *ctx, size_t size, uint64_t seed, int r,
+                    int iters, bench_result_t *res)
+{
+    int last = r == iters - 1 && ctx->o->verify;
+    if (ctx->mem == BENCH_MEM_HOST)
+        bench_fill_window(ctx, size, seed + (last ? 0 : (uint64_t)r + 1), res);
+    else if (last)
+        bench_fill_src(ctx, size, seed, res);
+}
+
+void bench_check_last(bench_ctx_t *ctx, bench_result_t *res, size_t size, int w,
+                      uint64_t seed)
+{
+    int slots = bench_case_slots(ctx->o, size);
+    uint64_t k = (uint64_t)((w - 1) % bench_src_slots(ctx, size));
+    bench_check_data(ctx, res, (size_t)((w - 1) % slots) * size, size,
+                     ipcp_pattern_slot_seed(seed, k), "last");
+}
+
 /* Posts nrecv receives (the k-th into slot k % slots) and nsend sends of
  * size bytes to or from the other one of ranks 0 and 1, then waits for all
  * of them.  Returns the first failure, with *what naming it. */
@@ -189,7 +237,8 @@ ipcp_status_t bench_xfer_window(bench_ctx_t *ctx, size_t size, int nrecv,
                                 bench_result_t *res, const char **what)
 {
     int peer = ctx->rank == RECV ? SEND : RECV, n = 0, nr;
-    unsigned char *dst = ctx->dst.ptr;
+    unsigned char *dst = ctx->dst.ptr, *src = ctx->src.ptr;
+    int sslots = bench_src_slots(ctx, size);
     ipcp_status_t first = IPCP_OK, st;
     ipcp_stream_t us = (ipcp_stream_t)ctx->ustream;
     for (int k = 0; k < nrecv && first == IPCP_OK; k++) {
@@ -204,10 +253,10 @@ ipcp_status_t bench_xfer_window(bench_ctx_t *ctx, size_t size, int nrecv,
     }
     nr = n;
     for (int k = 0; k < nsend && first == IPCP_OK; k++) {
-        st = us ? ipcp_isend_on_stream(ctx->comm, ctx->src.ptr, size, peer,
-                                       stag, us, &ctx->reqs[n])
-                : ipcp_isend(ctx->comm, ctx->src.ptr, size, peer, stag,
-                             &ctx->reqs[n]);
+        void *b = src + (size_t)(k % sslots) * size;
+        st = us ? ipcp_isend_on_stream(ctx->comm, b, size, peer, stag, us,
+                                       &ctx->reqs[n])
+                : ipcp_isend(ctx->comm, b, size, peer, stag, &ctx->reqs[n]);
         if (st == IPCP_OK)
             n++;
         else
@@ -392,8 +441,7 @@ static int recv_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
             continue; /* keep receiving: the sender sends them all */
         }
         if (check)
-            bench_check_data(ctx, res, (size_t)((w - 1) % slots) * c->size,
-                             c->size, bench_case_seed(ctx, i, 1), "last");
+            bench_check_last(ctx, res, c->size, w, bench_case_seed(ctx, i, 1));
     }
     bench_time_reps(ctx, bench_case_tag(i, T_PEER_TIMES), t0 && t1 ? t0 : NULL,
                     t1, res->iters, (double)w * (double)c->size, res);
@@ -583,10 +631,9 @@ static int bidir0_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
     for (int r = 0; r < iters; r++) {
         int check = r == iters - 1 && ctx->o->verify;
         const char *what = "timed";
-        if (check) {
+        if (check)
             bench_poison(ctx, (size_t)slots * c->size, res);
-            bench_fill_src(ctx, c->size, bench_case_seed(ctx, i, 4), res);
-        }
+        bench_fill_rep(ctx, c->size, bench_case_seed(ctx, i, 4), r, iters, res);
         if (bench_barrier(ctx) < 0) {
             rc = -1;
             goto out;
@@ -607,8 +654,7 @@ static int bidir0_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
             continue;
         }
         if (check)
-            bench_check_data(ctx, res, (size_t)((w - 1) % slots) * c->size,
-                             c->size, bench_case_seed(ctx, i, 1), "last");
+            bench_check_last(ctx, res, c->size, w, bench_case_seed(ctx, i, 1));
     }
     peer_msg_t m;
     if (bench_recv_peer_msg(ctx, bench_case_tag(i, T_PEER_REPORT), &m, res) < 0)

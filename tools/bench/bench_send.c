@@ -89,8 +89,8 @@ static int send_timed(bench_ctx_t *ctx, const bench_case_t *c, int i, int iters)
     double *starts = calloc((size_t)iters, sizeof(double));
     for (int r = 0; r < iters; r++) {
         const char *what = "send";
-        if (r == iters - 1 && ctx->o->verify)
-            bench_fill_src(ctx, c->size, bench_case_seed(ctx, i, 1), NULL);
+        bench_fill_rep(ctx, c->size, bench_case_seed(ctx, i, 1), r, iters,
+                       NULL);
         if (bench_barrier(ctx) < 0) {
             free(starts);
             return -1;
@@ -199,10 +199,9 @@ static int bidir1_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
     for (int r = 0; r < iters; r++) {
         int check = r == iters - 1 && ctx->o->verify;
         const char *what = "timed";
-        if (check) {
+        if (check)
             bench_poison(ctx, (size_t)slots * c->size, &lr);
-            bench_fill_src(ctx, c->size, bench_case_seed(ctx, i, 1), &lr);
-        }
+        bench_fill_rep(ctx, c->size, bench_case_seed(ctx, i, 1), r, iters, &lr);
         if (bench_barrier(ctx) < 0) {
             free(starts);
             free(end);
@@ -222,8 +221,7 @@ static int bidir1_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
             continue;
         }
         if (check)
-            bench_check_data(ctx, &lr, (size_t)((w - 1) % slots) * c->size,
-                             c->size, bench_case_seed(ctx, i, 4), "last");
+            bench_check_last(ctx, &lr, c->size, w, bench_case_seed(ctx, i, 4));
     }
     int rc = bench_send_peer_msg(ctx, bench_case_tag(i, T_PEER_REPORT), &lr);
     if (rc == 0) {

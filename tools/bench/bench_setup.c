@@ -157,7 +157,9 @@ static int alloc_buffers(bench_ctx_t *ctx, int *nomem, char *err, size_t elen)
     size_t dlen = ctx->rank == RECV || ctx->any_bidir ? ctx->dst_len : lat;
     int dev = cuda ? ctx->device : -1;
     bench_alloc_t alloc = ctx->o->alloc;
-    if (bench_buf_alloc(ctx->comm, ctx->cap, dev, alloc, &ctx->src, nomem, err,
+    /* Host windows send from slots of their own (bench_src_slots). */
+    size_t slen = !cuda && ctx->dst_len > ctx->cap ? ctx->dst_len : ctx->cap;
+    if (bench_buf_alloc(ctx->comm, slen, dev, alloc, &ctx->src, nomem, err,
                         elen) < 0 ||
         bench_buf_alloc(ctx->comm, dlen ? dlen : 1, dev, alloc, &ctx->dst,
                         nomem, err, elen) < 0)

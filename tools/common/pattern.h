@@ -61,6 +61,23 @@ static inline size_t ipcp_pattern_check(const void *buf, size_t len,
     return len;
 }
 
+/* The seed of slot k of a window whose sends each read their own source
+ * slot (slot 0's is seed itself). */
+static inline uint64_t ipcp_pattern_slot_seed(uint64_t seed, uint64_t k)
+{
+    return seed + k * 0x632be59bd9b4e019ULL;
+}
+
+/* Fills slots buffers of len bytes at buf, buf + len, ..., slot k with
+ * the stream of ipcp_pattern_slot_seed(seed, k). */
+static inline void ipcp_pattern_fill_slots(void *buf, size_t len, int slots,
+                                           uint64_t seed)
+{
+    for (int k = 0; k < slots; k++)
+        ipcp_pattern_fill((unsigned char *)buf + (size_t)k * len, len,
+                          ipcp_pattern_slot_seed(seed, (uint64_t)k), 0);
+}
+
 /* Expected byte at offset (for error messages). */
 static inline unsigned char ipcp_pattern_byte(uint64_t seed, uint64_t offset)
 {
