@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/bufcache.h"
 #include "common/time.h"
 #include "common/cpu.h"
 #include "engine/progress.h"
@@ -225,10 +226,11 @@ void ipcp__comm_teardown(ipcp_comm_t *comm)
         ipcp__peer_t *p = &comm->peers[r];
         while ((e = ipcp__list_pop_front(&p->unexp))) {
             ipcp__unexp_t *u = ipcp__list_entry(e, ipcp__unexp_t, link);
-            free(u->eager);
+            ipcp__buf_free(u->eager);
             free(u);
         }
     }
+    ipcp__buf_trim();
     ipcp__trace_close(comm);
     if (comm->wake_fd >= 0)
         close(comm->wake_fd);

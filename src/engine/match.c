@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/bufcache.h"
 #include "engine/engine.h"
 #include "engine/mbox_ring.h"
 #include "engine/route.h"
@@ -310,7 +311,7 @@ static void ipcp__unexp_match(ipcp_comm_t *comm, ipcp__peer_t *peer,
 {
     ipcp__unexp_del(peer, u);
     ipcp__recv_matched(comm, peer, req, &u->rts, u->eager);
-    free(u->eager);
+    ipcp__buf_free(u->eager);
     free(u);
 }
 
@@ -382,7 +383,7 @@ static ipcp__unexp_t *ipcp__unexp_keep(ipcp__peer_t *peer,
                                        const unsigned char *eager, size_t len)
 {
     ipcp__unexp_t *u = calloc(1, sizeof(*u));
-    if (!u || (eager && len && !(u->eager = malloc(len)))) {
+    if (!u || (eager && len && !(u->eager = ipcp__buf_alloc(len)))) {
         free(u);
         return NULL;
     }
@@ -453,7 +454,7 @@ int ipcp__match_eager(ipcp_comm_t *comm, ipcp__peer_t *peer,
         !(data =
               ipcp__mbox_pipe_take(comm, peer, r, msg, e.len, &own, &nomem))) {
         ipcp__unlock(&peer->rx_lock, IPCP_LOCK_RX);
-        free(own);
+        ipcp__buf_free(own);
         if (!caller)
             ipcp__peer_lost(comm, peer,
                             nomem ? "no memory for an unexpected message"
@@ -481,7 +482,7 @@ int ipcp__match_eager(ipcp_comm_t *comm, ipcp__peer_t *peer,
         u->rts.len = e.len;
     }
     ipcp__unlock(&peer->rx_lock, IPCP_LOCK_RX);
-    free(own);
+    ipcp__buf_free(own);
     if (!r && !u) {
         if (caller)
             return 0;
@@ -566,7 +567,7 @@ static int ipcp__recv_kept(ipcp__peer_t *peer, ipcp__unexp_t *u, void *buf,
         memcpy(buf, u->eager, u->rts.len);
     *got = u->rts.len;
     ipcp__unexp_del(peer, u);
-    free(u->eager);
+    ipcp__buf_free(u->eager);
     free(u);
     return 1;
 }

@@ -36,6 +36,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/bufcache.h"
 #include "common/cpu.h"
 #include "common/shm.h"
 #include "common/time.h"
@@ -591,7 +592,7 @@ const unsigned char *ipcp__mbox_pipe_take(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                                                        : NULL;
     /* Truncated ones are only waited for: their slots go back whole. */
     int keep = !r || len <= r->len;
-    if (keep && len && !(*own = malloc(len))) {
+    if (keep && len && !(*own = ipcp__buf_alloc(len))) {
         *nomem = 1;
         return NULL;
     }

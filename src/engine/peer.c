@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/bufcache.h"
 #include "common/time.h"
 #include "engine/remote.h"
 #include "common/cpu.h"
@@ -21,7 +22,7 @@ static void ipcp__txmsg_free(ipcp__txmsg_t *m)
 {
     for (int i = 0; i < m->nfds; i++)
         close(m->fds[i]);
-    free(m);
+    ipcp__buf_free(m);
 }
 
 void ipcp__peer_flush(ipcp_comm_t *comm, ipcp__peer_t *peer)
@@ -75,7 +76,7 @@ ipcp_status_t ipcp__peer_postv(ipcp_comm_t *comm, ipcp__peer_t *peer,
             close(fds[i]);
         return ipcp__peer_unwritable(comm, peer);
     }
-    m = malloc(sizeof(*m) + len + tail_len);
+    m = ipcp__buf_alloc(sizeof(*m) + len + tail_len);
     if (!m) {
         for (int i = 0; i < nfds; i++)
             close(fds[i]);

@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 
 #include "common/config.h"
+#include "common/bufcache.h"
 #include "engine/engine.h"
 #include "testutil.h"
 
@@ -213,7 +214,7 @@ static void pipe_drain(int *got, size_t len)
             if (u->eager[k] != pipe_byte(*got, k))
                 T_FAIL("message %d, byte %zu: %u, sent %u", *got, k,
                        u->eager[k], pipe_byte(*got, k));
-        free(u->eager);
+        ipcp__buf_free(u->eager);
         free(u);
         (*got)++;
     }
