@@ -59,7 +59,13 @@ def mode_csv(bench):
     # what made them.
     doc = json.loads(run(bench, SMALL + ["--json"],
                          env=dict(os.environ, IPCPIPE_EAGER="16K")).stdout)
-    check_run(doc.get("run"), {"IPCPIPE_EAGER": "16K"})
+    # Every IPCPIPE_* variable of the environment is recorded: the one the
+    # test sets, and any the caller's environment holds (scripts/test.sh's
+    # own under gpu-check.sh), but not the launcher's rank, size and job.
+    launcher = ("IPCPIPE_RANK", "IPCPIPE_SIZE", "IPCPIPE_JOB")
+    env = {k: v for k, v in os.environ.items()
+           if k.startswith("IPCPIPE_") and k not in launcher}
+    check_run(doc.get("run"), {**env, "IPCPIPE_EAGER": "16K"})
     j = doc["cases"]
     check(len(j) == len(rows), f"{len(j)} JSON objects, {len(rows)} CSV rows")
     for obj in j:
