@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "common/mutex.h"
+#include "common/util.h"
 
 /* Buffers from IPCP_BUF_MIN bytes up to IPCP_BUF_CAP come as blocks of
  * IPCP_BUF_CAP: the largest eager message (IPCPIPE_EAGER's 256 KiB) with
@@ -15,15 +16,8 @@
 #define IPCP_BUF_CAP  (((size_t)256 << 10) + 4096)
 #define IPCP_BUF_KEEP 64 /* a window of 64 (16.3 MiB at most) */
 
-#if defined(__SANITIZE_ADDRESS__)
-#define IPCP_BUF_CACHE 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define IPCP_BUF_CACHE 0
-#endif
-#endif
 #ifndef IPCP_BUF_CACHE
-#define IPCP_BUF_CACHE 1
+#define IPCP_BUF_CACHE (!IPCP_ASAN)
 #endif
 
 /* Before each buffer: whether it is a block of IPCP_BUF_CAP. */

@@ -5,6 +5,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* 1 in a build under AddressSanitizer (GCC's and clang's ways of saying
+ * it): caches of freed memory are then left out, so it sees each use
+ * after a free. */
+#if defined(__SANITIZE_ADDRESS__)
+#define IPCP_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define IPCP_ASAN 1
+#endif
+#endif
+#ifndef IPCP_ASAN
+#define IPCP_ASAN 0
+#endif
+
 #define IPCP_HIDDEN __attribute__((visibility("hidden")))
 
 #define ipcp__min(a, b)      ((a) < (b) ? (a) : (b))

@@ -616,7 +616,10 @@ static int ipcp__mbox_read_locked(ipcp_comm_t *comm, ipcp__peer_t *peer,
     while (!ipcp__peer_closed(peer) &&
            (s = ipcp__mbox_peek(peer, &tail, &len, &kind, &bad))) {
         int fds[IPCP_SOCK_MAX_FDS], nfds = 0;
-        if (kind == IPCP_MBOX_DATA && ipcp__eager_in_place(s->data, len)) {
+        ipcp__msg_eager_t e;
+        size_t off;
+        if (kind == IPCP_MBOX_DATA &&
+            ipcp__eager_parse(s->data, len, &e, &off)) {
             /* Read where it is, its slots given back after: one copy into
              * the receive (or the kept buffer), not two through the
              * turn's buffer (unbound windows of 16-128 KiB, which the

@@ -112,16 +112,6 @@ static inline int ipcp__eager_parse(const unsigned char *msg, size_t len,
     return e->hdr.type == IPCP_MSG_EAGER && len >= *off && len - *off == e->len;
 }
 
-/* Whether the record at data, of len bytes, is an EAGER message, plain or
- * pipelined, that the progress thread reads where it is (a pipelined
- * one's writer may still be writing it). */
-static inline int ipcp__eager_in_place(const unsigned char *data, size_t len)
-{
-    ipcp__msg_eager_t e;
-    size_t off;
-    return ipcp__eager_parse(data, len, &e, &off);
-}
-
 /* The reader's tail moves to tail: the slots before it are the writer's
  * again (rx_lock held). */
 static inline void ipcp__mbox_release(ipcp__peer_t *peer, uint64_t tail)

@@ -13,6 +13,7 @@
 #include "common/time.h"
 #include "common/cpu.h"
 #include "common/tls.h"
+#include "common/util.h"
 #include "engine/progress.h"
 
 /* ---- Requests ------------------------------------------------------------ */
@@ -30,15 +31,8 @@
  * calls then take no lock for it (a lock pair costs 15 ns in a process
  * with a second thread, on a 2-CPU VM, and each message took two).  None
  * under AddressSanitizer, which then sees a request used after its free. */
-#if defined(__SANITIZE_ADDRESS__)
-#define IPCP_REQ_CACHE 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define IPCP_REQ_CACHE 0
-#endif
-#endif
 #ifndef IPCP_REQ_CACHE
-#define IPCP_REQ_CACHE 1024
+#define IPCP_REQ_CACHE (IPCP_ASAN ? 0 : 1024)
 #endif
 
 #if IPCP_REQ_CACHE > 0

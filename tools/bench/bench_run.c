@@ -167,11 +167,13 @@ int bench_poison(bench_ctx_t *ctx, size_t len, bench_result_t *res)
     return -1;
 }
 
-int bench_fill_src(bench_ctx_t *ctx, size_t len, uint64_t seed,
+/* Fills [off, off + len) of the send buffer with seed's stream; 0 or -1
+ * (reported in res, else on stderr). */
+static int fill_at(bench_ctx_t *ctx, size_t off, size_t len, uint64_t seed,
                    bench_result_t *res)
 {
     char err[BENCH_REASON_MAX];
-    if (bench_buf_fill(&ctx->src, 0, len, seed, ctx->staging, err,
+    if (bench_buf_fill(&ctx->src, off, len, seed, ctx->staging, err,
                        sizeof(err)) == 0)
         return 0;
     if (res)
@@ -184,6 +186,12 @@ int bench_fill_src(bench_ctx_t *ctx, size_t len, uint64_t seed,
     return -1;
 }
 
+int bench_fill_src(bench_ctx_t *ctx, size_t len, uint64_t seed,
+                   bench_result_t *res)
+{
+    return fill_at(ctx, 0, len, seed, res);
+}
+
 int bench_src_slots(const bench_ctx_t *ctx, size_t size)
 {
     return ctx->mem == BENCH_MEM_HOST ? bench_case_slots(ctx->o, size) : 1;
@@ -193,20 +201,10 @@ int bench_fill_window(bench_ctx_t *ctx, size_t size, uint64_t seed,
                       bench_result_t *res)
 {
     int n = bench_src_slots(ctx, size);
-    for (int k = 0; k < n; k++) {
-        char err[BENCH_REASON_MAX];
-        if (bench_buf_fill(&ctx->src, (size_t)k * size, size,
-                           ipcp_pattern_slot_seed(seed, (uint64_t)k),
-                           ctx->staging, err, sizeof(err)) == 0)
-            continue;
-        if (res)
-            bench_set_error(res, "filling the send slots", err);
-        else
-            fprintf(stderr,
-                    "ipcpipe-bench [rank %d]: filling the send slots: %s\n",
-                    ctx->rank, err);
-        return -1;
-    }
+    for (int k = 0; k < n; k++)
+        if (fill_at(ctx, (size_t)k * size, size,
+                    ipcp_pattern_slot_seed(seed, (uint64_t)k), res) < 0)
+            return -1;
     return 0;
 }
 
@@ -214,10 +212,8 @@ void bench_fill_rep(bench_ctx_t *ctx, size_t size, uint64_t seed, int r,
                     int iters, bench_result_t *res)
 {
     int last = r == iters - 1 && ctx->o->verify;
-    if (ctx->mem == BENCH_MEM_HOST)
+    if (ctx->mem == BENCH_MEM_HOST || last)
         bench_fill_window(ctx, size, seed + (last ? 0 : (uint64_t)r + 1), res);
-    else if (last)
-        bench_fill_src(ctx, size, seed, res);
 }
 
 void bench_check_last(bench_ctx_t *ctx, bench_result_t *res, size_t size, int w,
