@@ -317,7 +317,9 @@ void ipcp__comm_announce_path(ipcp_comm_t *comm)
 }
 
 /* While the thread spins and every live peer's messages come through its
- * inbox (nothing queued for a socket), the sockets carry only hang-ups and
+ * inbox, and ours go through its ring (what waits for room there waits
+ * for the ring's tail, not for the socket), the sockets carry only
+ * hang-ups and
  * messages announced by markers in the inbox, and commands and completions
  * show in comm's lists without the eventfd: poll() (0.2-0.3 us on the
  * H200 machines) then runs only every IPCP_POLL_GAP_NS, which is how late
@@ -329,7 +331,7 @@ static int ipcp__poll_skippable(const ipcp_comm_t *comm)
     for (int r = 0; r < comm->size; r++) {
         const ipcp__peer_t *p = &comm->peers[r];
         if (r != comm->rank && !ipcp__peer_closed(p) &&
-            (!p->in_on || !ipcp__list_empty(&p->txq)))
+            (!p->in_on || (!p->out_on && !ipcp__list_empty(&p->txq))))
             return 0;
     }
     return 1;
@@ -357,7 +359,7 @@ typedef struct ipcp__loop {
     uint64_t last_busy; /* when a turn last did something */
     uint64_t last_poll; /* when it last called poll() */
     int missed;         /* the last drain found comm->lock taken */
-    int pollout;        /* a peer's queue waits: poll() watches POLLOUT */
+    int ring_wait;      /* a peer's queue waits for room in its ring */
 } ipcp__loop_t;
 
 /* What poll() watches: the eventfd, and each live peer's socket. */
@@ -366,7 +368,7 @@ static void ipcp__loop_fds(ipcp_comm_t *comm, ipcp__loop_t *lp)
     int n = 0;
     lp->pfd[n].fd = comm->wake_fd;
     lp->pfd[n++].events = POLLIN;
-    lp->pollout = 0;
+    lp->ring_wait = 0;
     for (int r = 0; r < comm->size; r++) {
         ipcp__peer_t *p = &comm->peers[r];
         if (r == comm->rank || ipcp__peer_closed(p))
@@ -375,12 +377,13 @@ static void ipcp__loop_fds(ipcp_comm_t *comm, ipcp__loop_t *lp)
         /* Once the peer switched, its messages are in the inbox (the
          * socket is read at markers); a hang-up still shows. */
         lp->pfd[n].events = p->in_on ? 0 : POLLIN;
-        /* A queue waiting for ring room: poll() returns at once (the
-         * socket takes more), and the thread spins.  One waiting for a
-         * full socket may block. */
+        /* A queue waiting for ring room: the thread spins (it looks at
+         * the ring's tail each turn, ipcp__turn_peer; poll() would return
+         * at once, the socket taking more).  One waiting for a full
+         * socket may block. */
         if (!ipcp__list_empty(&p->txq)) {
             lp->pfd[n].events |= POLLOUT;
-            lp->pollout |= p->out_on;
+            lp->ring_wait |= p->out_on;
         }
         lp->idx[n++] = r;
     }
@@ -410,7 +413,7 @@ static int ipcp__loop_timeout(const ipcp_comm_t *comm)
 static int ipcp__loop_spinning(ipcp_comm_t *comm, const ipcp__loop_t *lp,
                                uint64_t now)
 {
-    return lp->missed || now - lp->last_busy < lp->spin_ns ||
+    return lp->missed || lp->ring_wait || now - lp->last_busy < lp->spin_ns ||
            !ipcp__list_empty(&comm->staging) || ipcp__sync_pending(comm) ||
            atomic_load_explicit(&comm->dev_inflight, memory_order_relaxed) >
                0 ||
@@ -432,9 +435,8 @@ static int ipcp__loop_wait(ipcp_comm_t *comm, ipcp__loop_t *lp, int spinning,
     int ready = 0;
     if (!spinning || lp->missed || now - lp->last_poll >= IPCP_POLL_GAP_NS ||
         !ipcp__poll_skippable(comm)) {
-        /* Callers may take turns meanwhile (ipcp__comm_drive).  It blocks
-         * unless a queue waits for ring room (then it returns at once). */
-        atomic_store(&comm->thread_blocks, timeout_ms != 0 && !lp->pollout);
+        /* Callers may take turns meanwhile (ipcp__comm_drive). */
+        atomic_store(&comm->thread_blocks, timeout_ms != 0);
         ipcp__unlock(&comm->prog_lock, IPCP_LOCK_PROG);
         ready = poll(lp->pfd, (nfds_t)lp->n, timeout_ms);
         ipcp__lock(&comm->prog_lock, IPCP_LOCK_PROG);
@@ -469,7 +471,8 @@ static int ipcp__turn_peer(ipcp_comm_t *comm, ipcp__peer_t *p, short ev)
                    : ipcp__peer_read_inbox(comm, p);
     if (ev & (POLLIN | POLLHUP | POLLERR))
         busy += ipcp__peer_read(comm, p);
-    if (ev & POLLOUT)
+    /* A queue for the ring, each turn: room shows in its tail. */
+    if ((ev & POLLOUT) || (p->out_on && !ipcp__list_empty(&p->txq)))
         ipcp__peer_flush(comm, p);
     return busy;
 }

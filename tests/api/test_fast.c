@@ -28,9 +28,11 @@
  *   lazy.full  rank 1 sends 30 bursts of 2100 eager messages (each a
  *       little more than a mailbox holds), 2 ms apart, while rank 0 makes
  *       no call for 5 s: the sends end, and every message arrives in
- *       order.  (Once the mailbox is full the sender's thread takes over,
- *       and its messages always wake: a lost wake-up for room costs one
- *       stall of 0.1 s here, which no bound catches reliably.)
+ *       order.  (Once the mailbox is full the sender waits for room,
+ *       waking the receiver's thread after 50 us, and after 1 ms its own
+ *       thread takes over, whose messages always wake: a lost wake-up
+ *       for room costs one stall of 0.1 s here, which no bound catches
+ *       reliably.)
  *   lazy.rts  20 times an eager message nobody receives yet, then a 1 MiB
  *       send into a posted receive whose caller makes no call for 5 s:
  *       the progress thread still takes each RTS behind an eager message,
