@@ -18,6 +18,18 @@
 #ifndef IPCP_ASAN
 #define IPCP_ASAN 0
 #endif
+/* 1 under AddressSanitizer or ThreadSanitizer: they see no store made
+ * through intrinsics, so copies there go through memcpy. */
+#if defined(__SANITIZE_THREAD__)
+#define IPCP_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define IPCP_SANITIZED 1
+#endif
+#endif
+#ifndef IPCP_SANITIZED
+#define IPCP_SANITIZED IPCP_ASAN
+#endif
 
 #define IPCP_HIDDEN __attribute__((visibility("hidden")))
 

@@ -45,8 +45,9 @@ uint32_t ipcp__mbox_slots(int size);
 size_t ipcp__mbox_bytes(uint32_t slots);
 /* A caller's EAGER message into the peer's inbox, when nothing of ours
  * waits before it (commands, the socket's queue), waiting up to a
- * millisecond for room; IPCP_IN_PROGRESS: not now.  A peer whose receives are
- * all read by their callers is not woken for it (IPCP_MBOX_LAZY). */
+ * millisecond for room; IPCP_IN_PROGRESS: not now.  A peer whose
+ * receives are all read by their callers is not woken for it
+ * (IPCP_MBOX_LAZY). */
 ipcp_status_t ipcp__mbox_send_fast(ipcp__peer_t *peer, const void *hdr,
                                    size_t hlen, const void *data, size_t len);
 /* The longest message a caller sends as a plain record; longer ones are

@@ -319,11 +319,10 @@ void ipcp__comm_announce_path(ipcp_comm_t *comm)
 /* While the thread spins and every live peer's messages come through its
  * inbox, and ours go through its ring (what waits for room there waits
  * for the ring's tail, not for the socket), the sockets carry only
- * hang-ups and
- * messages announced by markers in the inbox, and commands and completions
- * show in comm's lists without the eventfd: poll() (0.2-0.3 us on the
- * H200 machines) then runs only every IPCP_POLL_GAP_NS, which is how late
- * a hang-up may be seen. */
+ * hang-ups and messages announced by markers in the inbox, and commands
+ * and completions show in comm's lists without the eventfd: poll()
+ * (0.2-0.3 us on the H200 machines) then runs only every
+ * IPCP_POLL_GAP_NS, which is how late a hang-up may be seen. */
 #define IPCP_POLL_GAP_NS 20000
 
 static int ipcp__poll_skippable(const ipcp_comm_t *comm)

@@ -8,19 +8,11 @@
 #include <string.h>
 
 #include "backend/host/host.h"
-
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define HOST_SANITIZED 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define HOST_SANITIZED 1
-#endif
+#include "common/util.h"
 
 /* Sanitizers do not see stores made by intrinsics, so sanitized builds
  * copy with memcpy, which they intercept and check. */
-#if defined(__x86_64__) && !defined(HOST_SANITIZED)
+#if defined(__x86_64__) && !IPCP_SANITIZED
 #define HOST_HAVE_STREAM 1
 #include <immintrin.h>
 #endif
