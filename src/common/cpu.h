@@ -42,4 +42,17 @@ static inline void ipcp__cpu_pause(void)
 #endif
 }
 
+/* Asks for the line at p to be ours to write (exclusive), ahead of a
+ * store: __builtin_prefetch(p, 1) is a plain read prefetch on x86-64
+ * unless the build targets a CPU with PREFETCHW, which every x86-64 CPU
+ * either runs or takes as a no-op. */
+static inline void ipcp__prefetch_write(const void *p)
+{
+#if defined(__x86_64__)
+    __asm__ __volatile__("prefetchw %0" : : "m"(*(const char *)p));
+#else
+    __builtin_prefetch(p, 1);
+#endif
+}
+
 #endif

@@ -275,10 +275,22 @@ static uint64_t ipcp__mbox_publish(ipcp__peer_t *peer, ipcp__mbox_slot_t *s,
     /* Release, not seq_cst: see ipcp__mbox_unlock_wake. */
     __atomic_store_n(&s->seq, at + 1, __ATOMIC_RELEASE);
     peer->out_head = at + n;
-    /* The next slot's line is the reader's since it last read it: taken
-     * back now, while the caller does other work, not at the next
-     * message's write. */
-    __builtin_prefetch(ipcp__mbox_slot(ring, peer->mbox_slots, at + n), 1);
+    /* A run of one-slot records (nothing came from the peer since our
+     * last one): the line of the record after next is taken for writing
+     * now (PREFETCHW), while the caller goes on, so that its store does not
+     * stall the unlock's locked instruction waiting for the reader's core
+     * to give the line up.  Ranks bound on the 2-CPU VM, 8 B windows
+     * 0.037-0.042 -> 0.079-0.094 GB/s (Open MPI ~0.07).  Not the next
+     * record's line, which a reader that caught up polls, and not between
+     * messages that answer each other, where the reader polls it by then
+     * (8 B half round trip 0.38-0.41 -> 0.48-0.50 us either way).  Else
+     * the next slot's line is fetched to be read, as before. */
+    uint64_t rx = __atomic_load_n(&peer->in_tail, __ATOMIC_RELAXED);
+    if (n == 1 && rx == peer->out_rx_seen)
+        ipcp__prefetch_write(ipcp__mbox_slot(ring, peer->mbox_slots, at + 2));
+    else
+        __builtin_prefetch(ipcp__mbox_slot(ring, peer->mbox_slots, at + n), 1);
+    peer->out_rx_seen = rx;
     if (!eager)
         return IPCP_MBOX_DUE_ALWAYS;
     /* The word read early only picks when the room is worth a look. */

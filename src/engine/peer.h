@@ -197,6 +197,9 @@ struct ipcp__peer {
      * without it by ipcp__mbox_ready): ours, not in the shared ring,
      * which the peer may write */
     uint64_t out_head, out_tail, in_tail;
+    /* in_tail at the outbox's last record (tx_lock): a message came
+     * between two of ours when it moved (ipcp__mbox_publish) */
+    uint64_t out_rx_seen;
     /* The outbox's head when we last woke a lazy reader for room (atomic:
      * written after tx_lock's unlock, read under it);
      * the inbox position up to which the records were seen to be eager
