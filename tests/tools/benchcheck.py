@@ -19,7 +19,9 @@ FIELDS = ["case", "size", "path", "path_used", "mem", "alloc",
           "devices.sender_bus", "ceiling_devices.from", "ceiling_devices.to",
           "window", "gbps", "gbps_min", "gbps_max", "ceiling_gbps",
           "ceiling_kind", "ratio", "latency_us", "latency_min_us",
-          "latency_max_us", "first_us", "post_us", "start_skew_us", "verified", "iters", "status", "reason", "reference",
+          "latency_max_us", "first_us", "post_us", "start_skew_us",
+          "ahead_gbps", "ahead_gbps_min", "ahead_gbps_max", "verified",
+          "iters", "status", "reason", "reference",
           "vs_nccl", "vs_naive", "vs_ompi", "lat_vs_ompi"]
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -70,7 +72,8 @@ def check_run(r, settings):
     check(isinstance(r["gpus"], list), f"gpus {r['gpus']!r}")
     check(r["options"]["verify"] is True and r["options"]["seed"] and
           r["options"]["stream_wait"] in ("sync", "poll") and
-          r["options"]["stream_batch"] == 32,
+          r["options"]["stream_batch"] == 32 and
+          isinstance(r["options"]["ahead"], int),
           f"options {r['options']}")
     check(r["settings"] == settings, f"settings {r['settings']}, expected "
           f"{settings}")

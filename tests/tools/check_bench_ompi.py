@@ -49,7 +49,7 @@ def mode_compare_host(bench):
 
 OMPI_ARGS = ["--mem", "host", "--compare", "--case", "ompi", "--case", "auto",
              "--sizes", "8,4K,256K", "--iters", "20", "--warmup", "1",
-             "--timeout", "120"]
+             "--ahead", "4", "--timeout", "120"]
 # Where no MPI job runs, one size is enough.
 OMPI_ONE = [a if a != "8,4K,256K" else "8" for a in OMPI_ARGS]
 
@@ -90,6 +90,13 @@ def check_ompi_row(r, auto):
           f"{r['case']}: GB/s {r['gbps']!r}")
     check_spread(r)
     check_spread(auto)
+    # --ahead 4: both run their windows back to back too, data checked.
+    for row in (r, auto):
+        g, lo, hi = (row["ahead_gbps"], row["ahead_gbps_min"],
+                     row["ahead_gbps_max"])
+        check(None not in (g, lo, hi) and 0 < lo <= g * (1 + 1e-9) and
+              g <= hi * (1 + 1e-9),
+              f"{row['case']}: run ahead {g} not within min-max {lo}-{hi}")
     check(r["iters"] == 20 and r["window"] == auto["window"],
           f"{r['case']}: {r['iters']} repetitions of W {r['window']}, "
           f"expected 20 of W {auto['window']}")

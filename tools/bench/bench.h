@@ -102,6 +102,7 @@ typedef struct bench_opts {
     int verify;
     int window;            /* 0: chosen per size (bench_window) */
     size_t lat_max;        /* ping-pong latency for sizes <= this; 0: none */
+    int ahead;             /* --ahead: windows back to back; 0: none */
     int stream_reqs_every; /* --stream-reqs every: a request per call */
     int stream_batch;      /* --stream-batch: round trips a stream wait */
     int stream_wait;       /* --stream-wait: a bench_wait_t */
@@ -190,6 +191,9 @@ typedef struct bench_result {
     int iters;             /* timed repetitions */
     int window;            /* transfers per repetition */
     ipcp_path_t path_used; /* what the library reported for the last one */
+    /* --ahead: GB/s of the median window posted right after the one
+     * before, and of the slowest and fastest; 0: not measured */
+    double ahead_gbps, ahead_min, ahead_max;
 } bench_result_t;
 
 /* The table (bench_table.c): its row format, a case's path as the table

@@ -12,10 +12,21 @@
 /* Testing aid (IPCP_BENCH_CORRUPT, tools.bench.corrupt): flips the
  * middle byte of a host buffer before it is checked, so that the check is
  * seen to fail.  "1": before every check; "window": the windows' checks
- * only (warm-up, timed, bidir); "pingpong": every round of the host
- * ping-pong; "pingpong:N": its round N alone (from 0, warm-up rounds
- * first).  Not an IPCPIPE_* setting: the library knows nothing of it. */
-enum { CORRUPT_OFF, CORRUPT_ALL, CORRUPT_WINDOW, CORRUPT_PINGPONG };
+ * only (warm-up, timed, bidir, --ahead); "ahead": the --ahead windows'
+ * check alone; "pingpong": every round of the host ping-pong;
+ * "pingpong:N": its round N alone (from 0, warm-up rounds first).  Not an
+ * IPCPIPE_* setting: the library knows nothing of it. */
+enum {
+    CORRUPT_OFF,
+    CORRUPT_ALL,
+    CORRUPT_WINDOW,
+    CORRUPT_AHEAD,
+    CORRUPT_PINGPONG
+};
+/* The round corrupt_for_test is told of a window's check, and of the
+ * --ahead windows' one. */
+#define ROUND_WINDOW (-1)
+#define ROUND_AHEAD  (-2)
 
 static int corrupt_mode(long *round)
 {
@@ -31,6 +42,8 @@ static int corrupt_mode(long *round)
             mode = CORRUPT_ALL;
         else if (strcmp(v, "window") == 0)
             mode = CORRUPT_WINDOW;
+        else if (strcmp(v, "ahead") == 0)
+            mode = CORRUPT_AHEAD;
         else if (strcmp(v, "pingpong") == 0)
             mode = CORRUPT_PINGPONG;
         else if (strncmp(v, "pingpong:", 9) == 0 &&
@@ -40,14 +53,14 @@ static int corrupt_mode(long *round)
         else
             fprintf(stderr,
                     "ipcpipe-bench: IPCP_BENCH_CORRUPT=%s: not 1, window, "
-                    "pingpong or pingpong:N; nothing corrupted\n",
+                    "ahead, pingpong or pingpong:N; nothing corrupted\n",
                     v);
     }
     *round = want;
     return mode;
 }
 
-/* round: the ping-pong round being checked, -1 for a window's check. */
+/* round: the ping-pong round being checked, or ROUND_WINDOW, ROUND_AHEAD. */
 static void corrupt_for_test(bench_buf_t *b, size_t off, size_t len, long round)
 {
     long want;
@@ -56,6 +69,8 @@ static void corrupt_for_test(bench_buf_t *b, size_t off, size_t len, long round)
         on = 1;
     else if (mode == CORRUPT_WINDOW)
         on = round < 0;
+    else if (mode == CORRUPT_AHEAD)
+        on = round == ROUND_AHEAD;
     else if (mode == CORRUPT_PINGPONG)
         on = round >= 0 && (want < 0 || want == round);
     if (on && len && b->device < 0)
@@ -85,8 +100,15 @@ static void check_buf(bench_ctx_t *ctx, bench_buf_t *b, bench_result_t *res,
 void bench_check_buf(bench_ctx_t *ctx, bench_buf_t *b, bench_result_t *res,
                      size_t off, size_t len, uint64_t seed, const char *what)
 {
-    corrupt_for_test(b, off, len, -1);
+    corrupt_for_test(b, off, len, ROUND_WINDOW);
     check_buf(ctx, b, res, off, len, seed, what);
+}
+
+void bench_check_ahead(bench_ctx_t *ctx, bench_result_t *res, size_t off,
+                       size_t len, uint64_t seed)
+{
+    corrupt_for_test(&ctx->dst, off, len, ROUND_AHEAD);
+    check_buf(ctx, &ctx->dst, res, off, len, seed, "run ahead, last");
 }
 
 void bench_check_data(bench_ctx_t *ctx, bench_result_t *res, size_t off,

@@ -128,10 +128,23 @@ int bench_send_starts(bench_ctx_t *ctx, int tag, const double *starts, int n);
  * overwritten), and res->skew_us. */
 void bench_time_reps(bench_ctx_t *ctx, int tag, const double *starts,
                      double *ends, int n, double bytes, bench_result_t *res);
+/* Case i's seeds: k 0 the warm-up, 1 the timed repetitions, 2 the
+ * ping-pong's (bench_pingpong_seed), 3 the --ahead windows. */
 uint64_t bench_case_seed(const bench_ctx_t *ctx, int i, int k);
 /* Seed of round (or batch) k of case i's ping-pong: each its own data. */
 uint64_t bench_pingpong_seed(const bench_ctx_t *ctx, int i, int round);
 int bench_case_tag(int i, int kind);
+/* --ahead (bench_ahead.c): whether case c runs its windows back to back
+ * (one-way, host memory), after its timed repetitions and one barrier
+ * more; rank 0's part (its figures in res) and rank 1's.  0, or -1 when
+ * the barrier failed. */
+int bench_ahead_case(const bench_ctx_t *ctx, const bench_case_t *c);
+int bench_recv_ahead(bench_ctx_t *ctx, const bench_case_t *c, int i,
+                     bench_result_t *res);
+int bench_send_ahead(bench_ctx_t *ctx, const bench_case_t *c, int i);
+/* A failed call's outcome: waived where the machine cannot serve a forced
+ * path or memory ran out, else an error. */
+bench_outcome_t bench_classify(const bench_case_t *c, ipcp_status_t st);
 int bench_case_slots(const bench_opts_t *o, size_t size);
 void bench_set_reason(bench_result_t *res, bench_outcome_t outcome,
                       const char *what, ipcp_status_t st);
@@ -201,6 +214,9 @@ uint64_t bench_host_need(const bench_ctx_t *ctx, size_t s);
 /* Checks len bytes at off of the receive buffer against seed's data. */
 void bench_check_data(bench_ctx_t *ctx, bench_result_t *res, size_t off,
                       size_t len, uint64_t seed, const char *what);
+/* The same for the --ahead windows' last transfer. */
+void bench_check_ahead(bench_ctx_t *ctx, bench_result_t *res, size_t off,
+                       size_t len, uint64_t seed);
 /* Checks round's pong (len bytes at the start of the receive buffer) of
  * the host ping-pong, naming the round. */
 void bench_check_round(bench_ctx_t *ctx, bench_result_t *res, size_t len,

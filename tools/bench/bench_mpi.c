@@ -14,6 +14,9 @@
  *              GB/s, and the last one's last slot is checked (every source
  *              slot rewritten before each repetition, poisoned receive
  *              slots).
+ *   run ahead  (AHEAD windows) the same windows after one barrier, back
+ *              to back, each timed on rank 0 from the end of the one
+ *              before (the first not timed), the last one's checked.
  *   latency    half of an MPI_Send / MPI_Recv round trip, median of the
  *              rounds after the warm-up ones, the last round checked.
  *
@@ -44,6 +47,7 @@ enum { T_DATA = 0, T_PING = 1, T_PONG = 2, T_TIMES = 3 };
 typedef struct mcase {
     size_t size;
     int window, slots, reps, rounds; /* rounds 0: no latency */
+    int ahead;                       /* windows back to back; 0: none */
 } mcase_t;
 
 typedef struct mopts {
@@ -69,6 +73,7 @@ typedef struct mres {
     const char *status; /* "ok" or "waived" */
     double gbps, latency_us, first_us, skew_us;
     double gbps_min, gbps_max, latency_min_us, latency_max_us;
+    double ahead_gbps, ahead_min, ahead_max;
     int iters;
     int verified; /* 1 every checked byte right, 0 not, -1 off */
     char reason[REASON_MAX];
@@ -76,13 +81,14 @@ typedef struct mres {
 
 static const char usage_text[] =
     "usage: mpirun -np 2 ipcpipe-bench-mpi --out FILE --case "
-    "SIZE,W,SLOTS,REPS,ROUNDS\n"
+    "SIZE,W,SLOTS,REPS,ROUNDS,AHEAD\n"
     "           [--case ...] [--seed HEX] [--warmup N] [--no-verify]\n"
     "           [--cpus0 LIST] [--cpus1 LIST]\n"
     "Started by ipcpipe-bench --compare --mem host, which chooses every\n"
     "parameter: per case the size, W transfers per repetition landing in\n"
-    "SLOTS slots, REPS timed repetitions and ROUNDS ping-pong rounds (0:\n"
-    "none).  Rank r binds itself to the CPUs of --cpus<r> (a Linux CPU\n"
+    "SLOTS slots, REPS timed repetitions, ROUNDS ping-pong rounds (0:\n"
+    "none) and AHEAD windows back to back after one barrier (0: none).\n"
+    "Rank r binds itself to the CPUs of --cpus<r> (a Linux CPU\n"
     "list, as ipcpipe's rank r had).  One JSON object per line goes to\n"
     "FILE, from rank 0.\n";
 
@@ -147,18 +153,20 @@ static int parse_ulong(const char **s, unsigned long long max,
     return 0;
 }
 
-/* "SIZE,W,SLOTS,REPS,ROUNDS", each a decimal integer. */
+/* "SIZE,W,SLOTS,REPS,ROUNDS,AHEAD", each a decimal integer. */
 static int parse_case(const char *s, mcase_t *c)
 {
-    unsigned long long v[5];
-    static const unsigned long long max[5] = {SIZE_MAX, 1 << 20, 1 << 20,
-                                              1000000, 1000000};
-    for (int k = 0; k < 5; k++)
-        if (parse_ulong(&s, max[k], &v[k], k == 4) < 0)
+    unsigned long long v[6];
+    static const unsigned long long max[6] = {SIZE_MAX, 1 << 20, 1 << 20,
+                                              1000000,  1000000, 1000000};
+    for (int k = 0; k < 6; k++)
+        if (parse_ulong(&s, max[k], &v[k], k == 5) < 0)
             return -1;
-    if (v[0] == 0 || v[1] == 0 || v[2] == 0 || v[2] > v[1] || v[3] == 0)
+    if (v[0] == 0 || v[1] == 0 || v[2] == 0 || v[2] > v[1] || v[3] == 0 ||
+        v[5] == 1)
         return -1;
-    *c = (mcase_t){(size_t)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4]};
+    *c = (mcase_t){(size_t)v[0], (int)v[1], (int)v[2],
+                   (int)v[3],    (int)v[4], (int)v[5]};
     return 0;
 }
 
@@ -349,6 +357,46 @@ static int bw_timed(mrun_t *m, const mcase_t *c, int i, mres_t *res)
     return 0;
 }
 
+/* As ipcpipe-bench --ahead: c->ahead windows after one barrier, each
+ * posted as soon as this rank's one before completed, rank 1 writing each
+ * window's source slots right before it; rank 0 times every window after
+ * the first from the end of the one before, and checks the last. */
+static int bw_ahead(mrun_t *m, const mcase_t *c, int i, mres_t *res)
+{
+    const mopts_t *o = m->o;
+    int n = c->ahead, w = c->window, slots = c->slots;
+    uint64_t seed = case_seed(o, i, 3);
+    double *t = malloc((size_t)n * sizeof(*t));
+    if (!t)
+        return -1;
+    if (m->rank == 0 && o->verify)
+        memset(m->dst, POISON, (size_t)slots * c->size);
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int r = 0; r < n; r++) {
+        int last = r == n - 1 && o->verify;
+        if (m->rank == 1)
+            ipcp_pattern_fill_slots(m->src, c->size, slots,
+                                    seed + (last ? 0 : r + 1u));
+        xfer_window(m, c, i, w, slots);
+        t[r] = now_s();
+    }
+    if (m->rank == 0) {
+        for (int r = 1; r < n; r++)
+            t[r - 1] = t[r] - t[r - 1];
+        double med = median(t, n - 1), bytes = (double)w * (double)c->size;
+        res->ahead_gbps = med > 0 ? bytes / med / 1e9 : NAN;
+        res->ahead_min = t[n - 2] > 0 ? bytes / t[n - 2] / 1e9 : NAN;
+        res->ahead_max = t[0] > 0 ? bytes / t[0] / 1e9 : NAN;
+        if (o->verify)
+            check_bytes(
+                res, m->dst + (size_t)((w - 1) % slots) * c->size, c->size,
+                ipcp_pattern_slot_seed(seed, (uint64_t)((w - 1) % slots)),
+                "run ahead, last");
+    }
+    free(t);
+    return 0;
+}
+
 /* Half round trips: rank 0 sends its source and receives the echo; rank 1
  * echoes what it received.  As ipcpipe-bench's ping-pong does: fresh data
  * every round into poisoned buffers on both ranks, checked after it, none
@@ -419,6 +467,9 @@ static void write_case(FILE *f, const mcase_t *c, const mres_t *res)
     json_num(f, "latency_min_us", res->latency_min_us);
     json_num(f, "latency_max_us", res->latency_max_us);
     json_num(f, "first_us", res->first_us);
+    json_num(f, "ahead_gbps", res->ahead_gbps);
+    json_num(f, "ahead_gbps_min", res->ahead_min);
+    json_num(f, "ahead_gbps_max", res->ahead_max);
     /* negative skews are real (rank 1 left first): written as they are */
     if (isfinite(res->skew_us))
         fprintf(f, ", \"skew_us\": %.9g", res->skew_us);
@@ -450,6 +501,9 @@ static int run_case(mrun_t *m, int i, FILE *out)
                   .latency_max_us = NAN,
                   .first_us = NAN,
                   .skew_us = NAN,
+                  .ahead_gbps = NAN,
+                  .ahead_min = NAN,
+                  .ahead_max = NAN,
                   .iters = c->reps,
                   .verified = m->o->verify ? 1 : -1};
     /* Every rank sees the same case, so they skip it together. */
@@ -464,6 +518,7 @@ static int run_case(mrun_t *m, int i, FILE *out)
         MPI_Barrier(MPI_COMM_WORLD);
         bw_warmup(m, c, i, &res);
         if (bw_timed(m, c, i, &res) < 0 ||
+            (c->ahead > 0 && bw_ahead(m, c, i, &res) < 0) ||
             (c->rounds > 0 && pingpong(m, c, i, &res) < 0))
             return -1;
     }

@@ -43,6 +43,7 @@ typedef struct ompi_row {
     int waived;
     double gbps, latency_us, first_us, skew_us;
     double gbps_min, gbps_max, latency_min_us, latency_max_us;
+    double ahead_gbps, ahead_min, ahead_max; /* --ahead; NAN: none */
     char reason[BENCH_REASON_MAX];
 } ompi_row_t;
 
@@ -412,8 +413,8 @@ static void build_cmd(const bench_ctx_t *ctx, const size_t *sizes, int n,
         size_t s = sizes[k];
         int rounds = s <= o->lat_max ? bench_lat_rounds(o, s) : 0;
         cmd_add(cmd, "--case");
-        cmd_add(cmd, "%zu,%d,%d,%d,%d", s, bench_window(o, s),
-                bench_case_slots(o, s), bench_reps(o, s), rounds);
+        cmd_add(cmd, "%zu,%d,%d,%d,%d,%d", s, bench_window(o, s),
+                bench_case_slots(o, s), bench_reps(o, s), rounds, o->ahead);
     }
 }
 
@@ -525,6 +526,9 @@ static void parse_results(struct bench_ompi *om, const char *text,
                 .latency_max_us = json_num(line, "latency_max_us"),
                 .first_us = json_num(line, "first_us"),
                 .skew_us = json_num(line, "skew_us"),
+                .ahead_gbps = json_num(line, "ahead_gbps"),
+                .ahead_min = json_num(line, "ahead_gbps_min"),
+                .ahead_max = json_num(line, "ahead_gbps_max"),
             };
             json_strv(line, "reason", r->reason, sizeof(r->reason));
         }
@@ -645,6 +649,9 @@ static void ompi_fill(const struct bench_ompi *om, const bench_case_t *c,
     res->latency_max_us = r->latency_max_us;
     res->first_us = isfinite(r->first_us) ? r->first_us : -1;
     res->skew_us = r->skew_us;
+    res->ahead_gbps = isfinite(r->ahead_gbps) ? r->ahead_gbps : 0;
+    res->ahead_min = isfinite(r->ahead_min) ? r->ahead_min : 0;
+    res->ahead_max = isfinite(r->ahead_max) ? r->ahead_max : 0;
     res->iters = r->iters;
     res->verified = r->verified;
     if (r->verified == 0)

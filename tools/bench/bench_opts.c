@@ -67,6 +67,12 @@ static const char usage_text[] =
     "  --warmup N      untimed transfers before timing (default 2)\n"
     "  --lat-max SIZE  ping-pong latency up to this size (default 64K;\n"
     "                  0: never)\n"
+    "  --ahead N       after the timed repetitions of a one-way case on\n"
+    "                  host memory, N windows more, back to back with no\n"
+    "                  barrier between them, so that the sender may run\n"
+    "                  ahead of its receiver (messages then come before\n"
+    "                  their receives); GB/s of each window after the\n"
+    "                  first, median (default 0: none; at least 2)\n"
     "  --stream-reqs every|last\n"
     "                  the stream case's ping-pong asks for a request on\n"
     "                  every call, or (last, the default, as stream-\n"
@@ -303,6 +309,7 @@ enum {
     OPT_TRACE,
     OPT_NO_VERIFY,
     OPT_LAT_MAX,
+    OPT_AHEAD,
     OPT_STREAM_REQS,
     OPT_STREAM_BATCH,
     OPT_STREAM_WAIT,
@@ -336,6 +343,7 @@ static const struct option long_opts[] = {
     {"trace", required_argument, NULL, OPT_TRACE},
     {"no-verify", no_argument, NULL, OPT_NO_VERIFY},
     {"lat-max", required_argument, NULL, OPT_LAT_MAX},
+    {"ahead", required_argument, NULL, OPT_AHEAD},
     {"stream-reqs", required_argument, NULL, OPT_STREAM_REQS},
     {"stream-batch", required_argument, NULL, OPT_STREAM_BATCH},
     {"stream-wait", required_argument, NULL, OPT_STREAM_WAIT},
@@ -489,6 +497,10 @@ static int apply_opt(bench_opts_t *o, size_args_t *sa, int c, const char *arg)
         return bench_parse_int(arg, 2, IPCP_LAUNCH_MAX_RANKS, &o->nranks);
     case OPT_LAT_MAX:
         return bench_parse_size(arg, &o->lat_max, NULL);
+    case OPT_AHEAD: /* one window alone has none before it */
+        return bench_parse_int(arg, 0, 1000000, &o->ahead) < 0 || o->ahead == 1
+                   ? -1
+                   : 0;
     case OPT_STREAM_REQS:
         if (strcmp(arg, "every") && strcmp(arg, "last"))
             return -1;

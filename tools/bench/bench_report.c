@@ -280,10 +280,10 @@ static void json_run(const bench_opts_t *o, ipcp_comm_t *comm,
     printf(", \"options\": {\"window\": %d, \"iters\": %d, \"warmup\": %d, "
            "\"verify\": %s, \"compare\": %s, \"pin\": %s, "
            "\"stream_wait\": \"%s\", \"stream_batch\": %d, "
-           "\"seed\": \"0x%016llx\"}",
+           "\"ahead\": %d, \"seed\": \"0x%016llx\"}",
            o->window, o->iters, o->warmup, o->verify ? "true" : "false",
            o->compare ? "true" : "false", o->pin ? "true" : "false",
-           bench_stream_poll() ? "poll" : "sync", o->stream_batch,
+           bench_stream_poll() ? "poll" : "sync", o->stream_batch, o->ahead,
            (unsigned long long)bench_ctx_seed(ctx));
     printf(", \"settings\": {");
     int n = 0;
@@ -515,6 +515,9 @@ static void row_fields(const bench_ctx_t *ctx, const bench_result_t *r,
     field_num(fs, "first_us", r->first_us, ok && r->first_us >= 0);
     field_num(fs, "post_us", r->post_us, ok && r->post_us >= 0);
     field_num(fs, "start_skew_us", r->skew_us, ok && isfinite(r->skew_us));
+    field_num(fs, "ahead_gbps", r->ahead_gbps, ok && r->ahead_gbps > 0);
+    field_num(fs, "ahead_gbps_min", r->ahead_min, ok && r->ahead_min > 0);
+    field_num(fs, "ahead_gbps_max", r->ahead_max, ok && r->ahead_max > 0);
     field_bool(fs, "verified", !ok || r->verified < 0 ? -1 : r->verified);
     field_int(fs, "iters", r->iters, 1);
     field_str(fs, "status", outcome[r->outcome]);

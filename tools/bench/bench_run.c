@@ -143,7 +143,7 @@ void bench_set_error(bench_result_t *res, const char *what, const char *msg)
 
 /* A forced path the machine cannot serve is waived; so is any case that
  * runs out of memory.  Everything else is a failure. */
-static bench_outcome_t classify(const bench_case_t *c, ipcp_status_t st)
+bench_outcome_t bench_classify(const bench_case_t *c, ipcp_status_t st)
 {
     if (st == IPCP_ERR_NOMEM)
         return BENCH_WAIVED;
@@ -395,7 +395,7 @@ static int recv_warmup(bench_ctx_t *ctx, const bench_case_t *c, int i,
         if (w == 0 && st == IPCP_OK)
             res->first_us = (bench_now_s() - a) * 1e6;
         if (st != IPCP_OK) {
-            bench_set_reason(res, classify(c, st), "warm-up receive", st);
+            bench_set_reason(res, bench_classify(c, st), "warm-up receive", st);
             return 0;
         }
         if (check)
@@ -433,7 +433,7 @@ static int recv_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
             t1[r] = st == IPCP_OK ? b : NAN;
         }
         if (st != IPCP_OK) {
-            bench_set_reason(res, classify(c, st), "timed receive", st);
+            bench_set_reason(res, bench_classify(c, st), "timed receive", st);
             continue; /* keep receiving: the sender sends them all */
         }
         if (check)
@@ -597,7 +597,7 @@ static int bidir0_warmup(bench_ctx_t *ctx, const bench_case_t *c, int i,
         if (st != IPCP_OK) {
             char w2[64];
             bench_fmt(w2, sizeof(w2), "warm-up %s", what);
-            bench_set_reason(res, classify(c, st), w2, st);
+            bench_set_reason(res, bench_classify(c, st), w2, st);
             return 0;
         }
         if (check)
@@ -646,7 +646,7 @@ static int bidir0_timed(bench_ctx_t *ctx, const bench_case_t *c, int i,
         if (st != IPCP_OK) {
             char w2[64];
             bench_fmt(w2, sizeof(w2), "timed %s", what);
-            bench_set_reason(res, classify(c, st), w2, st);
+            bench_set_reason(res, bench_classify(c, st), w2, st);
             continue;
         }
         if (check)
@@ -741,7 +741,8 @@ static int run_receiver(bench_ctx_t *ctx, const bench_case_t *c, int i,
     } else if (c->path->stream && !bench_stream_begin(ctx, res)) {
         /* reason set */
     } else if (pst != IPCP_OK) {
-        bench_set_reason(res, classify(c, pst), "ipcp_comm_set_path", pst);
+        bench_set_reason(res, bench_classify(c, pst), "ipcp_comm_set_path",
+                         pst);
     } else {
         ok = c->path->bidir ? bidir0_warmup(ctx, c, i, res)
                             : recv_warmup(ctx, c, i, res);
@@ -750,6 +751,8 @@ static int run_receiver(bench_ctx_t *ctx, const bench_case_t *c, int i,
         return -1;
     if (ok && (c->path->bidir ? bidir0_timed(ctx, c, i, res)
                               : recv_timed(ctx, c, i, res)) < 0)
+        return -1;
+    if (ok && bench_ahead_case(ctx, c) && bench_recv_ahead(ctx, c, i, res) < 0)
         return -1;
     if (ok && bench_lat_case(ctx, c)) {
         if (bench_barrier(ctx) < 0)

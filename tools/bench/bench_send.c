@@ -283,11 +283,14 @@ static int run_sender_case(bench_ctx_t *ctx, const bench_case_t *c, int i)
             return bidir1_timed(ctx, c, i, iters);
         if (send_timed(ctx, c, i, iters) < 0)
             return -1;
+        if (bench_ahead_case(ctx, c) && bench_send_ahead(ctx, c, i) < 0)
+            return -1;
         if (bench_lat_case(ctx, c))
             return send_pingpong(ctx, c, i);
         return 0;
     }
-    for (int r = 0; r < iters + bench_lat_case(ctx, c); r++)
+    for (int r = 0;
+         r < iters + bench_ahead_case(ctx, c) + bench_lat_case(ctx, c); r++)
         if (bench_barrier(ctx) < 0)
             return -1;
     return 0;

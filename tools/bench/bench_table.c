@@ -63,6 +63,21 @@ static void print_spread(const bench_result_t *r)
         printf("%10s  ^ min-max: %s%s%s\n", "", g, g[0] && l[0] ? "; " : "", l);
 }
 
+/* Under a row with --ahead: its windows posted back to back. */
+static void print_ahead(const bench_opts_t *o, const bench_result_t *r)
+{
+    char g[24], lo[24], hi[24];
+    if (!(r->ahead_gbps > 0))
+        return;
+    fmt_gbps(g, sizeof(g), r->ahead_gbps);
+    fmt_gbps(lo, sizeof(lo), r->ahead_min);
+    fmt_gbps(hi, sizeof(hi), r->ahead_max);
+    printf("%10s  ^ run ahead: %s GB/s (min-max %s-%s) a window, %d windows "
+           "posted back to back with no barrier between them (the first "
+           "not timed)\n",
+           "", g, lo, hi, o->ahead);
+}
+
 /* Under a host row: every copy its ceiling is the fastest of. */
 static void print_ceilings(const bench_result_t *r)
 {
@@ -107,6 +122,7 @@ void bench_table_row(const bench_opts_t *o, const bench_result_t *r)
     if (r->verified == 0)
         printf("%10s  ^ %s\n", "", r->reason);
     print_spread(r);
+    print_ahead(o, r);
     print_ceilings(r);
     /* One-time costs apart from the steady state: the first transfer
      * against one transfer's share of the timed median. */

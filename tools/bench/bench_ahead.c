@@ -1,0 +1,92 @@
+/* ipcpipe-bench --ahead: after a one-way case's timed repetitions on host
+ * memory, N windows after one barrier, each posted as soon as the one
+ * before completed on its rank.  The sender completes its eager sends at
+ * once, so it runs windows ahead of its receiver and messages come before
+ * their receives, as in a program that sends without waiting for its
+ * peer; the stepped repetitions, each behind a barrier, never show that. */
+#include "bench.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bench_ctx.h"
+#include "pattern.h"
+
+int bench_ahead_case(const bench_ctx_t *ctx, const bench_case_t *c)
+{
+    return ctx->o->ahead >= 2 && ctx->mem == BENCH_MEM_HOST &&
+           !c->path->bidir && !c->path->stream;
+}
+
+/* The figures of n windows of bytes each from their times t (sorted). */
+static void set_ahead(bench_result_t *res, double bytes, double *t, int n)
+{
+    double med = bench_median(t, n);
+    res->ahead_gbps = med > 0 ? bytes / med / 1e9 : NAN;
+    res->ahead_min = n > 0 && t[n - 1] > 0 ? bytes / t[n - 1] / 1e9 : NAN;
+    res->ahead_max = n > 0 && t[0] > 0 ? bytes / t[0] / 1e9 : NAN;
+}
+
+/* Each window after the first timed from the end of the one before (the
+ * receiver's clock); the last one's data checked. */
+int bench_recv_ahead(bench_ctx_t *ctx, const bench_case_t *c, int i,
+                     bench_result_t *res)
+{
+    int n = ctx->o->ahead, w = res->window, ok = 1;
+    int slots = bench_case_slots(ctx->o, c->size);
+    double *t = calloc((size_t)n, sizeof(*t));
+    if (ctx->o->verify)
+        bench_poison(ctx, (size_t)slots * c->size, res);
+    if (bench_barrier(ctx) < 0) {
+        free(t);
+        return -1;
+    }
+    for (int r = 0; r < n; r++) {
+        const char *what = "run ahead";
+        ipcp_status_t st =
+            bench_xfer_window(ctx, c->size, w, 0, slots,
+                              bench_case_tag(i, T_DATA), 0, res, &what);
+        if (t)
+            t[r] = bench_now_s();
+        if (st != IPCP_OK) {
+            bench_set_reason(res, bench_classify(c, st), "receive run ahead",
+                             st);
+            ok = 0; /* keep receiving: the sender sends them all */
+        }
+    }
+    if (ok && ctx->o->verify) {
+        uint64_t k = (uint64_t)((w - 1) % bench_src_slots(ctx, c->size));
+        bench_check_ahead(
+            ctx, res, (size_t)((w - 1) % slots) * c->size, c->size,
+            ipcp_pattern_slot_seed(bench_case_seed(ctx, i, 3), k));
+    }
+    if (ok && t) {
+        for (int r = 1; r < n; r++)
+            t[r - 1] = t[r] - t[r - 1];
+        set_ahead(res, (double)w * (double)c->size, t, n - 1);
+    }
+    free(t);
+    return 0;
+}
+
+/* Each window's slots written with fresh data right before it is sent, as
+ * a program sends what it just wrote; the last window's with the data
+ * rank 0 checks. */
+int bench_send_ahead(bench_ctx_t *ctx, const bench_case_t *c, int i)
+{
+    int reported = 0, n = ctx->o->ahead, w = bench_window(ctx->o, c->size);
+    if (bench_barrier(ctx) < 0)
+        return -1;
+    for (int r = 0; r < n; r++) {
+        const char *what = "send";
+        bench_fill_rep(ctx, c->size, bench_case_seed(ctx, i, 3), r, n, NULL);
+        ipcp_status_t st = bench_xfer_window(
+            ctx, c->size, 0, w, 1, 0, bench_case_tag(i, T_DATA), NULL, &what);
+        if (st != IPCP_OK && !reported++)
+            fprintf(stderr, "ipcpipe-bench [rank 1] %s: send run ahead: %s: "
+                            "%s\n",
+                    c->name, ipcp_strerror(st), ipcp_last_error());
+    }
+    return 0;
+}
