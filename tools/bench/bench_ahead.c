@@ -84,8 +84,8 @@ int bench_send_ahead(bench_ctx_t *ctx, const bench_case_t *c, int i)
         ipcp_status_t st = bench_xfer_window(
             ctx, c->size, 0, w, 1, 0, bench_case_tag(i, T_DATA), NULL, &what);
         if (st != IPCP_OK && !reported++)
-            fprintf(stderr, "ipcpipe-bench [rank 1] %s: send run ahead: %s: "
-                            "%s\n",
+            fprintf(stderr,
+                    "ipcpipe-bench [rank 1] %s: send run ahead: %s: %s\n",
                     c->name, ipcp_strerror(st), ipcp_last_error());
     }
     return 0;
