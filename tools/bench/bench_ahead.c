@@ -6,26 +6,15 @@
  * peer; the stepped repetitions, each behind a barrier, never show that. */
 #include "bench.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "bench_ctx.h"
-#include "pattern.h"
 
 int bench_ahead_case(const bench_ctx_t *ctx, const bench_case_t *c)
 {
     return ctx->o->ahead >= 2 && ctx->mem == BENCH_MEM_HOST &&
            !c->path->bidir && !c->path->stream;
-}
-
-/* The figures of n windows of bytes each from their times t (sorted). */
-static void set_ahead(bench_result_t *res, double bytes, double *t, int n)
-{
-    double med = bench_median(t, n);
-    res->ahead_gbps = med > 0 ? bytes / med / 1e9 : NAN;
-    res->ahead_min = n > 0 && t[n - 1] > 0 ? bytes / t[n - 1] / 1e9 : NAN;
-    res->ahead_max = n > 0 && t[0] > 0 ? bytes / t[0] / 1e9 : NAN;
 }
 
 /* Each window after the first timed from the end of the one before (the
@@ -55,16 +44,16 @@ int bench_recv_ahead(bench_ctx_t *ctx, const bench_case_t *c, int i,
             ok = 0; /* keep receiving: the sender sends them all */
         }
     }
-    if (ok && ctx->o->verify) {
-        uint64_t k = (uint64_t)((w - 1) % bench_src_slots(ctx, c->size));
-        bench_check_ahead(
-            ctx, res, (size_t)((w - 1) % slots) * c->size, c->size,
-            ipcp_pattern_slot_seed(bench_case_seed(ctx, i, 3), k));
-    }
+    if (ok && ctx->o->verify)
+        bench_check_ahead(ctx, res, c->size, w, bench_case_seed(ctx, i, 3));
     if (ok && t) {
+        bench_result_t fig; /* the figures as of a repetition's */
         for (int r = 1; r < n; r++)
             t[r - 1] = t[r] - t[r - 1];
-        set_ahead(res, (double)w * (double)c->size, t, n - 1);
+        bench_set_gbps(&fig, (double)w * (double)c->size, t, n - 1);
+        res->ahead_gbps = fig.gbps;
+        res->ahead_min = fig.gbps_min;
+        res->ahead_max = fig.gbps_max;
     }
     free(t);
     return 0;
@@ -83,10 +72,8 @@ int bench_send_ahead(bench_ctx_t *ctx, const bench_case_t *c, int i)
         bench_fill_rep(ctx, c->size, bench_case_seed(ctx, i, 3), r, n, NULL);
         ipcp_status_t st = bench_xfer_window(
             ctx, c->size, 0, w, 1, 0, bench_case_tag(i, T_DATA), NULL, &what);
-        if (st != IPCP_OK && !reported++)
-            fprintf(stderr,
-                    "ipcpipe-bench [rank 1] %s: send run ahead: %s: %s\n",
-                    c->name, ipcp_strerror(st), ipcp_last_error());
+        if (st != IPCP_OK)
+            bench_send_report(c, "send run ahead", st, &reported);
     }
     return 0;
 }

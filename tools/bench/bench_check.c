@@ -104,11 +104,29 @@ void bench_check_buf(bench_ctx_t *ctx, bench_buf_t *b, bench_result_t *res,
     check_buf(ctx, b, res, off, len, seed, what);
 }
 
-void bench_check_ahead(bench_ctx_t *ctx, bench_result_t *res, size_t off,
-                       size_t len, uint64_t seed)
+/* The last transfer of a window of w (receive slot (w - 1) % slots, sent
+ * from source slot (w - 1) % source slots). */
+static void check_last(bench_ctx_t *ctx, bench_result_t *res, size_t size,
+                       int w, uint64_t seed, long round, const char *what)
 {
-    corrupt_for_test(&ctx->dst, off, len, ROUND_AHEAD);
-    check_buf(ctx, &ctx->dst, res, off, len, seed, "run ahead, last");
+    int slots = bench_case_slots(ctx->o, size);
+    uint64_t k = (uint64_t)((w - 1) % bench_src_slots(ctx, size));
+    size_t off = (size_t)((w - 1) % slots) * size;
+    corrupt_for_test(&ctx->dst, off, size, round);
+    check_buf(ctx, &ctx->dst, res, off, size, ipcp_pattern_slot_seed(seed, k),
+              what);
+}
+
+void bench_check_last(bench_ctx_t *ctx, bench_result_t *res, size_t size, int w,
+                      uint64_t seed)
+{
+    check_last(ctx, res, size, w, seed, ROUND_WINDOW, "last");
+}
+
+void bench_check_ahead(bench_ctx_t *ctx, bench_result_t *res, size_t size,
+                       int w, uint64_t seed)
+{
+    check_last(ctx, res, size, w, seed, ROUND_AHEAD, "run ahead, last");
 }
 
 void bench_check_data(bench_ctx_t *ctx, bench_result_t *res, size_t off,

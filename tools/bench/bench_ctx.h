@@ -142,6 +142,10 @@ int bench_ahead_case(const bench_ctx_t *ctx, const bench_case_t *c);
 int bench_recv_ahead(bench_ctx_t *ctx, const bench_case_t *c, int i,
                      bench_result_t *res);
 int bench_send_ahead(bench_ctx_t *ctx, const bench_case_t *c, int i);
+/* Rank 1: a failed call of case c on stderr, the first of a part only
+ * (*reported). */
+void bench_send_report(const bench_case_t *c, const char *what,
+                       ipcp_status_t st, int *reported);
 /* A failed call's outcome: waived where the machine cannot serve a forced
  * path or memory ran out, else an error. */
 bench_outcome_t bench_classify(const bench_case_t *c, ipcp_status_t st);
@@ -214,9 +218,9 @@ uint64_t bench_host_need(const bench_ctx_t *ctx, size_t s);
 /* Checks len bytes at off of the receive buffer against seed's data. */
 void bench_check_data(bench_ctx_t *ctx, bench_result_t *res, size_t off,
                       size_t len, uint64_t seed, const char *what);
-/* The same for the --ahead windows' last transfer. */
-void bench_check_ahead(bench_ctx_t *ctx, bench_result_t *res, size_t off,
-                       size_t len, uint64_t seed);
+/* The same as bench_check_last for the --ahead windows' last transfer. */
+void bench_check_ahead(bench_ctx_t *ctx, bench_result_t *res, size_t size,
+                       int w, uint64_t seed);
 /* Checks round's pong (len bytes at the start of the receive buffer) of
  * the host ping-pong, naming the round. */
 void bench_check_round(bench_ctx_t *ctx, bench_result_t *res, size_t len,

@@ -288,6 +288,17 @@ static void bw_warmup(mrun_t *m, const mcase_t *c, int i, mres_t *res)
     }
 }
 
+/* GB/s of windows of bytes from their n times t (sorted here): the
+ * median one's, the slowest's and the fastest's. */
+static void gbps_of(double bytes, double *t, int n, double *med, double *lo,
+                    double *hi)
+{
+    double m = median(t, n);
+    *med = m > 0 ? bytes / m / 1e9 : NAN;
+    *lo = n > 0 && t[n - 1] > 0 ? bytes / t[n - 1] / 1e9 : NAN;
+    *hi = n > 0 && t[0] > 0 ? bytes / t[0] / 1e9 : NAN;
+}
+
 /* Rank 0: GB/s from the median repetition, each timed from the later of
  * both ranks' barrier exits (t0: rank 0's, peer: rank 1's) to t1. */
 static void bw_figures(const mcase_t *c, double *t0, double *t1,
@@ -301,12 +312,19 @@ static void bw_figures(const mcase_t *c, double *t0, double *t1,
         t1[r] -= peer[r] > t0[r] ? peer[r] : t0[r];
     }
     res->skew_us = skew ? median(skew, n) * 1e6 : NAN;
-    double med = median(t1, n), bytes = (double)c->window * (double)c->size;
-    res->gbps = med > 0 ? bytes / med / 1e9 : NAN;
-    /* median() sorted t1: the slowest repetition last. */
-    res->gbps_min = n > 0 && t1[n - 1] > 0 ? bytes / t1[n - 1] / 1e9 : NAN;
-    res->gbps_max = n > 0 && t1[0] > 0 ? bytes / t1[0] / 1e9 : NAN;
+    gbps_of((double)c->window * (double)c->size, t1, n, &res->gbps,
+            &res->gbps_min, &res->gbps_max);
     free(skew);
+}
+
+/* Rank 0: the last transfer of a window (receive slot (w - 1) % slots,
+ * sent from the same source slot), against seed's data. */
+static void check_last(mrun_t *m, const mcase_t *c, mres_t *res, uint64_t seed,
+                       const char *what)
+{
+    int k = (c->window - 1) % c->slots;
+    check_bytes(res, m->dst + (size_t)k * c->size, c->size,
+                ipcp_pattern_slot_seed(seed, (uint64_t)k), what);
 }
 
 static int bw_timed(mrun_t *m, const mcase_t *c, int i, mres_t *res)
@@ -345,11 +363,7 @@ static int bw_timed(mrun_t *m, const mcase_t *c, int i, mres_t *res)
                  MPI_STATUS_IGNORE);
         bw_figures(c, t0, t1, peer, res);
         if (o->verify)
-            check_bytes(res, m->dst + (size_t)((w - 1) % slots) * c->size,
-                        c->size,
-                        ipcp_pattern_slot_seed(case_seed(o, i, 1),
-                                               (uint64_t)((w - 1) % slots)),
-                        "last");
+            check_last(m, c, res, case_seed(o, i, 1), "last");
     }
     free(t0);
     free(t1);
@@ -383,15 +397,10 @@ static int bw_ahead(mrun_t *m, const mcase_t *c, int i, mres_t *res)
     if (m->rank == 0) {
         for (int r = 1; r < n; r++)
             t[r - 1] = t[r] - t[r - 1];
-        double med = median(t, n - 1), bytes = (double)w * (double)c->size;
-        res->ahead_gbps = med > 0 ? bytes / med / 1e9 : NAN;
-        res->ahead_min = t[n - 2] > 0 ? bytes / t[n - 2] / 1e9 : NAN;
-        res->ahead_max = t[0] > 0 ? bytes / t[0] / 1e9 : NAN;
+        gbps_of((double)w * (double)c->size, t, n - 1, &res->ahead_gbps,
+                &res->ahead_min, &res->ahead_max);
         if (o->verify)
-            check_bytes(
-                res, m->dst + (size_t)((w - 1) % slots) * c->size, c->size,
-                ipcp_pattern_slot_seed(seed, (uint64_t)((w - 1) % slots)),
-                "run ahead, last");
+            check_last(m, c, res, seed, "run ahead, last");
     }
     free(t);
     return 0;

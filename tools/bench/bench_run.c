@@ -216,15 +216,6 @@ void bench_fill_rep(bench_ctx_t *ctx, size_t size, uint64_t seed, int r,
         bench_fill_window(ctx, size, seed + (last ? 0 : (uint64_t)r + 1), res);
 }
 
-void bench_check_last(bench_ctx_t *ctx, bench_result_t *res, size_t size, int w,
-                      uint64_t seed)
-{
-    int slots = bench_case_slots(ctx->o, size);
-    uint64_t k = (uint64_t)((w - 1) % bench_src_slots(ctx, size));
-    bench_check_data(ctx, res, (size_t)((w - 1) % slots) * size, size,
-                     ipcp_pattern_slot_seed(seed, k), "last");
-}
-
 /* Posts nrecv receives (the k-th into slot k % slots) and nsend sends of
  * size bytes to or from the other one of ranks 0 and 1, then waits for all
  * of them.  Returns the first failure, with *what naming it. */

@@ -73,8 +73,8 @@ static int send_warmup(bench_ctx_t *ctx, const bench_case_t *c, int i,
     return 1;
 }
 
-static void send_report(const bench_case_t *c, const char *what,
-                        ipcp_status_t st, int *reported)
+void bench_send_report(const bench_case_t *c, const char *what,
+                       ipcp_status_t st, int *reported)
 {
     if (*reported)
         return;
@@ -100,7 +100,7 @@ static int send_timed(bench_ctx_t *ctx, const bench_case_t *c, int i, int iters)
         ipcp_status_t st = bench_xfer_window(
             ctx, c->size, 0, w, 1, 0, bench_case_tag(i, T_DATA), NULL, &what);
         if (st != IPCP_OK)
-            send_report(c, "timed send", st, &reported);
+            bench_send_report(c, "timed send", st, &reported);
     }
     bench_send_starts(ctx, bench_case_tag(i, T_PEER_TIMES), starts, iters);
     free(starts);
@@ -113,13 +113,13 @@ static int send_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i)
     int reported = 0, rounds = bench_lat_rounds(ctx->o, c->size);
     ipcp_status_t st = ipcp_comm_set_path(ctx->comm, c->path->path);
     if (st != IPCP_OK)
-        send_report(c, "ipcp_comm_set_path", st, &reported);
+        bench_send_report(c, "ipcp_comm_set_path", st, &reported);
     if (bench_barrier(ctx) < 0)
         return -1;
     if (ctx->ustream && st == IPCP_OK) {
         int nb = (rounds + ctx->o->stream_batch - 1) / ctx->o->stream_batch;
         if (bench_stream_pingpong(ctx, c, i, 1 + nb, NULL, NULL, &st, NULL) < 0)
-            send_report(c, "stream ping-pong", st, &reported);
+            bench_send_report(c, "stream ping-pong", st, &reported);
         ipcp_comm_set_path(ctx->comm, IPCP_PATH_AUTO);
         return 0;
     }
@@ -135,7 +135,7 @@ static int send_pingpong(bench_ctx_t *ctx, const bench_case_t *c, int i)
             st = ipcp_send(ctx->comm, ctx->dst.ptr, c->size, RECV,
                            bench_case_tag(i, T_PONG));
         if (st != IPCP_OK)
-            send_report(c, "ping-pong", st, &reported);
+            bench_send_report(c, "ping-pong", st, &reported);
     }
     ipcp_comm_set_path(ctx->comm, IPCP_PATH_AUTO);
     return 0;
