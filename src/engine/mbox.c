@@ -245,13 +245,18 @@ void ipcp__mbox_close(ipcp__peer_t *peer)
 
 /* Whether a lazy reader must come for room (tx_lock held): the ring is
  * over half full, and we did not wake it for that in the last eighth of a
- * ring (it may leave fresh messages for their callers a while). */
+ * ring (it may leave fresh messages for their callers a while).  The
+ * reader's tail is looked at once an eighth of a ring at most: it moves
+ * with every message a receiver takes, and a sender running ahead keeps
+ * the ring over half full as its last look saw it. */
 static int ipcp__mbox_lazy_full(ipcp__peer_t *peer)
 {
     ipcp__mbox_ring_t *ring = peer->outbox;
     uint64_t slots = peer->mbox_slots;
-    if (peer->out_head - peer->out_tail <= slots / 2)
+    if (peer->out_head - peer->out_tail <= slots / 2 ||
+        peer->out_head - peer->out_lazy_look < slots / 8)
         return 0;
+    peer->out_lazy_look = peer->out_head;
     peer->out_tail = __atomic_load_n(&ring->tail, __ATOMIC_ACQUIRE);
     return peer->out_head - peer->out_tail > slots / 2 &&
            peer->out_head -
@@ -721,42 +726,6 @@ static int ipcp__mbox_read_turn(ipcp_comm_t *comm, ipcp__peer_t *peer,
     return n;
 }
 
-/* Whether the message at the inbox's head is an eager one that came less
- * than spin_us ago, for which no receive is posted yet or the first is one
- * its caller reads itself (watch): that caller reads it.  On one H200 the
- * thread, spinning after a barrier, took 64 776 of 66 000 messages of a
- * window the caller was still posting receives for (8 B: 0.0066 GB/s,
- * Open MPI 0.08).  Read at once: a message for a receive posted the
- * thread's way, or whose caller stopped spinning (ipcp__mbox_wait clears
- * watch then: with the thread waiting too, each side slept through the
- * other's message, 65 us a half round trip); past that time, any. */
-static int ipcp__mbox_fresh_eager(const ipcp_comm_t *comm, ipcp__peer_t *peer)
-{
-    uint64_t tail = __atomic_load_n(&peer->in_tail, __ATOMIC_ACQUIRE);
-    const ipcp__mbox_slot_t *s =
-        ipcp__mbox_slot(peer->inbox, peer->mbox_slots, tail);
-    if (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) != tail + 1)
-        return 0; /* a skip record, or a caller took it */
-    uint32_t kind = __atomic_load_n(&s->marker, __ATOMIC_RELAXED);
-    uint32_t len = __atomic_load_n(&s->len, __ATOMIC_RELAXED);
-    ipcp__msg_eager_t e;
-    memcpy(&e, s->data, sizeof(e));
-    if (kind != IPCP_MBOX_DATA || len < sizeof(e) ||
-        e.hdr.type != IPCP_MSG_EAGER || !comm->cfg->spin_us)
-        return 0;
-    uint64_t now = ipcp__now_ns();
-    if (peer->eager_tail != tail + 1) {
-        peer->eager_tail = tail + 1;
-        peer->eager_ns = now;
-    }
-    /* The posted receives are looked at only when one is the thread's: a
-     * try of rx_lock on every turn takes the lock's line from the caller
-     * posting or reading (on 16 CPUs unbound). */
-    return now - peer->eager_ns < (uint64_t)comm->cfg->spin_us * 1000 &&
-           (!atomic_load(&peer->n_posted_thread) ||
-            ipcp__match_posted(peer, e.tag) != 2);
-}
-
 /* Reads what the peer put in our inbox, in order; returns how many
  * messages it handled.  dispatch handles one message (socket messages keep
  * their descriptors). */
@@ -779,7 +748,7 @@ int ipcp__mbox_read(ipcp_comm_t *comm, ipcp__peer_t *peer,
         return 0;
     if (!ipcp__mbox_ready(peer))
         return 0;
-    if (!atomic_load(&peer->kick) && ipcp__mbox_fresh_eager(comm, peer))
+    if (!atomic_load(&peer->kick) && ipcp__mbox_fresh_eager(comm, peer) > 0)
         return 0;
     return ipcp__mbox_read_turn(comm, peer, dispatch, buf, cap, 1);
 }

@@ -29,7 +29,13 @@ int ipcp__mbox_read_all(ipcp_comm_t *comm, ipcp__peer_t *peer,
                                          const unsigned char *, size_t, int *,
                                          int),
                         void *buf, size_t cap);
-int ipcp__mbox_sleep(ipcp_comm_t *comm);
+/* Before the progress thread blocks (mbox_wait.c): 1 when it must not;
+ * else *look_ns, if not 0, is how soon it must look again (a fresh eager
+ * message waits for its caller). */
+int ipcp__mbox_sleep(ipcp_comm_t *comm, uint64_t *look_ns);
+/* The time left (ns) of the eager message at the inbox's head that its
+ * caller is to read, not the thread (0: none; the thread's). */
+uint64_t ipcp__mbox_fresh_eager(const ipcp_comm_t *comm, ipcp__peer_t *peer);
 void ipcp__mbox_awake(ipcp_comm_t *comm);
 /* Longest message the mailbox carries in its slots (headers included). */
 size_t ipcp__mbox_msg_max(const ipcp__peer_t *peer);

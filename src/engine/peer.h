@@ -198,8 +198,10 @@ struct ipcp__peer {
      * which the peer may write */
     uint64_t out_head, out_tail, in_tail;
     /* in_tail at the outbox's last record (tx_lock): a message came
-     * between two of ours when it moved (ipcp__mbox_publish) */
-    uint64_t out_rx_seen;
+     * between two of ours when it moved (ipcp__mbox_publish); out_head at
+     * the last look at the reader's tail for a lazy one (tx_lock,
+     * ipcp__mbox_lazy_full) */
+    uint64_t out_rx_seen, out_lazy_look;
     /* The outbox's head when we last woke a lazy reader for room (atomic:
      * written after tx_lock's unlock, read under it);
      * the inbox position up to which the records were seen to be eager

@@ -426,18 +426,23 @@ static int ipcp__loop_spinning(ipcp_comm_t *comm, const ipcp__loop_t *lp,
 static int ipcp__loop_wait(ipcp_comm_t *comm, ipcp__loop_t *lp, int spinning,
                            uint64_t now)
 {
-    int timeout_ms = ipcp__loop_timeout(comm);
+    uint64_t timeout_ns = (uint64_t)ipcp__loop_timeout(comm) * 1000000;
     /* Before blocking, the inboxes' sleeping words go up (and come down
      * after): writers then wake us through the eventfd. */
-    if (spinning || ipcp__mbox_sleep(comm))
-        timeout_ms = 0;
+    uint64_t look_ns = 0;
+    if (spinning || ipcp__mbox_sleep(comm, &look_ns))
+        timeout_ns = 0;
+    else if (look_ns && look_ns < timeout_ns)
+        timeout_ns = look_ns;
     int ready = 0;
     if (!spinning || lp->missed || now - lp->last_poll >= IPCP_POLL_GAP_NS ||
         !ipcp__poll_skippable(comm)) {
+        struct timespec ts = {(time_t)(timeout_ns / 1000000000),
+                              (long)(timeout_ns % 1000000000)};
         /* Callers may take turns meanwhile (ipcp__comm_drive). */
-        atomic_store(&comm->thread_blocks, timeout_ms != 0);
+        atomic_store(&comm->thread_blocks, timeout_ns != 0);
         ipcp__unlock(&comm->prog_lock, IPCP_LOCK_PROG);
-        ready = poll(lp->pfd, (nfds_t)lp->n, timeout_ms);
+        ready = ppoll(lp->pfd, (nfds_t)lp->n, &ts, NULL);
         ipcp__lock(&comm->prog_lock, IPCP_LOCK_PROG);
         atomic_store(&comm->thread_blocks, 0);
         lp->last_poll = now;
