@@ -603,13 +603,16 @@ static void ipcp__sent_run(const ipcp__route_t *route, ipcp_comm_t *comm,
     int watched = comm->cfg->stripe_adapt && pl.direct && pl.slen && pl.nchunks;
     if (watched) /* no part can start before the CTS */
         pl.watch.t0 = ipcp__now_ns();
+    /* Marked before it goes: marked after the post, the sender could see
+     * it first (a CI run on 2 CPUs: the sender's median 16 us before the
+     * mark, tools.bench.trace). */
+    ipcp__trace_mark(req, IPCP_TM_CTS);
     if (ipcp__peer_post(comm, peer, &cts, sizeof(cts), fds, nfds) != IPCP_OK &&
         peer->link != IPCP_PEER_BROKEN)
         /* The sender would never write what our queues wait for; a loss
          * releases them and tells it (one whose writes broke is lost once
          * what it sent is read). */
         ipcp__peer_lost(comm, peer, "cannot send a CTS");
-    ipcp__trace_mark(req, IPCP_TM_CTS);
     ipcp__fault_point(IPCP_FAULT_CTS_POSTED);
     ipcp__stage_flush(comm, qs);
     if (head)
