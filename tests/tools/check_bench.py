@@ -200,7 +200,7 @@ def mode_options(bench):
         check(f'bad value "{bad}" for --stream-batch' in p.stderr,
               f"--stream-batch {bad}: {p.stderr!r}")
     run(bench, ["--stream-batch", "1", "--list", "--sizes", "8"])
-    for bad in ("1", "-1", "x"):
+    for bad in ("1", "2", "-1", "x"):
         p = run(bench, SMALL + ["--ahead", bad], want_rc=2)
         check(f'bad value "{bad}" for --ahead' in p.stderr,
               f"--ahead {bad}: {p.stderr!r}")

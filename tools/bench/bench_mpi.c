@@ -16,7 +16,9 @@
  *              slots).
  *   run ahead  (AHEAD windows) the same windows after one barrier, back
  *              to back, each timed on rank 0 from the end of the one
- *              before (the first not timed), the last one's checked.
+ *              before (the first and the last not timed); each source
+ *              slot's first word rewritten before each window, the last
+ *              window's slots whole, and that window checked.
  *   latency    half of an MPI_Send / MPI_Recv round trip, median of the
  *              rounds after the warm-up ones, the last round checked.
  *
@@ -373,8 +375,9 @@ static int bw_timed(mrun_t *m, const mcase_t *c, int i, mres_t *res)
 
 /* As ipcpipe-bench --ahead: c->ahead windows after one barrier, each
  * posted as soon as this rank's one before completed, rank 1 writing each
- * window's source slots right before it; rank 0 times every window after
- * the first from the end of the one before, and checks the last. */
+ * window's source slots right before it (their first words; the last
+ * window's whole); rank 0 times every window after the first but the last
+ * from the end of the one before, and checks the last. */
 static int bw_ahead(mrun_t *m, const mcase_t *c, int i, mres_t *res)
 {
     const mopts_t *o = m->o;
@@ -388,16 +391,17 @@ static int bw_ahead(mrun_t *m, const mcase_t *c, int i, mres_t *res)
     MPI_Barrier(MPI_COMM_WORLD);
     for (int r = 0; r < n; r++) {
         int last = r == n - 1 && o->verify;
-        if (m->rank == 1)
-            ipcp_pattern_fill_slots(m->src, c->size, slots,
-                                    seed + (last ? 0 : r + 1u));
+        if (m->rank == 1 && last)
+            ipcp_pattern_fill_slots(m->src, c->size, slots, seed);
+        else if (m->rank == 1)
+            ipcp_pattern_stamp_slots(m->src, c->size, slots, seed + r + 1u);
         xfer_window(m, c, i, w, slots);
         t[r] = now_s();
     }
     if (m->rank == 0) {
-        for (int r = 1; r < n; r++)
+        for (int r = 1; r < n - 1; r++)
             t[r - 1] = t[r] - t[r - 1];
-        gbps_of((double)w * (double)c->size, t, n - 1, &res->ahead_gbps,
+        gbps_of((double)w * (double)c->size, t, n - 2, &res->ahead_gbps,
                 &res->ahead_min, &res->ahead_max);
         if (o->verify)
             check_last(m, c, res, seed, "run ahead, last");

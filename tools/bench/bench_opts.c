@@ -72,7 +72,8 @@ static const char usage_text[] =
     "                  barrier between them, so that the sender may run\n"
     "                  ahead of its receiver (messages then come before\n"
     "                  their receives); GB/s of each window after the\n"
-    "                  first, median (default 0: none; at least 2)\n"
+    "                  first but the last, median (default 0: none; at\n"
+    "                  least 3)\n"
     "  --stream-reqs every|last\n"
     "                  the stream case's ping-pong asks for a request on\n"
     "                  every call, or (last, the default, as stream-\n"
@@ -497,8 +498,9 @@ static int apply_opt(bench_opts_t *o, size_args_t *sa, int c, const char *arg)
         return bench_parse_int(arg, 2, IPCP_LAUNCH_MAX_RANKS, &o->nranks);
     case OPT_LAT_MAX:
         return bench_parse_size(arg, &o->lat_max, NULL);
-    case OPT_AHEAD: /* one window alone has none before it */
-        return bench_parse_int(arg, 0, 1000000, &o->ahead) < 0 || o->ahead == 1
+    case OPT_AHEAD: /* the first and the last window are not timed */
+        return bench_parse_int(arg, 0, 1000000, &o->ahead) < 0 ||
+                       (o->ahead > 0 && o->ahead < 3)
                    ? -1
                    : 0;
     case OPT_STREAM_REQS:

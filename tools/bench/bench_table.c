@@ -74,7 +74,7 @@ static void print_ahead(const bench_opts_t *o, const bench_result_t *r)
     fmt_gbps(hi, sizeof(hi), r->ahead_max);
     printf("%10s  ^ run ahead: %s GB/s (min-max %s-%s) a window, %d windows "
            "posted back to back with no barrier between them (the first "
-           "not timed)\n",
+           "and the last not timed)\n",
            "", g, lo, hi, o->ahead);
 }
 

@@ -68,6 +68,18 @@ static inline uint64_t ipcp_pattern_slot_seed(uint64_t seed, uint64_t k)
     return seed + k * 0x632be59bd9b4e019ULL;
 }
 
+/* Writes the first word (at most len bytes) of each of slots buffers of len
+ * bytes at buf, buf + len, ..., as ipcp_pattern_fill_slots would: data
+ * that changes with seed at the cost of a store a buffer. */
+static inline void ipcp_pattern_stamp_slots(void *buf, size_t len, int slots,
+                                            uint64_t seed)
+{
+    for (int k = 0; k < slots; k++)
+        ipcp_pattern_fill((unsigned char *)buf + (size_t)k * len,
+                          len < 8 ? len : 8,
+                          ipcp_pattern_slot_seed(seed, (uint64_t)k), 0);
+}
+
 /* Fills slots buffers of len bytes at buf, buf + len, ..., slot k with
  * the stream of ipcp_pattern_slot_seed(seed, k). */
 static inline void ipcp_pattern_fill_slots(void *buf, size_t len, int slots,
