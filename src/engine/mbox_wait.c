@@ -15,18 +15,6 @@
 /* ---- Callers that read ----------------------------------------------------
  */
 
-/* The keepalive's stamp: a tick late at most, against timeouts of
- * seconds, where a precise read cost as much as the message.  Only
- * raised: the thread stamps precise times, and a coarse one below a
- * PONG's would make its PING look unanswered (ipcp__ka_check). */
-static void ipcp__mbox_heard(ipcp__peer_t *peer)
-{
-    uint64_t now = ipcp__coarse_ns(), was = peer->heard_ns;
-    while (now > was &&
-           !atomic_compare_exchange_weak(&peer->heard_ns, &was, now))
-        ;
-}
-
 int ipcp__mbox_head_eager(ipcp_comm_t *comm, ipcp__peer_t *peer, int tag,
                           void *buf, size_t cap, size_t *got)
 {
@@ -49,7 +37,6 @@ int ipcp__mbox_head_eager(ipcp_comm_t *comm, ipcp__peer_t *peer, int tag,
     ipcp__mbox_clear_span(peer, tail, ipcp__mbox_span(len));
     ipcp__mbox_release(peer, tail + ipcp__mbox_span(len));
     peer->n_rx_fast++;
-    ipcp__mbox_heard(peer);
     *got = e.len;
     return 1;
 }
@@ -89,10 +76,7 @@ static int ipcp__mbox_deliver(ipcp_comm_t *comm, ipcp__peer_t *peer, int caller,
 int ipcp__mbox_drain_posted(ipcp_comm_t *comm, ipcp__peer_t *peer)
 {
     int more, bad = 0;
-    int n = ipcp__mbox_deliver(comm, peer, IPCP_MATCH_POSTED, &more, &bad);
-    if (n)
-        ipcp__mbox_heard(peer);
-    return n;
+    return ipcp__mbox_deliver(comm, peer, IPCP_MATCH_POSTED, &more, &bad);
 }
 
 /* Reads the EAGER messages at the head of the peer's inbox for a waiting
@@ -119,8 +103,6 @@ static int ipcp__mbox_read_fast(ipcp_comm_t *comm, ipcp__peer_t *peer,
         atomic_store(&peer->kick, 1);
     }
     ipcp__unlock(&peer->rx_lock, IPCP_LOCK_RX);
-    if (n)
-        ipcp__mbox_heard(peer);
     /* Left for the progress thread, which may sleep blind (see
      * ipcp__mbox_sleep: it looks at the head after raising blind). */
     /* Not when the caller takes the turn itself next (its wait loop, and

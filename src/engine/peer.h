@@ -215,6 +215,8 @@ struct ipcp__peer {
      * peer last came, and when we last asked it for one (ns) */
     _Atomic uint64_t heard_ns;
     uint64_t ping_ns;
+    /* the inbox's tail at the keepalive's last step (the thread's) */
+    uint64_t ka_tail;
 };
 
 /* Outgoing message. */
