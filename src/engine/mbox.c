@@ -527,7 +527,9 @@ ipcp_status_t ipcp__mbox_send_pipe(ipcp__peer_t *peer, int tag,
     memcpy(rec + sizeof(h), data, off);
     s->len = (uint32_t)(sizeof(h) + len);
     s->marker = IPCP_MBOX_DATA;
-    ipcp__mbox_publish(peer, s, at, n, 1);
+    /* Its due wake is not asked for (below): nor the look at the tail it
+     * takes (ipcp__mbox_lazy_full), which the next message would skip. */
+    ipcp__mbox_publish(peer, s, at, n, 0);
     /* Woken now, not at the end; the fence is the unlock's exchange's
      * (ipcp__mbox_unlock_wake).  Only a thread that sleeps on the inbox:
      * a lazy one leaves the record to the receive's caller, and the rule

@@ -377,8 +377,13 @@ int ipcp__mbox_sleep(ipcp_comm_t *comm, uint64_t *look_ns)
          * blind after waiters went down or the head moved (seq_cst). */
         atomic_store(&p->blind, 1);
         if (!atomic_load(&p->waiters) && ipcp__mbox_raise(p)) {
+            /* Not with a receive posted the thread's way: one posted
+             * while we looked (its rx_lock held) may be for the head,
+             * and a WAKE word is not turned again for it. */
             uint64_t fresh =
-                atomic_load(&p->kick) ? 0 : ipcp__mbox_fresh_eager(comm, p);
+                atomic_load(&p->kick) || atomic_load(&p->n_posted_thread)
+                    ? 0
+                    : ipcp__mbox_fresh_eager(comm, p);
             if (!fresh)
                 pending = 1;
             else if (!*look_ns || fresh < *look_ns)
