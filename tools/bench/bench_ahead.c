@@ -74,11 +74,11 @@ int bench_send_ahead(bench_ctx_t *ctx, const bench_case_t *c, int i)
     int reported = 0, n = ctx->o->ahead, w = bench_window(ctx->o, c->size);
     if (bench_barrier(ctx) < 0)
         return -1;
+    uint64_t seed = bench_case_seed(ctx, i, 3);
     for (int r = 0; r < n; r++) {
         const char *what = "send";
-        uint64_t seed = bench_case_seed(ctx, i, 3);
         if (r == n - 1 && ctx->o->verify)
-            bench_fill_rep(ctx, c->size, seed, r, n, NULL);
+            bench_fill_window(ctx, c->size, seed, NULL);
         else
             ipcp_pattern_stamp_slots(ctx->src.ptr, c->size,
                                      bench_src_slots(ctx, c->size),
