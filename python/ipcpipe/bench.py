@@ -249,6 +249,11 @@ def spawn(args, rnd, store):
     for rank in (0, 1):
         env = dict(os.environ, IPCPIPE_RANK=str(rank), IPCPIPE_SIZE="2",
                    IPCPIPE_JOB=job)
+        # NumPy asks for transparent huge pages (madvise) for arrays of
+        # 4 MiB and more, ipcpipe-bench (posix_memalign) does not: without
+        # it both rows move the same kind of memory (H100, 16 MiB: Python
+        # 1.29x C with it, 1.03x without), unless the caller sets it.
+        env.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
         argv = [sys.executable, "-m", "ipcpipe.bench", "--rank-main",
                 "--sizes", ",".join(str(n) for n in args.sizes),
                 "--mem", args.mem, "--iters", str(args.iters),
@@ -427,6 +432,11 @@ def print_table(args, bench, cmd, cpus, table, elapsed):
     print("# ratio: Python's GB/s over the row's, +us: Python's half round "
           "trip minus the row's, of each round's medians: the median of the "
           "rounds [lowest, highest]")
+    if args.mem == "host":
+        hp = os.environ.get("NUMPY_MADVISE_HUGEPAGE", "0")
+        print(f"# NumPy arrays {'with' if hp != '0' else 'without'} "
+              f"madvise(MADV_HUGEPAGE) (NUMPY_MADVISE_HUGEPAGE={hp}); the C "
+              "bench's buffers without")
     print("# C: " + (" ".join(cmd) if bench else
                      "ipcpipe-bench not found (--c-bench PATH)"))
     print(f"{'size':>6} {'W':>3}  {'row':<11}{'GB/s':>26} {'ratio':>19}  "
