@@ -132,6 +132,10 @@ typedef enum {
     BENCH_ERROR = 2,  /* a transfer failed */
 } bench_outcome_t;
 
+/* The smallest size the striped ceiling is measured at (its shares'
+ * staged parts are whole pages). */
+#define BENCH_STRIPED_MIN ((size_t)4 << 20)
+
 /* What a figure is compared with. */
 typedef enum {
     BENCH_CEIL_NONE = 0,
@@ -148,6 +152,8 @@ typedef enum {
                                 of the receiver as the library's queues */
     BENCH_CEIL_NT_PAR,       /* host: MEMCPY_PAR with non-temporal stores */
     BENCH_CEIL_NT_BIDIR,     /* host: MEMCPY_BIDIR with non-temporal stores */
+    BENCH_CEIL_STRIPED,      /* cuda: D2D and a staged share (D2H, H2D) of
+                                each copy at once, the best of a few shares */
     BENCH_CEIL_COUNT
 } bench_ceil_kind_t;
 

@@ -59,6 +59,7 @@ const char *bench_ceil_name(bench_ceil_kind_t k)
         [BENCH_CEIL_MEMCPY_PAR] = "memcpy-par",
         [BENCH_CEIL_NT_PAR] = "nt-par",
         [BENCH_CEIL_NT_BIDIR] = "nt-bidir",
+        [BENCH_CEIL_STRIPED] = "striped",
     };
     return (unsigned)k < BENCH_CEIL_COUNT ? names[k] : "?";
 }

@@ -1,5 +1,5 @@
 /* What bench_cuda.c shares with the bench's other CUDA files
- * (bench_naive.c); only with CUDA at build time. */
+ * (bench_naive.c, bench_cuda_ceil.c); only with CUDA at build time. */
 #ifndef IPCP_BENCH_CUDA_INT_H
 #define IPCP_BENCH_CUDA_INT_H
 
@@ -14,6 +14,8 @@ int bench_cu_ok(CUresult r, char *err, size_t elen, const char *what);
 /* The primary context of device, retained (bench_cu_release_ctx). */
 int bench_cu_retain_ctx(int device, CUcontext *ctx, char *err, size_t elen);
 void bench_cu_release_ctx(int device);
+/* Whether the device takes 64-bit stream memory operations. */
+int bench_cuda_memops64(int device);
 /* The context of the device this rank is bound to; NULL: none. */
 extern CUcontext bench_cu_bound_ctx;
 /* bench_alloc.c: a buffer of --alloc vmm, vmm0, pool or spool on device

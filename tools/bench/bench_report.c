@@ -123,8 +123,12 @@ static void header_ceilings(const bench_setup_info_t *in)
            "#   min(d2h,h2d) = min of pinned D2H on device %d and pinned H2D "
            "on device %d;\n"
            "#   d2d-bidir = %d -> %d and %d -> %d at once on two streams, "
-           "aggregate; 2*min(d2h,h2d) for bidir over the staged path\n",
-           a, b, a, b, a, b, b, a);
+           "aggregate; 2*min(d2h,h2d) for bidir over the staged path;\n"
+           "#   striped (rows that striped one way, from 4 MiB) = d2d of "
+           "most of each copy while its tail goes D2H on a\n"
+           "#   second stream of device %d and H2D on device %d at the same "
+           "time, the best of staged shares 4-15%%\n",
+           a, b, a, b, a, b, b, a, a, b);
     if (in->ceil_note && in->ceil_note[0])
         printf("#   note: %s\n", in->ceil_note);
 }

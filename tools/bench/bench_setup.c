@@ -573,6 +573,13 @@ static void ceil_needs(const bench_ctx_t *ctx, const bench_case_t *c, int *need)
         need[BENCH_CEIL_D2D] = 1;
     if (c->path->path != IPCP_PATH_DIRECT)
         need[BENCH_CEIL_STAGED] = 1;
+    /* A transfer between two devices that may stripe (the library
+     * stripes from tens of MiB where it gains at all). */
+    const int *d = ctx->info.ceil_dev;
+    if (c->path->path != IPCP_PATH_STAGED &&
+        c->path->path != IPCP_PATH_DIRECT && c->size >= BENCH_STRIPED_MIN &&
+        d[0] >= 0 && d[0] != d[1] && bench_cuda_peer(d[0], d[1]))
+        need[BENCH_CEIL_STRIPED] = 1;
 }
 
 void bench_ceilings_measure(bench_ctx_t *ctx, const bench_case_t *cs, int n,
@@ -662,12 +669,24 @@ void bench_pick_ceiling(const bench_ctx_t *ctx, const bench_case_t *c,
     } else {
         ipcp_path_t p =
             res->outcome == BENCH_OK ? res->path_used : c->path->path;
-        /* Striped: against the copy engine alone, which it means to pass;
-         * the lane against it too (the same link, moved by kernels), and
-         * the bounce path (the same link, then a copy on the receiver's
-         * GPU). */
-        if (p == IPCP_PATH_DIRECT || p == IPCP_PATH_STRIPED ||
-            p == IPCP_PATH_LANE || p == IPCP_PATH_BOUNCE)
+        /* Striped one way: against both paths at once; both ways (and
+         * where that was not measured) against the copy engine, which it
+         * means to pass; the lane against it too (the same link, moved by
+         * kernels), and the bounce path (the same link, then a copy on
+         * the receiver's GPU). */
+        if (p == IPCP_PATH_STRIPED && !bidir &&
+            ctx->ceil_val[BENCH_CEIL_STRIPED] > 0 &&
+            ctx->ceil_size == c->size) {
+            /* Both paths at once in one process; the copy engine's
+             * figure beside it (the table's "^ ceilings" line). */
+            k = BENCH_CEIL_STRIPED;
+            res->ncand = 2;
+            res->cand_kind[0] = BENCH_CEIL_STRIPED;
+            res->cand_gbps[0] = ctx->ceil_val[BENCH_CEIL_STRIPED];
+            res->cand_kind[1] = BENCH_CEIL_D2D;
+            res->cand_gbps[1] = ctx->ceil_val[BENCH_CEIL_D2D];
+        } else if (p == IPCP_PATH_DIRECT || p == IPCP_PATH_STRIPED ||
+                   p == IPCP_PATH_LANE || p == IPCP_PATH_BOUNCE)
             k = bidir ? BENCH_CEIL_D2D_BIDIR : BENCH_CEIL_D2D;
         else if (p == IPCP_PATH_STAGED)
             k = bidir ? BENCH_CEIL_STAGED_BIDIR : BENCH_CEIL_STAGED;

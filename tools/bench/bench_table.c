@@ -78,7 +78,8 @@ static void print_ahead(const bench_opts_t *o, const bench_result_t *r)
            "", g, lo, hi, o->ahead);
 }
 
-/* Under a host row: every copy its ceiling is the fastest of. */
+/* Under a host row: every copy its ceiling is the fastest of; under a
+ * striped one, its ceiling and the copy engine's. */
 static void print_ceilings(const bench_result_t *r)
 {
     char line[160] = "", v[24];
@@ -91,7 +92,13 @@ static void print_ceilings(const bench_result_t *r)
                                  i ? ", " : "",
                                  bench_ceil_name(r->cand_kind[i]), v);
     }
-    printf("%10s  ^ ceilings: %s GB/s; the row's is the fastest\n", "", line);
+    if (r->ceiling_kind == BENCH_CEIL_STRIPED && r->cand_gbps[1] > 0)
+        printf("%10s  ^ ceilings: %s GB/s; the row's is striped (both paths "
+               "at once in one process), the row %.1f%% of d2d\n",
+               "", line, 100.0 * r->gbps / r->cand_gbps[1]);
+    else
+        printf("%10s  ^ ceilings: %s GB/s; the row's is the fastest\n", "",
+               line);
 }
 
 void bench_table_row(const bench_opts_t *o, const bench_result_t *r)
