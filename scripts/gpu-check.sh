@@ -11,7 +11,8 @@
 # pybench,nodes,readme (default: all of them), so that a time-limited session can
 # run them in several calls; the build tree is reused when it is there.
 # machine.txt records the GPUs, the commit (-dirty with changes) and the
-# doctor's report.
+# doctor's report; at the end, MODEL[xN]-DATE.txt gathers it and the
+# summary as one results file (copy it into results/).
 # GPU_TEST_TIMEOUT: seconds per GPU test (default 600); GPU_TEST_REGEX: run
 # only the GPU tests whose names match it.
 set -uo pipefail
@@ -394,4 +395,18 @@ if want readme; then
 fi
 
 note "gpu-check: $([ $fail -eq 0 ] && echo PASSED || echo FAILED)"
+
+# The run's results file, named for the machine and the date (h200x2-
+# 2026-12-06.txt: the GPU model, how many, the UTC date), as results/
+# keeps them: the steps, the commit, the machine and every step's figures.
+# A second run on one day appends to the same file.
+model=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null |
+    grep -oiE '\b[A-Z]{1,2}[0-9]{2,4}[A-Z]?\b' | head -n 1 | tr 'A-Z' 'a-z')
+ngpu=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
+name=${model:-nogpu}$([ "${ngpu:-0}" -gt 1 ] && echo "x$ngpu")-$(date -u +%F).txt
+{
+    echo "######## scripts/gpu-check.sh ${steps:1:-1} ($(date -u +%T) UTC)"
+    cat "$out/machine.txt" "$summary"
+} >>"$out/$name"
+echo "results file: $out/$name"
 exit $fail
