@@ -349,6 +349,32 @@ static int ipcp__dev_work(ipcp_comm_t *comm)
            atomic_load_explicit(&comm->lane_reqs, memory_order_relaxed) > 0;
 }
 
+/* Why a turn of the thread polled without blocking (a bit each), and
+ * what ended a blocking one: counted for the debug log's line at the
+ * thread's end, which says what keeps the thread awake. */
+enum {
+    IPCP_SPIN_MISSED,   /* the last drain found comm->lock taken */
+    IPCP_SPIN_RING,     /* a queue waits for room in a peer's ring */
+    IPCP_SPIN_BUSY,     /* within spin_us of the last activity */
+    IPCP_SPIN_STAGING,  /* chunks wait to be staged */
+    IPCP_SPIN_SYNC,     /* stream-ordered operations to watch */
+    IPCP_SPIN_DEVICE,   /* device transfers in flight */
+    IPCP_SPIN_AWAITING, /* an offered device send may end */
+    IPCP_SPIN_LANE,     /* small-message lane requests */
+    IPCP_SPIN_REMOTE,   /* stream-ordered transfers with other nodes */
+    IPCP_SPIN_WHYS
+};
+static const char *const ipcp__spin_why[IPCP_SPIN_WHYS] = {
+    "lock missed", "ring room", "after activity", "staging",     "stream order",
+    "device",      "offer",     "lane",           "remote order"};
+
+typedef struct ipcp__loop_stats {
+    uint64_t turns, busy, spins[IPCP_SPIN_WHYS];
+    /* blocking ppoll() calls: how many, how many until a fresh message's
+     * look (ipcp__mbox_sleep), and what ended them */
+    uint64_t blocks, looks, timeouts, woken, sockets;
+} ipcp__loop_stats_t;
+
 /* The thread's state from one turn to the next. */
 typedef struct ipcp__loop {
     struct pollfd *pfd; /* [0]: the eventfd; then one per live peer */
@@ -359,6 +385,7 @@ typedef struct ipcp__loop {
     uint64_t last_poll; /* when it last called poll() */
     int missed;         /* the last drain found comm->lock taken */
     int ring_wait;      /* a peer's queue waits for room in its ring */
+    ipcp__loop_stats_t st;
 } ipcp__loop_t;
 
 /* What poll() watches: the eventfd, and each live peer's socket. */
@@ -405,20 +432,31 @@ static int ipcp__loop_timeout(const ipcp_comm_t *comm)
     return timeout_ms;
 }
 
-/* Whether the thread polls without blocking this turn.  Starts of
- * stream-ordered operations land in host memory without waking us, and
- * device transfers end within milliseconds: it polls while either is
- * awaited. */
-static int ipcp__loop_spinning(ipcp_comm_t *comm, const ipcp__loop_t *lp,
-                               uint64_t now)
+/* Whether the thread polls without blocking this turn: the reasons, a
+ * bit each (IPCP_SPIN_*), 0 when it may block.  Starts of stream-ordered
+ * operations land in host memory without waking us, and device transfers
+ * end within milliseconds: it polls while either is awaited. */
+static unsigned ipcp__loop_spinning(ipcp_comm_t *comm, ipcp__loop_t *lp,
+                                    uint64_t now)
 {
-    return lp->missed || lp->ring_wait || now - lp->last_busy < lp->spin_ns ||
-           !ipcp__list_empty(&comm->staging) || ipcp__sync_pending(comm) ||
-           atomic_load_explicit(&comm->dev_inflight, memory_order_relaxed) >
-               0 ||
-           ipcp__awaiting(comm, now) ||
-           atomic_load_explicit(&comm->lane_reqs, memory_order_relaxed) > 0 ||
-           ipcp__remote_order_driven(comm);
+    unsigned why =
+        (unsigned)lp->missed << IPCP_SPIN_MISSED |
+        (unsigned)lp->ring_wait << IPCP_SPIN_RING |
+        (unsigned)(now - lp->last_busy < lp->spin_ns) << IPCP_SPIN_BUSY |
+        (unsigned)!ipcp__list_empty(&comm->staging) << IPCP_SPIN_STAGING |
+        (unsigned)(ipcp__sync_pending(comm) != 0) << IPCP_SPIN_SYNC |
+        (unsigned)(atomic_load_explicit(&comm->dev_inflight,
+                                        memory_order_relaxed) > 0)
+            << IPCP_SPIN_DEVICE |
+        (unsigned)ipcp__awaiting(comm, now) << IPCP_SPIN_AWAITING |
+        (unsigned)(atomic_load_explicit(&comm->lane_reqs,
+                                        memory_order_relaxed) > 0)
+            << IPCP_SPIN_LANE |
+        (unsigned)(ipcp__remote_order_driven(comm) != 0) << IPCP_SPIN_REMOTE;
+    lp->st.turns++;
+    for (int i = 0; i < IPCP_SPIN_WHYS; i++)
+        lp->st.spins[i] += why >> i & 1;
+    return why;
 }
 
 /* Polls the sockets and the eventfd unless the turn may skip it; returns
@@ -430,10 +468,11 @@ static int ipcp__loop_wait(ipcp_comm_t *comm, ipcp__loop_t *lp, int spinning,
     /* Before blocking, the inboxes' sleeping words go up (and come down
      * after): writers then wake us through the eventfd. */
     uint64_t look_ns = 0;
+    int look = 0;
     if (spinning || ipcp__mbox_sleep(comm, &look_ns))
         timeout_ns = 0;
     else if (look_ns && look_ns < timeout_ns)
-        timeout_ns = look_ns;
+        timeout_ns = look_ns, look = 1;
     int ready = 0;
     if (!spinning || lp->missed || now - lp->last_poll >= IPCP_POLL_GAP_NS ||
         !ipcp__poll_skippable(comm)) {
@@ -446,6 +485,14 @@ static int ipcp__loop_wait(ipcp_comm_t *comm, ipcp__loop_t *lp, int spinning,
         ipcp__lock(&comm->prog_lock, IPCP_LOCK_PROG);
         atomic_store(&comm->thread_blocks, 0);
         lp->last_poll = now;
+        if (timeout_ns) {
+            lp->st.blocks++;
+            lp->st.looks += look;
+            lp->st.timeouts += ready == 0;
+            lp->st.woken += ready > 0 && (lp->pfd[0].revents & POLLIN);
+            lp->st.sockets +=
+                ready > 1 || (ready == 1 && !(lp->pfd[0].revents & POLLIN));
+        }
     }
     if (!spinning)
         ipcp__mbox_awake(comm);
@@ -534,15 +581,17 @@ static int ipcp__loop_turn(ipcp_comm_t *comm, ipcp__loop_t *lp)
     ipcp__lock(&comm->prog_lock, IPCP_LOCK_PROG);
     ipcp__loop_fds(comm, lp);
     uint64_t now = ipcp__now_ns(); /* one clock read a turn */
-    int spinning = ipcp__loop_spinning(comm, lp, now);
+    int spinning = ipcp__loop_spinning(comm, lp, now) != 0;
     int ready = ipcp__loop_wait(comm, lp, spinning, now);
     if (ready < 0) {
         ipcp__unlock(&comm->prog_lock, IPCP_LOCK_PROG);
         return -1;
     }
     int busy = ipcp__turn_move(comm, lp, ready);
-    if (busy)
+    if (busy) {
         lp->last_busy = ipcp__now_ns();
+        lp->st.busy++;
+    }
     int dev_work = !busy && spinning && ipcp__dev_work(comm);
     ipcp__turn_chores(comm);
     ipcp__unlock(&comm->prog_lock, IPCP_LOCK_PROG);
@@ -552,6 +601,27 @@ static int ipcp__loop_turn(ipcp_comm_t *comm, ipcp__loop_t *lp)
          * sleep while other threads have work (common/cpu.h). */
         ipcp__relax(dev_work);
     return 0;
+}
+
+/* The debug log's account of the thread's turns (see ipcp__loop_stats_t). */
+static void ipcp__loop_report(const ipcp__loop_stats_t *st)
+{
+    char why[320] = "";
+    size_t n = 0;
+    for (int i = 0; i < IPCP_SPIN_WHYS && n < sizeof(why); i++)
+        if (st->spins[i])
+            n += (size_t)snprintf(why + n, sizeof(why) - n, "%s%s %llu",
+                                  n ? ", " : "", ipcp__spin_why[i],
+                                  (unsigned long long)st->spins[i]);
+    IPCP_DEBUG(IPCP_SUB_ENGINE,
+               "progress thread: %llu turns, %llu did something; blocked "
+               "%llu times, %llu of them until a look at a fresh message "
+               "(ended by the timeout %llu, a wake-up %llu, a socket %llu); "
+               "turns that polled on: %s",
+               (unsigned long long)st->turns, (unsigned long long)st->busy,
+               (unsigned long long)st->blocks, (unsigned long long)st->looks,
+               (unsigned long long)st->timeouts, (unsigned long long)st->woken,
+               (unsigned long long)st->sockets, n ? why : "none");
 }
 
 static void *ipcp__progress_main(void *arg)
@@ -586,6 +656,7 @@ static void *ipcp__progress_main(void *arg)
     ipcp__lock(&comm->prog_lock, IPCP_LOCK_PROG);
     ipcp__stage_flush_all(comm);
     ipcp__unlock(&comm->prog_lock, IPCP_LOCK_PROG);
+    ipcp__loop_report(&lp.st);
 out:
     free(lp.pfd);
     free(lp.idx);
