@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -608,6 +609,9 @@ static void ipcp__loop_report(const ipcp__loop_stats_t *st)
 {
     char why[320] = "";
     size_t n = 0;
+    struct rusage ru;
+    if (getrusage(RUSAGE_THREAD, &ru) != 0)
+        memset(&ru, 0, sizeof(ru));
     for (int i = 0; i < IPCP_SPIN_WHYS && n < sizeof(why); i++)
         if (st->spins[i])
             n += (size_t)snprintf(why + n, sizeof(why) - n, "%s%s %llu",
@@ -617,11 +621,15 @@ static void ipcp__loop_report(const ipcp__loop_stats_t *st)
                "progress thread: %llu turns, %llu did something; blocked "
                "%llu times, %llu of them until a look at a fresh message "
                "(ended by the timeout %llu, a wake-up %llu, a socket %llu); "
-               "turns that polled on: %s",
+               "turns that polled on: %s; CPU %.1f ms, switches %ld "
+               "voluntary, %ld not",
                (unsigned long long)st->turns, (unsigned long long)st->busy,
                (unsigned long long)st->blocks, (unsigned long long)st->looks,
                (unsigned long long)st->timeouts, (unsigned long long)st->woken,
-               (unsigned long long)st->sockets, n ? why : "none");
+               (unsigned long long)st->sockets, n ? why : "none",
+               (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+                   (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3,
+               ru.ru_nvcsw, ru.ru_nivcsw);
 }
 
 static void *ipcp__progress_main(void *arg)
