@@ -7,7 +7,7 @@
 #   scripts/gpu-check.sh OUTDIR [STEPS]
 #
 # STEPS is a comma list of build,tests,memcheck,bench,lane,proto,trace,
-# seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs,python,
+# seed,compare,stripes,load,sweep,host,wakes,bound,lat,torch,allocs,python,
 # pybench,nodes,readme (default: all of them), so that a time-limited session can
 # run them in several calls; the build tree is reused when it is there.
 # machine.txt records the GPUs, the commit (-dirty with changes) and the
@@ -17,8 +17,8 @@
 # only the GPU tests whose names match it.
 set -uo pipefail
 
-out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs,python,pybench,nodes,readme]}
-steps=,${2:-build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,bound,lat,torch,allocs,python,pybench,nodes,readme},
+out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,wakes,bound,lat,torch,allocs,python,pybench,nodes,readme]}
+steps=,${2:-build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,wakes,bound,lat,torch,allocs,python,pybench,nodes,readme},
 want() { [[ $steps == *,$1,* ]]; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${IPCPIPE_BUILD_ROOT:-$root/build}/gpu
@@ -250,6 +250,26 @@ host_run() {
 if want host; then
     step host host_run >"$out/host.txt" 2>&1
     cat "$out/host.txt" >>"$summary"
+fi
+
+# What keeps each rank's progress thread awake in small host windows, bound
+# to one CPU each and unbound: the bench's 8 B and 2 KiB windows, posted
+# back to back as well (--ahead), with each thread's account of its turns
+# and each mailbox's (IPCPIPE_LOG_LEVEL=debug: why it polled on, what ended
+# its blocking waits, its CPU time, the wake-ups each writer sent).
+wakes_run() {
+    local pin
+    for pin in --pin ""; do
+        echo "## --mem host --alloc plain ${pin:-(unbound)}"
+        IPCPIPE_LOG_LEVEL=debug "$bench" --mem host --alloc plain --case auto \
+            --sizes 8,2K --ahead 200 $pin 2>&1 |
+            grep -E '^ +[0-9]|run ahead|progress thread:|mailbox with rank' ||
+            return 1
+    done
+}
+if want wakes; then
+    step wakes wakes_run >"$out/wakes.txt" 2>&1
+    cat "$out/wakes.txt" >>"$summary"
 fi
 
 # Device transfers with ranks bound to one CPU each against unbound, two
