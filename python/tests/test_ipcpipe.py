@@ -59,6 +59,43 @@ def bench(*args, timeout=240):
                           stderr=subprocess.STDOUT, timeout=timeout)
 
 
+def test_bench_fills():
+    """The bench's checks around each repetition: on host memory the
+    sender rewrites its sources before every one (the checked first and
+    last with their own data), the receiver poisons only before those
+    two; GPU buffers are written only for the checked ones."""
+    from ipcpipe import bench as b
+
+    class Rank:
+        def __init__(self, rank):
+            self.rank = rank
+
+    class Bufs:
+        def __init__(self, rewrite):
+            self.rewrite = rewrite
+            self.dst = [None] * 3
+            self.fills, self.poisons = [], []
+
+        def fill_src(self, which, ks):
+            self.fills.append(which)
+
+        def poison(self, ks):
+            self.poisons.append(len(ks))
+
+    for rewrite, want in ((True, [0, 0, 0, 0, 1]), (False, [0, 1])):
+        bufs = Bufs(rewrite)
+        before, _ = b.check_hooks(Rank(1), bufs, 5, [True], False)
+        for i in range(5):
+            before(i)
+        assert bufs.fills == want and bufs.poisons == [], (rewrite, bufs.fills)
+        bufs = Bufs(rewrite)
+        before, _ = b.check_hooks(Rank(0), bufs, 5, [True], False)
+        for i in range(5):
+            before(i)
+        assert bufs.fills == [] and bufs.poisons == [3, 3], bufs.poisons
+    assert b.HostBuffers.rewrite is True
+
+
 def test_bench():
     """python3 -m ipcpipe.bench: Python's rows beside the C bench's in
     alternating rounds, ranks bound to a CPU each (and the C bench's too),
