@@ -350,9 +350,9 @@ static int ipcp__dev_work(ipcp_comm_t *comm)
            atomic_load_explicit(&comm->lane_reqs, memory_order_relaxed) > 0;
 }
 
-/* Why a turn of the thread polled without blocking (a bit each), and
- * what ended a blocking one: counted for the debug log's line at the
- * thread's end, which says what keeps the thread awake. */
+/* Why a turn of the thread polled without blocking (the first reason
+ * found), and what ended a blocking one: counted for the debug log's line
+ * at the thread's end, which says what keeps the thread awake. */
 enum {
     IPCP_SPIN_MISSED,   /* the last drain found comm->lock taken */
     IPCP_SPIN_RING,     /* a queue waits for room in a peer's ring */
@@ -433,31 +433,32 @@ static int ipcp__loop_timeout(const ipcp_comm_t *comm)
     return timeout_ms;
 }
 
-/* Whether the thread polls without blocking this turn: the reasons, a
- * bit each (IPCP_SPIN_*), 0 when it may block.  Starts of stream-ordered
- * operations land in host memory without waking us, and device transfers
- * end within milliseconds: it polls while either is awaited. */
-static unsigned ipcp__loop_spinning(ipcp_comm_t *comm, ipcp__loop_t *lp,
-                                    uint64_t now)
+/* Whether the thread polls without blocking this turn; the first reason
+ * found (IPCP_SPIN_*, in this order) is counted for the debug line.
+ * Starts of stream-ordered operations land in host memory without waking
+ * us, and device transfers end within milliseconds: it polls while either
+ * is awaited. */
+static int ipcp__loop_spinning(ipcp_comm_t *comm, ipcp__loop_t *lp,
+                               uint64_t now)
 {
-    unsigned why =
-        (unsigned)lp->missed << IPCP_SPIN_MISSED |
-        (unsigned)lp->ring_wait << IPCP_SPIN_RING |
-        (unsigned)(now - lp->last_busy < lp->spin_ns) << IPCP_SPIN_BUSY |
-        (unsigned)!ipcp__list_empty(&comm->staging) << IPCP_SPIN_STAGING |
-        (unsigned)(ipcp__sync_pending(comm) != 0) << IPCP_SPIN_SYNC |
-        (unsigned)(atomic_load_explicit(&comm->dev_inflight,
-                                        memory_order_relaxed) > 0)
-            << IPCP_SPIN_DEVICE |
-        (unsigned)ipcp__awaiting(comm, now) << IPCP_SPIN_AWAITING |
-        (unsigned)(atomic_load_explicit(&comm->lane_reqs,
-                                        memory_order_relaxed) > 0)
-            << IPCP_SPIN_LANE |
-        (unsigned)(ipcp__remote_order_driven(comm) != 0) << IPCP_SPIN_REMOTE;
+    int why =
+        lp->missed                          ? IPCP_SPIN_MISSED
+        : lp->ring_wait                     ? IPCP_SPIN_RING
+        : now - lp->last_busy < lp->spin_ns ? IPCP_SPIN_BUSY
+        : !ipcp__list_empty(&comm->staging) ? IPCP_SPIN_STAGING
+        : ipcp__sync_pending(comm)          ? IPCP_SPIN_SYNC
+        : atomic_load_explicit(&comm->dev_inflight, memory_order_relaxed) > 0
+            ? IPCP_SPIN_DEVICE
+        : ipcp__awaiting(comm, now) ? IPCP_SPIN_AWAITING
+        : atomic_load_explicit(&comm->lane_reqs, memory_order_relaxed) > 0
+            ? IPCP_SPIN_LANE
+        : ipcp__remote_order_driven(comm) ? IPCP_SPIN_REMOTE
+                                          : IPCP_SPIN_WHYS;
     lp->st.turns++;
-    for (int i = 0; i < IPCP_SPIN_WHYS; i++)
-        lp->st.spins[i] += why >> i & 1;
-    return why;
+    if (why == IPCP_SPIN_WHYS)
+        return 0;
+    lp->st.spins[why]++;
+    return 1;
 }
 
 /* Polls the sockets and the eventfd unless the turn may skip it; returns
@@ -582,7 +583,7 @@ static int ipcp__loop_turn(ipcp_comm_t *comm, ipcp__loop_t *lp)
     ipcp__lock(&comm->prog_lock, IPCP_LOCK_PROG);
     ipcp__loop_fds(comm, lp);
     uint64_t now = ipcp__now_ns(); /* one clock read a turn */
-    int spinning = ipcp__loop_spinning(comm, lp, now) != 0;
+    int spinning = ipcp__loop_spinning(comm, lp, now);
     int ready = ipcp__loop_wait(comm, lp, spinning, now);
     if (ready < 0) {
         ipcp__unlock(&comm->prog_lock, IPCP_LOCK_PROG);
@@ -621,8 +622,8 @@ static void ipcp__loop_report(const ipcp__loop_stats_t *st)
                "progress thread: %llu turns, %llu did something; blocked "
                "%llu times, %llu of them until a look at a fresh message "
                "(ended by the timeout %llu, a wake-up %llu, a socket %llu); "
-               "turns that polled on: %s; CPU %.1f ms, switches %ld "
-               "voluntary, %ld not",
+               "turns that polled on, by the first reason: %s; CPU %.1f ms, "
+               "switches %ld voluntary, %ld not",
                (unsigned long long)st->turns, (unsigned long long)st->busy,
                (unsigned long long)st->blocks, (unsigned long long)st->looks,
                (unsigned long long)st->timeouts, (unsigned long long)st->woken,

@@ -156,17 +156,14 @@ void bench_cuda_ceil_destroy(ipcp_comm_t *comm, bench_cuda_ceil_t *cc)
 /* Lane l's stream and events, in its side's context (current). */
 static int ceil_open_lane(bench_cuda_ceil_t *cc, int l, char *err, size_t elen)
 {
-    return bench_cu_ok(
-               TOOL_CU(cuStreamCreate)(&cc->st[l], CU_STREAM_NON_BLOCKING), err,
-               elen, "cuStreamCreate") < 0 ||
-                   bench_cu_ok(
-                       TOOL_CU(cuEventCreate)(&cc->ev[l][0], CU_EVENT_DEFAULT),
-                       err, elen, "cuEventCreate") < 0 ||
-                   bench_cu_ok(
-                       TOOL_CU(cuEventCreate)(&cc->ev[l][1], CU_EVENT_DEFAULT),
-                       err, elen, "cuEventCreate") < 0
-               ? -1
-               : 0;
+    if (bench_cu_ok(TOOL_CU(cuStreamCreate)(&cc->st[l], CU_STREAM_NON_BLOCKING),
+                    err, elen, "cuStreamCreate") < 0)
+        return -1;
+    for (int e = 0; e < 2; e++)
+        if (bench_cu_ok(TOOL_CU(cuEventCreate)(&cc->ev[l][e], CU_EVENT_DEFAULT),
+                        err, elen, "cuEventCreate") < 0)
+            return -1;
+    return 0;
 }
 
 static int ceil_open_side(ipcp_comm_t *comm, bench_cuda_ceil_t *cc, int s,
