@@ -12,7 +12,7 @@ PATHS = ["direct", "staged", "auto", "bidir", "bidir-direct", "stream"]
 # memory only, left out on host memory with a note).
 LISTED = ["direct", "staged", "bounce", "auto", "bidir", "bidir-direct",
           "stream"]
-GPU_REFS = ["d2d", "d2h", "h2d", "nccl", "nccl-ungrouped", "naive"]
+GPU_REFS = ["d2d", "d2h", "h2d", "striped", "nccl", "nccl-ungrouped", "naive"]
 REFS = GPU_REFS + ["ompi"]
 FIELDS = ["case", "size", "path", "path_used", "mem", "alloc",
           "devices.receiver", "devices.sender", "devices.receiver_bus",

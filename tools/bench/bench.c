@@ -29,6 +29,8 @@ const bench_path_t bench_paths[] = {
      BENCH_CEIL_D2H, 0, 0},
     {"h2d", IPCP_PATH_AUTO, 0, BENCH_KIND_LOCAL, BENCH_CEIL_STAGED,
      BENCH_CEIL_H2D, 0, 0},
+    {"striped", IPCP_PATH_AUTO, 0, BENCH_KIND_LOCAL, BENCH_CEIL_STRIPED,
+     BENCH_CEIL_STRIPED, 0, 0},
     {"nccl", IPCP_PATH_AUTO, 0, BENCH_KIND_NCCL, BENCH_CEIL_D2D, 0, 0, 0},
     {"nccl-ungrouped", IPCP_PATH_AUTO, 0, BENCH_KIND_NCCL, BENCH_CEIL_D2D, 0, 0,
      1},
@@ -106,7 +108,7 @@ static int build_cases(const bench_opts_t *o, bench_case_t **out)
                     o->patterns[i],
                     o->compare ? ""
                                : "; nccl, nccl-ungrouped, naive, d2d, "
-                                 "d2h, h2d and ompi need --compare");
+                                 "d2h, h2d, striped and ompi need --compare");
             free(cs);
             return -1;
         }

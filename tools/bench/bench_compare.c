@@ -10,7 +10,9 @@
  *   naive  the forum post's pattern (examples/seed.c run_naive) with rank 0
  *          driving: rank 1's buffer opened while rank 0's device is current,
  *          chunks D2H through pinned memory, H2D on rank 1's device;
- *   d2d, d2h, h2d  the single-process copies the ceilings measure, as rows.
+ *   d2d, d2h, h2d, striped  the single-process copies the ceilings
+ *          measure, as rows (striped from BENCH_STRIPED_MIN, on one device
+ *          too: there its direct part is a copy within the device).
  *
  * Every case keeps the schedule of the others: a barrier to start, rank
  * 0's verdict to every rank after the warm-up, one barrier per timed
@@ -124,6 +126,13 @@ static void local_row(bench_ctx_t *ctx, const bench_case_t *c,
     res->verified = -2; /* a copy within rank 0, nothing moved between ranks */
     if (bench_size_waived(ctx, c, res))
         return;
+    if (k == BENCH_CEIL_STRIPED && c->size < BENCH_STRIPED_MIN) {
+        char min[24];
+        bench_format_size(BENCH_STRIPED_MIN, min, sizeof(min));
+        set_outcome(res, BENCH_WAIVED, "the striped copy is measured from ",
+                    min);
+        return;
+    }
     res->iters = ctx->ceil_reps;
     if (ctx->ceil_size == c->size && ctx->ceil_val[k] > 0) {
         res->gbps = ctx->ceil_val[k];

@@ -340,10 +340,12 @@ static double striped_measure(bench_cuda_ceil_t *cc, size_t size, int window,
                               size_t elen)
 {
     double best = 0;
-    if (cc->dev[0] == cc->dev[1] || !bench_cuda_peer(cc->dev[0], cc->dev[1])) {
+    /* One device (two processes sharing it): the direct part is a copy
+     * within it, the staged part leaves and re-enters it (--compare's
+     * striped row). */
+    if (cc->dev[0] != cc->dev[1] && !bench_cuda_peer(cc->dev[0], cc->dev[1])) {
         bench_fmt(err, elen,
-                  "striping needs two devices with a direct path between "
-                  "them (here devices %d and %d)",
+                  "striping needs a direct path between devices %d and %d",
                   cc->dev[0], cc->dev[1]);
         return 0;
     }

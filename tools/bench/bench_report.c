@@ -177,8 +177,10 @@ static void header_compare(const bench_opts_t *o, const bench_ctx_t *ctx)
            "of its device into pinned memory and H2D on 4 streams of\n"
            "#     rank 1's device after an event (data moves rank 0 -> "
            "rank 1; rank 0 times it)\n"
-           "#   d2d, d2h, h2d = the single-process copies of the ceilings, "
-           "as rows (rank 0 alone; no data check)\n"
+           "#   d2d, d2h, h2d, striped = the single-process copies of the "
+           "ceilings, as rows (rank 0 alone; no data check);\n"
+           "#     striped from 4 MiB, on one device too (its direct part "
+           "then a copy within the device)\n"
            "#   each ipcpipe row is then set against nccl (grouped) and "
            "naive of its size (\"vs references\" lines; vs_nccl,\n"
            "#     vs_naive in JSON/CSV)\n",

@@ -549,6 +549,10 @@ static void ceil_needs(const bench_ctx_t *ctx, const bench_case_t *c, int *need)
                 need[c->path->ceil] = 1;
             return;
         }
+        /* The striped copy splits its bytes only from BENCH_STRIPED_MIN
+         * (its row waives smaller sizes). */
+        if (c->path->ceil == BENCH_CEIL_STRIPED && c->size < BENCH_STRIPED_MIN)
+            return;
         need[c->path->ceil] = 1;
         if (c->path->kind == BENCH_KIND_LOCAL)
             need[c->path->local] = 1;
