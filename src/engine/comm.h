@@ -1,5 +1,6 @@
 /* The communicator, and the calls that make it, run it and move
- * messages to its peers (comm.c, req.c, peer.c, progress.c). */
+ * messages to its peers (comm.c, req.c, peer.c, incoming.c,
+ * progress.c). */
 #ifndef IPCP_ENGINE_COMM_H
 #define IPCP_ENGINE_COMM_H
 
