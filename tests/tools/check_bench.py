@@ -24,6 +24,7 @@ import xml.etree.ElementTree as ET
 from benchcheck import (FIELDS, LISTED, PATHS, REFS, SMALL, SVG, Fail, check,
                         check_run, no_progress, read_csv, run)
 from check_bench_ompi import check_spread, mode_compare_host, mode_ompi
+from check_bench_refs import mode_nccl_ungrouped
 
 def mode_csv(bench):
     p = run(bench, SMALL + ["--csv"])
@@ -743,78 +744,25 @@ def mode_ceiling_host(bench):
     return 0
 
 
-def mode_nccl_ungrouped(bench):
-    """The ungrouped NCCL row: listed with --compare beside the grouped
-    one on GPU memory (--list needs no GPU), selected alone by its name,
-    as the grouped row is by its own; refused without --compare, saying
-    it needs it; left out on host memory with the GPU references' note."""
-    p = run(bench, ["--mem", "cuda", "--compare", "--list", "--sizes",
-                    "2M,8M"])
-    names = p.stdout.split()
-    for s in ("2M", "8M"):
-        check(f"nccl-ungrouped:{s}" in names and
-              names.index(f"nccl-ungrouped:{s}") ==
-              names.index(f"nccl:{s}") + 1,
-              f"nccl-ungrouped:{s} not listed after nccl:{s}: {names}")
-    for name in ("nccl", "nccl-ungrouped"):
-        p = run(bench, ["--mem", "cuda", "--compare", "--list", "--sizes",
-                        "2M", "--case", name])
-        check(p.stdout.split() == [f"{name}:2M"],
-              f"--case {name} selected {p.stdout.split()}")
-    p = run(bench, ["--mem", "cuda", "--list", "--sizes", "2M", "--case",
-                    "nccl-ungrouped"], want_rc=2)
-    check(re.search(r'no case matches "nccl-ungrouped" .*nccl-ungrouped.* '
-                    r'need --compare', p.stderr) is not None,
-          f"no reason without --compare: {p.stderr!r}")
-    p = run(bench, SMALL + ["--compare", "--case", "nccl-ungrouped",
-                            "--json"])
-    check(json.loads(p.stdout)["cases"] == [],
-          f"an nccl-ungrouped row on host memory: {p.stdout}")
-    check("GPU references" in p.stderr and "need GPU memory" in p.stderr,
-          f"no note on host memory: {p.stderr!r}")
-    h = run(bench, ["--help"]).stdout
-    check("nccl-ungrouped" in h, "nccl-ungrouped not in --help")
-    return 0
+MODES = {
+    "csv": mode_csv, "plot": mode_plot, "compare-host": mode_compare_host,
+    "compare-nogpu": mode_compare_nogpu, "options": mode_options,
+    "progress": mode_progress, "trace": mode_trace, "mailbox": mode_mailbox,
+    "adapt": mode_adapt, "load": mode_load, "ompi": mode_ompi,
+    "corrupt": mode_corrupt, "ceiling-host": mode_ceiling_host,
+    "nccl-ungrouped": mode_nccl_ungrouped,
+    "corrupt-pingpong": mode_corrupt_pingpong, "ahead": mode_ahead,
+}
 
 
 def main(argv):
-    mode, bench = argv[1], argv[2]
+    """check_bench.py MODE BENCH [the mode's other arguments]"""
+    run_mode = MODES.get(argv[1])
+    if run_mode is None:
+        print(f"unknown mode {argv[1]}")
+        return 2
     try:
-        if mode == "csv":
-            rc = mode_csv(bench)
-        elif mode == "plot":
-            rc = mode_plot(bench, argv[3])
-        elif mode == "compare-host":
-            rc = mode_compare_host(bench)
-        elif mode == "compare-nogpu":
-            rc = mode_compare_nogpu(bench, argv[3])
-        elif mode == "options":
-            rc = mode_options(bench)
-        elif mode == "progress":
-            rc = mode_progress(bench)
-        elif mode == "trace":
-            rc = mode_trace(bench, argv[3], argv[4])
-        elif mode == "mailbox":
-            rc = mode_mailbox(bench)
-        elif mode == "adapt":
-            rc = mode_adapt(bench)
-        elif mode == "load":
-            rc = mode_load(bench, argv[3])
-        elif mode == "ompi":
-            rc = mode_ompi(bench)
-        elif mode == "corrupt":
-            rc = mode_corrupt(bench)
-        elif mode == "ceiling-host":
-            rc = mode_ceiling_host(bench)
-        elif mode == "nccl-ungrouped":
-            rc = mode_nccl_ungrouped(bench)
-        elif mode == "corrupt-pingpong":
-            rc = mode_corrupt_pingpong(bench)
-        elif mode == "ahead":
-            rc = mode_ahead(bench)
-        else:
-            print(f"unknown mode {mode}")
-            return 2
+        rc = run_mode(*argv[2:])
     except Fail as e:
         print(f"FAIL: {e}")
         return 1
