@@ -30,7 +30,8 @@ void ipcp__drive_end(ipcp_comm_t *comm, ipcp__peer_t *peer, uint64_t id,
 int ipcp__peer_read(ipcp_comm_t *comm, ipcp__peer_t *peer);
 int ipcp__peer_read_inbox(ipcp_comm_t *comm, ipcp__peer_t *peer);
 /* Runs the commands user threads queued and ends the transfers backend
- * threads finished; how many. */
+ * threads finished; how many, or -1 when a user thread held the lock (the
+ * loop then comes back without sleeping). */
 int ipcp__drain(ipcp_comm_t *comm);
 /* Finalize's goodbye: a held one sent once the transfers whose receives
  * ended early are done, and finalize ended once every peer said its own

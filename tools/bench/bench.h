@@ -204,7 +204,9 @@ typedef struct bench_result {
 
 /* The table (bench_table.c): its row format, a case's path as the table
  * names it, and a case's row with the notes under it. */
-#define BENCH_ROW_FMT "%10s  %-19s  %4s  %10s  %12s  %-14s  %7s  %10s  %8s\n"
+/* A row's size and path columns, which the waived and failed rows share. */
+#define BENCH_ROW_LEAD "%10s  %-19s  "
+#define BENCH_ROW_FMT  BENCH_ROW_LEAD "%4s  %10s  %12s  %-14s  %7s  %10s  %8s\n"
 void bench_path_label(const bench_result_t *r, char *buf, size_t len);
 void bench_table_row(const bench_opts_t *o, const bench_result_t *r);
 

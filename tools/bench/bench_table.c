@@ -107,7 +107,7 @@ void bench_table_row(const bench_opts_t *o, const bench_result_t *r)
     bench_format_size(r->c->size, size, sizeof(size));
     bench_path_label(r, path, sizeof(path));
     if (r->outcome != BENCH_OK) {
-        printf("%10s  %-19s  %s: %s\n", size, path,
+        printf(BENCH_ROW_LEAD "%s: %s\n", size, path,
                r->outcome == BENCH_WAIVED ? "waived" : "FAILED", r->reason);
         return;
     }
