@@ -406,9 +406,12 @@ fi
 # build trees; without the sanitizer builds and the fuzz stage, which CI
 # runs and which take longer than one call): the normal build's tests,
 # GPU tests among them, then the multi-process tests with the mailbox off
-# and with each rank bound to one CPU.  Several minutes on 16 CPUs.
+# and with each rank bound to one CPU.  Several minutes on 16 CPUs; with
+# README_ONLY=all (then README_ONLY=mailbox-off,pinned) in two runs
+# (scripts/test.sh's IPCPIPE_TEST_ONLY).
 if want readme; then
     step readme env IPCPIPE_TEST_SANITIZERS=0 IPCPIPE_TEST_FUZZ=0 \
+        ${README_ONLY:+IPCPIPE_TEST_ONLY=$README_ONLY} \
         IPCPIPE_BUILD_ROOT="$build/readme" "$root/scripts/test.sh" \
         >"$out/readme.txt" 2>&1
     grep -E '^== |tests passed|tests failed|\*\*\*' "$out/readme.txt" >>"$summary"
