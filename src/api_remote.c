@@ -272,6 +272,9 @@ static void ipcp__remote_done(ipcp_request_t *req, ipcp_status_t st,
 {
     if (req->rmem)
         atomic_fetch_sub(&req->rmem->busy, 1);
+    /* The transport moved it: its xfer is as ipcp__req_init left it, which
+     * spares the request's next use clearing it (ipcp__req_new). */
+    req->xfer_clean = 1;
     ipcp__req_complete(req, st, msg);
 }
 
