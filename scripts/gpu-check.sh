@@ -8,7 +8,8 @@
 #
 # STEPS is a comma list of build,tests,memcheck,bench,lane,proto,trace,
 # seed,compare,stripes,load,sweep,host,wakes,bound,lat,torch,allocs,python,
-# pybench,nodes,readme (default: all of them), so that a time-limited session can
+# pybench,nodes,readme (default: all of them; remote-tune, the settings of
+# transfers with other nodes in turns, only when named), so that a time-limited session can
 # run them in several calls; the build tree is reused when it is there.
 # machine.txt records the GPUs, the commit (-dirty with changes) and the
 # doctor's report; at the end, MODEL[xN]-DATE.txt gathers it and the
@@ -17,7 +18,7 @@
 # only the GPU tests whose names match it.
 set -uo pipefail
 
-out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,wakes,bound,lat,torch,allocs,python,pybench,nodes,readme]}
+out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,wakes,bound,lat,torch,allocs,python,pybench,nodes,remote-tune,readme]}
 steps=,${2:-build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,wakes,bound,lat,torch,allocs,python,pybench,nodes,readme},
 want() { [[ $steps == *,$1,* ]]; }
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -383,6 +384,34 @@ nodes_run() {
             --sizes "${NODES_SIZES:-8,4K,64K,256K,1M,4M,16M,256M,1G}" --reps 10 || return 1
     done
 }
+# The settings of transfers with other nodes, in turns on one machine:
+# host messages' IPCPIPE_REMOTE_INLINE (with the header as one message of
+# two parts, or the header then the bytes contiguous) and device memory's
+# staging piece IPCPIPE_REMOTE_CHUNK.
+remote_tune_run() {
+    local v
+    for v in 64K 16K 8K 64K 16K 8K; do
+        echo "## IPCPIPE_REMOTE_INLINE=$v"
+        IPCPIPE_REMOTE_INLINE=$v OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+            mpirun -np 2 --bind-to none -x IPCPIPE_REMOTE_INLINE "$build/tools/ipcpipe-bench-nodes" \
+            --mem host --sizes 16K,32K,64K,128K,256K --reps 10 || return 1
+    done
+    for v in 4M 1M 256K 4M 1M 256K; do
+        echo "## IPCPIPE_REMOTE_CHUNK=$v"
+        IPCPIPE_REMOTE_CHUNK=$v OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+            mpirun -np 2 --bind-to none -x IPCPIPE_REMOTE_CHUNK "$build/tools/ipcpipe-bench-nodes" \
+            --mem cuda --sizes 256K,1M,4M,16M --reps 10 || return 1
+    done
+}
+if want remote-tune; then
+    if [ -x "$build/tools/ipcpipe-bench-nodes" ] && command -v mpirun >/dev/null; then
+        step remote-tune remote_tune_run >"$out/remote-tune.txt" 2>&1
+        grep -E '^##|ipcpipe (host|device)' "$out/remote-tune.txt" >>"$summary"
+    else
+        note "remote-tune skipped: no ipcpipe-bench-nodes (MPI not found) or no mpirun"
+    fi
+fi
+
 if want nodes; then
     if [ -x "$build/tools/ipcpipe-bench-nodes" ] && command -v mpirun >/dev/null; then
         step nodes nodes_run >"$out/nodes.txt" 2>&1

@@ -450,6 +450,7 @@ ipcp_status_t ipcp__comm_remote(ipcp_comm_t *comm_h, const char *job, int rank,
     ipcp__list_init(&rm->xfers);
     /* Whole pages: a receiver refuses other piece sizes. */
     rm->chunk = comm->cfg->remote_chunk & ~(size_t)4095;
+    rm->inline_max = comm->cfg->remote_inline;
     comm->remote = rm;
     IPCP_INFO(IPCP_SUB_INIT,
               "rank %d of %d: %d ranks on this node (here rank %d), the "

@@ -27,6 +27,7 @@ typedef struct ipcp__config {
     char job[IPCP_JOB_MAX];  /* IPCPIPE_JOB, "" unset */
     char node[IPCP_DIR_MAX]; /* IPCPIPE_NODE, "" unset (libipcpipe_mpi) */
     size_t remote_chunk;     /* IPCPIPE_REMOTE_CHUNK (libipcpipe_mpi) */
+    size_t remote_inline;    /* IPCPIPE_REMOTE_INLINE (libipcpipe_mpi) */
     int remote_rma;          /* IPCPIPE_REMOTE_RMA (libipcpipe_mpi) */
     int remote_copies;       /* IPCPIPE_REMOTE_COPIES */
     double timeout_s;        /* IPCPIPE_TIMEOUT */

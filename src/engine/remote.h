@@ -84,6 +84,8 @@ typedef struct ipcp__remote {
     char job[64];   /* the job's name (the node's job has a suffix) */
     ipcp__list_t posted; /* requests whose operation runs (under the lock) */
     size_t chunk;        /* IPCPIPE_REMOTE_CHUNK, in whole 4 KiB */
+    size_t inline_max;   /* IPCPIPE_REMOTE_INLINE: a host message's bytes
+                            sent with its header, up to IPCP_RX_INLINE */
     uint32_t *seq;       /* a rank -> number of the next long message sent it */
     ipcp__list_t *held;  /* a rank -> sends whose headers wait, in call order */
     ipcp__list_t xfers;  /* every transfer of this job not yet freed */

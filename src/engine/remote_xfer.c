@@ -307,8 +307,9 @@ void ipcp__rx_progress(ipcp__rx_t *x)
     }
 }
 
-/* The sender's header: with the bytes themselves (up to IPCP_RX_INLINE;
- * device memory's once copied into a slot), else where the pieces come.
+/* The sender's header: with the bytes themselves (host memory's up to
+ * IPCPIPE_REMOTE_INLINE; device memory's up to IPCP_RX_INLINE, once copied
+ * into a slot), else where the pieces come.
  * It leaves after the headers sent the peer before it (rx_flush). */
 static ipcp_status_t rx_send_head(ipcp__rx_t *x)
 {
@@ -323,7 +324,7 @@ static ipcp_status_t rx_send_head(ipcp__rx_t *x)
     if (!x->dev && x->len <= IPCP_RX_COPY) {
         memcpy(x->hb + sizeof(h), x->buf, (size_t)x->len);
         x->phn = x->hbn;
-    } else if (x->len <= IPCP_RX_INLINE && (!x->dev || x->len == 0)) {
+    } else if ((x->len <= rm->inline_max && !x->dev) || x->len == 0) {
         x->pbody = x->buf;
         x->pbn = (size_t)x->len;
     } else if (x->len <= IPCP_RX_INLINE && x->staged) {

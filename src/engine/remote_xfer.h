@@ -29,7 +29,9 @@
 #include "backend/backend.h"
 #include "engine/remote.h"
 
-/* The most bytes a header carries with it (a multiple of 4096). */
+/* The most bytes a header carries with it (a multiple of 4096): what a
+ * receiver takes; a sender of host memory sends with the header up to
+ * IPCPIPE_REMOTE_INLINE of them (at most this). */
 #define IPCP_RX_INLINE 65536
 /* Up to this many they are copied with it: cheaper than a message of two
  * parts there. */

@@ -48,6 +48,9 @@ typedef struct echo {
     int device_ops, mixed_ops;
     const void *watch; /* operations that named this (a user's buffer) */
     int watched;
+    /* Sends on channel 1 (pieces), and sends of two parts (a header with
+     * the caller's bytes behind it). */
+    int piece_sends, two_part_sends;
 } echo_t;
 
 static echo_t echo;
@@ -120,6 +123,8 @@ static ipcp_status_t echo_isend(void *ctx, int chan, const void *head,
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_SYSTEM,
                           "echo: a send refused");
     }
+    echo.piece_sends += chan == 1;
+    echo.two_part_sends += hn && bn;
     return echo_post2(chan, 1, (void *)head, hn, (void *)body, bn, peer, tag,
                       op);
 }
@@ -436,8 +441,11 @@ static int case_loop(void)
     round_trip(c, 2, 4096, 2);
     round_trip(c, 0, 4097, 2);
     round_trip(c, 2, 65535, 2);
-    round_trip(c, 2, 65536, 2);
+    int pieces = echo.piece_sends;
+    round_trip(c, 2, 65536, 2); /* IPCPIPE_REMOTE_INLINE's default */
+    T_EQ_INT(echo.piece_sends - pieces, 0);
     round_trip(c, 0, 65537, 3);
+    T_EQ_INT(echo.piece_sends - pieces, 2);
     round_trip(c, 0, 1 << 20, 3);
     round_trip(c, 2, (2 << 20) + 3, 3);
     /* Tested, then waited for with a time limit, until its send comes. */
@@ -479,6 +487,35 @@ static int case_loop(void)
     T_EQ_INT(echo.cancels - cancels, 1);
     T_EQ_INT(echo.closes, 1);
     T_STATUS(ipcp_wait(r, NULL), IPCP_ERR_INVALID);
+    return 0;
+}
+
+/* IPCPIPE_REMOTE_INLINE=16K: host messages up to 16 KiB leave with their
+ * header (copied behind it up to 4 KiB, else as a message of two parts);
+ * longer ones as the header, then pieces straight from the buffer.  Every
+ * byte arrives either way (a receiver takes both forms whatever its own
+ * setting: it reads none). */
+static int case_inline(void)
+{
+    static const struct {
+        size_t n;
+        int pieces, two_part;
+    } m[] = {
+        {1, 0, 0},     {4096, 0, 0},  {4097, 0, 1},  {16384, 0, 1},
+        {16385, 1, 0}, {65536, 1, 0}, {65537, 2, 0}, {200000, 4, 0},
+    };
+    setenv("IPCPIPE_REMOTE_INLINE", "16K", 1);
+    setenv("IPCPIPE_REMOTE_CHUNK", "64K", 1);
+    ipcp_comm_t *c = one_rank();
+    int local[3] = {-1, 0, -1};
+    T_OK(ipcp__comm_remote(c, "whole", 1, 3, local, &echo_ops, &echo));
+    for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
+        int pieces = echo.piece_sends, two = echo.two_part_sends;
+        round_trip(c, 2, m[i].n, 8);
+        T_EQ_INT(echo.piece_sends - pieces, m[i].pieces);
+        T_EQ_INT(echo.two_part_sends - two, m[i].two_part);
+    }
+    T_OK(ipcp_finalize(c));
     return 0;
 }
 
@@ -596,6 +633,7 @@ static const struct {
     {"loop", case_loop},
     {"badmap", case_badmap},
     {"device", case_device},
+    {"inline", case_inline},
 };
 
 int main(int argc, char **argv)
