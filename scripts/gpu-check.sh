@@ -9,7 +9,8 @@
 # STEPS is a comma list of build,tests,memcheck,bench,lane,proto,trace,
 # seed,compare,stripes,load,sweep,host,wakes,bound,lat,torch,allocs,python,
 # pybench,nodes,readme (default: all of them; remote-tune, the settings of
-# transfers with other nodes in turns, only when named), so that a time-limited session can
+# transfers with other nodes in turns, and threads, where a bound rank's CPU
+# goes, only when named), so that a time-limited session can
 # run them in several calls; the build tree is reused when it is there.
 # machine.txt records the GPUs, the commit (-dirty with changes) and the
 # doctor's report; at the end, MODEL[xN]-DATE.txt gathers it and the
@@ -18,7 +19,7 @@
 # only the GPU tests whose names match it.
 set -uo pipefail
 
-out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,wakes,bound,lat,torch,allocs,python,pybench,nodes,remote-tune,readme]}
+out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,wakes,bound,lat,torch,allocs,python,pybench,nodes,remote-tune,threads,readme]}
 steps=,${2:-build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,wakes,bound,lat,torch,allocs,python,pybench,nodes,readme},
 want() { [[ $steps == *,$1,* ]]; }
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -287,6 +288,41 @@ bound_run() {
 if want bound; then
     step bound bound_run >"$out/bound.txt" 2>&1
     cat "$out/bound.txt" >>"$summary"
+fi
+
+# Where a bound rank's one CPU goes: the stream-ordered and blocking
+# device cases run bound, then unbound, while every thread of the bench's
+# processes is sampled (/proc/PID/task/TID/schedstat: time run, time
+# waited for the CPU, slices) every 50 ms; the last sample of each thread.
+threads_sample() { # command...
+    local main p t run wait sl k
+    local -A last=()
+    "$@" >/dev/null 2>&1 &
+    main=$!
+    while kill -0 "$main" 2>/dev/null; do
+        for p in $(pgrep -x ipcpipe-bench); do
+            for t in /proc/$p/task/*; do
+                read -r run wait sl <"$t/schedstat" 2>/dev/null || continue
+                last[$p/${t##*/}]="pid $p tid ${t##*/} $(cat "$t/comm" 2>/dev/null): run $((run / 1000000)) ms, waited $((wait / 1000000)) ms, $sl slices"
+            done
+        done
+        sleep 0.05
+    done
+    wait "$main" || return 1
+    for k in "${!last[@]}"; do echo "${last[$k]}"; done | sort
+}
+threads_run() {
+    local pin c
+    for pin in --pin ""; do
+        for c in stream auto; do
+            echo "## --mem cuda --case $c --sizes 8,4K ${pin:-(unbound)}"
+            threads_sample "$bench" --mem cuda --case "$c" --sizes 8,4K $pin || return 1
+        done
+    done
+}
+if want threads; then
+    step threads threads_run >"$out/threads.txt" 2>&1
+    cat "$out/threads.txt" >>"$summary"
 fi
 
 # True latency: the stream case's ping-pong with the host waiting for every
