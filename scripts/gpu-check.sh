@@ -292,22 +292,27 @@ fi
 
 # Where a bound rank's one CPU goes: the stream-ordered and blocking
 # device cases run bound, then unbound, while every thread of the bench's
-# processes is sampled (/proc/PID/task/TID/schedstat: time run, time
-# waited for the CPU, slices) every 50 ms; the last sample of each thread.
+# processes (the command and its children) is sampled
+# (/proc/PID/task/TID/schedstat: time run, time
+# waited for the CPU, slices) every 50 ms, from the last CPU (off the
+# bound ranks'); the last sample of each thread.
 threads_sample() { # command...
-    local main p t run wait sl k
+    local main p t run wait sl k name
     local -A last=()
     "$@" >/dev/null 2>&1 &
     main=$!
+    taskset -cp "$(($(nproc) - 1))" $$ >/dev/null 2>&1 || true
     while kill -0 "$main" 2>/dev/null; do
-        for p in $(pgrep -x ipcpipe-bench); do
+        for p in "$main" $(pgrep -P "$main"); do
             for t in /proc/$p/task/*; do
                 read -r run wait sl <"$t/schedstat" 2>/dev/null || continue
-                last[$p/${t##*/}]="pid $p tid ${t##*/} $(cat "$t/comm" 2>/dev/null): run $((run / 1000000)) ms, waited $((wait / 1000000)) ms, $sl slices"
+                read -r name <"$t/comm" 2>/dev/null || name=?
+                last[$p/${t##*/}]="pid $p tid ${t##*/} $name: run $((run / 1000000)) ms, waited $((wait / 1000000)) ms, $sl slices"
             done
         done
         sleep 0.05
     done
+    taskset -cp "0-$(($(nproc) - 1))" $$ >/dev/null 2>&1 || true
     wait "$main" || return 1
     for k in "${!last[@]}"; do echo "${last[$k]}"; done | sort
 }

@@ -25,13 +25,19 @@ out=${IPCPIPE_BUILD_ROOT:-$root/build}
 jobs=$(nproc 2>/dev/null || echo 2)
 sanitizers=${IPCPIPE_TEST_SANITIZERS:-1}
 fuzz=${IPCPIPE_TEST_FUZZ:-1}
-only=,${IPCPIPE_TEST_ONLY:-all,mailbox-off,pinned},
-stage() { [[ $only == *,$1,* ]]; }
-chosen=${IPCPIPE_TEST_ONLY:-all}
-for s in ${chosen//,/ }; do
-    [[ ,all,mailbox-off,pinned, == *,$s,* ]] ||
-        { echo "IPCPIPE_TEST_ONLY: '$s' is no stage (all, mailbox-off, pinned)" >&2; exit 2; }
+chosen=${IPCPIPE_TEST_ONLY:-all,mailbox-off,pinned}
+IFS=, read -ra names <<<"$chosen"
+[ ${#names[@]} -gt 0 ] ||
+    { echo "IPCPIPE_TEST_ONLY: '$chosen' names no stage (all, mailbox-off, pinned)" >&2; exit 2; }
+for s in "${names[@]}"; do
+    case $s in
+    all | mailbox-off | pinned) ;;
+    *) echo "IPCPIPE_TEST_ONLY: '$s' is no stage (all, mailbox-off, pinned; comma-separated)" >&2
+       exit 2 ;;
+    esac
 done
+only=,$chosen,
+stage() { [[ $only == *,$1,* ]]; }
 
 build() { # dir, cmake args...
     local dir=$1

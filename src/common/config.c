@@ -70,7 +70,8 @@ static const ipcp__setting_t ipcp__settings[] = {
     {"IPCPIPE_REMOTE_CHUNK", IPCP_SET_SIZE, "4M",
      "piece size of transfers with ranks on other nodes (ipcp_init_mpi): "
      "a message longer than its header carries (IPCPIPE_REMOTE_INLINE; "
-     "64 KiB for device memory) goes as pieces of this size, and device memory "
+     "64 KiB for staged device memory) goes as pieces of this size, and "
+     "device memory "
      "is staged through pinned host slots of at most this size, up to 4 per "
      "transfer",
      IPCP_OFF(remote_chunk), 4096, 64.0 * 1024 * 1024, 0, NULL},
@@ -81,8 +82,8 @@ static const ipcp__setting_t ipcp__settings[] = {
      "the header and then its bytes as messages of their own, contiguous "
      "(which an MPI may move with a single copy where it moves a message "
      "of two parts through its buffers).  Up to 4 KiB the bytes are "
-     "copied behind the header whatever this says; device memory's short "
-     "messages go through a pinned slot, header and bytes contiguous, up "
+     "copied behind the header whatever this says; staged device memory's "
+     "short messages go through a pinned slot, header and bytes contiguous, up "
      "to 64 KiB.  Receivers take either form, whatever their own setting",
      IPCP_OFF(remote_inline), 4096, 64.0 * 1024, 0, NULL},
     {"IPCPIPE_REMOTE_RMA", IPCP_SET_ENUM, "on",

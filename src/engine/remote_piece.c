@@ -32,6 +32,14 @@ ipcp_status_t ipcp__rx_post(ipcp__rx_t *x, int chan, void *head, size_t hn,
                                     tag, op);
 }
 
+/* A region of scratch: a piece, or the whole message where it is
+ * shorter (a short host message past IPCPIPE_REMOTE_INLINE is one piece
+ * of its length, not of IPCPIPE_REMOTE_CHUNK's). */
+static size_t rx_scratch_stride(const ipcp__rx_t *x)
+{
+    return x->len < x->chunk ? (size_t)x->len : (size_t)x->chunk;
+}
+
 /* The receiver takes the rest of the message and writes none of it: into
  * its slots, else into scratch (a region per piece in flight: MPI takes
  * no receives into overlapping memory).  0 when there is nowhere to put
@@ -41,7 +49,7 @@ int ipcp__rx_drain(ipcp__rx_t *x)
     x->drain = 1;
     if (x->slots || x->scratch || !x->nwin)
         return 1;
-    if ((x->scratch = malloc(x->chunk * (size_t)x->nwin)))
+    if ((x->scratch = malloc(rx_scratch_stride(x) * (size_t)x->nwin)))
         return 1;
     x->stopped = 1;
     return 0;
@@ -133,8 +141,9 @@ void ipcp__rx_start_piece(ipcp__rx_t *x, rx_win_t *w, uint64_t k)
     } else {
         void *to = at;
         if (!x->send && x->drain)
-            to = w->slot ? w->slot
-                         : x->scratch + (size_t)(w - x->win) * x->chunk;
+            to = w->slot
+                     ? w->slot
+                     : x->scratch + (size_t)(w - x->win) * rx_scratch_stride(x);
         else if (!x->send && w->slot)
             to = w->slot;
         st = ipcp__rx_post(x, 1, to, len, NULL, 0, (int)x->seq, &w->op);

@@ -196,8 +196,9 @@ struct ipcp_request {
     void *remote_op;
     /* A stream-ordered one (engine/remote_order.h), and its direction. */
     int remote_ordered, remote_send;
-    /* It ended as an eager message in host memory, xfer as
-     * ipcp__req_init left it: a reuse need not clear it (ipcp__req_new). */
+    /* It ended as an eager message in host memory or as a transfer with
+     * another node (ipcp__remote_done), xfer as ipcp__req_init left it: a
+     * reuse need not clear it (ipcp__req_new). */
     int xfer_clean;
     /* xfer holds whatever the stack held (a blocking call's receive,
      * api.c): cleared where a transfer first needs it
