@@ -301,20 +301,21 @@ threads_sample() { # command...
     local -A last=()
     "$@" >/dev/null 2>&1 &
     main=$!
-    taskset -cp "$(($(nproc) - 1))" $$ >/dev/null 2>&1 || true
-    while kill -0 "$main" 2>/dev/null; do
-        for p in "$main" $(pgrep -P "$main"); do
-            for t in /proc/$p/task/*; do
-                read -r run wait sl <"$t/schedstat" 2>/dev/null || continue
-                read -r name <"$t/comm" 2>/dev/null || name=?
-                last[$p/${t##*/}]="pid $p tid ${t##*/} $name: run $((run / 1000000)) ms, waited $((wait / 1000000)) ms, $sl slices"
+    (
+        taskset -cp "$(($(nproc) - 1))" $BASHPID >/dev/null 2>&1 || true
+        while kill -0 "$main" 2>/dev/null; do
+            for p in "$main" $(pgrep -P "$main"); do
+                for t in /proc/$p/task/*; do
+                    read -r run wait sl <"$t/schedstat" 2>/dev/null || continue
+                    read -r name <"$t/comm" 2>/dev/null || name=?
+                    last[$p/${t##*/}]="pid $p tid ${t##*/} $name: run $((run / 1000000)) ms, waited $((wait / 1000000)) ms, $sl slices"
+                done
             done
+            sleep 0.05
         done
-        sleep 0.05
-    done
-    taskset -cp "0-$(($(nproc) - 1))" $$ >/dev/null 2>&1 || true
-    wait "$main" || return 1
-    for k in "${!last[@]}"; do echo "${last[$k]}"; done | sort
+        for k in "${!last[@]}"; do echo "${last[$k]}"; done | sort
+    )
+    wait "$main"
 }
 threads_run() {
     local pin c
@@ -417,35 +418,37 @@ fi
 # path beside plain MPI on the same host buffers, device memory beside
 # min(MPI host, pinned D2H, pinned H2D), and the stream-ordered calls
 # beside the plain ones (NODES_SIZES: which sizes).
+bench_nodes() { # its arguments
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+        mpirun -np 2 --bind-to none "$build/tools/ipcpipe-bench-nodes" "$@" --reps 10
+}
+have_bench_nodes() {
+    [ -x "$build/tools/ipcpipe-bench-nodes" ] && command -v mpirun >/dev/null
+}
 nodes_run() {
     local on
     for on in --ordered --on-node; do
-        OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-            mpirun -np 2 --bind-to none "$build/tools/ipcpipe-bench-nodes" $on \
-            --sizes "${NODES_SIZES:-8,4K,64K,256K,1M,4M,16M,256M,1G}" --reps 10 || return 1
+        bench_nodes $on --sizes "${NODES_SIZES:-8,4K,64K,256K,1M,4M,16M,256M,1G}" || return 1
     done
 }
 # The settings of transfers with other nodes, in turns on one machine:
 # host messages' IPCPIPE_REMOTE_INLINE (with the header as one message of
 # two parts, or the header then the bytes contiguous) and device memory's
-# staging piece IPCPIPE_REMOTE_CHUNK.
+# staging piece IPCPIPE_REMOTE_CHUNK (each value twice; mpirun hands the
+# ranks its environment).
 remote_tune_run() {
-    local v
-    for v in 64K 16K 8K 64K 16K 8K; do
-        echo "## IPCPIPE_REMOTE_INLINE=$v"
-        IPCPIPE_REMOTE_INLINE=$v OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-            mpirun -np 2 --bind-to none -x IPCPIPE_REMOTE_INLINE "$build/tools/ipcpipe-bench-nodes" \
-            --mem host --sizes 16K,32K,64K,128K,256K --reps 10 || return 1
-    done
-    for v in 4M 1M 256K 4M 1M 256K; do
-        echo "## IPCPIPE_REMOTE_CHUNK=$v"
-        IPCPIPE_REMOTE_CHUNK=$v OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-            mpirun -np 2 --bind-to none -x IPCPIPE_REMOTE_CHUNK "$build/tools/ipcpipe-bench-nodes" \
-            --mem cuda --sizes 256K,1M,4M,16M --reps 10 || return 1
+    local set name values mem sizes v
+    for set in "IPCPIPE_REMOTE_INLINE 64K,16K,8K host 16K,32K,64K,128K,256K" \
+        "IPCPIPE_REMOTE_CHUNK 4M,1M,256K cuda 256K,1M,4M,16M"; do
+        read -r name values mem sizes <<<"$set"
+        for v in ${values//,/ } ${values//,/ }; do
+            echo "## $name=$v"
+            (export "$name=$v" && bench_nodes --mem "$mem" --sizes "$sizes") || return 1
+        done
     done
 }
 if want remote-tune; then
-    if [ -x "$build/tools/ipcpipe-bench-nodes" ] && command -v mpirun >/dev/null; then
+    if have_bench_nodes; then
         step remote-tune remote_tune_run >"$out/remote-tune.txt" 2>&1
         grep -E '^##|ipcpipe (host|device)' "$out/remote-tune.txt" >>"$summary"
     else
@@ -454,7 +457,7 @@ if want remote-tune; then
 fi
 
 if want nodes; then
-    if [ -x "$build/tools/ipcpipe-bench-nodes" ] && command -v mpirun >/dev/null; then
+    if have_bench_nodes; then
         step nodes nodes_run >"$out/nodes.txt" 2>&1
         cat "$out/nodes.txt" >>"$summary"
     else

@@ -36,8 +36,16 @@ for s in "${names[@]}"; do
        exit 2 ;;
     esac
 done
-only=,$chosen,
-stage() { [[ $only == *,$1,* ]]; }
+# Runs a stage's command in the normal tree where IPCPIPE_TEST_ONLY names it.
+stage() { # name, command...
+    local name=$1
+    shift
+    if [[ ,$chosen, == *,$name,* ]]; then
+        (cd "$out/normal" && "$@")
+    else
+        echo "(not run: IPCPIPE_TEST_ONLY=$chosen)"
+    fi
+}
 
 build() { # dir, cmake args...
     local dir=$1
@@ -68,30 +76,18 @@ echo "== house limits"
 python3 "$root/scripts/house.py" "$root"
 echo "== normal build: all tests"
 build "$out/normal" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIPCPIPE_TEST_CPU_SETS=$cpusets
-if stage all; then
-    (cd "$out/normal" && ctest -j"$par" --output-on-failure --timeout 900)
-else
-    echo "(not run: IPCPIPE_TEST_ONLY=$chosen)"
-fi
+stage all ctest -j"$par" --output-on-failure --timeout 900
 # The same multi-process tests with control messages through the socket
 # only (IPCPIPE_MAILBOX=off; the shared-memory mailbox is the default).
 echo "== normal build: multi-process tests up to 256 MiB, IPCPIPE_MAILBOX=off"
-if stage mailbox-off; then
-    (cd "$out/normal" && IPCPIPE_MAILBOX=off ctest -j"$par" --output-on-failure -L mp -LE large \
-        --timeout 900)
-else
-    echo "(not run: IPCPIPE_TEST_ONLY=$chosen)"
-fi
+stage mailbox-off env IPCPIPE_MAILBOX=off ctest -j"$par" --output-on-failure -L mp -LE large \
+    --timeout 900
 
 # Launchers bind each rank to one CPU by default (mpirun, srun): the same
 # tests with every rank bound to one CPU (IPCP_LAUNCH_PIN=1).
 echo "== normal build: multi-process tests up to 256 MiB, each rank bound to one CPU"
-if stage pinned; then
-    (cd "$out/normal" && IPCP_LAUNCH_PIN=1 ctest -j"$par" --output-on-failure -L mp -LE large \
-        --timeout 900)
-else
-    echo "(not run: IPCPIPE_TEST_ONLY=$chosen)"
-fi
+stage pinned env IPCP_LAUNCH_PIN=1 ctest -j"$par" --output-on-failure -L mp -LE large \
+    --timeout 900
 
 if [ "$sanitizers" = 1 ]; then
     echo "== ASan+UBSan: multi-process tests up to 256 MiB"
