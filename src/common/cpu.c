@@ -21,8 +21,11 @@
 /* Long enough that the sleep is a real hand-over, short against a
  * transfer's steps: on one H200 with the caller in cuStreamSynchronize,
  * stream-ordered 2 MiB x 32 moved 41 GB/s sleeping 5 us, 27 sleeping
- * 20 us. */
+ * 20 us.  A build may set it (-DIPCP_RELAX_SLEEP_NS=...) to measure
+ * another. */
+#ifndef IPCP_RELAX_SLEEP_NS
 #define IPCP_RELAX_SLEEP_NS 5000
+#endif
 
 static pthread_once_t ipcp__cpu_once = PTHREAD_ONCE_INIT;
 static int ipcp__cpu_single;

@@ -286,9 +286,13 @@ static void refused(ipcp_comm_t *c)
         fail("a rank past the job: %s", ipcp_last_error());
 }
 
-/* Rank 0 enters the barrier late; the others must not leave before. */
+/* Rank 0 enters the barrier late; the others must not leave before.
+ * The ranks start the wait together (MPI's barrier first): they end the
+ * phases before at different times, and a rank that came 50 ms after
+ * rank 0 would wait only 150 ms of its 200 (seen on a GPU machine). */
 static void barrier(ipcp_comm_t *c)
 {
+    MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     if (ipcp_comm_rank(c) == 0) {
         struct timespec ts = {0, 200 * 1000 * 1000};
