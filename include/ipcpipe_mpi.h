@@ -39,7 +39,8 @@ extern "C" {
  * MPI_THREAD_SERIALIZED, wait on the thread that calls MPI).  A send to
  * another node ends when MPI has taken its last piece; a receive too
  * small for it fails with IPCP_ERR_TRUNCATED and writes nothing (the send
- * still succeeds).  IPCPIPE_REMOTE_CHUNK sets the piece size.
+ * still succeeds).  IPCPIPE_REMOTE_CHUNK sets the piece size (staged
+ * device memory's largest piece).
  * MPI must be initialized, and where the job spans nodes stay so until
  * ipcp_finalize; on one node ipcpipe never calls MPI after this returns. */
 IPCP_API ipcp_status_t ipcp_init_mpi(MPI_Comm comm,

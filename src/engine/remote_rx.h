@@ -17,6 +17,14 @@
  * each (a deeper ring gained nothing where the transport is slower than
  * the copies, and it costs pinned memory per transfer). */
 enum { RX_WIN_HOST = 8, RX_SLOTS = 4 };
+/* A staged message's pieces (ipcp__rx_stage_piece): about this many of
+ * a power of two from RX_STAGE_PIECE_MIN up to IPCPIPE_REMOTE_CHUNK.  A
+ * build may set RX_STAGE_PIECES (1: every piece the setting's, as
+ * before) to measure another. */
+#ifndef RX_STAGE_PIECES
+#define RX_STAGE_PIECES 16
+#endif
+#define RX_STAGE_PIECE_MIN ((uint64_t)1 << 20)
 /* Transfers other than the one waited for that a look moves on: all of a
  * usual window (a receiver's pieces are asked for as soon as their
  * header is seen: 64 KiB x64 between two nodes on one H200 ran at 1.10x
@@ -175,5 +183,7 @@ void ipcp__rx_slots_give(ipcp__rx_t *x);
 /* The queues and slots a staged transfer moves its bytes through: for
  * its pieces (short_msg 0), or one slot for a short message. */
 ipcp_status_t ipcp__rx_stage(ipcp__rx_t *x, int short_msg);
+/* The piece of a staged message of len bytes (RX_STAGE_PIECES). */
+uint64_t ipcp__rx_stage_piece(const ipcp__remote_t *rm, uint64_t len);
 
 #endif

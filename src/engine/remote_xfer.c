@@ -343,7 +343,7 @@ static ipcp_status_t rx_send_head(ipcp__rx_t *x)
         uint32_t *next = &rm->seq[x->peer];
         x->seq = *next;
         *next = *next >= (uint32_t)rm->ops->tag_max ? 0 : *next + 1;
-        x->chunk = rm->chunk;
+        x->chunk = x->staged ? ipcp__rx_stage_piece(rm, x->len) : rm->chunk;
         x->n = (x->len + x->chunk - 1) / x->chunk;
         int win = x->staged ? RX_SLOTS : RX_WIN_HOST;
         h.seq = x->seq;
@@ -496,7 +496,7 @@ ipcp_status_t ipcp__rx_start_rma(ipcp__remote_t *rm, int put, void *buf,
     }
     int win = x->staged ? RX_SLOTS : RX_WIN_HOST;
     if (x->staged)
-        x->chunk = rm->chunk;
+        x->chunk = ipcp__rx_stage_piece(rm, len);
     x->n = (len + x->chunk - 1) / x->chunk;
     x->phase = X_PIECES;
     ipcp_status_t st = IPCP_OK;
