@@ -16,7 +16,8 @@
 # doctor's report; at the end, MODEL[xN]-DATE.txt gathers it and the
 # summary as one results file (copy it into results/).
 # GPU_TEST_TIMEOUT: seconds per GPU test (default 600); GPU_TEST_REGEX: run
-# only the GPU tests whose names match it.
+# only the GPU tests whose names match it; IPCPIPE_COMMIT: the commit the
+# results name (else the tree's git HEAD).
 set -uo pipefail
 
 out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,wakes,bound,lat,torch,allocs,python,pybench,nodes,remote-tune,threads,readme]}
@@ -50,9 +51,12 @@ step() { # name, command...
 }
 
 # The commit the figures come from; a copy of the tree without .git (or
-# one git does not trust) says so.
+# one git does not trust) says so.  IPCPIPE_COMMIT names it where the
+# copy's .git is not the checkout's (a remote machine's copy of the work
+# tree may carry an older one: its HEAD, with -dirty).
 commit() {
     local c
+    [ -z "${IPCPIPE_COMMIT:-}" ] || { echo "$IPCPIPE_COMMIT (IPCPIPE_COMMIT)"; return; }
     c=$(git -C "$root" -c safe.directory="$root" rev-parse --short HEAD 2>/dev/null) ||
         { echo "unknown (no git repository at $root)"; return; }
     [ -z "$(git -C "$root" -c safe.directory="$root" status --porcelain 2>/dev/null)" ] ||
