@@ -56,7 +56,8 @@ step() { # name, command...
 # tree may carry an older one: its HEAD, with -dirty).
 commit() {
     local c
-    [ -z "${IPCPIPE_COMMIT:-}" ] || { echo "$IPCPIPE_COMMIT (IPCPIPE_COMMIT)"; return; }
+    [ -z "${IPCPIPE_COMMIT:-}" ] ||
+        { echo "$IPCPIPE_COMMIT (IPCPIPE_COMMIT: changes to it are not checked)"; return; }
     c=$(git -C "$root" -c safe.directory="$root" rev-parse --short HEAD 2>/dev/null) ||
         { echo "unknown (no git repository at $root)"; return; }
     [ -z "$(git -C "$root" -c safe.directory="$root" status --porcelain 2>/dev/null)" ] ||

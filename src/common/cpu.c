@@ -26,6 +26,8 @@
 #ifndef IPCP_RELAX_SLEEP_NS
 #define IPCP_RELAX_SLEEP_NS 5000
 #endif
+_Static_assert(IPCP_RELAX_SLEEP_NS > 0 && IPCP_RELAX_SLEEP_NS < 1000000000,
+               "IPCP_RELAX_SLEEP_NS: a sleep of nanoseconds under a second");
 
 static pthread_once_t ipcp__cpu_once = PTHREAD_ONCE_INIT;
 static int ipcp__cpu_single;

@@ -209,7 +209,8 @@ uint64_t ipcp__rx_stage_piece(const ipcp__remote_t *rm, uint64_t len)
         return rm->chunk;
     while (piece < rm->chunk && piece * RX_STAGE_PIECES < len)
         piece *= 2;
-    return piece;
+    /* A setting of no power of two bounds it too. */
+    return piece < rm->chunk ? piece : rm->chunk;
 }
 
 /* The queues and slots a staged transfer moves its bytes through: for
