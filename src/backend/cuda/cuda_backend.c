@@ -32,6 +32,8 @@ static unsigned char cuda_kept[IPCP_CU_MAX_DEVICES];
 static _Thread_local CUcontext cuda_tls_ctx;
 static _Thread_local unsigned cuda_tls_gen;
 
+/* ---- Contexts ------------------------------------------------------------ */
+
 /* IPCPIPE_CUDA_SCHED on the primary context c of device (made current for
  * the call): how every wait of the process on it uses its CPU.  A driver
  * without cuCtxSetFlags (CUDA 12.1) or one that refuses leaves it as it
@@ -70,8 +72,6 @@ static void cuda_ctx_sched(ipcp__backend_t *be, int device, CUcontext c)
                   device, sched == IPCP_SCHED_YIELD ? "yield" : "block",
                   names[flags & CU_CTX_SCHED_MASK & 7]);
 }
-
-/* ---- Contexts ------------------------------------------------------------ */
 
 ipcp_status_t ipcp__cuda_ctx(ipcp__backend_t *be, int device, int level,
                              CUcontext *ctx)
