@@ -443,12 +443,14 @@ nodes_run() {
 # The settings of transfers with other nodes, in turns on one machine:
 # host messages' IPCPIPE_REMOTE_INLINE (with the header as one message of
 # two parts, or the header then the bytes contiguous) and device memory's
-# staging piece IPCPIPE_REMOTE_CHUNK (each value twice; mpirun hands the
+# staging piece IPCPIPE_REMOTE_CHUNK, and who makes the staging copies'
+# driver calls, IPCPIPE_REMOTE_COPIES (each value twice; mpirun hands the
 # ranks its environment).
 remote_tune_run() {
     local set name values mem sizes v
     for set in "IPCPIPE_REMOTE_INLINE 64K,16K,8K host 16K,32K,64K,128K,256K" \
-        "IPCPIPE_REMOTE_CHUNK 4M,1M,256K cuda 256K,1M,4M,16M"; do
+        "IPCPIPE_REMOTE_CHUNK 4M,1M,256K cuda 256K,1M,4M,16M" \
+        "IPCPIPE_REMOTE_COPIES thread,caller cuda 64K,256K,1M"; do
         read -r name values mem sizes <<<"$set"
         for v in ${values//,/ } ${values//,/ }; do
             echo "## $name=$v"
