@@ -284,10 +284,9 @@ fi
 # messages and a large transfer; bound again with the contexts' waits
 # yielding (IPCPIPE_CUDA_SCHED=yield).
 bound_run() {
-    local pin sched
-    for pin in "" --pin --pin:yield; do
-        sched=keep
-        [ "$pin" != --pin:yield ] || { pin=--pin; sched=yield; }
+    local run pin sched
+    for run in :keep --pin:keep --pin:yield; do
+        pin=${run%:*} sched=${run#*:}
         echo "## --mem cuda ${pin:-(unbound)} IPCPIPE_CUDA_SCHED=$sched"
         IPCPIPE_CUDA_SCHED=$sched "$bench" --mem cuda --case auto --case stream \
             --sizes 8,4K,2M,256M $pin 2>&1 |

@@ -17,8 +17,8 @@
  * pieces.  Receives take sends in the order they were posted, as MPI's
  * do (the pieces of a message share a tag).
  *
- *   test_api_remote loop|badmap|device|inline|staged|staged_odd
- *   (T_STAGED_CHUNK=512K: staged_odd with a setting under 1 MiB) */
+ *   test_api_remote loop|badmap|device|inline|staged|staged_odd|
+ *                   staged_small */
 #include "apitest.h"
 
 #include <unistd.h>
@@ -562,6 +562,17 @@ static int case_inline(void)
     return 0;
 }
 
+/* (Fake) device memory that is host memory (tests/util/fakedev.h) as the
+ * process's device backend.  Short messages into device memory are copied
+ * from a host slot: the host backend's queues copy this device's memory. */
+static void use_fakedev(void)
+{
+    static ipcp__backend_ops_t fk;
+    fakedev_ops(&fk);
+    fk.queue_user = fk.queue_create;
+    ipcp__device_backend_for_tests = &fk;
+}
+
 /* n fresh bytes from src to rank 0 (elsewhere) and back into dst, each
  * of them host or (fake) device memory; every byte checked, nothing past
  * n written. */
@@ -588,12 +599,7 @@ static void device_trip(ipcp_comm_t *c, unsigned char *src, unsigned char *dst,
  * every pairing of host and device memory arrive whole. */
 static int case_device(void)
 {
-    static ipcp__backend_ops_t fk;
-    fakedev_ops(&fk);
-    /* Short messages into device memory are copied from a host slot:
-     * the host backend's queues copy this device's memory. */
-    fk.queue_user = fk.queue_create;
-    ipcp__device_backend_for_tests = &fk;
+    use_fakedev();
     setenv("IPCPIPE_REMOTE_CHUNK", "64K", 1);
     ipcp_comm_t *c = one_rank();
     int local[2] = {-1, 0};
@@ -645,11 +651,6 @@ static int staged_pieces(ipcp_comm_t *c, unsigned char *src, unsigned char *dst,
     return echo.piece_sends - before;
 }
 
-/* A transport that does not read device memory (Open MPI as packaged):
- * (fake) device buffers are staged through pinned slots, in pieces of
- * about a sixteenth of the message from 1 MiB up to IPCPIPE_REMOTE_CHUNK
- * (4 MiB in 1 MiB pieces, where every piece was the setting's before);
- * host memory keeps the setting's pieces.  Every byte checked. */
 typedef struct staged_case {
     size_t n;
     int pieces;
@@ -660,10 +661,7 @@ typedef struct staged_case {
 static int staged_run(const char *chunk, const staged_case_t *m, size_t cnt,
                       size_t n_host, int host_pieces)
 {
-    static ipcp__backend_ops_t fk;
-    fakedev_ops(&fk);
-    fk.queue_user = fk.queue_create;
-    ipcp__device_backend_for_tests = &fk;
+    use_fakedev();
     setenv("IPCPIPE_REMOTE_CHUNK", chunk, 1);
     ipcp_comm_t *c = one_rank();
     int local[2] = {-1, 0};
@@ -687,6 +685,11 @@ static int staged_run(const char *chunk, const staged_case_t *m, size_t cnt,
     return 0;
 }
 
+/* A transport that does not read device memory (Open MPI as packaged):
+ * (fake) device buffers are staged through pinned slots, in pieces of
+ * about a sixteenth of the message from 1 MiB up to IPCPIPE_REMOTE_CHUNK
+ * (4 MiB in 1 MiB pieces, where every piece was the setting's before);
+ * host memory keeps the setting's pieces.  Every byte checked. */
 static int case_staged(void)
 {
     static const staged_case_t m[] = {
@@ -697,16 +700,19 @@ static int case_staged(void)
 }
 
 /* A setting of no power of two bounds the pieces too (3 MiB: 64 MiB + 1
- * in pieces of 3 MiB, not 4); one of 1 MiB or less is every piece. */
+ * in pieces of 3 MiB, not 4). */
 static int case_staged_odd(void)
 {
-    static const staged_case_t m3[] = {{(4u << 20) + 5, 5},
-                                       {(64u << 20) + 1, 22}};
-    static const staged_case_t m512[] = {{(4u << 20) + 5, 9}};
-    const char *which = getenv("T_STAGED_CHUNK");
-    if (which && !strcmp(which, "512K"))
-        return staged_run("512K", m512, 1, (1u << 20) + 1, 3);
-    return staged_run("3M", m3, 2, (7u << 20), 3);
+    static const staged_case_t m[] = {{(4u << 20) + 5, 5},
+                                      {(64u << 20) + 1, 22}};
+    return staged_run("3M", m, 2, (7u << 20), 3);
+}
+
+/* A setting of 1 MiB or less is every piece. */
+static int case_staged_small(void)
+{
+    static const staged_case_t m[] = {{(4u << 20) + 5, 9}};
+    return staged_run("512K", m, 1, (1u << 20) + 1, 3);
 }
 
 /* Maps that do not fit the node's job are refused, and the transport is
@@ -746,9 +752,13 @@ static const struct {
     const char *name;
     int (*fn)(void);
 } cases[] = {
-    {"loop", case_loop},     {"badmap", case_badmap},
-    {"device", case_device}, {"inline", case_inline},
-    {"staged", case_staged}, {"staged_odd", case_staged_odd},
+    {"loop", case_loop},
+    {"badmap", case_badmap},
+    {"device", case_device},
+    {"inline", case_inline},
+    {"staged", case_staged},
+    {"staged_odd", case_staged_odd},
+    {"staged_small", case_staged_small},
 };
 
 int main(int argc, char **argv)

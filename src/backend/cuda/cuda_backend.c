@@ -45,7 +45,7 @@ static void cuda_ctx_sched(ipcp__backend_t *be, int device, CUcontext c)
     static const char *const names[] = {"auto", "spin", "yield", "?",
                                         "blocking"};
     int sched = be->cfg.cuda_sched;
-    if (sched <= IPCP_SCHED_KEEP || sched > IPCP_SCHED_BLOCKING)
+    if (sched == IPCP_SCHED_KEEP)
         return;
     __typeof__(&cuCtxGetFlags) get =
         (__typeof__(&cuCtxGetFlags))ipcp__cu_proc("cuCtxGetFlags", 7000);
@@ -70,7 +70,7 @@ static void cuda_ctx_sched(ipcp__backend_t *be, int device, CUcontext c)
                   "device %d's waits now %s (IPCPIPE_CUDA_SCHED; they were "
                   "%s)",
                   device, sched == IPCP_SCHED_YIELD ? "yield" : "block",
-                  names[flags & CU_CTX_SCHED_MASK & 7]);
+                  names[flags & CU_CTX_SCHED_MASK]);
 }
 
 ipcp_status_t ipcp__cuda_ctx(ipcp__backend_t *be, int device, int level,
