@@ -281,12 +281,15 @@ fi
 
 # Device transfers with ranks bound to one CPU each against unbound, two
 # processes on one GPU (or two): the stream-ordered and blocking small
-# messages and a large transfer.
+# messages and a large transfer; bound again with the contexts' waits
+# yielding (IPCPIPE_CUDA_SCHED=yield).
 bound_run() {
-    local pin
-    for pin in "" --pin; do
-        echo "## --mem cuda ${pin:-(unbound)}"
-        "$bench" --mem cuda --case auto --case stream --sizes 8,4K,2M,256M $pin 2>&1 |
+    local run pin sched
+    for run in :keep --pin:keep --pin:yield; do
+        pin=${run%:*} sched=${run#*:}
+        echo "## --mem cuda ${pin:-(unbound)} IPCPIPE_CUDA_SCHED=$sched"
+        IPCPIPE_CUDA_SCHED=$sched "$bench" --mem cuda --case auto --case stream \
+            --sizes 8,4K,2M,256M $pin 2>&1 |
             grep -E '^ +[0-9]|^ +\^ (first|min-max)' || return 1
     done
 }
