@@ -299,7 +299,8 @@ if want bound; then
 fi
 
 # Where a bound rank's one CPU goes: the stream-ordered and blocking
-# device cases run bound, then unbound, while every thread of the bench's
+# device cases run bound (the contexts' waits as they are, then
+# yielding), then unbound, while every thread of the bench's
 # processes (the command and its children) is sampled
 # (/proc/PID/task/TID/schedstat: time run, time
 # waited for the CPU, slices) every 50 ms, from the last CPU (off the
@@ -326,11 +327,12 @@ threads_sample() { # command...
     wait "$main"
 }
 threads_run() {
-    local pin c
-    for pin in --pin ""; do
+    local run pin sched c
+    for run in --pin:keep --pin:yield :keep; do
+        pin=${run%:*} sched=${run#*:}
         for c in stream auto; do
-            echo "## --mem cuda --case $c --sizes 8,4K ${pin:-(unbound)}"
-            threads_sample "$bench" --mem cuda --case "$c" --sizes 8,4K $pin || return 1
+            echo "## --mem cuda --case $c --sizes 8,4K ${pin:-(unbound)} IPCPIPE_CUDA_SCHED=$sched"
+            IPCPIPE_CUDA_SCHED=$sched threads_sample "$bench" --mem cuda --case "$c" --sizes 8,4K $pin || return 1
         done
     done
 }
