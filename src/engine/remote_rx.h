@@ -10,7 +10,7 @@
 
 #include "engine/remote_xfer.h"
 
-#define RX_MAGIC 0x69707232u /* "ipr2": the header below, version 2 */
+#define RX_MAGIC 0x69707233u /* "ipr3": the header below, version 3 */
 /* The largest piece a receiver accepts (the setting's bound). */
 #define RX_CHUNK_MAX ((uint64_t)64 << 20)
 /* Pieces in flight: host memory's in place; device memory's, one slot
@@ -31,9 +31,10 @@ enum { RX_WIN_HOST = 8, RX_SLOTS = 4 };
  * MPI so, 0.80x with two others a look), at most this many. */
 enum { RX_PROGRESS_OTHERS = 64 };
 /* A short message of device memory goes through a slot of this size, its
- * bytes at RX_SHORT_AT and its header just before them: one contiguous
- * message, which MPI moves as any other (a message of two parts leaves
- * Open MPI's single-copy path for a copy by each side). */
+ * bytes at RX_SHORT_AT (a header, where one goes with them, just before
+ * them): one contiguous message, which MPI moves as any other (a message
+ * of two parts leaves Open MPI's single-copy path for a copy by each
+ * side).  A receive's room starts there too. */
 #define RX_SHORT_AT   4096
 #define RX_SHORT_SLOT (IPCP_RX_INLINE + RX_SHORT_AT)
 
@@ -45,6 +46,8 @@ typedef struct rx_hdr {
                        bytes follow the header in its message */
     uint32_t flags; /* 0 */
 } rx_hdr_t;
+_Static_assert(sizeof(rx_hdr_t) == IPCP_RX_HEAD - IPCP_RX_COPY,
+               "IPCP_RX_COPY is what a header leaves of IPCP_RX_HEAD");
 
 /* Ended transfers kept for the next ones (four windows of 64): a new
  * one from malloc is written cold.  Each has room for the largest header
@@ -121,18 +124,17 @@ struct ipcp__rx {
     int leak;            /* finalize left an operation to the transport: what it
                             may still read or write is never freed */
     int dirty;           /* a copy may still use the slots: never given back */
-    unsigned char *room; /* receiver: where a short message's bytes land
-                            (IPCP_RX_INLINE of room) */
+    unsigned char *room; /* receiver: where its message on channel 0 lands
+                            (IPCP_RX_INLINE of room; the buffer in place) */
     unsigned char *hp;   /* where the header is: hb, in rb or in a slot */
     ipcp__list_t olink;  /* sender: in rm->held[peer] while held */
     int held;            /* sender: its header waits for those before it */
     int copying;         /* sender: a short message's bytes go to a slot */
     int rma;             /* a put (send 1) or get: pieces to or from raddr */
     uint64_t raddr;      /* rma: the peer's address of the range */
-    void *pbody;         /* sender: the header's message, body and lengths */
-    size_t phn, pbn;
-    rx_room_t *rb; /* the job's room the header and bytes took */
-    rx_win_t *win; /* nwin entries, for pieces or a copy */
+    size_t phn;          /* sender: bytes of its message on channel 0 (at hp) */
+    rx_room_t *rb;       /* the job's room the message took */
+    rx_win_t *win;       /* nwin entries, for pieces or a copy */
     rx_slots_t *slots;
     rx_queues_t *qs;
     unsigned char *scratch; /* where a host receiver drains */
@@ -140,7 +142,9 @@ struct ipcp__rx {
     size_t nbytes;
     char err[IPCP_ERRMSG_MAX];
     size_t hbn;         /* bytes of hb */
-    unsigned char hb[]; /* the header, and bytes it carries */
+    unsigned char hb[]; /* sender: the header, and bytes it carries;
+                           receiver in place: the buffer's first
+                           IPCP_RX_HEAD bytes as they were */
 };
 
 static inline size_t rx_piece_len(const ipcp__rx_t *x, uint64_t k)

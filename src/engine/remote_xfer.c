@@ -84,16 +84,21 @@ static void rx_truncated(ipcp__rx_t *x)
                              (unsigned long long)x->len, x->peer, x->cap));
 }
 
-/* The receiver's header arrived (n bytes; st: the transport's word). */
-/* The header that came (n bytes at x->hp) or the receive's failure st:
- * 1 with the header in *h, else 0 with x failed (none ipcpipe sends). */
+/* The message that came on channel 0 (n bytes at x->room), or the
+ * receive's failure st: 1 with what it says in *h (a short message's
+ * bytes alone read as a header of their length), else 0 with x failed
+ * (none ipcpipe sends). */
 static int rx_head_read(ipcp__rx_t *x, ipcp_status_t st, size_t n, rx_hdr_t *h)
 {
     if (st == IPCP_ERR_TRUNCATED)
         st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_PEER_LOST,
                         "rank %d (on another node) sent a message longer "
-                        "than any ipcpipe header",
+                        "than any ipcpipe sends under a tag",
                         x->peer);
+    if (st == IPCP_OK && n > IPCP_RX_HEAD) {
+        *h = (rx_hdr_t){RX_MAGIC, 0, n, 0, 0};
+        return 1;
+    }
     if (st == IPCP_OK && n < sizeof(*h))
         st = ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_PEER_LOST,
                         "a message of %zu bytes from rank %d (on another "
@@ -103,10 +108,10 @@ static int rx_head_read(ipcp__rx_t *x, ipcp_status_t st, size_t n, rx_hdr_t *h)
         ipcp__rx_fail(x, st);
         return 0;
     }
-    memcpy(h, x->hp, sizeof(*h));
+    memcpy(h, x->room, sizeof(*h));
     int inl = h->chunk == 0;
     if (h->magic == RX_MAGIC && h->flags == 0 &&
-        (inl ? h->len <= IPCP_RX_INLINE && n == sizeof(*h) + h->len
+        (inl ? h->len <= IPCP_RX_COPY && n == sizeof(*h) + h->len
              : n == sizeof(*h) && h->chunk <= RX_CHUNK_MAX &&
                    h->chunk % 4096 == 0))
         return 1;
@@ -121,23 +126,35 @@ static int rx_head_read(ipcp__rx_t *x, ipcp_status_t st, size_t n, rx_hdr_t *h)
     return 0;
 }
 
-/* A short message: its bytes came with the header, into the room the
- * receive gave them; into device memory they go as one piece, copied
- * from the slot. */
-static void rx_head_inline(ipcp__rx_t *x, uint64_t len)
+/* A header that came in place (n bytes, or up to IPCP_RX_HEAD where the
+ * receive failed): the bytes it carried (len) to the buffer's start, and
+ * what it covered past them as it was. */
+static void rx_head_restore(ipcp__rx_t *x, size_t n, uint64_t len)
+{
+    if (n > IPCP_RX_HEAD)
+        n = IPCP_RX_HEAD;
+    if (len)
+        memmove(x->buf, x->buf + sizeof(rx_hdr_t), (size_t)len);
+    memcpy(x->buf + len, x->hb + len, n - (size_t)len);
+}
+
+/* A short message: its bytes came alone (at) or behind the header, into
+ * the room the receive gave them; into device memory they go as one
+ * piece, copied from the slot. */
+static void rx_head_short(ipcp__rx_t *x, const unsigned char *at, uint64_t len)
 {
     ipcp_status_t st;
     if (x->drain || len == 0)
         return;
     if (!x->dev) {
-        if (x->room != x->buf)
-            memcpy(x->buf, x->room, (size_t)len);
+        if (at != x->buf)
+            memcpy(x->buf, at, (size_t)len);
         return;
     }
     x->chunk = len;
     x->n = x->next = 1;
     if ((st = ipcp__rx_win_alloc(x, 1)) == IPCP_OK)
-        st = ipcp__rx_copy(x, &x->win[0], 1, x->buf, x->room, (size_t)len);
+        st = ipcp__rx_copy(x, &x->win[0], 1, x->buf, at, (size_t)len);
     if (st != IPCP_OK)
         ipcp__rx_fail(x, st);
     else
@@ -147,8 +164,13 @@ static void rx_head_inline(ipcp__rx_t *x, uint64_t len)
 static void rx_head(ipcp__rx_t *x, ipcp_status_t st, size_t n)
 {
     rx_hdr_t h;
+    int ok = rx_head_read(x, st, n, &h), alone = ok && n > IPCP_RX_HEAD;
+    int behind = ok && !alone && h.chunk == 0;
     x->phase = X_END;
-    if (!rx_head_read(x, st, n, &h))
+    if (x->room == x->buf && !alone) /* in place: put back */
+        rx_head_restore(x, st == IPCP_OK ? n : IPCP_RX_HEAD,
+                        behind ? h.len : 0);
+    if (!ok)
         return;
     x->len = h.len;
     x->nbytes = (size_t)h.len;
@@ -157,7 +179,9 @@ static void rx_head(ipcp__rx_t *x, ipcp_status_t st, size_t n)
         x->drain = 1;
     }
     if (h.chunk == 0) {
-        rx_head_inline(x, h.len);
+        rx_head_short(
+            x, x->room == x->buf ? x->buf : x->room + (alone ? 0 : sizeof(h)),
+            h.len);
         return;
     }
     /* The short message's slot goes back: pieces take their own. */
@@ -201,8 +225,7 @@ static void rx_flush(ipcp__remote_t *rm, int peer)
         ipcp__list_del(&x->olink);
         x->held = 0;
         if (st == IPCP_OK)
-            st = ipcp__rx_post(x, 0, x->hp, x->phn, x->pbody, x->pbn, x->tag,
-                               &x->hop);
+            st = ipcp__rx_post(x, 0, x->hp, x->phn, NULL, 0, x->tag, &x->hop);
         if (st != IPCP_OK) { /* nothing of it left: no piece starts */
             ipcp__rx_fail(x, st);
             x->stopped = 1;
@@ -307,38 +330,49 @@ void ipcp__rx_progress(ipcp__rx_t *x)
     }
 }
 
-/* The sender's header: with the bytes themselves (host memory's up to
- * IPCPIPE_REMOTE_INLINE; device memory's up to IPCP_RX_INLINE, once copied
- * into a slot), else where the pieces come.
- * It leaves after the headers sent the peer before it (rx_flush). */
+/* The sender's message on channel 0 (engine/remote_xfer.h): a short
+ * message's bytes alone (host memory's up to IPCPIPE_REMOTE_INLINE, from
+ * the buffer; device memory's up to IPCP_RX_INLINE, once copied into a
+ * slot), else a header, with the bytes copied behind it up to
+ * IPCP_RX_COPY, or saying where the pieces come.  It leaves after the
+ * messages sent the peer before it (rx_flush). */
 static ipcp_status_t rx_send_head(ipcp__rx_t *x)
 {
     ipcp__remote_t *rm = x->rm;
     rx_hdr_t h = {RX_MAGIC, 0, x->len, 0, 0};
+    const size_t hn = sizeof(h);
+    /* Bytes alone, or copied behind a header: any other length goes in
+     * pieces. */
+    int alone = x->len > IPCP_RX_HEAD, behind = x->len <= IPCP_RX_COPY;
     ipcp_status_t st;
-    /* It ends once the header left too (the bytes are the caller's, or
+    /* It ends once the message left too (the bytes are the caller's, or
      * in x). */
     x->phase = X_PIECES;
-    memcpy(x->hb, &h, sizeof(h));
-    x->phn = sizeof(h);
-    if (!x->dev && x->len <= IPCP_RX_COPY) {
-        memcpy(x->hb + sizeof(h), x->buf, (size_t)x->len);
+    memcpy(x->hb, &h, hn);
+    x->phn = hn;
+    if (behind && (!x->dev || x->len == 0)) {
+        memcpy(x->hb + hn, x->buf, (size_t)x->len);
         x->phn = x->hbn;
-    } else if ((x->len <= rm->inline_max && !x->dev) || x->len == 0) {
-        x->pbody = x->buf;
-        x->pbn = (size_t)x->len;
-    } else if (x->len <= IPCP_RX_INLINE && x->staged) {
-        /* Device memory: copied into a slot, the header just before the
-         * bytes, one contiguous message once the copy ended. */
+    } else if (alone && !x->dev && x->len <= rm->inline_max) {
+        x->hp = x->buf;
+        x->phn = (size_t)x->len;
+    } else if (x->staged && x->len <= IPCP_RX_INLINE && (alone || behind)) {
+        /* Device memory: copied into a slot (the header just before the
+         * bytes where it goes with them), one contiguous message once the
+         * copy ended. */
+        unsigned char *at;
         if ((st = ipcp__rx_win_alloc(x, 1)) != IPCP_OK ||
-            (st = ipcp__rx_stage(x, 1)) != IPCP_OK ||
-            (st = ipcp__rx_copy(x, &x->win[0], 0, x->slots->mem + RX_SHORT_AT,
-                                x->buf, (size_t)x->len)) != IPCP_OK)
+            (st = ipcp__rx_stage(x, 1)) != IPCP_OK)
+            return st;
+        at = x->slots->mem + RX_SHORT_AT;
+        if ((st = ipcp__rx_copy(x, &x->win[0], 0, at, x->buf,
+                                (size_t)x->len)) != IPCP_OK)
             return st;
         x->copying = 1;
-        x->hp = x->slots->mem + RX_SHORT_AT - sizeof(h);
-        memcpy(x->hp, &h, sizeof(h));
-        x->phn = sizeof(h) + (size_t)x->len;
+        x->hp = alone ? at : at - hn;
+        x->phn = (size_t)x->len + (alone ? 0 : hn);
+        if (!alone)
+            memcpy(x->hp, &h, hn);
     } else {
         uint32_t *next = &rm->seq[x->peer];
         x->seq = *next;
@@ -348,7 +382,7 @@ static ipcp_status_t rx_send_head(ipcp__rx_t *x)
         int win = x->staged ? RX_SLOTS : RX_WIN_HOST;
         h.seq = x->seq;
         h.chunk = (uint32_t)x->chunk;
-        memcpy(x->hb, &h, sizeof(h));
+        memcpy(x->hb, &h, hn);
         st = ipcp__rx_win_alloc(x, (uint64_t)win < x->n ? win : (int)x->n);
         if (st == IPCP_OK && x->staged)
             st = ipcp__rx_stage(x, 0);
@@ -366,39 +400,36 @@ static ipcp_status_t rx_send_head(ipcp__rx_t *x)
     return x->st;
 }
 
-/* The receiver's header, and room for the bytes of the longest short
- * message: in place when a host buffer holds it (a message of two parts),
- * else the job's room for a host buffer, a slot for device memory.  A receive
- * never offers less (a message longer than its receive may be written past it:
- * Open MPI 4.1's single-copy path does so), so what is too long for the buffer
- * is cut there, the buffer untouched. */
+/* The receiver's message on channel 0, with room for the longest short
+ * message: in place when a host buffer holds it (a header that lands
+ * there is read, and the bytes it covered put back from the copy taken
+ * here), else the job's room for a host buffer, a slot for device memory.
+ * A receive never offers less (a message longer than its receive may be
+ * written past it: Open MPI 4.1's single-copy path does so), so what is
+ * too long for the buffer is cut there, the buffer untouched. */
 static ipcp_status_t rx_recv_head(ipcp__rx_t *x)
 {
-    const size_t hn = sizeof(rx_hdr_t);
     ipcp_status_t st;
     x->phase = X_HEAD;
     if (!x->dev && x->cap >= IPCP_RX_INLINE) {
+        memcpy(x->hb, x->buf, IPCP_RX_HEAD);
         x->room = x->buf;
-        return ipcp__rx_post(x, 0, x->hp, hn, x->room, IPCP_RX_INLINE, x->tag,
-                             &x->hop);
-    }
-    if (x->dev) {
+    } else if (x->dev) {
         if ((st = ipcp__rx_stage(x, 1)) != IPCP_OK)
             return st;
-        x->hp = x->slots->mem + RX_SHORT_AT - hn;
+        x->room = x->slots->mem + RX_SHORT_AT;
     } else {
         ipcp__list_t *e = ipcp__list_pop_front(&x->rm->rooms);
         x->rb = e ? ipcp__list_entry(e, rx_room_t, link)
-                  : malloc(sizeof(rx_room_t) + hn + IPCP_RX_INLINE);
+                  : malloc(sizeof(rx_room_t) + IPCP_RX_INLINE);
         if (!x->rb)
             return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
                               "no memory for a receive from rank %d", x->peer);
         ipcp__list_init(&x->rb->link);
-        x->hp = x->rb->mem;
+        x->room = x->rb->mem;
     }
-    /* The header, then the room for the bytes, contiguous. */
-    x->room = x->hp + hn;
-    return ipcp__rx_post(x, 0, x->hp, hn + IPCP_RX_INLINE, NULL, 0, x->tag,
+    x->hp = x->room;
+    return ipcp__rx_post(x, 0, x->room, IPCP_RX_INLINE, NULL, 0, x->tag,
                          &x->hop);
 }
 

@@ -1,23 +1,26 @@
 /* One transfer with a rank on another node, over a transport
  * (engine/remote.h), for host and device memory alike.
  *
- * Every message starts with a header on channel 0 under the user's tag:
- * its length, and either its bytes (up to IPCP_RX_INLINE) in the same
- * message or the number under which its pieces follow on channel 1, in
- * order, each of the header's piece size.  A short message is one
- * message of the transport, with nothing to wait for between header and
- * bytes: a receive of at least IPCP_RX_INLINE bytes takes them in place
- * (the header and the buffer as the two parts of one message), a
- * smaller one into room of the job's (what is too long for the buffer
- * is dropped there), device memory through a pinned slot.  A
- * long message's header tells the receiver the length before it takes
- * any piece, so each side picks its own way: host memory gives and
- * takes the pieces in place; device memory moves through a few pinned
- * host slots of the transfer's, the device-to-host copy of piece i+1
- * running while the transport carries piece i (and the host-to-device
- * copies likewise on the far side), unless the transport reads device
- * memory itself.  A message longer than the receive is drained and
- * nothing is written (IPCP_ERR_TRUNCATED).
+ * Every message is one message of the transport on channel 0 under the
+ * user's tag.  A short message (past IPCP_RX_HEAD bytes, up to
+ * IPCP_RX_INLINE) is its bytes alone: one contiguous message, which MPI
+ * moves as it moves its own.  Any other is a header of at most
+ * IPCP_RX_HEAD bytes: its length, and either its bytes (up to
+ * IPCP_RX_COPY, copied behind it) or the number under which its pieces
+ * follow on channel 1, in order, each of the header's piece size; the
+ * receiver tells the two apart by the length that came.  Every receive
+ * offers IPCP_RX_INLINE bytes: in place when a host buffer holds that
+ * many (a header landing there is read, and the bytes it covered are put
+ * back), else in room of the job's (what is too long for the buffer is
+ * dropped there), device memory through a pinned slot.  A long message's
+ * header tells the receiver the length before it takes any piece, so
+ * each side picks its own way: host memory gives and takes the pieces in
+ * place; device memory moves through a few pinned host slots of the
+ * transfer's, the device-to-host copy of piece i+1 running while the
+ * transport carries piece i (and the host-to-device copies likewise on
+ * the far side), unless the transport reads device memory itself.  A
+ * message longer than the receive is drained and nothing is written
+ * (IPCP_ERR_TRUNCATED).
  *
  * Transfers progress only in the calls below, all made under
  * ipcp__remote_lock; ipcp__rx_progress moves the running transfers of
@@ -29,13 +32,16 @@
 #include "backend/backend.h"
 #include "engine/remote.h"
 
-/* The most bytes a header carries with it (a multiple of 4096): what a
- * receiver takes; a sender of host memory sends with the header up to
- * IPCPIPE_REMOTE_INLINE of them (at most this). */
+/* The longest short message (a multiple of 4096): what every receive
+ * offers; a sender of host memory sends its bytes alone up to
+ * IPCPIPE_REMOTE_INLINE (at most this). */
 #define IPCP_RX_INLINE 65536
-/* Up to this many they are copied with it: cheaper than a message of two
- * parts there. */
-#define IPCP_RX_COPY 4096
+/* The longest header, with the bytes copied behind it (up to
+ * IPCP_RX_COPY: cheaper than a message of their own there); a message on
+ * channel 0 of more bytes is a short message's bytes alone, and one of
+ * IPCP_RX_COPY to IPCP_RX_HEAD bytes goes in pieces. */
+#define IPCP_RX_HEAD 256
+#define IPCP_RX_COPY (IPCP_RX_HEAD - 24)
 
 typedef struct ipcp__rx ipcp__rx_t;
 

@@ -26,6 +26,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "engine/remote.h"
+#include "engine/remote_xfer.h"
 #include "fakedev.h"
 #include "ipcpipe_cuda.h"
 
@@ -53,9 +54,11 @@ typedef struct echo {
     int device_ops, mixed_ops;
     const void *watch; /* operations that named this (a user's buffer) */
     int watched;
-    /* Sends on channel 1 (pieces), and sends of two parts (a header with
-     * the caller's bytes behind it). */
-    int piece_sends, two_part_sends;
+    /* Sends on channel 1 (pieces), sends of a short message's bytes alone
+     * (on channel 0, longer than any header), and sends of two parts
+     * (which ipcpipe no longer makes: a header with the caller's bytes
+     * behind it left Open MPI's single-copy path). */
+    int piece_sends, alone_sends, two_part_sends;
 } echo_t;
 
 static echo_t echo;
@@ -129,6 +132,7 @@ static ipcp_status_t echo_isend(void *ctx, int chan, const void *head,
                           "echo: a send refused");
     }
     echo.piece_sends += chan == 1;
+    echo.alone_sends += chan == 0 && hn + bn > IPCP_RX_HEAD;
     echo.two_part_sends += hn && bn;
     return echo_post2(chan, 1, (void *)head, hn, (void *)body, bn, peer, tag,
                       op);
@@ -308,20 +312,27 @@ static void loop_truncated(ipcp_comm_t *c)
     T_MSG_HAS("a message of 256 bytes from rank 0 (on another node) for a "
               "receive of 16");
     T_CHECK(small[0] == 0x5a && small[15] == 0x5a);
-    /* A short message into a receive that holds the longest (in place:
-     * nothing past it written), and one too long for a receive that does
-     * not (cut in the header's room, the buffer untouched). */
+    /* Into a receive that holds the longest short message (in place:
+     * nothing past the message written): bytes behind a header (which
+     * the buffer's first bytes took, put back), a message of one piece
+     * (its header there first), bytes alone; then one too long for a
+     * receive that does not hold the longest (cut in the job's room, the
+     * buffer untouched). */
     {
-        size_t cap = 100000, n = 5000;
+        static const size_t ns[] = {100, IPCP_RX_COPY, IPCP_RX_HEAD, 5000};
+        size_t cap = 100000;
         unsigned char *out = t_malloc(cap), *in = t_malloc(cap);
-        ipcp_pattern_fill(out, cap, t_fresh_seed(), 0);
-        memset(in, 0x5a, cap);
-        T_OK(ipcp_send(c, out, n, 0, 5));
-        T_OK(ipcp_recv(c, in, cap, 0, 5, &info));
-        T_EQ_U64(info.nbytes, n);
-        T_CHECK(memcmp(in, out, n) == 0);
-        for (size_t i = n; i < cap; i++)
-            T_CHECK(in[i] == 0x5a);
+        for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++) {
+            size_t n = ns[k];
+            ipcp_pattern_fill(out, cap, t_fresh_seed(), 0);
+            memset(in, 0x5a, cap);
+            T_OK(ipcp_send(c, out, n, 0, 5));
+            T_OK(ipcp_recv(c, in, cap, 0, 5, &info));
+            T_EQ_U64(info.nbytes, n);
+            T_CHECK(memcmp(in, out, n) == 0);
+            for (size_t i = n; i < cap; i++)
+                T_CHECK(in[i] == 0x5a);
+        }
         memset(in, 0x5a, cap);
         T_OK(ipcp_send(c, out, 60000, 0, 5));
         T_STATUS(ipcp_recv(c, in, 50000, 0, 5, NULL), IPCP_ERR_TRUNCATED);
@@ -360,7 +371,7 @@ static void loop_hostile(ipcp_comm_t *c)
             uint32_t magic, seq;
             uint64_t len;
             uint32_t chunk, flags;
-        } h = {0x69707231u, 0, 8, 0, 0};
+        } h = {0x69707232u, 0, 8, 0, 0};
         void *op;
         int cancels = echo.cancels;
         T_OK(echo_post(0, 1, "junk", 4, 0, 8, &op));
@@ -371,13 +382,13 @@ static void loop_hostile(ipcp_comm_t *c)
         T_OK(echo_post(0, 1, &h, sizeof(h), 0, 8, &op));
         T_STATUS(ipcp_recv(c, buf, sizeof(buf), 0, 8, NULL),
                  IPCP_ERR_PEER_LOST);
-        T_MSG_HAS("a header ipcpipe cannot read (magic 0x69707231");
+        T_MSG_HAS("a header ipcpipe cannot read (magic 0x69707232");
         /* A short message whose bytes are not its length. */
-        h.magic = 0x69707232u;
+        h.magic = 0x69707233u;
         T_OK(echo_post(0, 1, &h, sizeof(h), 0, 8, &op));
         T_STATUS(ipcp_recv(c, buf, sizeof(buf), 0, 8, NULL),
                  IPCP_ERR_PEER_LOST);
-        T_MSG_HAS("cannot read (magic 0x69707232, 24 bytes, length 8");
+        T_MSG_HAS("cannot read (magic 0x69707233, 24 bytes, length 8");
         h.seq = 999;
         h.len = 3 * 65536;
         h.chunk = 65536;
@@ -518,19 +529,29 @@ static int case_loop(void)
     return 0;
 }
 
-/* IPCPIPE_REMOTE_INLINE=16K: host messages up to 16 KiB leave with their
- * header (copied behind it up to 4 KiB, else as a message of two parts);
- * longer ones as the header, then pieces straight from the buffer.  Every
- * byte arrives either way (a receiver takes both forms whatever its own
- * setting: it reads none). */
+/* IPCPIPE_REMOTE_INLINE=16K: host messages up to IPCP_RX_COPY bytes leave
+ * copied behind their header, those past IPCP_RX_HEAD up to 16 KiB as
+ * their bytes alone, all others as the header, then pieces straight from
+ * the buffer; never a message of two parts.  Every byte arrives either
+ * way (a receiver takes every form whatever its own setting: it reads
+ * none). */
 static int case_inline(void)
 {
     static const struct {
         size_t n;
-        int pieces, two_part;
+        int pieces, alone;
     } m[] = {
-        {1, 0, 0},     {4096, 0, 0},  {4097, 0, 1},  {16384, 0, 1},
-        {16385, 1, 0}, {65536, 1, 0}, {65537, 2, 0}, {200000, 4, 0},
+        {1, 0, 0},
+        {IPCP_RX_COPY, 0, 0},
+        {IPCP_RX_COPY + 1, 1, 0},
+        {IPCP_RX_HEAD, 1, 0},
+        {IPCP_RX_HEAD + 1, 0, 1},
+        {4096, 0, 1},
+        {16384, 0, 1},
+        {16385, 1, 0},
+        {65536, 1, 0},
+        {65537, 2, 0},
+        {200000, 4, 0},
     };
     setenv("IPCPIPE_REMOTE_INLINE", "16K", 1);
     setenv("IPCPIPE_REMOTE_CHUNK", "64K", 1);
@@ -538,11 +559,12 @@ static int case_inline(void)
     int local[3] = {-1, 0, -1};
     T_OK(ipcp__comm_remote(c, "whole", 1, 3, local, &echo_ops, &echo));
     for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
-        int pieces = echo.piece_sends, two = echo.two_part_sends;
+        int pieces = echo.piece_sends, alone = echo.alone_sends;
         round_trip(c, 2, m[i].n, 8);
         T_EQ_INT(echo.piece_sends - pieces, m[i].pieces);
-        T_EQ_INT(echo.two_part_sends - two, m[i].two_part);
+        T_EQ_INT(echo.alone_sends - alone, m[i].alone);
     }
+    T_EQ_INT(echo.two_part_sends, 0);
     /* Too long for its receive, with the header and past it (then one
      * piece of the message's length, drained): nothing written, and the
      * tag's next message arrives whole. */
