@@ -71,22 +71,21 @@ static const ipcp__setting_t ipcp__settings[] = {
      IPCP_OFF(node), 0, 0, 0, NULL},
     {"IPCPIPE_REMOTE_CHUNK", IPCP_SET_SIZE, "4M",
      "piece size of transfers with ranks on other nodes (ipcp_init_mpi): "
-     "a message longer than its header carries (IPCPIPE_REMOTE_INLINE; "
-     "64 KiB for staged device memory) goes as pieces of this size, and "
+     "a message longer than a short one (IPCPIPE_REMOTE_INLINE; 64 KiB "
+     "for staged device memory) goes as pieces of this size, and "
      "device memory "
      "is staged through pinned host slots of at most this size, up to 4 per "
      "transfer",
      IPCP_OFF(remote_chunk), 4096, 64.0 * 1024 * 1024, 0, NULL},
     {"IPCPIPE_REMOTE_INLINE", IPCP_SET_SIZE, "64K",
      "the most bytes of host memory a message to a rank on another node "
-     "(ipcp_init_mpi) carries with its header, as one message of two "
-     "parts (the header and the caller's buffer); a longer one goes as "
-     "the header and then its bytes as messages of their own, contiguous "
-     "(which an MPI may move with a single copy where it moves a message "
-     "of two parts through its buffers).  Up to 4 KiB the bytes are "
-     "copied behind the header whatever this says; staged device memory's "
-     "short messages go through a pinned slot, header and bytes contiguous, up "
-     "to 64 KiB.  Receivers take either form, whatever their own setting",
+     "(ipcp_init_mpi) sends as its bytes alone, one contiguous message "
+     "from the caller's buffer (as MPI sends its own, which an MPI may "
+     "move with a single copy); a longer one goes as a header, then its "
+     "bytes as messages of their own.  Up to 232 bytes the bytes are "
+     "copied behind a header whatever this says; staged device memory's "
+     "short messages go through a pinned slot, bytes alone, up to 64 KiB.  "
+     "Receivers take every form, whatever their own setting",
      IPCP_OFF(remote_inline), 4096, 64.0 * 1024, 0, NULL},
     {"IPCPIPE_REMOTE_RMA", IPCP_SET_ENUM, "on",
      "puts and gets with ranks on other nodes (ipcp_init_mpi) through an "
