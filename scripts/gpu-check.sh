@@ -281,15 +281,12 @@ fi
 
 # Device transfers with ranks bound to one CPU each against unbound, two
 # processes on one GPU (or two): the stream-ordered and blocking small
-# messages and a large transfer; bound again with the contexts' waits
-# yielding (IPCPIPE_CUDA_SCHED=yield).
+# messages and a large transfer.
 bound_run() {
-    local run pin sched
-    for run in :keep --pin:keep --pin:yield; do
-        pin=${run%:*} sched=${run#*:}
-        echo "## --mem cuda ${pin:-(unbound)} IPCPIPE_CUDA_SCHED=$sched"
-        IPCPIPE_CUDA_SCHED=$sched "$bench" --mem cuda --case auto --case stream \
-            --sizes 8,4K,2M,256M $pin 2>&1 |
+    local pin
+    for pin in "" --pin; do
+        echo "## --mem cuda ${pin:-(unbound)}"
+        "$bench" --mem cuda --case auto --case stream --sizes 8,4K,2M,256M $pin 2>&1 |
             grep -E '^ +[0-9]|^ +\^ (first|min-max)' || return 1
     done
 }
@@ -299,8 +296,7 @@ if want bound; then
 fi
 
 # Where a bound rank's one CPU goes: the stream-ordered and blocking
-# device cases run bound (the contexts' waits as they are, then
-# yielding), then unbound, while every thread of the bench's
+# device cases run bound, then unbound, while every thread of the bench's
 # processes (the command and its children) is sampled
 # (/proc/PID/task/TID/schedstat: time run, time
 # waited for the CPU, slices) every 50 ms, from the last CPU (off the
@@ -327,12 +323,11 @@ threads_sample() { # command...
     wait "$main"
 }
 threads_run() {
-    local run pin sched c
-    for run in --pin:keep --pin:yield :keep; do
-        pin=${run%:*} sched=${run#*:}
+    local pin c
+    for pin in --pin ""; do
         for c in stream auto; do
-            echo "## --mem cuda --case $c --sizes 8,4K ${pin:-(unbound)} IPCPIPE_CUDA_SCHED=$sched"
-            IPCPIPE_CUDA_SCHED=$sched threads_sample "$bench" --mem cuda --case "$c" --sizes 8,4K $pin || return 1
+            echo "## --mem cuda --case $c --sizes 8,4K ${pin:-(unbound)}"
+            threads_sample "$bench" --mem cuda --case "$c" --sizes 8,4K $pin || return 1
         done
     done
 }

@@ -39,8 +39,6 @@ static const char *const ipcp__path_choices[] = {"auto", "direct", "staged",
                                                  "bounce", NULL};
 static const char *const ipcp__autooff_choices[] = {"auto", "off", NULL};
 static const char *const ipcp__notify_choices[] = {"event", "callback", NULL};
-static const char *const ipcp__sched_choices[] = {"keep", "yield", "blocking",
-                                                  NULL};
 static const char *const ipcp__offon_choices[] = {"off", "on", NULL};
 static const char *const ipcp__copies_choices[] = {"auto", "thread", "caller",
                                                    NULL};
@@ -222,15 +220,6 @@ static const ipcp__setting_t ipcp__settings[] = {
      "device work finished: event (a thread polls CUDA events while "
      "transfers run) or callback (stream callbacks, which stall the stream)",
      IPCP_OFF(cuda_notify), 0, 0, 0, ipcp__notify_choices},
-    {"IPCPIPE_CUDA_SCHED", IPCP_SET_ENUM, "keep",
-     "how the threads of this process wait for a GPU: keep (the context's "
-     "own choice; CUDA's default spins unless the machine has fewer CPUs "
-     "than contexts, whatever CPUs the process may use), yield or blocking "
-     "(the primary context of each device ipcpipe uses is set so when "
-     "ipcpipe first uses it: every wait of the process on that device, the "
-     "caller's too, then yields its CPU or sleeps); for ranks bound to one "
-     "CPU, where a spinning wait holds the CPU that ipcpipe's threads need",
-     IPCP_OFF(cuda_sched), 0, 0, 0, ipcp__sched_choices},
     {"IPCPIPE_SPIN_US", IPCP_SET_INT, "50",
      "microseconds the progress thread, "
      "waiting callers, host copy workers and the CUDA event thread (those of "

@@ -14,8 +14,6 @@
 enum { IPCP_CUDA_AUTO = 0, IPCP_CUDA_OFF = 1 };
 /* IPCPIPE_CUDA_NOTIFY */
 enum { IPCP_NOTIFY_EVENT = 0, IPCP_NOTIFY_CALLBACK = 1 };
-/* IPCPIPE_CUDA_SCHED */
-enum { IPCP_SCHED_KEEP = 0, IPCP_SCHED_YIELD = 1, IPCP_SCHED_BLOCKING = 2 };
 /* IPCPIPE_PVM */
 enum { IPCP_PVM_AUTO = 0, IPCP_PVM_OFF = 1 };
 /* IPCPIPE_REMOTE_COPIES */
@@ -52,7 +50,6 @@ typedef struct ipcp__config {
     int pvm;                         /* IPCPIPE_PVM */
     int cuda;                        /* IPCPIPE_CUDA */
     int cuda_notify;                 /* IPCPIPE_CUDA_NOTIFY */
-    int cuda_sched;                  /* IPCPIPE_CUDA_SCHED */
     int spin_us;                     /* IPCPIPE_SPIN_US */
     int mailbox;                     /* IPCPIPE_MAILBOX */
     char trace[IPCP_DIR_MAX];        /* IPCPIPE_TRACE, "" = off */

@@ -705,34 +705,6 @@ static void case_pool(void)
     drop_device(0);
 }
 
-/* IPCPIPE_CUDA_SCHED (this run's environment: unset, yield or blocking)
- * sets the primary context's waits when the backend first uses the
- * device, and only then; unset leaves them as they were. */
-static void case_sched(void)
-{
-    const ipcp__config_t *cfg;
-    CUdevice dev;
-    unsigned before = 0, after = 0;
-    int active = 0;
-    T_OK(ipcp__config_get(&cfg));
-    ops->close(be);
-    T_OK(ops->open(cfg, &be));
-    CU_OK(IPCP_CU(cuDeviceGet)(&dev, 0));
-    CU_OK(IPCP_CU(cuDevicePrimaryCtxGetState)(dev, &before, &active));
-    void *p = NULL, *h = NULL;
-    T_OK(ops->mem_alloc(be, 1 << 20, 0, &p, &h));
-    CU_OK(IPCP_CU(cuDevicePrimaryCtxGetState)(dev, &after, &active));
-    T_CHECK(active);
-    static const unsigned want[] = {0, CU_CTX_SCHED_YIELD,
-                                    CU_CTX_SCHED_BLOCKING_SYNC};
-    if (cfg->cuda_sched == IPCP_SCHED_KEEP)
-        T_EQ_INT((int)(after & CU_CTX_SCHED_MASK),
-                 (int)(before & CU_CTX_SCHED_MASK));
-    else
-        T_EQ_INT((int)(after & CU_CTX_SCHED_MASK), (int)want[cfg->cuda_sched]);
-    T_OK(ops->mem_free(be, h));
-}
-
 static const struct {
     const char *name;
     void (*fn)(void);
@@ -752,7 +724,6 @@ static const struct {
     {"queue_wrap", case_queue_wrap},
     {"queue_skip", case_queue_skip},
     {"queue_peer", case_queue_peer},
-    {"sched", case_sched},
 };
 
 int main(int argc, char **argv)

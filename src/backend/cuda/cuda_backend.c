@@ -34,45 +34,6 @@ static _Thread_local unsigned cuda_tls_gen;
 
 /* ---- Contexts ------------------------------------------------------------ */
 
-/* IPCPIPE_CUDA_SCHED on the primary context c of device (made current for
- * the call): how every wait of the process on it uses its CPU.  A driver
- * without cuCtxSetFlags (CUDA 12.1) or one that refuses leaves it as it
- * was, saying so. */
-static void cuda_ctx_sched(ipcp__backend_t *be, int device, CUcontext c)
-{
-    static const unsigned want[] = {0, CU_CTX_SCHED_YIELD,
-                                    CU_CTX_SCHED_BLOCKING_SYNC};
-    static const char *const names[] = {"auto", "spin", "yield", "?",
-                                        "blocking"};
-    int sched = be->cfg.cuda_sched;
-    if (sched == IPCP_SCHED_KEEP)
-        return;
-    __typeof__(&cuCtxGetFlags) get =
-        (__typeof__(&cuCtxGetFlags))ipcp__cu_proc("cuCtxGetFlags", 7000);
-    __typeof__(&cuCtxSetFlags) set =
-        (__typeof__(&cuCtxSetFlags))ipcp__cu_proc("cuCtxSetFlags", 12010);
-    unsigned flags = 0;
-    CUcontext prev = NULL;
-    CUresult r = CUDA_ERROR_NOT_SUPPORTED;
-    if (get && set && IPCP_CU(cuCtxPushCurrent)(c) == CUDA_SUCCESS) {
-        if ((r = get(&flags)) == CUDA_SUCCESS &&
-            (flags & CU_CTX_SCHED_MASK) != want[sched])
-            r = set((flags & ~(unsigned)CU_CTX_SCHED_MASK) | want[sched]);
-        (void)IPCP_CU(cuCtxPopCurrent)(&prev);
-    }
-    if (r != CUDA_SUCCESS)
-        IPCP_WARN(IPCP_SUB_CUDA,
-                  "device %d's waits stay as they were: IPCPIPE_CUDA_SCHED "
-                  "needs cuCtxSetFlags (CUDA 12.1), which %s (CUresult %d)",
-                  device, get && set ? "failed" : "this driver lacks", (int)r);
-    else
-        IPCP_INFO(IPCP_SUB_CUDA,
-                  "device %d's waits now %s (IPCPIPE_CUDA_SCHED; they were "
-                  "%s)",
-                  device, sched == IPCP_SCHED_YIELD ? "yield" : "block",
-                  names[flags & CU_CTX_SCHED_MASK]);
-}
-
 ipcp_status_t ipcp__cuda_ctx(ipcp__backend_t *be, int device, int level,
                              CUcontext *ctx)
 {
@@ -89,8 +50,7 @@ ipcp_status_t ipcp__cuda_ctx(ipcp__backend_t *be, int device, int level,
         return IPCP_OK;
     }
     /* The first use of a device creates its context (about 0.2 s and some
-     * GPU memory, FACTS.md), so it happens only for devices in use; its
-     * waits are set as IPCPIPE_CUDA_SCHED says then. */
+     * GPU memory, FACTS.md), so it happens only for devices in use. */
     pthread_mutex_lock(&be->lock);
     c = d->ctx;
     if (!c) {
@@ -98,7 +58,6 @@ ipcp_status_t ipcp__cuda_ctx(ipcp__backend_t *be, int device, int level,
             ipcp__cu_check(IPCP_CU(cuDevicePrimaryCtxRetain)(&c, d->dev), level,
                            "cuDevicePrimaryCtxRetain(device %d)", device);
         if (st == IPCP_OK) {
-            cuda_ctx_sched(be, device, c);
             __atomic_store_n(&d->ctx, c, __ATOMIC_RELEASE);
             IPCP_DEBUG(IPCP_SUB_CUDA,
                        "retained the primary context of "
