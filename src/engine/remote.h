@@ -42,14 +42,11 @@ typedef struct ipcp__remote_ops {
      * transfers on (engine/remote_order.h); 0: only the calls that wait
      * for and test transfers do. */
     int threads;
-    /* A message is a head of hn bytes followed by a body of bn (body NULL
-     * when bn is 0): one message, sent or received in place from both
-     * parts (a receive takes up to hn + bn bytes, head first). */
-    ipcp_status_t (*isend)(void *ctx, int chan, const void *head, size_t hn,
-                           const void *body, size_t bn, int peer, int tag,
-                           void **op);
-    ipcp_status_t (*irecv)(void *ctx, int chan, void *head, size_t hn,
-                           void *body, size_t bn, int peer, int tag, void **op);
+    /* A message of n bytes at buf, contiguous (a receive takes up to n). */
+    ipcp_status_t (*isend)(void *ctx, int chan, const void *buf, size_t n,
+                           int peer, int tag, void **op);
+    ipcp_status_t (*irecv)(void *ctx, int chan, void *buf, size_t n, int peer,
+                           int tag, void **op);
     /* One-sided access to host memory of the job's ranks (NULL where the
      * transport has none).  attach makes [buf, buf+len) reachable by the
      * others and gives the address they name it by (addr); detach ends

@@ -21,15 +21,13 @@ ipcp_status_t ipcp__rx_win_alloc(ipcp__rx_t *x, int n)
     return IPCP_OK;
 }
 
-/* A message of head then body (either may be empty). */
-ipcp_status_t ipcp__rx_post(ipcp__rx_t *x, int chan, void *head, size_t hn,
-                            void *body, size_t bn, int tag, void **op)
+/* A message of n bytes at buf to or from x's peer. */
+ipcp_status_t ipcp__rx_post(ipcp__rx_t *x, int chan, void *buf, size_t n,
+                            int tag, void **op)
 {
     ipcp__remote_t *rm = x->rm;
-    return x->send ? rm->ops->isend(rm->ctx, chan, head, hn, body, bn, x->peer,
-                                    tag, op)
-                   : rm->ops->irecv(rm->ctx, chan, head, hn, body, bn, x->peer,
-                                    tag, op);
+    return x->send ? rm->ops->isend(rm->ctx, chan, buf, n, x->peer, tag, op)
+                   : rm->ops->irecv(rm->ctx, chan, buf, n, x->peer, tag, op);
 }
 
 /* A region of scratch: a piece, or the whole message where it is
@@ -64,7 +62,7 @@ void ipcp__rx_send_stop(ipcp__rx_t *x)
     if (x->given >= x->n)
         return;
     x->given = x->n;
-    if (ipcp__rx_post(x, 1, x->hb, 0, NULL, 0, (int)x->seq, &op) == IPCP_OK)
+    if (ipcp__rx_post(x, 1, x->hb, 0, (int)x->seq, &op) == IPCP_OK)
         x->sop = op; /* else the transport failed: the peer hears of it */
 }
 
@@ -146,7 +144,7 @@ void ipcp__rx_start_piece(ipcp__rx_t *x, rx_win_t *w, uint64_t k)
                      : x->scratch + (size_t)(w - x->win) * rx_scratch_stride(x);
         else if (!x->send && w->slot)
             to = w->slot;
-        st = ipcp__rx_post(x, 1, to, len, NULL, 0, (int)x->seq, &w->op);
+        st = ipcp__rx_post(x, 1, to, len, (int)x->seq, &w->op);
         if (st == IPCP_OK) {
             w->state = W_MOVE;
             if (x->send)
@@ -186,8 +184,8 @@ static int rx_win_copied(ipcp__rx_t *x, rx_win_t *w)
         ipcp__rx_send_stop(x);
         return 1;
     }
-    st = ipcp__rx_post(x, 1, w->slot, rx_piece_len(x, w->k), NULL, 0,
-                       (int)x->seq, &w->op);
+    st = ipcp__rx_post(x, 1, w->slot, rx_piece_len(x, w->k), (int)x->seq,
+                       &w->op);
     if (st != IPCP_OK) {
         w->state = W_IDLE;
         ipcp__rx_fail(x, st);

@@ -159,10 +159,9 @@ void ipcp__rx_fail(ipcp__rx_t *x, ipcp_status_t st);
 /* ---- Pieces (remote_piece.c) ------------------------------------------ */
 
 ipcp_status_t ipcp__rx_win_alloc(ipcp__rx_t *x, int n);
-/* A message of head then body (either may be empty) to or from the
- * peer. */
-ipcp_status_t ipcp__rx_post(ipcp__rx_t *x, int chan, void *head, size_t hn,
-                            void *body, size_t bn, int tag, void **op);
+/* A message of n bytes at buf to or from the peer. */
+ipcp_status_t ipcp__rx_post(ipcp__rx_t *x, int chan, void *buf, size_t n,
+                            int tag, void **op);
 /* The receiver takes the rest of the message and writes none of it; 0
  * when there is nowhere to put it. */
 int ipcp__rx_drain(ipcp__rx_t *x);

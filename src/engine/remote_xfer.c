@@ -225,7 +225,7 @@ static void rx_flush(ipcp__remote_t *rm, int peer)
         ipcp__list_del(&x->olink);
         x->held = 0;
         if (st == IPCP_OK)
-            st = ipcp__rx_post(x, 0, x->hp, x->phn, NULL, 0, x->tag, &x->hop);
+            st = ipcp__rx_post(x, 0, x->hp, x->phn, x->tag, &x->hop);
         if (st != IPCP_OK) { /* nothing of it left: no piece starts */
             ipcp__rx_fail(x, st);
             x->stopped = 1;
@@ -429,8 +429,7 @@ static ipcp_status_t rx_recv_head(ipcp__rx_t *x)
         x->room = x->rb->mem;
     }
     x->hp = x->room;
-    return ipcp__rx_post(x, 0, x->room, IPCP_RX_INLINE, NULL, 0, x->tag,
-                         &x->hop);
+    return ipcp__rx_post(x, 0, x->room, IPCP_RX_INLINE, x->tag, &x->hop);
 }
 
 /* A transfer made ready to start (a spare one, else a new one), with

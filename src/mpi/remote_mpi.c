@@ -4,7 +4,6 @@
  * pieces), errors returned, not fatal; one-sided access through a
  * dynamic window over the first, in one passive epoch to all ranks
  * (MPI_Win_lock_all) from start to end. */
-#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,30 +16,12 @@
 #include "common/status.h"
 #include "mpi/remote_mpi.h"
 
-/* Types of two-part messages kept for reuse, each with its own room for
- * the header: the type is made for (that room, the body), so a window of
- * transfers over the same buffers meets its types again whatever header
- * memory the caller gives (the header is copied in for a send, out for a
- * receive).  Making a type costs about 0.5 us a message each side; keyed
- * on the caller's header, 94% of a window's messages made one anew. */
-enum { MPI_TYPES = 512, MPI_PROBES = 4, MPI_HEAD_MAX = 64 };
-
-typedef struct mpi_type {
-    const void *body;
-    int hn, bn;
-    MPI_Datatype t; /* MPI_DATATYPE_NULL: free entry */
-    int busy;       /* an operation's message is in head */
-    unsigned char head[MPI_HEAD_MAX];
-} mpi_type_t;
-
 enum { OP_P2P, OP_PUT, OP_GET };
 
 typedef struct mpi_op {
     MPI_Request r;
     int send, peer;      /* peer -1: a barrier */
     int kind;            /* OP_*: a put ends once flushed to its target */
-    mpi_type_t *e;       /* the entry whose head the message has, or NULL */
-    void *head;          /* a receive's: where its caller wants the header */
     struct mpi_op *next; /* in the context's spares while ended */
 } mpi_op_t;
 
@@ -51,8 +32,7 @@ typedef struct mpi_ctx {
     int joined;  /* every rank's ipcp_init_mpi succeeded: the window is
                     freed by all of them at finalize */
     int tag_ub;
-    mpi_type_t types[MPI_TYPES]; /* a hash table, MPI_PROBES places a key */
-    mpi_op_t *spare;             /* ended operations, for the next ones */
+    mpi_op_t *spare; /* ended operations, for the next ones */
 } mpi_ctx_t;
 
 static mpi_op_t *mpi_op_new(mpi_ctx_t *c, int send, int peer)
@@ -65,20 +45,12 @@ static mpi_op_t *mpi_op_new(mpi_ctx_t *c, int send, int peer)
     o->send = send;
     o->peer = peer;
     o->kind = OP_P2P;
-    o->e = NULL;
-    o->head = NULL;
     return o;
 }
 
-/* o's operation ended: a receive's header to its caller, the entry it
- * used free again, o kept for the next. */
+/* o's operation ended: o kept for the next. */
 static void mpi_op_end(mpi_ctx_t *c, mpi_op_t *o)
 {
-    if (o->e) {
-        if (!o->send)
-            memcpy(o->head, o->e->head, (size_t)o->e->hn);
-        o->e->busy = 0;
-    }
     o->next = c->spare;
     c->spare = o;
 }
@@ -100,132 +72,43 @@ static ipcp_status_t mpi_fail(int err, const char *what, int peer)
                       peer, text);
 }
 
-/* The type of hn bytes then body (bn) as one message from base. */
-static int mpi_type_make(const void *base, int hn, const void *body, int bn,
-                         MPI_Datatype *out)
+/* Messages are at most a short message or a piece (engine/remote_xfer.h):
+ * far below INT_MAX. */
+static ipcp_status_t mpi_post(mpi_ctx_t *c, int chan, int send, void *buf,
+                              size_t n, int peer, int tag, void **op)
 {
-    MPI_Aint a, b, disp[2];
-    int len[2] = {hn, bn}, err;
-    MPI_Get_address(base, &a);
-    MPI_Get_address(body, &b);
-    disp[0] = 0;
-    disp[1] = MPI_Aint_diff(b, a);
-    if ((err = MPI_Type_create_hindexed(2, len, disp, MPI_BYTE, out)) !=
-        MPI_SUCCESS)
-        return err;
-    if ((err = MPI_Type_commit(out)) != MPI_SUCCESS)
-        MPI_Type_free(out);
-    return err;
-}
-
-/* The table's entry for (hn, body, bn) with its type made and none of
- * its operations running; NULL where every place of the key is busy, or
- * where the type could not be made (*err). */
-static mpi_type_t *mpi_type(mpi_ctx_t *c, int hn, const void *body, int bn,
-                            int *err)
-{
-    uint64_t h = ((uint64_t)(uintptr_t)body * 0x9e3779b97f4a7c15ull) ^
-                 ((uint64_t)hn << 40) ^ ((uint64_t)bn * 0xff51afd7ed558ccdull);
-    mpi_type_t *victim = NULL;
-    *err = MPI_SUCCESS;
-    for (int k = 0; k < MPI_PROBES; k++) {
-        mpi_type_t *e = &c->types[((h >> 32) + (uint64_t)k) % MPI_TYPES];
-        if (e->busy)
-            continue;
-        if (e->t != MPI_DATATYPE_NULL && e->body == body && e->hn == hn &&
-            e->bn == bn)
-            return e;
-        if (!victim ||
-            (victim->t != MPI_DATATYPE_NULL && e->t == MPI_DATATYPE_NULL))
-            victim = e;
-    }
-    if (!victim)
-        return NULL;
-    /* Freeing a type leaves the operations that used it be. */
-    if (victim->t != MPI_DATATYPE_NULL)
-        MPI_Type_free(&victim->t);
-    if ((*err = mpi_type_make(victim->head, hn, body, bn, &victim->t)) !=
-        MPI_SUCCESS) {
-        victim->t = MPI_DATATYPE_NULL;
-        return NULL;
-    }
-    victim->body = body;
-    victim->hn = hn;
-    victim->bn = bn;
-    return victim;
-}
-
-/* Messages are at most a header and its bytes, or a piece
- * (engine/remote_xfer.h): far below INT_MAX. */
-static ipcp_status_t mpi_post(mpi_ctx_t *c, int chan, int send, void *head,
-                              size_t hn, void *body, size_t bn, int peer,
-                              int tag, void **op)
-{
-    MPI_Comm comm = c->comm[chan];
-    MPI_Datatype t = MPI_BYTE, once = MPI_DATATYPE_NULL;
-    mpi_type_t *e = NULL;
-    void *buf = head;
-    int count = (int)hn, err = MPI_SUCCESS;
+    int err;
     if (tag > c->tag_ub)
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
                           "tag %d with rank %d (on another node): MPI takes "
                           "tags up to %d",
                           tag, peer, c->tag_ub);
-    if (bn && !hn) {
-        buf = body;
-        count = (int)bn;
-    } else if (bn) {
-        count = 1;
-        if (hn <= MPI_HEAD_MAX &&
-            (e = mpi_type(c, (int)hn, body, (int)bn, &err)) != NULL) {
-            buf = e->head;
-            t = e->t;
-            if (send)
-                memcpy(e->head, head, hn);
-        } else if (err == MPI_SUCCESS) {
-            /* Every place of the key is busy (one buffer in several
-             * transfers at once): a type for this message only. */
-            err = mpi_type_make(head, (int)hn, body, (int)bn, &once);
-            t = once;
-        }
-    }
-    if (err != MPI_SUCCESS)
-        return mpi_fail(err, "a message's type", peer);
     mpi_op_t *o = mpi_op_new(c, send, peer);
-    if (o)
-        err = send ? MPI_Isend(buf, count, t, peer, tag, comm, &o->r)
-                   : MPI_Irecv(buf, count, t, peer, tag, comm, &o->r);
-    if (once != MPI_DATATYPE_NULL)
-        MPI_Type_free(&once);
     if (!o)
         return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
                           "no memory for an MPI request");
+    err =
+        send
+            ? MPI_Isend(buf, (int)n, MPI_BYTE, peer, tag, c->comm[chan], &o->r)
+            : MPI_Irecv(buf, (int)n, MPI_BYTE, peer, tag, c->comm[chan], &o->r);
     if (err != MPI_SUCCESS) {
         mpi_op_end(c, o);
         return mpi_fail(err, send ? "a send" : "a receive", peer);
-    }
-    if (e) {
-        e->busy = 1;
-        o->e = e;
-        o->head = head;
     }
     *op = o;
     return IPCP_OK;
 }
 
-static ipcp_status_t mpi_isend(void *ctx, int chan, const void *head, size_t hn,
-                               const void *body, size_t bn, int peer, int tag,
-                               void **op)
+static ipcp_status_t mpi_isend(void *ctx, int chan, const void *buf, size_t n,
+                               int peer, int tag, void **op)
 {
-    return mpi_post(ctx, chan, 1, (void *)head, hn, (void *)body, bn, peer, tag,
-                    op);
+    return mpi_post(ctx, chan, 1, (void *)buf, n, peer, tag, op);
 }
 
-static ipcp_status_t mpi_irecv(void *ctx, int chan, void *head, size_t hn,
-                               void *body, size_t bn, int peer, int tag,
-                               void **op)
+static ipcp_status_t mpi_irecv(void *ctx, int chan, void *buf, size_t n,
+                               int peer, int tag, void **op)
 {
-    return mpi_post(ctx, chan, 0, head, hn, body, bn, peer, tag, op);
+    return mpi_post(ctx, chan, 0, buf, n, peer, tag, op);
 }
 
 static int mpi_test(void *ctx, void *op, ipcp_status_t *st, size_t *nbytes)
@@ -255,11 +138,8 @@ static int mpi_test(void *ctx, void *op, ipcp_status_t *st, size_t *nbytes)
         err = s.MPI_ERROR;
     if (err != MPI_SUCCESS) {
         *st = mpi_fail(err, o->peer < 0 ? "a barrier" : "a transfer", o->peer);
-        if (*r != MPI_REQUEST_NULL) {
-            /* MPI may still use the entry's head: it stays busy. */
+        if (*r != MPI_REQUEST_NULL)
             MPI_Request_free(r);
-            o->e = NULL;
-        }
     } else {
         *st = IPCP_OK;
         if (MPI_Get_count(&s, MPI_BYTE, &count) == MPI_SUCCESS && count > 0)
@@ -300,11 +180,6 @@ static int mpi_cancel(void *ctx, void *op)
         MPI_Request_free(&o->r);
         ended = 0;
     }
-    /* A send left to MPI may still read the entry's head: it stays busy.
-     * A receive cancelled wrote no header its caller waits for. */
-    if (o->e && ended)
-        o->e->busy = 0;
-    o->e = NULL;
     mpi_op_end(ctx, o);
     return ended;
 }
@@ -385,7 +260,7 @@ static ipcp_status_t mpi_iget(void *ctx, void *dst, size_t len, int peer,
 static void mpi_close(void *ctx)
 {
     mpi_ctx_t *c = ctx;
-    int finalized = 0, left = 0;
+    int finalized = 0;
     MPI_Finalized(&finalized);
     /* Collective, as ipcp_finalize of such a job is; where a rank's
      * ipcp_init_mpi failed no rank frees it (one would wait for the
@@ -396,19 +271,12 @@ static void mpi_close(void *ctx)
     }
     for (int i = 0; i < 2 && !finalized; i++)
         MPI_Comm_free(&c->comm[i]);
-    for (int i = 0; i < MPI_TYPES; i++) {
-        left |= !finalized && c->types[i].busy;
-        if (!finalized && c->types[i].t != MPI_DATATYPE_NULL)
-            MPI_Type_free(&c->types[i].t);
-    }
     while (c->spare) {
         mpi_op_t *o = c->spare;
         c->spare = o->next;
         free(o);
     }
-    /* A send left to MPI (mpi_cancel) may still read its header in c. */
-    if (!left)
-        free(c);
+    free(c);
 }
 
 static const ipcp__remote_ops_t mpi_ops = {
@@ -502,8 +370,6 @@ ipcp_status_t ipcp__mpi_remote(MPI_Comm comm, const ipcp__remote_ops_t **ops,
         }
         MPI_Comm_set_errhandler(c->comm[i], MPI_ERRORS_RETURN);
     }
-    for (int i = 0; i < MPI_TYPES; i++)
-        c->types[i].t = MPI_DATATYPE_NULL;
     /* One-sided access, where all want it (mpi_rma_wanted). */
     mpi_window(c);
     c->tag_ub = 32767; /* the least MPI promises */

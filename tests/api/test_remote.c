@@ -37,8 +37,6 @@ typedef struct op {
     unsigned long order; /* its place among all operations */
     void *buf;           /* a send's: a copy of its bytes, freed when read */
     size_t len;
-    void *body; /* a receive's second part (bn bytes after len) */
-    size_t bn;
     int matched; /* a receive that took its send (of mn bytes) */
     size_t mn;
 } op_t;
@@ -49,16 +47,13 @@ typedef struct echo {
     int barriers, closes, cancels;
     int refuse; /* the next send fails */
     /* A transport that reads device memory (case_device): operations
-     * that named (fake) device memory, and those that named it beside
-     * host memory in one message (a CUDA-aware MPI may not take those). */
-    int device_ops, mixed_ops;
+     * that named (fake) device memory. */
+    int device_ops;
     const void *watch; /* operations that named this (a user's buffer) */
     int watched;
-    /* Sends on channel 1 (pieces), sends of a short message's bytes alone
-     * (on channel 0, longer than any header), and sends of two parts
-     * (which ipcpipe no longer makes: a header with the caller's bytes
-     * behind it left Open MPI's single-copy path). */
-    int piece_sends, alone_sends, two_part_sends;
+    /* Sends on channel 1 (pieces), and sends of a short message's bytes
+     * alone (on channel 0, longer than any header). */
+    int piece_sends, alone_sends;
 } echo_t;
 
 static echo_t echo;
@@ -69,31 +64,23 @@ static int echo_is_dev(const void *p)
     return p && fakedev_owns(NULL, p, &a);
 }
 
-/* What a message names, counted (echo.device_ops, mixed_ops, watched). */
-static void echo_note(const void *head, size_t hn, const void *body, size_t bn)
+/* What a message names, counted (echo.device_ops, watched). */
+static void echo_note(const void *buf, size_t len)
 {
-    int dh = hn && echo_is_dev(head), db = bn && echo_is_dev(body);
-    echo.device_ops += dh || db;
-    echo.mixed_ops += (dh || db) && hn && bn && dh != db;
-    echo.watched += echo.watch && (head == echo.watch || body == echo.watch);
+    echo.device_ops += len && echo_is_dev(buf);
+    echo.watched += echo.watch && buf == echo.watch;
 }
 
-static ipcp_status_t echo_post2(int chan, int send, void *buf, size_t len,
-                                void *body, size_t bn, int peer, int tag,
-                                void **out)
+static ipcp_status_t echo_post(int chan, int send, void *buf, size_t len,
+                               int peer, int tag, void **out)
 {
-    echo_note(buf, len, body, bn);
+    echo_note(buf, len);
     for (int i = 0; i < MAX_OPS; i++)
         if (!echo.ops[i].used) {
             if (send) {
-                unsigned char *copy = t_malloc(len + bn + 1);
+                unsigned char *copy = t_malloc(len + 1);
                 memcpy(copy, buf, len);
-                if (bn)
-                    memcpy(copy + len, body, bn);
                 buf = copy;
-                len += bn;
-                body = NULL;
-                bn = 0;
             }
             echo.ops[i] = (op_t){.used = 1,
                                  .chan = chan,
@@ -102,9 +89,7 @@ static ipcp_status_t echo_post2(int chan, int send, void *buf, size_t len,
                                  .tag = tag,
                                  .order = echo.sends++,
                                  .buf = buf,
-                                 .len = len,
-                                 .body = body,
-                                 .bn = bn};
+                                 .len = len};
             *out = &echo.ops[i];
             return IPCP_OK;
         }
@@ -112,49 +97,28 @@ static ipcp_status_t echo_post2(int chan, int send, void *buf, size_t len,
                       "echo: more than %d operations", MAX_OPS);
 }
 
-static ipcp_status_t echo_post(int chan, int send, void *buf, size_t len,
-                               int peer, int tag, void **out)
-{
-    return echo_post2(chan, send, buf, len, NULL, 0, peer, tag, out);
-}
-
-static ipcp_status_t echo_isend(void *ctx, int chan, const void *head,
-                                size_t hn, const void *body, size_t bn,
-                                int peer, int tag, void **op)
+static ipcp_status_t echo_isend(void *ctx, int chan, const void *buf,
+                                size_t len, int peer, int tag, void **op)
 {
     T_CHECK(ctx == &echo);
     T_CHECK(chan == 0 || chan == 1);
     T_CHECK(tag >= 0 && tag <= 1000);
-    T_CHECK(bn == 0 || body != NULL);
     if (echo.refuse) {
         echo.refuse = 0;
         return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_SYSTEM,
                           "echo: a send refused");
     }
     echo.piece_sends += chan == 1;
-    echo.alone_sends += chan == 0 && hn + bn > IPCP_RX_HEAD;
-    echo.two_part_sends += hn && bn;
-    return echo_post2(chan, 1, (void *)head, hn, (void *)body, bn, peer, tag,
-                      op);
+    echo.alone_sends += chan == 0 && len > IPCP_RX_HEAD;
+    return echo_post(chan, 1, (void *)buf, len, peer, tag, op);
 }
 
-static ipcp_status_t echo_irecv(void *ctx, int chan, void *head, size_t hn,
-                                void *body, size_t bn, int peer, int tag,
-                                void **op)
+static ipcp_status_t echo_irecv(void *ctx, int chan, void *buf, size_t len,
+                                int peer, int tag, void **op)
 {
     T_CHECK(ctx == &echo);
     T_CHECK(chan == 0 || chan == 1);
-    T_CHECK(bn == 0 || body != NULL);
-    return echo_post2(chan, 0, head, hn, body, bn, peer, tag, op);
-}
-
-/* A message's bytes into a receive's two parts, as far as they reach. */
-static void echo_scatter(op_t *o, const unsigned char *from, size_t n)
-{
-    size_t a = n < o->len ? n : o->len;
-    memcpy(o->buf, from, a);
-    if (n > a && o->bn)
-        memcpy(o->body, from + a, n - a < o->bn ? n - a : o->bn);
+    return echo_post(chan, 0, buf, len, peer, tag, op);
 }
 
 /* The oldest send to o's peer, channel and tag not yet read, into o;
@@ -170,7 +134,7 @@ static int echo_match(op_t *o)
     }
     if (!s)
         return 0;
-    echo_scatter(o, s->buf, s->len);
+    memcpy(o->buf, s->buf, s->len < o->len ? s->len : o->len);
     o->mn = s->len;
     free(s->buf);
     s->used = 0;
@@ -213,10 +177,9 @@ static int echo_test(void *ctx, void *opp, ipcp_status_t *st, size_t *nbytes)
     /* A message too long filled the receive and fails it, as MPI's do
      * (said when the receive ends: the last error is then its). */
     *st = IPCP_OK;
-    if (o->mn > o->len + o->bn)
+    if (o->mn > o->len)
         *st = ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_TRUNCATED,
-                         "echo: %zu bytes for a receive of %zu", o->mn,
-                         o->len + o->bn);
+                         "echo: %zu bytes for a receive of %zu", o->mn, o->len);
     else
         *nbytes = o->mn;
     o->used = 0;
@@ -431,7 +394,7 @@ static void loop_refused(ipcp_comm_t *c)
     ipcp_request_t *r;
     /* A send the transport refuses fails its call with the transport's
      * reason and leaves nothing behind; the sends around it arrive, in
-     * order: short (in the header's message, of two parts) and long. */
+     * order: short (behind a header, and its bytes alone) and long. */
     {
         static const size_t len[3] = {100, 40000, 100000};
         for (int k = 0; k < 3; k++) {
@@ -532,7 +495,7 @@ static int case_loop(void)
 /* IPCPIPE_REMOTE_INLINE=16K: host messages up to IPCP_RX_COPY bytes leave
  * copied behind their header, those past IPCP_RX_HEAD up to 16 KiB as
  * their bytes alone, all others as the header, then pieces straight from
- * the buffer; never a message of two parts.  Every byte arrives either
+ * the buffer.  Every byte arrives either
  * way (a receiver takes every form whatever its own setting: it reads
  * none). */
 static int case_inline(void)
@@ -564,7 +527,6 @@ static int case_inline(void)
         T_EQ_INT(echo.piece_sends - pieces, m[i].pieces);
         T_EQ_INT(echo.alone_sends - alone, m[i].alone);
     }
-    T_EQ_INT(echo.two_part_sends, 0);
     /* Too long for its receive, with the header and past it (then one
      * piece of the message's length, drained): nothing written, and the
      * tag's next message arrives whole. */
@@ -616,8 +578,8 @@ static void device_trip(ipcp_comm_t *c, unsigned char *src, unsigned char *dst,
 
 /* A transport that reads device memory (ops->device_mem, a CUDA-aware
  * MPI), with a device that is host memory (tests/util/fakedev.h): device
- * buffers go to it as they are, never staged through host memory, and
- * never beside host memory in one message; short and long messages in
+ * buffers go to it as they are, never staged through host memory; short
+ * and long messages in
  * every pairing of host and device memory arrive whole. */
 static int case_device(void)
 {
@@ -646,7 +608,6 @@ static int case_device(void)
         device_trip(c, dev[0], host[1], n);
     }
     T_CHECK(echo.device_ops > 0);
-    T_EQ_INT(echo.mixed_ops, 0);
     /* Straight from and into the user's device buffers: pieces name them
      * (the first piece at the buffer's start). */
     echo.watch = dev[0];
