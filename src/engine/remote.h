@@ -20,6 +20,10 @@
 #include "common/list.h"
 #include "ipcpipe.h"
 
+/* The version of the messages ranks on different nodes exchange
+ * (engine/remote_xfer.h): every rank of a job must have the same. */
+#define IPCP_REMOTE_WIRE 3
+
 /* What a transport does.  It carries messages on two channels that never
  * meet (0: the user's tags; 1: the pieces of long messages, tagged by
  * their message's number), each in MPI's order: two messages of one
@@ -81,8 +85,8 @@ typedef struct ipcp__remote {
     char job[64];   /* the job's name (the node's job has a suffix) */
     ipcp__list_t posted; /* requests whose operation runs (under the lock) */
     size_t chunk;        /* IPCPIPE_REMOTE_CHUNK, in whole 4 KiB */
-    size_t inline_max;   /* IPCPIPE_REMOTE_INLINE: a host message's bytes
-                            sent with its header, up to IPCP_RX_INLINE */
+    size_t inline_max;   /* IPCPIPE_REMOTE_INLINE: the longest host message
+                            sent as its bytes alone, up to IPCP_RX_INLINE */
     uint32_t *seq;       /* a rank -> number of the next long message sent it */
     ipcp__list_t *held;  /* a rank -> sends whose headers wait, in call order */
     ipcp__list_t xfers;  /* every transfer of this job not yet freed */

@@ -10,7 +10,8 @@
 
 #include "engine/remote_xfer.h"
 
-#define RX_MAGIC 0x69707233u /* "ipr3": the header below, version 3 */
+/* "ipr3" for version 3: the header below. */
+#define RX_MAGIC (0x69707230u + IPCP_REMOTE_WIRE)
 /* The largest piece a receiver accepts (the setting's bound). */
 #define RX_CHUNK_MAX ((uint64_t)64 << 20)
 /* Pieces in flight: host memory's in place; device memory's, one slot
@@ -54,6 +55,9 @@ _Static_assert(sizeof(rx_hdr_t) == IPCP_RX_HEAD - IPCP_RX_COPY,
  * and bytes it carries. */
 enum { RX_SPARE = 256 };
 #define RX_HB_MAX (sizeof(rx_hdr_t) + IPCP_RX_COPY)
+_Static_assert(RX_HB_MAX >= IPCP_RX_HEAD,
+               "a receive in place keeps the buffer's first IPCP_RX_HEAD "
+               "bytes in hb");
 
 /* Pinned host memory of one transfer at a time: up to RX_SLOTS slots
  * (one for a short message or a message of one piece), kept per job as
@@ -79,9 +83,9 @@ typedef struct rx_queues {
     ipcp__queue_t *q[2];
 } rx_queues_t;
 
-/* Room for a header and the most bytes it carries, for a host receive
- * smaller than that (kept per job: memory malloc gives back and takes
- * again faults anew, ~10 us a page on a VM). */
+/* Room for the longest message on channel 0 (IPCP_RX_INLINE), for a host
+ * receive smaller than that (kept per job: memory malloc gives back and
+ * takes again faults anew, ~10 us a page on a VM). */
 typedef struct rx_room {
     ipcp__list_t link; /* in rm->rooms while free */
     unsigned char mem[];

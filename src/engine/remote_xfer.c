@@ -567,8 +567,15 @@ void ipcp__rx_cancel(ipcp__rx_t *x)
     int left = 0;
     ipcp__list_del(&x->olink);
     x->held = 0;
-    if (x->hop)
-        left |= !rm->ops->cancel(rm->ctx, x->hop);
+    if (x->hop) {
+        int ended = rm->ops->cancel(rm->ctx, x->hop);
+        left |= !ended;
+        /* A receive in place that its message reached after all (a
+         * cancel that came too late waits for it): what a header there
+         * covered is put back. */
+        if (ended && !x->send && x->phase == X_HEAD && x->room == x->buf)
+            memcpy(x->buf, x->hb, IPCP_RX_HEAD);
+    }
     if (x->sop)
         left |= !rm->ops->cancel(rm->ctx, x->sop);
     x->hop = x->sop = NULL;

@@ -355,6 +355,20 @@ void ipcp__mpi_joined(void *ctx)
 ipcp_status_t ipcp__mpi_remote(MPI_Comm comm, const ipcp__remote_ops_t **ops,
                                void **ctx)
 {
+    /* Every rank speaks one version of the messages, or none starts (a
+     * rank of another version would read them wrong, not fail). */
+    int v[2] = {IPCP_REMOTE_WIRE, -IPCP_REMOTE_WIRE}, all[2] = {0, 0};
+    if (MPI_Allreduce(v, all, 2, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS)
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_INIT, IPCP_ERR_SYSTEM,
+                          "ipcp_init_mpi: the ranks' ipcpipe versions could "
+                          "not be compared (MPI_Allreduce failed)");
+    if (all[0] != -all[1])
+        return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_INIT, IPCP_ERR_UNSUPPORTED,
+                          "ipcp_init_mpi: the job's ranks run ipcpipe builds "
+                          "whose messages to other nodes differ (versions %d "
+                          "to %d, this rank's %d): every rank needs the same "
+                          "ipcpipe",
+                          -all[1], all[0], IPCP_REMOTE_WIRE);
     mpi_ctx_t *c = calloc(1, sizeof(*c));
     int *ub = NULL, flag = 0;
     if (!c)

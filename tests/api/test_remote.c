@@ -3,22 +3,20 @@
  * job of 3, whose ranks 0 and 2 are "elsewhere".  The transport echoes:
  * a receive from a rank elsewhere completes with the oldest unread send
  * to that rank with its tag (so no MPI is needed, and the sanitizers see
- * the routing).  Checks: ranks and size as the job's, every byte of an
- * echoed transfer (with the header, in pieces), path remote, a receive too
- * small (nothing written, the rest drained), a short message in place,
- * what no ipcpipe sends (a short message, another version's header, a
- * sender that stops, pieces too long and too short: each drained), a
- * send the transport refuses (its call fails, the next ones arrive), test
- * and a timed
- * wait, the barrier reaching the transport, calls that do not reach
- * another node refused, finalize ending a receive still posted and closing
- * the transport once, maps that do not fit refused (and the transport
- * closed), the job's name as the caller gave it, staged device memory's
- * pieces.  Receives take sends in the order they were posted, as MPI's
- * do (the pieces of a message share a tag).
+ * the routing; remote_echo.c).  Checks: ranks and size as the job's, every byte
+ * of an echoed transfer (with the header, in pieces), path remote, a receive
+ * too small (nothing written, the rest drained), a short message in place, what
+ * no ipcpipe sends (a short message, another version's header, a sender that
+ * stops, pieces too long and too short: each drained), a send the transport
+ * refuses (its call fails, the next ones arrive), test and a timed wait, the
+ * barrier reaching the transport, calls that do not reach another node refused,
+ * finalize ending a receive still posted and closing the transport once, maps
+ * that do not fit refused (and the transport closed), the job's name as the
+ * caller gave it, staged device memory's pieces.  Receives take sends in the
+ * order they were posted, as MPI's do (the pieces of a message share a tag).
  *
  *   test_api_remote loop|badmap|device|inline|staged|staged_odd|
- *                   staged_small */
+ *                   staged_small|staged_short */
 #include "apitest.h"
 
 #include <unistd.h>
@@ -29,203 +27,7 @@
 #include "engine/remote_xfer.h"
 #include "fakedev.h"
 #include "ipcpipe_cuda.h"
-
-enum { MAX_OPS = 128 };
-
-typedef struct op {
-    int used, chan, send, peer, tag, done, barrier;
-    unsigned long order; /* its place among all operations */
-    void *buf;           /* a send's: a copy of its bytes, freed when read */
-    size_t len;
-    int matched; /* a receive that took its send (of mn bytes) */
-    size_t mn;
-} op_t;
-
-typedef struct echo {
-    op_t ops[MAX_OPS];
-    unsigned long sends;
-    int barriers, closes, cancels;
-    int refuse; /* the next send fails */
-    /* A transport that reads device memory (case_device): operations
-     * that named (fake) device memory. */
-    int device_ops;
-    const void *watch; /* operations that named this (a user's buffer) */
-    int watched;
-    /* Sends on channel 1 (pieces), and sends of a short message's bytes
-     * alone (on channel 0, longer than any header). */
-    int piece_sends, alone_sends;
-} echo_t;
-
-static echo_t echo;
-
-static int echo_is_dev(const void *p)
-{
-    ipcp__mem_attr_t a;
-    return p && fakedev_owns(NULL, p, &a);
-}
-
-/* What a message names, counted (echo.device_ops, watched). */
-static void echo_note(const void *buf, size_t len)
-{
-    echo.device_ops += len && echo_is_dev(buf);
-    echo.watched += echo.watch && buf == echo.watch;
-}
-
-static ipcp_status_t echo_post(int chan, int send, void *buf, size_t len,
-                               int peer, int tag, void **out)
-{
-    echo_note(buf, len);
-    for (int i = 0; i < MAX_OPS; i++)
-        if (!echo.ops[i].used) {
-            if (send) {
-                unsigned char *copy = t_malloc(len + 1);
-                memcpy(copy, buf, len);
-                buf = copy;
-            }
-            echo.ops[i] = (op_t){.used = 1,
-                                 .chan = chan,
-                                 .send = send,
-                                 .peer = peer,
-                                 .tag = tag,
-                                 .order = echo.sends++,
-                                 .buf = buf,
-                                 .len = len};
-            *out = &echo.ops[i];
-            return IPCP_OK;
-        }
-    return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
-                      "echo: more than %d operations", MAX_OPS);
-}
-
-static ipcp_status_t echo_isend(void *ctx, int chan, const void *buf,
-                                size_t len, int peer, int tag, void **op)
-{
-    T_CHECK(ctx == &echo);
-    T_CHECK(chan == 0 || chan == 1);
-    T_CHECK(tag >= 0 && tag <= 1000);
-    if (echo.refuse) {
-        echo.refuse = 0;
-        return ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_SYSTEM,
-                          "echo: a send refused");
-    }
-    echo.piece_sends += chan == 1;
-    echo.alone_sends += chan == 0 && len > IPCP_RX_HEAD;
-    return echo_post(chan, 1, (void *)buf, len, peer, tag, op);
-}
-
-static ipcp_status_t echo_irecv(void *ctx, int chan, void *buf, size_t len,
-                                int peer, int tag, void **op)
-{
-    T_CHECK(ctx == &echo);
-    T_CHECK(chan == 0 || chan == 1);
-    return echo_post(chan, 0, buf, len, peer, tag, op);
-}
-
-/* The oldest send to o's peer, channel and tag not yet read, into o;
- * 0 when there is none. */
-static int echo_match(op_t *o)
-{
-    op_t *s = NULL;
-    for (int i = 0; i < MAX_OPS; i++) {
-        op_t *c = &echo.ops[i];
-        if (c->used && c->send && c->peer == o->peer && c->tag == o->tag &&
-            c->chan == o->chan && (!s || c->order < s->order))
-            s = c;
-    }
-    if (!s)
-        return 0;
-    memcpy(o->buf, s->buf, s->len < o->len ? s->len : o->len);
-    o->mn = s->len;
-    free(s->buf);
-    s->used = 0;
-    o->matched = 1;
-    return 1;
-}
-
-/* A send ends at once (a copy of its bytes waits to be echoed); a
- * receive ends with the oldest send to its peer, channel and tag not yet
- * read, receives taking them in the order they were posted (as MPI's
- * do: the pieces of a message share a tag). */
-static int echo_test(void *ctx, void *opp, ipcp_status_t *st, size_t *nbytes)
-{
-    op_t *o = opp;
-    (void)ctx;
-    if (o->barrier) { /* the others came at the second look */
-        if (o->done++ == 0)
-            return 0;
-        o->used = 0;
-        *st = IPCP_OK;
-        return 1;
-    }
-    if (o->send) {
-        o->done = 1;
-        *st = IPCP_OK;
-        return 1;
-    }
-    while (!o->matched) {
-        op_t *r = NULL; /* the oldest receive of o's kind still waiting */
-        for (int i = 0; i < MAX_OPS; i++) {
-            op_t *c = &echo.ops[i];
-            if (c->used && !c->send && !c->barrier && !c->matched &&
-                c->peer == o->peer && c->tag == o->tag && c->chan == o->chan &&
-                (!r || c->order < r->order))
-                r = c;
-        }
-        if (!echo_match(r))
-            return 0;
-    }
-    /* A message too long filled the receive and fails it, as MPI's do
-     * (said when the receive ends: the last error is then its). */
-    *st = IPCP_OK;
-    if (o->mn > o->len)
-        *st = ipcp__fail(IPCP_LOG_INFO, IPCP_SUB_API, IPCP_ERR_TRUNCATED,
-                         "echo: %zu bytes for a receive of %zu", o->mn, o->len);
-    else
-        *nbytes = o->mn;
-    o->used = 0;
-    return 1;
-}
-
-static int echo_cancel(void *ctx, void *opp)
-{
-    op_t *o = opp;
-    (void)ctx;
-    if (o->send)
-        free(o->buf);
-    o->used = 0;
-    echo.cancels++;
-    return 1;
-}
-
-static ipcp_status_t echo_ibarrier(void *ctx, void **op)
-{
-    op_t *o;
-    echo.barriers++;
-    ipcp_status_t st = echo_post(0, 0, NULL, 0, -1, -1, op);
-    (void)ctx;
-    if (st == IPCP_OK) {
-        o = *op;
-        o->barrier = 1;
-    }
-    return st;
-}
-
-static void echo_close(void *ctx)
-{
-    (void)ctx;
-    echo.closes++;
-}
-
-static const ipcp__remote_ops_t echo_ops = {
-    .name = "echo",
-    .tag_max = 1000,
-    .isend = echo_isend,
-    .irecv = echo_irecv,
-    .test = echo_test,
-    .cancel = echo_cancel,
-    .ibarrier = echo_ibarrier,
-    .close = echo_close,
-};
+#include "remote_echo.h"
 
 static ipcp_comm_t *one_rank(void)
 {
@@ -282,7 +84,14 @@ static void loop_truncated(ipcp_comm_t *c)
      * receive that does not hold the longest (cut in the job's room, the
      * buffer untouched). */
     {
-        static const size_t ns[] = {100, IPCP_RX_COPY, IPCP_RX_HEAD, 5000};
+        static const size_t ns[] = {0,
+                                    1,
+                                    100,
+                                    IPCP_RX_COPY,
+                                    IPCP_RX_COPY + 1,
+                                    IPCP_RX_HEAD,
+                                    IPCP_RX_HEAD + 1,
+                                    5000};
         size_t cap = 100000;
         unsigned char *out = t_malloc(cap), *in = t_malloc(cap);
         for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++) {
@@ -352,6 +161,23 @@ static void loop_hostile(ipcp_comm_t *c)
         T_STATUS(ipcp_recv(c, buf, sizeof(buf), 0, 8, NULL),
                  IPCP_ERR_PEER_LOST);
         T_MSG_HAS("cannot read (magic 0x69707233, 24 bytes, length 8");
+        /* The same into a receive in place: the buffer as it was. */
+        {
+            size_t cap = 100000;
+            unsigned char *big = t_malloc(cap);
+            const void *msg[3] = {"junk", &h, &h};
+            const size_t len[3] = {4, sizeof(h), sizeof(h)};
+            for (int k = 0; k < 3; k++) {
+                h.magic = k == 1 ? 0x69707232u : 0x69707233u;
+                memset(big, 0x5a, cap);
+                T_OK(echo_post(0, 1, (void *)msg[k], len[k], 0, 8, &op));
+                T_STATUS(ipcp_recv(c, big, cap, 0, 8, NULL),
+                         IPCP_ERR_PEER_LOST);
+                for (size_t i = 0; i < cap; i++)
+                    T_CHECK(big[i] == 0x5a);
+            }
+            free(big);
+        }
         h.seq = 999;
         h.len = 3 * 65536;
         h.chunk = 65536;
@@ -698,6 +524,55 @@ static int case_staged_small(void)
     return staged_run("512K", m, 1, (1u << 20) + 1, 3);
 }
 
+/* Short staged messages: device memory's bytes through a pinned slot,
+ * behind a header up to IPCP_RX_COPY bytes, alone from IPCP_RX_HEAD + 1
+ * to IPCP_RX_INLINE, in one piece between; from and into host memory
+ * too.  Every byte checked, nothing past the message written. */
+static int case_staged_short(void)
+{
+    static const struct {
+        size_t n;
+        int pieces, alone;
+    } m[] = {
+        {0, 0, 0},
+        {1, 0, 0},
+        {IPCP_RX_COPY, 0, 0},
+        {IPCP_RX_COPY + 1, 1, 0},
+        {IPCP_RX_HEAD, 1, 0},
+        {IPCP_RX_HEAD + 1, 0, 1},
+        {4096, 0, 1},
+        {IPCP_RX_INLINE - 1, 0, 1},
+        {IPCP_RX_INLINE, 0, 1},
+        {IPCP_RX_INLINE + 1, 1, 0},
+    };
+    use_fakedev();
+    ipcp_comm_t *c = one_rank();
+    int local[2] = {-1, 0};
+    T_OK(ipcp__comm_remote(c, "whole", 1, 2, local, &echo_ops, &echo));
+    const size_t cap = IPCP_RX_INLINE + 2;
+    unsigned char *dev[2], *host[2];
+    for (int i = 0; i < 2; i++) {
+        dev[i] = t_malloc(cap + 1);
+        fakedev_add(dev[i], cap + 1, NULL);
+        host[i] = t_malloc(cap + 1);
+    }
+    for (size_t k = 0; k < sizeof(m) / sizeof(m[0]); k++) {
+        int pieces = echo.piece_sends, alone = echo.alone_sends;
+        device_trip(c, dev[0], dev[1], m[k].n);
+        T_EQ_INT(echo.piece_sends - pieces, m[k].pieces);
+        T_EQ_INT(echo.alone_sends - alone, m[k].alone);
+        device_trip(c, host[0], dev[1], m[k].n);
+        device_trip(c, dev[0], host[1], m[k].n);
+    }
+    T_EQ_INT(echo.device_ops, 0);
+    T_OK(ipcp_finalize(c));
+    for (int i = 0; i < 2; i++) {
+        free(dev[i]);
+        free(host[i]);
+    }
+    return 0;
+}
+
 /* Maps that do not fit the node's job are refused, and the transport is
  * closed each time. */
 static int case_badmap(void)
@@ -742,6 +617,7 @@ static const struct {
     {"staged", case_staged},
     {"staged_odd", case_staged_odd},
     {"staged_small", case_staged_small},
+    {"staged_short", case_staged_short},
 };
 
 int main(int argc, char **argv)
