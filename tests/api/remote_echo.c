@@ -24,8 +24,8 @@ static void echo_note(const void *buf, size_t len)
     echo.watched += echo.watch && buf == echo.watch;
 }
 
-ipcp_status_t echo_post(int chan, int send, void *buf, size_t len,
-                               int peer, int tag, void **out)
+ipcp_status_t echo_post(int chan, int send, void *buf, size_t len, int peer,
+                        int tag, void **out)
 {
     echo_note(buf, len);
     for (int i = 0; i < MAX_OPS; i++)
