@@ -130,7 +130,8 @@ struct ipcp__rx {
     int dirty;           /* a copy may still use the slots: never given back */
     unsigned char *room; /* receiver: where its message on channel 0 lands
                             (IPCP_RX_INLINE of room; the buffer in place) */
-    unsigned char *hp;   /* where the header is: hb, in rb or in a slot */
+    unsigned char *hp;   /* sender: where its message on channel 0 starts:
+                            hb, the buffer or a slot */
     ipcp__list_t olink;  /* sender: in rm->held[peer] while held */
     int held;            /* sender: its header waits for those before it */
     int copying;         /* sender: a short message's bytes go to a slot */

@@ -186,7 +186,6 @@ static void rx_head(ipcp__rx_t *x, ipcp_status_t st, size_t n)
     }
     /* The short message's slot goes back: pieces take their own. */
     ipcp__rx_slots_give(x);
-    x->hp = x->hb;
     x->room = NULL;
     x->seq = h.seq;
     x->chunk = h.chunk;
@@ -428,7 +427,6 @@ static ipcp_status_t rx_recv_head(ipcp__rx_t *x)
         ipcp__list_init(&x->rb->link);
         x->room = x->rb->mem;
     }
-    x->hp = x->room;
     return ipcp__rx_post(x, 0, x->room, IPCP_RX_INLINE, x->tag, &x->hop);
 }
 

@@ -318,6 +318,20 @@ static int case_loop(void)
     return 0;
 }
 
+/* A message of n bytes, and the pieces and messages of bytes alone the
+ * transport saw for it (case_inline, case_staged_short). */
+typedef struct form_case {
+    size_t n;
+    int pieces, alone;
+} form_case_t;
+
+/* What the transport saw since it had seen pieces and alone, as m says. */
+static void form_check(const form_case_t *m, int pieces, int alone)
+{
+    T_EQ_INT(echo.piece_sends - pieces, m->pieces);
+    T_EQ_INT(echo.alone_sends - alone, m->alone);
+}
+
 /* IPCPIPE_REMOTE_INLINE=16K: host messages up to IPCP_RX_COPY bytes leave
  * copied behind their header, those past IPCP_RX_HEAD up to 16 KiB as
  * their bytes alone, all others as the header, then pieces straight from
@@ -326,10 +340,7 @@ static int case_loop(void)
  * none). */
 static int case_inline(void)
 {
-    static const struct {
-        size_t n;
-        int pieces, alone;
-    } m[] = {
+    static const form_case_t m[] = {
         {1, 0, 0},
         {IPCP_RX_COPY, 0, 0},
         {IPCP_RX_COPY + 1, 1, 0},
@@ -350,8 +361,7 @@ static int case_inline(void)
     for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
         int pieces = echo.piece_sends, alone = echo.alone_sends;
         round_trip(c, 2, m[i].n, 8);
-        T_EQ_INT(echo.piece_sends - pieces, m[i].pieces);
-        T_EQ_INT(echo.alone_sends - alone, m[i].alone);
+        form_check(&m[i], pieces, alone);
     }
     /* Too long for its receive, with the header and past it (then one
      * piece of the message's length, drained): nothing written, and the
@@ -402,6 +412,26 @@ static void device_trip(ipcp_comm_t *c, unsigned char *src, unsigned char *dst,
     T_CHECK(dst[n] == 0x5a);
 }
 
+/* Two (fake) device buffers and two host ones of cap bytes and one more,
+ * for device_trip. */
+static void trip_buffers(size_t cap, unsigned char *dev[2],
+                         unsigned char *host[2])
+{
+    for (int i = 0; i < 2; i++) {
+        dev[i] = t_malloc(cap + 1);
+        fakedev_add(dev[i], cap + 1, NULL);
+        host[i] = t_malloc(cap + 1);
+    }
+}
+
+static void trip_buffers_free(unsigned char *dev[2], unsigned char *host[2])
+{
+    for (int i = 0; i < 2; i++) {
+        free(dev[i]);
+        free(host[i]);
+    }
+}
+
 /* A transport that reads device memory (ops->device_mem, a CUDA-aware
  * MPI), with a device that is host memory (tests/util/fakedev.h): device
  * buffers go to it as they are, never staged through host memory; short
@@ -422,11 +452,7 @@ static int case_device(void)
     const size_t cap = (1u << 20) + 4,
                  sizes[] = {0, 1, 8, 4096, 4097, 65536, 65537, 1u << 20};
     unsigned char *dev[2], *host[2];
-    for (int i = 0; i < 2; i++) {
-        dev[i] = t_malloc(cap + 1);
-        fakedev_add(dev[i], cap + 1, NULL);
-        host[i] = t_malloc(cap + 1);
-    }
+    trip_buffers(cap, dev, host);
     for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
         size_t n = sizes[k];
         device_trip(c, dev[0], dev[1], n);
@@ -444,10 +470,7 @@ static int case_device(void)
     device_trip(c, host[0], dev[1], 1u << 20);
     T_CHECK(echo.watched > 0);
     T_OK(ipcp_finalize(c));
-    for (int i = 0; i < 2; i++) {
-        free(dev[i]);
-        free(host[i]);
-    }
+    trip_buffers_free(dev, host);
     return 0;
 }
 
@@ -530,10 +553,7 @@ static int case_staged_small(void)
  * too.  Every byte checked, nothing past the message written. */
 static int case_staged_short(void)
 {
-    static const struct {
-        size_t n;
-        int pieces, alone;
-    } m[] = {
+    static const form_case_t m[] = {
         {0, 0, 0},
         {1, 0, 0},
         {IPCP_RX_COPY, 0, 0},
@@ -551,25 +571,17 @@ static int case_staged_short(void)
     T_OK(ipcp__comm_remote(c, "whole", 1, 2, local, &echo_ops, &echo));
     const size_t cap = IPCP_RX_INLINE + 2;
     unsigned char *dev[2], *host[2];
-    for (int i = 0; i < 2; i++) {
-        dev[i] = t_malloc(cap + 1);
-        fakedev_add(dev[i], cap + 1, NULL);
-        host[i] = t_malloc(cap + 1);
-    }
+    trip_buffers(cap, dev, host);
     for (size_t k = 0; k < sizeof(m) / sizeof(m[0]); k++) {
         int pieces = echo.piece_sends, alone = echo.alone_sends;
         device_trip(c, dev[0], dev[1], m[k].n);
-        T_EQ_INT(echo.piece_sends - pieces, m[k].pieces);
-        T_EQ_INT(echo.alone_sends - alone, m[k].alone);
+        form_check(&m[k], pieces, alone);
         device_trip(c, host[0], dev[1], m[k].n);
         device_trip(c, dev[0], host[1], m[k].n);
     }
     T_EQ_INT(echo.device_ops, 0);
     T_OK(ipcp_finalize(c));
-    for (int i = 0; i < 2; i++) {
-        free(dev[i]);
-        free(host[i]);
-    }
+    trip_buffers_free(dev, host);
     return 0;
 }
 
