@@ -446,6 +446,7 @@ ipcp_status_t ipcp__comm_remote(ipcp_comm_t *comm_h, const char *job, int rank,
     ipcp__list_init(&rm->slots);
     ipcp__list_init(&rm->queues);
     ipcp__list_init(&rm->rooms);
+    ipcp__list_init(&rm->asking);
     ipcp__list_init(&rm->spare);
     ipcp__list_init(&rm->xfers);
     /* Whole pages: a receiver refuses other piece sizes. */

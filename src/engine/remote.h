@@ -64,6 +64,18 @@ typedef struct ipcp__remote_ops {
                           uint64_t addr, void **op);
     ipcp_status_t (*iget)(void *ctx, void *dst, size_t len, int peer,
                           uint64_t addr, void **op);
+    /* Where there is one (else NULL): a message of channel chan from
+     * peer under tag, asked for before a receive is posted for it.  1
+     * when one came (*n its bytes; *msg it, which the next imrecv of it
+     * takes: every message asked for is taken, but one longer than any
+     * ipcpipe sends, which stays the transport's), 0 while none has, -1
+     * on a failure (the reason as last error).  Moves the transport on. */
+    int (*improbe)(void *ctx, int chan, int peer, int tag, size_t *n,
+                   void **msg);
+    /* Takes the message msg (of n bytes) into buf: an operation as the
+     * others, whose *op it becomes. */
+    ipcp_status_t (*imrecv)(void *ctx, void *msg, void *buf, size_t n,
+                            void **op);
     /* A barrier of every rank of the job, ended as the others are. */
     ipcp_status_t (*ibarrier)(void *ctx, void **op);
     /* 1 when op ended (*st, *nbytes: bytes received; the reason of a
@@ -94,6 +106,12 @@ typedef struct ipcp__remote {
      * copy queues, kept until the communicator ends. */
     ipcp__list_t slots, queues;
     ipcp__list_t rooms; /* free rooms for the bytes of short messages */
+    /* Receives not yet posted to the transport, in call order: those
+     * that ask first how long their message is (improbe), and any of the
+     * same peer and tag behind one (MPI's order). */
+    ipcp__list_t asking;
+    uint64_t looked;    /* the look that last went through asking */
+    int *keys, nkeys;   /* a look's peers and tags with no message yet */
     ipcp__list_t spare; /* ended transfers kept for the next ones */
     int nspare;
 } ipcp__remote_t;

@@ -112,6 +112,9 @@ void ipcp__rx_stage_free(ipcp__remote_t *rm)
     while ((e = ipcp__list_pop_front(&rm->spare)))
         free(ipcp__list_entry(e, ipcp__rx_t, link));
     rm->nspare = 0;
+    free(rm->keys);
+    rm->keys = NULL;
+    rm->nkeys = 0;
     while ((e = ipcp__list_pop_front(&rm->slots)))
         rx_slots_destroy(ipcp__list_entry(e, rx_slots_t, link));
     while ((e = ipcp__list_pop_front(&rm->queues))) {

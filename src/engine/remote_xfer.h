@@ -8,11 +8,15 @@
  * IPCP_RX_HEAD bytes: its length, and either its bytes (up to
  * IPCP_RX_COPY, copied behind it) or the number under which its pieces
  * follow on channel 1, in order, each of the header's piece size; the
- * receiver tells the two apart by the length that came.  Every receive
- * offers IPCP_RX_INLINE bytes: in place when a host buffer holds that
- * many (a header landing there is read, and the bytes it covered are put
- * back), else in room of the job's (what is too long for the buffer is
- * dropped there), device memory through a pinned slot.  A long message's
+ * receiver tells the two apart by the length that came.  A receive
+ * posted at once offers IPCP_RX_INLINE bytes: in place when a host
+ * buffer holds that many (a header landing there is read, and the bytes
+ * it covered are put back), else in room of the job's (what is too long
+ * for the buffer is dropped there), device memory through a pinned slot.
+ * Where the transport can say a message's length first (improbe), a
+ * host receive of 8 KiB up to IPCP_RX_INLINE asks it and takes the
+ * message where it fits; one of its peer and tag posted after it waits
+ * for it (remote_xfer.c: rx_ask).  A long message's
  * header tells the receiver the length before it takes any piece, so
  * each side picks its own way: host memory gives and takes the pieces in
  * place; device memory moves through a few pinned host slots of the

@@ -20,6 +20,7 @@ enum { OP_P2P, OP_PUT, OP_GET };
 
 typedef struct mpi_op {
     MPI_Request r;
+    MPI_Message m;       /* a message asked for (mpi_improbe), until taken */
     int send, peer;      /* peer -1: a barrier */
     int kind;            /* OP_*: a put ends once flushed to its target */
     struct mpi_op *next; /* in the context's spares while ended */
@@ -109,6 +110,48 @@ static ipcp_status_t mpi_irecv(void *ctx, int chan, void *buf, size_t n,
                                int peer, int tag, void **op)
 {
     return mpi_post(ctx, chan, 0, buf, n, peer, tag, op);
+}
+
+static int mpi_improbe(void *ctx, int chan, int peer, int tag, size_t *n,
+                       void **msg)
+{
+    mpi_ctx_t *c = ctx;
+    MPI_Status s;
+    int flag = 0, count = 0;
+    mpi_op_t *o = mpi_op_new(c, 0, peer);
+    if (!o) {
+        ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                   "no memory for an MPI request");
+        return -1;
+    }
+    int err = MPI_Improbe(peer, tag, c->comm[chan], &flag, &o->m, &s);
+    if (err == MPI_SUCCESS && flag)
+        err = MPI_Get_count(&s, MPI_BYTE, &count);
+    if (err != MPI_SUCCESS || !flag || count < 0) {
+        mpi_op_end(c, o);
+        if (err == MPI_SUCCESS && flag) /* not expected of MPI_BYTE */
+            err = MPI_ERR_COUNT;
+        if (err == MPI_SUCCESS)
+            return 0;
+        mpi_fail(err, "asking for a message", peer);
+        return -1;
+    }
+    *n = (size_t)count;
+    *msg = o;
+    return 1;
+}
+
+static ipcp_status_t mpi_imrecv(void *ctx, void *msg, void *buf, size_t n,
+                                void **op)
+{
+    mpi_op_t *o = msg;
+    int err = MPI_Imrecv(buf, (int)n, MPI_BYTE, &o->m, &o->r);
+    if (err != MPI_SUCCESS) {
+        mpi_op_end(ctx, o);
+        return mpi_fail(err, "a receive", o->peer);
+    }
+    *op = o;
+    return IPCP_OK;
 }
 
 static int mpi_test(void *ctx, void *op, ipcp_status_t *st, size_t *nbytes)
@@ -283,6 +326,8 @@ static const ipcp__remote_ops_t mpi_ops = {
     .name = "MPI",
     .isend = mpi_isend,
     .irecv = mpi_irecv,
+    .improbe = mpi_improbe,
+    .imrecv = mpi_imrecv,
     .ibarrier = mpi_ibarrier,
     .attach = mpi_attach,
     .detach = mpi_detach,

@@ -122,6 +122,73 @@ void order_dev(ipcp_comm_t *c, uint64_t base)
     free(want);
 }
 
+/* Host receives shorter than 64 KiB ask their message's length first;
+ * others (longer, device memory) are posted at once, unless one of their
+ * tag asks before them: rank 1 takes rank 0's messages of one tag in the
+ * order it posted the receives, each where it fits, nothing past its
+ * bytes written.  A receive of another tag is not held up by one whose
+ * message has not come (rank 0 sends that only once the other arrived). */
+void order_asked(ipcp_comm_t *c, uint64_t base)
+{
+    enum { N = 5 };
+    static const size_t len[N] = {12000, 70000, 500, 100, 20000};
+    static const size_t cap[N] = {16384, 100000, 1000, 16384, 65536};
+    const int dev[N] = {0, 0, 0, 0, use_dev};
+    int me = ipcp_comm_rank(c);
+    if (me > 1)
+        return;
+    ipcp_request_t *r[N];
+    unsigned char *b[N], *h = xmalloc(cap[1]), *want = xmalloc(cap[1]);
+    for (int i = 0; i < N; i++) {
+        size_t n = me == 0 ? len[i] : cap[i];
+        b[i] = buf_new(n, dev[i]);
+        fill(h, n, me == 0 ? seed_of(base, 0, 1, 70 + i) : 0x5a5a);
+        buf_put(b[i], h, n, dev[i]);
+        if (me == 0)
+            OK(ipcp_isend(c, b[i], len[i], 1, 53, &r[i]));
+        else
+            OK(ipcp_irecv(c, b[i], cap[i], 0, 53, &r[i]));
+    }
+    for (int i = 0; i < N; i++) {
+        ipcp_xfer_info_t info;
+        OK(ipcp_wait(r[i], &info));
+        if (me == 0)
+            continue;
+        buf_get(h, b[i], cap[i], dev[i]);
+        fill(want, cap[i], 0x5a5a);
+        fill(want, len[i], seed_of(base, 0, 1, 70 + i));
+        if (info.nbytes != len[i] || memcmp(h, want, cap[i]))
+            fail("message %d of tag 53 (%zu bytes into a receive of %zu, "
+                 "%s memory) came as %zu bytes%s",
+                 i, len[i], cap[i], dev[i] ? "device" : "host", info.nbytes,
+                 info.nbytes == len[i] ? " that differ or spill" : "");
+    }
+    for (int i = 0; i < N; i++)
+        buf_free(b[i], dev[i]);
+    uint64_t go = 0;
+    unsigned char *m = want;
+    if (me == 0) {
+        fill(m, 3000, seed_of(base, 0, 1, 80));
+        OK(ipcp_send(c, m, 3000, 1, 55));
+        OK(ipcp_recv(c, &go, sizeof(go), 1, 56, NULL));
+        fill(m, 3000, seed_of(base, 0, 1, 81));
+        OK(ipcp_send(c, m, 3000, 1, 54));
+    } else {
+        ipcp_request_t *r54, *r55;
+        OK(ipcp_irecv(c, h, 8192, 0, 54, &r54));
+        OK(ipcp_irecv(c, h + 8192, 8192, 0, 55, &r55));
+        OK(ipcp_wait(r55, NULL));
+        OK(ipcp_send(c, &go, sizeof(go), 0, 56));
+        OK(ipcp_wait(r54, NULL));
+        fill(m, 3000, seed_of(base, 0, 1, 81));
+        fill(m + 3000, 3000, seed_of(base, 0, 1, 80));
+        if (memcmp(h, m, 3000) || memcmp(h + 8192, m + 3000, 3000))
+            fail("tags 54 and 55: data differs");
+    }
+    free(h);
+    free(want);
+}
+
 #ifdef T_CUDA
 /* A stream-ordered send without a request to another node: without
  * threads refused (nothing would move it on), with threads it arrives. */

@@ -69,6 +69,7 @@ static inline uint64_t seed_of(uint64_t base, int from, int to, int k)
 /* remote_cases.c */
 void truncate_dev(ipcp_comm_t *c, uint64_t base);
 void order_dev(ipcp_comm_t *c, uint64_t base);
+void order_asked(ipcp_comm_t *c, uint64_t base);
 #ifdef T_CUDA
 void ordered_dev(ipcp_comm_t *c, uint64_t base);
 #endif

@@ -218,6 +218,42 @@ static void test_and_truncate(ipcp_comm_t *c, uint64_t base)
     }
 }
 
+/* Ranks 0 and 1: a long message (a header, then pieces) for a receive
+ * that asks its length first is cut, nothing written, and the next
+ * message of the tag arrives whole. */
+static void truncate_asked(ipcp_comm_t *c, uint64_t base)
+{
+    const size_t cap = 20000, n = 70000, next = 9000;
+    unsigned char *b = xmalloc(n), *want = xmalloc(n);
+    ipcp_xfer_info_t info;
+    int me = ipcp_comm_rank(c);
+    if (me == 1) {
+        memset(b, 0x5a, n);
+        memset(want, 0x5a, n);
+        ipcp_status_t st = ipcp_recv(c, b, cap, 0, 9, &info);
+        if (st != IPCP_ERR_TRUNCATED || !strstr(ipcp_last_error(), "rank 0"))
+            fail("%zu-byte receive of %zu bytes: %s (%s)", cap, n,
+                 ipcp_strerror(st), ipcp_last_error());
+        if (memcmp(b, want, n))
+            fail("a %zu-byte receive too small was written", cap);
+        OK(ipcp_recv(c, b, cap, 0, 9, &info));
+        fill(want, next, seed_of(base, 0, 1, 10));
+        if (info.nbytes != next || memcmp(b, want, next))
+            fail("%zu bytes after a message cut: %zu bytes, data %s", next,
+                 info.nbytes, memcmp(b, want, next) ? "differs" : "same");
+    } else if (me == 0) {
+        fill(b, n, seed_of(base, 0, 1, 9));
+        ipcp_status_t st = ipcp_send(c, b, n, 1, 9);
+        if (st != IPCP_OK && st != IPCP_ERR_TRUNCATED)
+            fail("send of %zu bytes to a receive of %zu: %s (%s)", n, cap,
+                 ipcp_strerror(st), ipcp_last_error());
+        fill(b, next, seed_of(base, 0, 1, 10));
+        OK(ipcp_send(c, b, next, 1, 9));
+    }
+    free(b);
+    free(want);
+}
+
 /* Ranks 0 and 1 (on two nodes): rank 0 sends one buffer in eight
  * transfers at once, twice (more than the transport keeps a layout for
  * at once), then eight of different lengths out of it; rank 1 takes each
@@ -384,9 +420,11 @@ static void phases(ipcp_comm_t *world, uint64_t base)
         all_pairs(world, MPI_COMM_WORLD, (32 << 20) + 5, base, 20);
     ring(world, (256 << 10) + 1, base);
     test_and_truncate(world, base);
+    truncate_asked(world, base);
     if (use_dev && nodes > 1)
         truncate_dev(world, base);
     order_dev(world, base);
+    order_asked(world, base);
     /* Without a window (IPCPIPE_REMOTE_RMA=off): refused, saying so. */
     const char *rma = getenv("IPCPIPE_REMOTE_RMA");
     if (rma && !strcmp(rma, "off"))
