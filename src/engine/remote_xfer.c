@@ -526,7 +526,8 @@ static void rx_ask(ipcp__remote_t *rm, uint64_t look)
         ipcp__rx_t *x = ipcp__list_entry(e, ipcp__rx_t, olink);
         if (rx_key_in(rm->keys, nk, x))
             continue;
-        if (rx_asks(x) && !rx_ask_one(x)) {
+        int asks = rx_asks(x);
+        if (asks && !rx_ask_one(x)) {
             if (nk == rm->nkeys) {
                 int cap = nk ? 2 * nk : 16,
                     *k = realloc(rm->keys, 2 * (size_t)cap * sizeof(*k));
@@ -541,7 +542,7 @@ static void rx_ask(ipcp__remote_t *rm, uint64_t look)
             continue;
         }
         ipcp__list_del(&x->olink);
-        ipcp_status_t st = rx_asks(x) ? IPCP_OK : rx_recv_post(x);
+        ipcp_status_t st = asks ? IPCP_OK : rx_recv_post(x);
         if (st != IPCP_OK) {
             ipcp__rx_fail(x, st);
             x->phase = X_END;

@@ -117,25 +117,32 @@ static int mpi_improbe(void *ctx, int chan, int peer, int tag, size_t *n,
 {
     mpi_ctx_t *c = ctx;
     MPI_Status s;
+    MPI_Message m = MPI_MESSAGE_NULL;
     int flag = 0, count = 0;
-    mpi_op_t *o = mpi_op_new(c, 0, peer);
-    if (!o) {
-        ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
-                   "no memory for an MPI request");
-        return -1;
-    }
-    int err = MPI_Improbe(peer, tag, c->comm[chan], &flag, &o->m, &s);
-    if (err == MPI_SUCCESS && flag)
-        err = MPI_Get_count(&s, MPI_BYTE, &count);
-    if (err != MPI_SUCCESS || !flag || count < 0) {
+    /* A spare op is made ready before asking (a message taken from MPI
+     * cannot be given back), and taken only when one came. */
+    if (!c->spare) {
+        mpi_op_t *o = malloc(sizeof(*o));
+        if (!o) {
+            ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_NOMEM,
+                       "no memory for an MPI request");
+            return -1;
+        }
         mpi_op_end(c, o);
-        if (err == MPI_SUCCESS && flag) /* not expected of MPI_BYTE */
-            err = MPI_ERR_COUNT;
-        if (err == MPI_SUCCESS)
-            return 0;
+    }
+    int err = MPI_Improbe(peer, tag, c->comm[chan], &flag, &m, &s);
+    if (err == MPI_SUCCESS && !flag)
+        return 0;
+    if (err == MPI_SUCCESS)
+        err = MPI_Get_count(&s, MPI_BYTE, &count);
+    if (err == MPI_SUCCESS && count < 0) /* not expected of MPI_BYTE */
+        err = MPI_ERR_COUNT;
+    if (err != MPI_SUCCESS) {
         mpi_fail(err, "asking for a message", peer);
         return -1;
     }
+    mpi_op_t *o = mpi_op_new(c, 0, peer);
+    o->m = m;
     *n = (size_t)count;
     *msg = o;
     return 1;
