@@ -22,7 +22,7 @@ out=${IPCPIPE_BUILD_ROOT:-$root/build}
 seconds=${IPCPIPE_FUZZ_SECONDS:-60}
 runs=-1
 seed=${IPCPIPE_FUZZ_SEED:-1}
-harnesses="desc hello ctrl stripe config"
+harnesses="desc hello ctrl stripe config remote"
 
 while [ $# -gt 0 ]; do
     case $1 in

@@ -4,8 +4,9 @@
  * from ipcp__boot_barrier, calibration files from
  * ipcp__stripe_cache_store, settings from the table's names and
  * defaults, control messages as the engine sends them, caught from the
- * harness's communicator).  Run by hand when a format changes; the
- * output is committed in tests/fuzz/corpus. */
+ * harness's communicator, messages to a rank on another node as the
+ * engine sends them, caught from its transport).  Run by hand when a format
+ * changes; the output is committed in tests/fuzz/corpus. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -516,6 +517,114 @@ static void gen_ctrl_misc(void)
     gen_write("ctrl", "reg_gone_bye", g.b, g.n);
 }
 
+/* ---- Messages to a rank on another node ------------------------------- */
+
+/* The messages the engine sends a rank elsewhere, caught as fuzz_remote
+ * reads them: per message a byte (channel, tag), three of length, then
+ * the bytes, or a fill byte where they are all one value. */
+static gen_buf_t gen_rx;
+
+static ipcp_status_t gen_rx_isend(void *ctx, int chan, const void *buf,
+                                  size_t n, int peer, int tag, void **op)
+{
+    const unsigned char *b = buf;
+    size_t same = 0;
+    (void)ctx, (void)peer;
+    while (same < n && b[same] == b[0])
+        same++;
+    gen_u8(&gen_rx, (unsigned)(chan | tag << 1));
+    gen_u16(&gen_rx, (unsigned)(n & 0xffff));
+    gen_u8(&gen_rx, (unsigned)(n >> 16));
+    gen_u8(&gen_rx, n > 1 && same == n ? 0 : 1);
+    if (n > 1 && same == n)
+        gen_u8(&gen_rx, b[0]);
+    else
+        gen_put(&gen_rx, buf, n);
+    *op = &gen_rx;
+    return IPCP_OK;
+}
+
+static ipcp_status_t gen_rx_irecv(void *ctx, int chan, void *buf, size_t n,
+                                  int peer, int tag, void **op)
+{
+    (void)ctx, (void)chan, (void)buf, (void)n, (void)peer, (void)tag;
+    (void)op;
+    return ipcp__fail(IPCP_LOG_ERROR, IPCP_SUB_API, IPCP_ERR_UNSUPPORTED,
+                      "gen_corpus: a send's seeds receive nothing");
+}
+
+static ipcp_status_t gen_rx_ibarrier(void *ctx, void **op)
+{
+    (void)ctx;
+    *op = &gen_rx;
+    return IPCP_OK;
+}
+
+static int gen_rx_test(void *ctx, void *op, ipcp_status_t *st, size_t *nbytes)
+{
+    (void)ctx, (void)op;
+    *st = IPCP_OK;
+    *nbytes = 0;
+    return 1;
+}
+
+static int gen_rx_cancel(void *ctx, void *op)
+{
+    (void)ctx, (void)op;
+    return 1;
+}
+
+static void gen_rx_close(void *ctx)
+{
+    (void)ctx;
+}
+
+static const ipcp__remote_ops_t gen_rx_ops = {
+    .name = "gen",
+    .tag_max = 1000,
+    .isend = gen_rx_isend,
+    .irecv = gen_rx_irecv,
+    .ibarrier = gen_rx_ibarrier,
+    .test = gen_rx_test,
+    .cancel = gen_rx_cancel,
+    .close = gen_rx_close,
+};
+
+/* Sends of each kind (bytes behind a header, alone, in pieces), each a
+ * seed whose mode byte picks a receive that holds it. */
+static void gen_remote(void)
+{
+    static const size_t lens[] = {0, 8, 232, 300, 20000, 65536, 70000, 300000};
+    static const unsigned modes[] = {0, 0, 0, 0, 5, 2, 2, 3};
+    ipcp_comm_params_t p;
+    ipcp_comm_t *c = NULL;
+    char job[64];
+    int local[2] = {-1, 0};
+    unsigned char *buf = malloc(300000);
+    snprintf(job, sizeof(job), "gencorpus-%ld", (long)getpid());
+    ipcp_comm_params_init(&p);
+    p.rank = 0;
+    p.size = 1;
+    p.job_id = job;
+    if (!buf || ipcp_init(&p, &c) != IPCP_OK ||
+        ipcp__comm_remote(c, "genjob", 1, 2, local, &gen_rx_ops, NULL) !=
+            IPCP_OK)
+        abort();
+    for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+        char name[32];
+        for (size_t k = 0; k < lens[i]; k++)
+            buf[k] = (unsigned char)(lens[i] > 300 ? 0x11 : k * 7 + 1);
+        gen_rx.n = 0;
+        gen_u8(&gen_rx, modes[i]);
+        if (ipcp_send(c, buf, lens[i], 0, 1) != IPCP_OK)
+            abort();
+        snprintf(name, sizeof(name), "send_%zu", lens[i]);
+        gen_write("remote", name, gen_rx.b, gen_rx.n);
+    }
+    ipcp_finalize(c);
+    free(buf);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -532,5 +641,6 @@ int main(int argc, char **argv)
     gen_ctrl_twosided();
     gen_ctrl_onesided();
     gen_ctrl_misc();
+    gen_remote();
     return 0;
 }
