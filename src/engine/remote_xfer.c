@@ -126,6 +126,15 @@ static int rx_head_read(ipcp__rx_t *x, ipcp_status_t st, size_t n, rx_hdr_t *h)
     return 0;
 }
 
+/* Whether x's receive was posted in place with the buffer's first
+ * IPCP_RX_HEAD bytes kept in hb (rx_recv_post), so that a header landing
+ * there is put back; one that asked first (rx_ask_one) took its message
+ * in place only when it was bytes alone. */
+static int rx_head_kept(const ipcp__rx_t *x)
+{
+    return x->room == x->buf && x->cap >= IPCP_RX_INLINE;
+}
+
 /* A header that came in place (n bytes, or up to IPCP_RX_HEAD where the
  * receive failed): the bytes it carried (len) to the buffer's start, and
  * what it covered past them as it was. */
@@ -167,8 +176,7 @@ static void rx_head(ipcp__rx_t *x, ipcp_status_t st, size_t n)
     int ok = rx_head_read(x, st, n, &h), alone = ok && n > IPCP_RX_HEAD;
     int behind = ok && !alone && h.chunk == 0;
     x->phase = X_END;
-    if (x->room == x->buf && x->cap >= IPCP_RX_INLINE && !alone)
-        /* in place, the buffer's start kept in hb: put back */
+    if (rx_head_kept(x) && !alone)
         rx_head_restore(x, st == IPCP_OK ? n : IPCP_RX_HEAD,
                         behind ? h.len : 0);
     if (!ok)
@@ -710,8 +718,7 @@ void ipcp__rx_cancel(ipcp__rx_t *x)
         /* A receive in place that its message reached after all (a
          * cancel that came too late waits for it): what a header there
          * covered is put back. */
-        if (ended && !x->send && x->phase == X_HEAD && x->room == x->buf &&
-            x->cap >= IPCP_RX_INLINE)
+        if (ended && !x->send && x->phase == X_HEAD && rx_head_kept(x))
             memcpy(x->buf, x->hb, IPCP_RX_HEAD);
     }
     if (x->sop)
