@@ -11,12 +11,17 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "backend/cuda/cuda_backend.h"
 #include "common/cpu.h"
 #include "common/status.h"
 #include "common/time.h"
+
+/* Notifies of one queue that the thread ends with one event at most
+ * (cuda_run_ops). */
+#define CUDA_RUN_MAX 4
 
 typedef struct cuda_pending {
     struct cuda_pending *next;
@@ -26,6 +31,10 @@ typedef struct cuda_pending {
     ipcp__track_t *t;  /* notify: the track; stamp: NULL */
     uint64_t *stamp;   /* stamp: where the host time goes */
     atomic_int *count; /* the queue's events not yet finished */
+    /* Notifies handed over before t's, in order, that this event ends
+     * too (ops of one queue enqueued together). */
+    ipcp__track_t *also[CUDA_RUN_MAX - 1];
+    int nalso;
 } cuda_pending_t;
 
 typedef struct cuda_watch {
@@ -58,6 +67,8 @@ struct ipcp__cuda_poller {
     cuda_op_t *op_free;           /* spare ops */
     _Atomic uint64_t pushed;      /* handed over so far (any kind) */
     int stop;
+    /* cuMemcpyBatchAsync where the driver has it (CUDA 13's form) */
+    __typeof__(&cuMemcpyBatchAsync) batch;
 };
 
 /* Tells the thread something was handed over; called with p->lock held. */
@@ -87,16 +98,21 @@ static void cuda_poll_stamp_done(ipcp__backend_t *be, cuda_pending_t *e,
 static void cuda_poll_finish(ipcp__cuda_poller_t *p, cuda_pending_t *e,
                              CUresult r)
 {
+    for (int i = 0; i <= e->nalso; i++) {
+        ipcp__track_t *t = i < e->nalso ? e->also[i] : e->t;
+        if (r != CUDA_SUCCESS) {
+            const char *name = ipcp__cu_errname_nocall(r);
+            ipcp__track_fail(t, IPCP_ERR_CUDA,
+                             "an operation on a CUDA stream of device %d "
+                             "failed: %s (CUresult %d)",
+                             e->device, name ? name : "unknown error", (int)r);
+        }
+        ipcp__track_notify(t);
+    }
     if (r != CUDA_SUCCESS) {
-        const char *name = ipcp__cu_errname_nocall(r);
-        ipcp__track_fail(e->t, IPCP_ERR_CUDA,
-                         "an operation on a CUDA stream of device %d failed: "
-                         "%s (CUresult %d)",
-                         e->device, name ? name : "unknown error", (int)r);
         IPCP_CU(cuEventDestroy)(e->ev);
         e->ev = NULL;
     }
-    ipcp__track_notify(e->t);
     /* Last: the queue may be destroyed as soon as this reaches 0. */
     atomic_fetch_sub_explicit(e->count, 1, memory_order_release);
     pthread_mutex_lock(&p->lock);
@@ -213,37 +229,124 @@ static void cuda_op_unrecorded(ipcp__queue_t *q, ipcp__track_t *t)
  * transfers with other nodes waited that long for MPI's first message.
  * A build may set it (a large value: every op first, as before). */
 #ifndef CUDA_OPS_PER_LOOK
-#define CUDA_OPS_PER_LOOK 4
+#define CUDA_OPS_PER_LOOK (2 * CUDA_RUN_MAX)
+#endif
+/* The longest copy of a run whose notifies share one event: a notify
+ * then ends once the copies after it in the run ended too, which a copy
+ * this short does within microseconds, less than an event costs this
+ * thread in the driver (~2.7 us).  A build may set 0 (one event a
+ * notify, one call a copy). */
+#ifndef CUDA_RUN_BYTES
+#define CUDA_RUN_BYTES ((size_t)256 << 10)
 #endif
 
-/* Enqueues up to CUDA_OPS_PER_LOOK of the ops handed over, in order, and
- * returns the rest: a copy's failure fails its track; a notify's event
- * joins the outstanding ones through ipcp__cuda_poll_notify (it takes a
- * count of its own, so the op's goes). */
+static void cuda_op_failed(const cuda_op_t *o, ipcp_status_t st)
+{
+    if (o->t)
+        ipcp__track_fail(o->t, st, "%s", ipcp_last_error());
+}
+
+/* The copies among the ops from run up to stop (all of one queue): in
+ * one call where there are several and the driver batches, else one call
+ * each; a copy whose track already failed is left out. */
+static void cuda_run_copies(ipcp__cuda_poller_t *p, cuda_op_t *run,
+                            const cuda_op_t *stop)
+{
+    ipcp__queue_t *q = run->q;
+    CUdeviceptr dst[CUDA_OPS_PER_LOOK], src[CUDA_OPS_PER_LOOK];
+    size_t len[CUDA_OPS_PER_LOOK], at = 0;
+    cuda_op_t *of[CUDA_OPS_PER_LOOK], *o;
+    int n = 0;
+    ipcp_status_t st;
+    for (o = run; o != stop; o = o->next)
+        if (!o->notify && (!o->t || ipcp__track_ok(o->t))) {
+            dst[n] = (CUdeviceptr)(uintptr_t)o->dst;
+            src[n] = (CUdeviceptr)(uintptr_t)o->src;
+            len[n] = o->len;
+            of[n++] = o;
+        }
+    if (n > 1 && p->batch && (st = ipcp__cuda_bind(q->be, q->ctx)) == IPCP_OK) {
+        CUmemcpyAttributes a;
+        memset(&a, 0, sizeof(a));
+        a.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+        st = ipcp__cu_check(
+            p->batch(dst, src, len, (size_t)n, &a, &at, 1, q->stream),
+            IPCP_LOG_ERROR,
+            "cuMemcpyBatchAsync(%d copies, stream of device %d)", n, q->device);
+        for (int i = 0; i < n && st != IPCP_OK; i++)
+            cuda_op_failed(of[i], st);
+    } else {
+        for (int i = 0; i < n; i++)
+            if ((st = ipcp__cuda_copy_here(q, of[i]->dst, of[i]->src,
+                                           of[i]->len)) != IPCP_OK)
+                cuda_op_failed(of[i], st);
+    }
+    for (o = run; o != stop; o = o->next)
+        if (!o->notify)
+            atomic_fetch_sub_explicit(&q->polled, 1, memory_order_release);
+}
+
+static ipcp_status_t cuda_poll_notify_run(ipcp__backend_t *be, CUcontext ctx,
+                                          int device, CUstream stream,
+                                          atomic_int *count,
+                                          ipcp__track_t *const *t, int n);
+
+/* The notifies among the ops from run up to stop (all of one queue): one
+ * event after the last, which ends the others too (they take no count of
+ * their own, so each op's goes once it is recorded). */
+static void cuda_run_notifies(ipcp__backend_t *be, cuda_op_t *run,
+                              const cuda_op_t *stop)
+{
+    ipcp__queue_t *q = run->q;
+    ipcp__track_t *t[CUDA_RUN_MAX];
+    int n = 0;
+    for (const cuda_op_t *o = run; o != stop; o = o->next)
+        if (o->notify)
+            t[n++] = o->t;
+    if (!n)
+        return;
+    ipcp_status_t st = ipcp__cuda_bind(be, q->ctx);
+    if (st == IPCP_OK)
+        st = cuda_poll_notify_run(be, q->ctx, q->device, q->stream, &q->polled,
+                                  t, n);
+    for (int i = 0; i < n; i++)
+        if (st != IPCP_OK)
+            cuda_op_unrecorded(q, t[i]);
+        else
+            atomic_fetch_sub_explicit(&q->polled, 1, memory_order_release);
+}
+
+/* The run of ops that starts at o: o alone, or where o is a short copy
+ * or a notify, the ops after it of the same queue while they are too,
+ * up to CUDA_RUN_MAX notifies and n ops in all. */
+static cuda_op_t *cuda_run_end(cuda_op_t *o, int n)
+{
+    int notes = 0;
+    cuda_op_t *e = o;
+    while (CUDA_RUN_BYTES && e && n-- > 0 && e->q == o->q &&
+           notes < CUDA_RUN_MAX && (e->notify || e->len <= CUDA_RUN_BYTES)) {
+        notes += e->notify;
+        e = e->next;
+    }
+    return e == o ? o->next : e;
+}
+
+/* Enqueues up to CUDA_OPS_PER_LOOK of the ops handed over and returns
+ * the rest.  A run of one queue's short copies and notifies goes as its
+ * copies, in one call where the driver batches, then one event that ends
+ * its notifies (a copy's failure fails its track); other ops go one by
+ * one, a notify as an event of its own. */
 static cuda_op_t *cuda_run_ops(ipcp__cuda_poller_t *p, ipcp__backend_t *be,
                                cuda_op_t *ops)
 {
-    cuda_op_t *o, *last = NULL;
+    cuda_op_t *o = ops, *last = NULL;
     int n = 0;
-    for (o = ops; o && n < CUDA_OPS_PER_LOOK; last = o, o = o->next, n++) {
-        ipcp__queue_t *q = o->q;
-        ipcp_status_t st;
-        if (!o->notify) {
-            if ((!o->t || ipcp__track_ok(o->t)) &&
-                (st = ipcp__cuda_copy_here(q, o->dst, o->src, o->len)) !=
-                    IPCP_OK &&
-                o->t)
-                ipcp__track_fail(o->t, st, "%s", ipcp_last_error());
-            atomic_fetch_sub_explicit(&q->polled, 1, memory_order_release);
-            continue;
-        }
-        if ((st = ipcp__cuda_bind(be, q->ctx)) == IPCP_OK)
-            st = ipcp__cuda_poll_notify(be, q->ctx, q->device, q->stream,
-                                        &q->polled, o->t);
-        if (st != IPCP_OK)
-            cuda_op_unrecorded(q, o->t);
-        else
-            atomic_fetch_sub_explicit(&q->polled, 1, memory_order_release);
+    while (o && n < CUDA_OPS_PER_LOOK) {
+        cuda_op_t *stop = cuda_run_end(o, CUDA_OPS_PER_LOOK - n);
+        cuda_run_copies(p, o, stop);
+        cuda_run_notifies(be, o, stop);
+        for (; o != stop; last = o, o = o->next)
+            n++;
     }
     pthread_mutex_lock(&p->lock);
     last->next = p->op_free;
@@ -412,6 +515,10 @@ ipcp_status_t ipcp__cuda_poller_start(ipcp__backend_t *be)
     pthread_cond_init(&p->cond, NULL);
     p->tail = &p->head;
     p->ops_tail = &p->ops;
+    p->batch =
+        CUDA_RUN_BYTES
+            ? (__typeof__(p->batch))ipcp__cu_proc("cuMemcpyBatchAsync", 13000)
+            : NULL;
     be->poller = p;
     int rc = pthread_create(&p->thread, NULL, cuda_poll_main, be);
     if (rc != 0) {
@@ -501,9 +608,12 @@ static void cuda_poll_push(ipcp__cuda_poller_t *p, cuda_pending_t *e,
     pthread_mutex_unlock(&p->lock);
 }
 
-ipcp_status_t ipcp__cuda_poll_notify(ipcp__backend_t *be, CUcontext ctx,
-                                     int device, CUstream stream,
-                                     atomic_int *count, ipcp__track_t *t)
+/* One event in stream that notifies t[0..n) in order once it completes
+ * (n up to CUDA_RUN_MAX); *count is raised once. */
+static ipcp_status_t cuda_poll_notify_run(ipcp__backend_t *be, CUcontext ctx,
+                                          int device, CUstream stream,
+                                          atomic_int *count,
+                                          ipcp__track_t *const *t, int n)
 {
     ipcp__cuda_poller_t *p = be->poller;
     cuda_pending_t *e = cuda_poll_get(p, ctx, device);
@@ -518,10 +628,20 @@ ipcp_status_t ipcp__cuda_poll_notify(ipcp__backend_t *be, CUcontext ctx,
         free(e);
         return st;
     }
-    e->t = t;
+    e->t = t[n - 1];
+    e->nalso = n - 1;
+    for (int i = 0; i < n - 1; i++)
+        e->also[i] = t[i];
     e->stamp = NULL;
     cuda_poll_push(p, e, count);
     return IPCP_OK;
+}
+
+ipcp_status_t ipcp__cuda_poll_notify(ipcp__backend_t *be, CUcontext ctx,
+                                     int device, CUstream stream,
+                                     atomic_int *count, ipcp__track_t *t)
+{
+    return cuda_poll_notify_run(be, ctx, device, stream, count, &t, 1);
 }
 
 /* The anchor of a device: an event on its legacy stream, waited for once,
