@@ -19,9 +19,19 @@
 #include "common/status.h"
 #include "common/time.h"
 
-/* Notifies of one queue that the thread ends with one event at most
- * (cuda_run_ops). */
+/* cuMemcpyBatchAsync as CUDA 13 has it (no failIdx); older headers have
+ * another form or none, and those builds copy one call each. */
+#if CUDA_VERSION >= 13000
+#include <cudaTypedefs.h>
+typedef PFN_cuMemcpyBatchAsync_v13000 cuda_batch_fn;
+#else
+typedef void *cuda_batch_fn;
+#endif
+
+/* Notifies of one queue that the thread ends with one event at most, and
+ * ops of a run at most (cuda_run_ops). */
 #define CUDA_RUN_MAX 4
+#define CUDA_RUN_OPS (2 * CUDA_RUN_MAX)
 
 typedef struct cuda_pending {
     struct cuda_pending *next;
@@ -67,8 +77,7 @@ struct ipcp__cuda_poller {
     cuda_op_t *op_free;           /* spare ops */
     _Atomic uint64_t pushed;      /* handed over so far (any kind) */
     int stop;
-    /* cuMemcpyBatchAsync where the driver has it (CUDA 13's form) */
-    __typeof__(&cuMemcpyBatchAsync) batch;
+    cuda_batch_fn batch; /* where the driver has it, else NULL */
 };
 
 /* Tells the thread something was handed over; called with p->lock held. */
@@ -229,15 +238,15 @@ static void cuda_op_unrecorded(ipcp__queue_t *q, ipcp__track_t *t)
  * transfers with other nodes waited that long for MPI's first message.
  * A build may set it (a large value: every op first, as before). */
 #ifndef CUDA_OPS_PER_LOOK
-#define CUDA_OPS_PER_LOOK (2 * CUDA_RUN_MAX)
+#define CUDA_OPS_PER_LOOK CUDA_RUN_OPS
 #endif
 /* The longest copy of a run whose notifies share one event: a notify
- * then ends once the copies after it in the run ended too, which a copy
- * this short does within microseconds, less than an event costs this
- * thread in the driver (~2.7 us).  A build may set 0 (one event a
+ * then ends once the (at most 3) copies after it in the run ended too,
+ * a few microseconds each at this length, about what an event costs
+ * this thread in the driver (~2.7 us).  A build may set 0 (one event a
  * notify, one call a copy). */
 #ifndef CUDA_RUN_BYTES
-#define CUDA_RUN_BYTES ((size_t)256 << 10)
+#define CUDA_RUN_BYTES ((size_t)128 << 10)
 #endif
 
 static void cuda_op_failed(const cuda_op_t *o, ipcp_status_t st)
@@ -246,16 +255,56 @@ static void cuda_op_failed(const cuda_op_t *o, ipcp_status_t st)
         ipcp__track_fail(o->t, st, "%s", ipcp_last_error());
 }
 
+/* Whether two of the n copies overlap where one writes: a batch gives
+ * its copies no order, so such copies go one call each. */
+static int cuda_copies_overlap(const CUdeviceptr *dst, const CUdeviceptr *src,
+                               const size_t *len, int n)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++)
+            if (i != j &&
+                ((dst[i] < dst[j] + len[j] && dst[j] < dst[i] + len[i]) ||
+                 (dst[i] < src[j] + len[j] && src[j] < dst[i] + len[i])))
+                return 1;
+    return 0;
+}
+
+/* The n copies in one cuMemcpyBatchAsync: 0 when that cannot be (no
+ * such call, fewer than two, overlapping copies) or the call failed, and
+ * then none of them was enqueued by it. */
+static int cuda_batch(ipcp__cuda_poller_t *p, ipcp__queue_t *q,
+                      CUdeviceptr *dst, CUdeviceptr *src, size_t *len, int n)
+{
+#if CUDA_VERSION >= 13000
+    size_t at = 0;
+    CUmemcpyAttributes a;
+    if (n < 2 || !p->batch || cuda_copies_overlap(dst, src, len, n) ||
+        ipcp__cuda_bind(q->be, q->ctx) != IPCP_OK)
+        return 0;
+    memset(&a, 0, sizeof(a));
+    a.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+    return ipcp__cu_check(
+               p->batch(dst, src, len, (size_t)n, &a, &at, 1, q->stream),
+               IPCP_LOG_DEBUG,
+               "cuMemcpyBatchAsync(%d copies, stream of device %d)", n,
+               q->device) == IPCP_OK;
+#else
+    (void)p, (void)q, (void)dst, (void)src, (void)len, (void)n;
+    return 0;
+#endif
+}
+
 /* The copies among the ops from run up to stop (all of one queue): in
- * one call where there are several and the driver batches, else one call
- * each; a copy whose track already failed is left out. */
+ * one call where there are several and the driver batches, else (or
+ * where that call failed) one call each; a copy whose track failed is
+ * left out. */
 static void cuda_run_copies(ipcp__cuda_poller_t *p, cuda_op_t *run,
                             const cuda_op_t *stop)
 {
     ipcp__queue_t *q = run->q;
-    CUdeviceptr dst[CUDA_OPS_PER_LOOK], src[CUDA_OPS_PER_LOOK];
-    size_t len[CUDA_OPS_PER_LOOK], at = 0;
-    cuda_op_t *of[CUDA_OPS_PER_LOOK], *o;
+    CUdeviceptr dst[CUDA_RUN_OPS], src[CUDA_RUN_OPS];
+    size_t len[CUDA_RUN_OPS];
+    cuda_op_t *of[CUDA_RUN_OPS], *o;
     int n = 0;
     ipcp_status_t st;
     for (o = run; o != stop; o = o->next)
@@ -265,22 +314,12 @@ static void cuda_run_copies(ipcp__cuda_poller_t *p, cuda_op_t *run,
             len[n] = o->len;
             of[n++] = o;
         }
-    if (n > 1 && p->batch && (st = ipcp__cuda_bind(q->be, q->ctx)) == IPCP_OK) {
-        CUmemcpyAttributes a;
-        memset(&a, 0, sizeof(a));
-        a.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
-        st = ipcp__cu_check(
-            p->batch(dst, src, len, (size_t)n, &a, &at, 1, q->stream),
-            IPCP_LOG_ERROR,
-            "cuMemcpyBatchAsync(%d copies, stream of device %d)", n, q->device);
-        for (int i = 0; i < n && st != IPCP_OK; i++)
-            cuda_op_failed(of[i], st);
-    } else {
+    if (!cuda_batch(p, q, dst, src, len, n))
         for (int i = 0; i < n; i++)
-            if ((st = ipcp__cuda_copy_here(q, of[i]->dst, of[i]->src,
+            if ((!of[i]->t || ipcp__track_ok(of[i]->t)) &&
+                (st = ipcp__cuda_copy_here(q, of[i]->dst, of[i]->src,
                                            of[i]->len)) != IPCP_OK)
                 cuda_op_failed(of[i], st);
-    }
     for (o = run; o != stop; o = o->next)
         if (!o->notify)
             atomic_fetch_sub_explicit(&q->polled, 1, memory_order_release);
@@ -318,9 +357,11 @@ static void cuda_run_notifies(ipcp__backend_t *be, cuda_op_t *run,
 
 /* The run of ops that starts at o: o alone, or where o is a short copy
  * or a notify, the ops after it of the same queue while they are too,
- * up to CUDA_RUN_MAX notifies and n ops in all. */
+ * up to CUDA_RUN_MAX notifies and n (at most CUDA_RUN_OPS) ops in all. */
 static cuda_op_t *cuda_run_end(cuda_op_t *o, int n)
 {
+    if (n > CUDA_RUN_OPS)
+        n = CUDA_RUN_OPS;
     int notes = 0;
     cuda_op_t *e = o;
     while (CUDA_RUN_BYTES && e && n-- > 0 && e->q == o->q &&
@@ -515,10 +556,10 @@ ipcp_status_t ipcp__cuda_poller_start(ipcp__backend_t *be)
     pthread_cond_init(&p->cond, NULL);
     p->tail = &p->head;
     p->ops_tail = &p->ops;
-    p->batch =
-        CUDA_RUN_BYTES
-            ? (__typeof__(p->batch))ipcp__cu_proc("cuMemcpyBatchAsync", 13000)
-            : NULL;
+#if CUDA_VERSION >= 13000
+    if (CUDA_RUN_BYTES && be->driver_version >= 13000)
+        p->batch = (cuda_batch_fn)ipcp__cu_proc("cuMemcpyBatchAsync", 13000);
+#endif
     be->poller = p;
     int rc = pthread_create(&p->thread, NULL, cuda_poll_main, be);
     if (rc != 0) {
