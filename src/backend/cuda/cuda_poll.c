@@ -357,12 +357,10 @@ static void cuda_run_notifies(ipcp__backend_t *be, cuda_op_t *run,
 
 /* The run of ops that starts at o: o alone, or where o is a short copy
  * or a notify, the ops after it of the same queue while they are too,
- * up to CUDA_RUN_MAX notifies and n (at most CUDA_RUN_OPS) ops in all. */
-static cuda_op_t *cuda_run_end(cuda_op_t *o, int n)
+ * up to CUDA_RUN_MAX notifies and CUDA_RUN_OPS ops in all. */
+static cuda_op_t *cuda_run_end(cuda_op_t *o)
 {
-    if (n > CUDA_RUN_OPS)
-        n = CUDA_RUN_OPS;
-    int notes = 0;
+    int notes = 0, n = CUDA_RUN_OPS;
     cuda_op_t *e = o;
     while (CUDA_RUN_BYTES && e && n-- > 0 && e->q == o->q &&
            notes < CUDA_RUN_MAX && (e->notify || e->len <= CUDA_RUN_BYTES)) {
@@ -372,28 +370,39 @@ static cuda_op_t *cuda_run_end(cuda_op_t *o, int n)
     return e == o ? o->next : e;
 }
 
-/* Enqueues up to CUDA_OPS_PER_LOOK of the ops handed over and returns
- * the rest.  A run of one queue's short copies and notifies goes as its
- * copies, in one call where the driver batches, then one event that ends
- * its notifies (a copy's failure fails its track); other ops go one by
- * one, a notify as an event of its own. */
-static cuda_op_t *cuda_run_ops(ipcp__cuda_poller_t *p, ipcp__backend_t *be,
-                               cuda_op_t *ops)
+/* Enqueues the ops a look took (cuda_ops_take), in order.  A run of one queue's
+ * short copies and notifies goes as its copies, in one call where the driver
+ * batches, then one event that ends its notifies (a copy's failure fails its
+ * track); other ops go one by one, a notify as an event of its own. */
+static void cuda_run_ops(ipcp__cuda_poller_t *p, ipcp__backend_t *be,
+                         cuda_op_t *ops)
 {
     cuda_op_t *o = ops, *last = NULL;
-    int n = 0;
-    while (o && n < CUDA_OPS_PER_LOOK) {
-        cuda_op_t *stop = cuda_run_end(o, CUDA_OPS_PER_LOOK - n);
+    while (o) {
+        cuda_op_t *stop = cuda_run_end(o);
         cuda_run_copies(p, o, stop);
         cuda_run_notifies(be, o, stop);
-        for (; o != stop; last = o, o = o->next)
-            n++;
+        for (; o != stop; o = o->next)
+            last = o;
     }
     pthread_mutex_lock(&p->lock);
     last->next = p->op_free;
     p->op_free = ops;
     pthread_mutex_unlock(&p->lock);
-    return o;
+}
+
+/* Takes up to CUDA_OPS_PER_LOOK of the ops handed over, in order, off
+ * p->ops (called with p->lock held); the rest wait for the next look. */
+static cuda_op_t *cuda_ops_take(ipcp__cuda_poller_t *p)
+{
+    cuda_op_t *ops = p->ops, **t = &ops;
+    for (int n = 0; *t && n < CUDA_OPS_PER_LOOK; n++)
+        t = &(*t)->next;
+    p->ops = *t;
+    *t = NULL;
+    if (!p->ops)
+        p->ops_tail = &p->ops;
+    return ops;
 }
 
 void ipcp__cuda_poll_settle(ipcp__queue_t *q)
@@ -458,15 +467,13 @@ static void *cuda_poll_main(void *arg)
     ipcp__cuda_poller_t *p = be->poller;
     cuda_pending_t *out = NULL, **ot = &out;
     cuda_watch_t *wl = NULL;
-    cuda_op_t *left = NULL; /* ops handed over, not yet enqueued */
     /* IPCPIPE_SPIN_US after the last work, where a CPU is to spare. */
     uint64_t spin_ns = ipcp__one_cpu() ? 0 : (uint64_t)be->cfg.spin_us * 1000;
     int spun = 1;
 
     pthread_mutex_lock(&p->lock);
     for (;;) {
-        while (!p->head && !p->ops && !left && !p->watches && !out && !wl &&
-               !p->stop) {
+        while (!p->head && !p->ops && !p->watches && !out && !wl && !p->stop) {
             if (!spun && spin_ns) {
                 uint64_t seen =
                     atomic_load_explicit(&p->pushed, memory_order_relaxed);
@@ -484,19 +491,8 @@ static void *cuda_poll_main(void *arg)
             p->head = NULL;
             p->tail = &p->head;
         }
-        /* The ops a look runs first: new ones after those left. */
-        if (left) {
-            cuda_op_t **t = &left;
-            while (*t)
-                t = &(*t)->next;
-            *t = p->ops;
-        } else {
-            left = p->ops;
-        }
-        cuda_op_t *ops = left;
-        left = NULL;
-        p->ops = NULL;
-        p->ops_tail = &p->ops;
+        cuda_op_t *ops = cuda_ops_take(p);
+        int more = p->ops != NULL;
         while (p->watches) { /* order does not matter among watches */
             cuda_watch_t *w = p->watches;
             p->watches = w->next;
@@ -508,13 +504,13 @@ static void *cuda_poll_main(void *arg)
             break;
         pthread_mutex_unlock(&p->lock);
         if (ops)
-            left = cuda_run_ops(p, be, ops);
+            cuda_run_ops(p, be, ops);
         out = cuda_poll_pass(p, be, out);
         for (ot = &out; *ot; ot = &(*ot)->next)
             ;
         /* Events all done first: a watch left at stop has no writer. */
         wl = cuda_watch_pass(wl, stop && !out);
-        if ((out || wl) && !left)
+        if ((out || wl) && !more)
             ipcp__relax(1); /* the device's work is what it waits for */
         pthread_mutex_lock(&p->lock);
     }
