@@ -297,9 +297,11 @@ ipcp_status_t ipcp__cuda_poll_notify(ipcp__backend_t *be, CUcontext ctx,
                                      atomic_int *count, ipcp__track_t *t);
 /* Hands a copy (notify 0: len bytes from src to dst) or a notify (1) of an
  * offload queue to the poller thread, which enqueues them in the order
- * they came; q->polled counts each until the poller is done with it.  A
- * copy that fails there fails t; a notify notifies t as ipcp__cuda_notify
- * does. */
+ * they came (short copies handed over together may run in any order
+ * among themselves where they do not overlap; a notify still follows
+ * every copy before it); q->polled counts each until the poller is done
+ * with it.  A copy that fails there fails t; a notify notifies t as
+ * ipcp__cuda_notify does. */
 ipcp_status_t ipcp__cuda_poll_op(ipcp__queue_t *q, int notify, void *dst,
                                  const void *src, size_t len, ipcp__track_t *t);
 /* Waits until the poller holds nothing of q's (ops enqueued, events

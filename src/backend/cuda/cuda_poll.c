@@ -11,12 +11,27 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "backend/cuda/cuda_backend.h"
 #include "common/cpu.h"
 #include "common/status.h"
 #include "common/time.h"
+
+/* cuMemcpyBatchAsync as CUDA 13 has it (no failIdx); older headers have
+ * another form or none, and those builds copy one call each. */
+#if CUDA_VERSION >= 13000
+#include <cudaTypedefs.h>
+typedef PFN_cuMemcpyBatchAsync_v13000 cuda_batch_fn;
+#else
+typedef void *cuda_batch_fn;
+#endif
+
+/* Notifies of one queue that the thread ends with one event at most, and
+ * ops of a run at most (cuda_run_ops). */
+#define CUDA_RUN_MAX 4
+#define CUDA_RUN_OPS (2 * CUDA_RUN_MAX)
 
 typedef struct cuda_pending {
     struct cuda_pending *next;
@@ -26,6 +41,10 @@ typedef struct cuda_pending {
     ipcp__track_t *t;  /* notify: the track; stamp: NULL */
     uint64_t *stamp;   /* stamp: where the host time goes */
     atomic_int *count; /* the queue's events not yet finished */
+    /* Notifies handed over before t's, in order, that this event ends
+     * too (ops of one queue enqueued together). */
+    ipcp__track_t *also[CUDA_RUN_MAX - 1];
+    int nalso;
 } cuda_pending_t;
 
 typedef struct cuda_watch {
@@ -58,6 +77,7 @@ struct ipcp__cuda_poller {
     cuda_op_t *op_free;           /* spare ops */
     _Atomic uint64_t pushed;      /* handed over so far (any kind) */
     int stop;
+    cuda_batch_fn batch; /* where the driver has it, else NULL */
 };
 
 /* Tells the thread something was handed over; called with p->lock held. */
@@ -87,16 +107,21 @@ static void cuda_poll_stamp_done(ipcp__backend_t *be, cuda_pending_t *e,
 static void cuda_poll_finish(ipcp__cuda_poller_t *p, cuda_pending_t *e,
                              CUresult r)
 {
+    for (int i = 0; i <= e->nalso; i++) {
+        ipcp__track_t *t = i < e->nalso ? e->also[i] : e->t;
+        if (r != CUDA_SUCCESS) {
+            const char *name = ipcp__cu_errname_nocall(r);
+            ipcp__track_fail(t, IPCP_ERR_CUDA,
+                             "an operation on a CUDA stream of device %d "
+                             "failed: %s (CUresult %d)",
+                             e->device, name ? name : "unknown error", (int)r);
+        }
+        ipcp__track_notify(t);
+    }
     if (r != CUDA_SUCCESS) {
-        const char *name = ipcp__cu_errname_nocall(r);
-        ipcp__track_fail(e->t, IPCP_ERR_CUDA,
-                         "an operation on a CUDA stream of device %d failed: "
-                         "%s (CUresult %d)",
-                         e->device, name ? name : "unknown error", (int)r);
         IPCP_CU(cuEventDestroy)(e->ev);
         e->ev = NULL;
     }
-    ipcp__track_notify(e->t);
     /* Last: the queue may be destroyed as soon as this reaches 0. */
     atomic_fetch_sub_explicit(e->count, 1, memory_order_release);
     pthread_mutex_lock(&p->lock);
@@ -213,43 +238,171 @@ static void cuda_op_unrecorded(ipcp__queue_t *q, ipcp__track_t *t)
  * transfers with other nodes waited that long for MPI's first message.
  * A build may set it (a large value: every op first, as before). */
 #ifndef CUDA_OPS_PER_LOOK
-#define CUDA_OPS_PER_LOOK 4
+#define CUDA_OPS_PER_LOOK CUDA_RUN_OPS
+#endif
+/* The longest copy of a run whose notifies share one event: a notify
+ * then ends once the (at most 3) copies after it in the run ended too,
+ * a few microseconds each at this length, about what an event costs
+ * this thread in the driver (~2.7 us).  A build may set 0 (one event a
+ * notify, one call a copy). */
+#ifndef CUDA_RUN_BYTES
+#define CUDA_RUN_BYTES ((size_t)128 << 10)
 #endif
 
-/* Enqueues up to CUDA_OPS_PER_LOOK of the ops handed over, in order, and
- * returns the rest: a copy's failure fails its track; a notify's event
- * joins the outstanding ones through ipcp__cuda_poll_notify (it takes a
- * count of its own, so the op's goes). */
-static cuda_op_t *cuda_run_ops(ipcp__cuda_poller_t *p, ipcp__backend_t *be,
-                               cuda_op_t *ops)
+static void cuda_op_failed(const cuda_op_t *o, ipcp_status_t st)
 {
-    cuda_op_t *o, *last = NULL;
+    if (o->t)
+        ipcp__track_fail(o->t, st, "%s", ipcp_last_error());
+}
+
+/* Whether two of the n copies overlap where one writes: a batch gives
+ * its copies no order, so such copies go one call each. */
+static int cuda_copies_overlap(const CUdeviceptr *dst, const CUdeviceptr *src,
+                               const size_t *len, int n)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++)
+            if (i != j &&
+                ((dst[i] < dst[j] + len[j] && dst[j] < dst[i] + len[i]) ||
+                 (dst[i] < src[j] + len[j] && src[j] < dst[i] + len[i])))
+                return 1;
+    return 0;
+}
+
+/* The n copies in one cuMemcpyBatchAsync: 0 when that cannot be (no
+ * such call, fewer than two, overlapping copies) or the call failed, and
+ * then none of them was enqueued by it. */
+static int cuda_batch(ipcp__cuda_poller_t *p, ipcp__queue_t *q,
+                      CUdeviceptr *dst, CUdeviceptr *src, size_t *len, int n)
+{
+#if CUDA_VERSION >= 13000
+    size_t at = 0;
+    CUmemcpyAttributes a;
+    if (n < 2 || !p->batch || cuda_copies_overlap(dst, src, len, n) ||
+        ipcp__cuda_bind(q->be, q->ctx) != IPCP_OK)
+        return 0;
+    memset(&a, 0, sizeof(a));
+    a.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+    return ipcp__cu_check(
+               p->batch(dst, src, len, (size_t)n, &a, &at, 1, q->stream),
+               IPCP_LOG_DEBUG,
+               "cuMemcpyBatchAsync(%d copies, stream of device %d)", n,
+               q->device) == IPCP_OK;
+#else
+    (void)p, (void)q, (void)dst, (void)src, (void)len, (void)n;
+    return 0;
+#endif
+}
+
+/* The copies among the ops from run up to stop (all of one queue): in
+ * one call where there are several and the driver batches, else (or
+ * where that call failed) one call each; a copy whose track failed is
+ * left out. */
+static void cuda_run_copies(ipcp__cuda_poller_t *p, cuda_op_t *run,
+                            const cuda_op_t *stop)
+{
+    ipcp__queue_t *q = run->q;
+    CUdeviceptr dst[CUDA_RUN_OPS], src[CUDA_RUN_OPS];
+    size_t len[CUDA_RUN_OPS];
+    cuda_op_t *of[CUDA_RUN_OPS], *o;
     int n = 0;
-    for (o = ops; o && n < CUDA_OPS_PER_LOOK; last = o, o = o->next, n++) {
-        ipcp__queue_t *q = o->q;
-        ipcp_status_t st;
-        if (!o->notify) {
-            if ((!o->t || ipcp__track_ok(o->t)) &&
-                (st = ipcp__cuda_copy_here(q, o->dst, o->src, o->len)) !=
-                    IPCP_OK &&
-                o->t)
-                ipcp__track_fail(o->t, st, "%s", ipcp_last_error());
-            atomic_fetch_sub_explicit(&q->polled, 1, memory_order_release);
-            continue;
+    ipcp_status_t st;
+    for (o = run; o != stop; o = o->next)
+        if (!o->notify && (!o->t || ipcp__track_ok(o->t))) {
+            dst[n] = (CUdeviceptr)(uintptr_t)o->dst;
+            src[n] = (CUdeviceptr)(uintptr_t)o->src;
+            len[n] = o->len;
+            of[n++] = o;
         }
-        if ((st = ipcp__cuda_bind(be, q->ctx)) == IPCP_OK)
-            st = ipcp__cuda_poll_notify(be, q->ctx, q->device, q->stream,
-                                        &q->polled, o->t);
+    if (!cuda_batch(p, q, dst, src, len, n))
+        for (int i = 0; i < n; i++)
+            if ((!of[i]->t || ipcp__track_ok(of[i]->t)) &&
+                (st = ipcp__cuda_copy_here(q, of[i]->dst, of[i]->src,
+                                           of[i]->len)) != IPCP_OK)
+                cuda_op_failed(of[i], st);
+    for (o = run; o != stop; o = o->next)
+        if (!o->notify)
+            atomic_fetch_sub_explicit(&q->polled, 1, memory_order_release);
+}
+
+static ipcp_status_t cuda_poll_notify_run(ipcp__backend_t *be, CUcontext ctx,
+                                          int device, CUstream stream,
+                                          atomic_int *count,
+                                          ipcp__track_t *const *t, int n);
+
+/* The notifies among the ops from run up to stop (all of one queue): one
+ * event after the last, which ends the others too (they take no count of
+ * their own, so each op's goes once it is recorded). */
+static void cuda_run_notifies(ipcp__backend_t *be, cuda_op_t *run,
+                              const cuda_op_t *stop)
+{
+    ipcp__queue_t *q = run->q;
+    ipcp__track_t *t[CUDA_RUN_MAX];
+    int n = 0;
+    for (const cuda_op_t *o = run; o != stop; o = o->next)
+        if (o->notify)
+            t[n++] = o->t;
+    if (!n)
+        return;
+    ipcp_status_t st = ipcp__cuda_bind(be, q->ctx);
+    if (st == IPCP_OK)
+        st = cuda_poll_notify_run(be, q->ctx, q->device, q->stream, &q->polled,
+                                  t, n);
+    for (int i = 0; i < n; i++)
         if (st != IPCP_OK)
-            cuda_op_unrecorded(q, o->t);
+            cuda_op_unrecorded(q, t[i]);
         else
             atomic_fetch_sub_explicit(&q->polled, 1, memory_order_release);
+}
+
+/* The run of ops that starts at o: o alone, or where o is a short copy
+ * or a notify, the ops after it of the same queue while they are too,
+ * up to CUDA_RUN_MAX notifies and CUDA_RUN_OPS ops in all. */
+static cuda_op_t *cuda_run_end(cuda_op_t *o)
+{
+    int notes = 0, n = CUDA_RUN_OPS;
+    cuda_op_t *e = o;
+    while (CUDA_RUN_BYTES && e && n-- > 0 && e->q == o->q &&
+           notes < CUDA_RUN_MAX && (e->notify || e->len <= CUDA_RUN_BYTES)) {
+        notes += e->notify;
+        e = e->next;
+    }
+    return e == o ? o->next : e;
+}
+
+/* Enqueues the ops a look took (cuda_ops_take), in order.  A run of one queue's
+ * short copies and notifies goes as its copies, in one call where the driver
+ * batches, then one event that ends its notifies (a copy's failure fails its
+ * track); other ops go one by one, a notify as an event of its own. */
+static void cuda_run_ops(ipcp__cuda_poller_t *p, ipcp__backend_t *be,
+                         cuda_op_t *ops)
+{
+    cuda_op_t *o = ops, *last = NULL;
+    while (o) {
+        cuda_op_t *stop = cuda_run_end(o);
+        cuda_run_copies(p, o, stop);
+        cuda_run_notifies(be, o, stop);
+        for (; o != stop; o = o->next)
+            last = o;
     }
     pthread_mutex_lock(&p->lock);
     last->next = p->op_free;
     p->op_free = ops;
     pthread_mutex_unlock(&p->lock);
-    return o;
+}
+
+/* Takes up to CUDA_OPS_PER_LOOK of the ops handed over, in order, off
+ * p->ops (called with p->lock held); the rest wait for the next look. */
+static cuda_op_t *cuda_ops_take(ipcp__cuda_poller_t *p)
+{
+    cuda_op_t *ops = p->ops, **t = &ops;
+    for (int n = 0; *t && n < CUDA_OPS_PER_LOOK; n++)
+        t = &(*t)->next;
+    p->ops = *t;
+    *t = NULL;
+    if (!p->ops)
+        p->ops_tail = &p->ops;
+    return ops;
 }
 
 void ipcp__cuda_poll_settle(ipcp__queue_t *q)
@@ -314,15 +467,13 @@ static void *cuda_poll_main(void *arg)
     ipcp__cuda_poller_t *p = be->poller;
     cuda_pending_t *out = NULL, **ot = &out;
     cuda_watch_t *wl = NULL;
-    cuda_op_t *left = NULL; /* ops handed over, not yet enqueued */
     /* IPCPIPE_SPIN_US after the last work, where a CPU is to spare. */
     uint64_t spin_ns = ipcp__one_cpu() ? 0 : (uint64_t)be->cfg.spin_us * 1000;
     int spun = 1;
 
     pthread_mutex_lock(&p->lock);
     for (;;) {
-        while (!p->head && !p->ops && !left && !p->watches && !out && !wl &&
-               !p->stop) {
+        while (!p->head && !p->ops && !p->watches && !out && !wl && !p->stop) {
             if (!spun && spin_ns) {
                 uint64_t seen =
                     atomic_load_explicit(&p->pushed, memory_order_relaxed);
@@ -340,19 +491,8 @@ static void *cuda_poll_main(void *arg)
             p->head = NULL;
             p->tail = &p->head;
         }
-        /* The ops a look runs first: new ones after those left. */
-        if (left) {
-            cuda_op_t **t = &left;
-            while (*t)
-                t = &(*t)->next;
-            *t = p->ops;
-        } else {
-            left = p->ops;
-        }
-        cuda_op_t *ops = left;
-        left = NULL;
-        p->ops = NULL;
-        p->ops_tail = &p->ops;
+        cuda_op_t *ops = cuda_ops_take(p);
+        int more = p->ops != NULL;
         while (p->watches) { /* order does not matter among watches */
             cuda_watch_t *w = p->watches;
             p->watches = w->next;
@@ -364,13 +504,13 @@ static void *cuda_poll_main(void *arg)
             break;
         pthread_mutex_unlock(&p->lock);
         if (ops)
-            left = cuda_run_ops(p, be, ops);
+            cuda_run_ops(p, be, ops);
         out = cuda_poll_pass(p, be, out);
         for (ot = &out; *ot; ot = &(*ot)->next)
             ;
         /* Events all done first: a watch left at stop has no writer. */
         wl = cuda_watch_pass(wl, stop && !out);
-        if ((out || wl) && !left)
+        if ((out || wl) && !more)
             ipcp__relax(1); /* the device's work is what it waits for */
         pthread_mutex_lock(&p->lock);
     }
@@ -412,6 +552,10 @@ ipcp_status_t ipcp__cuda_poller_start(ipcp__backend_t *be)
     pthread_cond_init(&p->cond, NULL);
     p->tail = &p->head;
     p->ops_tail = &p->ops;
+#if CUDA_VERSION >= 13000
+    if (CUDA_RUN_BYTES && be->driver_version >= 13000)
+        p->batch = (cuda_batch_fn)ipcp__cu_proc("cuMemcpyBatchAsync", 13000);
+#endif
     be->poller = p;
     int rc = pthread_create(&p->thread, NULL, cuda_poll_main, be);
     if (rc != 0) {
@@ -501,9 +645,12 @@ static void cuda_poll_push(ipcp__cuda_poller_t *p, cuda_pending_t *e,
     pthread_mutex_unlock(&p->lock);
 }
 
-ipcp_status_t ipcp__cuda_poll_notify(ipcp__backend_t *be, CUcontext ctx,
-                                     int device, CUstream stream,
-                                     atomic_int *count, ipcp__track_t *t)
+/* One event in stream that notifies t[0..n) in order once it completes
+ * (n up to CUDA_RUN_MAX); *count is raised once. */
+static ipcp_status_t cuda_poll_notify_run(ipcp__backend_t *be, CUcontext ctx,
+                                          int device, CUstream stream,
+                                          atomic_int *count,
+                                          ipcp__track_t *const *t, int n)
 {
     ipcp__cuda_poller_t *p = be->poller;
     cuda_pending_t *e = cuda_poll_get(p, ctx, device);
@@ -518,10 +665,20 @@ ipcp_status_t ipcp__cuda_poll_notify(ipcp__backend_t *be, CUcontext ctx,
         free(e);
         return st;
     }
-    e->t = t;
+    e->t = t[n - 1];
+    e->nalso = n - 1;
+    for (int i = 0; i < n - 1; i++)
+        e->also[i] = t[i];
     e->stamp = NULL;
     cuda_poll_push(p, e, count);
     return IPCP_OK;
+}
+
+ipcp_status_t ipcp__cuda_poll_notify(ipcp__backend_t *be, CUcontext ctx,
+                                     int device, CUstream stream,
+                                     atomic_int *count, ipcp__track_t *t)
+{
+    return cuda_poll_notify_run(be, ctx, device, stream, count, &t, 1);
 }
 
 /* The anchor of a device: an event on its legacy stream, waited for once,
