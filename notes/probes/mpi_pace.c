@@ -36,8 +36,7 @@ static void spin_until(double t)
 }
 
 /* One window; on rank 0 the ends of its receives in end[] (us). */
-static double window(int rank, char *buf, int mode, double pace_us,
-                     double *end)
+static double window(int rank, char *buf, int mode, double pace_us, double *end)
 {
     MPI_Request r[N];
     int idx[N], got = 0, oldest = 0;
@@ -85,7 +84,7 @@ int main(int argc, char **argv)
         const char *name;
         int mode;
         double pace;
-    } runs[] = {{"burst", 0, 0},  {"pace 3", 1, 3},  {"test 3", 2, 3},
+    } runs[] = {{"burst", 0, 0},  {"pace 3", 1, 3}, {"test 3", 2, 3},
                 {"pace 8", 1, 8}, {"test 8", 2, 8}, {"burst", 0, 0}};
     for (size_t k = 0; k < sizeof(runs) / sizeof(runs[0]); k++) {
         double gb[REPS], first[REPS], mid[REPS], last[REPS], end[N];
