@@ -1,6 +1,6 @@
 #!/bin/bash
 # Issue 24's bound/unbound table at main, both ranks on the one GPU:
-# four turns each of unbound and --pin, without and with the MPS daemon
+# TURNS (4) turns each of unbound and --pin, without and with the MPS daemon
 # (started here, stopped at the end).  Log: $OUT/log.txt.
 #   bash notes/probes/bound-table-call.sh
 set -u
@@ -12,7 +12,7 @@ cmake -S /tmp/m -B /tmp/m/b -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OF
   cmake --build /tmp/m/b -j16 --target ipcpipe-bench >> /tmp/m.txt 2>&1; echo "build rc=$?" >> $L
 el built
 runs() {
-  for t in 1 2 3 4; do
+  for t in $(seq ${TURNS:-4}); do
     for pin in "" --pin; do
       echo "## $1 ${pin:-unbound} turn $t" >> $L
       timeout 40 /tmp/m/b/tools/ipcpipe-bench --mem cuda --case auto --case stream --sizes 8,4K,2M $pin 2>&1 | grep -E '^ +[0-9]' >> $L
