@@ -4,7 +4,8 @@
  * message late, and does a test of the oldest send after each post
  * bring it forward?  Modes: burst (all posts, then Waitall), pace P (a
  * post every P us, nothing of MPI between), test P (the same, and one
- * MPI_Test of the oldest unfinished send after each post).  The
+ * MPI_Test of the oldest unfinished send after each post), cap K (at
+ * most K sends posted and not done, the oldest tested until one ends).  The
  * receiver posts all receives first and records when each ends
  * (Testsome); medians over REPS of the first, median and last end (us
  * after the barrier) and of the window's GB/s.
@@ -36,7 +37,8 @@ static void spin_until(double t)
 }
 
 /* One window; on rank 0 the ends of its receives in end[] (us). */
-static double window(int rank, char *buf, int mode, double pace_us, double *end)
+static double window(int rank, char *buf, int mode, double pace_us, int cap,
+                     double *end)
 {
     MPI_Request r[N];
     int idx[N], got = 0, oldest = 0;
@@ -55,6 +57,14 @@ static double window(int rank, char *buf, int mode, double pace_us, double *end)
         }
     } else {
         for (int i = 0; i < N; i++) {
+            /* At most cap sends posted and not done: the oldest tested
+             * until one ends. */
+            while (cap && i - oldest >= cap) {
+                int done = 0;
+                MPI_Test(&r[oldest], &done, MPI_STATUS_IGNORE);
+                while (oldest < i && r[oldest] == MPI_REQUEST_NULL)
+                    oldest++;
+            }
             MPI_Isend(buf + (size_t)i * LEN, LEN, MPI_BYTE, 0, 7,
                       MPI_COMM_WORLD, &r[i]);
             if (mode == 2) {
@@ -84,14 +94,19 @@ int main(int argc, char **argv)
         const char *name;
         int mode;
         double pace;
-    } runs[] = {{"burst", 0, 0},  {"pace 3", 1, 3}, {"test 3", 2, 3},
-                {"pace 8", 1, 8}, {"test 8", 2, 8}, {"burst", 0, 0}};
+        int cap;
+    } runs[] = {{"burst", 0, 0, 0},        {"cap 4", 0, 0, 4},
+                {"cap 8", 0, 0, 8},        {"cap 16", 0, 0, 16},
+                {"pace 3", 1, 3, 0},       {"test 3", 2, 3, 0},
+                {"test 3 cap 8", 2, 3, 8}, {"pace 8", 1, 8, 0},
+                {"test 8", 2, 8, 0},       {"burst", 0, 0, 0}};
     for (size_t k = 0; k < sizeof(runs) / sizeof(runs[0]); k++) {
         double gb[REPS], first[REPS], mid[REPS], last[REPS], end[N];
         for (int w = 0; w < 3; w++) /* warm-up */
-            window(rank, buf, runs[k].mode, runs[k].pace, end);
+            window(rank, buf, runs[k].mode, runs[k].pace, runs[k].cap, end);
         for (int rep = 0; rep < REPS; rep++) {
-            double t = window(rank, buf, runs[k].mode, runs[k].pace, end);
+            double t =
+                window(rank, buf, runs[k].mode, runs[k].pace, runs[k].cap, end);
             gb[rep] = (double)N * LEN / t / 1e9;
             first[rep] = end[0];
             mid[rep] = end[N / 2];
