@@ -1,0 +1,16 @@
+#!/bin/bash
+# The first device call of the session after 2026-12-07 (fourth), about
+# 4 minutes: branch heap-host against main (heap-call.sh), stream-ordered
+# bound with callers that sleep at once (bound-spin-call.sh), and plain
+# MPI with a cap on sends in flight (mpi_pace.c).  Log: $OUT/log.txt.
+#   bash notes/probes/next-call.sh
+set -u
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+bash notes/probes/heap-call.sh
+bash notes/probes/bound-spin-call.sh
+L=$OUT/log.txt
+mpicc -O2 notes/probes/mpi_pace.c -o /tmp/mpi_pace >> $L 2>&1
+for t in 1 2; do
+  echo "## mpi_pace $t" >> $L
+  timeout 60 mpirun -np 2 --bind-to none /tmp/mpi_pace >> $L 2>&1
+done
