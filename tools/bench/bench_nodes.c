@@ -38,6 +38,7 @@
 #include "ipcpipe_mpi.h"
 #include "pattern.h"
 #include "sizes.h"
+#include "stat3.h"
 #ifdef IPCP_HAVE_CUDA
 #include "tool_cuda.h"
 #endif
@@ -78,29 +79,6 @@ static void die(const char *fmt, ...)
 static int window_of(size_t n)
 {
     return n <= (64 << 10) ? 64 : n <= (1 << 20) ? 16 : n <= (64 << 20) ? 4 : 2;
-}
-
-static int cmp_dbl(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median, min and max of v[0..n). */
-typedef struct stat3 {
-    double med, min, max;
-} stat3_t;
-
-static stat3_t stats(double *v, int n)
-{
-    stat3_t s = {0, 0, 0};
-    if (n < 1)
-        return s;
-    qsort(v, (size_t)n, sizeof(double), cmp_dbl);
-    s.min = v[0];
-    s.max = v[n - 1];
-    s.med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-    return s;
 }
 
 /* ---- Buffers --------------------------------------------------------- */
@@ -335,7 +313,8 @@ static stat3_t run_size(ipcp_comm_t *c, const nopts_t *o, size_t size, int dev,
     if (dev)
         nbuf_free(&hb);
     free(tmp);
-    stat3_t si = stats(ti, o->reps), sm = stats(tm, o->reps);
+    stat3_t si = ipcp_tool_stats(ti, o->reps),
+            sm = ipcp_tool_stats(tm, o->reps);
     char beside[128];
     *mpi = sm;
     row("MPI host", size, w, sm, dev ? "(beside the device row)" : "");
@@ -376,7 +355,7 @@ static void latency(ipcp_comm_t *c, const nopts_t *o)
                 (which ? vi : vm)[k] = us;
         }
     }
-    stat3_t sm = stats(vm, n), si = stats(vi, n);
+    stat3_t sm = ipcp_tool_stats(vm, n), si = ipcp_tool_stats(vi, n);
     if (me == 0) {
         printf("%-20s %11d  %-4s %9.2f us    [%.2f-%.2f]  half round trip\n",
                "MPI latency", 8, "", sm.med, sm.min, sm.max);
@@ -417,7 +396,8 @@ static void run_ab(ipcp_comm_t *cm, ipcp_comm_t *cp, const nopts_t *o,
         die("ipcp_init: %zu bytes x%d: data differs", size, w);
     nbuf_free(&b);
     free(tmp);
-    stat3_t sa = stats(ta, o->reps), sb = stats(tb, o->reps);
+    stat3_t sa = ipcp_tool_stats(ta, o->reps),
+            sb = ipcp_tool_stats(tb, o->reps);
     char beside[96];
     row(dev ? "ipcp_init dev" : "ipcp_init host", size, w, sb, "");
     snprintf(beside, sizeof(beside), "%.3fx ipcp_init  verified",
@@ -457,7 +437,7 @@ static stat3_t copy_ceiling(size_t size, int w, int d2h, int reps)
     TOOL_CU(cuStreamDestroy)(s);
     TOOL_CU(cuMemFreeHost)(h);
     TOOL_CU(cuMemFree)(d);
-    return stats(v, reps);
+    return ipcp_tool_stats(v, reps);
 }
 
 static int cuda_open(void)

@@ -1,0 +1,731 @@
+/* ipcpipe-bench-ranks: many ranks of one node moving data at once, each
+ * flow's figure with the others running beside its figure alone, measured
+ * in the same run, and the aggregate beside the sum of the flows alone.
+ *
+ *   ipcpipe-bench-ranks [--ranks N] [--pattern ring|pairs|all2all|all]
+ *                       [--mem host|cuda] [--sizes LIST] [--reps N]
+ *                       [--window W] [--pin] [--timeout S]
+ *
+ * Without a launcher it re-runs itself as N ranks (ipcp_launch, --pin
+ * binding rank i to one CPU as mpirun and srun do); under mpirun, srun or
+ * torchrun it takes rank and size from ipcp_init.  A flow is W messages of
+ * one size from one rank to another, each into its own slot:
+ *   ring     rank r to r+1 (mod N), every rank at once;
+ *   pairs    rank 2k to 2k+1 (N even): disjoint pairs at once;
+ *   all2all  every rank to every other.
+ * A repetition times each flow alone (the other ranks wait at the
+ * barrier), then all of the pattern's flows together.  A receiver times a
+ * flow from its barrier's exit to its flow's last message; the aggregate
+ * is every flow's bytes over the span from the first rank's start to the
+ * last rank's end (CLOCK_MONOTONIC, one clock for the processes of one
+ * machine).  Medians of the repetitions with min-max.  Each size's source
+ * data is fresh, and the last repetition of each flow alone and of the
+ * pattern together is checked in every slot (poisoned before).
+ *
+ * Device memory: rank r's buffers on GPU r mod (the GPUs visible), from
+ * cuMemAlloc; ranks that share a GPU are named in the header line. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ipcpipe.h"
+#include "ipcpipe_diag.h"
+#include "launch.h"
+#include "pattern.h"
+#include "sizes.h"
+#include "stat3.h"
+#ifdef IPCP_HAVE_CUDA
+#include "tool_cuda.h"
+#endif
+
+#define MAX_SIZES 32
+#define MAX_REPS  100
+#define MAX_WIN   64
+#define T_DATA    1
+#define T_RESULT  2
+
+enum { PAT_RING, PAT_PAIRS, PAT_ALL2ALL, NPATS };
+static const char *const pat_names[NPATS] = {"ring", "pairs", "all2all"};
+
+typedef struct ropts {
+    int nranks, pats[NPATS], cuda, reps, window, pin;
+    int nranks_set; /* --ranks given: a launcher's size must match it */
+    int pats_set;   /* pairs asked for by name (not within all) */
+    double timeout_s;
+    size_t sizes[MAX_SIZES];
+    int nsizes;
+} ropts_t;
+
+static int me = -1, nranks;
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "ipcpipe-bench-ranks");
+    if (me >= 0)
+        fprintf(stderr, " [rank %d]", me);
+    fprintf(stderr, ": ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(2);
+}
+
+#define OK(call)                                                               \
+    do {                                                                       \
+        ipcp_status_t st_ = (call);                                            \
+        if (st_ != IPCP_OK)                                                    \
+            die("%s: %s (%s)", #call, ipcp_strerror(st_), ipcp_last_error());  \
+    } while (0)
+
+#ifdef IPCP_HAVE_CUDA
+#define CU(call)                                                               \
+    do {                                                                       \
+        CUresult r_ = (call);                                                  \
+        if (r_ != CUDA_SUCCESS) {                                              \
+            char b_[160];                                                      \
+            die("%s: %s", #call, tool_cu_strerror(r_, b_, sizeof(b_)));        \
+        }                                                                      \
+    } while (0)
+#endif
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- Flows ------------------------------------------------------------ */
+
+typedef struct flow {
+    int src, dst;
+} flow_t;
+
+/* The pattern's flows into f (room for N * (N - 1)); their count. */
+static int pattern_flows(int pat, int n, flow_t *f)
+{
+    int k = 0;
+    for (int s = 0; s < n; s++)
+        for (int d = 0; d < n; d++) {
+            int in = pat == PAT_ALL2ALL ? s != d
+                     : pat == PAT_RING  ? d == (s + 1) % n
+                                        : s % 2 == 0 && d == s + 1;
+            if (in)
+                f[k++] = (flow_t){s, d};
+        }
+    return k;
+}
+
+/* ---- Buffers ---------------------------------------------------------- */
+
+/* W slots of size bytes, one allocation: host (malloc) or device. */
+typedef struct rbuf {
+    int dev;
+    size_t size;
+    int w;
+    unsigned char *p;
+} rbuf_t;
+
+static int gpu_of_rank = -1; /* the GPU of this rank's device buffers */
+
+static void rbuf_alloc(rbuf_t *b, int dev, size_t size, int w)
+{
+    size_t n = size * (size_t)w;
+    b->dev = dev;
+    b->size = size;
+    b->w = w;
+#ifdef IPCP_HAVE_CUDA
+    if (dev) {
+        CUdeviceptr d;
+        CUresult r = TOOL_CU(cuMemAlloc)(&d, n ? n : 1);
+        char e[160];
+        if (r != CUDA_SUCCESS)
+            die("%d slots of %zu bytes on GPU %d: %s", w, size, gpu_of_rank,
+                tool_cu_strerror(r, e, sizeof(e)));
+        b->p = (unsigned char *)(uintptr_t)d;
+        return;
+    }
+#endif
+    if (!(b->p = malloc(n ? n : 1)))
+        die("no memory for %d slots of %zu bytes", w, size);
+}
+
+static void rbuf_free(rbuf_t *b)
+{
+#ifdef IPCP_HAVE_CUDA
+    if (b->dev) {
+        TOOL_CU(cuMemFree)((CUdeviceptr)(uintptr_t)b->p);
+        return;
+    }
+#endif
+    free(b->p);
+}
+
+static unsigned char *slot(const rbuf_t *b, int i)
+{
+    return b->p + (size_t)i * b->size;
+}
+
+/* Every slot: slot i the stream of seed at offset i * size, or a poison
+ * byte (seed 0).  tmp: size bytes of host memory for device slots. */
+static void rbuf_fill(rbuf_t *b, uint64_t seed, unsigned char *tmp)
+{
+    for (int i = 0; i < b->w; i++) {
+        unsigned char *h = b->dev ? tmp : slot(b, i);
+        if (seed)
+            ipcp_pattern_fill(h, b->size, seed, (uint64_t)i * b->size);
+        else
+            memset(h, 0xa5, b->size);
+#ifdef IPCP_HAVE_CUDA
+        /* Synchronized: a pageable copy may return before its DMA lands,
+         * and the library's streams do not wait for the legacy one. */
+        if (b->dev && b->size)
+            CU(TOOL_CU(cuMemcpyHtoD)((CUdeviceptr)(uintptr_t)slot(b, i), tmp,
+                                     b->size));
+        if (b->dev)
+            CU(TOOL_CU(cuCtxSynchronize)());
+#endif
+    }
+}
+
+/* Testing aid (IPCP_BENCH_CORRUPT=1, tools.bench_ranks.corrupt): the
+ * middle byte of each flow's last slot flipped as it is read for the
+ * check, so that the check is seen to fail.  Not an IPCPIPE_* setting:
+ * the library knows nothing of it. */
+static int corrupt_for_test(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("IPCP_BENCH_CORRUPT");
+        on = v && !strcmp(v, "1");
+    }
+    return on;
+}
+
+/* Dies naming the first slot and byte that do not hold the stream of
+ * seed. */
+static void rbuf_check(rbuf_t *b, uint64_t seed, unsigned char *tmp,
+                       const char *what, const flow_t *f)
+{
+    for (int i = 0; i < b->w; i++) {
+        unsigned char *h = b->dev ? tmp : slot(b, i);
+#ifdef IPCP_HAVE_CUDA
+        if (b->dev && b->size)
+            CU(TOOL_CU(cuMemcpyDtoH)(tmp, (CUdeviceptr)(uintptr_t)slot(b, i),
+                                     b->size));
+#endif
+        uint64_t off = (uint64_t)i * b->size;
+        if (i == b->w - 1 && corrupt_for_test())
+            h[b->size / 2] ^= 0xff;
+        size_t at = ipcp_pattern_check(h, b->size, seed, off);
+        if (at != b->size)
+            die("%s, flow %d -> %d, %zu bytes: slot %d byte %zu is 0x%02x, "
+                "expected 0x%02x",
+                what, f->src, f->dst, b->size, i, at, h[at],
+                ipcp_pattern_byte(seed, off + at));
+    }
+}
+
+/* ---- One size of one pattern ------------------------------------------ */
+
+/* This rank's part of a size: its source slots (sent to each of its
+ * flows) and, for each flow it receives, the slots and the times. */
+typedef struct rsize {
+    size_t size;
+    int w, nflows, reps;
+    const flow_t *flows;
+    rbuf_t src;
+    rbuf_t *rx;        /* [nflows]: allocated where this rank receives */
+    double *alone;     /* [nflows * reps] GB/s of flows received here */
+    double *together;  /* [nflows * reps] */
+    double *t0, *tend; /* [reps]: this rank's start and end, together */
+    ipcp_path_t *path; /* [nflows]: the path of the flow's last message */
+    uint64_t seed;
+    unsigned char *tmp;
+} rsize_t;
+
+static uint64_t src_seed(const rsize_t *z, int rank)
+{
+    return ipcp_pattern_slot_seed(z->seed, (uint64_t)rank + 1);
+}
+
+/* Posts this rank's part of the flows whose bit is set in sel (all:
+ * NULL), waits for them, polling, and stamps each received flow's end in
+ * end[f]; the time of this rank's last completion. */
+static double run_flows(ipcp_comm_t *c, rsize_t *z, const char *sel,
+                        double *end)
+{
+    int max = z->w * 2 * (nranks - 1), n = 0;
+    ipcp_request_t **r = calloc((size_t)max, sizeof(*r));
+    int *of = calloc((size_t)max, sizeof(int)), *left;
+    left = calloc((size_t)z->nflows, sizeof(int));
+    if (!r || !of || !left)
+        die("no memory for %d requests", max);
+    for (int f = 0; f < z->nflows; f++) {
+        const flow_t *fl = &z->flows[f];
+        if ((sel && !sel[f]) || (fl->src != me && fl->dst != me))
+            continue;
+        for (int i = 0; i < z->w; i++, n++) {
+            of[n] = fl->dst == me ? f : -1;
+            if (fl->dst == me)
+                OK(ipcp_irecv(c, slot(&z->rx[f], i), z->size, fl->src, T_DATA,
+                              &r[n]));
+            else
+                OK(ipcp_isend(c, slot(&z->src, i), z->size, fl->dst, T_DATA,
+                              &r[n]));
+        }
+        left[f] = fl->dst == me ? z->w : 0;
+    }
+    double last = now();
+    for (int pending = n; pending > 0;) {
+        for (int k = 0; k < n; k++) {
+            ipcp_xfer_info_t info;
+            int done = 0;
+            if (!r[k])
+                continue;
+            ipcp_status_t st = ipcp_test(r[k], &done, &info);
+            if (!done)
+                continue;
+            if (st != IPCP_OK)
+                die("a transfer of %zu bytes: %s (%s)", z->size,
+                    ipcp_strerror(st), ipcp_last_error());
+            r[k] = NULL;
+            pending--;
+            last = now();
+            if (of[k] >= 0) {
+                if (info.nbytes != z->size)
+                    die("a receive of %zu bytes took %zu", z->size,
+                        info.nbytes);
+                z->path[of[k]] = info.path;
+                if (--left[of[k]] == 0)
+                    end[of[k]] = last;
+            }
+        }
+    }
+    free(r);
+    free(of);
+    free(left);
+    return last;
+}
+
+static double gbs(size_t size, int w, double s)
+{
+    return s > 0 ? (double)size * w / s / 1e9 : 0;
+}
+
+/* The receive slots of the flows in sel (NULL: all) that end here
+ * poisoned, so that the repetition after is checked against fresh data. */
+static void poison(rsize_t *z, const char *sel)
+{
+    for (int f = 0; f < z->nflows; f++)
+        if (z->flows[f].dst == me && (!sel || sel[f]))
+            rbuf_fill(&z->rx[f], 0, z->tmp);
+}
+
+static void check_rx(rsize_t *z, const char *sel, const char *what)
+{
+    for (int f = 0; f < z->nflows; f++)
+        if (z->flows[f].dst == me && (!sel || sel[f]))
+            rbuf_check(&z->rx[f], src_seed(z, z->flows[f].src), z->tmp, what,
+                       &z->flows[f]);
+}
+
+/* Repetition k: each flow alone, then all of them together. */
+static void run_rep(ipcp_comm_t *c, rsize_t *z, int k, char *sel, double *end)
+{
+    int last = k == z->reps - 1;
+    for (int f = 0; f < z->nflows; f++) {
+        memset(sel, 0, (size_t)z->nflows);
+        sel[f] = 1;
+        if (last)
+            poison(z, sel);
+        OK(ipcp_barrier(c));
+        double t0 = now();
+        run_flows(c, z, sel, end);
+        if (z->flows[f].dst == me)
+            z->alone[f * z->reps + k] = gbs(z->size, z->w, end[f] - t0);
+        if (last)
+            check_rx(z, sel, "alone");
+    }
+    if (last)
+        poison(z, NULL);
+    OK(ipcp_barrier(c));
+    z->t0[k] = now();
+    z->tend[k] = run_flows(c, z, NULL, end);
+    for (int f = 0; f < z->nflows; f++)
+        if (z->flows[f].dst == me)
+            z->together[f * z->reps + k] =
+                gbs(z->size, z->w, end[f] - z->t0[k]);
+    if (last)
+        check_rx(z, NULL, "together");
+}
+
+/* ---- Results at rank 0 ------------------------------------------------ */
+
+/* What a receiver tells rank 0 of one flow. */
+typedef struct flow_res {
+    int flow, path;
+    stat3_t alone, together;
+} flow_res_t;
+
+/* Decimals for a figure in GB/s: small messages' figures keep four. */
+static int prec(double v)
+{
+    return v < 1 ? 4 : 2;
+}
+
+static void fmt_stat(char *buf, size_t len, stat3_t s)
+{
+    snprintf(buf, len, "%.*f [%.*f-%.*f]", prec(s.med), s.med, prec(s.min),
+             s.min, prec(s.max), s.max);
+}
+
+/* Rank 0: the pattern's table of one size: each flow alone and with the
+ * others, the aggregate beside the sum of the flows alone. */
+static void print_table(const rsize_t *z, int pat, const flow_res_t *res,
+                        const double *span)
+{
+    int reps = z->reps;
+    double sum = 0, *agg = calloc((size_t)reps, sizeof(double));
+    if (!agg)
+        die("no memory for the results");
+    for (int k = 0; k < reps; k++) {
+        double first = span[k], end = span[reps + k];
+        for (int r = 1; r < nranks; r++) {
+            const double *s = span + (size_t)r * 2 * reps;
+            first = s[k] < first ? s[k] : first;
+            end = s[reps + k] > end ? s[reps + k] : end;
+        }
+        agg[k] = gbs(z->size, z->w * z->nflows, end - first);
+    }
+    printf("%s, %d ranks, %zu bytes x%d a flow\n", pat_names[pat], nranks,
+           z->size, z->w);
+    printf("  %-12s %-8s %-24s %-24s %s\n", "flow", "path", "alone GB/s",
+           "together GB/s", "together/alone");
+    for (int f = 0; f < z->nflows; f++) {
+        const flow_res_t *x = &res[f];
+        char name[32], a[32], t[32];
+        snprintf(name, sizeof(name), "%d -> %d", z->flows[f].src,
+                 z->flows[f].dst);
+        fmt_stat(a, sizeof(a), x->alone);
+        fmt_stat(t, sizeof(t), x->together);
+        printf("  %-12s %-8s %-24s %-24s %.2f\n", name,
+               ipcp_path_name((ipcp_path_t)x->path), a, t,
+               x->alone.med > 0 ? x->together.med / x->alone.med : 0);
+        sum += x->alone.med;
+    }
+    stat3_t g = ipcp_tool_stats(agg, reps);
+    char a[32], t[32];
+    snprintf(a, sizeof(a), "%.*f (sum)", prec(sum), sum);
+    fmt_stat(t, sizeof(t), g);
+    printf("  %-12s %-8s %-24s %-24s %.2f\n", "aggregate", "", a, t,
+           sum > 0 ? g.med / sum : 0);
+    printf("  data: the last repetition of each flow alone and of all "
+           "together checked in every slot\n");
+    fflush(stdout);
+    free(agg);
+}
+
+/* Every rank's flows' figures and its starts and ends, to rank 0;
+ * rank 0 prints the table. */
+static void report(ipcp_comm_t *c, rsize_t *z, int pat)
+{
+    int reps = z->reps;
+    flow_res_t *res = calloc((size_t)z->nflows, sizeof(*res));
+    double *span = calloc((size_t)nranks * 2 * (size_t)reps, sizeof(double));
+    if (!res || !span)
+        die("no memory for the results");
+    for (int f = 0; f < z->nflows; f++) {
+        if (z->flows[f].dst != me)
+            continue;
+        res[f].flow = f;
+        res[f].path = (int)z->path[f];
+        res[f].alone = ipcp_tool_stats(&z->alone[f * reps], reps);
+        res[f].together = ipcp_tool_stats(&z->together[f * reps], reps);
+    }
+    memcpy(span, z->t0, sizeof(double) * (size_t)reps);
+    memcpy(span + reps, z->tend, sizeof(double) * (size_t)reps);
+    if (me != 0) {
+        for (int f = 0; f < z->nflows; f++)
+            if (z->flows[f].dst == me)
+                OK(ipcp_send(c, &res[f], sizeof(res[f]), 0, T_RESULT));
+        OK(ipcp_send(c, span, sizeof(double) * 2 * (size_t)reps, 0,
+                     T_RESULT + 1));
+    } else {
+        for (int f = 0; f < z->nflows; f++) {
+            flow_res_t got;
+            if (z->flows[f].dst == 0)
+                continue;
+            OK(ipcp_recv(c, &got, sizeof(got), z->flows[f].dst, T_RESULT,
+                         NULL));
+            if (got.flow != f)
+                die("rank %d reported flow %d where %d was due",
+                    z->flows[f].dst, got.flow, f);
+            res[f] = got;
+        }
+        for (int r = 1; r < nranks; r++)
+            OK(ipcp_recv(c, span + (size_t)r * 2 * reps,
+                         sizeof(double) * 2 * (size_t)reps, r, T_RESULT + 1,
+                         NULL));
+        print_table(z, pat, res, span);
+    }
+    free(res);
+    free(span);
+}
+
+/* One size of one pattern: buffers, the repetitions, the table. */
+static void run_size(ipcp_comm_t *c, const ropts_t *o, int pat, size_t size,
+                     uint64_t seed)
+{
+    static flow_t flows[IPCP_LAUNCH_MAX_RANKS * IPCP_LAUNCH_MAX_RANKS];
+    rsize_t z;
+    memset(&z, 0, sizeof(z));
+    z.size = size;
+    z.w = o->window            ? o->window
+          : size <= (64 << 10) ? 64
+          : size <= (1 << 20)  ? 16
+          : size <= (64 << 20) ? 4
+                               : 2;
+    z.reps = o->reps;
+    z.nflows = pattern_flows(pat, nranks, flows);
+    z.flows = flows;
+    z.seed = seed;
+    z.rx = calloc((size_t)z.nflows, sizeof(rbuf_t));
+    z.alone = calloc((size_t)(z.nflows * z.reps), sizeof(double));
+    z.together = calloc((size_t)(z.nflows * z.reps), sizeof(double));
+    z.t0 = calloc((size_t)z.reps, sizeof(double));
+    z.tend = calloc((size_t)z.reps, sizeof(double));
+    z.path = calloc((size_t)z.nflows, sizeof(ipcp_path_t));
+    z.tmp = malloc(size ? size : 1);
+    double *end = calloc((size_t)z.nflows, sizeof(double));
+    char *sel = calloc((size_t)z.nflows, 1);
+    if (!z.rx || !z.alone || !z.together || !z.t0 || !z.tend || !z.path ||
+        !z.tmp || !end || !sel)
+        die("no memory for %d flows", z.nflows);
+    rbuf_alloc(&z.src, o->cuda, size, z.w);
+    rbuf_fill(&z.src, src_seed(&z, me), z.tmp);
+    for (int f = 0; f < z.nflows; f++)
+        if (flows[f].dst == me)
+            rbuf_alloc(&z.rx[f], o->cuda, size, z.w);
+    OK(ipcp_barrier(c));
+    run_flows(c, &z, NULL, end); /* warm-up: mappings, slots, pages */
+    for (int k = 0; k < z.reps; k++)
+        run_rep(c, &z, k, sel, end);
+    report(c, &z, pat);
+    for (int f = 0; f < z.nflows; f++)
+        if (flows[f].dst == me)
+            rbuf_free(&z.rx[f]);
+    rbuf_free(&z.src);
+    free(z.rx);
+    free(z.alone);
+    free(z.together);
+    free(z.t0);
+    free(z.tend);
+    free(z.path);
+    free(z.tmp);
+    free(end);
+    free(sel);
+}
+
+/* Device buffers: this rank's GPU (rank mod the GPUs visible) made
+ * current; the header line's note on ranks that share one. */
+static void cuda_open(char *note, size_t len)
+{
+#ifdef IPCP_HAVE_CUDA
+    char err[256];
+    static ipcp_diag_gpus_t g; /* large: kept off the stack */
+    CUdevice dev;
+    CUcontext ctx;
+    if (ipcp_diag_gpus(&g) != IPCP_OK || g.ndev < 1)
+        die("--mem cuda: %s", ipcp_last_error());
+    if (tool_cu_load(err, sizeof(err)) != 0)
+        die("--mem cuda: %s", err);
+    gpu_of_rank = me % g.ndev;
+    CU(TOOL_CU(cuDeviceGet)(&dev, gpu_of_rank));
+    CU(TOOL_CU(cuDevicePrimaryCtxRetain)(&ctx, dev));
+    CU(TOOL_CU(cuCtxSetCurrent)(ctx));
+    if (nranks > g.ndev)
+        snprintf(note, len,
+                 "; rank r on GPU r mod %d: %d ranks share a GPU (their "
+                 "figures are not those of ranks on GPUs of their own)",
+                 g.ndev, (nranks + g.ndev - 1) / g.ndev);
+    else
+        snprintf(note, len, "; rank r on GPU r");
+#else
+    (void)note;
+    (void)len;
+    die("--mem cuda: built without the CUDA headers");
+#endif
+}
+
+static int rank_main(const ropts_t *o)
+{
+    ipcp_comm_t *c = NULL;
+    char note[160] = "";
+    OK(ipcp_init(NULL, &c));
+    me = ipcp_comm_rank(c);
+    nranks = ipcp_comm_size(c);
+    if (nranks != o->nranks && o->nranks_set)
+        die("--ranks %d, but the launcher started %d", o->nranks, nranks);
+    if (nranks < 2)
+        die("runs with 2 ranks or more, not %d", nranks);
+    if (o->pats[PAT_PAIRS] && nranks % 2 && o->pats_set)
+        die("--pattern pairs needs an even number of ranks, not %d", nranks);
+    if (o->cuda)
+        cuda_open(note, sizeof(note));
+    uint64_t seed = (uint64_t)(now() * 1e9) | 1;
+    OK(ipcp_barrier(c));
+    if (me == 0) {
+        for (int r = 1; r < nranks; r++)
+            OK(ipcp_send(c, &seed, sizeof(seed), r, T_RESULT));
+    } else {
+        OK(ipcp_recv(c, &seed, sizeof(seed), 0, T_RESULT, NULL));
+    }
+    if (me == 0)
+        printf("ipcpipe %s, %d ranks, %s memory%s; medians of %d "
+               "repetitions [min-max]\n",
+               ipcp_version_string(), nranks, o->cuda ? "device" : "host", note,
+               o->reps);
+    for (int p = 0; p < NPATS; p++) {
+        if (!o->pats[p])
+            continue;
+        if (p == PAT_PAIRS && nranks % 2) {
+            if (me == 0)
+                printf("pairs: left out (%d ranks, an odd number)\n", nranks);
+            continue;
+        }
+        for (int i = 0; i < o->nsizes; i++)
+            run_size(c, o, p, o->sizes[i], seed + (uint64_t)(p * 64 + i));
+    }
+    OK(ipcp_finalize(c));
+    return 0;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: ipcpipe-bench-ranks [--ranks N] [--pattern "
+               "ring|pairs|all2all|all[,...]]\n"
+               "         [--mem host|cuda] [--sizes LIST] [--reps N] "
+               "[--window W] [--pin] [--timeout S]\n");
+}
+
+static void parse_patterns(ropts_t *o, const char *v)
+{
+    char buf[64];
+    if (strlen(v) >= sizeof(buf))
+        die("--pattern: '%s' is too long", v);
+    strcpy(buf, v);
+    memset(o->pats, 0, sizeof(o->pats));
+    o->pats_set = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t;
+         t = strtok_r(NULL, ",", &save)) {
+        int found = 0;
+        for (int p = 0; p < NPATS; p++)
+            if (!strcmp(t, pat_names[p]) || !strcmp(t, "all"))
+                o->pats[p] = found = 1;
+        if (!found)
+            die("--pattern takes ring, pairs, all2all or all, not '%s'", t);
+        if (!strcmp(t, "pairs"))
+            o->pats_set = 1;
+    }
+}
+
+static void parse_sizes(ropts_t *o, const char *sizes)
+{
+    o->nsizes = 0;
+    for (const char *s = sizes; *s;) {
+        const char *end = s;
+        if (o->nsizes == MAX_SIZES ||
+            ipcp_tool_parse_size(s, ",", &o->sizes[o->nsizes], &end) != 0 ||
+            o->sizes[o->nsizes] == 0 || (*end && *end != ','))
+            die("--sizes: bad list '%s' (at most %d sizes, each 1 byte or "
+                "more, as 8, 64K, 1M)",
+                sizes, MAX_SIZES);
+        o->nsizes++;
+        s = *end == ',' ? end + 1 : end;
+    }
+    if (o->nsizes == 0)
+        die("--sizes: an empty list");
+}
+
+/* A whole number in [lo, hi] for option name, or death naming it. */
+static int parse_int(const char *name, const char *v, int lo, int hi)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi)
+        die("%s takes a whole number from %d to %d, not '%s'", name, lo, hi, v);
+    return (int)x;
+}
+
+static void parse(int argc, char **argv, ropts_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->nranks = 4;
+    o->reps = 5;
+    o->timeout_s = 600;
+    parse_patterns(o, "all");
+    parse_sizes(o, "64K,1M,16M");
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            exit(0);
+        } else if (!strcmp(a, "--pin")) {
+            o->pin = 1;
+            continue;
+        } else if (!v) {
+            usage(stderr);
+            die("%s: unknown option or missing value", a);
+        } else if (!strcmp(a, "--ranks")) {
+            o->nranks = parse_int(a, v, 2, IPCP_LAUNCH_MAX_RANKS);
+            o->nranks_set = 1;
+        } else if (!strcmp(a, "--pattern")) {
+            parse_patterns(o, v);
+        } else if (!strcmp(a, "--mem")) {
+            if (strcmp(v, "host") && strcmp(v, "cuda"))
+                die("--mem takes host or cuda, not '%s'", v);
+            o->cuda = !strcmp(v, "cuda");
+        } else if (!strcmp(a, "--sizes")) {
+            parse_sizes(o, v);
+        } else if (!strcmp(a, "--reps")) {
+            o->reps = parse_int(a, v, 1, MAX_REPS);
+        } else if (!strcmp(a, "--window")) {
+            o->window = parse_int(a, v, 1, MAX_WIN);
+        } else if (!strcmp(a, "--timeout")) {
+            o->timeout_s = parse_int(a, v, 0, 86400);
+        } else {
+            usage(stderr);
+            die("%s: unknown option", a);
+        }
+        i++;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    ropts_t o;
+    parse(argc, argv, &o);
+    if (ipcp_launch_is_rank())
+        return rank_main(&o);
+    if (o.pats_set && o.pats[PAT_PAIRS] && o.nranks % 2)
+        die("--pattern pairs needs an even number of ranks, not %d", o.nranks);
+    ipcp_launch_opts_t lo = {
+        .nranks = o.nranks,
+        .timeout_s = o.timeout_s,
+        .argv_self = argv,
+        .pin = o.pin,
+    };
+    ipcp_launch_result_t res;
+    if (ipcp_launch(&lo, &res) != 0)
+        die("cannot start %d ranks: %s", o.nranks, strerror(errno));
+    return ipcp_launch_exit_code(&res);
+}
