@@ -14,3 +14,9 @@ for t in 1 2; do
   echo "## mpi_pace $t" >> $L
   timeout 60 mpirun -np 2 --bind-to none /tmp/mpi_pace >> $L 2>&1
 done
+# ipcpipe-bench-ranks (issue 31) on the one GPU: its test, and a run of
+# four ranks sharing it.
+(cd /tmp/h/b && timeout 120 ctest -R bench_ranks --output-on-failure 2>&1 | tail -15) >> $L
+echo "## bench-ranks 4 ranks cuda" >> $L
+timeout 120 /tmp/h/b/tools/ipcpipe-bench-ranks --mem cuda --ranks 4 --sizes 1M,64M --reps 3 >> $L 2>&1
+echo "bench-ranks rc=$?" >> $L
