@@ -43,6 +43,38 @@ typedef struct ipcp_diag_gpus {
     unsigned char peer[IPCP_DIAG_MAX_GPUS][IPCP_DIAG_MAX_GPUS];
 } ipcp_diag_gpus_t;
 
+/* Where a PCI device sits (ipcp_diag_pci): its host bridge, then the
+ * bridges from there down, the device last, as sysfs shows them. */
+#define IPCP_DIAG_PCI_DEPTH 12
+typedef struct ipcp_diag_pci {
+    char root[16]; /* the host bridge: "pci0000:17" */
+    int depth;     /* entries of chain, the device's own the last */
+    char chain[IPCP_DIAG_PCI_DEPTH][16]; /* "0000:17:00.0", ... */
+    int numa_node; /* -1 where the platform does not say */
+} ipcp_diag_pci_t;
+
+/* How one device reaches another, nearest first (the words of nvidia-smi
+ * topo -m in its legend's order). */
+typedef enum {
+    IPCP_DIAG_LINK_SELF = 0, /* the same device */
+    IPCP_DIAG_LINK_SWITCH,   /* below one root port: they share its link
+                                to the host (PIX, PXB) */
+    IPCP_DIAG_LINK_HOST,     /* through one host bridge (PHB) */
+    IPCP_DIAG_LINK_NODE,     /* through host bridges of one NUMA node */
+    IPCP_DIAG_LINK_SYSTEM,   /* across NUMA nodes (SYS) */
+    IPCP_DIAG_LINK_UNKNOWN,  /* host bridges that do not say their node */
+} ipcp_diag_link_t;
+
+/* The device at bus_id ("0000:19:00.0", as ipcp_diag_gpu_t has it) from
+ * sysfs.  IPCP_ERR_INVALID for a string that is no bus id,
+ * IPCP_ERR_UNSUPPORTED where sysfs does not know it; the reason in
+ * ipcp_last_error(). */
+IPCP_API ipcp_status_t ipcp_diag_pci(const char *bus_id, ipcp_diag_pci_t *out);
+IPCP_API ipcp_diag_link_t ipcp_diag_pci_link(const ipcp_diag_pci_t *a,
+                                             const ipcp_diag_pci_t *b);
+/* "self", "switch", "host-bridge", "node", "system", "unknown". */
+IPCP_API const char *ipcp_diag_link_name(ipcp_diag_link_t link);
+
 /* Loads the driver, initialises it and describes the visible GPUs without
  * creating a context.  IPCP_ERR_UNSUPPORTED, the reason in
  * ipcp_last_error(), when there is no driver, no GPU, or the library was

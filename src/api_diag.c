@@ -9,6 +9,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "common/pcitopo.h"
 #include "common/status.h"
 #include "engine/stripe.h"
 
@@ -271,4 +272,30 @@ void ipcp_diag_release(void)
     diag_be = NULL;
     pthread_mutex_unlock(&diag_lock);
 #endif
+}
+
+/* ---- PCI topology ------------------------------------------------------ */
+
+ipcp_status_t ipcp_diag_pci(const char *bus_id, ipcp_diag_pci_t *out)
+{
+    if (!bus_id || !out)
+        return ipcp__fail(IPCP_LOG_DEBUG, IPCP_SUB_API, IPCP_ERR_INVALID,
+                          "ipcp_diag_pci: NULL argument");
+    return ipcp__pci_read("/sys", bus_id, out);
+}
+
+ipcp_diag_link_t ipcp_diag_pci_link(const ipcp_diag_pci_t *a,
+                                    const ipcp_diag_pci_t *b)
+{
+    if (!a || !b)
+        return IPCP_DIAG_LINK_UNKNOWN;
+    return ipcp__pci_link(a, b);
+}
+
+const char *ipcp_diag_link_name(ipcp_diag_link_t link)
+{
+    static const char *const names[] = {"self", "switch", "host-bridge",
+                                        "node", "system", "unknown"};
+    return (unsigned)link < sizeof(names) / sizeof(names[0]) ? names[link]
+                                                             : "unknown";
 }

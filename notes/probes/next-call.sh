@@ -20,3 +20,6 @@ done
 echo "## bench-ranks 4 ranks cuda" >> $L
 timeout 120 /tmp/h/b/tools/ipcpipe-bench-ranks --mem cuda --ranks 4 --sizes 1M,64M --reps 3 >> $L 2>&1
 echo "bench-ranks rc=$?" >> $L
+# PCI topology (issue 31): ipcpipe-info's GPU part and its tests.
+(cd /tmp/h/b && timeout 60 ctest -R "common.info.mps|common.pcitopo" --output-on-failure 2>&1 | tail -25) >> $L
+/tmp/h/b/tools/ipcpipe-info | sed -n '/^GPUs:/,$p' | head -30 >> $L

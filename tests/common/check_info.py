@@ -6,7 +6,9 @@ usable: the GPU doctor is checked by scripts/gpu-check.sh there.
 
 With --gpu, the other way round (skips without a usable GPU): every GPU
 says whether MPS is on (yes, no, or unknown only with a driver older than
-CUDA 13), in the JSON and as one line of the text."""
+CUDA 13), in the JSON and as one line of the text, and where it sits on
+PCI (its chain of bridges, the GPUs sharing its root port, the matrix of
+links)."""
 import json
 import subprocess
 import sys
@@ -44,6 +46,43 @@ def check_gpu(info):
                   f"the JSON ({mps!r}, {dev.get('mps_note')!r})")
             return 1
         print(f"ok: GPU {dev['index']}: {line}")
+    return check_topology(g, tx.stdout)
+
+
+def check_topology(g, text):
+    """Every GPU's place on PCI: its chain ending in its own bus id, the
+    count behind its root port at least itself, a PCI line of the text
+    each; the matrix n x n, "self" on the diagonal and only there,
+    symmetric."""
+    n = len(g["devices"])
+    pci_lines = [l.strip() for l in text.splitlines()
+                 if l.strip().startswith("PCI: ")]
+    if len(pci_lines) != n:
+        print(f"FAIL: {len(pci_lines)} PCI lines for {n} GPUs")
+        return 1
+    for dev, line in zip(g["devices"], pci_lines):
+        p = dev.get("pci", {})
+        want = dev["pci_bus_id"].lower()
+        if len(want.split(":")[0]) == 8:
+            want = want[4:]
+        if "reason" in p:
+            print(f"FAIL: GPU {dev['index']}: not found on PCI: {p['reason']}")
+            return 1
+        if p["chain"][-1] != want or not p["root"].startswith("pci"):
+            print(f"FAIL: GPU {dev['index']}: chain {p['chain']} under "
+                  f"{p['root']}, its bus id {want}")
+            return 1
+        if p["host_link_shared_by"] < 1 or f"host bridge {p['root']}" not in line:
+            print(f"FAIL: GPU {dev['index']}: {p} against {line!r}")
+            return 1
+        print(f"ok: GPU {dev['index']}: {line}")
+    t = g["topology"]
+    for a in range(n):
+        for b in range(n):
+            if (t[a][b] == "self") != (a == b) or t[a][b] != t[b][a]:
+                print(f"FAIL: topology {t}")
+                return 1
+    print(f"ok: topology {t}")
     return 0
 
 

@@ -19,6 +19,12 @@ typedef struct gpu_facts {
     char why[320];
     ipcp_diag_gpus_t p;
     int pool_fd[IPCP_DIAG_MAX_GPUS]; /* memory pools shareable by fd */
+    /* Where each GPU sits on PCI (pci_ok 0: pci_why says why not), and
+     * how many of the GPUs seen (itself among them) are behind its root
+     * port, sharing that port's link to host memory. */
+    ipcp_diag_pci_t pci[IPCP_DIAG_MAX_GPUS];
+    int pci_ok[IPCP_DIAG_MAX_GPUS], host_link[IPCP_DIAG_MAX_GPUS];
+    char pci_why[IPCP_DIAG_MAX_GPUS][160];
 } gpu_facts_t;
 
 /* Reason codes, each with the path it leads to and what it means. */
@@ -158,6 +164,37 @@ static const char *gpu_mps_note(int mps)
            "with it)";
 }
 
+/* Each GPU's place on PCI, and the GPUs behind each one's root port. */
+static void gpu_topology(gpu_facts_t *g)
+{
+    for (int d = 0; d < g->p.ndev; d++) {
+        g->pci_ok[d] =
+            ipcp_diag_pci(g->p.dev[d].pci_bus_id, &g->pci[d]) == IPCP_OK;
+        if (!g->pci_ok[d])
+            snprintf(g->pci_why[d], sizeof(g->pci_why[d]), "%s",
+                     ipcp_last_error());
+    }
+    for (int a = 0; a < g->p.ndev; a++)
+        for (int b = 0; b < g->p.ndev; b++)
+            g->host_link[a] += g->pci_ok[a] && g->pci_ok[b] &&
+                               ipcp_diag_pci_link(&g->pci[a], &g->pci[b]) <=
+                                   IPCP_DIAG_LINK_SWITCH;
+}
+
+/* The short form of a link in the topology matrix. */
+static const char *gpu_link_abbr(ipcp_diag_link_t l)
+{
+    static const char *const abbr[] = {"-", "SW", "HB", "NODE", "SYS", "?"};
+    return (unsigned)l < sizeof(abbr) / sizeof(abbr[0]) ? abbr[l] : "?";
+}
+
+static ipcp_diag_link_t gpu_link(const gpu_facts_t *g, int a, int b)
+{
+    return g->pci_ok[a] && g->pci_ok[b]
+               ? ipcp_diag_pci_link(&g->pci[a], &g->pci[b])
+               : IPCP_DIAG_LINK_UNKNOWN;
+}
+
 static void gpu_gather(gpu_facts_t *g)
 {
     memset(g, 0, sizeof(*g));
@@ -180,6 +217,7 @@ static void gpu_gather(gpu_facts_t *g)
             g->pool_fd[d] =
                 (types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0;
     }
+    gpu_topology(g);
 }
 
 /* What a transfer from a process on GPU a to one on GPU b would do. */
@@ -227,6 +265,45 @@ static void gpu_verdict(const gpu_facts_t *g, int a, int b, gpu_verdict_t *v)
                      : "as above");
 }
 
+/* One GPU's place on PCI and who shares its link to the host. */
+static void gpu_text_pci(const gpu_facts_t *g, int d)
+{
+    const ipcp_diag_pci_t *p = &g->pci[d];
+    if (!g->pci_ok[d]) {
+        printf("         PCI: not found (%s)\n", g->pci_why[d]);
+        return;
+    }
+    printf("         PCI: host bridge %s, root port %s, NUMA node ", p->root,
+           p->depth > 1 ? p->chain[0] : "(none: on the host bridge)");
+    if (p->numa_node >= 0)
+        printf("%d", p->numa_node);
+    else
+        printf("unknown");
+    printf(", %d bridge%s above it; its link to the host shared by %d GPU%s\n",
+           p->depth - 1, p->depth == 2 ? "" : "s", g->host_link[d],
+           g->host_link[d] == 1 ? " (itself)" : "s seen here");
+}
+
+/* How each GPU reaches each other one on PCI, in nvidia-smi topo -m's
+ * words. */
+static void gpu_text_topology(const gpu_facts_t *g)
+{
+    printf("  PCI topology (SW: behind one root port, sharing its link to "
+           "the host; HB: one host bridge; NODE: one NUMA node; SYS: across "
+           "NUMA nodes):\n       ");
+    for (int b = 0; b < g->p.ndev; b++)
+        printf(" %4d", b);
+    printf("\n");
+    for (int a = 0; a < g->p.ndev; a++) {
+        printf("  %4d ", a);
+        for (int b = 0; b < g->p.ndev; b++)
+            printf(" %4s", gpu_link_abbr(gpu_link(g, a, b)));
+        printf("\n");
+    }
+    printf("  with every pair moving data at once, the staged parts of "
+           "transfers from GPUs behind one root port share its link\n");
+}
+
 static void gpu_text(const gpu_facts_t *g, const char *visible)
 {
     printf("\nGPUs:\n");
@@ -247,7 +324,9 @@ static void gpu_text(const gpu_facts_t *g, const char *visible)
                g->pool_fd[d] ? "yes" : "no", x->memops64 ? "yes" : "NO");
         printf("         MPS: %s; %s\n", gpu_mps_word(x->mps),
                gpu_mps_note(x->mps));
+        gpu_text_pci(g, d);
     }
+    gpu_text_topology(g);
     printf("  peer access (row can write column):\n       ");
     for (int b = 0; b < g->p.ndev; b++)
         printf(" %3d", b);
@@ -277,6 +356,24 @@ static void gpu_text(const gpu_facts_t *g, const char *visible)
                "ISOLATED): their transfers go staged\n");
 }
 
+/* ", \"pci\": {...}" of GPU d: its place, or why it is unknown. */
+static void gpu_json_pci(const gpu_facts_t *g, int d)
+{
+    const ipcp_diag_pci_t *p = &g->pci[d];
+    printf(", \"pci\": {");
+    if (!g->pci_ok[d]) {
+        printf("\"reason\": ");
+        ipcp_json_str(stdout, g->pci_why[d]);
+        printf("}");
+        return;
+    }
+    printf("\"root\": \"%s\", \"chain\": [", p->root);
+    for (int i = 0; i < p->depth; i++)
+        printf("%s\"%s\"", i ? ", " : "", p->chain[i]);
+    printf("], \"numa_node\": %d, \"host_link_shared_by\": %d}", p->numa_node,
+           g->host_link[d]);
+}
+
 static void gpu_json(const gpu_facts_t *g)
 {
     printf("{\"usable\": %s", g->st == IPCP_OK ? "true" : "false");
@@ -299,7 +396,16 @@ static void gpu_json(const gpu_facts_t *g)
                g->pool_fd[d] ? "true" : "false", x->memops64 ? "true" : "false",
                gpu_mps_word(x->mps));
         ipcp_json_str(stdout, gpu_mps_note(x->mps));
+        gpu_json_pci(g, d);
         printf("}");
+    }
+    printf("], \"topology\": [");
+    for (int a = 0; a < g->p.ndev; a++) {
+        printf("%s[", a ? ", " : "");
+        for (int b = 0; b < g->p.ndev; b++)
+            printf("%s\"%s\"", b ? ", " : "",
+                   ipcp_diag_link_name(gpu_link(g, a, b)));
+        printf("]");
     }
     printf("], \"peer\": [");
     for (int a = 0; a < g->p.ndev; a++) {
