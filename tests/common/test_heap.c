@@ -12,17 +12,6 @@
 #include "common/heap.h"
 #include "testutil.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define HEAP_MALLOC 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define HEAP_MALLOC 0
-#endif
-#endif
-#ifndef HEAP_MALLOC
-#define HEAP_MALLOC 1 /* glibc's main arena, on the main thread */
-#endif
-
 int main(void)
 {
     int on_stack = 0;
@@ -35,10 +24,10 @@ int main(void)
     T_EQ_INT(ipcp__heap_holds(&on_stack, sizeof(on_stack)), 0);
     T_EQ_INT(ipcp__heap_holds(page, 4096), 0);
     T_EQ_INT(ipcp__heap_holds(NULL, 0), 0);
-    T_EQ_INT(ipcp__heap_holds(small, 4096), HEAP_MALLOC);
+    T_EQ_INT(ipcp__heap_holds(small, 4096), T_HEAP_MALLOC);
     /* Up to the break and not past it. */
     uintptr_t brk = (uintptr_t)sbrk(0);
-    if (HEAP_MALLOC) {
+    if (T_HEAP_MALLOC) {
         T_CHECK(brk > (uintptr_t)small);
         size_t to_brk = brk - (uintptr_t)small;
         T_EQ_INT(ipcp__heap_holds(small, to_brk), 1);
