@@ -139,6 +139,12 @@ typedef struct ipcp__backend_ops {
      * unknown kind only when this says 1.  NULL: always 1. */
     int (*present)(void);
 
+    /* 1 when none of this backend's memory lies in the process's brk heap
+     * (common/heap.h), so that a buffer there is host memory without
+     * asking owns (CUDA: the driver reserves device and managed memory
+     * elsewhere).  0: owns is asked about every buffer. */
+    int heap_free;
+
     /* 1 if ptr is this backend's memory (attr filled), else 0. */
     int (*owns)(ipcp__backend_t *be, const void *ptr, ipcp__mem_attr_t *attr);
 

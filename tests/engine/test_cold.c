@@ -4,7 +4,7 @@
  * counts its opens.  Its present() answers what the test sets, as CUDA's
  * answers whether libcuda.so.1 is loaded.
  *
- *   test_cold hostonly|alloc|owned|race|peer
+ *   test_cold hostonly|alloc|owned|race|peer|heap|heapask
  *
  * hostonly: host buffers only, the library "not loaded": never opened.
  * alloc:    a device allocation opens it, once for several.
@@ -12,7 +12,10 @@
  *           the user's cudaMalloc): the transfer opens it, once.
  * race:     eight threads allocating device memory at once open it once.
  * peer:     rank 1 sends from device memory into rank 0's host buffer;
- *           rank 0 never opens its backend and gets every byte. */
+ *           rank 0 never opens its backend and gets every byte.
+ * heap:     the library loaded, host buffers in the brk heap, a backend
+ *           whose memory is never there (heap_free): never opened.
+ * heapask:  the same with a backend that does not say so: opened, once. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <unistd.h>
@@ -66,11 +69,11 @@ static void *fk_user_alloc(size_t len)
 static const size_t sizes[] = {8, 4096, 100000, 3u << 20};
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
-/* Rank 1 sends each size from src, rank 0 receives each into dst; every
- * byte is checked. */
-static void one_way(ipcp_comm_t *comm, void *src, void *dst)
+/* Rank 1 sends each size up to upto from src, rank 0 receives each into
+ * dst; every byte is checked. */
+static void one_way(ipcp_comm_t *comm, void *src, void *dst, size_t upto)
 {
-    for (size_t i = 0; i < NSIZES; i++) {
+    for (size_t i = 0; i < NSIZES && sizes[i] <= upto; i++) {
         uint64_t seed = t_shared_seed(comm, TAG_SEED) + i;
         ipcp_request_t *req;
         if (t_rank == 1) {
@@ -92,7 +95,7 @@ static void one_way(ipcp_comm_t *comm, void *src, void *dst)
 static void hostonly(ipcp_comm_t *comm)
 {
     void *a = t_malloc(BIG), *b = t_malloc(BIG);
-    one_way(comm, a, b);
+    one_way(comm, a, b, BIG);
     T_EQ_INT(atomic_load(&fk_opens), 0);
     free(a);
     free(b);
@@ -108,7 +111,7 @@ static void alloc(ipcp_comm_t *comm)
     T_OK(ipcp_mem_alloc(comm, BIG, &p, &a));
     T_EQ_INT(atomic_load(&fk_opens), 1);
     T_OK(ipcp_mem_alloc(comm, BIG, &p, &b));
-    one_way(comm, a, b);
+    one_way(comm, a, b, BIG);
     T_EQ_INT(atomic_load(&fk_opens), 1);
     T_OK(ipcp_mem_free(comm, a));
     T_OK(ipcp_mem_free(comm, b));
@@ -118,8 +121,33 @@ static void owned(ipcp_comm_t *comm)
 {
     void *a = fk_user_alloc(BIG), *b = fk_user_alloc(BIG);
     T_EQ_INT(atomic_load(&fk_opens), 0);
-    one_way(comm, a, b);
+    one_way(comm, a, b, BIG);
     T_EQ_INT(atomic_load(&fk_opens), 1);
+}
+
+/* Below malloc's first mmap threshold (128 KiB): from the brk heap. */
+#define SMALL 100000u
+
+/* Every classified buffer is in the heap here: the seeds are fixed (a
+ * shared one would travel in a buffer on the stack), and each receive's
+ * buffer is cleared first. */
+static void heap(ipcp_comm_t *comm)
+{
+    unsigned char *a = t_malloc(SMALL), *b = t_malloc(SMALL);
+    for (size_t i = 0; i < NSIZES && sizes[i] <= SMALL; i++) {
+        uint64_t seed = 0x5eed0000u + i;
+        if (t_rank == 1) {
+            t_fill(a, sizes[i], seed);
+            T_OK(ipcp_send(comm, a, sizes[i], 0, TAG_MSG));
+        } else {
+            memset(b, 0, sizes[i]);
+            T_OK(ipcp_recv(comm, b, sizes[i], 1, TAG_MSG, NULL));
+            t_verify(b, sizes[i], seed, "received");
+        }
+    }
+    T_EQ_INT(atomic_load(&fk_opens), fk_ops.heap_free && T_HEAP_MALLOC ? 0 : 1);
+    free(a);
+    free(b);
 }
 
 #define NTHREADS 8
@@ -169,7 +197,7 @@ static void peer(ipcp_comm_t *comm)
     } else {
         dst = t_malloc(BIG);
     }
-    one_way(comm, src, dst);
+    one_way(comm, src, dst, BIG);
     T_EQ_INT(atomic_load(&fk_opens), t_rank == 1 ? 1 : 0);
     if (src)
         T_OK(ipcp_mem_free(comm, src));
@@ -182,12 +210,15 @@ static void peer(ipcp_comm_t *comm)
 typedef struct cold_case {
     const char *name;
     void (*run)(ipcp_comm_t *comm);
-    int loaded; /* present() answers 1 */
+    int loaded;    /* present() answers 1 */
+    int heap_free; /* the backend's memory is never in the brk heap */
 } cold_case_t;
 
 static const cold_case_t cases[] = {
-    {"hostonly", hostonly, 0}, {"alloc", alloc, 0}, {"owned", owned, 1},
-    {"race", race, 0},         {"peer", peer, 0},
+    {"hostonly", hostonly, 0, 0}, {"alloc", alloc, 0, 0},
+    {"owned", owned, 1, 0},       {"race", race, 0, 0},
+    {"peer", peer, 0, 0},         {"heap", heap, 1, 1},
+    {"heapask", heap, 1, 0},
 };
 
 static int pick(int argc, char **argv)
@@ -204,6 +235,7 @@ static int rank_main(int argc, char **argv)
     const cold_case_t *c = &cases[pick(argc, argv)];
     ipcp_comm_t *comm;
     fk_install();
+    fk_ops.heap_free = c->heap_free;
     atomic_store(&fk_loaded, c->loaded);
     T_OK(ipcp_init(NULL, &comm));
     t_rank = ipcp_comm_rank(comm);

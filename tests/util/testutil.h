@@ -15,6 +15,20 @@
 
 #define T_SKIP 77
 
+/* Whether malloc serves small blocks of the main thread from the brk heap
+ * (glibc's main arena), as it does unless a sanitizer's allocator serves
+ * malloc. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define T_HEAP_MALLOC 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define T_HEAP_MALLOC 0
+#endif
+#endif
+#ifndef T_HEAP_MALLOC
+#define T_HEAP_MALLOC 1
+#endif
+
 extern int t_rank; /* -1 outside a multi-process test */
 
 #define T_FAIL(...)                                                            \

@@ -545,6 +545,7 @@ const ipcp__backend_ops_t ipcp__cuda_backend_ops = {
     .close = cuda_close,
     .present = ipcp__cu_present,
     .owns = cuda_owns,
+    .heap_free = 1,
     .mem_alloc = ipcp__cuda_mem_alloc,
     .mem_free = ipcp__cuda_mem_free,
     .mem_export = ipcp__cuda_mem_export,
