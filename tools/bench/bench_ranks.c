@@ -14,13 +14,14 @@
  *   pairs    rank 2k to 2k+1 (N even): disjoint pairs at once;
  *   all2all  every rank to every other.
  * A repetition times each flow alone (the other ranks wait at the
- * barrier), then all of the pattern's flows together.  A receiver times a
- * flow from its barrier's exit to its flow's last message; the aggregate
- * is every flow's bytes over the span from the first rank's start to the
- * last rank's end (CLOCK_MONOTONIC, one clock for the processes of one
- * machine).  Medians of the repetitions with min-max.  Each size's source
- * data is fresh, and the last repetition of each flow alone and of the
- * pattern together is checked in every slot (poisoned before).
+ * barrier), then all of the pattern's flows together.  A flow is timed
+ * from the earlier of its two ranks' exits from the barrier to its
+ * receiver's last message (neither rank's lead on the other counted out
+ * of it); the aggregate is every flow's bytes over the span from the
+ * first rank's start to the last rank's end (CLOCK_MONOTONIC, one clock
+ * for the processes of one machine).  Medians of the repetitions with min-max.
+ * Each size's source data is fresh, and the last repetition of each flow alone
+ * and of the pattern together is checked in every slot (poisoned before).
  *
  * Device memory: rank r's buffers on GPU r mod (the GPUs visible), from
  * cuMemAlloc; ranks that share a GPU are named in the header line. */
@@ -242,14 +243,32 @@ typedef struct rsize {
     int w, nflows, reps;
     const flow_t *flows;
     rbuf_t src;
-    rbuf_t *rx;        /* [nflows]: allocated where this rank receives */
-    double *alone;     /* [nflows * reps] GB/s of flows received here */
-    double *together;  /* [nflows * reps] */
-    double *t0, *tend; /* [reps]: this rank's start and end, together */
-    ipcp_path_t *path; /* [nflows]: the path of the flow's last message */
+    rbuf_t *rx; /* [nflows]: allocated where this rank receives */
+    /* This rank's stamps (CLOCK_MONOTONIC, s), in one block for rank 0:
+     * [A0] a flow alone: its start here (ranks of the flow), [AE] its end
+     * (its receiver), [TE] its end with the others (its receiver), each
+     * nflows * reps; [T0] the start of all together, [TL] this rank's
+     * last completion then, each reps. */
+    double *tm;
+    int ntm;
+    int *path; /* [nflows]: the path of the flow's last message here */
     uint64_t seed;
     unsigned char *tmp;
 } rsize_t;
+
+enum { TM_A0, TM_AE, TM_TE };
+/* Stamp kind of flow f, repetition k. */
+static double *tm_flow(const rsize_t *z, double *tm, int kind, int f, int k)
+{
+    return tm + (size_t)kind * z->nflows * z->reps + (size_t)f * z->reps + k;
+}
+
+/* The start of all together (last 0) or this rank's last completion then
+ * (last 1), repetition k. */
+static double *tm_all(const rsize_t *z, double *tm, int last, int k)
+{
+    return tm + (size_t)3 * z->nflows * z->reps + (size_t)last * z->reps + k;
+}
 
 static uint64_t src_seed(const rsize_t *z, int rank)
 {
@@ -303,7 +322,7 @@ static double run_flows(ipcp_comm_t *c, rsize_t *z, const char *sel,
                 if (info.nbytes != z->size)
                     die("a receive of %zu bytes took %zu", z->size,
                         info.nbytes);
-                z->path[of[k]] = info.path;
+                z->path[of[k]] = (int)info.path;
                 if (--left[of[k]] == 0)
                     end[of[k]] = last;
             }
@@ -337,43 +356,38 @@ static void check_rx(rsize_t *z, const char *sel, const char *what)
                        &z->flows[f]);
 }
 
-/* Repetition k: each flow alone, then all of them together. */
+/* Repetition k: each flow alone, then all of them together; the stamps
+ * of this rank's part. */
 static void run_rep(ipcp_comm_t *c, rsize_t *z, int k, char *sel, double *end)
 {
     int last = k == z->reps - 1;
     for (int f = 0; f < z->nflows; f++) {
+        const flow_t *fl = &z->flows[f];
         memset(sel, 0, (size_t)z->nflows);
         sel[f] = 1;
         if (last)
             poison(z, sel);
         OK(ipcp_barrier(c));
-        double t0 = now();
+        *tm_flow(z, z->tm, TM_A0, f, k) = now();
         run_flows(c, z, sel, end);
-        if (z->flows[f].dst == me)
-            z->alone[f * z->reps + k] = gbs(z->size, z->w, end[f] - t0);
+        if (fl->dst == me)
+            *tm_flow(z, z->tm, TM_AE, f, k) = end[f];
         if (last)
             check_rx(z, sel, "alone");
     }
     if (last)
         poison(z, NULL);
     OK(ipcp_barrier(c));
-    z->t0[k] = now();
-    z->tend[k] = run_flows(c, z, NULL, end);
+    *tm_all(z, z->tm, 0, k) = now();
+    *tm_all(z, z->tm, 1, k) = run_flows(c, z, NULL, end);
     for (int f = 0; f < z->nflows; f++)
         if (z->flows[f].dst == me)
-            z->together[f * z->reps + k] =
-                gbs(z->size, z->w, end[f] - z->t0[k]);
+            *tm_flow(z, z->tm, TM_TE, f, k) = end[f];
     if (last)
         check_rx(z, NULL, "together");
 }
 
 /* ---- Results at rank 0 ------------------------------------------------ */
-
-/* What a receiver tells rank 0 of one flow. */
-typedef struct flow_res {
-    int flow, path;
-    stat3_t alone, together;
-} flow_res_t;
 
 /* Decimals for a figure in GB/s: small messages' figures keep four. */
 static int prec(double v)
@@ -387,97 +401,113 @@ static void fmt_stat(char *buf, size_t len, stat3_t s)
              s.min, prec(s.max), s.max);
 }
 
-/* Rank 0: the pattern's table of one size: each flow alone and with the
- * others, the aggregate beside the sum of the flows alone. */
-static void print_table(const rsize_t *z, int pat, const flow_res_t *res,
-                        const double *span)
+static double min2(double a, double b)
 {
-    int reps = z->reps;
-    double sum = 0, *agg = calloc((size_t)reps, sizeof(double));
-    if (!agg)
-        die("no memory for the results");
-    for (int k = 0; k < reps; k++) {
-        double first = span[k], end = span[reps + k];
-        for (int r = 1; r < nranks; r++) {
-            const double *s = span + (size_t)r * 2 * reps;
-            first = s[k] < first ? s[k] : first;
-            end = s[reps + k] > end ? s[reps + k] : end;
-        }
-        agg[k] = gbs(z->size, z->w * z->nflows, end - first);
+    return a < b ? a : b;
+}
+
+/* Flow f's figures from every rank's stamps (all: rank r's block at
+ * r * ntm): from the earlier start of its two ranks to its receiver's
+ * end, alone (into a) and with the others (into t), one a repetition. */
+static void flow_figures(const rsize_t *z, double *all, int f, double *a,
+                         double *t)
+{
+    double *s = all + (size_t)z->flows[f].src * z->ntm,
+           *d = all + (size_t)z->flows[f].dst * z->ntm;
+    for (int k = 0; k < z->reps; k++) {
+        double a0 =
+            min2(*tm_flow(z, s, TM_A0, f, k), *tm_flow(z, d, TM_A0, f, k));
+        double t0 = min2(*tm_all(z, s, 0, k), *tm_all(z, d, 0, k));
+        a[k] = gbs(z->size, z->w, *tm_flow(z, d, TM_AE, f, k) - a0);
+        t[k] = gbs(z->size, z->w, *tm_flow(z, d, TM_TE, f, k) - t0);
     }
+}
+
+/* Every flow's bytes over the span from the first rank's start to the
+ * last rank's end, one a repetition, into g. */
+static void aggregate(const rsize_t *z, double *all, double *g)
+{
+    for (int k = 0; k < z->reps; k++) {
+        double first = *tm_all(z, all, 0, k), end = *tm_all(z, all, 1, k);
+        for (int r = 1; r < nranks; r++) {
+            double *x = all + (size_t)r * z->ntm;
+            first = min2(first, *tm_all(z, x, 0, k));
+            end = *tm_all(z, x, 1, k) > end ? *tm_all(z, x, 1, k) : end;
+        }
+        g[k] = gbs(z->size, z->w * z->nflows, end - first);
+    }
+}
+
+/* Rank 0: the pattern's table of one size from every rank's stamps and
+ * the receivers' paths: each flow alone and with the others, the
+ * aggregate beside the sum of the flows alone. */
+static void print_table(const rsize_t *z, int pat, double *all,
+                        const int *paths)
+{
+    double sum = 0, *a = calloc((size_t)z->reps * 2, sizeof(double)),
+           *t = a ? a + z->reps : NULL;
+    if (!a)
+        die("no memory for the results");
     printf("%s, %d ranks, %zu bytes x%d a flow\n", pat_names[pat], nranks,
            z->size, z->w);
     printf("  %-12s %-8s %-24s %-24s %s\n", "flow", "path", "alone GB/s",
            "together GB/s", "together/alone");
     for (int f = 0; f < z->nflows; f++) {
-        const flow_res_t *x = &res[f];
-        char name[32], a[32], t[32];
+        char name[32], as[32], ts[32];
+        flow_figures(z, all, f, a, t);
+        stat3_t sa = ipcp_tool_stats(a, z->reps),
+                st = ipcp_tool_stats(t, z->reps);
         snprintf(name, sizeof(name), "%d -> %d", z->flows[f].src,
                  z->flows[f].dst);
-        fmt_stat(a, sizeof(a), x->alone);
-        fmt_stat(t, sizeof(t), x->together);
+        fmt_stat(as, sizeof(as), sa);
+        fmt_stat(ts, sizeof(ts), st);
         printf("  %-12s %-8s %-24s %-24s %.2f\n", name,
-               ipcp_path_name((ipcp_path_t)x->path), a, t,
-               x->alone.med > 0 ? x->together.med / x->alone.med : 0);
-        sum += x->alone.med;
+               ipcp_path_name((ipcp_path_t)paths[f]), as, ts,
+               sa.med > 0 ? st.med / sa.med : 0);
+        sum += sa.med;
     }
-    stat3_t g = ipcp_tool_stats(agg, reps);
-    char a[32], t[32];
-    snprintf(a, sizeof(a), "%.*f (sum)", prec(sum), sum);
-    fmt_stat(t, sizeof(t), g);
-    printf("  %-12s %-8s %-24s %-24s %.2f\n", "aggregate", "", a, t,
+    aggregate(z, all, a);
+    stat3_t g = ipcp_tool_stats(a, z->reps);
+    char as[32], ts[32];
+    snprintf(as, sizeof(as), "%.*f (sum)", prec(sum), sum);
+    fmt_stat(ts, sizeof(ts), g);
+    printf("  %-12s %-8s %-24s %-24s %.2f\n", "aggregate", "", as, ts,
            sum > 0 ? g.med / sum : 0);
     printf("  data: the last repetition of each flow alone and of all "
            "together checked in every slot\n");
     fflush(stdout);
-    free(agg);
+    free(a);
 }
 
-/* Every rank's flows' figures and its starts and ends, to rank 0;
- * rank 0 prints the table. */
+/* Every rank's stamps and its flows' paths to rank 0, which prints the
+ * table. */
 static void report(ipcp_comm_t *c, rsize_t *z, int pat)
 {
-    int reps = z->reps;
-    flow_res_t *res = calloc((size_t)z->nflows, sizeof(*res));
-    double *span = calloc((size_t)nranks * 2 * (size_t)reps, sizeof(double));
-    if (!res || !span)
-        die("no memory for the results");
-    for (int f = 0; f < z->nflows; f++) {
-        if (z->flows[f].dst != me)
-            continue;
-        res[f].flow = f;
-        res[f].path = (int)z->path[f];
-        res[f].alone = ipcp_tool_stats(&z->alone[f * reps], reps);
-        res[f].together = ipcp_tool_stats(&z->together[f * reps], reps);
-    }
-    memcpy(span, z->t0, sizeof(double) * (size_t)reps);
-    memcpy(span + reps, z->tend, sizeof(double) * (size_t)reps);
+    size_t bytes = sizeof(double) * (size_t)z->ntm;
     if (me != 0) {
-        for (int f = 0; f < z->nflows; f++)
-            if (z->flows[f].dst == me)
-                OK(ipcp_send(c, &res[f], sizeof(res[f]), 0, T_RESULT));
-        OK(ipcp_send(c, span, sizeof(double) * 2 * (size_t)reps, 0,
-                     T_RESULT + 1));
-    } else {
-        for (int f = 0; f < z->nflows; f++) {
-            flow_res_t got;
-            if (z->flows[f].dst == 0)
-                continue;
-            OK(ipcp_recv(c, &got, sizeof(got), z->flows[f].dst, T_RESULT,
-                         NULL));
-            if (got.flow != f)
-                die("rank %d reported flow %d where %d was due",
-                    z->flows[f].dst, got.flow, f);
-            res[f] = got;
-        }
-        for (int r = 1; r < nranks; r++)
-            OK(ipcp_recv(c, span + (size_t)r * 2 * reps,
-                         sizeof(double) * 2 * (size_t)reps, r, T_RESULT + 1,
-                         NULL));
-        print_table(z, pat, res, span);
+        OK(ipcp_send(c, z->tm, bytes, 0, T_RESULT));
+        OK(ipcp_send(c, z->path, sizeof(int) * (size_t)z->nflows, 0, T_RESULT));
+        return;
     }
-    free(res);
-    free(span);
+    double *all = malloc(bytes * (size_t)nranks);
+    int *paths = malloc(sizeof(int) * (size_t)z->nflows),
+        *got = malloc(sizeof(int) * (size_t)z->nflows);
+    if (!all || !paths || !got)
+        die("no memory for the results");
+    memcpy(all, z->tm, bytes);
+    memcpy(paths, z->path, sizeof(int) * (size_t)z->nflows);
+    for (int r = 1; r < nranks; r++) {
+        OK(ipcp_recv(c, all + (size_t)r * z->ntm, bytes, r, T_RESULT, NULL));
+        OK(ipcp_recv(c, got, sizeof(int) * (size_t)z->nflows, r, T_RESULT,
+                     NULL));
+        for (int f = 0; f < z->nflows; f++)
+            if (z->flows[f].dst == r)
+                paths[f] = got[f];
+    }
+    print_table(z, pat, all, paths);
+    free(all);
+    free(paths);
+    free(got);
 }
 
 /* One size of one pattern: buffers, the repetitions, the table. */
@@ -498,16 +528,13 @@ static void run_size(ipcp_comm_t *c, const ropts_t *o, int pat, size_t size,
     z.flows = flows;
     z.seed = seed;
     z.rx = calloc((size_t)z.nflows, sizeof(rbuf_t));
-    z.alone = calloc((size_t)(z.nflows * z.reps), sizeof(double));
-    z.together = calloc((size_t)(z.nflows * z.reps), sizeof(double));
-    z.t0 = calloc((size_t)z.reps, sizeof(double));
-    z.tend = calloc((size_t)z.reps, sizeof(double));
-    z.path = calloc((size_t)z.nflows, sizeof(ipcp_path_t));
+    z.ntm = (3 * z.nflows + 2) * z.reps;
+    z.tm = calloc((size_t)z.ntm, sizeof(double));
+    z.path = calloc((size_t)z.nflows, sizeof(int));
     z.tmp = malloc(size ? size : 1);
     double *end = calloc((size_t)z.nflows, sizeof(double));
     char *sel = calloc((size_t)z.nflows, 1);
-    if (!z.rx || !z.alone || !z.together || !z.t0 || !z.tend || !z.path ||
-        !z.tmp || !end || !sel)
+    if (!z.rx || !z.tm || !z.path || !z.tmp || !end || !sel)
         die("no memory for %d flows", z.nflows);
     rbuf_alloc(&z.src, o->cuda, size, z.w);
     rbuf_fill(&z.src, src_seed(&z, me), z.tmp);
@@ -524,10 +551,7 @@ static void run_size(ipcp_comm_t *c, const ropts_t *o, int pat, size_t size,
             rbuf_free(&z.rx[f]);
     rbuf_free(&z.src);
     free(z.rx);
-    free(z.alone);
-    free(z.together);
-    free(z.t0);
-    free(z.tend);
+    free(z.tm);
     free(z.path);
     free(z.tmp);
     free(end);
