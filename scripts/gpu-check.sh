@@ -8,7 +8,7 @@
 #
 # STEPS is a comma list of build,tests,memcheck,bench,lane,proto,trace,
 # seed,compare,stripes,load,sweep,host,wakes,bound,lat,torch,allocs,python,
-# pybench,nodes,readme (default: all of them; remote-tune, the settings of
+# pybench,nodes,ranks,readme (default: all of them; remote-tune, the settings of
 # transfers with other nodes in turns, and threads, where a bound rank's CPU
 # goes, only when named), so that a time-limited session can
 # run them in several calls; the build tree is reused when it is there.
@@ -20,8 +20,8 @@
 # results name (else the tree's git HEAD).
 set -uo pipefail
 
-out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,wakes,bound,lat,torch,allocs,python,pybench,nodes,remote-tune,threads,readme]}
-steps=,${2:-build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,wakes,bound,lat,torch,allocs,python,pybench,nodes,readme},
+out=${1:?usage: scripts/gpu-check.sh OUTDIR [build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,wakes,bound,lat,torch,allocs,python,pybench,nodes,ranks,remote-tune,threads,readme]}
+steps=,${2:-build,tests,memcheck,bench,lane,proto,trace,seed,compare,stripes,load,sweep,host,wakes,bound,lat,torch,allocs,python,pybench,nodes,ranks,readme},
 want() { [[ $steps == *,$1,* ]]; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${IPCPIPE_BUILD_ROOT:-$root/build}/gpu
@@ -376,6 +376,22 @@ if want allocs; then
     }
     step allocs allocs_run >"$out/allocs.txt" 2>&1
     cat "$out/allocs.txt" >>"$summary"
+fi
+
+# Many ranks at once (issue 31): one rank a GPU (at least two ranks),
+# every pattern of ipcpipe-bench-ranks on device memory, each flow beside
+# its figure alone and the aggregate, after the doctor's PCI topology.
+ranks_run() {
+    local n
+    n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+    [ "$n" -ge 2 ] || n=2
+    "$build/tools/ipcpipe-info" | sed -n '/PCI topology/,/share its link/p'
+    "$build/tools/ipcpipe-bench-ranks" --mem cuda --ranks "$n" \
+        --sizes "${RANKS_SIZES:-1M,64M,256M}" --reps 5
+}
+if want ranks; then
+    step ranks ranks_run >"$out/ranks.txt" 2>&1
+    cat "$out/ranks.txt" >>"$summary"
 fi
 
 # The Python package's tests (python/tests: host memory, and PyTorch
