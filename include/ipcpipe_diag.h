@@ -46,11 +46,13 @@ typedef struct ipcp_diag_gpus {
 /* Where a PCI device sits (ipcp_diag_pci): its host bridge, then the
  * bridges from there down, the device last, as sysfs shows them. */
 #define IPCP_DIAG_PCI_DEPTH 12
+#define IPCP_DIAG_PCI_NAME  24 /* "ffffffff:ff:1f.7": 32-bit domains (VMD) */
 typedef struct ipcp_diag_pci {
-    char root[16]; /* the host bridge: "pci0000:17" */
-    int depth;     /* entries of chain, the device's own the last */
-    char chain[IPCP_DIAG_PCI_DEPTH][16]; /* "0000:17:00.0", ... */
-    int numa_node; /* -1 where the platform does not say */
+    char root[IPCP_DIAG_PCI_NAME]; /* the host bridge: "pci0000:17" */
+    int depth; /* entries of chain, the device's own the last */
+    char chain[IPCP_DIAG_PCI_DEPTH][IPCP_DIAG_PCI_NAME]; /* "0000:17:00.0" */
+    int numa_node; /* -1 where the platform does not say (0 on a machine
+                      of one node) */
 } ipcp_diag_pci_t;
 
 /* How one device reaches another, nearest first (the words of nvidia-smi

@@ -1,8 +1,9 @@
 /* common/pcitopo.h: where PCI devices sit, read from a sysfs tree made
  * here (two devices behind one switch, one on its own root port, others
  * under host bridges of the same and of another NUMA node, and one whose
- * node is unknown), then from this machine's /sys through the diagnostics
- * API: every device there found, its chain ending in it. */
+ * node is unknown, one in a 32-bit VMD domain), then from this machine's
+ * /sys through the diagnostics API: every device there found, its chain
+ * ending in it. */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -71,6 +72,8 @@ static void fake_tree(void)
     device("pci0000:80/0000:80:01.0/0000:81:00.0", 1);
     device("pci0000:c0/0000:c0:01.0/0000:c1:00.0", -1);
     device("pci0000:d0/0000:d0:01.0/0000:d1:00.0", -2); /* no numa_node */
+    /* Intel VMD: a domain past 16 bits. */
+    device("pci10000:e0/10000:e0:06.0/10000:e1:00.0", 0);
 }
 
 static void check_fake(void)
@@ -101,6 +104,25 @@ static void check_fake(void)
     T_EQ_STR(ipcp_diag_link_name(ipcp__pci_link(&a, &b)), "switch");
     T_EQ_STR(ipcp_diag_link_name(IPCP_DIAG_LINK_HOST), "host-bridge");
     T_EQ_STR(ipcp_diag_link_name((ipcp_diag_link_t)99), "unknown");
+    ipcp_diag_pci_t v = read_ok("10000:E1:00.0");
+    T_EQ_STR(v.root, "pci10000:e0");
+    T_EQ_STR(v.chain[0], "10000:e0:06.0");
+    T_EQ_INT(ipcp__pci_link(&v, &d), IPCP_DIAG_LINK_NODE);
+    /* A caller's struct that says more than it holds is read within it. */
+    ipcp_diag_pci_t big = a;
+    big.depth = 1000;
+    T_EQ_INT(ipcp_diag_pci_link(&big, &b), IPCP_DIAG_LINK_SWITCH);
+    /* A machine of one online node: a device that names none is on it. */
+    mkdirs("devices/system/node");
+    char p[PATH_MAX];
+    snprintf(p, sizeof(p), "%s/devices/system/node/online", root);
+    FILE *o = fopen(p, "w");
+    T_CHECK(o != NULL);
+    fprintf(o, "0\n");
+    fclose(o);
+    f = read_ok("0000:c1:00.0");
+    T_EQ_INT(f.numa_node, 0);
+    T_EQ_INT(ipcp__pci_link(&a, &f), IPCP_DIAG_LINK_NODE);
 }
 
 static void check_bad(void)
@@ -148,7 +170,9 @@ static void check_real(void)
 int main(void)
 {
     const char *tmp = getenv("TMPDIR");
-    snprintf(root, sizeof(root), "%s/ipcp-pcitopo-XXXXXX", tmp ? tmp : "/tmp");
+    /* A folder above the tree whose name begins with "pci" (as a TMPDIR
+     * may) is not taken for a host bridge. */
+    snprintf(root, sizeof(root), "%s/pcitopo-XXXXXX", tmp ? tmp : "/tmp");
     T_CHECK(mkdtemp(root) != NULL);
     fake_tree();
     check_fake();

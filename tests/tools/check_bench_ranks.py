@@ -28,7 +28,7 @@ def check(cond, msg):
 
 def run(bench, args, env=None):
     return subprocess.run([bench] + args, capture_output=True, text=True,
-                          timeout=280, env=env)
+                          timeout=180, env=env)
 
 
 def flows(pattern, n):
@@ -67,7 +67,9 @@ def check_table(key, lines, n, paths):
                      row)
         check(m, f"{key}: flow {s} -> {d}: row {row!r}")
         check(m.group(1) in paths, f"{key}: path {m.group(1)!r} of {row!r}")
-        check(float(m.group(2).split()[0]) > 0, f"{key}: no figure: {row!r}")
+        # A figure, above zero at sizes whose figures cannot round to it.
+        check(size < 65536 or float(m.group(2).split()[0]) > 0,
+              f"{key}: no figure: {row!r}")
     agg = lines[1 + len(want)]
     check(re.match(rf"^  aggregate +{FLOAT} \(sum\) +{STAT} +{FLOAT}$", agg),
           f"{key}: aggregate row {agg!r}")

@@ -389,10 +389,14 @@ static void run_rep(ipcp_comm_t *c, rsize_t *z, int k, char *sel, double *end)
 
 /* ---- Results at rank 0 ------------------------------------------------ */
 
-/* Decimals for a figure in GB/s: small messages' figures keep four. */
+/* Decimals for a figure in GB/s: small messages' figures keep three
+ * significant digits (8 B x64 in 10 ms is 0.0000512). */
 static int prec(double v)
 {
-    return v < 1 ? 4 : 2;
+    int d = 2;
+    for (double x = v; x > 0 && x < 1 && d < 9; x *= 10)
+        d++;
+    return d;
 }
 
 static void fmt_stat(char *buf, size_t len, stat3_t s)
@@ -598,8 +602,8 @@ static int rank_main(const ropts_t *o)
     nranks = ipcp_comm_size(c);
     if (nranks != o->nranks && o->nranks_set)
         die("--ranks %d, but the launcher started %d", o->nranks, nranks);
-    if (nranks < 2)
-        die("runs with 2 ranks or more, not %d", nranks);
+    if (nranks < 2 || nranks > IPCP_LAUNCH_MAX_RANKS)
+        die("runs with 2 to %d ranks, not %d", IPCP_LAUNCH_MAX_RANKS, nranks);
     if (o->pats[PAT_PAIRS] && nranks % 2 && o->pats_set)
         die("--pattern pairs needs an even number of ranks, not %d", nranks);
     if (o->cuda)

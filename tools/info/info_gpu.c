@@ -367,9 +367,13 @@ static void gpu_json_pci(const gpu_facts_t *g, int d)
         printf("}");
         return;
     }
-    printf("\"root\": \"%s\", \"chain\": [", p->root);
-    for (int i = 0; i < p->depth; i++)
-        printf("%s\"%s\"", i ? ", " : "", p->chain[i]);
+    printf("\"root\": ");
+    ipcp_json_str(stdout, p->root);
+    printf(", \"chain\": [");
+    for (int i = 0; i < p->depth; i++) {
+        printf("%s", i ? ", " : "");
+        ipcp_json_str(stdout, p->chain[i]);
+    }
     printf("], \"numa_node\": %d, \"host_link_shared_by\": %d}", p->numa_node,
            g->host_link[d]);
 }
