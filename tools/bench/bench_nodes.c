@@ -38,6 +38,7 @@
 #include "ipcpipe_mpi.h"
 #include "pattern.h"
 #include "sizes.h"
+#include "slots.h"
 #include "stat3.h"
 #ifdef IPCP_HAVE_CUDA
 #include "tool_cuda.h"
@@ -91,14 +92,7 @@ typedef struct nbuf {
 } nbuf_t;
 
 #ifdef IPCP_HAVE_CUDA
-#define CU(call)                                                               \
-    do {                                                                       \
-        CUresult r_ = (call);                                                  \
-        if (r_ != CUDA_SUCCESS) {                                              \
-            char b_[160];                                                      \
-            die("%s: %s", #call, tool_cu_strerror(r_, b_, sizeof(b_)));        \
-        }                                                                      \
-    } while (0)
+#define CU(call) TOOL_CU_OR(die, call)
 #endif
 
 static void nbuf_alloc(nbuf_t *b, int dev, size_t size, int w)
@@ -137,34 +131,22 @@ static void nbuf_free(nbuf_t *b)
  * with a poison byte (seed 0). */
 static void nbuf_fill(nbuf_t *b, uint64_t seed, unsigned char *tmp)
 {
-    for (int i = 0; i < b->w; i++) {
-        unsigned char *h = b->dev ? tmp : b->p[i];
-        if (seed)
-            ipcp_pattern_fill(h, b->size, seed, (uint64_t)i * b->size);
-        else
-            memset(h, 0xa5, b->size);
-#ifdef IPCP_HAVE_CUDA
-        /* Synchronized: a pageable copy may return before its DMA lands,
-         * and the library's streams do not wait for the legacy one. */
-        if (b->dev && b->size)
-            CU(TOOL_CU(cuMemcpyHtoD)((CUdeviceptr)(uintptr_t)b->p[i], tmp,
-                                     b->size));
-        if (b->dev)
-            CU(TOOL_CU(cuCtxSynchronize)());
-#endif
-    }
+    char err[256];
+    for (int i = 0; i < b->w; i++)
+        if (tool_slot_fill(b->p[i], b->dev, b->size, seed,
+                           (uint64_t)i * b->size, tmp, err, sizeof(err)))
+            die("filling buffer %d of %zu bytes: %s", i, b->size, err);
 }
 
 /* 1 when every slot holds the stream of seed. */
 static int nbuf_check(nbuf_t *b, uint64_t seed, unsigned char *tmp)
 {
+    char err[256];
     for (int i = 0; i < b->w; i++) {
-        unsigned char *h = b->dev ? tmp : b->p[i];
-#ifdef IPCP_HAVE_CUDA
-        if (b->dev && b->size)
-            CU(TOOL_CU(cuMemcpyDtoH)(tmp, (CUdeviceptr)(uintptr_t)b->p[i],
-                                     b->size));
-#endif
+        unsigned char *h =
+            tool_slot_read(b->p[i], b->dev, b->size, tmp, err, sizeof(err));
+        if (!h)
+            die("reading buffer %d of %zu bytes: %s", i, b->size, err);
         if (ipcp_pattern_check(h, b->size, seed, (uint64_t)i * b->size) !=
             b->size)
             return 0;

@@ -38,6 +38,7 @@
 #include "launch.h"
 #include "pattern.h"
 #include "sizes.h"
+#include "slots.h"
 #include "stat3.h"
 #ifdef IPCP_HAVE_CUDA
 #include "tool_cuda.h"
@@ -86,14 +87,7 @@ static void die(const char *fmt, ...)
     } while (0)
 
 #ifdef IPCP_HAVE_CUDA
-#define CU(call)                                                               \
-    do {                                                                       \
-        CUresult r_ = (call);                                                  \
-        if (r_ != CUDA_SUCCESS) {                                              \
-            char b_[160];                                                      \
-            die("%s: %s", #call, tool_cu_strerror(r_, b_, sizeof(b_)));        \
-        }                                                                      \
-    } while (0)
+#define CU(call) TOOL_CU_OR(die, call)
 #endif
 
 static double now(void)
@@ -178,22 +172,11 @@ static unsigned char *slot(const rbuf_t *b, int i)
  * byte (seed 0).  tmp: size bytes of host memory for device slots. */
 static void rbuf_fill(rbuf_t *b, uint64_t seed, unsigned char *tmp)
 {
-    for (int i = 0; i < b->w; i++) {
-        unsigned char *h = b->dev ? tmp : slot(b, i);
-        if (seed)
-            ipcp_pattern_fill(h, b->size, seed, (uint64_t)i * b->size);
-        else
-            memset(h, 0xa5, b->size);
-#ifdef IPCP_HAVE_CUDA
-        /* Synchronized: a pageable copy may return before its DMA lands,
-         * and the library's streams do not wait for the legacy one. */
-        if (b->dev && b->size)
-            CU(TOOL_CU(cuMemcpyHtoD)((CUdeviceptr)(uintptr_t)slot(b, i), tmp,
-                                     b->size));
-        if (b->dev)
-            CU(TOOL_CU(cuCtxSynchronize)());
-#endif
-    }
+    char err[256];
+    for (int i = 0; i < b->w; i++)
+        if (tool_slot_fill(slot(b, i), b->dev, b->size, seed,
+                           (uint64_t)i * b->size, tmp, err, sizeof(err)))
+            die("filling slot %d of %zu bytes: %s", i, b->size, err);
 }
 
 /* Testing aid (IPCP_BENCH_CORRUPT=1, tools.bench_ranks.corrupt): the
@@ -215,13 +198,12 @@ static int corrupt_for_test(void)
 static void rbuf_check(rbuf_t *b, uint64_t seed, unsigned char *tmp,
                        const char *what, const flow_t *f)
 {
+    char err[256];
     for (int i = 0; i < b->w; i++) {
-        unsigned char *h = b->dev ? tmp : slot(b, i);
-#ifdef IPCP_HAVE_CUDA
-        if (b->dev && b->size)
-            CU(TOOL_CU(cuMemcpyDtoH)(tmp, (CUdeviceptr)(uintptr_t)slot(b, i),
-                                     b->size));
-#endif
+        unsigned char *h =
+            tool_slot_read(slot(b, i), b->dev, b->size, tmp, err, sizeof(err));
+        if (!h)
+            die("reading slot %d of %zu bytes: %s", i, b->size, err);
         uint64_t off = (uint64_t)i * b->size;
         if (i == b->w - 1 && corrupt_for_test())
             h[b->size / 2] ^= 0xff;

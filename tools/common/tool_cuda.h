@@ -82,6 +82,17 @@ int tool_cu_load(char *err, size_t elen);
 /* "CUDA_ERROR_X: description" of r into buf. */
 const char *tool_cu_strerror(CUresult r, char *buf, size_t len);
 
+/* Makes a driver call; a failure goes to die_fn (printf-like, does not
+ * return) as the call's text and the driver's reason. */
+#define TOOL_CU_OR(die_fn, call)                                               \
+    do {                                                                       \
+        CUresult r_ = (call);                                                  \
+        if (r_ != CUDA_SUCCESS) {                                              \
+            char b_[160];                                                      \
+            die_fn("%s: %s", #call, tool_cu_strerror(r_, b_, sizeof(b_)));     \
+        }                                                                      \
+    } while (0)
+
 #endif
 
 #endif
