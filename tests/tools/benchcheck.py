@@ -2,6 +2,7 @@
 it prints, running it, and the checks of a run's metadata."""
 import csv
 import io
+import json
 import re
 import subprocess
 
@@ -71,9 +72,16 @@ def check_run(r, settings):
           f"ranks {r}")
     check(isinstance(r["gpus"], list), f"gpus {r['gpus']!r}")
     check(r["options"]["verify"] is True and r["options"]["seed"] and
-          r["options"]["stream_wait"] in ("sync", "poll") and
+          r["options"]["stream_wait"] in ("sync", "poll", "event") and
           r["options"]["stream_batch"] == 32 and
           isinstance(r["options"]["ahead"], int),
           f"options {r['options']}")
     check(r["settings"] == settings, f"settings {r['settings']}, expected "
           f"{settings}")
+
+
+def gpu_usable(info):
+    p = subprocess.run([info, "--json"], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise Fail(f"ipcpipe-info --json exited {p.returncode}")
+    return json.loads(p.stdout)["gpus"]["usable"]

@@ -22,9 +22,9 @@ import time
 import xml.etree.ElementTree as ET
 
 from benchcheck import (FIELDS, LISTED, PATHS, REFS, SMALL, SVG, Fail, check,
-                        check_run, no_progress, read_csv, run)
+                        check_run, gpu_usable, no_progress, read_csv, run)
 from check_bench_ompi import check_spread, mode_compare_host, mode_ompi
-from check_bench_refs import mode_nccl_ungrouped
+from check_bench_refs import mode_nccl_ungrouped, mode_stream_wait
 
 def mode_csv(bench):
     p = run(bench, SMALL + ["--csv"])
@@ -159,13 +159,6 @@ def mode_plot(bench, outdir):
     p = run(bench, SMALL + ["--plot", bad], want_rc=1)
     check("--plot" in p.stderr, f"no message for an unwritable plot: {p.stderr}")
     return 0
-
-
-def gpu_usable(info):
-    p = subprocess.run([info, "--json"], capture_output=True, text=True)
-    if p.returncode != 0:
-        raise Fail(f"ipcpipe-info --json exited {p.returncode}")
-    return json.loads(p.stdout)["gpus"]["usable"]
 
 
 def mode_compare_nogpu(bench, info):
@@ -752,6 +745,7 @@ MODES = {
     "corrupt": mode_corrupt, "ceiling-host": mode_ceiling_host,
     "nccl-ungrouped": mode_nccl_ungrouped,
     "corrupt-pingpong": mode_corrupt_pingpong, "ahead": mode_ahead,
+    "stream-wait": mode_stream_wait,
 }
 
 

@@ -1,9 +1,10 @@
-"""check_bench.py's mode for --compare's GPU reference rows that need no
-GPU to check: the ungrouped NCCL row's listing, selection and refusal."""
+"""check_bench.py's modes for how the GPU cases and references run: the
+ungrouped NCCL row's listing, selection and refusal (no GPU needed), and
+--stream-wait's ways of waiting for a stream."""
 import json
 import re
 
-from benchcheck import SMALL, check, run
+from benchcheck import SMALL, check, gpu_usable, run
 
 
 def mode_nccl_ungrouped(bench):
@@ -37,4 +38,31 @@ def mode_nccl_ungrouped(bench):
           f"no note on host memory: {p.stderr!r}")
     h = run(bench, ["--help"]).stdout
     check("nccl-ungrouped" in h, "nccl-ungrouped not in --help")
+    return 0
+
+
+def mode_stream_wait(bench, info):
+    """--stream-wait: the JSON names the way that ran (auto resolved: poll
+    on a rank bound to one CPU, else sync); on a GPU (label gpu) the
+    stream case runs and verifies with every way, bound and not."""
+    for way in ("sync", "poll", "event"):
+        p = run(bench, SMALL + ["--stream-wait", way, "--json"])
+        got = json.loads(p.stdout)["run"]["options"]["stream_wait"]
+        check(got == way, f"--stream-wait {way}: the JSON says {got!r}")
+    if not gpu_usable(info):
+        print("(no GPU usable: the stream case was not run)")
+        return 0
+    args = ["--mem", "cuda", "--case", "stream", "--sizes", "8,2M", "--iters",
+            "3", "--warmup", "1", "--timeout", "120", "--json"]
+    for extra, want in ((["--stream-wait", "event"], "event"),
+                        (["--stream-wait", "event", "--pin"], "event"),
+                        (["--pin"], "poll"), ([], "sync")):
+        doc = json.loads(run(bench, args + extra).stdout)
+        got = doc["run"]["options"]["stream_wait"]
+        check(got == want, f"{' '.join(extra)}: waited by {got!r}, not {want}")
+        rows = doc["cases"]
+        check(len(rows) == 2 and all(r["status"] == "ok" and
+                                     r["verified"] is True for r in rows),
+              f"{' '.join(extra)}: rows not all measured and verified: "
+              f"{rows}")
     return 0

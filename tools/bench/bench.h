@@ -299,10 +299,15 @@ typedef enum {
     BENCH_WAIT_AUTO, /* poll when the rank may run on one CPU, else sync */
     BENCH_WAIT_SYNC, /* cuStreamSynchronize */
     BENCH_WAIT_POLL, /* cuStreamQuery, sched_yield between polls */
+    BENCH_WAIT_EVENT /* a blocking-sync event after the stream's work:
+                        the thread sleeps until the device's interrupt */
 } bench_wait_t;
 void bench_set_stream_wait(int wait);
-/* Whether this rank waits for streams by polling and yielding: on one CPU
- * a wait that spins keeps ipcpipe's threads (and NCCL's) off it. */
+/* How this rank waits for streams: auto resolved (sync, poll or event). */
+bench_wait_t bench_stream_wait(void);
+/* Whether this rank leaves the CPU while it waits for streams (poll,
+ * event): on one CPU a wait that spins keeps ipcpipe's threads (and
+ * NCCL's) off it. */
 int bench_stream_poll(void);
 /* snprintf for messages, where cutting a long one short is fine. */
 void bench_fmt(char *buf, size_t len, const char *fmt, ...)

@@ -172,6 +172,8 @@ void *bench_cuda_stream(char *err, size_t elen)
     return user_stream;
 }
 
+static CUevent wait_event; /* of bound_dev, for --stream-wait event */
+
 /* A rank bound to one CPU shares it with the library's threads that move
  * stream-ordered work on (its progress thread, its CUDA event poller).
  * cuStreamSynchronize spins there without yielding (the driver's default
@@ -180,16 +182,31 @@ void *bench_cuda_stream(char *err, size_t elen)
  * scheduler preempts it (ipcpipe then notices and its threads sleep
  * between looks): such a rank polls the stream and yields between polls,
  * as an application bound to one core should wait for any library with a
- * helper thread (docs/launchers.md); --stream-wait chooses. */
+ * helper thread (docs/launchers.md), or sleeps on a blocking-sync event
+ * (--stream-wait event); --stream-wait chooses. */
+
 int bench_cuda_stream_sync(void *stream, char *err, size_t elen)
 {
     CUresult r;
-    if (!bench_stream_poll())
-        r = TOOL_CU(cuStreamSynchronize)((CUstream)stream);
-    else
+    switch (bench_stream_wait()) {
+    case BENCH_WAIT_EVENT:
+        r = CUDA_SUCCESS;
+        if (!wait_event)
+            r = TOOL_CU(cuEventCreate)(
+                &wait_event, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING);
+        if (r == CUDA_SUCCESS)
+            r = TOOL_CU(cuEventRecord)(wait_event, (CUstream)stream);
+        if (r == CUDA_SUCCESS)
+            r = TOOL_CU(cuEventSynchronize)(wait_event);
+        break;
+    case BENCH_WAIT_POLL:
         while ((r = TOOL_CU(cuStreamQuery)((CUstream)stream)) ==
                CUDA_ERROR_NOT_READY)
             sched_yield();
+        break;
+    default:
+        r = TOOL_CU(cuStreamSynchronize)((CUstream)stream);
+    }
     return bench_cu_ok(r, err, elen, "waiting for the stream");
 }
 
@@ -201,6 +218,10 @@ void bench_cuda_unbind(void)
         TOOL_CU(cuStreamSynchronize)(user_stream);
         TOOL_CU(cuStreamDestroy)(user_stream);
         user_stream = NULL;
+    }
+    if (wait_event) {
+        TOOL_CU(cuEventDestroy)(wait_event);
+        wait_event = NULL;
     }
     TOOL_CU(cuCtxSetCurrent)(NULL);
     bench_cu_release_ctx(bound_dev);

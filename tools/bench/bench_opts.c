@@ -86,13 +86,16 @@ static const char usage_text[] =
     "                  32: the rate at which round trips can be issued;\n"
     "                  1: the true latency, the host waiting for every\n"
     "                  round trip, as a blocking ping-pong is timed)\n"
-    "  --stream-wait auto|sync|poll\n"
+    "  --stream-wait auto|sync|poll|event\n"
     "                  how a rank waits for its CUDA stream (the stream\n"
     "                  case, the NCCL rows): sync (cuStreamSynchronize,\n"
     "                  which spins without yielding under the driver's\n"
     "                  default schedule), poll (cuStreamQuery, yielding\n"
-    "                  between polls), or auto (the default: poll when\n"
-    "                  the rank may run on one CPU, else sync)\n"
+    "                  between polls), event (a blocking-sync event\n"
+    "                  recorded after the stream's work: the rank sleeps\n"
+    "                  until the device interrupts), or auto (the\n"
+    "                  default: poll when the rank may run on one CPU,\n"
+    "                  else sync)\n"
     "  --no-verify     do not check the data (default: fresh random\n"
     "                  data every run; the receiving buffer poisoned\n"
     "                  first, then every byte of the first warm-up and of\n"
@@ -445,11 +448,11 @@ static int apply_flag(bench_opts_t *o, int c)
     }
 }
 
-/* --stream-wait auto|sync|poll; -1 for anything else. */
+/* --stream-wait auto|sync|poll|event; -1 for anything else. */
 static int parse_stream_wait(bench_opts_t *o, const char *arg)
 {
-    static const char *const names[] = {"auto", "sync", "poll"};
-    for (int i = 0; i < 3; i++)
+    static const char *const names[] = {"auto", "sync", "poll", "event"};
+    for (int i = 0; i < 4; i++)
         if (strcmp(arg, names[i]) == 0) {
             o->stream_wait = i; /* bench_wait_t's order */
             bench_set_stream_wait(i);

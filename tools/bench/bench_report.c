@@ -289,8 +289,10 @@ static void json_run(const bench_opts_t *o, ipcp_comm_t *comm,
            "\"ahead\": %d, \"seed\": \"0x%016llx\"}",
            o->window, o->iters, o->warmup, o->verify ? "true" : "false",
            o->compare ? "true" : "false", o->pin ? "true" : "false",
-           bench_stream_poll() ? "poll" : "sync", o->stream_batch, o->ahead,
-           (unsigned long long)bench_ctx_seed(ctx));
+           bench_stream_wait() == BENCH_WAIT_EVENT  ? "event"
+           : bench_stream_wait() == BENCH_WAIT_POLL ? "poll"
+                                                    : "sync",
+           o->stream_batch, o->ahead, (unsigned long long)bench_ctx_seed(ctx));
     printf(", \"settings\": {");
     int n = 0;
     for (char **e = environ; e && *e; e++) {

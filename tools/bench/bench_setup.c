@@ -280,16 +280,21 @@ void bench_set_stream_wait(int wait)
     stream_wait = wait;
 }
 
-int bench_stream_poll(void)
+bench_wait_t bench_stream_wait(void)
 {
     static int n = -1;
     if (stream_wait != BENCH_WAIT_AUTO)
-        return stream_wait == BENCH_WAIT_POLL;
+        return (bench_wait_t)stream_wait;
     if (n < 0) {
         cpu_set_t set;
         n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
     }
-    return n == 1;
+    return n == 1 ? BENCH_WAIT_POLL : BENCH_WAIT_SYNC;
+}
+
+int bench_stream_poll(void)
+{
+    return bench_stream_wait() != BENCH_WAIT_SYNC;
 }
 
 /* One round of agreeing on a cap: rank 0 proposes, ranks 0 and 1 try to

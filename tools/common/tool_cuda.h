@@ -34,6 +34,7 @@
     X(cuStreamWaitValue64, 11070, 0)                                           \
     X(cuEventCreate, 2000, 0)                                                  \
     X(cuEventRecord, 2000, 0)                                                  \
+    X(cuEventSynchronize, 2000, 0)                                             \
     X(cuEventElapsedTime, 12080, 2000)                                         \
     X(cuEventDestroy, 4000, 0)                                                 \
     X(cuMemAlloc, 3020, 0)                                                     \
