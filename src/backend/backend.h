@@ -140,9 +140,10 @@ typedef struct ipcp__backend_ops {
     int (*present)(void);
 
     /* 1 when none of this backend's memory lies in the process's brk heap
-     * (common/heap.h), so that a buffer there is host memory without
-     * asking owns (CUDA: the driver reserves device and managed memory
-     * elsewhere).  0: owns is asked about every buffer. */
+     * or in a thread's stack (common/heap.h), so that a buffer there is
+     * host memory without asking owns (CUDA: the driver reserves device
+     * and managed memory elsewhere).  0: owns is asked about every
+     * buffer. */
     int heap_free;
 
     /* 1 if ptr is this backend's memory (attr filled), else 0. */

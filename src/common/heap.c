@@ -1,4 +1,4 @@
-/* The process's brk heap (common/heap.h). */
+/* The process's brk heap and the threads' stacks (common/heap.h). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -42,4 +42,36 @@ int ipcp__heap_holds(const void *ptr, size_t len)
     void *brk = sbrk(0);
     uintptr_t hi = (uintptr_t)brk;
     return brk != (void *)-1 && p < hi && len <= hi - p;
+}
+
+/* The calling thread's stack [lo, hi), from pthread_getattr_np once (for
+ * the main thread glibc reads /proc/self/maps; for others it is the
+ * thread's own record); 0, 0 where it could not say. */
+static _Thread_local uintptr_t stack_lo, stack_hi;
+static _Thread_local int stack_read;
+
+static void stack_find(void)
+{
+    pthread_attr_t a;
+    void *addr = NULL;
+    size_t size = 0;
+    stack_read = 1;
+    if (pthread_getattr_np(pthread_self(), &a) != 0)
+        return;
+    if (pthread_attr_getstack(&a, &addr, &size) == 0 && addr && size) {
+        stack_lo = (uintptr_t)addr;
+        stack_hi = stack_lo + size;
+    }
+    pthread_attr_destroy(&a);
+}
+
+int ipcp__stack_holds(const void *ptr, size_t len)
+{
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0), p = (uintptr_t)ptr;
+    if (!stack_read)
+        stack_find();
+    /* This frame in the thread's stack, and the range between it and the
+     * top: every byte there is the stack's, mapped and the thread's. */
+    return sp >= stack_lo && sp < stack_hi && p >= sp && p < stack_hi &&
+           len <= stack_hi - p;
 }

@@ -15,4 +15,12 @@
  * said (no /proc, an allocator that does not use the heap). */
 int ipcp__heap_holds(const void *ptr, size_t len);
 
+/* 1 when [ptr, ptr+len) lies in the calling thread's own stack, between
+ * this call's frame and the stack's top (the live part, where no other
+ * mapping can be: a caller's buffers on its stack are there), read once
+ * per thread; 0 elsewhere, and where the thread runs on another stack
+ * than its own (a coroutine's, a sanitizer's fake frames).  Nothing but
+ * host memory is a thread's stack either. */
+int ipcp__stack_holds(const void *ptr, size_t len);
+
 #endif

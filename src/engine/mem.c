@@ -53,12 +53,11 @@ ipcp_status_t ipcp__mem_attr(ipcp_comm_t *comm, const void *ptr, size_t len,
     }
     /* Not yet open: opened here if device memory can exist in this process
      * (engine/dev.c); otherwise the buffer is host memory, as is one in
-     * the brk heap where the backend's memory never is (common/heap.h),
-     * which spares the driver's query. */
-    ipcp__backend_t *dev =
-        comm->dev_ops && comm->dev_ops->heap_free && ipcp__heap_holds(ptr, len)
-            ? NULL
-            : ipcp__dev_for_ptr(comm);
+     * the brk heap or the caller's stack where the backend's memory never
+     * is (common/heap.h), which spares the driver's query. */
+    int host = comm->dev_ops && comm->dev_ops->heap_free &&
+               (ipcp__heap_holds(ptr, len) || ipcp__stack_holds(ptr, len));
+    ipcp__backend_t *dev = host ? NULL : ipcp__dev_for_ptr(comm);
     if (dev && comm->dev_ops->owns(dev, ptr, attr)) {
         *ops = comm->dev_ops;
         *be = dev;

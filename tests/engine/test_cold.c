@@ -4,7 +4,7 @@
  * counts its opens.  Its present() answers what the test sets, as CUDA's
  * answers whether libcuda.so.1 is loaded.
  *
- *   test_cold hostonly|alloc|owned|race|peer|heap|heapask
+ *   test_cold hostonly|alloc|owned|race|peer|heap|heapask|stack|stackask
  *
  * hostonly: host buffers only, the library "not loaded": never opened.
  * alloc:    a device allocation opens it, once for several.
@@ -15,7 +15,10 @@
  *           rank 0 never opens its backend and gets every byte.
  * heap:     the library loaded, host buffers in the brk heap, a backend
  *           whose memory is never there (heap_free): never opened.
- * heapask:  the same with a backend that does not say so: opened, once. */
+ * heapask:  the same with a backend that does not say so: opened, once.
+ * stack:    host buffers on the caller's stack, a backend whose memory is
+ *           never there: never opened.
+ * stackask: the same with a backend that does not say so: opened, once. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <unistd.h>
@@ -150,6 +153,41 @@ static void heap(ipcp_comm_t *comm)
     free(b);
 }
 
+/* Whether p is in the calling thread's own stack (not a sanitizer's fake
+ * frame elsewhere). */
+static int on_own_stack(const void *p)
+{
+    pthread_attr_t a;
+    void *addr;
+    size_t size;
+    T_CHECK(pthread_getattr_np(pthread_self(), &a) == 0);
+    T_CHECK(pthread_attr_getstack(&a, &addr, &size) == 0);
+    pthread_attr_destroy(&a);
+    return (uintptr_t)p >= (uintptr_t)addr &&
+           (uintptr_t)p < (uintptr_t)addr + size;
+}
+
+/* Every classified buffer is on the caller's stack (8 B and 4 KiB
+ * messages, and the seed shared through one): never opened where the
+ * backend's memory is never there. */
+static void stack(ipcp_comm_t *comm)
+{
+    unsigned char a[4096], b[4096];
+    uint64_t seed = t_shared_seed(comm, TAG_MSG + 1);
+    for (size_t i = 0; i < NSIZES && sizes[i] <= sizeof(a); i++) {
+        if (t_rank == 1) {
+            t_fill(a, sizes[i], seed + i);
+            T_OK(ipcp_send(comm, a, sizes[i], 0, TAG_MSG));
+        } else {
+            memset(b, 0, sizes[i]);
+            T_OK(ipcp_recv(comm, b, sizes[i], 1, TAG_MSG, NULL));
+            t_verify(b, sizes[i], seed + i, "received");
+        }
+    }
+    int own = on_own_stack(a) && on_own_stack(&seed);
+    T_EQ_INT(atomic_load(&fk_opens), fk_ops.heap_free && own ? 0 : 1);
+}
+
 #define NTHREADS 8
 static pthread_barrier_t race_bar;
 typedef struct race_arg {
@@ -218,7 +256,8 @@ static const cold_case_t cases[] = {
     {"hostonly", hostonly, 0, 0}, {"alloc", alloc, 0, 0},
     {"owned", owned, 1, 0},       {"race", race, 0, 0},
     {"peer", peer, 0, 0},         {"heap", heap, 1, 1},
-    {"heapask", heap, 1, 0},
+    {"heapask", heap, 1, 0},      {"stack", stack, 1, 1},
+    {"stackask", stack, 1, 0},
 };
 
 static int pick(int argc, char **argv)
