@@ -26,6 +26,7 @@
  * Device memory: rank r's buffers on GPU r mod (the GPUs visible), from
  * cuMemAlloc; ranks that share a GPU are named in the header line. */
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -503,6 +504,14 @@ static void bcast_msg(ipcp_comm_t *c, nmsg_t *m)
         OK(ipcp_recv(c, m, sizeof(*m), 0, T_RESULT, NULL));
 }
 
+/* Whether this rank may run on one CPU only (--pin, or a launcher's
+ * binding): then NCCL's waits yield to its proxy thread. */
+static int one_cpu(void)
+{
+    cpu_set_t set;
+    return sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) == 1;
+}
+
 /* NCCL's communicator of all ranks, each on its GPU, from rank 0's id;
  * all ranks have it or none (the first failure's reason at rank 0). */
 static void nccl_open(ipcp_comm_t *c, const ropts_t *o)
@@ -521,7 +530,8 @@ static void nccl_open(ipcp_comm_t *c, const ropts_t *o)
         /* Init is collective: a rank that failed leaves the others
          * waiting until this. */
         double t = o->timeout_s > 0 && o->timeout_s < 120 ? o->timeout_s : 120;
-        nccl = bench_nccl_init(id, me, nranks, o->pin, t, m.why, sizeof(m.why));
+        nccl =
+            bench_nccl_init(id, me, nranks, one_cpu(), t, m.why, sizeof(m.why));
         m.ok = nccl != NULL;
         if (me != 0)
             OK(ipcp_send(c, &m, sizeof(m), 0, T_RESULT));
@@ -651,7 +661,7 @@ static void run_size(ipcp_comm_t *c, const ropts_t *o, int pat, size_t size,
         run_rep(c, &z, k, sel, end);
     double g = report(c, &z, pat);
     if (nccl)
-        nccl_size(c, &z, o->timeout_s, g);
+        nccl_size(c, &z, o->timeout_s > 0 ? o->timeout_s : 86400, g);
     for (int f = 0; f < z.nflows; f++)
         if (flows[f].dst == me)
             rbuf_free(&z.rx[f]);
