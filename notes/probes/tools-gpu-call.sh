@@ -3,14 +3,16 @@
 # bench-ranks' tables with NCCL's rows or its reason, bench-nodes) with
 # the heap/stack classification and cold-start tests, then bench-ranks'
 # NCCL line on device memory, then the README's bench-nodes command;
-# for a call with little device time left (~3-4 min).  Log: $OUT/log.txt.
-#   bash notes/probes/tools-gpu-call.sh
+# for a call with little device time left (~3-4 min).  PATCH names a
+# patch of notes/probes applied to the copy first.  Log: $OUT/log.txt.
+#   PATCH=ranks-nccl bash notes/probes/tools-gpu-call.sh
 set -u
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 L=$OUT/log.txt
 t0=$(date +%s); el() { echo "[$(($(date +%s) - t0)) s] $*" >> $L; }
 { date; nvidia-smi -L; git log --oneline -1 2>/dev/null || echo "commit: ${IPCPIPE_COMMIT:-unknown}"; } >> $L
 rm -rf /tmp/t && mkdir /tmp/t && tar --exclude=./build --exclude=./.git -cf - . | (cd /tmp/t && tar xf -)
+[ -n "${PATCH:-}" ] && { (cd /tmp/t && patch -p1 -s < notes/probes/$PATCH.patch); echo "patch $PATCH rc=$?" >> $L; }
 cmake -S /tmp/t -B /tmp/t/b -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIPCPIPE_WERROR=ON > /tmp/t.txt 2>&1 &&
   cmake --build /tmp/t/b -j16 >> /tmp/t.txt 2>&1; echo "build rc=$?" >> $L
 el built
