@@ -16,28 +16,13 @@
 #include "common/heap.h"
 #include "testutil.h"
 
-/* Whether p is within the calling thread's stack as glibc says it, so
- * that a frame a sanitizer moved elsewhere is expected to be passed
- * over. */
-static int on_own_stack(const void *p)
-{
-    pthread_attr_t a;
-    void *addr;
-    size_t size;
-    T_CHECK(pthread_getattr_np(pthread_self(), &a) == 0);
-    T_CHECK(pthread_attr_getstack(&a, &addr, &size) == 0);
-    pthread_attr_destroy(&a);
-    return (uintptr_t)p >= (uintptr_t)addr &&
-           (uintptr_t)p < (uintptr_t)addr + size;
-}
-
 /* A buffer of a frame below main's (the library's caller is deeper than
  * the user's buffers; here the buffer's frame is the deeper one). */
 static __attribute__((noinline)) int deeper(void)
 {
     volatile unsigned char buf[64] = {0};
     return ipcp__stack_holds((const void *)buf, sizeof(buf)) ==
-           on_own_stack((const void *)buf);
+           t_on_own_stack((const void *)buf);
 }
 
 static void *other_thread(void *arg)
@@ -45,14 +30,14 @@ static void *other_thread(void *arg)
     int mine = 0;
     /* main's variable: another thread's stack, not this one's. */
     T_EQ_INT(ipcp__stack_holds(arg, sizeof(int)), 0);
-    T_EQ_INT(ipcp__stack_holds(&mine, sizeof(mine)), on_own_stack(&mine));
+    T_EQ_INT(ipcp__stack_holds(&mine, sizeof(mine)), t_on_own_stack(&mine));
     return NULL;
 }
 
 static void stacks(unsigned char *small, void *page)
 {
     int here = 0;
-    int want = on_own_stack(&here);
+    int want = t_on_own_stack(&here);
     T_EQ_INT(ipcp__stack_holds(&here, sizeof(here)), want);
     T_CHECK(deeper());
     T_EQ_INT(ipcp__stack_holds(small, 16), 0);

@@ -153,20 +153,6 @@ static void heap(ipcp_comm_t *comm)
     free(b);
 }
 
-/* Whether p is in the calling thread's own stack (not a sanitizer's fake
- * frame elsewhere). */
-static int on_own_stack(const void *p)
-{
-    pthread_attr_t a;
-    void *addr;
-    size_t size;
-    T_CHECK(pthread_getattr_np(pthread_self(), &a) == 0);
-    T_CHECK(pthread_attr_getstack(&a, &addr, &size) == 0);
-    pthread_attr_destroy(&a);
-    return (uintptr_t)p >= (uintptr_t)addr &&
-           (uintptr_t)p < (uintptr_t)addr + size;
-}
-
 /* Every classified buffer is on the caller's stack (8 B and 4 KiB
  * messages, and the seed shared through one): never opened where the
  * backend's memory is never there. */
@@ -184,7 +170,7 @@ static void stack(ipcp_comm_t *comm)
             t_verify(b, sizes[i], seed + i, "received");
         }
     }
-    int own = on_own_stack(a) && on_own_stack(&seed);
+    int own = t_on_own_stack(a) && t_on_own_stack(&seed);
     T_EQ_INT(atomic_load(&fk_opens), fk_ops.heap_free && own ? 0 : 1);
 }
 

@@ -5,6 +5,8 @@
 #include <ctype.h>
 #include <signal.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdatomic.h>
 #include <time.h>
 #include <sys/wait.h>
@@ -51,6 +53,18 @@ void t_verify(const void *buf, size_t len, uint64_t seed, const char *what)
            "got 0x%02x (seed 0x%016" PRIx64 ")",
            what ? what : "buffer", nbad, len, bad, ipcp_pattern_byte(seed, bad),
            p[bad], seed);
+}
+
+int t_on_own_stack(const void *p)
+{
+    pthread_attr_t a;
+    void *addr;
+    size_t size;
+    T_CHECK(pthread_getattr_np(pthread_self(), &a) == 0);
+    T_CHECK(pthread_attr_getstack(&a, &addr, &size) == 0);
+    pthread_attr_destroy(&a);
+    return (uintptr_t)p >= (uintptr_t)addr &&
+           (uintptr_t)p < (uintptr_t)addr + size;
 }
 
 void *t_malloc(size_t len)

@@ -104,6 +104,11 @@ void t_verify(const void *buf, size_t len, uint64_t seed, const char *what);
 /* Allocates len bytes (page-aligned, len 0 allowed) or fails the test. */
 void *t_malloc(size_t len);
 
+/* Whether p lies in the calling thread's own stack as glibc reports it
+ * (not in a sanitizer's fake frame elsewhere); fails the test where glibc
+ * cannot say. */
+int t_on_own_stack(const void *p);
+
 /* Parses "123", "4K", "1M+3", "4G+1" (sums of sizes) or fails the test. */
 size_t t_parse_size(const char *s);
 
