@@ -7,8 +7,9 @@ options.  Checks formats and counts, never timing values.
 Modes: host (every pattern's table on host memory, 4 ranks, and 3 ranks
 where pairs is left out), corrupt (IPCP_BENCH_CORRUPT=1: the check names
 the slot and byte, exit 1 or 2), options (bad input refused, exit 2,
-saying why, before any rank starts), cuda (the tables on device memory;
-skips, 77, where no GPU is usable)."""
+saying why, before any rank starts), cuda (the tables on device memory,
+with NCCL's grouped rows where NCCL runs (else the reason it did not),
+and without them under --nccl off; skips, 77, where no GPU is usable)."""
 import re
 import subprocess
 import sys
@@ -56,7 +57,7 @@ def tables(out):
     return got
 
 
-def check_table(key, lines, n, paths):
+def check_table(key, lines, n, paths, nccl=False):
     pattern, size = key
     want = flows(pattern, n)
     check(lines[0].split()[:2] == ["flow", "path"],
@@ -75,7 +76,16 @@ def check_table(key, lines, n, paths):
           f"{key}: aggregate row {agg!r}")
     check("checked in every slot" in lines[2 + len(want)],
           f"{key}: no data line: {lines[2 + len(want)]!r}")
-    check(len(lines) == 3 + len(want), f"{key}: {len(lines)} lines")
+    if nccl:
+        row = lines[3 + len(want)]
+        check(re.match(rf"^  NCCL +grouped +{STAT} +ipcpipe/NCCL {FLOAT}$",
+                       row), f"{key}: NCCL row {row!r}")
+        check(size < 65536 or float(row.split()[2]) > 0,
+              f"{key}: no NCCL figure: {row!r}")
+        check("NCCL's last repetition checked in every slot" in
+              lines[4 + len(want)], f"{key}: no NCCL data line")
+    check(len(lines) == 3 + len(want) + 2 * nccl,
+          f"{key}: {len(lines)} lines")
 
 
 def mode_tables(bench, mem, paths, extra=()):
@@ -90,12 +100,22 @@ def mode_tables(bench, mem, paths, extra=()):
         check(re.search(rf"^ipcpipe \S+, {n} ranks, {mem if mem == 'host' else 'device'}"
                         r" memory", p.stdout, re.M),
               f"{n} ranks: header line\n{p.stdout}")
+        ran = re.search(r"^NCCL \(.+\): each pattern also as ncclSend/"
+                        r"ncclRecv, all of a rank's in one group$", p.stdout,
+                        re.M)
+        why = re.search(r"^NCCL: not run: (.*)$", p.stdout, re.M)
+        if mem == "host" or "off" in extra:
+            check(not ran and not why, f"{n} ranks: NCCL lines\n{p.stdout}")
+        else:
+            check(bool(ran) != bool(why) and (ran or len(why.group(1)) > 8),
+                  f"{n} ranks: NCCL ran, or the reason it did not, once\n"
+                  f"{p.stdout}")
         got = tables(p.stdout)
         want = [(pt, s) for pt in pats for s in (8, 65536, 1048576)]
         check(sorted(got) == sorted(want),
               f"{n} ranks: tables {sorted(got)}, expected {sorted(want)}")
         for key in want:
-            check_table(key, got[key], n, paths)
+            check_table(key, got[key], n, paths, bool(ran))
         if n == 3:
             check("pairs: left out (3 ranks, an odd number)" in p.stdout,
                   f"3 ranks: no note on pairs\n{p.stdout}")
@@ -125,6 +145,7 @@ BAD = [
     (["--sizes", "0"], "--sizes: bad list '0'"),
     (["--reps", "0"], "--reps takes a whole number from 1 to 100, not '0'"),
     (["--window", "65"], "--window takes a whole number from 1 to 64"),
+    (["--nccl", "maybe"], "--nccl takes on or off, not 'maybe'"),
     (["--frob"], "--frob: unknown option"),
     (["--reps"], "--reps: unknown option or missing value"),
 ]
@@ -162,8 +183,9 @@ def main():
                 print(f"skipped: {p.stderr.strip()}")
                 return 77
             check(ok, f"--mem cuda: exit {p.returncode}\n{p.stdout}\n{p.stderr}")
-            mode_tables(bench, "cuda",
-                        {"direct", "staged", "bounce", "auto", "eager"})
+            paths = {"direct", "staged", "bounce", "auto", "eager"}
+            mode_tables(bench, "cuda", paths)
+            mode_tables(bench, "cuda", paths, ["--nccl", "off"])
         else:
             raise Fail(f"unknown mode {mode}")
     except Fail as e:

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "bench_nccl.h"
 #include "ipcpipe.h"
 
 #define BENCH_MAX_SIZES        64
@@ -411,35 +412,9 @@ double bench_cuda_ceil_measure(bench_cuda_ceil_t *cc, bench_ceil_kind_t kind,
                                size_t size, int window, int slots, int reps,
                                char *err, size_t elen);
 
-/* ---- References of --compare (bench_nccl.c, bench_cuda.c) ------------ */
+/* ---- References of --compare (bench_nccl.h, bench_cuda.c) ------------ */
 
-#define BENCH_NCCL_ID_BYTES    128 /* NCCL_UNIQUE_ID_BYTES */
-#define BENCH_IPC_HANDLE_BYTES 64  /* CU_IPC_HANDLE_SIZE */
-
-/* NCCL, opened with dlopen (libnccl.so.2, else libnccl.so) on first use.
- * Returns 0, or -1 with why (not found, too old, built without nccl.h). */
-int bench_nccl_load(char *err, size_t elen);
-/* "libnccl.so.2 2.28.9" once loaded, else why not. */
-void bench_nccl_describe(char *buf, size_t len);
-int bench_nccl_unique_id(unsigned char id[BENCH_NCCL_ID_BYTES], char *err,
-                         size_t elen);
-typedef struct bench_nccl bench_nccl_t;
-/* A communicator of 2 ranks on the bound device, and a stream of it;
- * collective: both ranks call it with rank 0's id.  Gives up after
- * timeout_s (the other rank may have failed).  NULL with a message. */
-bench_nccl_t *bench_nccl_init(const unsigned char id[BENCH_NCCL_ID_BYTES],
-                              int rank, double timeout_s, char *err,
-                              size_t elen);
-/* Enqueues n transfers of len bytes on the stream: sends of buf to peer,
- * or receives from peer into buf + (k % slots) * len; grouped: in one
- * ncclGroupStart/ncclGroupEnd, else each call on its own. */
-int bench_nccl_post(bench_nccl_t *nc, int send, void *buf, size_t len, int n,
-                    int slots, int grouped, int peer, char *err, size_t elen);
-/* Waits for the stream; on an error or after timeout_s aborts the
- * communicator (it cannot be used again).  0 or -1 with a message. */
-int bench_nccl_wait(bench_nccl_t *nc, double timeout_s, char *err, size_t elen);
-int bench_nccl_usable(const bench_nccl_t *nc);
-void bench_nccl_destroy(bench_nccl_t *nc);
+#define BENCH_IPC_HANDLE_BYTES 64 /* CU_IPC_HANDLE_SIZE */
 
 /* The forum post's pattern in one process (rank 0): rank 1's buffer
  * mapped while dev0 (the bound device) is current, chunks D2H on 4 streams

@@ -275,8 +275,9 @@ static int nccl_make(bench_ctx_t *ctx, int i, const cmp_hello_t *h,
                      bench_result_t *res)
 {
     peer_msg_t mine = {1, -1, ""}, theirs;
-    ctx->nccl = bench_nccl_init(h->id, ctx->rank, nccl_timeout_s(), mine.reason,
-                                sizeof(mine.reason));
+    ctx->nccl =
+        bench_nccl_init(h->id, ctx->rank, 2, bench_stream_poll(),
+                        nccl_timeout_s(), mine.reason, sizeof(mine.reason));
     mine.ok = ctx->nccl != NULL;
     if (swap_msgs(ctx, i, &mine, &theirs) < 0)
         return -1;

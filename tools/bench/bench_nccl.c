@@ -1,14 +1,32 @@
-/* ipcpipe-bench --compare: NCCL send/recv between the two ranks, the
+/* NCCL send/recv as the benches' reference (bench_nccl.h): ipcpipe-bench
+ * --compare's between two ranks, ipcpipe-bench-ranks' among N; the
  * reference most users would pick.  Nothing links against NCCL: libnccl is
  * opened with dlopen on first use (libnccl.so.2, else libnccl.so) and its
  * functions are fetched with dlsym; nccl.h, when the build finds it, only
  * gives the types.  Without CUDA or nccl.h at build time, or without the
  * library at run time, every function here says so and the nccl rows are
  * waived. */
-#include "bench.h"
+#include "bench_nccl.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define NC_REASON_MAX 256
+
+/* snprintf for messages, where cutting a long one short is fine. */
+static void nc_fmt(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void nc_fmt(char *buf, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    if (!len)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+}
 
 #if defined(IPCP_HAVE_CUDA) && defined(__has_include)
 #if __has_include(<nccl.h>)
@@ -73,8 +91,15 @@ static struct {
 
 #define NC(name) (nc_lib.pfn_##name)
 
+static double nc_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static pthread_once_t nc_once = PTHREAD_ONCE_INIT;
-static char nc_error[BENCH_REASON_MAX];
+static char nc_error[NC_REASON_MAX];
 
 static void nc_load_once(void)
 {
@@ -86,20 +111,20 @@ static void nc_load_once(void)
         if (lib)
             nc_lib.soname = names[k];
         else
-            bench_fmt(why[k], sizeof(why[k]), "%s", dlerror());
+            nc_fmt(why[k], sizeof(why[k]), "%s", dlerror());
     }
     if (!lib) {
-        bench_fmt(nc_error, sizeof(nc_error), "NCCL not found (dlopen: %s; %s)",
-                  why[0], why[1]);
+        nc_fmt(nc_error, sizeof(nc_error), "NCCL not found (dlopen: %s; %s)",
+               why[0], why[1]);
         return;
     }
 #define BENCH_NCCL_FETCH_(name)                                                \
     do {                                                                       \
         nc_lib.pfn_##name = (__typeof__(nc_lib.pfn_##name))dlsym(lib, #name);  \
         if (!nc_lib.pfn_##name) {                                              \
-            bench_fmt(nc_error, sizeof(nc_error),                              \
-                      "%s lacks %s (send/recv need NCCL 2.7 or newer)",        \
-                      nc_lib.soname, #name);                                   \
+            nc_fmt(nc_error, sizeof(nc_error),                                 \
+                   "%s lacks %s (send/recv need NCCL 2.7 or newer)",           \
+                   nc_lib.soname, #name);                                      \
             return;                                                            \
         }                                                                      \
     } while (0);
@@ -109,15 +134,15 @@ static void nc_load_once(void)
         (__typeof__(nc_lib.pfn_ncclGetLastError))dlsym(lib, "ncclGetLastError");
     ncclResult_t r = NC(ncclGetVersion)(&nc_lib.version);
     if (r != ncclSuccess)
-        bench_fmt(nc_error, sizeof(nc_error), "ncclGetVersion: %s",
-                  NC(ncclGetErrorString)(r));
+        nc_fmt(nc_error, sizeof(nc_error), "ncclGetVersion: %s",
+               NC(ncclGetErrorString)(r));
 }
 
 int bench_nccl_load(char *err, size_t elen)
 {
     pthread_once(&nc_once, nc_load_once);
     if (nc_error[0]) {
-        bench_fmt(err, elen, "%s", nc_error);
+        nc_fmt(err, elen, "%s", nc_error);
         return -1;
     }
     return 0;
@@ -125,18 +150,18 @@ int bench_nccl_load(char *err, size_t elen)
 
 void bench_nccl_describe(char *buf, size_t len)
 {
-    char err[BENCH_REASON_MAX];
+    char err[NC_REASON_MAX];
     if (bench_nccl_load(err, sizeof(err)) < 0) {
-        bench_fmt(buf, len, "nccl rows waived: %s", err);
+        nc_fmt(buf, len, "nccl rows waived: %s", err);
         return;
     }
     int v = nc_lib.version;
     if (v >= 10000) /* 2.9 and newer: X * 10000 + Y * 100 + Z */
-        bench_fmt(buf, len, "%s, NCCL %d.%d.%d", nc_lib.soname, v / 10000,
-                  v % 10000 / 100, v % 100);
+        nc_fmt(buf, len, "%s, NCCL %d.%d.%d", nc_lib.soname, v / 10000,
+               v % 10000 / 100, v % 100);
     else
-        bench_fmt(buf, len, "%s, NCCL %d.%d.%d", nc_lib.soname, v / 1000,
-                  v % 1000 / 100, v % 100);
+        nc_fmt(buf, len, "%s, NCCL %d.%d.%d", nc_lib.soname, v / 1000,
+               v % 1000 / 100, v % 100);
 }
 
 /* "<what>: <NCCL's string> (ncclResult_t N): <NCCL's last error>". */
@@ -144,15 +169,15 @@ static void nc_msg(char *err, size_t elen, const char *what, ncclResult_t r,
                    ncclComm_t comm)
 {
     const char *last = NC(ncclGetLastError) ? NC(ncclGetLastError)(comm) : NULL;
-    bench_fmt(err, elen, "%s: %s (ncclResult_t %d)%s%s", what,
-              NC(ncclGetErrorString)(r), (int)r, last && *last ? ": " : "",
-              last && *last ? last : "");
+    nc_fmt(err, elen, "%s: %s (ncclResult_t %d)%s%s", what,
+           NC(ncclGetErrorString)(r), (int)r, last && *last ? ": " : "",
+           last && *last ? last : "");
 }
 
 static void cu_msg(char *err, size_t elen, const char *what, CUresult r)
 {
     char m[160];
-    bench_fmt(err, elen, "%s: %s", what, tool_cu_strerror(r, m, sizeof(m)));
+    nc_fmt(err, elen, "%s: %s", what, tool_cu_strerror(r, m, sizeof(m)));
 }
 
 int bench_nccl_unique_id(unsigned char id[BENCH_NCCL_ID_BYTES], char *err,
@@ -173,6 +198,7 @@ int bench_nccl_unique_id(unsigned char id[BENCH_NCCL_ID_BYTES], char *err,
 struct bench_nccl {
     ncclComm_t comm; /* NULL once aborted */
     CUstream stream;
+    int yield; /* waits leave the CPU between polls */
 };
 
 /* ncclCommInitRank blocks until every rank has joined; a rank whose own
@@ -184,7 +210,7 @@ typedef struct nc_init {
     pthread_cond_t cv;
     int done, abandoned;
     ncclUniqueId id;
-    int rank;
+    int rank, nranks;
     CUcontext ctx; /* NCCL's runtime takes the device from it */
     ncclComm_t comm;
     ncclResult_t r;
@@ -203,7 +229,7 @@ static void *nc_init_thread(void *arg)
     ncclComm_t comm = NULL;
     ncclResult_t r = ncclUnhandledCudaError;
     if (TOOL_CU(cuCtxSetCurrent)(j->ctx) == CUDA_SUCCESS)
-        r = NC(ncclCommInitRank)(&comm, 2, j->id, j->rank);
+        r = NC(ncclCommInitRank)(&comm, j->nranks, j->id, j->rank);
     pthread_mutex_lock(&j->mu);
     int abandoned = j->abandoned;
     j->comm = comm;
@@ -220,18 +246,20 @@ static void *nc_init_thread(void *arg)
 }
 
 /* 0 with *comm, or -1 with a message. */
-static int nc_init_comm(const ncclUniqueId *id, int rank, double timeout_s,
-                        ncclComm_t *comm, char *err, size_t elen)
+static int nc_init_comm(const ncclUniqueId *id, int rank, int nranks,
+                        double timeout_s, ncclComm_t *comm, char *err,
+                        size_t elen)
 {
     nc_init_t *j = calloc(1, sizeof(*j));
     pthread_condattr_t ca;
     pthread_t th;
     if (!j) {
-        bench_fmt(err, elen, "out of memory");
+        nc_fmt(err, elen, "out of memory");
         return -1;
     }
     j->id = *id;
     j->rank = rank;
+    j->nranks = nranks;
     pthread_mutex_init(&j->mu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -244,7 +272,7 @@ static int nc_init_comm(const ncclUniqueId *id, int rank, double timeout_s,
         return -1;
     }
     if (pthread_create(&th, NULL, nc_init_thread, j) != 0) {
-        bench_fmt(err, elen, "cannot start a thread for ncclCommInitRank");
+        nc_fmt(err, elen, "cannot start a thread for ncclCommInitRank");
         nc_init_free(j);
         return -1;
     }
@@ -259,10 +287,10 @@ static int nc_init_comm(const ncclUniqueId *id, int rank, double timeout_s,
     if (!j->done) {
         j->abandoned = 1; /* the thread frees it */
         pthread_mutex_unlock(&j->mu);
-        bench_fmt(err, elen,
-                  "ncclCommInitRank(2 ranks, rank %d) not done after %.0f s "
-                  "(did the other rank fail?); given up",
-                  rank, timeout_s);
+        nc_fmt(err, elen,
+               "ncclCommInitRank(%d ranks, rank %d) not done after %.0f s "
+               "(did another rank fail?); given up",
+               nranks, rank, timeout_s);
         return -1;
     }
     pthread_mutex_unlock(&j->mu);
@@ -271,8 +299,8 @@ static int nc_init_comm(const ncclUniqueId *id, int rank, double timeout_s,
     nc_init_free(j);
     if (r != ncclSuccess) {
         char what[64];
-        bench_fmt(what, sizeof(what), "ncclCommInitRank(2 ranks, rank %d)",
-                  rank);
+        nc_fmt(what, sizeof(what), "ncclCommInitRank(%d ranks, rank %d)",
+               nranks, rank);
         nc_msg(err, elen, what, r, NULL);
         return -1;
     }
@@ -280,15 +308,15 @@ static int nc_init_comm(const ncclUniqueId *id, int rank, double timeout_s,
 }
 
 bench_nccl_t *bench_nccl_init(const unsigned char id[BENCH_NCCL_ID_BYTES],
-                              int rank, double timeout_s, char *err,
-                              size_t elen)
+                              int rank, int nranks, int yield, double timeout_s,
+                              char *err, size_t elen)
 {
     ncclUniqueId uid;
     if (bench_nccl_load(err, elen) < 0)
         return NULL;
     bench_nccl_t *nc = calloc(1, sizeof(*nc));
     if (!nc) {
-        bench_fmt(err, elen, "out of memory");
+        nc_fmt(err, elen, "out of memory");
         return NULL;
     }
     /* On the bound device's context, which NCCL's runtime picks up as the
@@ -299,11 +327,12 @@ bench_nccl_t *bench_nccl_init(const unsigned char id[BENCH_NCCL_ID_BYTES],
         free(nc);
         return NULL;
     }
+    nc->yield = yield;
     /* NVLink multicast (NVLS) stays off on the machines this bench runs
      * on; a value the user set wins. */
     setenv("NCCL_NVLS_ENABLE", "0", 0);
     memcpy(&uid, id, sizeof(uid));
-    if (nc_init_comm(&uid, rank, timeout_s, &nc->comm, err, elen) < 0) {
+    if (nc_init_comm(&uid, rank, nranks, timeout_s, &nc->comm, err, elen) < 0) {
         TOOL_CU(cuStreamDestroy)(nc->stream);
         free(nc);
         return NULL;
@@ -319,7 +348,7 @@ static void nc_abort(bench_nccl_t *nc)
         return;
     ncclResult_t r = NC(ncclCommAbort)(nc->comm);
     if (r != ncclSuccess)
-        fprintf(stderr, "ipcpipe-bench: ncclCommAbort: %s\n",
+        fprintf(stderr, "NCCL reference: ncclCommAbort: %s\n",
                 NC(ncclGetErrorString)(r));
     nc->comm = NULL;
 }
@@ -333,9 +362,9 @@ static ncclResult_t nc_post_one(bench_nccl_t *nc, int send, char *p, size_t len,
              : NC(ncclRecv)(p, len, ncclUint8, peer, nc->comm, nc->stream);
     if (r != ncclSuccess && !NC_IN_PROGRESS(r)) {
         char what[96];
-        bench_fmt(what, sizeof(what), "%s(%zu bytes, %s rank %d, %d of %d)",
-                  send ? "ncclSend" : "ncclRecv", len, send ? "to" : "from",
-                  peer, k + 1, n);
+        nc_fmt(what, sizeof(what), "%s(%zu bytes, %s rank %d, %d of %d)",
+               send ? "ncclSend" : "ncclRecv", len, send ? "to" : "from", peer,
+               k + 1, n);
         nc_msg(err, elen, what, r, nc->comm);
         return r;
     }
@@ -346,7 +375,7 @@ int bench_nccl_post(bench_nccl_t *nc, int send, void *buf, size_t len, int n,
                     int slots, int grouped, int peer, char *err, size_t elen)
 {
     if (!nc->comm) {
-        bench_fmt(err, elen, "the NCCL communicator was aborted");
+        nc_fmt(err, elen, "the NCCL communicator was aborted");
         return -1;
     }
     /* Grouped: the window in one group, as NCCL's documentation has
@@ -372,8 +401,39 @@ int bench_nccl_post(bench_nccl_t *nc, int send, void *buf, size_t len, int n,
     r = grouped ? NC(ncclGroupEnd)() : ncclSuccess;
     if (r != ncclSuccess && !NC_IN_PROGRESS(r)) {
         char what[96];
-        bench_fmt(what, sizeof(what), "ncclGroupEnd(%d %s of %zu bytes)", n,
-                  send ? "sends" : "receives", len);
+        nc_fmt(what, sizeof(what), "ncclGroupEnd(%d %s of %zu bytes)", n,
+               send ? "sends" : "receives", len);
+        nc_msg(err, elen, what, r, nc->comm);
+        nc_abort(nc);
+        return -1;
+    }
+    return 0;
+}
+
+int bench_nccl_post_group(bench_nccl_t *nc, const bench_nccl_op_t *ops, int n,
+                          char *err, size_t elen)
+{
+    if (!nc->comm) {
+        nc_fmt(err, elen, "the NCCL communicator was aborted");
+        return -1;
+    }
+    ncclResult_t r = NC(ncclGroupStart)();
+    if (r != ncclSuccess) {
+        nc_msg(err, elen, "ncclGroupStart", r, nc->comm);
+        nc_abort(nc);
+        return -1;
+    }
+    for (int k = 0; k < n; k++)
+        if (nc_post_one(nc, ops[k].send, ops[k].buf, ops[k].len, ops[k].peer, k,
+                        n, err, elen) != ncclSuccess) {
+            NC(ncclGroupEnd)();
+            nc_abort(nc);
+            return -1;
+        }
+    r = NC(ncclGroupEnd)();
+    if (r != ncclSuccess && !NC_IN_PROGRESS(r)) {
+        char what[96];
+        nc_fmt(what, sizeof(what), "ncclGroupEnd(%d sends and receives)", n);
         nc_msg(err, elen, what, r, nc->comm);
         nc_abort(nc);
         return -1;
@@ -383,7 +443,7 @@ int bench_nccl_post(bench_nccl_t *nc, int send, void *buf, size_t len, int n,
 
 int bench_nccl_wait(bench_nccl_t *nc, double timeout_s, char *err, size_t elen)
 {
-    double deadline = bench_now_s() + timeout_s;
+    double deadline = nc_now() + timeout_s;
     for (unsigned long k = 0;; k++) {
         CUresult r = TOOL_CU(cuStreamQuery)(nc->stream);
         if (r == CUDA_SUCCESS)
@@ -407,18 +467,18 @@ int bench_nccl_wait(bench_nccl_t *nc, double timeout_s, char *err, size_t elen)
             nc_abort(nc);
             return -1;
         }
-        if (bench_now_s() > deadline) {
-            bench_fmt(err, elen,
-                      "NCCL transfers not done after %.0f s (the peer "
-                      "failed or is stuck); communicator aborted",
-                      timeout_s);
+        if (nc_now() > deadline) {
+            nc_fmt(err, elen,
+                   "NCCL transfers not done after %.0f s (the peer "
+                   "failed or is stuck); communicator aborted",
+                   timeout_s);
             nc_abort(nc);
             return -1;
         }
         /* A long wait, or a rank that polls (on one CPU NCCL's proxy
          * thread shares it, as ipcpipe's threads do): leave the core to
          * others. */
-        if (k > (1ul << 20) || bench_stream_poll())
+        if (k > (1ul << 20) || nc->yield)
             sched_yield();
     }
 }
@@ -435,14 +495,14 @@ void bench_nccl_destroy(bench_nccl_t *nc)
     if (nc->comm) {
         ncclResult_t r = NC(ncclCommDestroy)(nc->comm);
         if (r != ncclSuccess)
-            fprintf(stderr, "ipcpipe-bench: ncclCommDestroy: %s\n",
+            fprintf(stderr, "NCCL reference: ncclCommDestroy: %s\n",
                     NC(ncclGetErrorString)(r));
     }
     CUresult cr = TOOL_CU(cuStreamDestroy)(nc->stream);
     if (cr != CUDA_SUCCESS) {
-        char err[BENCH_REASON_MAX];
+        char err[NC_REASON_MAX];
         cu_msg(err, sizeof(err), "cuStreamDestroy(NCCL stream)", cr);
-        fprintf(stderr, "ipcpipe-bench: %s\n", err);
+        fprintf(stderr, "NCCL reference: %s\n", err);
     }
     free(nc);
 }
@@ -450,49 +510,54 @@ void bench_nccl_destroy(bench_nccl_t *nc)
 #else /* !BENCH_HAVE_NCCL */
 
 #ifdef IPCP_HAVE_CUDA
-static const char no_nccl[] =
-    "this ipcpipe-bench was built without NCCL's header (nccl.h not found)";
+static const char no_nccl[] = "built without NCCL's header (nccl.h not found)";
 #else
-static const char no_nccl[] =
-    "this ipcpipe-bench was built without CUDA (IPCPIPE_HAVE_CUDA off)";
+static const char no_nccl[] = "built without CUDA (IPCPIPE_HAVE_CUDA off)";
 #endif
 
 int bench_nccl_load(char *err, size_t elen)
 {
-    bench_fmt(err, elen, "%s", no_nccl);
+    nc_fmt(err, elen, "%s", no_nccl);
     return -1;
 }
 
 void bench_nccl_describe(char *buf, size_t len)
 {
-    bench_fmt(buf, len, "nccl rows waived: %s", no_nccl);
+    nc_fmt(buf, len, "nccl rows waived: %s", no_nccl);
 }
 
 int bench_nccl_unique_id(unsigned char id[BENCH_NCCL_ID_BYTES], char *err,
                          size_t elen)
 {
-    bench_fmt(err, elen, "%s", no_nccl);
+    nc_fmt(err, elen, "%s", no_nccl);
     return -1;
 }
 
 bench_nccl_t *bench_nccl_init(const unsigned char id[BENCH_NCCL_ID_BYTES],
-                              int rank, double timeout_s, char *err,
-                              size_t elen)
+                              int rank, int nranks, int yield, double timeout_s,
+                              char *err, size_t elen)
 {
-    bench_fmt(err, elen, "%s", no_nccl);
+    nc_fmt(err, elen, "%s", no_nccl);
     return NULL;
 }
 
 int bench_nccl_post(bench_nccl_t *nc, int send, void *buf, size_t len, int n,
                     int slots, int grouped, int peer, char *err, size_t elen)
 {
-    bench_fmt(err, elen, "%s", no_nccl);
+    nc_fmt(err, elen, "%s", no_nccl);
+    return -1;
+}
+
+int bench_nccl_post_group(bench_nccl_t *nc, const bench_nccl_op_t *ops, int n,
+                          char *err, size_t elen)
+{
+    nc_fmt(err, elen, "%s", no_nccl);
     return -1;
 }
 
 int bench_nccl_wait(bench_nccl_t *nc, double timeout_s, char *err, size_t elen)
 {
-    bench_fmt(err, elen, "%s", no_nccl);
+    nc_fmt(err, elen, "%s", no_nccl);
     return -1;
 }
 

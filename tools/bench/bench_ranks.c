@@ -26,6 +26,7 @@
  * Device memory: rank r's buffers on GPU r mod (the GPUs visible), from
  * cuMemAlloc; ranks that share a GPU are named in the header line. */
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,6 +34,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_nccl.h"
+#include "bench_ranks.h"
 #include "ipcpipe.h"
 #include "ipcpipe_diag.h"
 #include "launch.h"
@@ -43,24 +46,6 @@
 #ifdef IPCP_HAVE_CUDA
 #include "tool_cuda.h"
 #endif
-
-#define MAX_SIZES 32
-#define MAX_REPS  100
-#define MAX_WIN   64
-#define T_DATA    1
-#define T_RESULT  2
-
-enum { PAT_RING, PAT_PAIRS, PAT_ALL2ALL, NPATS };
-static const char *const pat_names[NPATS] = {"ring", "pairs", "all2all"};
-
-typedef struct ropts {
-    int nranks, pats[NPATS], cuda, reps, window, pin;
-    int nranks_set; /* --ranks given: a launcher's size must match it */
-    int pats_set;   /* pairs asked for by name (not within all) */
-    double timeout_s;
-    size_t sizes[MAX_SIZES];
-    int nsizes;
-} ropts_t;
 
 static int me = -1, nranks;
 
@@ -427,14 +412,14 @@ static void aggregate(const rsize_t *z, double *all, double *g)
 /* Rank 0: the pattern's table of one size from every rank's stamps and
  * the receivers' paths: each flow alone and with the others, the
  * aggregate beside the sum of the flows alone. */
-static void print_table(const rsize_t *z, int pat, double *all,
-                        const int *paths)
+static double print_table(const rsize_t *z, int pat, double *all,
+                          const int *paths)
 {
     double sum = 0, *a = calloc((size_t)z->reps * 2, sizeof(double)),
            *t = a ? a + z->reps : NULL;
     if (!a)
         die("no memory for the results");
-    printf("%s, %d ranks, %zu bytes x%d a flow\n", pat_names[pat], nranks,
+    printf("%s, %d ranks, %zu bytes x%d a flow\n", ranks_pat_names[pat], nranks,
            z->size, z->w);
     printf("  %-12s %-8s %-24s %-24s %s\n", "flow", "path", "alone GB/s",
            "together GB/s", "together/alone");
@@ -463,17 +448,18 @@ static void print_table(const rsize_t *z, int pat, double *all,
            "together checked in every slot\n");
     fflush(stdout);
     free(a);
+    return g.med;
 }
 
 /* Every rank's stamps and its flows' paths to rank 0, which prints the
- * table. */
-static void report(ipcp_comm_t *c, rsize_t *z, int pat)
+ * table; there the aggregate's median (GB/s), elsewhere 0. */
+static double report(ipcp_comm_t *c, rsize_t *z, int pat)
 {
     size_t bytes = sizeof(double) * (size_t)z->ntm;
     if (me != 0) {
         OK(ipcp_send(c, z->tm, bytes, 0, T_RESULT));
         OK(ipcp_send(c, z->path, sizeof(int) * (size_t)z->nflows, 0, T_RESULT));
-        return;
+        return 0;
     }
     double *all = malloc(bytes * (size_t)nranks);
     int *paths = malloc(sizeof(int) * (size_t)z->nflows),
@@ -490,10 +476,152 @@ static void report(ipcp_comm_t *c, rsize_t *z, int pat)
             if (z->flows[f].dst == r)
                 paths[f] = got[f];
     }
-    print_table(z, pat, all, paths);
+    double g = print_table(z, pat, all, paths);
     free(all);
     free(paths);
     free(got);
+    return g;
+}
+
+/* ---- NCCL's grouped send/recv of the same pattern ---------------------- */
+
+/* The communicator of every rank (--mem cuda, --nccl on), else NULL and,
+ * on rank 0, why. */
+static bench_nccl_t *nccl;
+static char nccl_why[256];
+
+typedef struct nmsg {
+    int ok;
+    char why[240];
+} nmsg_t;
+
+/* m from rank 0 to every rank. */
+static void bcast_msg(ipcp_comm_t *c, nmsg_t *m)
+{
+    for (int r = 1; r < nranks && me == 0; r++)
+        OK(ipcp_send(c, m, sizeof(*m), r, T_RESULT));
+    if (me != 0)
+        OK(ipcp_recv(c, m, sizeof(*m), 0, T_RESULT, NULL));
+}
+
+/* Whether this rank may run on one CPU only (--pin, or a launcher's
+ * binding): then NCCL's waits yield to its proxy thread. */
+static int one_cpu(void)
+{
+    cpu_set_t set;
+    return sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) == 1;
+}
+
+/* NCCL's communicator of all ranks, each on its GPU, from rank 0's id;
+ * all ranks have it or none (the first failure's reason at rank 0). */
+static void nccl_open(ipcp_comm_t *c, const ropts_t *o)
+{
+    unsigned char id[BENCH_NCCL_ID_BYTES];
+    nmsg_t m = {1, ""}, x;
+    if (me == 0 && bench_nccl_unique_id(id, m.why, sizeof(m.why)) < 0)
+        m.ok = 0;
+    bcast_msg(c, &m);
+    if (m.ok && me == 0)
+        for (int r = 1; r < nranks; r++)
+            OK(ipcp_send(c, id, sizeof(id), r, T_RESULT));
+    else if (m.ok)
+        OK(ipcp_recv(c, id, sizeof(id), 0, T_RESULT, NULL));
+    if (m.ok) {
+        /* Init is collective: a rank that failed leaves the others
+         * waiting until this. */
+        double t = o->timeout_s > 0 && o->timeout_s < 120 ? o->timeout_s : 120;
+        nccl =
+            bench_nccl_init(id, me, nranks, one_cpu(), t, m.why, sizeof(m.why));
+        m.ok = nccl != NULL;
+        if (me != 0)
+            OK(ipcp_send(c, &m, sizeof(m), 0, T_RESULT));
+        for (int r = 1; r < nranks && me == 0; r++) {
+            OK(ipcp_recv(c, &x, sizeof(x), r, T_RESULT, NULL));
+            if (!x.ok && m.ok)
+                snprintf(m.why, sizeof(m.why), "rank %d: %.200s", r, x.why);
+            m.ok &= x.ok;
+        }
+        bcast_msg(c, &m);
+    }
+    if (!m.ok) {
+        bench_nccl_destroy(nccl);
+        nccl = NULL;
+        snprintf(nccl_why, sizeof(nccl_why), "%s", m.why);
+    }
+}
+
+/* The pattern through NCCL, every flow's W messages in one group on each
+ * rank: a warm-up, then reps timed from each rank's exit from the barrier
+ * to its stream's end (this rank's into st, two a repetition); the last
+ * checked in every slot. */
+static void nccl_reps(ipcp_comm_t *c, rsize_t *z, double timeout_s, double *st)
+{
+    int max = z->w * 2 * (nranks - 1), n = 0;
+    bench_nccl_op_t *ops = calloc((size_t)max, sizeof(*ops));
+    char err[256];
+    if (!ops)
+        die("no memory for %d NCCL calls", max);
+    for (int f = 0; f < z->nflows; f++) {
+        const flow_t *fl = &z->flows[f];
+        for (int i = 0; i < z->w && (fl->src == me || fl->dst == me); i++)
+            ops[n++] =
+                fl->dst == me
+                    ? (bench_nccl_op_t){0, fl->src, slot(&z->rx[f], i), z->size}
+                    : (bench_nccl_op_t){1, fl->dst, slot(&z->src, i), z->size};
+    }
+    for (int k = -1; k < z->reps; k++) {
+        if (k == z->reps - 1)
+            poison(z, NULL);
+        OK(ipcp_barrier(c));
+        double t0 = now();
+        if (bench_nccl_post_group(nccl, ops, n, err, sizeof(err)) < 0 ||
+            bench_nccl_wait(nccl, timeout_s, err, sizeof(err)) < 0)
+            die("NCCL, %zu bytes x%d a flow: %s", z->size, z->w, err);
+        if (k >= 0) {
+            st[2 * k] = t0;
+            st[2 * k + 1] = now();
+        }
+    }
+    check_rx(z, NULL, "NCCL");
+    free(ops);
+}
+
+/* NCCL's run of the size; rank 0 prints its aggregate (every flow's bytes
+ * from the first rank's start to the last rank's end, as ipcpipe's) beside
+ * ipcpipe's, ipc_g. */
+static void nccl_size(ipcp_comm_t *c, rsize_t *z, double timeout_s,
+                      double ipc_g)
+{
+    size_t n = (size_t)2 * z->reps;
+    double *st = calloc(n * (size_t)nranks, sizeof(double));
+    if (!st)
+        die("no memory for the NCCL stamps");
+    nccl_reps(c, z, timeout_s, st);
+    if (me != 0) {
+        OK(ipcp_send(c, st, sizeof(double) * n, 0, T_RESULT));
+        free(st);
+        return;
+    }
+    for (int r = 1; r < nranks; r++)
+        OK(ipcp_recv(c, st + (size_t)r * n, sizeof(double) * n, r, T_RESULT,
+                     NULL));
+    for (int k = 0; k < z->reps; k++) {
+        double first = st[2 * k], end = st[2 * k + 1];
+        for (int r = 1; r < nranks; r++) {
+            first = min2(first, st[(size_t)r * n + 2 * (size_t)k]);
+            if (st[(size_t)r * n + 2 * (size_t)k + 1] > end)
+                end = st[(size_t)r * n + 2 * (size_t)k + 1];
+        }
+        st[k] = gbs(z->size, z->w * z->nflows, end - first);
+    }
+    stat3_t g = ipcp_tool_stats(st, z->reps);
+    char gs[32];
+    fmt_stat(gs, sizeof(gs), g);
+    printf("  %-12s %-8s %-24s %-24s %s %.2f\n", "NCCL", "grouped", "", gs,
+           "ipcpipe/NCCL", g.med > 0 ? ipc_g / g.med : 0);
+    printf("  data: NCCL's last repetition checked in every slot\n");
+    fflush(stdout);
+    free(st);
 }
 
 /* One size of one pattern: buffers, the repetitions, the table. */
@@ -531,7 +659,9 @@ static void run_size(ipcp_comm_t *c, const ropts_t *o, int pat, size_t size,
     run_flows(c, &z, NULL, end); /* warm-up: mappings, slots, pages */
     for (int k = 0; k < z.reps; k++)
         run_rep(c, &z, k, sel, end);
-    report(c, &z, pat);
+    double g = report(c, &z, pat);
+    if (nccl)
+        nccl_size(c, &z, o->timeout_s > 0 ? o->timeout_s : 86400, g);
     for (int f = 0; f < z.nflows; f++)
         if (flows[f].dst == me)
             rbuf_free(&z.rx[f]);
@@ -603,6 +733,18 @@ static int rank_main(const ropts_t *o)
                "repetitions [min-max]\n",
                ipcp_version_string(), nranks, o->cuda ? "device" : "host", note,
                o->reps);
+    if (o->cuda && o->nccl) {
+        char lib[160];
+        nccl_open(c, o);
+        bench_nccl_describe(lib, sizeof(lib));
+        if (me == 0 && nccl)
+            printf("NCCL (%s): each pattern also as ncclSend/ncclRecv, all of "
+                   "a rank's in one group\n",
+                   lib);
+        else if (me == 0)
+            printf("NCCL: not run: %s\n", nccl_why);
+        fflush(stdout);
+    }
     for (int p = 0; p < NPATS; p++) {
         if (!o->pats[p])
             continue;
@@ -614,116 +756,15 @@ static int rank_main(const ropts_t *o)
         for (int i = 0; i < o->nsizes; i++)
             run_size(c, o, p, o->sizes[i], seed + (uint64_t)(p * 64 + i));
     }
+    bench_nccl_destroy(nccl);
     OK(ipcp_finalize(c));
     return 0;
-}
-
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: ipcpipe-bench-ranks [--ranks N] [--pattern "
-               "ring|pairs|all2all|all[,...]]\n"
-               "         [--mem host|cuda] [--sizes LIST] [--reps N] "
-               "[--window W] [--pin] [--timeout S]\n");
-}
-
-static void parse_patterns(ropts_t *o, const char *v)
-{
-    char buf[64];
-    if (strlen(v) >= sizeof(buf))
-        die("--pattern: '%s' is too long", v);
-    strcpy(buf, v);
-    memset(o->pats, 0, sizeof(o->pats));
-    o->pats_set = 0;
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t;
-         t = strtok_r(NULL, ",", &save)) {
-        int found = 0;
-        for (int p = 0; p < NPATS; p++)
-            if (!strcmp(t, pat_names[p]) || !strcmp(t, "all"))
-                o->pats[p] = found = 1;
-        if (!found)
-            die("--pattern takes ring, pairs, all2all or all, not '%s'", t);
-        if (!strcmp(t, "pairs"))
-            o->pats_set = 1;
-    }
-}
-
-static void parse_sizes(ropts_t *o, const char *sizes)
-{
-    o->nsizes = 0;
-    for (const char *s = sizes; *s;) {
-        const char *end = s;
-        if (o->nsizes == MAX_SIZES ||
-            ipcp_tool_parse_size(s, ",", &o->sizes[o->nsizes], &end) != 0 ||
-            o->sizes[o->nsizes] == 0 || (*end && *end != ','))
-            die("--sizes: bad list '%s' (at most %d sizes, each 1 byte or "
-                "more, as 8, 64K, 1M)",
-                sizes, MAX_SIZES);
-        o->nsizes++;
-        s = *end == ',' ? end + 1 : end;
-    }
-    if (o->nsizes == 0)
-        die("--sizes: an empty list");
-}
-
-/* A whole number in [lo, hi] for option name, or death naming it. */
-static int parse_int(const char *name, const char *v, int lo, int hi)
-{
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || end == v || *end || x < lo || x > hi)
-        die("%s takes a whole number from %d to %d, not '%s'", name, lo, hi, v);
-    return (int)x;
-}
-
-static void parse(int argc, char **argv, ropts_t *o)
-{
-    memset(o, 0, sizeof(*o));
-    o->nranks = 4;
-    o->reps = 5;
-    o->timeout_s = 600;
-    parse_patterns(o, "all");
-    parse_sizes(o, "64K,1M,16M");
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            exit(0);
-        } else if (!strcmp(a, "--pin")) {
-            o->pin = 1;
-            continue;
-        } else if (!v) {
-            usage(stderr);
-            die("%s: unknown option or missing value", a);
-        } else if (!strcmp(a, "--ranks")) {
-            o->nranks = parse_int(a, v, 2, IPCP_LAUNCH_MAX_RANKS);
-            o->nranks_set = 1;
-        } else if (!strcmp(a, "--pattern")) {
-            parse_patterns(o, v);
-        } else if (!strcmp(a, "--mem")) {
-            if (strcmp(v, "host") && strcmp(v, "cuda"))
-                die("--mem takes host or cuda, not '%s'", v);
-            o->cuda = !strcmp(v, "cuda");
-        } else if (!strcmp(a, "--sizes")) {
-            parse_sizes(o, v);
-        } else if (!strcmp(a, "--reps")) {
-            o->reps = parse_int(a, v, 1, MAX_REPS);
-        } else if (!strcmp(a, "--window")) {
-            o->window = parse_int(a, v, 1, MAX_WIN);
-        } else if (!strcmp(a, "--timeout")) {
-            o->timeout_s = parse_int(a, v, 0, 86400);
-        } else {
-            usage(stderr);
-            die("%s: unknown option", a);
-        }
-        i++;
-    }
 }
 
 int main(int argc, char **argv)
 {
     ropts_t o;
-    parse(argc, argv, &o);
+    ranks_parse(argc, argv, &o);
     if (ipcp_launch_is_rank())
         return rank_main(&o);
     if (o.pats_set && o.pats[PAT_PAIRS] && o.nranks % 2)
