@@ -1,36 +1,51 @@
 #!/bin/bash
 # Stream-ordered transfers of up to 64 KiB with other nodes moved ahead
-# of their streams (issue 29): main (m) against main + ahead.patch (k:
-# receives copied in by a kernel on their streams) and main +
-# ahead.patch + ahead-nok.patch (a: receives copied in on ipcpipe's
-# queue).
-# k's MPI, remote and stream tests on the GPU (label gpu ones skip
-# nothing here), then bench-nodes' device rows with the ordered calls, m,
-# a and k in turns (~4-5 min).  Log: $OUT/log.txt.  Land ahead.patch
-# once k's tests pass (ahead-nok.patch is for the A/B only).
+# of their streams (issue 29): main + ahead.patch (k) built, its MPI,
+# remote and stream tests on the GPU (--timeout a test, so that a hang
+# names its test), then, if they all passed, the README's bench-nodes
+# command on k for the README's table.  AB="m a k" adds bench-nodes'
+# ordered device rows of main (m), k and k + ahead-nok.patch (a: the
+# queue copies instead of the kernel) in turns (+2-3 min).  STAMPS=1
+# adds k + ahead-stamps.patch (s): the ordered rows with each process's
+# host times of its transfers ahead (+1 min).  Log: $OUT/log.txt.  ~3-4
+# min without AB and STAMPS.
 #   bash notes/probes/ahead-call.sh
+#   STAMPS=1 AB="m k" bash notes/probes/ahead-call.sh
 set -u
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 L=$OUT/log.txt
-P=notes/probes
+P=$PWD/notes/probes
+AB=${AB:-}
+STAMPS=${STAMPS:-}
 t0=$(date +%s); el() { echo "[$(($(date +%s) - t0)) s] $*" >> $L; }
-{ date; nvidia-smi -L; git log --oneline -1 2>/dev/null || echo "commit: ${IPCPIPE_COMMIT:-unknown}"; } >> $L
+{ date; nvidia-smi -L; echo "commit: ${IPCPIPE_COMMIT:-unknown} + ahead.patch"; } >> $L
 rm -rf /tmp/m /tmp/a /tmp/k && mkdir -p /tmp/m
 tar --exclude=./build --exclude=./.git -cf - . | tar -x -C /tmp/m
 cp -a /tmp/m /tmp/k && (cd /tmp/k && patch -p1 -s < $P/ahead.patch); echo "patch k rc=$?" >> $L
 cp -a /tmp/k /tmp/a && (cd /tmp/a && patch -p1 -s < $P/ahead-nok.patch); echo "patch a rc=$?" >> $L
-for t in m a k; do
+rm -rf /tmp/s && cp -a /tmp/k /tmp/s && (cd /tmp/s && patch -p1 -s < $P/ahead-stamps.patch); echo "patch s rc=$?" >> $L
+for t in k $(echo "$AB" | tr ' ' '\n' | grep -v '^k$') ${STAMPS:+s}; do
   cmake -S /tmp/$t -B /tmp/$t/b -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIPCPIPE_WERROR=ON > /tmp/$t.txt 2>&1 &&
     cmake --build /tmp/$t/b -j16 >> /tmp/$t.txt 2>&1; echo "build $t rc=$?" >> $L
 done
 el built
-(cd /tmp/k/b && timeout 300 ctest -j4 -R "^mpi\.|api.remote|cuda.stream|tools.bench_nodes" --output-on-failure 2>&1 |
-  grep -E "tests passed|tests failed|\*\*\*Failed|\*\*\*Timeout|Failed\b|FAIL|Exception|Skipped" | head -60) >> $L
+(cd /tmp/k/b && timeout 400 ctest -j4 --timeout 150 -R "^mpi\.|api.remote|cuda.stream|tools.bench_nodes" -E "split" --output-on-failure > /tmp/k-tests.txt 2>&1
+ grep -E "tests passed|tests failed|\*\*\*Failed|\*\*\*Timeout|Exception|\(Failed\)|\(Timeout\)" /tmp/k-tests.txt | head -40
+ grep -A40 -E "\*\*\*Failed|\*\*\*Timeout" /tmp/k-tests.txt | head -200) >> $L
 el tests
+if grep -q "100% tests passed" $L; then
+  echo "## README: mpirun -np 2 --bind-to none ipcpipe-bench-nodes --ordered --sizes 8,4K,64K,256K,1M,4M,16M,256M --reps 10 (k)" >> $L
+  timeout 200 mpirun -np 2 --bind-to none /tmp/k/b/tools/ipcpipe-bench-nodes --ordered --sizes 8,4K,64K,256K,1M,4M,16M,256M --reps 10 >> $L 2>&1
+  el readme-bench
+fi
 for turn in 1 2; do
-  for t in m a k; do
+  for t in $AB; do
     echo "## $t turn $turn: mpirun -np 2 --bind-to none ipcpipe-bench-nodes --mem cuda --ordered --sizes 8,4K,64K,256K --reps 10" >> $L
     timeout 90 mpirun -np 2 --bind-to none /tmp/$t/b/tools/ipcpipe-bench-nodes --mem cuda --ordered --sizes 8,4K,64K,256K --reps 10 >> $L 2>&1
   done
 done
+if [ -n "$STAMPS" ]; then
+  echo "## s: IPCPIPE_AHEAD_STAMPS=1 mpirun -np 2 --bind-to none ipcpipe-bench-nodes --mem cuda --ordered --sizes 8,4K,64K --reps 10" >> $L
+  timeout 90 mpirun -np 2 --bind-to none -x IPCPIPE_AHEAD_STAMPS=1 /tmp/s/b/tools/ipcpipe-bench-nodes --mem cuda --ordered --sizes 8,4K,64K --reps 10 >> $L 2>&1
+fi
 el done
