@@ -7,16 +7,21 @@
 # ordered device rows of main (m), k and k + ahead-nok.patch (a: the
 # queue copies instead of the kernel) in turns (+2-3 min).  STAMPS=1
 # adds k + ahead-stamps.patch (s): the ordered rows with each process's
-# host times of its transfers ahead (+1 min).  Log: $OUT/log.txt.  ~3-4
-# min without AB and STAMPS.
+# host times of its transfers ahead (+1 min).  MPS=1 adds k's ordered rows
+# with the MPS daemon running (started here, stopped after; +30 s): both
+# ranks share the one GPU, whose contexts otherwise take turns, which two
+# real nodes never do.  Log: $OUT/log.txt.  ~3-4 min without AB, STAMPS
+# and MPS.
 #   bash notes/probes/ahead-call.sh
 #   STAMPS=1 AB="m k" bash notes/probes/ahead-call.sh
+#   MPS=1 STAMPS=1 AB="a k" bash notes/probes/ahead-call.sh
 set -u
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 L=$OUT/log.txt
 P=$PWD/notes/probes
 AB=${AB:-}
 STAMPS=${STAMPS:-}
+MPS=${MPS:-}
 t0=$(date +%s); el() { echo "[$(($(date +%s) - t0)) s] $*" >> $L; }
 { date; nvidia-smi -L; echo "commit: ${IPCPIPE_COMMIT:-unknown} + ahead.patch"; } >> $L
 rm -rf /tmp/m /tmp/a /tmp/k && mkdir -p /tmp/m
@@ -47,5 +52,13 @@ done
 if [ -n "$STAMPS" ]; then
   echo "## s: IPCPIPE_AHEAD_STAMPS=1 mpirun -np 2 --bind-to none ipcpipe-bench-nodes --mem cuda --ordered --sizes 8,4K,64K --reps 10" >> $L
   timeout 90 mpirun -np 2 --bind-to none -x IPCPIPE_AHEAD_STAMPS=1 /tmp/s/b/tools/ipcpipe-bench-nodes --mem cuda --ordered --sizes 8,4K,64K --reps 10 >> $L 2>&1
+fi
+if [ -n "$MPS" ]; then
+  nvidia-cuda-mps-control -d >> $L 2>&1; echo "MPS start rc=$?" >> $L
+  for turn in 1 2; do
+    echo "## k under MPS, turn $turn: mpirun -np 2 --bind-to none ipcpipe-bench-nodes --mem cuda --ordered --sizes 8,4K,64K,256K --reps 10" >> $L
+    timeout 90 mpirun -np 2 --bind-to none /tmp/k/b/tools/ipcpipe-bench-nodes --mem cuda --ordered --sizes 8,4K,64K,256K --reps 10 >> $L 2>&1
+  done
+  echo quit | nvidia-cuda-mps-control; echo "MPS stop rc=$?" >> $L
 fi
 el done
