@@ -8,7 +8,7 @@
 # queue copies instead of the kernel) in turns (+2-3 min).  STAMPS=1
 # adds k + ahead-stamps.patch (s): the ordered rows with each process's
 # host times of its transfers ahead (+1 min).  MPS=1 adds k's ordered rows
-# with the MPS daemon running (started here, stopped after; +30 s): both
+# with the MPS daemon running (started here, stopped after, also when the call is cut short; +~1 min): both
 # ranks share the one GPU, whose contexts otherwise take turns, which two
 # real nodes never do.  Log: $OUT/log.txt.  ~3-4 min without AB, STAMPS
 # and MPS.
@@ -55,10 +55,13 @@ if [ -n "$STAMPS" ]; then
 fi
 if [ -n "$MPS" ]; then
   nvidia-cuda-mps-control -d >> $L 2>&1; echo "MPS start rc=$?" >> $L
+  trap 'echo quit | nvidia-cuda-mps-control' EXIT
+  sleep 1
   for turn in 1 2; do
     echo "## k under MPS, turn $turn: mpirun -np 2 --bind-to none ipcpipe-bench-nodes --mem cuda --ordered --sizes 8,4K,64K,256K --reps 10" >> $L
     timeout 90 mpirun -np 2 --bind-to none /tmp/k/b/tools/ipcpipe-bench-nodes --mem cuda --ordered --sizes 8,4K,64K,256K --reps 10 >> $L 2>&1
   done
   echo quit | nvidia-cuda-mps-control; echo "MPS stop rc=$?" >> $L
+  trap - EXIT
 fi
 el done
