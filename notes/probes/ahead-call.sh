@@ -7,11 +7,11 @@
 # ordered device rows of main (m), k and k + ahead-nok.patch (a: the
 # queue copies instead of the kernel) in turns (+2-3 min).  STAMPS=1
 # adds k + ahead-stamps.patch (s): the ordered rows with each process's
-# host times of its transfers ahead (+1 min).  MPS=1 adds k's ordered rows
-# with the MPS daemon running (started here, stopped after, also when the call is cut short; +~1 min): both
-# ranks share the one GPU, whose contexts otherwise take turns, which two
-# real nodes never do.  Log: $OUT/log.txt.  ~3-4 min without AB, STAMPS
-# and MPS.
+# host times of its transfers ahead (+1 min).  MPS=1 adds k's ordered
+# rows with the MPS daemon running (started here, stopped after, also
+# when the call is cut short; +~1 min): both ranks share the one GPU,
+# whose contexts otherwise take turns, which two real nodes never do.
+# Log: $OUT/log.txt.  ~3-4 min without AB, STAMPS and MPS.
 #   bash notes/probes/ahead-call.sh
 #   STAMPS=1 AB="m k" bash notes/probes/ahead-call.sh
 #   MPS=1 STAMPS=1 AB="a k" bash notes/probes/ahead-call.sh
