@@ -23,12 +23,22 @@ AB=${AB:-}
 STAMPS=${STAMPS:-}
 MPS=${MPS:-}
 t0=$(date +%s); el() { echo "[$(($(date +%s) - t0)) s] $*" >> $L; }
+. $P/mps.sh
+# bench-nodes' ordered device rows of build $1 (sizes $2), titled $3;
+# further arguments go to mpirun.
+ordered() {
+  local b=$1 sizes=$2 title=$3; shift 3
+  echo "## $title: mpirun -np 2 --bind-to none $* ipcpipe-bench-nodes --mem cuda --ordered --sizes $sizes --reps 10" >> $L
+  timeout 90 mpirun -np 2 --bind-to none "$@" /tmp/$b/b/tools/ipcpipe-bench-nodes --mem cuda --ordered --sizes $sizes --reps 10 >> $L 2>&1
+}
 { date; nvidia-smi -L; echo "commit: ${IPCPIPE_COMMIT:-unknown} + ahead.patch"; } >> $L
 rm -rf /tmp/m /tmp/a /tmp/k && mkdir -p /tmp/m
 tar --exclude=./build --exclude=./.git -cf - . | tar -x -C /tmp/m
 cp -a /tmp/m /tmp/k && (cd /tmp/k && patch -p1 -s < $P/ahead.patch); echo "patch k rc=$?" >> $L
 cp -a /tmp/k /tmp/a && (cd /tmp/a && patch -p1 -s < $P/ahead-nok.patch); echo "patch a rc=$?" >> $L
-rm -rf /tmp/s && cp -a /tmp/k /tmp/s && (cd /tmp/s && patch -p1 -s < $P/ahead-stamps.patch); echo "patch s rc=$?" >> $L
+if [ -n "$STAMPS" ]; then
+  rm -rf /tmp/s && cp -a /tmp/k /tmp/s && (cd /tmp/s && patch -p1 -s < $P/ahead-stamps.patch); echo "patch s rc=$?" >> $L
+fi
 for t in k $(echo "$AB" | tr ' ' '\n' | grep -v '^k$') ${STAMPS:+s}; do
   cmake -S /tmp/$t -B /tmp/$t/b -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIPCPIPE_WERROR=ON > /tmp/$t.txt 2>&1 &&
     cmake --build /tmp/$t/b -j16 >> /tmp/$t.txt 2>&1; echo "build $t rc=$?" >> $L
@@ -45,23 +55,15 @@ if grep -q "100% tests passed" $L; then
 fi
 for turn in 1 2; do
   for t in $AB; do
-    echo "## $t turn $turn: mpirun -np 2 --bind-to none ipcpipe-bench-nodes --mem cuda --ordered --sizes 8,4K,64K,256K --reps 10" >> $L
-    timeout 90 mpirun -np 2 --bind-to none /tmp/$t/b/tools/ipcpipe-bench-nodes --mem cuda --ordered --sizes 8,4K,64K,256K --reps 10 >> $L 2>&1
+    ordered $t 8,4K,64K,256K "$t turn $turn"
   done
 done
-if [ -n "$STAMPS" ]; then
-  echo "## s: IPCPIPE_AHEAD_STAMPS=1 mpirun -np 2 --bind-to none ipcpipe-bench-nodes --mem cuda --ordered --sizes 8,4K,64K --reps 10" >> $L
-  timeout 90 mpirun -np 2 --bind-to none -x IPCPIPE_AHEAD_STAMPS=1 /tmp/s/b/tools/ipcpipe-bench-nodes --mem cuda --ordered --sizes 8,4K,64K --reps 10 >> $L 2>&1
-fi
+[ -n "$STAMPS" ] && ordered s 8,4K,64K "s" -x IPCPIPE_AHEAD_STAMPS=1
 if [ -n "$MPS" ]; then
-  nvidia-cuda-mps-control -d >> $L 2>&1; echo "MPS start rc=$?" >> $L
-  trap 'echo quit | nvidia-cuda-mps-control' EXIT
-  sleep 1
+  mps_start
   for turn in 1 2; do
-    echo "## k under MPS, turn $turn: mpirun -np 2 --bind-to none ipcpipe-bench-nodes --mem cuda --ordered --sizes 8,4K,64K,256K --reps 10" >> $L
-    timeout 90 mpirun -np 2 --bind-to none /tmp/k/b/tools/ipcpipe-bench-nodes --mem cuda --ordered --sizes 8,4K,64K,256K --reps 10 >> $L 2>&1
+    ordered k 8,4K,64K,256K "k under MPS, turn $turn"
   done
-  echo quit | nvidia-cuda-mps-control; echo "MPS stop rc=$?" >> $L
-  trap - EXIT
+  mps_stop
 fi
 el done

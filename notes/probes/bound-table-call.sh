@@ -6,6 +6,7 @@
 set -u
 L=$OUT/log.txt
 t0=$(date +%s); el() { echo "[$(($(date +%s) - t0)) s] $*" >> $L; }
+. notes/probes/mps.sh
 nvidia-smi -L >> $L
 rm -rf /tmp/m && mkdir /tmp/m && tar --exclude=./build --exclude=./.git -cf - . | (cd /tmp/m && tar xf -)
 cmake -S /tmp/m -B /tmp/m/b -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OFF > /tmp/m.txt 2>&1 &&
@@ -21,10 +22,7 @@ runs() {
 }
 runs "no MPS"
 el nomps
-nvidia-cuda-mps-control -d >> $L 2>&1; echo "MPS start rc=$?" >> $L
-trap 'echo quit | nvidia-cuda-mps-control' EXIT
-sleep 1
+mps_start
 runs MPS
-echo quit | nvidia-cuda-mps-control; trap - EXIT; sleep 2
-echo "## MPS stopped: $(pgrep -c nvidia-cuda-mps || true) MPS processes left" >> $L
+mps_stop
 el done
